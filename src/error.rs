@@ -1,0 +1,130 @@
+//! Errors of compiling a constraint (regex, template, request, schema, grammar): each names where
+//! the problem is and what was expected.
+
+use std::fmt;
+
+/// What kind of problem a [`CompileError`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompileErrorKind {
+    /// The text does not parse (regex, template, request, grammar, schema JSON).
+    Syntax,
+    /// Valid input using something formwork does not support (look-around, backreferences, an
+    /// unsupported JSON Schema keyword); never silently ignored.
+    Unsupported,
+    /// A name is used but never defined (rule, structure, parameter, `$ref`).
+    Undefined,
+    /// A value has the wrong shape (an argument of the wrong kind, a negative bound, ...).
+    Invalid,
+    /// The constraint needs a stack (recursion) and the backend asked for is finite-state.
+    NotRegular,
+    /// The constraint admits no string at all, so no mask could ever be satisfied.
+    EmptyLanguage,
+    /// A size or time limit was reached.
+    Limit,
+    /// The constraint names a special token the vocabulary does not have.
+    UnknownSpecialToken,
+}
+
+/// Where in the input a [`CompileError`] points.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Location {
+    /// No particular place.
+    None,
+    /// A position in a text source (1-based line and column, column counted in characters).
+    Text {
+        /// File path or a name such as `<request>`.
+        source: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+    },
+    /// A JSON pointer into a schema (`/properties/name/pattern`).
+    JsonPointer(String),
+}
+
+impl Location {
+    /// The line and column of byte offset `offset` in `text`, in source `source`.
+    pub fn in_text(source: &str, text: &str, offset: usize) -> Location {
+        let before = &text[..offset.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Location::Text { source: source.to_string(), line, col }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::None => Ok(()),
+            Location::Text { source, line, col } => write!(f, "{source}:{line}:{col}"),
+            Location::JsonPointer(p) => write!(f, "#{p}"),
+        }
+    }
+}
+
+/// A constraint failed to compile.
+///
+/// # Example
+///
+/// ```
+/// use formwork::{CompileErrorKind, ops::RegexCompiler};
+///
+/// let err = RegexCompiler::new().compile(r"(?<=a)b").unwrap_err();
+/// assert_eq!(err.kind(), CompileErrorKind::Unsupported);
+/// assert!(err.to_string().contains("look-around"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileError {
+    kind: CompileErrorKind,
+    location: Location,
+    message: String,
+}
+
+impl CompileError {
+    /// An error of `kind` at `location`.
+    pub fn new(kind: CompileErrorKind, location: Location, message: impl Into<String>) -> Self {
+        CompileError { kind, location, message: message.into() }
+    }
+
+    /// An error with no particular location.
+    pub fn unplaced(kind: CompileErrorKind, message: impl Into<String>) -> Self {
+        CompileError::new(kind, Location::None, message)
+    }
+
+    /// The kind of problem.
+    pub fn kind(&self) -> CompileErrorKind {
+        self.kind
+    }
+
+    /// Where it is.
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// What was wrong, without the location.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The same error placed at `location` if it had no place yet.
+    pub fn or_at(mut self, location: Location) -> Self {
+        if self.location == Location::None {
+            self.location = location;
+        }
+        self
+    }
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.location {
+            Location::None => f.write_str(&self.message),
+            _ => write!(f, "{}: {}", self.location, self.message),
+        }
+    }
+}
+
+impl std::error::Error for CompileError {}

@@ -1,0 +1,3 @@
+//! Front ends: text formats compiled into the grammar IR that both backends consume.
+
+pub mod regex;

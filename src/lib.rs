@@ -1,0 +1,17 @@
+//! formwork: structured decoding for LLM inference.
+//!
+//! At each decoding step an inference engine asks which tokens may come next so the output
+//! keeps a required structure; formwork answers with a token bitmask (u32 words, the layout
+//! vLLM, SGLang and xgrammar use).
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod front;
+pub mod ir;
+pub mod mask;
+pub mod matcher;
+pub mod vocab;
+
+pub use error::{CompileError, CompileErrorKind, Location};
+pub use matcher::{MatchError, MatchErrorKind, Matcher};

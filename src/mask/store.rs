@@ -1,0 +1,148 @@
+//! Adaptive storage for cached masks (XGrammar §3.2): a mask is kept as whichever of three forms
+//! is smallest.
+
+use super::{iter_ones, set_bit};
+use crate::vocab::TokenId;
+
+/// A cached mask over a fixed universe (usually the vocabulary's text tokens).
+///
+/// - `Accepted`: the allowed ids (reject-heavy masks: a Write's next byte allows a few tokens);
+/// - `Rejected`: the universe minus these ids (accept-heavy masks: free text);
+/// - `Bitset`: the words themselves, when neither list is smaller.
+///
+/// # Example
+///
+/// ```
+/// use formwork::mask::StoredMask;
+///
+/// let universe = vec![u32::MAX; 4]; // 128 tokens, all text
+/// let mut words = universe.clone();
+/// words[0] &= !1; // everything but token 0
+/// let stored = StoredMask::from_words(&words, &universe);
+/// assert!(matches!(stored, StoredMask::Rejected(ref ids) if &ids[..] == [0]));
+/// let mut out = vec![0; 4];
+/// stored.write_to(&mut out, &universe);
+/// assert_eq!(out, words);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredMask {
+    /// Only these ids are allowed.
+    Accepted(Box<[TokenId]>),
+    /// Every id of the universe but these is allowed.
+    Rejected(Box<[TokenId]>),
+    /// The full bitset.
+    Bitset(Box<[u32]>),
+}
+
+impl StoredMask {
+    /// Chooses the smallest form for `words`, a subset of `universe`.
+    pub fn from_words(words: &[u32], universe: &[u32]) -> StoredMask {
+        let accepted: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        let rejected: usize =
+            words.iter().zip(universe).map(|(w, u)| (u & !w).count_ones() as usize).sum();
+        let bitset = words.len();
+        if accepted <= rejected && accepted <= bitset {
+            StoredMask::Accepted(iter_ones(words).collect())
+        } else if rejected <= bitset {
+            let missing: Vec<u32> = words.iter().zip(universe).map(|(w, u)| u & !w).collect();
+            StoredMask::Rejected(iter_ones(&missing).collect())
+        } else {
+            StoredMask::Bitset(words.into())
+        }
+    }
+
+    /// Overwrites `out` with the mask.
+    pub fn write_to(&self, out: &mut [u32], universe: &[u32]) {
+        match self {
+            StoredMask::Accepted(ids) => {
+                out.fill(0);
+                ids.iter().for_each(|&t| set_bit(out, t));
+            }
+            StoredMask::Rejected(ids) => {
+                out.copy_from_slice(universe);
+                ids.iter().for_each(|&t| out[t as usize / 32] &= !(1 << (t % 32)));
+            }
+            StoredMask::Bitset(words) => out.copy_from_slice(words),
+        }
+    }
+
+    /// `out |= mask`.
+    pub fn or_into(&self, out: &mut [u32], universe: &[u32]) {
+        match self {
+            StoredMask::Accepted(ids) => ids.iter().for_each(|&t| set_bit(out, t)),
+            StoredMask::Rejected(ids) => {
+                // Universe words with the rejected bits cleared, word by word.
+                let mut next = ids.iter().peekable();
+                for (i, (o, &u)) in out.iter_mut().zip(universe).enumerate() {
+                    let mut w = u;
+                    while let Some(&&t) = next.peek() {
+                        if t as usize / 32 != i {
+                            break;
+                        }
+                        w &= !(1 << (t % 32));
+                        next.next();
+                    }
+                    *o |= w;
+                }
+            }
+            StoredMask::Bitset(words) => out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w),
+        }
+    }
+
+    /// Number of allowed ids.
+    pub fn count(&self, universe: &[u32]) -> usize {
+        match self {
+            StoredMask::Accepted(ids) => ids.len(),
+            StoredMask::Rejected(ids) => {
+                universe.iter().map(|w| w.count_ones() as usize).sum::<usize>() - ids.len()
+            }
+            StoredMask::Bitset(words) => words.iter().map(|w| w.count_ones() as usize).sum(),
+        }
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            StoredMask::Accepted(ids) | StoredMask::Rejected(ids) => ids.len() * 4,
+            StoredMask::Bitset(words) => words.len() * 4,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_round_trips_through_write_and_or() {
+        let universe: Vec<u32> = (0..10).map(|i| if i == 9 { 0x0fff_ffff } else { u32::MAX }).collect();
+        let cases: Vec<Vec<u32>> = vec![
+            vec![0; 10],
+            universe.clone(),
+            {
+                let mut w = vec![0; 10];
+                w[3] = 0b1010;
+                w
+            },
+            {
+                let mut w = universe.clone();
+                w[9] &= !(1 << 5);
+                w
+            },
+            (0..10).map(|i| 0x5555_5555 & universe[i]).collect(),
+        ];
+        for words in cases {
+            let stored = StoredMask::from_words(&words, &universe);
+            let mut out = vec![0xdead_beef; 10];
+            stored.write_to(&mut out, &universe);
+            assert_eq!(out, words, "{stored:?}");
+            let mut or = vec![0; 10];
+            or[0] = 1;
+            stored.or_into(&mut or, &universe);
+            let mut expected = words.clone();
+            expected[0] |= 1;
+            assert_eq!(or, expected);
+            assert_eq!(stored.count(&universe), words.iter().map(|w| w.count_ones() as usize).sum());
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The one API every backend implements: an inference engine asks for a mask, consumes the
+//! sampled token, and may roll back or jump forward.
+
+use std::fmt;
+
+use crate::vocab::TokenId;
+
+/// The kind of a [`MatchError`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MatchErrorKind {
+    /// The token is not allowed here; the matcher's state is unchanged.
+    Rejected {
+        /// The token consumed.
+        token: TokenId,
+        /// How many tokens had been consumed before it.
+        step: usize,
+        /// Byte offset inside the token where the constraint failed (0 for a special token).
+        at_byte: usize,
+    },
+    /// The id is outside the vocabulary's mask width.
+    UnknownToken {
+        /// The token consumed.
+        token: TokenId,
+        /// The mask width of the vocabulary.
+        mask_width: usize,
+    },
+    /// The matcher already consumed EOS.
+    Terminated,
+    /// `rollback(n)` asked for more tokens than were consumed.
+    RollbackTooFar {
+        /// Tokens asked for.
+        requested: usize,
+        /// Tokens that can be rolled back.
+        available: usize,
+    },
+    /// The output buffer of `fill_mask` has the wrong number of words.
+    MaskSize {
+        /// Words expected: `ceil(mask_width / 32)`.
+        expected: usize,
+        /// Words given.
+        got: usize,
+    },
+    /// A backend limit was hit (e.g. too many parallel parses); the state is unchanged.
+    Limit(String),
+}
+
+/// Why a [`Matcher`] call failed. A failed call never changes the matcher's state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatchError {
+    kind: MatchErrorKind,
+}
+
+impl MatchError {
+    /// An error of this kind.
+    pub fn new(kind: MatchErrorKind) -> MatchError {
+        MatchError { kind }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &MatchErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for MatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            MatchErrorKind::Rejected { token, step, at_byte } => {
+                write!(f, "token {token} rejected at step {step} (byte {at_byte} of the token)")
+            }
+            MatchErrorKind::UnknownToken { token, mask_width } => {
+                write!(f, "token id {token} is outside the vocabulary (mask width {mask_width})")
+            }
+            MatchErrorKind::Terminated => f.write_str("the matcher has already consumed EOS"),
+            MatchErrorKind::RollbackTooFar { requested, available } => {
+                write!(f, "cannot roll back {requested} tokens, only {available} consumed")
+            }
+            MatchErrorKind::MaskSize { expected, got } => {
+                write!(f, "mask buffer has {got} words, expected {expected}")
+            }
+            MatchErrorKind::Limit(what) => write!(f, "limit reached: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for MatchError {}
+
+/// A constraint's state during decoding.
+///
+/// Every backend (operator FSMs, Earley) implements it, so an inference engine drives them
+/// alike. Masks are exact: a token is allowed iff the output so far followed by its bytes can
+/// still be completed to a string of the constraint's language (DESIGN.md, Semantics); EOS is
+/// allowed iff the output so far is in the language.
+pub trait Matcher: Send {
+    /// Writes the allowed-token bitmask into `out` (`ceil(mask_width / 32)` words, every bit
+    /// written). After EOS was consumed, only EOS is allowed.
+    fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError>;
+
+    /// Advances by one sampled token. A rejected token is an error and changes nothing.
+    fn consume(&mut self, token: TokenId) -> Result<(), MatchError>;
+
+    /// Undoes the last `n` consumed tokens (EOS included).
+    fn rollback(&mut self, n: usize) -> Result<(), MatchError>;
+
+    /// True if the output so far is a complete string of the language (EOS is allowed).
+    fn is_accepting(&self) -> bool;
+
+    /// True once EOS was consumed.
+    fn is_terminated(&self) -> bool;
+
+    /// The bytes every continuation must start with (empty when the next byte is not forced).
+    fn forced_bytes(&self) -> Vec<u8>;
+
+    /// Canonical tokens of the forced stretch, for jump-forward decoding: consuming them is
+    /// always allowed. A forced stretch that ends before the constraint's end keeps its last
+    /// token back, since the model may merge it with the free text that follows.
+    fn forced_tokens(&self) -> Vec<TokenId>;
+
+    /// Number of tokens consumed (what `rollback` can undo).
+    fn num_consumed(&self) -> usize;
+
+    /// Back to the initial state.
+    fn reset(&mut self);
+
+    /// Consumes tokens in order; stops at the first error, after which the tokens before it
+    /// remain consumed.
+    fn consume_all(&mut self, tokens: &[TokenId]) -> Result<(), MatchError> {
+        tokens.iter().try_for_each(|&t| self.consume(t))
+    }
+}

@@ -1,0 +1,457 @@
+//! The vocabulary: the exact bytes of every token, which tokens are special, EOS, and the token
+//! trie the mask walks use.
+//!
+//! formwork never looks at token *strings*: a byte-level BPE token `Ġhello` is the bytes
+//! ` hello`, a SentencePiece piece `<0x0A>` is the byte `\n`. Tokens marked `special: true` in the
+//! tokenizer's added tokens are symbols, not text: they match only where a constraint names them.
+//! A non-special added token (Qwen3's `<tool_call>`) is ordinary text.
+
+mod hf;
+mod trie;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use trie::{TokenTrie, TrieStep, TrieVisitor};
+
+/// A token id, as inference engines pass them.
+pub type TokenId = u32;
+
+/// The Qwen3 tokenizer shipped inside the crate (gzip of the original `tokenizer.json`).
+const EMBEDDED_QWEN3_TOKENIZER: &[u8] = include_bytes!("../../data/tokenizers/qwen3/tokenizer.json.gz");
+const EMBEDDED_QWEN3_CONFIG: &[u8] = include_bytes!("../../data/tokenizers/qwen3/tokenizer_config.json");
+
+fn gunzip_if_compressed<'a>(
+    raw: &'a [u8],
+    source: &str,
+) -> Result<std::borrow::Cow<'a, [u8]>, VocabError> {
+    use std::io::Read;
+    if !raw.starts_with(&[0x1f, 0x8b]) {
+        return Ok(std::borrow::Cow::Borrowed(raw));
+    }
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(raw)
+        .read_to_end(&mut out)
+        .map_err(|e| VocabError::new(VocabErrorKind::Parse, format!("{source}: bad gzip: {e}")))?;
+    Ok(std::borrow::Cow::Owned(out))
+}
+
+/// What a token id stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenKind {
+    /// Ordinary text: its bytes.
+    Text,
+    /// A special token (`special: true`): a symbol that never matches as text.
+    Special,
+    /// An id inside the mask width with no token behind it; never allowed.
+    Unused,
+}
+
+/// The kind of a [`VocabError`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum VocabErrorKind {
+    /// The tokenizer file could not be read.
+    Io,
+    /// The file is not a tokenizer the `tokenizers` crate can load (corrupt, truncated, not JSON).
+    Parse,
+    /// The tokenizer's piece encoding is not one formwork can turn back into bytes.
+    UnsupportedEncoding,
+    /// A configuration value is inconsistent (mask width too small, unknown EOS, ...).
+    Config,
+    /// Text could not be tokenized.
+    Encode,
+}
+
+/// An error loading or using a vocabulary. It names the file (when there is one) and what was
+/// wrong.
+#[derive(Clone, Debug)]
+pub struct VocabError {
+    kind: VocabErrorKind,
+    message: String,
+}
+
+impl VocabError {
+    pub(crate) fn new(kind: VocabErrorKind, message: impl Into<String>) -> VocabError {
+        VocabError { kind, message: message.into() }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &VocabErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for VocabError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for VocabError {}
+
+/// Options for loading a vocabulary.
+///
+/// # Example
+///
+/// ```no_run
+/// use formwork::vocab::{Vocab, VocabConfig};
+///
+/// let vocab = Vocab::from_file_with(
+///     "tokenizer.json",
+///     VocabConfig::new().mask_width(Some(151_936)).eos(Some(vec!["<|im_end|>".into()])),
+/// ).unwrap();
+/// assert_eq!(vocab.mask_width(), 151_936);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct VocabConfig {
+    mask_width: Option<usize>,
+    eos: Option<Vec<String>>,
+    config_json: Option<Vec<u8>>,
+}
+
+impl VocabConfig {
+    /// Default options: mask width = the tokenizer's size, EOS from `tokenizer_config.json` beside
+    /// the tokenizer (or well-known end tokens).
+    pub fn new() -> VocabConfig {
+        VocabConfig::default()
+    }
+
+    /// The model's vocabulary size, when larger than the tokenizer's (padding rows in the
+    /// embedding matrix). Ids past the tokenizer are never allowed.
+    pub fn mask_width(mut self, width: Option<usize>) -> VocabConfig {
+        self.mask_width = width;
+        self
+    }
+
+    /// The end-of-sequence tokens, by content (e.g. `<|im_end|>`), overriding the config.
+    pub fn eos(mut self, tokens: Option<Vec<String>>) -> VocabConfig {
+        self.eos = tokens;
+        self
+    }
+
+    /// The contents of a `tokenizer_config.json` to read EOS from.
+    pub fn config_json(mut self, json: Option<Vec<u8>>) -> VocabConfig {
+        self.config_json = json;
+        self
+    }
+}
+
+/// A model vocabulary as formwork sees it: per token its exact bytes and kind, the EOS ids, the
+/// mask width, and the [`TokenTrie`] of text tokens.
+///
+/// Cheap to clone (shared behind an `Arc`).
+///
+/// # Example
+///
+/// ```
+/// use formwork::vocab::Vocab;
+///
+/// let vocab = Vocab::from_token_bytes(
+///     vec![b"a".to_vec(), b"b".to_vec(), b"ab".to_vec(), b"</s>".to_vec()],
+///     &[3],
+///     &[3],
+/// ).unwrap();
+/// assert_eq!(vocab.token_bytes(2), b"ab");
+/// assert!(vocab.is_special(3));
+/// assert_eq!(vocab.eos_tokens(), &[3]);
+/// ```
+#[derive(Clone)]
+pub struct Vocab {
+    inner: Arc<VocabInner>,
+}
+
+struct VocabInner {
+    bytes: Vec<u8>,
+    offsets: Vec<u32>,
+    kinds: Vec<TokenKind>,
+    specials: HashMap<String, TokenId>,
+    eos: Vec<TokenId>,
+    mask_width: usize,
+    trie: TokenTrie,
+    text_mask: Vec<u32>,
+    tokenizer: Option<tokenizers::Tokenizer>,
+    source: String,
+}
+
+impl fmt::Debug for Vocab {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Vocab")
+            .field("source", &self.inner.source)
+            .field("tokens", &self.len())
+            .field("mask_width", &self.inner.mask_width)
+            .field("eos", &self.inner.eos)
+            .finish()
+    }
+}
+
+impl Vocab {
+    /// The Qwen3 tokenizer embedded in the crate (151,669 tokens, EOS `<|im_end|>` and
+    /// `<|endoftext|>`, mask width 151,936 as in the Qwen3 models' embedding matrix).
+    pub fn embedded_qwen3() -> Result<Vocab, VocabError> {
+        let json = gunzip_if_compressed(EMBEDDED_QWEN3_TOKENIZER, "embedded:qwen3")?;
+        let config = VocabConfig::new()
+            .mask_width(Some(151_936))
+            .eos(Some(vec!["<|im_end|>".into(), "<|endoftext|>".into()]))
+            .config_json(Some(EMBEDDED_QWEN3_CONFIG.to_vec()));
+        hf::load(&json, "embedded:qwen3", config)
+    }
+
+    /// Loads a HuggingFace `tokenizer.json` (or a gzip of it). A `tokenizer_config.json` in the
+    /// same folder, if any, supplies the EOS token.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Vocab, VocabError> {
+        Vocab::from_file_with(path, VocabConfig::new())
+    }
+
+    /// Loads a HuggingFace `tokenizer.json` with options.
+    pub fn from_file_with(path: impl AsRef<Path>, config: VocabConfig) -> Result<Vocab, VocabError> {
+        let path = path.as_ref();
+        let raw = std::fs::read(path).map_err(|e| {
+            VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display()))
+        })?;
+        let json = gunzip_if_compressed(&raw, &path.display().to_string())?;
+        let config = match config.config_json {
+            Some(_) => config,
+            None => {
+                let beside = path.with_file_name("tokenizer_config.json");
+                config.config_json(std::fs::read(beside).ok())
+            }
+        };
+        hf::load(&json, &path.display().to_string(), config)
+    }
+
+    /// Builds a vocabulary from raw token bytes (id = index), for tests and for engines that
+    /// already hold the bytes. `special` lists the ids that are special symbols.
+    pub fn from_token_bytes(
+        tokens: Vec<Vec<u8>>,
+        special: &[TokenId],
+        eos: &[TokenId],
+    ) -> Result<Vocab, VocabError> {
+        let n = tokens.len();
+        let mut kinds = vec![TokenKind::Text; n];
+        let mut specials = HashMap::new();
+        for &s in special {
+            let kind = kinds.get_mut(s as usize).ok_or_else(|| {
+                VocabError::new(VocabErrorKind::Config, format!("special id {s} >= {n}"))
+            })?;
+            *kind = TokenKind::Special;
+            specials.insert(String::from_utf8_lossy(&tokens[s as usize]).into_owned(), s);
+        }
+        for (i, t) in tokens.iter().enumerate() {
+            if t.is_empty() && kinds[i] == TokenKind::Text {
+                kinds[i] = TokenKind::Unused;
+            }
+        }
+        Vocab::assemble(tokens, kinds, specials, eos.to_vec(), n, None, "bytes".into())
+    }
+
+    fn assemble(
+        tokens: Vec<Vec<u8>>,
+        kinds: Vec<TokenKind>,
+        specials: HashMap<String, TokenId>,
+        eos: Vec<TokenId>,
+        mask_width: usize,
+        tokenizer: Option<tokenizers::Tokenizer>,
+        source: String,
+    ) -> Result<Vocab, VocabError> {
+        if mask_width < tokens.len() {
+            return Err(VocabError::new(
+                VocabErrorKind::Config,
+                format!("{source}: mask width {mask_width} < tokenizer size {}", tokens.len()),
+            ));
+        }
+        if let Some(&bad) = eos.iter().find(|&&e| e as usize >= tokens.len()) {
+            return Err(VocabError::new(
+                VocabErrorKind::Config,
+                format!("{source}: EOS id {bad} is outside the vocabulary"),
+            ));
+        }
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::with_capacity(tokens.len() + 1);
+        offsets.push(0);
+        for t in &tokens {
+            bytes.extend_from_slice(t);
+            offsets.push(bytes.len() as u32);
+        }
+        let trie = TokenTrie::new(
+            tokens
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| kinds[i] == TokenKind::Text)
+                .map(|(i, t)| (i as TokenId, t.as_slice())),
+        );
+        let mut text_mask = vec![0u32; mask_width.div_ceil(32)];
+        for (i, k) in kinds.iter().enumerate() {
+            if *k == TokenKind::Text {
+                text_mask[i / 32] |= 1 << (i % 32);
+            }
+        }
+        Ok(Vocab {
+            inner: Arc::new(VocabInner {
+                bytes,
+                offsets,
+                kinds,
+                specials,
+                eos,
+                mask_width,
+                trie,
+                text_mask,
+                tokenizer,
+                source,
+            }),
+        })
+    }
+
+    /// Number of token ids the tokenizer defines (the mask may be wider, see
+    /// [`Vocab::mask_width`]).
+    pub fn len(&self) -> usize {
+        self.inner.kinds.len()
+    }
+
+    /// True when the vocabulary has no tokens.
+    pub fn is_empty(&self) -> bool {
+        self.inner.kinds.is_empty()
+    }
+
+    /// Number of token ids a mask covers (the model's vocabulary size).
+    pub fn mask_width(&self) -> usize {
+        self.inner.mask_width
+    }
+
+    /// Number of u32 words of a mask: `ceil(mask_width / 32)`.
+    pub fn mask_words(&self) -> usize {
+        self.inner.mask_width.div_ceil(32)
+    }
+
+    /// Where the vocabulary came from (a path, `embedded:qwen3`, ...).
+    pub fn source(&self) -> &str {
+        &self.inner.source
+    }
+
+    /// The kind of `token`; ids past the tokenizer but inside the mask width are `Unused`.
+    /// Returns `None` for ids outside the mask width.
+    pub fn kind(&self, token: TokenId) -> Option<TokenKind> {
+        match self.inner.kinds.get(token as usize) {
+            Some(&k) => Some(k),
+            None if (token as usize) < self.inner.mask_width => Some(TokenKind::Unused),
+            None => None,
+        }
+    }
+
+    /// True if `token` is a special symbol.
+    pub fn is_special(&self, token: TokenId) -> bool {
+        self.kind(token) == Some(TokenKind::Special)
+    }
+
+    /// The bytes of `token` (for a special token: its content, for display). Empty for ids with
+    /// no token.
+    pub fn token_bytes(&self, token: TokenId) -> &[u8] {
+        let i = token as usize;
+        if i >= self.inner.kinds.len() {
+            return &[];
+        }
+        &self.inner.bytes[self.inner.offsets[i] as usize..self.inner.offsets[i + 1] as usize]
+    }
+
+    /// The id of the special token with this content, e.g. `<|vision_start|>`.
+    pub fn special_id(&self, content: &str) -> Option<TokenId> {
+        self.inner.specials.get(content).copied()
+    }
+
+    /// Every special token, by content.
+    pub fn specials(&self) -> impl Iterator<Item = (&str, TokenId)> {
+        self.inner.specials.iter().map(|(k, &v)| (k.as_str(), v))
+    }
+
+    /// The end-of-sequence token ids.
+    pub fn eos_tokens(&self) -> &[TokenId] {
+        &self.inner.eos
+    }
+
+    /// True if `token` ends the sequence.
+    pub fn is_eos(&self, token: TokenId) -> bool {
+        self.inner.eos.contains(&token)
+    }
+
+    /// The trie of all text tokens.
+    pub fn trie(&self) -> &TokenTrie {
+        &self.inner.trie
+    }
+
+    /// Mask words with a bit set for every text token (the universe of byte-level masks).
+    pub fn text_mask(&self) -> &[u32] {
+        &self.inner.text_mask
+    }
+
+    /// Length in bytes of the longest text token.
+    pub fn max_token_len(&self) -> usize {
+        self.inner.trie.max_depth()
+    }
+
+    /// Tokenizes `text` exactly: no BOS, no added prefix space, so the concatenated bytes of the
+    /// result are `text` (up to the tokenizer's normalizer, e.g. NFC for Qwen3). Special-token
+    /// contents in the text (`<|im_end|>`) become those special tokens.
+    pub fn encode(&self, text: &str) -> Result<Vec<TokenId>, VocabError> {
+        match &self.inner.tokenizer {
+            Some(tok) => tok
+                .encode(text, false)
+                .map(|e| e.get_ids().to_vec())
+                .map_err(|e| VocabError::new(VocabErrorKind::Encode, format!("encode: {e}"))),
+            None => self.encode_greedy(text.as_bytes()),
+        }
+    }
+
+    /// Longest-match tokenization of raw bytes over the trie; the fallback when no tokenizer is
+    /// attached, and a way to tokenize byte strings that are not UTF-8.
+    pub fn encode_greedy(&self, mut bytes: &[u8]) -> Result<Vec<TokenId>, VocabError> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            let (len, id) = self.longest_prefix_token(bytes).ok_or_else(|| {
+                VocabError::new(
+                    VocabErrorKind::Encode,
+                    format!("no token starts with byte 0x{:02x}", bytes[0]),
+                )
+            })?;
+            out.push(id);
+            bytes = &bytes[len..];
+        }
+        Ok(out)
+    }
+
+    fn longest_prefix_token(&self, bytes: &[u8]) -> Option<(usize, TokenId)> {
+        // Follows the single trie path spelled by `bytes`; tokens are reported shallow to deep.
+        struct Longest<'a> {
+            input: &'a [u8],
+            best: Option<(usize, TokenId)>,
+        }
+        impl TrieVisitor for Longest<'_> {
+            type State = usize;
+            fn step(&mut self, _: &usize, byte: u8, depth: usize, _: usize) -> TrieStep<usize> {
+                if self.input.get(depth - 1) == Some(&byte) {
+                    TrieStep::Enter(depth)
+                } else {
+                    TrieStep::Skip
+                }
+            }
+            fn tokens(&mut self, &depth: &usize, tokens: &[TokenId]) {
+                self.best = Some((depth, tokens[0]));
+            }
+        }
+        let mut v = Longest { input: bytes, best: None };
+        self.inner.trie.walk(0, &mut v);
+        v.best
+    }
+
+    /// A printable form of a token: its text, escaped, or `<special>` contents.
+    pub fn display_token(&self, token: TokenId) -> String {
+        match self.kind(token) {
+            Some(TokenKind::Special) => {
+                String::from_utf8_lossy(self.token_bytes(token)).into_owned()
+            }
+            Some(TokenKind::Text) => format!("{:?}", String::from_utf8_lossy(self.token_bytes(token))),
+            _ => format!("<unused {token}>"),
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! The token trie: every text token's bytes in one prefix tree, laid out in depth-first order.
+//!
+//! A mask computation walks the trie once instead of testing each token separately: a token
+//! sharing a prefix with its neighbours re-uses the state reached on that prefix, and the first
+//! rejected byte skips the whole subtree below it (`subtree_end`), which is what makes a walk over
+//! a 150k-token vocabulary cheap (the llguidance paper, §"token trie").
+
+use super::TokenId;
+
+/// One node: the byte leading into it from its parent, where its subtree ends, and the range of
+/// `tokens` that end exactly here (several ids can share the same bytes).
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    byte: u8,
+    depth: u16,
+    subtree_end: u32,
+    tokens_start: u32,
+}
+
+/// Prefix tree of the text tokens' bytes, in DFS order.
+///
+/// Node 0 is the root (the empty prefix). Because nodes are in DFS order, the tokens of a subtree
+/// form one contiguous slice ([`TokenTrie::subtree_tokens`]), so a walk can accept or classify a
+/// whole subtree at once.
+///
+/// # Example
+///
+/// ```
+/// use formwork::vocab::{TokenTrie, TrieVisitor, TrieStep};
+///
+/// let tokens: Vec<(u32, &[u8])> = vec![(0, b"a"), (1, b"ab"), (2, b"b")];
+/// let trie = TokenTrie::new(tokens.iter().map(|&(id, b)| (id, b)));
+///
+/// // Collect every token that starts with `a`.
+/// struct StartsWithA(Vec<u32>);
+/// impl TrieVisitor for StartsWithA {
+///     type State = ();
+///     fn step(&mut self, _: &(), byte: u8, depth: usize, _: usize) -> TrieStep<()> {
+///         if depth == 1 && byte != b'a' { TrieStep::Skip } else { TrieStep::Enter(()) }
+///     }
+///     fn tokens(&mut self, _: &(), tokens: &[u32]) { self.0.extend_from_slice(tokens) }
+/// }
+/// let mut v = StartsWithA(vec![]);
+/// trie.walk((), &mut v);
+/// assert_eq!(v.0, vec![0, 1]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct TokenTrie {
+    nodes: Vec<Node>,
+    tokens: Vec<TokenId>,
+    max_depth: usize,
+}
+
+/// What a [`TrieVisitor`] decides for a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrieStep<S> {
+    /// Enter the node with this state; its tokens are reported, its children visited.
+    Enter(S),
+    /// Skip the node and its whole subtree.
+    Skip,
+}
+
+/// A client of [`TokenTrie::walk`]: a state per trie depth, advanced one byte at a time.
+pub trait TrieVisitor {
+    /// The state reached after a node's prefix.
+    type State: Clone;
+    /// Advance `parent` by `byte` into the node at `node` (`depth` = its byte length).
+    fn step(
+        &mut self,
+        parent: &Self::State,
+        byte: u8,
+        depth: usize,
+        node: usize,
+    ) -> TrieStep<Self::State>;
+    /// The tokens ending at the node just entered, with the state after their last byte.
+    fn tokens(&mut self, state: &Self::State, tokens: &[TokenId]);
+}
+
+impl TokenTrie {
+    /// Builds the trie from `(id, bytes)` pairs. Empty byte strings are ignored.
+    pub fn new<'a>(tokens: impl IntoIterator<Item = (TokenId, &'a [u8])>) -> TokenTrie {
+        let mut sorted: Vec<(&[u8], TokenId)> = tokens
+            .into_iter()
+            .filter(|(_, b)| !b.is_empty())
+            .map(|(id, b)| (b, id))
+            .collect();
+        sorted.sort_unstable();
+        let mut nodes = vec![Node { byte: 0, depth: 0, subtree_end: 0, tokens_start: 0 }];
+        let mut out_tokens = Vec::with_capacity(sorted.len());
+        // `path[d]` is the index of the open node at depth d along the current token's prefix.
+        let mut path: Vec<usize> = vec![0];
+        let mut prev: &[u8] = &[];
+        let mut max_depth = 0;
+        for (bytes, id) in sorted {
+            let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            // Close nodes deeper than the shared prefix: their subtrees are complete.
+            while path.len() > common + 1 {
+                let closed = path.pop().unwrap();
+                nodes[closed].subtree_end = nodes.len() as u32;
+            }
+            for (d, &byte) in bytes.iter().enumerate().skip(common) {
+                path.push(nodes.len());
+                nodes.push(Node {
+                    byte,
+                    depth: (d + 1) as u16,
+                    subtree_end: 0,
+                    tokens_start: out_tokens.len() as u32,
+                });
+            }
+            out_tokens.push(id);
+            max_depth = max_depth.max(bytes.len());
+            prev = bytes;
+        }
+        while let Some(closed) = path.pop() {
+            nodes[closed].subtree_end = nodes.len() as u32;
+        }
+        // A sentinel so `tokens_start` of node i+1 bounds node i's tokens and the subtree ranges.
+        nodes.push(Node {
+            byte: 0,
+            depth: 0,
+            subtree_end: 0,
+            tokens_start: out_tokens.len() as u32,
+        });
+        TokenTrie { nodes, tokens: out_tokens, max_depth }
+    }
+
+    /// Number of nodes, root included.
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len() - 1
+    }
+
+    /// Number of tokens stored.
+    pub fn num_tokens(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Length in bytes of the longest token.
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// The tokens of `node`'s whole subtree (the node's own tokens included), in DFS order.
+    pub fn subtree_tokens(&self, node: usize) -> &[TokenId] {
+        let start = self.nodes[node].tokens_start as usize;
+        let end = self.nodes[self.nodes[node].subtree_end as usize].tokens_start as usize;
+        &self.tokens[start..end]
+    }
+
+    /// Visits the trie depth-first from `root`, skipping every subtree the visitor rejects.
+    pub fn walk<V: TrieVisitor>(&self, root: V::State, visitor: &mut V) {
+        let mut stack: Vec<V::State> = Vec::with_capacity(self.max_depth + 1);
+        stack.push(root);
+        let end = self.nodes.len() - 1;
+        let mut i = 1;
+        while i < end {
+            let node = self.nodes[i];
+            let depth = node.depth as usize;
+            stack.truncate(depth);
+            match visitor.step(&stack[depth - 1], node.byte, depth, i) {
+                TrieStep::Enter(state) => {
+                    // DFS order: the next node's first token bounds this node's own tokens.
+                    let own = node.tokens_start as usize..self.nodes[i + 1].tokens_start as usize;
+                    if !own.is_empty() {
+                        visitor.tokens(&state, &self.tokens[own]);
+                    }
+                    stack.push(state);
+                    i += 1;
+                }
+                TrieStep::Skip => i = node.subtree_end as usize,
+            }
+        }
+    }
+}

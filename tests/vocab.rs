@@ -1,0 +1,201 @@
+//! Token bytes are exact: for every shipped tokenizer, the bytes of `encode(s)` concatenate back
+//! to `s`; specials, EOS and the trie agree with the tokenizer files.
+
+mod common;
+
+use formwork::vocab::{TokenKind, Vocab, VocabConfig, VocabErrorKind};
+
+/// A few hundred varied strings: ASCII, JSON, code, CJK, emoji, leading and double spaces,
+/// newlines, and their combinations.
+fn sample_strings() -> Vec<String> {
+    let base = [
+        "hello",
+        "Hello, world!",
+        "The quick brown fox jumps over the lazy dog.",
+        r#"{"name": "Alice", "age": 30, "tags": ["x", "y"], "nested": {"ok": true, "v": -1.5e3}}"#,
+        r#"[{"topic": [1], "reference": ["2.1.1", "2.3"]}]"#,
+        "fn main() {\n    println!(\"{}\", 1 + 2);\n}\n",
+        "def f(x):\n\treturn x ** 2  # square\n",
+        "SELECT * FROM users WHERE id = 42;",
+        "<div class=\"a\">x &amp; y</div>",
+        "你好，世界",
+        "日本語のテキストと English mixed",
+        "한국어 문장입니다.",
+        "Ünïcödé àccents ñ ß ø",
+        "emoji 🎉🚀👍🏽 and 👨‍👩‍👧‍👦 family",
+        "math: ∀x∈ℝ, x² ≥ 0",
+        "tabs\tand\ttabs",
+        "   three leading spaces",
+        "trailing spaces   ",
+        "double  spaces  inside",
+        "\n\nleading newlines",
+        "windows\r\nline\r\nends",
+        "digits 0123456789 and 3.14159",
+        "1.2.3.4",
+        "a",
+        " ",
+        "  ",
+        "\n",
+        "@#$%^&*()_+-=[]{}|;':\",./<>?`~",
+        "<tool_call>{\"name\": \"f\"}</tool_call>",
+        "<think>reasoning</think>",
+        "ẞ ſ ﬁ ligatures",
+        "Ελληνικά και Русский текст",
+        "עברית ועربية",
+        "zero\u{200b}width",
+        "a\u{0}nul",
+    ];
+    let mut out: Vec<String> = Vec::new();
+    for s in base {
+        out.push(s.to_string());
+        out.push(format!(" {s}"));
+        out.push(format!("  {s}"));
+        out.push(format!("{s}\n"));
+        out.push(format!("\n{s}"));
+        out.push(format!("{s} {s}"));
+        out.push(format!("x{s}"));
+        out.push(format!("{s}  "));
+    }
+    out
+}
+
+fn check_round_trip(vocab: &Vocab) {
+    let mut failures = Vec::new();
+    for s in sample_strings() {
+        let ids = vocab.encode(&s).unwrap();
+        let bytes: Vec<u8> = ids.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
+        if bytes != s.as_bytes() {
+            failures.push((s.clone(), String::from_utf8_lossy(&bytes).into_owned()));
+        }
+        assert!(ids.iter().all(|&t| vocab.kind(t) == Some(TokenKind::Text)), "{s:?}");
+    }
+    assert!(failures.is_empty(), "{}: {} mismatches, first: {:?}", vocab.source(), failures.len(), &failures[..failures.len().min(3)]);
+}
+
+#[test]
+fn sample_has_a_few_hundred_strings() {
+    assert!(sample_strings().len() >= 250);
+}
+
+#[test]
+fn qwen3_round_trip_specials_and_eos() {
+    let vocab = common::qwen3();
+    check_round_trip(vocab);
+    assert_eq!(vocab.len(), 151_669);
+    assert_eq!(vocab.mask_width(), 151_936);
+    assert_eq!(vocab.kind(151_700), Some(TokenKind::Unused));
+    assert_eq!(vocab.kind(151_936), None);
+    assert_eq!(vocab.eos_tokens(), &[151_645, 151_643]);
+    assert_eq!(vocab.special_id("<|vision_start|>"), Some(151_652));
+    assert!(vocab.is_special(151_654));
+    // Non-special added tokens are text.
+    assert_eq!(vocab.kind(151_657), Some(TokenKind::Text));
+    assert_eq!(vocab.token_bytes(151_657), b"<tool_call>");
+    assert_eq!(vocab.special_id("<tool_call>"), None);
+    // Byte-level pieces: `Ġ` is a space.
+    let hello = vocab.encode(" hello").unwrap();
+    assert_eq!(hello.len(), 1);
+    assert_eq!(vocab.token_bytes(hello[0]), b" hello");
+    // The trie holds every text token.
+    let text = (0..vocab.len() as u32).filter(|&t| vocab.kind(t) == Some(TokenKind::Text)).count();
+    assert_eq!(vocab.trie().num_tokens(), text);
+}
+
+#[test]
+fn llama3_round_trip() {
+    let vocab = Vocab::from_file(common::tokenizer_path("llama3")).unwrap();
+    check_round_trip(&vocab);
+    assert_eq!(vocab.len(), 128_256);
+    assert_eq!(vocab.special_id("<|eot_id|>"), Some(128_009));
+    assert!(!vocab.eos_tokens().is_empty());
+}
+
+#[test]
+fn mistral_round_trip_and_byte_fallback() {
+    let vocab = Vocab::from_file(common::tokenizer_path("mistral-7b-v0.1")).unwrap();
+    check_round_trip(&vocab);
+    assert_eq!(vocab.len(), 32_000);
+    assert_eq!(vocab.eos_tokens(), &[2]);
+    assert!(vocab.is_special(1));
+    // `<0x0A>` is the newline byte, `▁` a space.
+    let nl = vocab.encode("\n").unwrap();
+    assert_eq!(nl.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect::<Vec<_>>(), b"\n");
+    let piece = (0..32_000u32).find(|&t| vocab.token_bytes(t) == b" the").unwrap();
+    assert!(piece > 2);
+}
+
+#[test]
+fn gpt2_round_trip() {
+    let vocab = Vocab::from_file(common::tokenizer_path("gpt2")).unwrap();
+    check_round_trip(&vocab);
+    assert_eq!(vocab.len(), 50_257);
+    assert_eq!(vocab.eos_tokens(), &[50_256]);
+}
+
+#[test]
+fn mask_width_and_eos_are_configurable() {
+    let path = common::tokenizer_path("gpt2");
+    let vocab = Vocab::from_file_with(
+        &path,
+        VocabConfig::new().mask_width(Some(50_304)).eos(Some(vec!["<|endoftext|>".into()])),
+    )
+    .unwrap();
+    assert_eq!(vocab.mask_width(), 50_304);
+    assert_eq!(vocab.mask_words(), 1_572);
+    let too_small = Vocab::from_file_with(&path, VocabConfig::new().mask_width(Some(10)));
+    assert_eq!(too_small.unwrap_err().kind(), &VocabErrorKind::Config);
+    let bad_eos = Vocab::from_file_with(&path, VocabConfig::new().eos(Some(vec!["nope".into()])));
+    assert_eq!(bad_eos.unwrap_err().kind(), &VocabErrorKind::Config);
+}
+
+#[test]
+fn missing_and_corrupt_tokenizer_files_are_typed_errors() {
+    let missing = Vocab::from_file("/nonexistent/tokenizer.json").unwrap_err();
+    assert_eq!(missing.kind(), &VocabErrorKind::Io);
+    assert!(missing.to_string().contains("/nonexistent/tokenizer.json"));
+
+    let dir = std::env::temp_dir().join(format!("formwork-vocab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let corrupt = dir.join("tokenizer.json");
+    std::fs::write(&corrupt, b"{\"model\": {\"type\": \"BPE\", \"vocab\": ").unwrap();
+    assert_eq!(Vocab::from_file(&corrupt).unwrap_err().kind(), &VocabErrorKind::Parse);
+    std::fs::write(&corrupt, [0x1f, 0x8b, 0, 1, 2]).unwrap();
+    assert_eq!(Vocab::from_file(&corrupt).unwrap_err().kind(), &VocabErrorKind::Parse);
+    std::fs::write(&corrupt, b"not json at all").unwrap();
+    assert_eq!(Vocab::from_file(&corrupt).unwrap_err().kind(), &VocabErrorKind::Parse);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn trie_walk_skips_rejected_subtrees() {
+    use formwork::vocab::{TrieStep, TrieVisitor};
+    let vocab = common::qwen3();
+    // Count tokens that are all ASCII digits, visiting as few nodes as possible.
+    struct Digits {
+        visited: usize,
+        found: Vec<u32>,
+    }
+    impl TrieVisitor for Digits {
+        type State = ();
+        fn step(&mut self, _: &(), byte: u8, _: usize, _: usize) -> TrieStep<()> {
+            self.visited += 1;
+            if byte.is_ascii_digit() { TrieStep::Enter(()) } else { TrieStep::Skip }
+        }
+        fn tokens(&mut self, _: &(), tokens: &[u32]) {
+            self.found.extend_from_slice(tokens);
+        }
+    }
+    let mut v = Digits { visited: 0, found: vec![] };
+    vocab.trie().walk((), &mut v);
+    let brute: Vec<u32> = (0..vocab.len() as u32)
+        .filter(|&t| {
+            vocab.kind(t) == Some(TokenKind::Text)
+                && vocab.token_bytes(t).iter().all(|b| b.is_ascii_digit())
+        })
+        .collect();
+    let mut found = v.found.clone();
+    found.sort();
+    assert_eq!(found, brute);
+    // Only the root's children plus the digit subtrees are visited, far below the node count.
+    assert!(v.visited < 1_000, "visited {}", v.visited);
+}
