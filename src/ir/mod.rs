@@ -8,6 +8,7 @@
 //! [`Grammar::structural_hash`] identifies a sub-expression across grammars.
 
 mod hash;
+pub mod reference;
 
 use std::collections::HashMap;
 use std::fmt;
