@@ -11,6 +11,7 @@ pub mod front;
 pub mod ir;
 pub mod mask;
 pub mod matcher;
+pub mod ops;
 pub mod vocab;
 
 pub use error::{CompileError, CompileErrorKind, Location};

@@ -35,6 +35,31 @@ struct Item {
     origin: u32,
 }
 
+/// Items already in the set being built: a linear scan while small (most sets hold a handful
+/// of items, and the oracle builds one set per trie node), a hash set past that.
+#[derive(Default)]
+struct Seen {
+    small: Vec<Item>,
+    large: HashSet<Item>,
+}
+
+impl Seen {
+    fn insert(&mut self, it: Item) -> bool {
+        if self.large.is_empty() {
+            if self.small.contains(&it) {
+                return false;
+            }
+            self.small.push(it);
+            if self.small.len() > 32 {
+                self.large.extend(self.small.drain(..));
+            }
+            true
+        } else {
+            self.large.insert(it)
+        }
+    }
+}
+
 /// The reference recognizer for one grammar.
 ///
 /// # Example
@@ -72,7 +97,13 @@ pub struct Chart {
 impl Recognizer {
     /// Expands `grammar` into BNF.
     pub fn new(grammar: &Grammar) -> Recognizer {
-        let mut b = Expand { grammar, prods: Vec::new(), nts: 0, memo: HashMap::new(), specials: HashMap::new() };
+        let mut b = Expand {
+            grammar,
+            prods: Vec::new(),
+            nts: 0,
+            memo: HashMap::new(),
+            specials: HashMap::new(),
+        };
         let start_nt = b.nt_of(grammar.rule(grammar.start()).body);
         let mut by_lhs = vec![Vec::new(); b.nts];
         for (i, (lhs, _)) in b.prods.iter().enumerate() {
@@ -83,7 +114,9 @@ impl Recognizer {
             let mut changed = false;
             for (lhs, rhs) in &b.prods {
                 if !nullable[*lhs]
-                    && rhs.iter().all(|s| matches!(s, Symbol::Nt(n) if nullable[*n]))
+                    && rhs
+                        .iter()
+                        .all(|s| matches!(s, Symbol::Nt(n) if nullable[*n]))
                 {
                     nullable[*lhs] = true;
                     changed = true;
@@ -93,15 +126,25 @@ impl Recognizer {
                 break;
             }
         }
-        Recognizer { prods: b.prods, by_lhs, nullable, specials: b.specials, start: start_nt }
+        Recognizer {
+            prods: b.prods,
+            by_lhs,
+            nullable,
+            specials: b.specials,
+            start: start_nt,
+        }
     }
 
     /// The chart before any input.
     pub fn start(&self) -> Chart {
         let mut set = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = Seen::default();
         for &p in &self.by_lhs[self.start] {
-            let it = Item { prod: p, dot: 0, origin: 0 };
+            let it = Item {
+                prod: p,
+                dot: 0,
+                origin: 0,
+            };
             if seen.insert(it) {
                 set.push(it);
             }
@@ -111,7 +154,7 @@ impl Recognizer {
         chart
     }
 
-    fn close(&self, chart: &mut Chart, mut set: Vec<Item>, mut seen: HashSet<Item>) {
+    fn close(&self, chart: &mut Chart, mut set: Vec<Item>, mut seen: Seen) {
         let here = chart.sets.len() as u32;
         let mut i = 0;
         while i < set.len() {
@@ -121,13 +164,20 @@ impl Recognizer {
             match rhs.get(it.dot as usize) {
                 Some(Symbol::Nt(n)) => {
                     for &p in &self.by_lhs[*n] {
-                        let new = Item { prod: p, dot: 0, origin: here };
+                        let new = Item {
+                            prod: p,
+                            dot: 0,
+                            origin: here,
+                        };
                         if seen.insert(new) {
                             set.push(new);
                         }
                     }
                     if self.nullable[*n] {
-                        let new = Item { dot: it.dot + 1, ..it };
+                        let new = Item {
+                            dot: it.dot + 1,
+                            ..it
+                        };
                         if seen.insert(new) {
                             set.push(new);
                         }
@@ -144,7 +194,10 @@ impl Recognizer {
                             Some(Symbol::Nt(n)) if n == lhs
                         );
                         if waits {
-                            let new = Item { dot: w.dot + 1, ..*w };
+                            let new = Item {
+                                dot: w.dot + 1,
+                                ..*w
+                            };
                             if seen.insert(new) {
                                 set.push(new);
                             }
@@ -170,11 +223,14 @@ impl Chart {
     pub fn push(&mut self, rec: &Recognizer, unit: Unit) -> bool {
         let last = self.sets.last().expect("chart has a set");
         let mut set = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = Seen::default();
         for it in last {
             if let Some(sym) = rec.prods[it.prod as usize].1.get(it.dot as usize) {
                 if rec.matches(sym, unit) {
-                    let new = Item { dot: it.dot + 1, ..*it };
+                    let new = Item {
+                        dot: it.dot + 1,
+                        ..*it
+                    };
                     if seen.insert(new) {
                         set.push(new);
                     }
@@ -254,7 +310,12 @@ impl Chart {
                 tokens.iter().for_each(|&t| self.mask.insert(t));
             }
         }
-        let mut walk = Walk { rec, chart: self.clone(), depth: 0, mask: &mut mask };
+        let mut walk = Walk {
+            rec,
+            chart: self.clone(),
+            depth: 0,
+            mask: &mut mask,
+        };
         vocab.trie().walk((), &mut walk);
         for (content, id) in vocab.specials() {
             let mut c = self.clone();
@@ -272,9 +333,15 @@ impl Chart {
 /// The units of a token: its bytes, or the special symbol.
 pub fn token_units(vocab: &Vocab, token: TokenId) -> Vec<Unit<'_>> {
     match vocab.kind(token) {
-        Some(TokenKind::Text) => vocab.token_bytes(token).iter().map(|&b| Unit::Byte(b)).collect(),
+        Some(TokenKind::Text) => vocab
+            .token_bytes(token)
+            .iter()
+            .map(|&b| Unit::Byte(b))
+            .collect(),
         Some(TokenKind::Special) => {
-            vec![Unit::Special(std::str::from_utf8(vocab.token_bytes(token)).unwrap_or(""))]
+            vec![Unit::Special(
+                std::str::from_utf8(vocab.token_bytes(token)).unwrap_or(""),
+            )]
         }
         _ => vec![],
     }
@@ -303,9 +370,10 @@ impl Expand<'_> {
         match self.grammar.expr(e).clone() {
             Expr::Empty => self.prods.push((n, vec![])),
             Expr::Nothing => {}
-            Expr::Bytes(b) => {
-                self.prods.push((n, b.iter().map(|&x| Symbol::Class(ByteSet::byte(x))).collect()))
-            }
+            Expr::Bytes(b) => self.prods.push((
+                n,
+                b.iter().map(|&x| Symbol::Class(ByteSet::byte(x))).collect(),
+            )),
             Expr::Class(c) => self.prods.push((n, vec![Symbol::Class(c)])),
             Expr::Special(s) => {
                 let next = self.specials.len();

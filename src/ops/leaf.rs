@@ -1,0 +1,669 @@
+//! Leaf operators: the small deterministic automata at the bottom of an operator program.
+//!
+//! A leaf consumes *units*: a text byte (0..=255) or a special token (`SPECIAL_BASE + id`). Its
+//! state is one `u32`. From a state a leaf may *exit* (with an exit index: which terminator of a
+//! `Wait` matched) and/or continue; every state of a built leaf can still reach an exit, so a
+//! token that stays inside a leaf is always allowed — that is what makes a leaf's mask
+//! context-independent and cacheable.
+
+use std::collections::{HashMap, VecDeque};
+
+use regex_automata::dfa::{dense, Automaton};
+use regex_automata::util::start;
+use regex_automata::{Anchored, MatchKind};
+
+use crate::error::{CompileError, CompileErrorKind};
+use crate::ir::StructHasher;
+use crate::vocab::TokenId;
+
+/// Units at or above this value are special tokens (`unit - SPECIAL_BASE` is the token id).
+pub(crate) const SPECIAL_BASE: u32 = 256;
+/// Most states of a `Wait` automaton (content states × terminator-prefix states).
+pub(crate) const WAIT_STATE_LIMIT: usize = 1 << 16;
+/// "No state": the transition is rejected.
+pub(crate) const DEAD: u32 = u32::MAX;
+/// "No exit" / "no forced unit" / "unreachable distance".
+const NONE: u32 = u32::MAX;
+
+/// One input unit of an operator program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// A text byte.
+    Byte(u8),
+    /// A special token, by id.
+    Special(TokenId),
+}
+
+impl Unit {
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            Unit::Byte(b) => b as u32,
+            Unit::Special(t) => SPECIAL_BASE + t,
+        }
+    }
+
+    pub(crate) fn from_code(code: u32) -> Unit {
+        if code < SPECIAL_BASE {
+            Unit::Byte(code as u8)
+        } else {
+            Unit::Special(code - SPECIAL_BASE)
+        }
+    }
+}
+
+/// A leaf automaton.
+#[derive(Debug)]
+pub enum Leaf {
+    /// A forced literal (`Write`): state = position.
+    Write(WriteLeaf),
+    /// A table-driven DFA (regex pieces, character classes, choices, `Wait` content).
+    Dfa(Dfa),
+}
+
+/// A literal of units.
+#[derive(Debug)]
+pub struct WriteLeaf {
+    units: Box<[u32]>,
+    /// `text_to_end[p]`: text bytes from position p to the end, or NONE past a special.
+    text_to_end: Box<[u32]>,
+    hash: u128,
+}
+
+impl Leaf {
+    /// A literal of units.
+    pub fn write(units: &[Unit]) -> Leaf {
+        let units: Box<[u32]> = units.iter().map(|u| u.code()).collect();
+        let mut text_to_end = vec![0; units.len() + 1];
+        for p in (0..units.len()).rev() {
+            text_to_end[p] = if units[p] >= SPECIAL_BASE || text_to_end[p + 1] == NONE {
+                NONE
+            } else {
+                text_to_end[p + 1] + 1
+            };
+        }
+        let mut h = StructHasher::new(0x57);
+        units.iter().for_each(|&u| {
+            h.word(u as u64);
+        });
+        Leaf::Write(WriteLeaf {
+            units,
+            text_to_end: text_to_end.into(),
+            hash: h.finish(),
+        })
+    }
+
+    /// `Wait`'s leaf: strings of `content` (a leaf whose exits mark where content may stop, e.g.
+    /// `(?s:.)*` for any UTF-8 text) up to the first occurrence of a terminator; exit `i` means
+    /// terminator `i` matched (the earlier one in the list when two end on the same byte).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use formwork::ops::{Leaf, RegexCompiler, Terminator};
+    ///
+    /// let text = RegexCompiler::new().leaf(r"(?s:.)*").unwrap();
+    /// let wait = Leaf::wait(&text, &[Terminator::Text(b"</a>".to_vec())]).unwrap();
+    /// let mut s = wait.start();
+    /// for b in b"x</b></a" {
+    ///     s = wait.step(s, *b as u32);
+    /// }
+    /// assert_eq!(wait.exit(s), None);
+    /// assert_eq!(wait.exit(wait.step(s, b'>' as u32)), Some(0));
+    /// ```
+    pub fn wait(content: &Leaf, terminators: &[Terminator]) -> Result<Leaf, CompileError> {
+        wait_leaf(content, terminators, WAIT_STATE_LIMIT)
+    }
+
+    /// Structural hash: equal for leaves accepting the same way.
+    pub fn hash(&self) -> u128 {
+        match self {
+            Leaf::Write(w) => w.hash,
+            Leaf::Dfa(d) => d.hash,
+        }
+    }
+
+    /// Initial state.
+    #[inline]
+    pub fn start(&self) -> u32 {
+        match self {
+            Leaf::Write(_) => 0,
+            Leaf::Dfa(d) => d.start,
+        }
+    }
+
+    /// Next state on `unit`, or `DEAD`.
+    #[inline]
+    pub fn step(&self, state: u32, unit: u32) -> u32 {
+        match self {
+            Leaf::Write(w) => {
+                if w.units.get(state as usize) == Some(&unit) {
+                    state + 1
+                } else {
+                    DEAD
+                }
+            }
+            Leaf::Dfa(d) => d.step(state, unit),
+        }
+    }
+
+    /// The exit index if the leaf may end in `state`.
+    #[inline]
+    pub fn exit(&self, state: u32) -> Option<u32> {
+        match self {
+            Leaf::Write(w) => (state as usize == w.units.len()).then_some(0),
+            Leaf::Dfa(d) => {
+                let e = d.exit[state as usize];
+                (e != NONE).then_some(e)
+            }
+        }
+    }
+
+    /// True if some unit continues from `state`.
+    #[inline]
+    pub fn has_out(&self, state: u32) -> bool {
+        match self {
+            Leaf::Write(w) => (state as usize) < w.units.len(),
+            Leaf::Dfa(d) => d.has_out[state as usize],
+        }
+    }
+
+    /// The only unit that continues from `state`, if there is exactly one.
+    pub fn forced_unit(&self, state: u32) -> Option<u32> {
+        match self {
+            Leaf::Write(w) => w.units.get(state as usize).copied(),
+            Leaf::Dfa(d) => {
+                let f = d.forced[state as usize];
+                (f != NONE).then_some(f)
+            }
+        }
+    }
+
+    /// Fewest text bytes from `state` to an exit, or `None` if only a special token leads out.
+    pub fn text_to_exit(&self, state: u32) -> Option<u32> {
+        let d = match self {
+            Leaf::Write(w) => w.text_to_end[state as usize],
+            Leaf::Dfa(d) => d.text_to_exit[state as usize],
+        };
+        (d != NONE).then_some(d)
+    }
+
+    /// Special tokens accepted from `state`.
+    pub fn specials(&self, state: u32) -> Vec<TokenId> {
+        match self {
+            Leaf::Write(w) => match w.units.get(state as usize) {
+                Some(&u) if u >= SPECIAL_BASE => vec![u - SPECIAL_BASE],
+                _ => vec![],
+            },
+            Leaf::Dfa(d) => d
+                .specials_of(state)
+                .iter()
+                .map(|&(u, _)| u - SPECIAL_BASE)
+                .collect(),
+        }
+    }
+
+    /// Number of exit indices.
+    pub fn num_exits(&self) -> u32 {
+        match self {
+            Leaf::Write(_) => 1,
+            Leaf::Dfa(d) => d.num_exits,
+        }
+    }
+
+    /// Number of states.
+    pub fn num_states(&self) -> usize {
+        match self {
+            Leaf::Write(w) => w.units.len() + 1,
+            Leaf::Dfa(d) => d.exit.len(),
+        }
+    }
+}
+
+/// A trimmed DFA over units: byte transitions in a class-compressed table, special-token
+/// transitions in a sparse side table.
+#[derive(Debug)]
+pub struct Dfa {
+    classes: [u8; 256],
+    stride: usize,
+    table: Box<[u32]>,
+    specials: Box<[(u32, u32)]>,
+    special_ranges: Box<[u32]>,
+    exit: Box<[u32]>,
+    has_out: Box<[bool]>,
+    forced: Box<[u32]>,
+    text_to_exit: Box<[u32]>,
+    start: u32,
+    num_exits: u32,
+    hash: u128,
+}
+
+impl Dfa {
+    #[inline]
+    fn step(&self, state: u32, unit: u32) -> u32 {
+        if unit < SPECIAL_BASE {
+            self.table[state as usize * self.stride + self.classes[unit as usize] as usize]
+        } else {
+            self.specials_of(state)
+                .iter()
+                .find(|&&(u, _)| u == unit)
+                .map_or(DEAD, |&(_, next)| next)
+        }
+    }
+
+    fn specials_of(&self, state: u32) -> &[(u32, u32)] {
+        let s = state as usize;
+        &self.specials[self.special_ranges[s] as usize..self.special_ranges[s + 1] as usize]
+    }
+}
+
+/// A DFA under construction: full 256-wide rows, states numbered from 0, `DEAD` for no edge.
+#[derive(Default)]
+pub(crate) struct RawDfa {
+    pub rows: Vec<[u32; 256]>,
+    pub specials: Vec<Vec<(u32, u32)>>,
+    pub exit: Vec<u32>,
+    pub start: u32,
+}
+
+impl RawDfa {
+    pub fn add_state(&mut self, exit: Option<u32>) -> u32 {
+        self.rows.push([DEAD; 256]);
+        self.specials.push(Vec::new());
+        self.exit.push(exit.unwrap_or(NONE));
+        (self.rows.len() - 1) as u32
+    }
+
+    /// Drops states that cannot reach an exit, renumbers, compresses byte classes. `None` if
+    /// the start state itself cannot reach an exit (the empty language).
+    pub fn finish(self) -> Option<Dfa> {
+        let n = self.rows.len();
+        // Co-reachability: reverse edges, BFS from exit states.
+        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (s, row) in self.rows.iter().enumerate() {
+            for &t in row.iter().filter(|&&t| t != DEAD) {
+                rev[t as usize].push(s as u32);
+            }
+            for &(_, t) in &self.specials[s] {
+                rev[t as usize].push(s as u32);
+            }
+        }
+        let mut live = vec![false; n];
+        let mut queue: VecDeque<u32> = (0..n as u32)
+            .filter(|&s| self.exit[s as usize] != NONE)
+            .collect();
+        queue.iter().for_each(|&s| live[s as usize] = true);
+        while let Some(s) = queue.pop_front() {
+            for &p in &rev[s as usize] {
+                if !live[p as usize] {
+                    live[p as usize] = true;
+                    queue.push_back(p);
+                }
+            }
+        }
+        if !live[self.start as usize] {
+            return None;
+        }
+        // Renumber live states reachable from the start, in BFS order (canonical numbering).
+        let mut id = vec![DEAD; n];
+        let mut order = vec![self.start];
+        id[self.start as usize] = 0;
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i] as usize;
+            i += 1;
+            let succ = self.rows[s]
+                .iter()
+                .copied()
+                .chain(self.specials[s].iter().map(|x| x.1));
+            for t in succ {
+                if t != DEAD && live[t as usize] && id[t as usize] == DEAD {
+                    id[t as usize] = order.len() as u32;
+                    order.push(t);
+                }
+            }
+        }
+        let remap = |t: u32| {
+            if t != DEAD && live[t as usize] {
+                id[t as usize]
+            } else {
+                DEAD
+            }
+        };
+        let rows: Vec<[u32; 256]> = order
+            .iter()
+            .map(|&s| std::array::from_fn(|b| remap(self.rows[s as usize][b])))
+            .collect();
+
+        // Byte classes: bytes whose columns agree in every state share a class.
+        let mut classes = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        let mut by_column: HashMap<Vec<u32>, u8> = HashMap::new();
+        for b in 0..256 {
+            let column: Vec<u32> = rows.iter().map(|r| r[b]).collect();
+            let next = by_column.len() as u8;
+            let c = *by_column.entry(column).or_insert_with(|| {
+                reps.push(b as u8);
+                next
+            });
+            classes[b] = c;
+        }
+        let stride = reps.len();
+        let table: Box<[u32]> = rows
+            .iter()
+            .flat_map(|r| reps.iter().map(move |&b| r[b as usize]))
+            .collect();
+
+        let mut specials = Vec::new();
+        let mut special_ranges = vec![0u32];
+        for &s in &order {
+            let mut sp: Vec<(u32, u32)> = self.specials[s as usize]
+                .iter()
+                .map(|&(u, t)| (u, remap(t)))
+                .filter(|&(_, t)| t != DEAD)
+                .collect();
+            sp.sort_unstable();
+            specials.extend(sp);
+            special_ranges.push(specials.len() as u32);
+        }
+        let exit: Vec<u32> = order.iter().map(|&s| self.exit[s as usize]).collect();
+        let num_exits = exit
+            .iter()
+            .filter(|&&e| e != NONE)
+            .map(|&e| e + 1)
+            .max()
+            .unwrap_or(0);
+        let m = order.len();
+        // The units leaving each state: at most two are needed (has any? exactly one?).
+        let first_two_outs = |s: usize| -> (Option<u32>, Option<u32>) {
+            let bytes = (0..256u32).filter(|&b| rows[s][b as usize] != DEAD);
+            let sp = specials[special_ranges[s] as usize..special_ranges[s + 1] as usize]
+                .iter()
+                .map(|x| x.0);
+            let mut it = bytes.chain(sp);
+            (it.next(), it.next())
+        };
+        let outs: Vec<(Option<u32>, Option<u32>)> = (0..m).map(first_two_outs).collect();
+        let has_out: Vec<bool> = outs.iter().map(|o| o.0.is_some()).collect();
+        let forced: Vec<u32> = outs
+            .iter()
+            .map(|o| match o {
+                (Some(u), None) => *u,
+                _ => NONE,
+            })
+            .collect();
+        // Fewest text bytes to an exit: BFS backwards from exits over byte edges only.
+        let mut text_to_exit = vec![NONE; m];
+        let mut rev_bytes: Vec<Vec<u32>> = vec![Vec::new(); m];
+        for (s, row) in rows.iter().enumerate() {
+            for &t in row.iter().filter(|&&t| t != DEAD) {
+                rev_bytes[t as usize].push(s as u32);
+            }
+        }
+        let mut queue: VecDeque<u32> = (0..m as u32)
+            .filter(|&s| exit[s as usize] != NONE)
+            .collect();
+        queue.iter().for_each(|&s| text_to_exit[s as usize] = 0);
+        while let Some(s) = queue.pop_front() {
+            for &p in &rev_bytes[s as usize] {
+                if text_to_exit[p as usize] == NONE {
+                    text_to_exit[p as usize] = text_to_exit[s as usize] + 1;
+                    queue.push_back(p);
+                }
+            }
+        }
+
+        let mut h = StructHasher::new(0xdf);
+        h.word(m as u64).word(stride as u64);
+        classes.iter().for_each(|&c| {
+            h.word(c as u64);
+        });
+        table.iter().for_each(|&t| {
+            h.word(t as u64);
+        });
+        specials.iter().for_each(|&(u, t)| {
+            h.word(((u as u64) << 32) | t as u64);
+        });
+        special_ranges.iter().chain(exit.iter()).for_each(|&x| {
+            h.word(x as u64);
+        });
+        Some(Dfa {
+            classes,
+            stride,
+            table,
+            specials: specials.into(),
+            special_ranges: special_ranges.into(),
+            exit: exit.into(),
+            has_out: has_out.into(),
+            forced: forced.into(),
+            text_to_exit: text_to_exit.into(),
+            start: 0,
+            num_exits,
+            hash: h.finish(),
+        })
+    }
+}
+
+/// Builds a leaf DFA from a regex-syntax HIR through regex-automata's determinizer. Returns
+/// `Ok(None)` if the DFA would exceed `state_limit` states (the caller then composes operators
+/// instead), `Err` with kind `EmptyLanguage` if the HIR matches nothing.
+pub(crate) fn dfa_from_hir(
+    hir: &regex_syntax::hir::Hir,
+    state_limit: usize,
+) -> Result<Option<Dfa>, CompileError> {
+    use regex_automata::nfa::thompson;
+    let nfa = match thompson::Compiler::new()
+        .configure(
+            thompson::Config::new()
+                .utf8(false)
+                .shrink(true)
+                .which_captures(thompson::WhichCaptures::None)
+                .nfa_size_limit(Some(state_limit.saturating_mul(2048))),
+        )
+        .build_from_hir(hir)
+    {
+        Ok(nfa) => nfa,
+        Err(_) => return Ok(None),
+    };
+    // The dense DFA's size limit is in bytes; a state costs a row of (at most) 257 u32s.
+    let byte_limit = state_limit.saturating_mul(257 * 4);
+    let dfa = match dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .start_kind(regex_automata::dfa::StartKind::Anchored)
+                .match_kind(MatchKind::All)
+                .minimize(false)
+                .dfa_size_limit(Some(byte_limit))
+                .determinize_size_limit(Some(byte_limit.saturating_mul(2))),
+        )
+        .build_from_nfa(&nfa)
+    {
+        Ok(dfa) => dfa,
+        Err(_) => return Ok(None),
+    };
+    let start = dfa
+        .start_state(&start::Config::new().anchored(Anchored::Yes))
+        .map_err(|e| CompileError::unplaced(CompileErrorKind::Unsupported, e.to_string()))?;
+    let mut raw = RawDfa::default();
+    let mut ids: HashMap<regex_automata::util::primitives::StateID, u32> = HashMap::new();
+    let mut queue = VecDeque::new();
+    let accepts = |s| dfa.is_match_state(dfa.next_eoi_state(s));
+    ids.insert(start, raw.add_state(accepts(start).then_some(0)));
+    queue.push_back(start);
+    while let Some(s) = queue.pop_front() {
+        let from = ids[&s];
+        for b in 0..=255u8 {
+            let t = dfa.next_state(s, b);
+            if dfa.is_dead_state(t) || dfa.is_quit_state(t) {
+                continue;
+            }
+            let to = match ids.get(&t) {
+                Some(&to) => to,
+                None => {
+                    let to = raw.add_state(accepts(t).then_some(0));
+                    ids.insert(t, to);
+                    queue.push_back(t);
+                    to
+                }
+            };
+            raw.rows[from as usize][b as usize] = to;
+        }
+        if raw.rows.len() > state_limit {
+            return Ok(None);
+        }
+    }
+    raw.finish()
+        .map(Some)
+        .ok_or_else(|| CompileError::unplaced(CompileErrorKind::EmptyLanguage, "matches no string"))
+}
+
+/// What ends a `Wait`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Terminator {
+    /// A text literal.
+    Text(Vec<u8>),
+    /// A special token.
+    Special(TokenId),
+}
+
+/// Builds the leaf of a `Wait`: content (strings of `content`, a leaf whose exit states mark
+/// where content may stop) up to the *first* occurrence of any terminator; exit index `i` =
+/// terminator `i` matched. When two text terminators end at the same byte, the earlier one in
+/// the list wins.
+///
+/// The product of the content DFA and an Aho–Corasick automaton over the text terminators:
+/// the content DFA is fed only *committed* bytes — bytes that can no longer be the start of a
+/// terminator — so the terminator itself is never content.
+pub(crate) fn wait_leaf(
+    content: &Leaf,
+    terminators: &[Terminator],
+    state_limit: usize,
+) -> Result<Leaf, CompileError> {
+    use aho_corasick::automaton::Automaton as _;
+    let texts: Vec<(usize, &[u8])> = terminators
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| match t {
+            Terminator::Text(b) if !b.is_empty() => Some((i, b.as_slice())),
+            Terminator::Text(_) => None,
+            Terminator::Special(_) => None,
+        })
+        .collect();
+    if terminators
+        .iter()
+        .any(|t| matches!(t, Terminator::Text(b) if b.is_empty()))
+    {
+        return Err(CompileError::unplaced(
+            CompileErrorKind::Invalid,
+            "a Wait terminator is empty",
+        ));
+    }
+    if terminators.is_empty() {
+        return Err(CompileError::unplaced(
+            CompileErrorKind::Invalid,
+            "a Wait needs a terminator",
+        ));
+    }
+    let ac = aho_corasick::dfa::DFA::builder()
+        .match_kind(aho_corasick::MatchKind::Standard)
+        .start_kind(aho_corasick::StartKind::Unanchored)
+        .build(texts.iter().map(|t| t.1))
+        .map_err(|e| {
+            CompileError::unplaced(CompileErrorKind::Limit, format!("terminators: {e}"))
+        })?;
+    let ac_start = ac.start_state(aho_corasick::Anchored::No).map_err(|e| {
+        CompileError::unplaced(CompileErrorKind::Limit, format!("terminators: {e}"))
+    })?;
+    // Pending bytes of an AC state: the shortest path to it is the terminator prefix it stands for.
+    let mut pending: HashMap<aho_corasick::automaton::StateID, Vec<u8>> = HashMap::new();
+    pending.insert(ac_start, Vec::new());
+    let mut queue = VecDeque::from([ac_start]);
+    while let Some(a) = queue.pop_front() {
+        for b in 0..=255u8 {
+            let t = ac.next_state(aho_corasick::Anchored::No, a, b);
+            if !ac.is_match(t) && !pending.contains_key(&t) {
+                let mut p = pending[&a].clone();
+                p.push(b);
+                pending.insert(t, p);
+                queue.push_back(t);
+            }
+        }
+    }
+    let feed = |mut c: u32, bytes: &[u8]| {
+        for &b in bytes {
+            if c == DEAD {
+                break;
+            }
+            c = content.step(c, b as u32);
+        }
+        c
+    };
+    let content_accepts = |c: u32| c != DEAD && content.exit(c).is_some();
+
+    let mut raw = RawDfa::default();
+    let finals: Vec<u32> = (0..terminators.len())
+        .map(|i| raw.add_state(Some(i as u32)))
+        .collect();
+    let mut ids: HashMap<(u32, aho_corasick::automaton::StateID), u32> = HashMap::new();
+    let mut queue = VecDeque::new();
+    let start = (content.start(), ac_start);
+    raw.start = raw.add_state(None);
+    ids.insert(start, raw.start);
+    queue.push_back(start);
+    while let Some((c, a)) = queue.pop_front() {
+        let from = ids[&(c, a)];
+        let pend = &pending[&a];
+        for b in 0..=255u8 {
+            let t = ac.next_state(aho_corasick::Anchored::No, a, b);
+            let target = if ac.is_match(t) {
+                let pattern = (0..ac.match_len(t))
+                    .map(|i| ac.match_pattern(t, i).as_usize())
+                    .min()
+                    .unwrap();
+                let (index, term) = texts[pattern];
+                // Content is everything before the terminator.
+                let mut all = pend.clone();
+                all.push(b);
+                let before = &all[..all.len() - term.len()];
+                if !content_accepts(feed(c, before)) {
+                    continue;
+                }
+                finals[index]
+            } else {
+                let next_pend = &pending[&t];
+                let committed = pend.len() + 1 - next_pend.len();
+                let mut all = pend.clone();
+                all.push(b);
+                let c2 = feed(c, &all[..committed]);
+                if c2 == DEAD {
+                    continue;
+                }
+                match ids.get(&(c2, t)) {
+                    Some(&s) => s,
+                    None => {
+                        let s = raw.add_state(None);
+                        ids.insert((c2, t), s);
+                        queue.push_back((c2, t));
+                        s
+                    }
+                }
+            };
+            raw.rows[from as usize][b as usize] = target;
+        }
+        for (i, term) in terminators.iter().enumerate() {
+            if let Terminator::Special(id) = term {
+                if content_accepts(feed(c, pend)) {
+                    raw.specials[from as usize].push((SPECIAL_BASE + id, finals[i]));
+                }
+            }
+        }
+        if raw.rows.len() > state_limit {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::Limit,
+                format!("Wait automaton exceeds {state_limit} states"),
+            ));
+        }
+    }
+    raw.finish().map(Leaf::Dfa).ok_or_else(|| {
+        CompileError::unplaced(CompileErrorKind::EmptyLanguage, "Wait can never end")
+    })
+}

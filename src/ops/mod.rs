@@ -1,0 +1,23 @@
+//! The operator backend: regular constraints as `Write` / `Wait` / `IfElse` / `DoWhile` / `Seq`
+//! programs over small leaf automata, stepped in O(depth) per byte, with masks from the global
+//! cache.
+//!
+//! - [`program`]: the operators and [`ProgramBuilder`];
+//! - [`leaf`]: leaf automata (`Write` literals, DFAs, `Wait` content-until-terminator);
+//! - `cursor`: the threads that follow a program through the input;
+//! - `masks`: the two-level cached mask (leaf part + continuation part);
+//! - [`lower`]: IR → operators with DFA fusion, and the [`RegexCompiler`];
+//! - [`OpsMatcher`]: the [`Matcher`](crate::Matcher).
+
+mod cursor;
+pub mod leaf;
+mod lower;
+mod masks;
+mod matcher;
+pub mod program;
+
+pub use leaf::{Leaf, Terminator, Unit};
+pub use lower::{lower, LowerConfig, RegexCompiler, DEFAULT_DFA_STATE_LIMIT};
+pub use masks::Runtime;
+pub use matcher::OpsMatcher;
+pub use program::{OpId, Program, ProgramBuilder};

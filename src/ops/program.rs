@@ -1,0 +1,350 @@
+//! Operator programs: `Write`, `Wait`, `IfElse`, `DoWhile` and `Seq` over leaf automata.
+//!
+//! A [`Program`] is a tree of operators in one flat arena. Leaves (`Write`, `Wait`, DFA pieces)
+//! are shared behind `Arc`s, so a program built per request costs a few pushes into a vector:
+//! the expensive parts (DFAs, their cached masks) are made once and reused.
+//!
+//! Semantics are those of the language each operator denotes; the cursor (see `cursor.rs`)
+//! follows every way the input can be read at once, so an `IfElse` whose branches share a
+//! prefix, or a `DoWhile` whose exit and body start alike, are still exact.
+
+use std::sync::Arc;
+
+use super::leaf::{Leaf, Unit};
+use crate::error::{CompileError, CompileErrorKind};
+use crate::ir::StructHasher;
+
+/// Index of an operator in a [`ProgramBuilder`] / [`Program`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub(crate) u32);
+
+impl OpId {
+    /// The index as usize.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Unbounded repetition count.
+pub(crate) const UNBOUNDED: u32 = u32::MAX;
+
+/// One operator.
+#[derive(Clone, Debug)]
+pub(crate) enum Op {
+    /// A leaf automaton. After exit `i`, `then[i]` runs (if any) before the operator ends: this
+    /// is `Wait`'s "terminator, then body". Plain leaves have no `then`.
+    Leaf {
+        leaf: Arc<Leaf>,
+        then: Box<[Option<OpId>]>,
+    },
+    /// Children one after another.
+    Seq(Box<[OpId]>),
+    /// One of the branches, chosen by what comes next.
+    IfElse(Box<[OpId]>),
+    /// `body` repeated `min..=max` times (`max = UNBOUNDED` for no bound).
+    DoWhile { body: OpId, min: u32, max: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpInfo {
+    pub hash: u128,
+    pub nullable: bool,
+}
+
+/// Builds a [`Program`].
+///
+/// # Example
+///
+/// The WGrammar paper's `\d+(\.\d+)*` as explicit operators:
+///
+/// ```
+/// use formwork::ops::{ProgramBuilder, Leaf, Unit};
+/// use std::sync::Arc;
+///
+/// let mut p = ProgramBuilder::new();
+/// let digit = p.leaf(Arc::new(formwork::ops::RegexCompiler::new().leaf(r"[0-9]").unwrap()));
+/// let digits = p.do_while(digit, 1, None);
+/// let dot = p.write(&[Unit::Byte(b'.')]);
+/// let more_digits = p.do_while(digit, 1, None);
+/// let part = p.seq(&[dot, more_digits]);
+/// let parts = p.do_while(part, 0, None);
+/// let root = p.seq(&[digits, parts]);
+/// let program = p.finish(root).unwrap();
+/// assert_eq!(program.num_ops(), 7);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ProgramBuilder {
+    ops: Vec<Op>,
+    info: Vec<OpInfo>,
+}
+
+impl ProgramBuilder {
+    /// An empty builder.
+    pub fn new() -> ProgramBuilder {
+        ProgramBuilder::default()
+    }
+
+    fn push(&mut self, op: Op) -> OpId {
+        let info = self.info_of(&op);
+        self.ops.push(op);
+        self.info.push(info);
+        OpId((self.ops.len() - 1) as u32)
+    }
+
+    fn info_of(&self, op: &Op) -> OpInfo {
+        let child = |id: &OpId| self.info[id.index()];
+        match op {
+            Op::Leaf { leaf, then } => {
+                let mut h = StructHasher::new(0x01);
+                h.hash(leaf.hash());
+                let mut nullable = false;
+                for (exit, t) in then.iter().enumerate() {
+                    h.hash(t.map_or(0, |t| child(&t).hash));
+                    let exits_at_start = leaf.exit(leaf.start()) == Some(exit as u32);
+                    nullable |= exits_at_start && t.is_none_or(|t| child(&t).nullable);
+                }
+                if then.is_empty() {
+                    nullable = leaf.exit(leaf.start()).is_some();
+                }
+                OpInfo {
+                    hash: h.finish(),
+                    nullable,
+                }
+            }
+            Op::Seq(xs) | Op::IfElse(xs) => {
+                let is_seq = matches!(op, Op::Seq(_));
+                let mut h = StructHasher::new(if is_seq { 0x02 } else { 0x03 });
+                xs.iter().for_each(|x| {
+                    h.hash(child(x).hash);
+                });
+                let nullable = if is_seq {
+                    xs.iter().all(|x| child(x).nullable)
+                } else {
+                    xs.iter().any(|x| child(x).nullable)
+                };
+                OpInfo {
+                    hash: h.finish(),
+                    nullable,
+                }
+            }
+            Op::DoWhile { body, min, max } => {
+                let mut h = StructHasher::new(0x04);
+                h.hash(child(body).hash).word(*min as u64).word(*max as u64);
+                OpInfo {
+                    hash: h.finish(),
+                    nullable: *min == 0 || child(body).nullable,
+                }
+            }
+        }
+    }
+
+    /// A leaf automaton as an operator (a regex piece, a class, a choice among strings).
+    pub fn leaf(&mut self, leaf: Arc<Leaf>) -> OpId {
+        self.push(Op::Leaf {
+            leaf,
+            then: Box::new([]),
+        })
+    }
+
+    /// `Write`: a forced literal of bytes and special tokens.
+    pub fn write(&mut self, units: &[Unit]) -> OpId {
+        self.leaf(Arc::new(Leaf::write(units)))
+    }
+
+    /// `Write` of UTF-8 text.
+    pub fn write_text(&mut self, text: &str) -> OpId {
+        let units: Vec<Unit> = text.bytes().map(Unit::Byte).collect();
+        self.write(&units)
+    }
+
+    /// `Wait`: the leaf built by [`WaitBuilder`](super::WaitBuilder), then the body of whichever
+    /// terminator matched (`bodies[i]`, `None` for none).
+    pub fn wait(&mut self, leaf: Arc<Leaf>, bodies: &[Option<OpId>]) -> Result<OpId, CompileError> {
+        if bodies.len() != leaf.num_exits() as usize {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::Invalid,
+                format!(
+                    "Wait has {} terminators but {} bodies",
+                    leaf.num_exits(),
+                    bodies.len()
+                ),
+            ));
+        }
+        Ok(self.push(Op::Leaf {
+            leaf,
+            then: bodies.into(),
+        }))
+    }
+
+    /// `Seq`: operators one after another.
+    pub fn seq(&mut self, ops: &[OpId]) -> OpId {
+        if ops.len() == 1 {
+            return ops[0];
+        }
+        self.push(Op::Seq(ops.into()))
+    }
+
+    /// `IfElse`: one of the branches, decided by the input (every branch is followed until the
+    /// input rules it out, so overlapping branches stay exact).
+    pub fn if_else(&mut self, branches: &[OpId]) -> OpId {
+        if branches.len() == 1 {
+            return branches[0];
+        }
+        self.push(Op::IfElse(branches.into()))
+    }
+
+    /// `DoWhile`: `body` repeated between `min` and `max` times (`None`: no bound). A body that
+    /// can match the empty string is fine: empty rounds simply do not count.
+    pub fn do_while(&mut self, body: OpId, min: u32, max: Option<u32>) -> OpId {
+        let max = max.unwrap_or(UNBOUNDED);
+        self.push(Op::DoWhile {
+            body,
+            min,
+            max: max.max(min),
+        })
+    }
+
+    /// The empty sequence (matches the empty string).
+    pub fn empty(&mut self) -> OpId {
+        self.push(Op::Seq(Box::new([])))
+    }
+
+    /// Copies `program`'s operators into this builder (leaves are shared, not copied), returning
+    /// its root here. This is how a cached fragment (a compiled regex, a template piece) is
+    /// reused in many programs.
+    pub fn splice(&mut self, program: &Program) -> OpId {
+        let base = self.ops.len() as u32;
+        let shift = |id: OpId| OpId(id.0 + base);
+        for op in &program.ops {
+            let moved = match op {
+                Op::Leaf { leaf, then } => Op::Leaf {
+                    leaf: leaf.clone(),
+                    then: then.iter().map(|t| t.map(shift)).collect(),
+                },
+                Op::Seq(xs) => Op::Seq(xs.iter().copied().map(shift).collect()),
+                Op::IfElse(xs) => Op::IfElse(xs.iter().copied().map(shift).collect()),
+                Op::DoWhile { body, min, max } => Op::DoWhile {
+                    body: shift(*body),
+                    min: *min,
+                    max: *max,
+                },
+            };
+            self.ops.push(moved);
+        }
+        self.info.extend_from_slice(&program.info);
+        shift(program.root)
+    }
+
+    /// Number of operators so far.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True before any operator was added.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// The program rooted at `root`.
+    pub fn finish(self, root: OpId) -> Result<Program, CompileError> {
+        if root.index() >= self.ops.len() {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::Invalid,
+                "root operator out of range",
+            ));
+        }
+        Ok(Program {
+            ops: self.ops,
+            info: self.info,
+            root,
+        })
+    }
+}
+
+/// An operator program: the compiled form of a regular constraint.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub(crate) ops: Vec<Op>,
+    pub(crate) info: Vec<OpInfo>,
+    pub(crate) root: OpId,
+}
+
+impl Program {
+    /// Number of operators.
+    pub fn num_ops(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// The structural hash of the whole program.
+    pub fn hash(&self) -> u128 {
+        self.info[self.root.index()].hash
+    }
+
+    /// True if the program accepts the empty string.
+    pub fn is_nullable(&self) -> bool {
+        self.info[self.root.index()].nullable
+    }
+
+    pub(crate) fn op(&self, id: OpId) -> &Op {
+        &self.ops[id.index()]
+    }
+
+    pub(crate) fn info(&self, id: u32) -> &OpInfo {
+        &self.info[id as usize]
+    }
+
+    /// A one-line description of the operator tree, e.g. `Seq(DoWhile{1,}(Dfa), ...)`.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        self.describe_op(self.root, &mut out);
+        out
+    }
+
+    fn describe_op(&self, id: OpId, out: &mut String) {
+        match self.op(id) {
+            Op::Leaf { leaf, then } => {
+                match leaf.as_ref() {
+                    Leaf::Write(_) => out.push_str("Write"),
+                    Leaf::Dfa(_) if then.is_empty() => out.push_str("Dfa"),
+                    Leaf::Dfa(_) => out.push_str("Wait"),
+                }
+                if then.iter().any(|t| t.is_some()) {
+                    out.push('(');
+                    for (i, t) in then.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(", ");
+                        }
+                        match t {
+                            Some(t) => self.describe_op(*t, out),
+                            None => out.push('-'),
+                        }
+                    }
+                    out.push(')');
+                }
+            }
+            Op::Seq(xs) | Op::IfElse(xs) => {
+                out.push_str(if matches!(self.op(id), Op::Seq(_)) {
+                    "Seq("
+                } else {
+                    "IfElse("
+                });
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    self.describe_op(*x, out);
+                }
+                out.push(')');
+            }
+            Op::DoWhile { body, min, max } => {
+                if *max == UNBOUNDED {
+                    out.push_str(&format!("DoWhile{{{min},}}("));
+                } else {
+                    out.push_str(&format!("DoWhile{{{min},{max}}}("));
+                }
+                self.describe_op(*body, out);
+                out.push(')');
+            }
+        }
+    }
+}
