@@ -66,7 +66,9 @@ pub struct WriteLeaf {
     units: Box<[u32]>,
     /// `text_to_end[p]`: text bytes from position p to the end, or NONE past a special.
     text_to_end: Box<[u32]>,
-    hash: u128,
+    /// `suffix_keys[p]`: hash of the units from position p on; two Writes with the same
+    /// remaining units share masks.
+    suffix_keys: Box<[u128]>,
 }
 
 impl Leaf {
@@ -81,14 +83,18 @@ impl Leaf {
                 text_to_end[p + 1] + 1
             };
         }
-        let mut h = StructHasher::new(0x57);
-        units.iter().for_each(|&u| {
-            h.word(u as u64);
-        });
+        let mut suffix_keys = vec![0u128; units.len() + 1];
+        suffix_keys[units.len()] = StructHasher::new(0x57).finish();
+        for p in (0..units.len()).rev() {
+            suffix_keys[p] = StructHasher::new(0x57)
+                .hash(suffix_keys[p + 1])
+                .word(units[p] as u64)
+                .finish();
+        }
         Leaf::Write(WriteLeaf {
             units,
             text_to_end: text_to_end.into(),
-            hash: h.finish(),
+            suffix_keys: suffix_keys.into(),
         })
     }
 
@@ -117,8 +123,20 @@ impl Leaf {
     /// Structural hash: equal for leaves accepting the same way.
     pub fn hash(&self) -> u128 {
         match self {
-            Leaf::Write(w) => w.hash,
+            Leaf::Write(w) => w.suffix_keys[0],
             Leaf::Dfa(d) => d.hash,
+        }
+    }
+
+    /// Identifies what is left of the leaf from `state`: equal keys accept the same suffixes,
+    /// so they share cached masks (a Write by its remaining units, a DFA by hash and state).
+    pub fn state_key(&self, state: u32) -> u128 {
+        match self {
+            Leaf::Write(w) => w.suffix_keys[state as usize],
+            Leaf::Dfa(d) => StructHasher::new(0xd5)
+                .hash(d.hash)
+                .word(state as u64)
+                .finish(),
         }
     }
 

@@ -82,8 +82,7 @@ impl Runtime {
 
     fn l1_key(leaf: &Leaf, state: u32) -> u128 {
         StructHasher::new(L1_DOMAIN)
-            .hash(leaf.hash())
-            .word(state as u64)
+            .hash(leaf.state_key(state))
             .finish()
     }
 
@@ -179,7 +178,7 @@ impl Runtime {
                 }
                 let top = next.top();
                 let leaf = leaf_of(walker, top.op);
-                h.hash(leaf.hash()).word(top.state as u64);
+                h.hash(leaf.state_key(top.state));
                 // Deeper leaves matter only if a run could pass all the way through this one.
                 if let Some(d) = leaf.text_to_exit(top.state) {
                     let d = d.max(1);

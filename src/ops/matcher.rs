@@ -43,6 +43,9 @@ const MAX_FORCED: usize = 4096;
 /// m.consume(4).unwrap(); // EOS
 /// assert!(m.is_terminated());
 /// ```
+/// Cloning is cheap (the program and runtime are shared): a fork for beam search or
+/// speculative decoding.
+#[derive(Clone)]
 pub struct OpsMatcher {
     runtime: Arc<Runtime>,
     program: Arc<Program>,
