@@ -66,15 +66,31 @@ impl MatchError {
 impl fmt::Display for MatchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            MatchErrorKind::Rejected { token, step, at_byte } => {
-                write!(f, "token {token} rejected at step {step} (byte {at_byte} of the token)")
+            MatchErrorKind::Rejected {
+                token,
+                step,
+                at_byte,
+            } => {
+                write!(
+                    f,
+                    "token {token} rejected at step {step} (byte {at_byte} of the token)"
+                )
             }
             MatchErrorKind::UnknownToken { token, mask_width } => {
-                write!(f, "token id {token} is outside the vocabulary (mask width {mask_width})")
+                write!(
+                    f,
+                    "token id {token} is outside the vocabulary (mask width {mask_width})"
+                )
             }
             MatchErrorKind::Terminated => f.write_str("the matcher has already consumed EOS"),
-            MatchErrorKind::RollbackTooFar { requested, available } => {
-                write!(f, "cannot roll back {requested} tokens, only {available} consumed")
+            MatchErrorKind::RollbackTooFar {
+                requested,
+                available,
+            } => {
+                write!(
+                    f,
+                    "cannot roll back {requested} tokens, only {available} consumed"
+                )
             }
             MatchErrorKind::MaskSize { expected, got } => {
                 write!(f, "mask buffer has {got} words, expected {expected}")
@@ -129,3 +145,44 @@ pub trait Matcher: Send {
         tokens.iter().try_for_each(|&t| self.consume(t))
     }
 }
+
+// Pointers to matchers are matchers, so a batch can be a slice of borrowed matchers of mixed
+// backends (`&mut [&mut dyn Matcher]`) or own them (`Vec<Box<dyn Matcher>>`).
+macro_rules! forward_matcher {
+    ($($ptr:ty),*) => {$(
+        impl<M: Matcher + ?Sized> Matcher for $ptr {
+            fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
+                (**self).fill_mask(out)
+            }
+            fn consume(&mut self, token: TokenId) -> Result<(), MatchError> {
+                (**self).consume(token)
+            }
+            fn rollback(&mut self, n: usize) -> Result<(), MatchError> {
+                (**self).rollback(n)
+            }
+            fn is_accepting(&self) -> bool {
+                (**self).is_accepting()
+            }
+            fn is_terminated(&self) -> bool {
+                (**self).is_terminated()
+            }
+            fn forced_bytes(&self) -> Vec<u8> {
+                (**self).forced_bytes()
+            }
+            fn forced_tokens(&self) -> Vec<TokenId> {
+                (**self).forced_tokens()
+            }
+            fn num_consumed(&self) -> usize {
+                (**self).num_consumed()
+            }
+            fn reset(&mut self) {
+                (**self).reset()
+            }
+            fn consume_all(&mut self, tokens: &[TokenId]) -> Result<(), MatchError> {
+                (**self).consume_all(tokens)
+            }
+        }
+    )*};
+}
+
+forward_matcher!(&mut M, Box<M>);
