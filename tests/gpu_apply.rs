@@ -215,7 +215,7 @@ fn the_plan_answers_like_the_rule_for_every_token() {
 #[test]
 fn bad_shapes_are_typed_errors_and_write_nothing() {
     let original = vec![0.5f32; 6 * 64];
-    let mask = vec![0u32; 6 * 2];
+    let mask = [0u32; 6 * 2];
     let errors: Vec<(ApplyConfig<'_>, usize, usize, ApplyError)> = vec![
         (
             ApplyConfig::new(50, 2),

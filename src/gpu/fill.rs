@@ -161,7 +161,8 @@ impl BatchFiller {
         matchers: &mut [M],
         out: &mut [u32],
     ) -> Result<(), FillError> {
-        self.fill_during(matchers, out, || ()).1
+        // A single row is filled here: waking a worker would cost more than the row.
+        self.run(matchers, out, 2, || ()).1
     }
 
     /// Starts filling the masks on the workers, runs `during` (the forward pass) on this
@@ -176,6 +177,17 @@ impl BatchFiller {
         &mut self,
         matchers: &mut [M],
         out: &mut [u32],
+        during: impl FnOnce() -> R,
+    ) -> (R, Result<(), FillError>) {
+        self.run(matchers, out, 1, during)
+    }
+
+    /// Fills the rows, waking the workers if there are at least `share_from` of them.
+    fn run<M: Matcher, R>(
+        &mut self,
+        matchers: &mut [M],
+        out: &mut [u32],
+        share_from: usize,
         during: impl FnOnce() -> R,
     ) -> (R, Result<(), FillError>) {
         let rows = matchers.len();
@@ -197,7 +209,7 @@ impl BatchFiller {
         let result = {
             // Declared after `batch`, so dropped before it even when `during` unwinds: the
             // workers have let go of the batch before it is gone.
-            let _retire = (rows > 0 && !self.workers.is_empty())
+            let _retire = (rows >= share_from && !self.workers.is_empty())
                 .then(|| self.shared.publish(Job::new(&batch)));
             let r = during();
             // SAFETY: `batch` points into `matchers` and `out`, borrowed mutably for this call.

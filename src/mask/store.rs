@@ -156,7 +156,7 @@ mod tests {
             assert_eq!(or, expected);
             assert_eq!(
                 stored.count(&universe),
-                words.iter().map(|w| w.count_ones() as usize).sum()
+                words.iter().map(|w| w.count_ones() as usize).sum::<usize>()
             );
         }
     }
