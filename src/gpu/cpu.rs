@@ -59,18 +59,35 @@ pub fn apply_bitmask<T: Logit>(
 }
 
 fn apply_row<T: Logit>(plan: &ApplyPlan<'_>, row: &mut [T], mask_row: &[u32]) {
-    for (w, chunk) in row.chunks_mut(32).enumerate() {
-        let keep = plan.keep_bits(mask_row, w);
-        if keep == u32::MAX {
-            continue;
-        }
-        // A select on every element rather than a branch: the compiler turns it into blends.
-        for (j, x) in chunk.iter_mut().enumerate() {
-            *x = if keep >> j & 1 != 0 {
-                *x
-            } else {
-                T::NEG_INFINITY
-            };
+    // Words wholly inside the vocabulary keep exactly their mask bits, so they are read
+    // straight from the mask; the rest (the word the vocabulary ends in, columns past it) go
+    // through `keep_bits`.
+    let inside = (plan.vocab_size() / 32).min(row.len() / 32);
+    let (body, tail) = row.split_at_mut(inside * 32);
+    for (chunk, &keep) in body.chunks_exact_mut(32).zip(mask_row) {
+        mask_chunk(chunk, keep);
+    }
+    for (w, chunk) in tail.chunks_mut(32).enumerate() {
+        mask_chunk(chunk, plan.keep_bits(mask_row, inside + w));
+    }
+}
+
+/// Masks up to 32 logits: bit `j` of `keep` clear sets `chunk[j]` to `-inf`.
+#[inline]
+fn mask_chunk<T: Logit>(chunk: &mut [T], keep: u32) {
+    // Most words of a constrained step are all-masked and stored without reading, and mixed
+    // words take a select per element rather than a branch (it vectorizes).
+    match keep {
+        u32::MAX => {}
+        0 => chunk.fill(T::NEG_INFINITY),
+        _ => {
+            for (j, x) in chunk.iter_mut().enumerate() {
+                *x = if keep >> j & 1 != 0 {
+                    *x
+                } else {
+                    T::NEG_INFINITY
+                };
+            }
         }
     }
 }
