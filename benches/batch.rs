@@ -4,7 +4,8 @@
 //! (waking workers, claiming rows, joining) plus the memory bandwidth of writing the masks, not
 //! any backend's mask computation. Three ways to fill are compared: the persistent
 //! `BatchFiller`, a `std::thread::scope` spawn per step with the same number of threads, and
-//! one thread in a loop.
+//! one thread in a loop. `fill_compute` repeats pool against one thread with a matcher whose
+//! step is compute-bound, which is where the workers pay off.
 //!
 //! Run: `cargo bench --bench batch`.
 
@@ -50,9 +51,50 @@ impl Matcher for Cached {
     fn reset(&mut self) {}
 }
 
+/// A matcher that computes its mask word by word (a few ns a word, ~10-20 µs a row), standing in
+/// for a backend whose step is compute-bound rather than a copy.
+struct Computed(u64);
+
+impl Matcher for Computed {
+    fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
+        let mut h = self.0;
+        for w in out.iter_mut() {
+            for _ in 0..4 {
+                h ^= h >> 12;
+                h ^= h << 25;
+                h ^= h >> 27;
+            }
+            *w = (h.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32;
+        }
+        Ok(())
+    }
+    fn consume(&mut self, _: TokenId) -> Result<(), MatchError> {
+        Ok(())
+    }
+    fn rollback(&mut self, _: usize) -> Result<(), MatchError> {
+        Ok(())
+    }
+    fn is_accepting(&self) -> bool {
+        false
+    }
+    fn is_terminated(&self) -> bool {
+        false
+    }
+    fn forced_bytes(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn forced_tokens(&self) -> Vec<TokenId> {
+        Vec::new()
+    }
+    fn num_consumed(&self) -> usize {
+        0
+    }
+    fn reset(&mut self) {}
+}
+
 /// The alternative to a persistent pool: spawn `threads` scoped threads per step, each filling
 /// a contiguous share of the rows, the calling thread taking the last share.
-fn fill_scoped(threads: usize, matchers: &mut [Cached], out: &mut [u32], words: usize) {
+fn fill_scoped<M: Matcher>(threads: usize, matchers: &mut [M], out: &mut [u32], words: usize) {
     let share = matchers.len().div_ceil(threads + 1).max(1);
     std::thread::scope(|s| {
         let mut shares = matchers
@@ -94,6 +136,29 @@ fn bench_fill(c: &mut Criterion) {
         });
         group.bench_with_input(BenchmarkId::new("scoped_spawn", batch), &batch, |b, _| {
             b.iter(|| fill_scoped(workers, &mut matchers, black_box(&mut out), words))
+        });
+        group.bench_with_input(BenchmarkId::new("one_thread", batch), &batch, |b, _| {
+            b.iter(|| {
+                for (m, row) in matchers
+                    .iter_mut()
+                    .zip(black_box(&mut out).chunks_mut(words))
+                {
+                    m.fill_mask(row).unwrap();
+                }
+            })
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("fill_compute");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
+    for batch in [16usize, 64] {
+        let mut matchers: Vec<Computed> = (0..batch as u64).map(|i| Computed(i + 1)).collect();
+        let mut out = vec![0u32; batch * words];
+        group.bench_with_input(BenchmarkId::new("pool", batch), &batch, |b, _| {
+            b.iter(|| filler.fill(&mut matchers, black_box(&mut out)).unwrap())
         });
         group.bench_with_input(BenchmarkId::new("one_thread", batch), &batch, |b, _| {
             b.iter(|| {
