@@ -51,11 +51,7 @@ impl Location {
         let before = &text[..offset.min(text.len())];
         let line = before.matches('\n').count() + 1;
         let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        Location::Text {
-            source: source.to_string(),
-            line,
-            col,
-        }
+        Location::Text { source: source.to_string(), line, col }
     }
 }
 
@@ -90,11 +86,7 @@ pub struct CompileError {
 impl CompileError {
     /// An error of `kind` at `location`.
     pub fn new(kind: CompileErrorKind, location: Location, message: impl Into<String>) -> Self {
-        CompileError {
-            kind,
-            location,
-            message: message.into(),
-        }
+        CompileError { kind, location, message: message.into() }
     }
 
     /// An error with no particular location.

@@ -66,31 +66,15 @@ impl MatchError {
 impl fmt::Display for MatchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            MatchErrorKind::Rejected {
-                token,
-                step,
-                at_byte,
-            } => {
-                write!(
-                    f,
-                    "token {token} rejected at step {step} (byte {at_byte} of the token)"
-                )
+            MatchErrorKind::Rejected { token, step, at_byte } => {
+                write!(f, "token {token} rejected at step {step} (byte {at_byte} of the token)")
             }
             MatchErrorKind::UnknownToken { token, mask_width } => {
-                write!(
-                    f,
-                    "token id {token} is outside the vocabulary (mask width {mask_width})"
-                )
+                write!(f, "token id {token} is outside the vocabulary (mask width {mask_width})")
             }
             MatchErrorKind::Terminated => f.write_str("the matcher has already consumed EOS"),
-            MatchErrorKind::RollbackTooFar {
-                requested,
-                available,
-            } => {
-                write!(
-                    f,
-                    "cannot roll back {requested} tokens, only {available} consumed"
-                )
+            MatchErrorKind::RollbackTooFar { requested, available } => {
+                write!(f, "cannot roll back {requested} tokens, only {available} consumed")
             }
             MatchErrorKind::MaskSize { expected, got } => {
                 write!(f, "mask buffer has {got} words, expected {expected}")

@@ -63,25 +63,13 @@ fn check_round_trip(vocab: &Vocab) {
     let mut failures = Vec::new();
     for s in sample_strings() {
         let ids = vocab.encode(&s).unwrap();
-        let bytes: Vec<u8> = ids
-            .iter()
-            .flat_map(|&t| vocab.token_bytes(t).to_vec())
-            .collect();
+        let bytes: Vec<u8> = ids.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect();
         if bytes != s.as_bytes() {
             failures.push((s.clone(), String::from_utf8_lossy(&bytes).into_owned()));
         }
-        assert!(
-            ids.iter().all(|&t| vocab.kind(t) == Some(TokenKind::Text)),
-            "{s:?}"
-        );
+        assert!(ids.iter().all(|&t| vocab.kind(t) == Some(TokenKind::Text)), "{s:?}");
     }
-    assert!(
-        failures.is_empty(),
-        "{}: {} mismatches, first: {:?}",
-        vocab.source(),
-        failures.len(),
-        &failures[..failures.len().min(3)]
-    );
+    assert!(failures.is_empty(), "{}: {} mismatches, first: {:?}", vocab.source(), failures.len(), &failures[..failures.len().min(3)]);
 }
 
 #[test]
@@ -109,9 +97,7 @@ fn qwen3_round_trip_specials_and_eos() {
     assert_eq!(hello.len(), 1);
     assert_eq!(vocab.token_bytes(hello[0]), b" hello");
     // The trie holds every text token.
-    let text = (0..vocab.len() as u32)
-        .filter(|&t| vocab.kind(t) == Some(TokenKind::Text))
-        .count();
+    let text = (0..vocab.len() as u32).filter(|&t| vocab.kind(t) == Some(TokenKind::Text)).count();
     assert_eq!(vocab.trie().num_tokens(), text);
 }
 
@@ -133,15 +119,8 @@ fn mistral_round_trip_and_byte_fallback() {
     assert!(vocab.is_special(1));
     // `<0x0A>` is the newline byte, `▁` a space.
     let nl = vocab.encode("\n").unwrap();
-    assert_eq!(
-        nl.iter()
-            .flat_map(|&t| vocab.token_bytes(t).to_vec())
-            .collect::<Vec<_>>(),
-        b"\n"
-    );
-    let piece = (0..32_000u32)
-        .find(|&t| vocab.token_bytes(t) == b" the")
-        .unwrap();
+    assert_eq!(nl.iter().flat_map(|&t| vocab.token_bytes(t).to_vec()).collect::<Vec<_>>(), b"\n");
+    let piece = (0..32_000u32).find(|&t| vocab.token_bytes(t) == b" the").unwrap();
     assert!(piece > 2);
 }
 
@@ -158,9 +137,7 @@ fn mask_width_and_eos_are_configurable() {
     let path = common::tokenizer_path("gpt2");
     let vocab = Vocab::from_file_with(
         &path,
-        VocabConfig::new()
-            .mask_width(Some(50_304))
-            .eos(Some(vec!["<|endoftext|>".into()])),
+        VocabConfig::new().mask_width(Some(50_304)).eos(Some(vec!["<|endoftext|>".into()])),
     )
     .unwrap();
     assert_eq!(vocab.mask_width(), 50_304);
@@ -181,20 +158,11 @@ fn missing_and_corrupt_tokenizer_files_are_typed_errors() {
     std::fs::create_dir_all(&dir).unwrap();
     let corrupt = dir.join("tokenizer.json");
     std::fs::write(&corrupt, b"{\"model\": {\"type\": \"BPE\", \"vocab\": ").unwrap();
-    assert_eq!(
-        Vocab::from_file(&corrupt).unwrap_err().kind(),
-        &VocabErrorKind::Parse
-    );
+    assert_eq!(Vocab::from_file(&corrupt).unwrap_err().kind(), &VocabErrorKind::Parse);
     std::fs::write(&corrupt, [0x1f, 0x8b, 0, 1, 2]).unwrap();
-    assert_eq!(
-        Vocab::from_file(&corrupt).unwrap_err().kind(),
-        &VocabErrorKind::Parse
-    );
+    assert_eq!(Vocab::from_file(&corrupt).unwrap_err().kind(), &VocabErrorKind::Parse);
     std::fs::write(&corrupt, b"not json at all").unwrap();
-    assert_eq!(
-        Vocab::from_file(&corrupt).unwrap_err().kind(),
-        &VocabErrorKind::Parse
-    );
+    assert_eq!(Vocab::from_file(&corrupt).unwrap_err().kind(), &VocabErrorKind::Parse);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -211,20 +179,13 @@ fn trie_walk_skips_rejected_subtrees() {
         type State = ();
         fn step(&mut self, _: &(), byte: u8, _: usize, _: usize) -> TrieStep<()> {
             self.visited += 1;
-            if byte.is_ascii_digit() {
-                TrieStep::Enter(())
-            } else {
-                TrieStep::Skip
-            }
+            if byte.is_ascii_digit() { TrieStep::Enter(()) } else { TrieStep::Skip }
         }
         fn tokens(&mut self, _: &(), tokens: &[u32]) {
             self.found.extend_from_slice(tokens);
         }
     }
-    let mut v = Digits {
-        visited: 0,
-        found: vec![],
-    };
+    let mut v = Digits { visited: 0, found: vec![] };
     vocab.trie().walk((), &mut v);
     let brute: Vec<u32> = (0..vocab.len() as u32)
         .filter(|&t| {

@@ -28,13 +28,7 @@ use crate::ir::{ByteSet, ExprId, GrammarBuilder};
 /// ```
 pub fn regex_to_ir(pattern: &str, g: &mut GrammarBuilder) -> Result<ExprId, CompileError> {
     let hir = parse(pattern)?;
-    Lowering { pattern, g }.expr(
-        &hir,
-        Edges {
-            start: true,
-            end: true,
-        },
-    )
+    Lowering { pattern, g }.expr(&hir, Edges { start: true, end: true })
 }
 
 fn parse(pattern: &str) -> Result<Hir, CompileError> {
@@ -43,36 +37,27 @@ fn parse(pattern: &str) -> Result<Hir, CompileError> {
         line,
         col: column,
     };
-    regex_syntax::ParserBuilder::new()
-        .build()
-        .parse(pattern)
-        .map_err(|e| match e {
-            regex_syntax::Error::Parse(e) => {
-                use regex_syntax::ast::ErrorKind as K;
-                let (kind, what) = match e.kind() {
-                    K::UnsupportedLookAround => (
-                        CompileErrorKind::Unsupported,
-                        "look-around is not supported".to_string(),
-                    ),
-                    K::UnsupportedBackreference => (
-                        CompileErrorKind::Unsupported,
-                        "backreferences are not supported".to_string(),
-                    ),
-                    other => (CompileErrorKind::Syntax, other.to_string()),
-                };
-                let s = e.span().start;
-                CompileError::new(kind, place(s.line, s.column), what)
-            }
-            regex_syntax::Error::Translate(e) => {
-                let s = e.span().start;
-                CompileError::new(
-                    CompileErrorKind::Syntax,
-                    place(s.line, s.column),
-                    e.kind().to_string(),
-                )
-            }
-            other => CompileError::new(CompileErrorKind::Syntax, place(1, 1), other.to_string()),
-        })
+    regex_syntax::ParserBuilder::new().build().parse(pattern).map_err(|e| match e {
+        regex_syntax::Error::Parse(e) => {
+            use regex_syntax::ast::ErrorKind as K;
+            let (kind, what) = match e.kind() {
+                K::UnsupportedLookAround => {
+                    (CompileErrorKind::Unsupported, "look-around is not supported".to_string())
+                }
+                K::UnsupportedBackreference => {
+                    (CompileErrorKind::Unsupported, "backreferences are not supported".to_string())
+                }
+                other => (CompileErrorKind::Syntax, other.to_string()),
+            };
+            let s = e.span().start;
+            CompileError::new(kind, place(s.line, s.column), what)
+        }
+        regex_syntax::Error::Translate(e) => {
+            let s = e.span().start;
+            CompileError::new(CompileErrorKind::Syntax, place(s.line, s.column), e.kind().to_string())
+        }
+        other => CompileError::new(CompileErrorKind::Syntax, place(1, 1), other.to_string()),
+    })
 }
 
 /// Whether nothing can come before / after the current sub-expression inside the pattern, so an

@@ -40,10 +40,7 @@ pub struct StructHasher {
 impl StructHasher {
     /// A hasher for one kind of structure; `domain` separates kinds (a Write from a DFA, ...).
     pub fn new(domain: u64) -> StructHasher {
-        StructHasher {
-            lo: fold(domain ^ K0, K1),
-            hi: fold(domain ^ K2, K3),
-        }
+        StructHasher { lo: fold(domain ^ K0, K1), hi: fold(domain ^ K2, K3) }
     }
 
     /// Mixes in one word.

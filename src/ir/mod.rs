@@ -153,12 +153,7 @@ impl fmt::Debug for ByteSet {
             if lo == hi {
                 write!(f, "{}", std::ascii::escape_default(lo))?;
             } else {
-                write!(
-                    f,
-                    "{}-{}",
-                    std::ascii::escape_default(lo),
-                    std::ascii::escape_default(hi)
-                )?;
+                write!(f, "{}-{}", std::ascii::escape_default(lo), std::ascii::escape_default(hi))?;
             }
         }
         f.write_str("]")
@@ -488,10 +483,6 @@ impl GrammarBuilder {
             })?;
             rules.push(Rule { name, body });
         }
-        Ok(Grammar {
-            exprs: self.exprs,
-            rules,
-            start,
-        })
+        Ok(Grammar { exprs: self.exprs, rules, start })
     }
 }

@@ -72,13 +72,7 @@ pub struct Chart {
 impl Recognizer {
     /// Expands `grammar` into BNF.
     pub fn new(grammar: &Grammar) -> Recognizer {
-        let mut b = Expand {
-            grammar,
-            prods: Vec::new(),
-            nts: 0,
-            memo: HashMap::new(),
-            specials: HashMap::new(),
-        };
+        let mut b = Expand { grammar, prods: Vec::new(), nts: 0, memo: HashMap::new(), specials: HashMap::new() };
         let start_nt = b.nt_of(grammar.rule(grammar.start()).body);
         let mut by_lhs = vec![Vec::new(); b.nts];
         for (i, (lhs, _)) in b.prods.iter().enumerate() {
@@ -89,9 +83,7 @@ impl Recognizer {
             let mut changed = false;
             for (lhs, rhs) in &b.prods {
                 if !nullable[*lhs]
-                    && rhs
-                        .iter()
-                        .all(|s| matches!(s, Symbol::Nt(n) if nullable[*n]))
+                    && rhs.iter().all(|s| matches!(s, Symbol::Nt(n) if nullable[*n]))
                 {
                     nullable[*lhs] = true;
                     changed = true;
@@ -101,13 +93,7 @@ impl Recognizer {
                 break;
             }
         }
-        Recognizer {
-            prods: b.prods,
-            by_lhs,
-            nullable,
-            specials: b.specials,
-            start: start_nt,
-        }
+        Recognizer { prods: b.prods, by_lhs, nullable, specials: b.specials, start: start_nt }
     }
 
     /// The chart before any input.
@@ -115,11 +101,7 @@ impl Recognizer {
         let mut set = Vec::new();
         let mut seen = HashSet::new();
         for &p in &self.by_lhs[self.start] {
-            let it = Item {
-                prod: p,
-                dot: 0,
-                origin: 0,
-            };
+            let it = Item { prod: p, dot: 0, origin: 0 };
             if seen.insert(it) {
                 set.push(it);
             }
@@ -139,20 +121,13 @@ impl Recognizer {
             match rhs.get(it.dot as usize) {
                 Some(Symbol::Nt(n)) => {
                     for &p in &self.by_lhs[*n] {
-                        let new = Item {
-                            prod: p,
-                            dot: 0,
-                            origin: here,
-                        };
+                        let new = Item { prod: p, dot: 0, origin: here };
                         if seen.insert(new) {
                             set.push(new);
                         }
                     }
                     if self.nullable[*n] {
-                        let new = Item {
-                            dot: it.dot + 1,
-                            ..it
-                        };
+                        let new = Item { dot: it.dot + 1, ..it };
                         if seen.insert(new) {
                             set.push(new);
                         }
@@ -169,10 +144,7 @@ impl Recognizer {
                             Some(Symbol::Nt(n)) if n == lhs
                         );
                         if waits {
-                            let new = Item {
-                                dot: w.dot + 1,
-                                ..*w
-                            };
+                            let new = Item { dot: w.dot + 1, ..*w };
                             if seen.insert(new) {
                                 set.push(new);
                             }
@@ -202,10 +174,7 @@ impl Chart {
         for it in last {
             if let Some(sym) = rec.prods[it.prod as usize].1.get(it.dot as usize) {
                 if rec.matches(sym, unit) {
-                    let new = Item {
-                        dot: it.dot + 1,
-                        ..*it
-                    };
+                    let new = Item { dot: it.dot + 1, ..*it };
                     if seen.insert(new) {
                         set.push(new);
                     }
@@ -285,12 +254,7 @@ impl Chart {
                 tokens.iter().for_each(|&t| self.mask.insert(t));
             }
         }
-        let mut walk = Walk {
-            rec,
-            chart: self.clone(),
-            depth: 0,
-            mask: &mut mask,
-        };
+        let mut walk = Walk { rec, chart: self.clone(), depth: 0, mask: &mut mask };
         vocab.trie().walk((), &mut walk);
         for (content, id) in vocab.specials() {
             let mut c = self.clone();
@@ -308,15 +272,9 @@ impl Chart {
 /// The units of a token: its bytes, or the special symbol.
 pub fn token_units(vocab: &Vocab, token: TokenId) -> Vec<Unit<'_>> {
     match vocab.kind(token) {
-        Some(TokenKind::Text) => vocab
-            .token_bytes(token)
-            .iter()
-            .map(|&b| Unit::Byte(b))
-            .collect(),
+        Some(TokenKind::Text) => vocab.token_bytes(token).iter().map(|&b| Unit::Byte(b)).collect(),
         Some(TokenKind::Special) => {
-            vec![Unit::Special(
-                std::str::from_utf8(vocab.token_bytes(token)).unwrap_or(""),
-            )]
+            vec![Unit::Special(std::str::from_utf8(vocab.token_bytes(token)).unwrap_or(""))]
         }
         _ => vec![],
     }
@@ -345,10 +303,9 @@ impl Expand<'_> {
         match self.grammar.expr(e).clone() {
             Expr::Empty => self.prods.push((n, vec![])),
             Expr::Nothing => {}
-            Expr::Bytes(b) => self.prods.push((
-                n,
-                b.iter().map(|&x| Symbol::Class(ByteSet::byte(x))).collect(),
-            )),
+            Expr::Bytes(b) => {
+                self.prods.push((n, b.iter().map(|&x| Symbol::Class(ByteSet::byte(x))).collect()))
+            }
             Expr::Class(c) => self.prods.push((n, vec![Symbol::Class(c)])),
             Expr::Special(s) => {
                 let next = self.specials.len();

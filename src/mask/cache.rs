@@ -70,12 +70,7 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
     /// A cache holding at most about `budget_bytes` of entries.
     pub fn new(budget_bytes: usize) -> MaskCache<K, V> {
         let shards = (0..SHARDS)
-            .map(|_| {
-                Mutex::new(Shard {
-                    lru: LruCache::unbounded(),
-                    bytes: 0,
-                })
-            })
+            .map(|_| Mutex::new(Shard { lru: LruCache::unbounded(), bytes: 0 }))
             .collect();
         MaskCache {
             shards,
@@ -93,18 +88,8 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
 
     /// The cached value for `key`, if any (counts a hit or a miss).
     pub fn get(&self, key: &K) -> Option<Arc<V>> {
-        let found = self
-            .shard(key)
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .lru
-            .get(key)
-            .cloned();
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
+        let found = self.shard(key).lock().unwrap_or_else(|p| p.into_inner()).lru.get(key).cloned();
+        let counter = if found.is_some() { &self.hits } else { &self.misses };
         counter.fetch_add(1, Ordering::Relaxed);
         found
     }

@@ -27,9 +27,7 @@ pub fn set_bit(words: &mut [u32], token: TokenId) {
 /// Reads bit `token` of a mask row; ids past the row are not allowed.
 #[inline]
 pub fn get_bit(words: &[u32], token: TokenId) -> bool {
-    words
-        .get(token as usize / 32)
-        .is_some_and(|w| w & (1 << (token % 32)) != 0)
+    words.get(token as usize / 32).is_some_and(|w| w & (1 << (token % 32)) != 0)
 }
 
 /// The allowed ids of a mask row, ascending.
@@ -78,10 +76,7 @@ impl std::fmt::Debug for TokenMask {
 impl TokenMask {
     /// An empty mask (nothing allowed) over `n_tokens` tokens.
     pub fn new(n_tokens: usize) -> TokenMask {
-        TokenMask {
-            words: vec![0; words_for(n_tokens)],
-            n_tokens,
-        }
+        TokenMask { words: vec![0; words_for(n_tokens)], n_tokens }
     }
 
     /// A mask from existing words; `words.len()` must be `ceil(n_tokens / 32)`.
@@ -90,11 +85,7 @@ impl TokenMask {
     ///
     /// If the word count does not match.
     pub fn from_words(words: Vec<u32>, n_tokens: usize) -> TokenMask {
-        assert_eq!(
-            words.len(),
-            words_for(n_tokens),
-            "mask words for {n_tokens} tokens"
-        );
+        assert_eq!(words.len(), words_for(n_tokens), "mask words for {n_tokens} tokens");
         TokenMask { words, n_tokens }
     }
 
@@ -145,25 +136,16 @@ impl TokenMask {
 
     /// `self |= other`.
     pub fn union_with(&mut self, other: &TokenMask) {
-        self.words
-            .iter_mut()
-            .zip(&other.words)
-            .for_each(|(a, b)| *a |= b);
+        self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a |= b);
     }
 
     /// `self &= other`.
     pub fn intersect_with(&mut self, other: &TokenMask) {
-        self.words
-            .iter_mut()
-            .zip(&other.words)
-            .for_each(|(a, b)| *a &= b);
+        self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a &= b);
     }
 
     /// `self &= !other`.
     pub fn subtract(&mut self, other: &TokenMask) {
-        self.words
-            .iter_mut()
-            .zip(&other.words)
-            .for_each(|(a, b)| *a &= !b);
+        self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a &= !b);
     }
 }

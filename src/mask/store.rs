@@ -38,11 +38,8 @@ impl StoredMask {
     /// Chooses the smallest form for `words`, a subset of `universe`.
     pub fn from_words(words: &[u32], universe: &[u32]) -> StoredMask {
         let accepted: usize = words.iter().map(|w| w.count_ones() as usize).sum();
-        let rejected: usize = words
-            .iter()
-            .zip(universe)
-            .map(|(w, u)| (u & !w).count_ones() as usize)
-            .sum();
+        let rejected: usize =
+            words.iter().zip(universe).map(|(w, u)| (u & !w).count_ones() as usize).sum();
         let bitset = words.len();
         if accepted <= rejected && accepted <= bitset {
             StoredMask::Accepted(iter_ones(words).collect())
@@ -63,8 +60,7 @@ impl StoredMask {
             }
             StoredMask::Rejected(ids) => {
                 out.copy_from_slice(universe);
-                ids.iter()
-                    .for_each(|&t| out[t as usize / 32] &= !(1 << (t % 32)));
+                ids.iter().for_each(|&t| out[t as usize / 32] &= !(1 << (t % 32)));
             }
             StoredMask::Bitset(words) => out.copy_from_slice(words),
         }
@@ -89,9 +85,7 @@ impl StoredMask {
                     *o |= w;
                 }
             }
-            StoredMask::Bitset(words) => {
-                out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w)
-            }
+            StoredMask::Bitset(words) => out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w),
         }
     }
 
@@ -100,11 +94,7 @@ impl StoredMask {
         match self {
             StoredMask::Accepted(ids) => ids.len(),
             StoredMask::Rejected(ids) => {
-                universe
-                    .iter()
-                    .map(|w| w.count_ones() as usize)
-                    .sum::<usize>()
-                    - ids.len()
+                universe.iter().map(|w| w.count_ones() as usize).sum::<usize>() - ids.len()
             }
             StoredMask::Bitset(words) => words.iter().map(|w| w.count_ones() as usize).sum(),
         }
@@ -125,9 +115,7 @@ mod tests {
 
     #[test]
     fn every_form_round_trips_through_write_and_or() {
-        let universe: Vec<u32> = (0..10)
-            .map(|i| if i == 9 { 0x0fff_ffff } else { u32::MAX })
-            .collect();
+        let universe: Vec<u32> = (0..10).map(|i| if i == 9 { 0x0fff_ffff } else { u32::MAX }).collect();
         let cases: Vec<Vec<u32>> = vec![
             vec![0; 10],
             universe.clone(),
@@ -154,10 +142,7 @@ mod tests {
             let mut expected = words.clone();
             expected[0] |= 1;
             assert_eq!(or, expected);
-            assert_eq!(
-                stored.count(&universe),
-                words.iter().map(|w| w.count_ones() as usize).sum::<usize>()
-            );
+            assert_eq!(stored.count(&universe), words.iter().map(|w| w.count_ones() as usize).sum::<usize>());
         }
     }
 }

@@ -19,22 +19,12 @@ enum PieceEncoding {
 }
 
 /// Tokens ending a sequence in common chat and base models, tried when no config names EOS.
-const WELL_KNOWN_EOS: &[&str] = &[
-    "<|im_end|>",
-    "<|eot_id|>",
-    "<|end_of_text|>",
-    "<|endoftext|>",
-    "</s>",
-    "<|end|>",
-    "<eos>",
-];
+const WELL_KNOWN_EOS: &[&str] =
+    &["<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "</s>", "<|end|>", "<eos>"];
 
 pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Vocab, VocabError> {
     let mut tokenizer = Tokenizer::from_bytes(json).map_err(|e| {
-        VocabError::new(
-            VocabErrorKind::Parse,
-            format!("{source}: not a tokenizer.json: {e}"),
-        )
+        VocabError::new(VocabErrorKind::Parse, format!("{source}: not a tokenizer.json: {e}"))
     })?;
     let encoding = piece_encoding(&tokenizer).ok_or_else(|| {
         VocabError::new(
@@ -97,15 +87,7 @@ pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Voc
 
     let eos = eos_ids(&config, &specials, source)?;
     let mask_width = config.mask_width.unwrap_or(size);
-    Vocab::assemble(
-        tokens,
-        kinds,
-        specials,
-        eos,
-        mask_width,
-        Some(tokenizer),
-        source.to_string(),
-    )
+    Vocab::assemble(tokens, kinds, specials, eos, mask_width, Some(tokenizer), source.to_string())
 }
 
 fn piece_encoding(tokenizer: &Tokenizer) -> Option<PieceEncoding> {
@@ -192,10 +174,7 @@ fn eos_ids(
     }
     if let Some(json) = &config.config_json {
         let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| {
-            VocabError::new(
-                VocabErrorKind::Parse,
-                format!("{source}: tokenizer_config.json: {e}"),
-            )
+            VocabError::new(VocabErrorKind::Parse, format!("{source}: tokenizer_config.json: {e}"))
         })?;
         let name = match &value["eos_token"] {
             serde_json::Value::String(s) => Some(s.as_str()),
@@ -206,11 +185,7 @@ fn eos_ids(
             return Ok(vec![*id]);
         }
     }
-    Ok(WELL_KNOWN_EOS
-        .iter()
-        .filter_map(|n| specials.get(*n).copied())
-        .take(1)
-        .collect())
+    Ok(WELL_KNOWN_EOS.iter().filter_map(|n| specials.get(*n).copied()).take(1).collect())
 }
 
 #[cfg(test)]

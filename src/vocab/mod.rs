@@ -20,10 +20,8 @@ pub use trie::{TokenTrie, TrieStep, TrieVisitor};
 pub type TokenId = u32;
 
 /// The Qwen3 tokenizer shipped inside the crate (gzip of the original `tokenizer.json`).
-const EMBEDDED_QWEN3_TOKENIZER: &[u8] =
-    include_bytes!("../../data/tokenizers/qwen3/tokenizer.json.gz");
-const EMBEDDED_QWEN3_CONFIG: &[u8] =
-    include_bytes!("../../data/tokenizers/qwen3/tokenizer_config.json");
+const EMBEDDED_QWEN3_TOKENIZER: &[u8] = include_bytes!("../../data/tokenizers/qwen3/tokenizer.json.gz");
+const EMBEDDED_QWEN3_CONFIG: &[u8] = include_bytes!("../../data/tokenizers/qwen3/tokenizer_config.json");
 
 fn gunzip_if_compressed<'a>(
     raw: &'a [u8],
@@ -77,10 +75,7 @@ pub struct VocabError {
 
 impl VocabError {
     pub(crate) fn new(kind: VocabErrorKind, message: impl Into<String>) -> VocabError {
-        VocabError {
-            kind,
-            message: message.into(),
-        }
+        VocabError { kind, message: message.into() }
     }
 
     /// What went wrong.
@@ -211,13 +206,11 @@ impl Vocab {
     }
 
     /// Loads a HuggingFace `tokenizer.json` with options.
-    pub fn from_file_with(
-        path: impl AsRef<Path>,
-        config: VocabConfig,
-    ) -> Result<Vocab, VocabError> {
+    pub fn from_file_with(path: impl AsRef<Path>, config: VocabConfig) -> Result<Vocab, VocabError> {
         let path = path.as_ref();
-        let raw = std::fs::read(path)
-            .map_err(|e| VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display())))?;
+        let raw = std::fs::read(path).map_err(|e| {
+            VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display()))
+        })?;
         let json = gunzip_if_compressed(&raw, &path.display().to_string())?;
         let config = match config.config_json {
             Some(_) => config,
@@ -251,15 +244,7 @@ impl Vocab {
                 kinds[i] = TokenKind::Unused;
             }
         }
-        Vocab::assemble(
-            tokens,
-            kinds,
-            specials,
-            eos.to_vec(),
-            n,
-            None,
-            "bytes".into(),
-        )
+        Vocab::assemble(tokens, kinds, specials, eos.to_vec(), n, None, "bytes".into())
     }
 
     fn assemble(
@@ -274,10 +259,7 @@ impl Vocab {
         if mask_width < tokens.len() {
             return Err(VocabError::new(
                 VocabErrorKind::Config,
-                format!(
-                    "{source}: mask width {mask_width} < tokenizer size {}",
-                    tokens.len()
-                ),
+                format!("{source}: mask width {mask_width} < tokenizer size {}", tokens.len()),
             ));
         }
         if let Some(&bad) = eos.iter().find(|&&e| e as usize >= tokens.len()) {
@@ -457,10 +439,7 @@ impl Vocab {
                 self.best = Some((depth, tokens[0]));
             }
         }
-        let mut v = Longest {
-            input: bytes,
-            best: None,
-        };
+        let mut v = Longest { input: bytes, best: None };
         self.inner.trie.walk(0, &mut v);
         v.best
     }
@@ -471,9 +450,7 @@ impl Vocab {
             Some(TokenKind::Special) => {
                 String::from_utf8_lossy(self.token_bytes(token)).into_owned()
             }
-            Some(TokenKind::Text) => {
-                format!("{:?}", String::from_utf8_lossy(self.token_bytes(token)))
-            }
+            Some(TokenKind::Text) => format!("{:?}", String::from_utf8_lossy(self.token_bytes(token))),
             _ => format!("<unused {token}>"),
         }
     }

@@ -85,12 +85,7 @@ impl TokenTrie {
             .map(|(id, b)| (b, id))
             .collect();
         sorted.sort_unstable();
-        let mut nodes = vec![Node {
-            byte: 0,
-            depth: 0,
-            subtree_end: 0,
-            tokens_start: 0,
-        }];
+        let mut nodes = vec![Node { byte: 0, depth: 0, subtree_end: 0, tokens_start: 0 }];
         let mut out_tokens = Vec::with_capacity(sorted.len());
         // `path[d]` is the index of the open node at depth d along the current token's prefix.
         let mut path: Vec<usize> = vec![0];
@@ -126,11 +121,7 @@ impl TokenTrie {
             subtree_end: 0,
             tokens_start: out_tokens.len() as u32,
         });
-        TokenTrie {
-            nodes,
-            tokens: out_tokens,
-            max_depth,
-        }
+        TokenTrie { nodes, tokens: out_tokens, max_depth }
     }
 
     /// Number of nodes, root included.
