@@ -285,6 +285,13 @@ impl ApplyKernel {
             }
             .into());
         }
+        if plan.indices().is_some() && rows > mask.capacity {
+            // The index buffer holds one entry per row; only repeated indices get here.
+            return Err(CudaError::Capacity {
+                rows,
+                capacity: mask.capacity,
+            });
+        }
         if rows == 0 || plan.row_len() == 0 {
             return Ok(());
         }
