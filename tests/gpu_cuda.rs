@@ -228,4 +228,15 @@ fn device_shape_errors_are_typed() {
             buffer: 2
         }
     ));
+    let repeated = ApplyConfig::new(64, 2).indices(&[0; 5]);
+    let err = kernel
+        .apply(&stream, &mut logits.as_view_mut(), &mut bitmask, &repeated)
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        CudaError::Capacity {
+            rows: 5,
+            capacity: 4
+        }
+    ));
 }
