@@ -13,9 +13,21 @@ use formwork::vocab::Vocab;
 use formwork::Matcher;
 
 const PATTERNS: &[(&str, &str, &str)] = &[
-    ("email", r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,4}", "john.doe@exa"),
-    ("date_time", r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", "2026-11-2"),
-    ("json_object", r#"\{"name": "[^"\\]{0,40}", "age": [0-9]{1,3}, "tags": \["[a-z]+"(, "[a-z]+")*\]\}"#, r#"{"name": "Ada Love"#),
+    (
+        "email",
+        r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,4}",
+        "john.doe@exa",
+    ),
+    (
+        "date_time",
+        r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z",
+        "2026-11-2",
+    ),
+    (
+        "json_object",
+        r#"\{"name": "[^"\\]{0,40}", "age": [0-9]{1,3}, "tags": \["[a-z]+"(, "[a-z]+")*\]\}"#,
+        r#"{"name": "Ada Love"#,
+    ),
 ];
 
 /// Free text until `<|im_end|>` after a chat header: the most permissive operator state.
@@ -35,13 +47,28 @@ fn chat_program(vocab: &Vocab) -> Arc<Program> {
 fn cases(vocab: &Vocab) -> Vec<(String, Arc<Program>, String)> {
     let mut out: Vec<(String, Arc<Program>, String)> = PATTERNS
         .iter()
-        .map(|(name, re, prefix)| (name.to_string(), RegexCompiler::new().compile(re).unwrap(), prefix.to_string()))
+        .map(|(name, re, prefix)| {
+            (
+                name.to_string(),
+                RegexCompiler::new().compile(re).unwrap(),
+                prefix.to_string(),
+            )
+        })
         .collect();
-    out.push(("chat_text".into(), chat_program(vocab), "<|im_start|>assistant\nThe answer is".into()));
+    out.push((
+        "chat_text".into(),
+        chat_program(vocab),
+        "<|im_start|>assistant\nThe answer is".into(),
+    ));
     out
 }
 
-fn matcher_at(runtime: &Arc<Runtime>, program: &Arc<Program>, vocab: &Vocab, prefix: &str) -> OpsMatcher {
+fn matcher_at(
+    runtime: &Arc<Runtime>,
+    program: &Arc<Program>,
+    vocab: &Vocab,
+    prefix: &str,
+) -> OpsMatcher {
     let mut m = OpsMatcher::new(runtime.clone(), program.clone());
     m.consume_all(&vocab.encode(prefix).unwrap()).unwrap();
     m
@@ -53,7 +80,9 @@ fn benches(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("regex_compile");
     for (name, re, _) in PATTERNS {
-        group.bench_function(*name, |b| b.iter(|| RegexCompiler::new().compile(black_box(re)).unwrap()));
+        group.bench_function(*name, |b| {
+            b.iter(|| RegexCompiler::new().compile(black_box(re)).unwrap())
+        });
     }
     group.finish();
 
@@ -62,7 +91,9 @@ fn benches(c: &mut Criterion) {
         let runtime = Runtime::new(vocab.clone(), 512 << 20);
         let mut m = matcher_at(&runtime, &program, &vocab, &prefix);
         m.fill_mask(&mut mask).unwrap();
-        group.bench_function(name, |b| b.iter(|| m.fill_mask(black_box(&mut mask)).unwrap()));
+        group.bench_function(name, |b| {
+            b.iter(|| m.fill_mask(black_box(&mut mask)).unwrap())
+        });
     }
     group.finish();
 
@@ -71,7 +102,14 @@ fn benches(c: &mut Criterion) {
     for (name, program, prefix) in cases(&vocab) {
         group.bench_function(name, |b| {
             b.iter_batched_ref(
-                || matcher_at(&Runtime::new(vocab.clone(), 512 << 20), &program, &vocab, &prefix),
+                || {
+                    matcher_at(
+                        &Runtime::new(vocab.clone(), 512 << 20),
+                        &program,
+                        &vocab,
+                        &prefix,
+                    )
+                },
                 |m| m.fill_mask(&mut mask).unwrap(),
                 BatchSize::PerIteration,
             )
@@ -87,7 +125,11 @@ fn benches(c: &mut Criterion) {
         let mut m = OpsMatcher::new(runtime, program);
         m.consume_all(head).unwrap();
         group.bench_function(name, |b| {
-            b.iter_batched_ref(|| m.clone(), |m| m.consume(black_box(last[0])).unwrap(), BatchSize::SmallInput)
+            b.iter_batched_ref(
+                || m.clone(),
+                |m| m.consume(black_box(last[0])).unwrap(),
+                BatchSize::SmallInput,
+            )
         });
     }
     group.finish();

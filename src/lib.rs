@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod front;
+pub mod gpu;
 pub mod ir;
 pub mod mask;
 pub mod matcher;

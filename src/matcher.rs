@@ -145,3 +145,44 @@ pub trait Matcher: Send {
         tokens.iter().try_for_each(|&t| self.consume(t))
     }
 }
+
+// Pointers to matchers are matchers, so a batch can be a slice of borrowed matchers of mixed
+// backends (`&mut [&mut dyn Matcher]`) or own them (`Vec<Box<dyn Matcher>>`).
+macro_rules! forward_matcher {
+    ($($ptr:ty),*) => {$(
+        impl<M: Matcher + ?Sized> Matcher for $ptr {
+            fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
+                (**self).fill_mask(out)
+            }
+            fn consume(&mut self, token: TokenId) -> Result<(), MatchError> {
+                (**self).consume(token)
+            }
+            fn rollback(&mut self, n: usize) -> Result<(), MatchError> {
+                (**self).rollback(n)
+            }
+            fn is_accepting(&self) -> bool {
+                (**self).is_accepting()
+            }
+            fn is_terminated(&self) -> bool {
+                (**self).is_terminated()
+            }
+            fn forced_bytes(&self) -> Vec<u8> {
+                (**self).forced_bytes()
+            }
+            fn forced_tokens(&self) -> Vec<TokenId> {
+                (**self).forced_tokens()
+            }
+            fn num_consumed(&self) -> usize {
+                (**self).num_consumed()
+            }
+            fn reset(&mut self) {
+                (**self).reset()
+            }
+            fn consume_all(&mut self, tokens: &[TokenId]) -> Result<(), MatchError> {
+                (**self).consume_all(tokens)
+            }
+        }
+    )*};
+}
+
+forward_matcher!(&mut M, Box<M>);

@@ -5,25 +5,12 @@ mod common;
 
 use std::sync::Arc;
 
+use common::rng::Rng;
 use formwork::ir::GrammarBuilder;
 use formwork::mask::{get_bit, iter_ones};
 use formwork::ops::{lower, LowerConfig, OpsMatcher, ProgramBuilder, RegexCompiler, Runtime};
 use formwork::vocab::{TokenId, Vocab};
 use formwork::{CompileErrorKind, MatchErrorKind, Matcher};
-
-/// xorshift64*: a seeded, dependency-free sampler.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn matcher(vocab: &Vocab, pattern: &str) -> OpsMatcher {
     let runtime = Runtime::new(vocab.clone(), 128 << 20);
@@ -79,7 +66,7 @@ fn random_walks_produce_full_regex_matches() {
         r"(ab|a)(bc|c)",
         r"[0-9]{3,200}",
     ];
-    let mut rng = Rng(0x5eed);
+    let mut rng = Rng::new(0x5eed);
     for pattern in patterns {
         let full = regex::bytes::Regex::new(&format!("^(?:{pattern})$")).unwrap();
         let mut ended = 0;

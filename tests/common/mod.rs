@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod oracle;
+pub mod rng;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
