@@ -42,7 +42,7 @@ impl Thread {
 }
 
 /// Every reading of the input so far.
-pub(crate) type Threads = SmallVec<[Thread; 2]>;
+pub(crate) type Threads = SmallVec<[Thread; 1]>;
 
 /// Most threads a cursor may hold; past this a step fails with a limit error rather than
 /// growing without bound (only pathological programs get near it).
