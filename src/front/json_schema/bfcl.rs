@@ -1,0 +1,1 @@
+//! BFCL's function-parameter dialect to standard JSON Schema.
