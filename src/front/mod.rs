@@ -2,3 +2,5 @@
 
 pub mod json_schema;
 pub mod regex;
+pub mod bfcl;
+pub mod tags;

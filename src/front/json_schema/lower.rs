@@ -13,9 +13,11 @@ use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::{ByteSet, Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 
 /// Builds the IR of shapes, one rule per `$ref` target.
-pub(crate) struct Lowering<'c, 'a> {
+pub(crate) struct Lowering<'c, 'a, 'g> {
     pub c: &'c mut Compiler<'a>,
-    pub g: GrammarBuilder,
+    g: &'g mut GrammarBuilder,
+    /// Prefix of every rule name, so several schemas can share one builder.
+    prefix: String,
     text: JsonText,
     ws: ExprId,
     ref_rules: HashMap<RefId, RuleId>,
@@ -23,9 +25,8 @@ pub(crate) struct Lowering<'c, 'a> {
     depth: usize,
 }
 
-impl<'c, 'a> Lowering<'c, 'a> {
-    pub fn new(c: &'c mut Compiler<'a>) -> Self {
-        let mut g = GrammarBuilder::new();
+impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
+    pub fn new(c: &'c mut Compiler<'a>, g: &'g mut GrammarBuilder, prefix: &str) -> Self {
         let ws = match c.opts.whitespace {
             Whitespace::Compact => g.empty(),
             Whitespace::Flexible { max_run } => {
@@ -40,6 +41,7 @@ impl<'c, 'a> Lowering<'c, 'a> {
         Lowering {
             c,
             g,
+            prefix: prefix.to_string(),
             text: JsonText::default(),
             ws,
             ref_rules: HashMap::new(),
@@ -124,7 +126,7 @@ impl<'c, 'a> Lowering<'c, 'a> {
         if let Some(&rule) = self.ref_rules.get(&r) {
             return Ok(rule);
         }
-        let name = format!("ref {}", self.c.refs[r].name);
+        let name = format!("{}ref {}", self.prefix, self.c.refs[r].name);
         let rule = self.g.rule(&name);
         self.ref_rules.insert(r, rule);
         let shape = self.c.resolve(r)?;
@@ -141,7 +143,7 @@ impl<'c, 'a> Lowering<'c, 'a> {
         if let Some(r) = self.any_value {
             return r;
         }
-        let value = self.g.rule("json value");
+        let value = self.g.rule(&format!("{}json value", self.prefix));
         self.any_value = Some(value);
         let v = self.g.rule_ref(value);
         let key = self
@@ -507,7 +509,8 @@ impl<'c, 'a> Lowering<'c, 'a> {
         let comma = self.punct(",");
         // rule (set, c): continuations after writing `set` and c members (c >= 1).
         let id = self.g.len();
-        let name = |set: u64, c: u64| format!("props {id} {set:b} {c}");
+        let prefix = self.prefix.clone();
+        let name = |set: u64, c: u64| format!("{prefix}props {id} {set:b} {c}");
         let mut rules = HashMap::new();
         for set in 0..(1u64 << n) {
             for c in 1..=cap {

@@ -60,7 +60,6 @@
 //! ```
 
 mod algebra;
-pub mod bfcl;
 mod formats;
 mod lower;
 mod numbers;
@@ -71,7 +70,7 @@ mod strings;
 use serde_json::Value;
 
 use crate::error::CompileError;
-use crate::ir::Grammar;
+use crate::ir::{ExprId, Grammar, GrammarBuilder};
 
 /// Whitespace between JSON tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,11 +206,8 @@ pub fn compile_schema(
     schema: &Value,
     options: &JsonSchemaOptions,
 ) -> Result<SchemaGrammar, CompileError> {
-    let mut c = schema::Compiler::new(schema, options);
-    let shape = c.build(schema, "", 0)?;
-    let mut lw = lower::Lowering::new(&mut c);
-    let body = lw.shape(&shape)?;
-    let mut g = std::mem::take(&mut lw.g);
+    let mut g = GrammarBuilder::new();
+    let (body, warnings) = schema_expr(schema, options, &mut g, "")?;
     let start = g.rule("json schema");
     g.define(start, body)?;
     let grammar = g.finish(start)?;
@@ -222,8 +218,20 @@ pub fn compile_schema(
             "no JSON value satisfies this schema",
         ));
     }
-    Ok(SchemaGrammar {
-        grammar,
-        warnings: c.warnings,
-    })
+    Ok(SchemaGrammar { grammar, warnings })
+}
+
+/// Adds the language of `schema` to `g` (rule names start with `prefix`), for front ends that
+/// embed JSON values in a larger grammar (tag dispatch). Returns the expression and warnings.
+pub(crate) fn schema_expr(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+    g: &mut GrammarBuilder,
+    prefix: &str,
+) -> Result<(ExprId, Vec<CompileError>), CompileError> {
+    let mut c = schema::Compiler::new(schema, options);
+    let shape = c.build(schema, "", 0)?;
+    let mut lw = lower::Lowering::new(&mut c, g, prefix);
+    let body = lw.shape(&shape)?;
+    Ok((body, c.warnings))
 }

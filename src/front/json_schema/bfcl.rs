@@ -1,1 +1,0 @@
-//! BFCL's function-parameter dialect to standard JSON Schema.
