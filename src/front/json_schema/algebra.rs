@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::numbers::{in_range, Bound, Decimal};
 use super::schema::{error, json_equal, Compiler};
-use super::shape::{kind_of, ArrayShape, NumberShape, ObjectShape, Shape, StringShape};
+use super::shape::{kind_of, ArrayShape, Constraint, NumberShape, ObjectShape, Shape, StringShape};
 use crate::error::{CompileError, CompileErrorKind};
 use crate::front::regex::{utf8_class, TextEncoding};
 use crate::ir::reference::{Recognizer, Unit};
@@ -61,7 +61,33 @@ impl TextEncoding for Plain {
     }
 }
 
+/// Does the decoded string `text` match the constraint's regex? (Exact: the reference recognizer
+/// on the regex's own grammar.)
+pub(crate) fn matches(c: &Constraint, text: &str) -> Result<bool, CompileError> {
+    let mut g = GrammarBuilder::new();
+    let e = c
+        .regex
+        .lower(&c.source, &mut g, &mut Plain)
+        .map_err(|e| e.or_at(crate::Location::JsonPointer(c.pointer.clone())))?;
+    let start = g.rule("start");
+    g.define(start, e)?;
+    let rec = Recognizer::new(&g.finish(start)?);
+    let mut chart = rec.start();
+    Ok(text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec))
+}
+
 impl Compiler<'_> {
+    /// The shape the property `key` of an object of shape `o` must have.
+    pub fn schema_for(&mut self, o: &ObjectShape, key: &str) -> Result<Shape, CompileError> {
+        if let Some((_, s)) = o.properties.iter().find(|(k, _)| k == key) {
+            return Ok(s.clone());
+        }
+        match &o.key_pattern {
+            Some(c) if !matches(c, key)? => Ok(Shape::Never),
+            _ => Ok((*o.additional).clone()),
+        }
+    }
+
     /// The values both shapes admit.
     pub fn intersect(
         &mut self,
@@ -154,7 +180,8 @@ impl Compiler<'_> {
                     if properties.iter().any(|(p, _): &(String, Shape)| p == k) {
                         continue;
                     }
-                    let s = self.intersect(x.schema_for(k), y.schema_for(k), pointer)?;
+                    let (sx, sy) = (self.schema_for(x, k)?, self.schema_for(y, k)?);
+                    let s = self.intersect(&sx, &sy, pointer)?;
                     properties.push((k.clone(), s));
                 }
                 let mut required = x.required.clone();
@@ -164,8 +191,22 @@ impl Compiler<'_> {
                         .filter(|r| !x.required.contains(r))
                         .cloned(),
                 );
+                let key_pattern = match (&x.key_pattern, &y.key_pattern) {
+                    (Some(a), Some(b)) if a.source != b.source => {
+                        self.unsupported(
+                            &b.pointer,
+                            format!(
+                                "two patternProperties patterns ({} and {}) on one object",
+                                a.source, b.source
+                            ),
+                        )?;
+                        Some(a.clone())
+                    }
+                    (a, b) => a.clone().or_else(|| b.clone()),
+                };
                 Shape::Object(ObjectShape {
                     properties,
+                    key_pattern,
                     required,
                     additional: Box::new(self.intersect(&x.additional, &y.additional, pointer)?),
                     min: x.min.max(y.min),
@@ -216,17 +257,7 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                     for c in &s.regexes {
-                        let mut g = GrammarBuilder::new();
-                        let e = c.regex.lower(&c.source, &mut g, &mut Plain).map_err(|e| {
-                            e.or_at(crate::Location::JsonPointer(c.pointer.clone()))
-                        })?;
-                        let start = g.rule("start");
-                        g.define(start, e)?;
-                        let rec = Recognizer::new(&g.finish(start)?);
-                        let mut chart = rec.start();
-                        if !text.bytes().all(|b| chart.push(&rec, Unit::Byte(b)))
-                            || !chart.is_accepting(&rec)
-                        {
+                        if !matches(c, text)? {
                             return Ok(false);
                         }
                     }
@@ -259,7 +290,8 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                     for (k, x) in map {
-                        if !self.accepts(&o.schema_for(k).clone(), x, pointer)? {
+                        let sk = self.schema_for(o, k)?;
+                        if !self.accepts(&sk, x, pointer)? {
                             return Ok(false);
                         }
                     }
@@ -363,7 +395,7 @@ impl Compiler<'_> {
                 // (a discriminator such as `"kind": {"const": "circle"}`).
                 for (p, q) in [(x, y), (y, x)] {
                     for r in &p.required {
-                        let (sp, sq) = (p.schema_for(r).clone(), q.schema_for(r).clone());
+                        let (sp, sq) = (self.schema_for(p, r)?, self.schema_for(q, r)?);
                         if self.disjoint(&sp, &sq, budget)? {
                             return Ok(true);
                         }

@@ -200,7 +200,11 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                     value: Decimal::from_json(n),
                     strict: false,
                 };
-                numbers::number(&mut self.g, Some(&b), Some(&b))
+                // An integral value is written as an integer: `1.0` is no integer in draft 4.
+                match b.value.is_integer() {
+                    true => numbers::integer(&mut self.g, Some(&b), Some(&b)),
+                    false => numbers::number(&mut self.g, Some(&b), Some(&b)),
+                }
             }
             Value::Array(xs) => {
                 let mut parts = vec![self.g.text("[")];
@@ -365,7 +369,15 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             .collect();
         for r in &o.required {
             if !props.iter().any(|(k, _, _)| k == r) {
-                props.push((r.clone(), (*o.additional).clone(), true));
+                if let Some(c) = &o.key_pattern {
+                    // The pattern's keys would include this name a second time.
+                    let why = format!(
+                        "required property {r:?} is not declared next to patternProperties"
+                    );
+                    self.c.unsupported(&c.pointer, why)?;
+                }
+                let shape = self.c.schema_for(o, r)?;
+                props.push((r.clone(), shape, true));
             }
         }
         // A property whose schema is `false` can only be absent.
@@ -375,6 +387,8 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         {
             return Ok(self.g.nothing());
         }
+        // Declared names are never additional properties, even those that can only be absent.
+        let declared: Vec<String> = props.iter().map(|(k, _, _)| k.clone()).collect();
         props.retain(|(_, s, _)| !matches!(s, Shape::Never));
         let mut members = Vec::new();
         for (k, s, req) in &props {
@@ -386,10 +400,19 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         let extra = match *o.additional {
             Shape::Never => None,
             ref add => {
-                let names: Vec<&str> = props.iter().map(|(k, _, _)| k.as_str()).collect();
-                let quote = self.g.text("\"");
-                let content = text_not_in(&mut self.g, &mut self.text, &names);
-                let key = self.g.seq([quote, content, quote]);
+                let key = match &o.key_pattern {
+                    // Declared names never match the pattern (checked when reading the schema).
+                    Some(c) => self.string(&StringShape {
+                        regexes: vec![c.clone()],
+                        ..StringShape::default()
+                    })?,
+                    None => {
+                        let names: Vec<&str> = declared.iter().map(String::as_str).collect();
+                        let quote = self.g.text("\"");
+                        let content = text_not_in(&mut self.g, &mut self.text, &names);
+                        self.g.seq([quote, content, quote])
+                    }
+                };
                 let colon = self.punct(":");
                 let value = self.shape(add)?;
                 Some(self.g.seq([key, colon, value]))

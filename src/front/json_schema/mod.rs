@@ -23,9 +23,10 @@
 //! - **Strings**: free text may use every JSON escape; fixed strings (keys, `enum`, `const`)
 //!   are canonical. See [`strings`](self) notes in the source: patterns are ECMA-262 with search
 //!   semantics and apply to the decoded text.
-//! - **Numbers**: integers are `-?(0|[1-9][0-9]*)` with an optional `.0+` (JSON Schema counts
-//!   `1.0` as an integer); exponent forms of integers are not accepted. Bounded numbers accept
-//!   plain decimals and normalised exponent forms (`1.5e-3`); a bound at zero accepts all forms.
+//! - **Numbers**: integers (and integral `enum`/`const` values) are written
+//!   `-?(0|[1-9][0-9]*)`: draft 6+ also counts `1.0` and `1e2` as integers, draft 4 does not,
+//!   and the safe common ground is plain digits. Bounded numbers accept plain decimals and
+//!   normalised exponent forms (`1.5e-3`); a bound at zero accepts all forms.
 //! - **`oneOf`** compiles when its branches are provably disjoint (different types, disjoint
 //!   ranges or lengths, a required property with disjoint values such as a `const` tag).
 //! - **`$ref` with siblings** is an intersection (2019-09 and later semantics).

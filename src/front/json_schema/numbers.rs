@@ -350,19 +350,16 @@ pub(crate) struct IntStyle {
 }
 
 impl IntStyle {
-    /// A JSON integer value: `-?(0|[1-9][0-9]*)`, also `-0`, and `(\.0+)?` since `1.0` is an
-    /// integer in JSON Schema.
+    /// A JSON integer value: `-?(0|[1-9][0-9]*)`, and `-0`. Draft 6 and later also count `1.0`
+    /// as an integer, draft 4 does not; formwork writes integers without a fraction.
     pub fn json(g: &mut GrammarBuilder) -> IntStyle {
         let zero = g.text("0");
         let neg_zero = g.text("-0");
-        let dot = g.text(".");
-        let zeros = g.repeat(zero, 1, None);
-        let point_zeros = g.seq([dot, zeros]);
         IntStyle {
             pos: g.empty(),
             neg: g.text("-"),
             zero: g.alt([zero, neg_zero]),
-            suffix: g.optional(point_zeros),
+            suffix: g.empty(),
         }
     }
 

@@ -20,7 +20,6 @@ const UNSUPPORTED: &[&str] = &[
     "dependentRequired",
     "dependentSchemas",
     "dependencies",
-    "patternProperties",
     "propertyNames",
     "contains",
     "minContains",
@@ -205,7 +204,7 @@ impl<'a> Compiler<'a> {
                         .and_then(Value::as_u64)
                         .is_some_and(|m| m <= 1)
             }
-            "patternProperties" | "dependentRequired" | "dependentSchemas" | "dependencies" => {
+            "dependentRequired" | "dependentSchemas" | "dependencies" => {
                 v.as_object().is_some_and(Map::is_empty)
             }
             "propertyNames" | "unevaluatedItems" | "unevaluatedProperties" => {
@@ -552,19 +551,95 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        let additional = match map.get("additionalProperties") {
+        let mut additional = match map.get("additionalProperties") {
             Some(s) => self.build(s, &format!("{pointer}/additionalProperties"), depth + 1)?,
             None if self.opts.additional_properties => Shape::Any,
             None => Shape::Never,
         };
+        let mut key_pattern = None;
+        if let Some(Value::Object(patterns)) = map.get("patternProperties") {
+            self.pattern_properties(
+                patterns,
+                pointer,
+                depth,
+                &mut properties,
+                &mut additional,
+                &mut key_pattern,
+            )?;
+        }
         Ok(Shape::Object(ObjectShape {
             properties,
+            key_pattern,
             required,
             additional: Box::new(additional),
             min: self.count(map, pointer, "minProperties")?.unwrap_or(0),
             max: self.count(map, pointer, "maxProperties")?,
             pointer: pointer.to_string(),
         }))
+    }
+
+    /// `patternProperties`, where exact: one pattern that matches every name (its schema then
+    /// applies to every property), or one pattern with no additional properties allowed and no
+    /// declared name matching it (undeclared names must then match it). Other uses need the
+    /// complement of a regex, which formwork does not build.
+    fn pattern_properties(
+        &mut self,
+        patterns: &Map<String, Value>,
+        pointer: &str,
+        depth: usize,
+        properties: &mut [(String, Shape)],
+        additional: &mut Shape,
+        key_pattern: &mut Option<Constraint>,
+    ) -> Result<(), CompileError> {
+        let here = format!("{pointer}/patternProperties");
+        let mut entries = patterns.iter();
+        let (Some((source, sub)), None) = (entries.next(), entries.next()) else {
+            if patterns.is_empty() {
+                return Ok(());
+            }
+            return self.unsupported(
+                &here,
+                "`patternProperties` with several patterns is not supported",
+            );
+        };
+        let at = format!("{here}/{}", pointer_escape(source));
+        let value = self.build(sub, &at, depth + 1)?;
+        let regex = match Regex::pattern(source) {
+            Ok(r) => r,
+            Err(e) if e.kind() == CompileErrorKind::Unsupported => {
+                return self.unsupported(&at, e.message().to_string())
+            }
+            Err(e) => return Err(e.or_at(Location::JsonPointer(at))),
+        };
+        let constraint = Constraint {
+            regex,
+            source: source.clone(),
+            pointer: at.clone(),
+        };
+        if constraint.regex.is_universal() {
+            for (_, s) in properties.iter_mut() {
+                *s = self.intersect(s, &value, &at)?;
+            }
+            *additional = value;
+            return Ok(());
+        }
+        if matches!(value, Shape::Any) && matches!(additional, Shape::Any) {
+            return Ok(());
+        }
+        if !matches!(additional, Shape::Never) {
+            return self.unsupported(&at, "`patternProperties` next to allowed additional properties needs a regex complement, which is not supported");
+        }
+        for (name, _) in properties.iter() {
+            if super::algebra::matches(&constraint, name)? {
+                return self.unsupported(
+                    &at,
+                    format!("declared property {name:?} also matches the pattern"),
+                );
+            }
+        }
+        *additional = value;
+        *key_pattern = Some(constraint);
+        Ok(())
     }
 
     /// The table entry of a `$ref` string written at `pointer`.

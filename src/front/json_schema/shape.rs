@@ -68,6 +68,9 @@ pub(crate) struct ArrayShape {
 pub(crate) struct ObjectShape {
     /// Declared properties in schema order.
     pub properties: Vec<(String, Shape)>,
+    /// Undeclared properties' names must match this (`patternProperties` with
+    /// `additionalProperties: false`); `None`: any name.
+    pub key_pattern: Option<Constraint>,
     pub required: Vec<String>,
     /// Values of properties not declared.
     pub additional: Box<Shape>,
@@ -75,16 +78,6 @@ pub(crate) struct ObjectShape {
     pub max: Option<u64>,
     /// Where the object's keywords are, for errors.
     pub pointer: String,
-}
-
-impl ObjectShape {
-    /// The shape a property named `key` must have.
-    pub fn schema_for(&self, key: &str) -> &Shape {
-        self.properties
-            .iter()
-            .find(|(k, _)| k == key)
-            .map_or(&*self.additional, |(_, s)| s)
-    }
 }
 
 impl ArrayShape {

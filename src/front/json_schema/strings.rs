@@ -203,6 +203,7 @@ fn not_in(g: &mut GrammarBuilder, enc: &mut JsonText, names: &[&[char]]) -> Expr
 #[derive(Clone)]
 pub(crate) struct Regex {
     hir: Hir,
+    universal: bool,
 }
 
 impl Regex {
@@ -218,14 +219,18 @@ impl Regex {
                 ClassUnicodeRange::new('\0', char::MAX),
             ])))),
         });
+        let mut universal = false;
         let wrapped = branches
             .into_iter()
             .map(|b| {
                 let mut parts = Vec::new();
-                if !b.properties().look_set_prefix().contains(Look::Start) {
+                let start = b.properties().look_set_prefix().contains(Look::Start);
+                let end = b.properties().look_set_suffix().contains(Look::End);
+                // A branch that matches the empty string with a free side matches every string.
+                universal |= b.properties().minimum_len() == Some(0) && !(start && end);
+                if !start {
                     parts.push(any.clone());
                 }
-                let end = b.properties().look_set_suffix().contains(Look::End);
                 parts.push(b);
                 if !end {
                     parts.push(any.clone());
@@ -235,13 +240,20 @@ impl Regex {
             .collect();
         Ok(Regex {
             hir: Hir::alternation(wrapped),
+            universal,
         })
+    }
+
+    /// True if the regex is known to match every string (`.*`, `""`, `^a*`).
+    pub fn is_universal(&self) -> bool {
+        self.universal
     }
 
     /// A regex that must match the whole string (the `format` definitions).
     pub fn whole(pattern: &str) -> Result<Regex, CompileError> {
         Ok(Regex {
             hir: parse_ecma(pattern)?,
+            universal: false,
         })
     }
 
@@ -297,7 +309,10 @@ impl Regex {
             (None, None) => None,
         };
         if hi.is_some_and(|h| h < lo) {
-            return Some(Regex { hir: Hir::fail() });
+            return Some(Regex {
+                hir: Hir::fail(),
+                universal: false,
+            });
         }
         let mut parts = parts;
         parts[i] = Hir::repetition(Repetition {
@@ -311,6 +326,7 @@ impl Regex {
         });
         Some(Regex {
             hir: Hir::concat(parts),
+            universal: false,
         })
     }
 }
