@@ -8,10 +8,7 @@ use formwork::vocab::Vocab;
 
 /// Path of a tokenizer shipped under `data/tokenizers/<name>/`.
 pub fn tokenizer_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("data/tokenizers")
-        .join(name)
-        .join("tokenizer.json.gz")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/tokenizers").join(name).join("tokenizer.json.gz")
 }
 
 /// The embedded Qwen3 vocabulary.
@@ -23,7 +20,5 @@ pub fn qwen3() -> &'static Vocab {
 /// The Mistral 7B v0.1 vocabulary (SentencePiece with byte fallback).
 pub fn mistral() -> &'static Vocab {
     static V: OnceLock<Vocab> = OnceLock::new();
-    V.get_or_init(|| {
-        Vocab::from_file(tokenizer_path("mistral-7b-v0.1")).expect("mistral tokenizer")
-    })
+    V.get_or_init(|| Vocab::from_file(tokenizer_path("mistral-7b-v0.1")).expect("mistral tokenizer"))
 }
