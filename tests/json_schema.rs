@@ -167,6 +167,40 @@ fn pattern_properties_where_exact() {
 }
 
 #[test]
+fn not_where_exact() {
+    let l = Lang::new(json!({"not": {"type": ["string", "null"]}}));
+    l.yes(&["1", "true", "[]", "{}"]);
+    l.no(&[r#""s""#, "null"]);
+    // Objects lacking a property, and anything that is not an object.
+    let l = Lang::new(json!({"not": {"required": ["a"]}}));
+    l.yes(&["{}", r#"{"b":1}"#, "3"]);
+    l.no(&[r#"{"a":1}"#, r#"{"b":1,"a":2}"#]);
+    // Excluded strings in every spelling.
+    let l = Lang::new(json!({"type": "string", "not": {"enum": ["ab", "c"]}}));
+    l.yes(&[r#""a""#, r#""abc""#, r#""""#, r#""C""#]);
+    l.no(&[r#""ab""#, r#""\u0061b""#, r#""c""#]);
+    let l = Lang::new(json!({"not": {"const": true}}));
+    l.yes(&["false", "null", "0"]);
+    l.no(&["true"]);
+    let (kind, pointer) = error_of(
+        json!({"not": {"type": "integer"}}),
+        &JsonSchemaOptions::new(),
+    );
+    assert_eq!(
+        (kind, pointer.as_str()),
+        (CompileErrorKind::Unsupported, "/not")
+    );
+    let e = compile_schema(
+        &json!({"properties": {"a": {"not": {}}}, "required": ["a"], "type": "object"}),
+        &JsonSchemaOptions::new(),
+    );
+    assert_eq!(
+        e.err().map(|e| e.kind()),
+        Some(CompileErrorKind::EmptyLanguage)
+    );
+}
+
+#[test]
 fn any_property_order() {
     let opts = JsonSchemaOptions::new()
         .property_order(PropertyOrder::Any)
@@ -627,7 +661,7 @@ fn errors_name_their_json_pointer() {
     let strict = JsonSchemaOptions::new();
     let cases = [
         (
-            json!({"properties": {"a~b/c": {"not": {"type": "null"}}}}),
+            json!({"properties": {"a~b/c": {"not": {"minimum": 1}}}}),
             CompileErrorKind::Unsupported,
             "/properties/a~0b~1c/not",
         ),
@@ -691,7 +725,7 @@ fn errors_name_their_json_pointer() {
     }
     // Lenient drops the keyword and says where.
     let lenient = compile_schema(
-        &json!({"properties": {"a": {"not": {}}}}),
+        &json!({"properties": {"a": {"not": {"maximum": 0}}}}),
         &JsonSchemaOptions::new().lenient(true),
     )
     .unwrap();

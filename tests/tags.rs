@@ -307,7 +307,7 @@ fn configuration_errors() {
         ToolFormat::Llama31,
         &[
             tool,
-            Tool::new("g", json!({"properties": {"x": {"not": {}}}})),
+            Tool::new("g", json!({"properties": {"x": {"not": {"minimum": 1}}}})),
         ],
     );
     let e = bad_schema.compile().err().unwrap();

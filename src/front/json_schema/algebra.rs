@@ -158,6 +158,11 @@ impl Compiler<'_> {
                         .length_pointer
                         .clone()
                         .or_else(|| y.length_pointer.clone()),
+                    exclude: [x.exclude.clone(), y.exclude.clone()].concat(),
+                    exclude_pointer: x
+                        .exclude_pointer
+                        .clone()
+                        .or_else(|| y.exclude_pointer.clone()),
                 })
             }
             (Shape::Array(x), Shape::Array(y)) => {
@@ -253,7 +258,7 @@ impl Compiler<'_> {
             Shape::String(s) => match v {
                 Value::String(text) => {
                     let len = text.chars().count() as u64;
-                    if len < s.min || s.max.is_some_and(|m| len > m) {
+                    if len < s.min || s.max.is_some_and(|m| len > m) || s.exclude.contains(text) {
                         return Ok(false);
                     }
                     for c in &s.regexes {

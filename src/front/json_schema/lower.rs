@@ -247,6 +247,17 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         if max.is_some_and(|m| m < s.min) {
             return Ok(self.g.nothing());
         }
+        if !s.exclude.is_empty() {
+            if s.regexes.is_empty() && s.min == 0 && max.is_none() {
+                let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
+                return Ok(text_not_in(&mut self.g, &mut self.text, &names));
+            }
+            let at = s.exclude_pointer.clone().unwrap_or_default();
+            self.c.unsupported(
+                &at,
+                "excluded string values together with a pattern, format or length",
+            )?;
+        }
         let Some(first) = s.regexes.first() else {
             return Ok(any_text(
                 &mut self.g,

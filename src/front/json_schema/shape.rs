@@ -53,6 +53,9 @@ pub(crate) struct StringShape {
     pub regexes: Vec<Constraint>,
     /// Where `minLength`/`maxLength` were, for errors.
     pub length_pointer: Option<String>,
+    /// Values excluded (`not` with `enum`/`const`), with the pointer of the `not`.
+    pub exclude: Vec<String>,
+    pub exclude_pointer: Option<String>,
 }
 
 #[derive(Clone)]
