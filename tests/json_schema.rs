@@ -167,6 +167,26 @@ fn pattern_properties_where_exact() {
 }
 
 #[test]
+fn one_of_required_sets() {
+    let l = Lang::new(json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+        "oneOf": [{"required": ["a"]}, {"required": ["b", "c"]}]
+    }));
+    l.yes(&[
+        r#"{"a":1}"#,
+        r#"{"b":1,"c":2}"#,
+        r#"{"a":1,"b":2}"#,
+        r#"{"a":1,"c":2}"#,
+    ]);
+    l.no(&["{}", r#"{"b":1}"#, r#"{"a":1,"b":2,"c":3}"#]);
+    // Non-objects match every branch, so none passes.
+    let l = Lang::new(json!({"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}));
+    l.yes(&[r#"{"b":[]}"#]);
+    l.no(&["1", r#""s""#, "null", r#"{"a":1,"b":2}"#]);
+}
+
+#[test]
 fn not_where_exact() {
     let l = Lang::new(json!({"not": {"type": ["string", "null"]}}));
     l.yes(&["1", "true", "[]", "{}"]);

@@ -187,11 +187,18 @@ impl<'a> Compiler<'a> {
         }
         if let Some(one) = map.get("oneOf") {
             let at = format!("{pointer}/oneOf");
-            let mut branches = Vec::new();
-            for (i, sub) in self.schema_list(one, &at)?.iter().enumerate() {
-                branches.push(self.build(sub, &format!("{at}/{i}"), depth + 1)?);
-            }
-            let one_of = self.one_of(branches, &at)?;
+            let list = self.schema_list(one, &at)?;
+            let one_of = match required_sets(list).and_then(|sets| exactly_one_present(&sets, &at))
+            {
+                Some(shape) => shape,
+                None => {
+                    let mut branches = Vec::new();
+                    for (i, sub) in list.iter().enumerate() {
+                        branches.push(self.build(sub, &format!("{at}/{i}"), depth + 1)?);
+                    }
+                    self.one_of(branches, &at)?
+                }
+            };
             shape = self.intersect(&shape, &one_of, &at)?;
         }
         Ok(shape)
@@ -883,6 +890,81 @@ impl<'a> Compiler<'a> {
         Ok(shape)
     }
 }
+
+/// The `required` lists of a `oneOf` whose branches say nothing else (`oneOf: [{required:
+/// [a]}, {required: [b]}]`, "exactly one of a and b").
+fn required_sets(branches: &[Value]) -> Option<Vec<Vec<String>>> {
+    let annotation = |k: &str| matches!(k, "title" | "description" | "$comment");
+    branches
+        .iter()
+        .map(|b| {
+            let map = b.as_object()?;
+            if !map.keys().all(|k| k == "required" || annotation(k)) {
+                return None;
+            }
+            let req = map.get("required")?.as_array()?;
+            req.iter().map(|r| r.as_str().map(str::to_string)).collect()
+        })
+        .collect()
+}
+
+/// Objects in which exactly one of the sets is wholly present: set i present and, for every
+/// other set, one of its names outside set i absent. Every other value matches all branches,
+/// so none of them passes a `oneOf` of two or more.
+fn exactly_one_present(sets: &[Vec<String>], pointer: &str) -> Option<Shape> {
+    let object = |present: &[String], absent: &[&String]| {
+        Shape::Object(ObjectShape {
+            properties: absent
+                .iter()
+                .map(|n| ((*n).clone(), Shape::Never))
+                .collect(),
+            key_pattern: None,
+            required: present.to_vec(),
+            additional: Box::new(Shape::Any),
+            min: 0,
+            max: None,
+            pointer: pointer.to_string(),
+        })
+    };
+    if sets.len() == 1 {
+        return Some(Shape::any_of(vec![
+            Shape::Null,
+            Shape::Boolean,
+            Shape::Number(NumberShape::default()),
+            Shape::String(StringShape::default()),
+            Shape::Array(ArrayShape {
+                prefix: vec![],
+                items: Box::new(Shape::Any),
+                min: 0,
+                max: None,
+            }),
+            object(&sets[0], &[]),
+        ]));
+    }
+    let mut branches = Vec::new();
+    for (i, set) in sets.iter().enumerate() {
+        // One absent name from each other set: all combinations.
+        let mut combos: Vec<Vec<&String>> = vec![vec![]];
+        for (j, other) in sets.iter().enumerate() {
+            if j == i {
+                continue;
+            }
+            let outside: Vec<&String> = other.iter().filter(|n| !set.contains(n)).collect();
+            combos = combos
+                .iter()
+                .flat_map(|c| outside.iter().map(move |n| [c.clone(), vec![*n]].concat()))
+                .collect();
+            if combos.len() > MAX_ONE_OF_COMBINATIONS {
+                return None;
+            }
+        }
+        branches.extend(combos.iter().map(|absent| object(set, absent)));
+    }
+    Some(Shape::any_of(branches))
+}
+
+/// Most branches "exactly one of these sets present" may expand to.
+const MAX_ONE_OF_COMBINATIONS: usize = 256;
 
 /// Which type a type-specific keyword constrains.
 fn type_of_keyword(key: &str) -> Option<&'static str> {
