@@ -480,6 +480,11 @@ fn lengths_count_characters() {
     let p = Lang::new(json!({"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 4}));
     p.yes(&[r#""a""#, r#""ab-9""#]);
     p.no(&[r#""ab-9x""#, r#""9ab""#]);
+    let p = Lang::new(
+        json!({"type": "string", "pattern": "^([0-9]{2}:)+$|^x$", "minLength": 1, "maxLength": 6}),
+    );
+    p.yes(&[r#""12:""#, r#""12:34:""#, r#""x""#]);
+    p.no(&[r#""12:34:56:""#, r#""""#]);
     // A huge maxLength compiles to a counted repeat, not an unrolled chain.
     let big = compile_schema(
         &json!({"type": "string", "maxLength": 1000000}),

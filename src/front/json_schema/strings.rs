@@ -272,63 +272,79 @@ impl Regex {
         hir_to_ir(name, &self.hir, g, encoding)
     }
 
-    /// The same language with the length of the single variable-length part narrowed so that
-    /// matches have `min..=max` characters, when the regex is a sequence of fixed-length parts
-    /// around one repetition of a one-character expression (`[a-z][a-z0-9-]*`); `None` when it
-    /// has another shape.
+    /// The same language restricted to matches of `min..=max` characters, when each branch is
+    /// a sequence of fixed-length parts around one repetition of a fixed-length expression
+    /// (`^[a-z][a-z0-9-]*$`, `^([0-9]{2}:)+$`): the length bounds become bounds on the repetition
+    /// count. `None` for other shapes.
     pub fn with_length(&self, min: u64, max: Option<u64>) -> Option<Regex> {
-        let parts: Vec<Hir> = match self.hir.kind() {
-            HirKind::Concat(parts) => parts.clone(),
-            _ => vec![self.hir.clone()],
-        };
-        let fixed = |h: &Hir| {
-            let (a, b) = char_len(h);
-            (Some(a) == b).then_some(a)
-        };
-        let mut var = None;
-        let mut fixed_len = 0u64;
-        for (i, p) in parts.iter().enumerate() {
-            match fixed(p) {
-                Some(n) => fixed_len += n,
-                None if var.is_none() => var = Some(i),
-                None => return None,
-            }
-        }
-        let i = var?;
-        let HirKind::Repetition(rep) = parts[i].kind().clone() else {
-            return None;
-        };
-        if char_len(&rep.sub) != (1, Some(1)) {
-            return None;
-        }
-        let lo = (rep.min as u64).max(min.saturating_sub(fixed_len));
-        let hi = match (rep.max, max) {
-            (Some(a), Some(b)) => Some((a as u64).min(b.checked_sub(fixed_len)?)),
-            (Some(a), None) => Some(a as u64),
-            (None, Some(b)) => Some(b.checked_sub(fixed_len)?),
-            (None, None) => None,
-        };
-        if hi.is_some_and(|h| h < lo) {
-            return Some(Regex {
-                hir: Hir::fail(),
-                universal: false,
-            });
-        }
-        let mut parts = parts;
-        parts[i] = Hir::repetition(Repetition {
-            min: u32::try_from(lo).ok()?,
-            max: match hi {
-                Some(h) => Some(u32::try_from(h).ok()?),
-                None => None,
-            },
-            greedy: true,
-            sub: rep.sub.clone(),
-        });
+        // Re-split: building the alternation factored common prefixes such as `^` out again.
+        let branches = alternatives(&self.hir);
+        let narrowed = branches
+            .iter()
+            .map(|b| narrow(b, min, max))
+            .collect::<Option<Vec<Hir>>>()?;
         Some(Regex {
-            hir: Hir::concat(parts),
+            hir: Hir::alternation(narrowed),
             universal: false,
         })
     }
+}
+
+/// One branch of [`Regex::with_length`].
+fn narrow(branch: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
+    let mut parts: Vec<Hir> = match branch.kind() {
+        HirKind::Concat(parts) => parts.clone(),
+        _ => vec![branch.clone()],
+    };
+    let fixed = |h: &Hir| {
+        let (a, b) = char_len(h);
+        (Some(a) == b).then_some(a)
+    };
+    let mut var = None;
+    let mut fixed_len = 0u64;
+    for (i, p) in parts.iter().enumerate() {
+        match fixed(p) {
+            Some(n) => fixed_len += n,
+            None if var.is_none() => var = Some(i),
+            None => return None,
+        }
+    }
+    let Some(i) = var else {
+        // No variable part: the branch has one length, inside the bounds or not.
+        let inside = fixed_len >= min && max.is_none_or(|m| fixed_len <= m);
+        return Some(if inside { branch.clone() } else { Hir::fail() });
+    };
+    let mut var_part = parts[i].clone();
+    while let HirKind::Capture(c) = var_part.kind() {
+        var_part = (*c.sub).clone();
+    }
+    let HirKind::Repetition(rep) = var_part.kind() else {
+        return None;
+    };
+    let k = fixed(&rep.sub).filter(|&k| k > 0)?;
+    // fixed_len + k * n within [min, max].
+    let lo = (rep.min as u64).max(min.saturating_sub(fixed_len).div_ceil(k));
+    let hi = match max {
+        Some(m) if m < fixed_len => return Some(Hir::fail()),
+        Some(m) => Some(
+            rep.max
+                .map_or((m - fixed_len) / k, |r| (r as u64).min((m - fixed_len) / k)),
+        ),
+        None => rep.max.map(u64::from),
+    };
+    if hi.is_some_and(|h| h < lo) {
+        return Some(Hir::fail());
+    }
+    parts[i] = Hir::repetition(Repetition {
+        min: u32::try_from(lo).ok()?,
+        max: match hi {
+            Some(h) => Some(u32::try_from(h).ok()?),
+            None => None,
+        },
+        greedy: true,
+        sub: rep.sub.clone(),
+    });
+    Some(Hir::concat(parts))
 }
 
 /// Most alternatives [`alternatives`] spells out before leaving a regex as it is.
