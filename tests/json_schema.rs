@@ -397,6 +397,12 @@ fn refs_defs_and_recursion() {
         r#"{"v":1,"kids":[{"kids":[]}]}"#,
         r#"{"v":1,"kids":[{"v":"x"}]}"#,
     ]);
+    // Recursion through a oneOf whose disjointness is decided above the recursion.
+    let r = Lang::new(
+        json!({"$defs": {"r": {"oneOf": [{"type": "string"}, {"type": "object", "properties": {"ios": {"$ref": "#/$defs/r"}}, "required": ["ios"], "additionalProperties": false}]}}, "$ref": "#/$defs/r"}),
+    );
+    r.yes(&[r#""x""#, r#"{"ios":{"ios":"y"}}"#]);
+    r.no(&[r#"{"ios":1}"#, "{}"]);
     let d4 = Lang::new(
         json!({"definitions": {"s": {"type": "string"}}, "type": "array", "items": {"$ref": "#/definitions/s"}}),
     );

@@ -11,6 +11,9 @@ use crate::front::regex::{utf8_class, TextEncoding};
 use crate::ir::reference::{Recognizer, Unit};
 use crate::ir::{ExprId, GrammarBuilder};
 
+/// How deeply intersections may nest (each level is a few stack frames).
+const MAX_INTERSECT_DEPTH: usize = 64;
+
 /// How many shape pairs one `disjoint` question may look at before answering "maybe not"
 /// (recursive schemas and wide unions would otherwise make it exponential).
 const DISJOINT_BUDGET: usize = 2_000;
@@ -90,6 +93,26 @@ impl Compiler<'_> {
 
     /// The values both shapes admit.
     pub fn intersect(
+        &mut self,
+        a: &Shape,
+        b: &Shape,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        // Inlining a recursive reference into a shape that contains it can go on forever.
+        if self.intersect_depth >= MAX_INTERSECT_DEPTH {
+            return Err(error(
+                CompileErrorKind::Limit,
+                pointer,
+                "intersection of recursive schemas nested too deeply",
+            ));
+        }
+        self.intersect_depth += 1;
+        let out = self.intersect_inner(a, b, pointer);
+        self.intersect_depth -= 1;
+        out
+    }
+
+    fn intersect_inner(
         &mut self,
         a: &Shape,
         b: &Shape,
@@ -352,6 +375,8 @@ impl Compiler<'_> {
                 true
             }
             (Shape::Any, _) | (_, Shape::Any) => false,
+            // A reference still being read (recursion through the `oneOf` itself): unknown.
+            (Shape::Ref(r), _) | (_, Shape::Ref(r)) if self.is_building(*r) => false,
             (Shape::Ref(r), other) | (other, Shape::Ref(r)) => {
                 let target = self.resolve(*r)?;
                 self.disjoint(&target, other, budget)?

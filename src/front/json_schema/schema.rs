@@ -76,6 +76,8 @@ pub(crate) struct Compiler<'a> {
     both_ids: HashMap<Vec<RefId>, RefId>,
     /// `$anchor`s and `$id`s: the pointer of the schema each names.
     ids: HashMap<String, String>,
+    /// Nesting of `intersect` calls (bounded).
+    pub intersect_depth: usize,
 }
 
 impl<'a> Compiler<'a> {
@@ -90,6 +92,7 @@ impl<'a> Compiler<'a> {
             ref_ids: HashMap::new(),
             both_ids: HashMap::new(),
             ids,
+            intersect_depth: 0,
         }
     }
 
@@ -860,6 +863,11 @@ impl<'a> Compiler<'a> {
         });
         self.both_ids.insert(bases, id);
         id
+    }
+
+    /// Is the entry's shape being built right now (a reference to it is recursion)?
+    pub fn is_building(&self, id: RefId) -> bool {
+        self.refs[id].building
     }
 
     /// The shape of a table entry, built on first use.
