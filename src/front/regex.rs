@@ -59,8 +59,11 @@ pub fn utf8_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
     let mut branches = Vec::new();
     for &(lo, hi) in ranges {
         for seq in Utf8Sequences::new(lo, hi) {
-            let parts: Vec<ExprId> =
-                seq.as_slice().iter().map(|r| g.class(ByteSet::range(r.start, r.end))).collect();
+            let parts: Vec<ExprId> = seq
+                .as_slice()
+                .iter()
+                .map(|r| g.class(ByteSet::range(r.start, r.end)))
+                .collect();
             branches.push(g.seq(parts));
         }
     }
@@ -77,7 +80,18 @@ pub fn hir_to_ir(
     g: &mut GrammarBuilder,
     encoding: &mut dyn TextEncoding,
 ) -> Result<ExprId, CompileError> {
-    Lowering { pattern, g, encoding }.expr(hir, Edges { start: true, end: true })
+    Lowering {
+        pattern,
+        g,
+        encoding,
+    }
+    .expr(
+        hir,
+        Edges {
+            start: true,
+            end: true,
+        },
+    )
 }
 
 fn parse(pattern: &str) -> Result<Hir, CompileError> {
