@@ -6,7 +6,7 @@
 //! there; anywhere else they, word boundaries, look-around and backreferences are rejected with a
 //! typed error naming the construct.
 
-use regex_syntax::hir::{Class, Hir, HirKind, Look};
+use regex_syntax::hir::{Class, ClassUnicode, Hir, HirKind, Look};
 use regex_syntax::utf8::Utf8Sequences;
 
 use crate::error::{CompileError, CompileErrorKind, Location};
@@ -91,20 +91,7 @@ impl Lowering<'_> {
                 c.iter().for_each(|r| set.insert_range(r.start(), r.end()));
                 self.g.class(set)
             }
-            HirKind::Class(Class::Unicode(c)) => {
-                let mut branches = Vec::new();
-                for range in c.iter() {
-                    for seq in Utf8Sequences::new(range.start(), range.end()) {
-                        let parts: Vec<ExprId> = seq
-                            .as_slice()
-                            .iter()
-                            .map(|r| self.g.class(ByteSet::range(r.start, r.end)))
-                            .collect();
-                        branches.push(self.g.seq(parts));
-                    }
-                }
-                self.g.alt(branches)
-            }
+            HirKind::Class(Class::Unicode(c)) => unicode_class_to_ir(c, self.g),
             HirKind::Look(look) => match look {
                 Look::Start | Look::StartLF | Look::StartCRLF if edges.start => self.g.empty(),
                 Look::End | Look::EndLF | Look::EndCRLF if edges.end => self.g.empty(),
@@ -141,6 +128,19 @@ impl Lowering<'_> {
             }
         })
     }
+}
+
+/// A Unicode character class as the alternation of its UTF-8 byte sequences.
+pub(crate) fn unicode_class_to_ir(class: &ClassUnicode, g: &mut GrammarBuilder) -> ExprId {
+    let mut branches = Vec::new();
+    for range in class.iter() {
+        for seq in Utf8Sequences::new(range.start(), range.end()) {
+            let parts: Vec<ExprId> =
+                seq.as_slice().iter().map(|r| g.class(ByteSet::range(r.start, r.end))).collect();
+            branches.push(g.seq(parts));
+        }
+    }
+    g.alt(branches)
 }
 
 fn is_zero_width(h: &Hir) -> bool {
