@@ -50,7 +50,7 @@ const MAX_NESTING: usize = 256;
 pub fn gbnf_to_ir(text: &str, source: &str) -> Result<Grammar, CompileError> {
     check_nesting(text, source)?;
     let file = GbnfParser::parse(Rule::file, text)
-        .map_err(|e| syntax_error(e, source))?
+        .map_err(|e| syntax_error(e, text, source))?
         .next();
     let mut lower = Lowering {
         text,
@@ -90,7 +90,7 @@ pub fn gbnf_to_ir(text: &str, source: &str) -> Result<Grammar, CompileError> {
     lower.g.finish(root)
 }
 
-fn syntax_error(e: pest::error::Error<Rule>, source: &str) -> CompileError {
+fn syntax_error(e: pest::error::Error<Rule>, text: &str, source: &str) -> CompileError {
     let (line, col) = match e.line_col {
         pest::error::LineColLocation::Pos(p) => p,
         pest::error::LineColLocation::Span(p, _) => p,
@@ -98,6 +98,11 @@ fn syntax_error(e: pest::error::Error<Rule>, source: &str) -> CompileError {
     let e = e.renamed_rules(|r| {
         match r {
             Rule::rule | Rule::name => "a rule `name ::= ...`",
+            Rule::defines => "`::=`",
+            Rule::lit_char | Rule::raw_lit => "a character or the closing `\"`",
+            Rule::class_item | Rule::class_char | Rule::raw_class => {
+                "a character or the closing `]`"
+            }
             Rule::EOI => "end of input",
             Rule::literal => "a \"literal\"",
             Rule::class => "a [character class]",
@@ -116,7 +121,16 @@ fn syntax_error(e: pest::error::Error<Rule>, source: &str) -> CompileError {
         }
         .to_string()
     });
+    let at = match e.location {
+        pest::error::InputLocation::Pos(p) => p,
+        pest::error::InputLocation::Span((p, _)) => p,
+    };
     let message = match &e.variant {
+        // A backslash where a character was expected starts an escape llama.cpp does not have.
+        _ if text[at..].starts_with('\\') => {
+            let escape: String = text[at..].chars().take(2).collect();
+            format!("unknown escape `{escape}`")
+        }
         pest::error::ErrorVariant::ParsingError { .. } => e.variant.message().into_owned(),
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
     };
@@ -195,6 +209,7 @@ impl Lowering<'_> {
         let at = pair.as_span().start();
         let mut inner = pair.into_inner();
         let name = inner.next().expect("rule name").as_str().to_string();
+        inner.next().expect("::=");
         if let Some(&(_, first)) = self.defined.get(&name) {
             let first = self.at(first);
             return Err(self.error(

@@ -142,7 +142,7 @@ mod tests {
             let mut expected = words.clone();
             expected[0] |= 1;
             assert_eq!(or, expected);
-            assert_eq!(stored.count(&universe), words.iter().map(|w| w.count_ones() as usize).sum());
+            assert_eq!(stored.count(&universe), words.iter().map(|w| w.count_ones() as usize).sum::<usize>());
         }
     }
 }
