@@ -100,3 +100,16 @@ fn large_repeats() {
         &["(aaa)", &many_a, "[0123456789]", "[]", &items],
     );
 }
+
+#[test]
+fn bounded_string() {
+    check_oracle(
+        common::qwen3(),
+        BOUNDED_STRING,
+        &[
+            r#"{"name": "Zoë Ångström\tnée Byron"}"#,
+            r#"{"name": "xy"}"#,
+            r#"{"name": "exactly forty characters, with \"quotes\"!"}"#,
+        ],
+    );
+}

@@ -22,8 +22,6 @@ pub(crate) struct Item {
 /// Origin of an item whose unit was entered outside the chart (the unknown context of a
 /// cached classification): completing it is recorded in the row's `ext` flag.
 pub(crate) const EXT: u32 = u32::MAX;
-/// Origin of an item whose completion ends the text: nothing follows it.
-pub(crate) const END: u32 = u32::MAX - 1;
 
 #[derive(Clone, Copy, Debug)]
 struct Row {
@@ -57,46 +55,28 @@ pub(crate) struct Chart {
 impl Chart {
     /// The chart before any input: the start unit predicted in row 0.
     pub fn new(prog: &Program, limits: RowLimits) -> Result<Chart, Overflow> {
-        let start = prog.units[prog.start_unit as usize].start;
-        Chart::local(
-            prog,
-            limits,
-            &[],
-            &[Item {
-                state: start,
-                origin: 0,
-                count: 0,
-            }],
-        )
+        let mut chart = Chart::from_rows(prog, limits, &[]);
+        chart.open_row();
+        chart.add(Item {
+            state: prog.units[prog.start_unit as usize].start,
+            origin: 0,
+            count: 0,
+        });
+        chart.close(prog)?;
+        Ok(chart)
     }
 
-    /// A chart whose first rows are `frozen` (waiting items, not closed: only completions look
-    /// at them) and whose last row is the closure of `top`.
-    pub fn local(
-        prog: &Program,
-        limits: RowLimits,
-        frozen: &[Vec<Item>],
-        top: &[Item],
-    ) -> Result<Chart, Overflow> {
+    /// A chart holding exactly `rows`, not closed: a cached classification's item with the
+    /// callers it completes into (see `mask.rs`).
+    pub fn from_rows(prog: &Program, limits: RowLimits, rows: &[Vec<Item>]) -> Chart {
         let mut chart = Chart {
             items: Vec::new(),
             rows: Vec::new(),
             stamp: vec![0; prog.states.len()],
             limits,
         };
-        for row in frozen {
-            chart.rows.push(Row {
-                start: chart.items.len() as u32,
-                ext: false,
-            });
-            chart.items.extend_from_slice(row);
-        }
-        chart.open_row();
-        for &it in top {
-            chart.add(it);
-        }
-        chart.close(prog)?;
-        Ok(chart)
+        rows.iter().for_each(|row| chart.push_raw(row, false));
+        chart
     }
 
     /// Number of rows (1 + units consumed, for a chart from [`Chart::new`]).
@@ -158,6 +138,16 @@ impl Chart {
             }
         }
         self.finish_row(prog)
+    }
+
+    /// Appends a row holding exactly `items`, without closing it: a row computed earlier on
+    /// the same rows underneath, put back to continue from it.
+    pub fn push_raw(&mut self, items: &[Item], ext: bool) {
+        self.rows.push(Row {
+            start: self.items.len() as u32,
+            ext,
+        });
+        self.items.extend_from_slice(items);
     }
 
     /// Consumes the special token with index `sid` in the program's special list.
@@ -263,7 +253,6 @@ impl Chart {
             if is_complete(prog, &it) {
                 match it.origin {
                     EXT => self.rows[here as usize].ext = true,
-                    END => {}
                     o if o == here => {}
                     o => work += self.complete(prog, st.unit, o as usize),
                 }
@@ -319,11 +308,10 @@ impl Chart {
 pub(crate) fn is_complete(prog: &Program, it: &Item) -> bool {
     let st = &prog.states[it.state as usize];
     if st.flags & COUNTED != 0 {
-        it.count
-            >= prog.units[st.unit as usize]
-                .counted
-                .expect("counted state")
-                .min
+        prog.units[st.unit as usize]
+            .counted
+            .expect("counted state")
+            .complete(it.count)
     } else {
         st.flags & FINAL != 0
     }

@@ -21,11 +21,13 @@
 //! so a cache hit for a structurally equal item of another grammar is as good as a local one.
 //! Special tokens and EOS are decided directly from the last row.
 
-use super::chart::{Chart, Item, Overflow, END, EXT};
-use super::program::{Program, CALLS, COUNTED, SPECIALS, UNBOUNDED};
+use super::chart::{Chart, Item, Overflow, EXT};
+use std::collections::HashMap;
+
+use super::program::{Program, CALLS, COUNTED, RELAXED, SCANS, SPECIALS};
 use super::CfgGrammar;
 use crate::ir::StructHasher;
-use crate::mask::{set_bit, StoredMask, Weigh};
+use crate::mask::{get_bit, set_bit, StoredMask, Weigh};
 use crate::vocab::{TokenId, TokenTrie, TrieStep, TrieVisitor, Vocab};
 
 const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
@@ -60,6 +62,49 @@ impl Weigh for CacheEntry {
     }
 }
 
+/// Orders of the vocabulary's text tokens the cache needs, computed once per compiler.
+#[derive(Debug)]
+pub(crate) struct VocabIndex {
+    /// Longest first (for counters near their bound).
+    by_len: Box<[TokenId]>,
+    /// Position of each token in the trie's depth-first order (`u32::MAX` for non-text ids):
+    /// token lists sorted by it are walked sharing prefixes.
+    rank: Box<[u32]>,
+}
+
+impl VocabIndex {
+    pub fn new(vocab: &Vocab) -> VocabIndex {
+        struct Order(Vec<u32>, u32);
+        impl TrieVisitor for Order {
+            type State = ();
+            fn step(&mut self, _: &(), _: u8, _: usize, _: usize) -> TrieStep<()> {
+                TrieStep::Enter(())
+            }
+            fn tokens(&mut self, _: &(), tokens: &[TokenId]) {
+                for &t in tokens {
+                    self.0[t as usize] = self.1;
+                    self.1 += 1;
+                }
+            }
+        }
+        let mut order = Order(vec![u32::MAX; vocab.len()], 0);
+        vocab.trie().walk((), &mut order);
+        let mut by_len: Vec<TokenId> = (0..vocab.len() as TokenId)
+            .filter(|&t| order.0[t as usize] != u32::MAX)
+            .collect();
+        by_len.sort_by_key(|&t| std::cmp::Reverse(vocab.token_bytes(t).len()));
+        VocabIndex {
+            by_len: by_len.into(),
+            rank: order.0.into(),
+        }
+    }
+
+    /// Sorts tokens into trie order.
+    fn sort(&self, tokens: &mut [TokenId]) {
+        tokens.sort_unstable_by_key(|&t| self.rank[t as usize]);
+    }
+}
+
 /// Buffers reused across masks (a matcher owns one), so a cached mask allocates nothing.
 #[derive(Default, Debug)]
 pub(crate) struct Scratch {
@@ -83,11 +128,7 @@ pub(crate) fn fill(
     if g.config.mask_cache {
         fill_cached(g, chart, scratch, out)?;
     } else {
-        let base = chart.num_rows();
-        let mut walk = TrieWalk::new(&g.prog, g.vocab.trie(), chart, out, None);
-        g.vocab.trie().walk(false, &mut walk);
-        walk.finish()?;
-        chart.truncate(base);
+        TrieWalk::new(&g.prog, g.vocab.trie(), chart, out, None).walk()?;
     }
     let prog = &g.prog;
     for it in chart.last_row() {
@@ -111,7 +152,6 @@ fn fill_cached(
 ) -> Result<(), Overflow> {
     let prog = &g.prog;
     let vocab = &g.vocab;
-    let here = chart.num_rows() - 1;
     let Scratch {
         kernel,
         pending,
@@ -119,31 +159,23 @@ fn fill_cached(
         ..
     } = scratch;
     kernel.clear();
-    if here == 0 {
-        // Row 0 is the closure of the start item, whose completion ends the text.
-        let start = prog.units[prog.start_unit as usize].start;
-        kernel.push(Item {
-            state: start,
-            origin: END,
-            count: 0,
-        });
-    } else {
-        kernel.extend(
-            chart
-                .last_row()
-                .iter()
-                .filter(|it| (it.origin as usize) < here),
-        );
-    }
+    // Every token's first byte is read by an item of the last row that scans it itself.
+    kernel.extend(
+        chart
+            .last_row()
+            .iter()
+            .filter(|it| prog.state(it.state).flags & SCANS != 0),
+    );
     pending.clear();
     done.clear();
     let kernel = std::mem::take(kernel);
     let mut pending = std::mem::take(pending);
     for k in &kernel {
-        let k1 = item_key(g, k);
+        let subject = Subject::of(g, chart, k);
+        let k1 = subject.key(g);
         let item = match g.cache.get(&k1) {
             Some(e) => e,
-            None => g.cache.insert(k1, item_level(g, k)?),
+            None => g.cache.insert(k1, item_level(g, &subject)?),
         };
         let CacheEntry::Item {
             accepted,
@@ -183,12 +215,7 @@ fn fill_cached(
     scratch.kernel = kernel;
     if !pending.is_empty() {
         // What is left depends on the whole chart: check it, sharing prefixes in trie order.
-        pending.sort_unstable_by(|&a, &b| {
-            vocab
-                .token_bytes(a)
-                .cmp(vocab.token_bytes(b))
-                .then(a.cmp(&b))
-        });
+        g.index.sort(&mut pending);
         pending.dedup();
         pending.retain(|&t| !crate::mask::get_bit(out, t));
         walk_list(&g.prog, vocab, chart, &pending, |t, outcome| {
@@ -222,11 +249,7 @@ fn count_class(prog: &Program, it: &Item, cap: u32) -> u64 {
         return 0;
     }
     let c = prog.units[st.unit as usize].counted.expect("counted state");
-    let to_max = if c.max == UNBOUNDED {
-        cap
-    } else {
-        (c.max - it.count).min(cap)
-    };
+    let to_max = c.left(it.count).map_or(cap, |left| left.min(cap));
     let to_min = c.min.saturating_sub(it.count).min(cap);
     ((to_max as u64) << 32) | to_min as u64
 }
@@ -235,34 +258,140 @@ fn cap(vocab: &Vocab) -> u32 {
     vocab.max_token_len() as u32 + 1
 }
 
-fn item_key(g: &CfgGrammar, it: &Item) -> u128 {
-    let mut h = StructHasher::new(LEVEL1_DOMAIN);
-    h.hash(g.hashes().state(it.state))
-        .word(count_class(&g.prog, it, cap(&g.vocab)));
-    h.finish()
+/// What the item level classifies: a scannable item and, when it is the body of a counted
+/// loop (every caller of its unit in its origin row is that loop's counted state), the loop.
+/// A loop body is often a single character, so alone its unit would end after every byte and
+/// leave almost every token to the context level; with the loop it covers whole strings.
+#[derive(Clone, Copy, Debug)]
+struct Subject {
+    item: Item,
+    /// The loop's counted state.
+    lifted: Option<u32>,
+    /// Fewest iterations any of the loop's items has left, when a token could use them all up
+    /// (fewer than `cap`).
+    left: Option<u32>,
 }
 
-/// Item level: the whole trie against the item alone.
-fn item_level(g: &CfgGrammar, k: &Item) -> Result<CacheEntry, Overflow> {
+impl Subject {
+    fn of(g: &CfgGrammar, chart: &Chart, k: &Item) -> Subject {
+        let prog = &g.prog;
+        let plain = Subject {
+            item: *k,
+            lifted: None,
+            left: None,
+        };
+        let unit = prog.state(k.state).unit;
+        let (mut lifted, mut left) = (None, None);
+        for w in chart.row(k.origin as usize) {
+            if !waits_for(prog, w, unit) {
+                continue;
+            }
+            let st = prog.state(w.state);
+            if st.flags & COUNTED == 0 || lifted.is_some_and(|l| l != w.state) {
+                return plain;
+            }
+            lifted = Some(w.state);
+            let c = prog.units[st.unit as usize].counted.expect("counted state");
+            if let Some(l) = c.left(w.count) {
+                left = Some(left.map_or(l, |m: u32| m.min(l)));
+            }
+        }
+        Subject {
+            item: *k,
+            lifted,
+            left: left.filter(|&l| l < cap(&g.vocab)),
+        }
+    }
+
+    /// The item-level key.
+    fn key(&self, g: &CfgGrammar) -> u128 {
+        let hashes = g.hashes();
+        let mut h = StructHasher::new(LEVEL1_DOMAIN);
+        h.hash(hashes.state(self.item.state))
+            .word(self.item.count as u64);
+        match self.lifted {
+            Some(l) => h.word(1).hash(hashes.state(l)),
+            None => h.word(0),
+        };
+        match self.left {
+            Some(left) => h.word(1).word(left as u64),
+            None => h.word(0),
+        };
+        h.finish()
+    }
+}
+
+/// Item level: the whole trie against the subject alone, the loop's counter (if any) relaxed.
+/// A token of `n` bytes runs at most `n` iterations (an iteration reads at least one byte), so
+/// a bound more than a token away changes nothing, and a lower bound only decides where the
+/// loop may complete, which only ever makes tokens uncertain (the context level and the
+/// run-time check see the real counter). Near an upper bound, the tokens long enough to reach
+/// it move from accepted to uncertain.
+fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow> {
     let prog = &g.prog;
     let vocab = &g.vocab;
-    let top = Item {
-        state: k.state,
-        origin: EXT,
-        count: k.count,
+    if let Some(left) = subject.left {
+        let far = Subject {
+            left: None,
+            ..*subject
+        };
+        let key = far.key(g);
+        let far = match g.cache.get(&key) {
+            Some(e) => e,
+            None => g.cache.insert(key, item_level(g, &far)?),
+        };
+        let CacheEntry::Item {
+            accepted,
+            uncertain,
+        } = &*far
+        else {
+            unreachable!("item keys hold item entries")
+        };
+        let mut words = vec![0u32; vocab.mask_words()];
+        accepted.write_to(&mut words, vocab.text_mask());
+        let mut unsure = uncertain.to_vec();
+        let by_len = &g.index.by_len;
+        let long = by_len.partition_point(|&t| vocab.token_bytes(t).len() > left as usize);
+        for &t in &by_len[..long] {
+            if get_bit(&words, t) {
+                words[t as usize / 32] &= !(1 << (t % 32));
+                unsure.push(t);
+            }
+        }
+        g.index.sort(&mut unsure);
+        return Ok(CacheEntry::Item {
+            accepted: stored(&words, vocab.text_mask()),
+            uncertain: unsure.into(),
+        });
+    }
+    let rows = match subject.lifted {
+        Some(l) => vec![
+            vec![Item {
+                state: l,
+                origin: EXT,
+                count: RELAXED,
+            }],
+            vec![Item {
+                origin: 0,
+                ..subject.item
+            }],
+        ],
+        None => vec![vec![Item {
+            origin: EXT,
+            ..subject.item
+        }]],
     };
-    let mut chart = Chart::local(prog, g.config.row_limits(), &[], &[top])?;
+    let mut chart = Chart::from_rows(prog, g.config.row_limits(), &rows);
     let mut words = vec![0u32; vocab.mask_words()];
     let mut uncertain = Vec::new();
-    let mut walk = TrieWalk::new(
+    TrieWalk::new(
         prog,
         vocab.trie(),
         &mut chart,
         &mut words,
         Some(&mut uncertain),
-    );
-    vocab.trie().walk(false, &mut walk);
-    walk.finish()?;
+    )
+    .walk()?;
     Ok(CacheEntry::Item {
         accepted: stored(&words, vocab.text_mask()),
         uncertain: uncertain.into(),
@@ -292,37 +421,35 @@ fn context_key(
     found.clear();
     rows.clear();
     described.clear();
-    if k.origin != END {
-        explored.push((k.origin, prog.state(k.state).unit));
-        let mut frontier = 0;
-        for depth in 1..=g.config.context_depth {
-            let level_end = explored.len();
-            while frontier < level_end {
-                let (row, unit) = explored[frontier];
-                frontier += 1;
-                for w in chart.row(row as usize) {
-                    if !waits_for(prog, w, unit) || found.contains(&(row, *w)) {
-                        continue;
-                    }
-                    found.push((row, *w));
-                    let next = (w.origin, prog.state(w.state).unit);
-                    if depth < g.config.context_depth && !explored.contains(&next) {
-                        explored.push(next);
-                    }
+    explored.push((k.origin, prog.state(k.state).unit));
+    let mut frontier = 0;
+    for depth in 1..=g.config.context_depth {
+        let level_end = explored.len();
+        while frontier < level_end {
+            let (row, unit) = explored[frontier];
+            frontier += 1;
+            for w in chart.row(row as usize) {
+                if !waits_for(prog, w, unit) || found.contains(&(row, *w)) {
+                    continue;
+                }
+                found.push((row, *w));
+                let next = (w.origin, prog.state(w.state).unit);
+                if depth < g.config.context_depth && !explored.contains(&next) {
+                    explored.push(next);
                 }
             }
         }
-        rows.extend(explored.iter().map(|e| e.0));
-        rows.sort_unstable();
-        rows.dedup();
-        for (row, w) in found.iter_mut() {
-            *row = vrow(rows, *row);
-            w.origin = if explored.contains(&(w.origin, prog.state(w.state).unit)) {
-                vrow(rows, w.origin)
-            } else {
-                EXT
-            };
-        }
+    }
+    rows.extend(explored.iter().map(|e| e.0));
+    rows.sort_unstable();
+    rows.dedup();
+    for (row, w) in found.iter_mut() {
+        *row = vrow(rows, *row);
+        w.origin = if explored.contains(&(w.origin, prog.state(w.state).unit)) {
+            vrow(rows, w.origin)
+        } else {
+            EXT
+        };
     }
     let hashes = g.hashes();
     let cap = cap(&g.vocab);
@@ -335,13 +462,11 @@ fn context_key(
         )
     }));
     described.sort_unstable();
-    let top_origin = if k.origin == END {
-        END
-    } else {
-        vrow(rows, k.origin)
-    };
+    let top_origin = vrow(rows, k.origin);
     let mut h = StructHasher::new(LEVEL2_DOMAIN);
+    // The item level saw a relaxed counter; this level sees the real one.
     h.hash(item_key)
+        .word(count_class(prog, k, cap))
         .word(rows.len() as u64)
         .word(top_origin as u64)
         .word(described.len() as u64);
@@ -365,12 +490,6 @@ struct Context {
 impl Context {
     /// The local chart's rows from what [`context_key`] gathered.
     fn build(scratch: &Scratch, k: &Item) -> Context {
-        if k.origin == END {
-            return Context {
-                rows: Vec::new(),
-                top: *k,
-            };
-        }
         let mut rows = vec![Vec::new(); scratch.rows.len()];
         for (r, w) in &scratch.found {
             rows[*r as usize].push(*w);
@@ -386,7 +505,8 @@ impl Context {
 
     /// Re-walks the item level's uncertain tokens with the callers present.
     fn classify(&self, g: &CfgGrammar, uncertain: &[TokenId]) -> Result<CacheEntry, Overflow> {
-        let mut chart = Chart::local(&g.prog, g.config.row_limits(), &self.rows, &[self.top])?;
+        let mut chart = Chart::from_rows(&g.prog, g.config.row_limits(), &self.rows);
+        chart.push_raw(&[self.top], false);
         let mut accepted = Vec::new();
         let mut still = Vec::new();
         walk_list(
@@ -480,6 +600,138 @@ fn walk_list(
     Ok(())
 }
 
+/// A lazily built DFA over Earley rows. A *state* is the last row together with every row of
+/// the walk that its items' origins reach (transitively), renumbered as if pushed right above
+/// the walk's base: what the next row depends on, and nothing else. Inside a JSON string, a
+/// number, a keyword or a counted loop these structures repeat, so after the first visit a trie
+/// node costs one table lookup. Structures past [`MAX_DFA_ROWS`] rows (deep recursion inside
+/// one token) stay in the chart.
+struct StateDfa {
+    base: usize,
+    /// Per state: `[rows, len of each row.., items (state, origin, count)..]` and its last
+    /// row's EXT flag.
+    states: Vec<(Box<[u32]>, bool)>,
+    ids: HashMap<Box<[u32]>, u32>,
+    /// `states.len() * n_classes` entries: a state, [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
+    trans: Vec<u32>,
+    n_classes: usize,
+    scratch_rows: Vec<usize>,
+    scratch_key: Vec<u32>,
+}
+
+const NO_ROW: u32 = u32::MAX;
+const UNKNOWN: u32 = u32::MAX - 1;
+/// The next row's structure is too large: it lives in the chart.
+const IN_CHART: u32 = u32::MAX - 2;
+const MAX_DFA_ROWS: usize = 8;
+const MAX_DFA_ITEMS: usize = 64;
+
+impl StateDfa {
+    fn new(base: usize, n_classes: usize) -> StateDfa {
+        StateDfa {
+            base,
+            states: Vec::new(),
+            ids: HashMap::new(),
+            trans: Vec::new(),
+            n_classes,
+            scratch_rows: Vec::new(),
+            scratch_key: Vec::new(),
+        }
+    }
+
+    /// The state of the chart's last row, if its structure is small enough. Below the last
+    /// row only waiting items matter (completions look for them; only the last row scans), so
+    /// the others are left out: a finished item pointing back one row would otherwise chain
+    /// every row of a loop into the structure.
+    fn intern(&mut self, prog: &Program, chart: &Chart) -> Option<u32> {
+        let base = self.base;
+        let last = chart.num_rows() - 1;
+        let keep = |r: usize, it: &Item| r == last || prog.state(it.state).flags & CALLS != 0;
+        let rows = &mut self.scratch_rows;
+        rows.clear();
+        rows.push(last);
+        let mut i = 0;
+        let mut items = 0;
+        while i < rows.len() {
+            let r = rows[i];
+            i += 1;
+            for it in chart.row(r).iter().filter(|it| keep(r, it)) {
+                items += 1;
+                if items > MAX_DFA_ITEMS {
+                    return None;
+                }
+                let o = it.origin as usize;
+                if it.origin != EXT && o >= base && !rows.contains(&o) {
+                    if rows.len() == MAX_DFA_ROWS {
+                        return None;
+                    }
+                    rows.push(o);
+                }
+            }
+        }
+        rows.sort_unstable();
+        let key = &mut self.scratch_key;
+        key.clear();
+        key.push(rows.len() as u32);
+        key.extend(
+            rows.iter()
+                .map(|&r| chart.row(r).iter().filter(|it| keep(r, it)).count() as u32),
+        );
+        for &r in rows.iter() {
+            for it in chart.row(r).iter().filter(|it| keep(r, it)) {
+                let o = it.origin as usize;
+                let origin = if it.origin != EXT && o >= base {
+                    (base + rows.binary_search(&o).expect("gathered row")) as u32
+                } else {
+                    it.origin
+                };
+                key.extend([it.state, origin, it.count]);
+            }
+        }
+        if let Some(&id) = self.ids.get(key.as_slice()) {
+            return Some(id);
+        }
+        let id = self.states.len() as u32;
+        self.states
+            .push((key.as_slice().into(), chart.row_ext(last)));
+        self.ids.insert(key.as_slice().into(), id);
+        self.trans
+            .resize(self.trans.len() + self.n_classes, UNKNOWN);
+        Some(id)
+    }
+
+    /// Puts state `id`'s rows back on the chart, right above the base.
+    fn materialize(&self, id: u32, chart: &mut Chart, items: &mut Vec<Item>) {
+        let (key, ext) = &self.states[id as usize];
+        chart.truncate(self.base);
+        let n = key[0] as usize;
+        let mut at = 1 + n;
+        for r in 0..n {
+            let len = key[1 + r] as usize;
+            items.clear();
+            items.extend(key[at..at + 3 * len].chunks(3).map(|c| Item {
+                state: c[0],
+                origin: c[1],
+                count: c[2],
+            }));
+            at += 3 * len;
+            chart.push_raw(items, r == n - 1 && *ext);
+        }
+    }
+}
+
+/// The walk's state at a trie node.
+#[derive(Clone, Copy)]
+struct Node {
+    /// The row structure at this depth, when it is a [`StateDfa`] state (the chart is then
+    /// not used).
+    dfa: Option<u32>,
+    /// Chart rows underneath this depth (when `dfa` is `None`).
+    rows: u32,
+    /// An EXT completion happened on the path after at least one byte.
+    ext: bool,
+}
+
 /// A token-trie walk with the chart pushed and popped per byte. With `uncertain`, also
 /// collects tokens whose bytes run past an [`EXT`] completion (after the first byte).
 struct TrieWalk<'a> {
@@ -487,6 +739,8 @@ struct TrieWalk<'a> {
     trie: &'a TokenTrie,
     chart: &'a mut Chart,
     base: usize,
+    dfa: StateDfa,
+    raw: Vec<Item>,
     accepted: &'a mut [u32],
     uncertain: Option<&'a mut Vec<TokenId>>,
     error: Option<Overflow>,
@@ -501,52 +755,101 @@ impl<'a> TrieWalk<'a> {
         uncertain: Option<&'a mut Vec<TokenId>>,
     ) -> Self {
         let base = chart.num_rows();
+        let dfa = StateDfa::new(base, prog.n_classes());
         TrieWalk {
             prog,
             trie,
             chart,
             base,
+            dfa,
+            raw: Vec::new(),
             accepted,
             uncertain,
             error: None,
         }
     }
 
-    fn finish(self) -> Result<(), Overflow> {
+    fn walk(&mut self) -> Result<(), Overflow> {
+        let root = Node {
+            dfa: None,
+            rows: self.base as u32,
+            ext: false,
+        };
+        self.trie.walk(root, self);
         self.chart.truncate(self.base);
-        self.error.map_or(Ok(()), Err)
+        self.error.take().map_or(Ok(()), Err)
+    }
+
+    /// Pushes `byte` after the parent's row; on success the chart's last row is the new one.
+    fn push(&mut self, parent: &Node, byte: u8) -> Result<bool, Overflow> {
+        match parent.dfa {
+            Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
+            None => self.chart.truncate(parent.rows as usize),
+        }
+        self.chart.push_byte(self.prog, byte)
     }
 }
 
 impl TrieVisitor for TrieWalk<'_> {
-    /// An EXT completion happened on the path (after at least one byte).
-    type State = bool;
+    type State = Node;
 
     #[inline]
-    fn step(&mut self, ext: &bool, byte: u8, depth: usize, node: usize) -> TrieStep<bool> {
+    fn step(&mut self, parent: &Node, byte: u8, _depth: usize, node: usize) -> TrieStep<Node> {
         if self.error.is_some() {
             return TrieStep::Skip;
         }
-        self.chart.truncate(self.base + depth - 1);
-        match self.chart.push_byte(self.prog, byte) {
-            Ok(true) => TrieStep::Enter(*ext || self.chart.row_ext(self.base + depth - 1)),
-            Ok(false) => {
-                if *ext {
+        let slot = parent.dfa.map(|r| {
+            r as usize * self.dfa.n_classes + self.prog.alphabet.class_of[byte as usize] as usize
+        });
+        let known = slot.map_or(IN_CHART, |s| self.dfa.trans[s]);
+        let next = match known {
+            NO_ROW => None,
+            UNKNOWN | IN_CHART => match self.push(parent, byte) {
+                Ok(true) => {
+                    let id = self.dfa.intern(self.prog, self.chart);
+                    if let Some(s) = slot {
+                        self.dfa.trans[s] = id.unwrap_or(IN_CHART);
+                    }
+                    let rows = self.chart.num_rows();
+                    let ext = self.chart.row_ext(rows - 1);
+                    Some(Node {
+                        dfa: id,
+                        rows: rows as u32,
+                        ext: parent.ext || ext,
+                    })
+                }
+                Ok(false) => {
+                    if let Some(s) = slot {
+                        self.dfa.trans[s] = NO_ROW;
+                    }
+                    None
+                }
+                Err(e) => {
+                    self.error = Some(e);
+                    return TrieStep::Skip;
+                }
+            },
+            id => Some(Node {
+                dfa: Some(id),
+                rows: 0,
+                ext: parent.ext || self.dfa.states[id as usize].1,
+            }),
+        };
+        match next {
+            Some(n) => TrieStep::Enter(n),
+            None => {
+                if parent.ext {
                     if let Some(u) = self.uncertain.as_mut() {
                         u.extend_from_slice(self.trie.subtree_tokens(node));
                     }
                 }
                 TrieStep::Skip
             }
-            Err(e) => {
-                self.error = Some(e);
-                TrieStep::Skip
-            }
         }
     }
 
     #[inline]
-    fn tokens(&mut self, _: &bool, tokens: &[TokenId]) {
+    fn tokens(&mut self, _: &Node, tokens: &[TokenId]) {
         tokens.iter().for_each(|&t| set_bit(self.accepted, t));
     }
 }

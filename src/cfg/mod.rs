@@ -189,16 +189,19 @@ pub struct CfgCompiler {
     vocab: Vocab,
     config: CfgConfig,
     cache: Arc<MaskCache<u128, CacheEntry>>,
+    index: Arc<mask::VocabIndex>,
 }
 
 impl CfgCompiler {
     /// A compiler for `vocab`.
     pub fn new(vocab: &Vocab, config: CfgConfig) -> CfgCompiler {
         let cache = Arc::new(MaskCache::new(config.cache_bytes));
+        let index = Arc::new(mask::VocabIndex::new(vocab));
         CfgCompiler {
             vocab: vocab.clone(),
             config,
             cache,
+            index,
         }
     }
 
@@ -224,6 +227,7 @@ impl CfgCompiler {
             vocab: self.vocab.clone(),
             config: self.config.clone(),
             cache: self.cache.clone(),
+            index: self.index.clone(),
             hashes: OnceLock::new(),
             initial,
         }))
@@ -241,6 +245,7 @@ pub struct CfgGrammar {
     vocab: Vocab,
     config: CfgConfig,
     cache: Arc<MaskCache<u128, CacheEntry>>,
+    index: Arc<mask::VocabIndex>,
     hashes: OnceLock<hash::Hashes>,
     initial: Chart,
 }

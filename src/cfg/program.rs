@@ -39,6 +39,8 @@ pub(crate) const CALLS: u8 = 2;
 pub(crate) const COUNTED: u8 = 4;
 /// The state has special-token edges.
 pub(crate) const SPECIALS: u8 = 8;
+/// The state has byte transitions: it can read the next byte of a text token itself.
+pub(crate) const SCANS: u8 = 16;
 
 /// One state of a unit automaton.
 #[derive(Clone, Copy, Debug)]
@@ -67,12 +69,19 @@ pub(crate) struct Counted {
     pub max: u32,
 }
 
+/// Counter of a counted item whose bounds are ignored: it may always iterate and complete. The
+/// mask cache classifies tokens against such a relaxed item (its rows repeat, so the trie walk
+/// memoizes them) and checks the few tokens a real bound could affect exactly.
+pub(crate) const RELAXED: u32 = u32::MAX;
+
 impl Counted {
     /// The counter after one more iteration. Without an upper bound, counts past `min` are all
     /// alike, so they are capped there (otherwise every row would hold a new item).
     #[inline]
     pub fn inc(&self, count: u32) -> u32 {
-        if self.max == UNBOUNDED {
+        if count == RELAXED {
+            RELAXED
+        } else if self.max == UNBOUNDED {
             (count + 1).min(self.min)
         } else {
             count + 1
@@ -82,7 +91,19 @@ impl Counted {
     /// May another iteration start at this count?
     #[inline]
     pub fn can_iterate(&self, count: u32) -> bool {
-        self.max == UNBOUNDED || count < self.max
+        count == RELAXED || self.max == UNBOUNDED || count < self.max
+    }
+
+    /// May the repetition end at this count?
+    #[inline]
+    pub fn complete(&self, count: u32) -> bool {
+        count == RELAXED || count >= self.min
+    }
+
+    /// Iterations left before the upper bound (`None`: unbounded or relaxed).
+    #[inline]
+    pub fn left(&self, count: u32) -> Option<u32> {
+        (count != RELAXED && self.max != UNBOUNDED).then(|| self.max - count)
     }
 }
 
@@ -248,6 +269,11 @@ const SPLIT_EXPR_MAX: u32 = 4096;
 const UNROLL_MAX_COPIES: u32 = 32;
 const UNROLL_MAX_STATES: u32 = 4096;
 const MAX_INLINE_DEPTH: usize = 200;
+/// An unbounded loop whose body reads at least this many distinct bytes (a JSON string's
+/// characters, a comment's) becomes its own unit: its states are dense (most tokens stay
+/// inside) and, kept apart from what surrounds them, get the same structural hash in every
+/// grammar, so their expensive mask classification is computed once and shared.
+const WIDE_LOOP_BYTES: usize = 64;
 /// Cost of a call edge, as states.
 const CALL_COST: u32 = 2;
 
@@ -331,6 +357,8 @@ struct Lowering<'a> {
     limits: &'a CompileLimits,
     recursive: Vec<bool>,
     cost: Vec<u32>,
+    /// Every byte some class or literal inside the expression reads.
+    width: Vec<ByteSet>,
     inline_rule: Vec<bool>,
     alphabet: Alphabet,
     units: Vec<(UnitKey, UnitBody)>,
@@ -350,6 +378,7 @@ impl<'a> Lowering<'a> {
             limits,
             recursive,
             cost: vec![0; g.exprs().len()],
+            width: vec![ByteSet::EMPTY; g.exprs().len()],
             inline_rule: vec![false; g.rules().len()],
             alphabet: Alphabet::new(g),
             units: Vec::new(),
@@ -456,6 +485,16 @@ impl<'a> Lowering<'a> {
                 }
             };
             self.cost[e] = cost;
+            self.width[e] = match &self.g.exprs()[e] {
+                Expr::Bytes(b) => b
+                    .iter()
+                    .fold(ByteSet::EMPTY, |acc, &x| acc.union(&ByteSet::byte(x))),
+                Expr::Class(c) => *c,
+                _ => self
+                    .children(e)
+                    .iter()
+                    .fold(ByteSet::EMPTY, |acc, &c| acc.union(&self.width[c])),
+            };
             done[e] = true;
         }
     }
@@ -495,6 +534,7 @@ impl<'a> Lowering<'a> {
             None => determinize(&nfa, start, accept, &self.alphabet, self.limits, false)?
                 .expect("the epsilon-free automaton has no state budget"),
         };
+        let fsm = minimize(&fsm);
         self.total_states += fsm.states.len();
         if self.total_states > self.limits.max_states {
             return Err(CompileError::unplaced(
@@ -550,9 +590,11 @@ impl<'a> Lowering<'a> {
             (a, b)
         };
         let is_rule = matches!(self.g.expr(e), Expr::Rule(_));
+        let wide_loop = matches!(self.g.expr(e), Expr::Repeat { body, max: None, .. }
+            if self.width[body.index()].len() >= WIDE_LOOP_BYTES);
         if depth > 0
             && !is_rule
-            && (self.cost[e.index()] > SPLIT_EXPR_MAX || depth > MAX_INLINE_DEPTH)
+            && (wide_loop || self.cost[e.index()] > SPLIT_EXPR_MAX || depth > MAX_INLINE_DEPTH)
         {
             return Ok(call(self, nfa, UnitKey::Expr(e)));
         }
@@ -781,6 +823,9 @@ impl<'a> Lowering<'a> {
                         }
                         if !s.specials.is_empty() {
                             flags |= SPECIALS;
+                        }
+                        if !s.bytes.is_empty() {
+                            flags |= SCANS;
                         }
                         prog.states.push(State {
                             unit: uid,
@@ -1089,6 +1134,81 @@ fn trim(f: &Fsm, productive: impl Fn(u32) -> bool) -> Fsm {
             }
         })
         .collect();
+    Fsm { states }
+}
+
+/// Merges bisimilar states (partition refinement): equivalent states of a unit become one,
+/// so they share one cached mask classification and one structural hash. Safe for the
+/// nondeterministic fallback too, since bisimilar states accept the same language.
+fn minimize(f: &Fsm) -> Fsm {
+    let n = f.states.len();
+    let mut block: Vec<u32> = f.states.iter().map(|s| s.final_ as u32).collect();
+    let mut blocks = 0;
+    loop {
+        let mut ids: HashMap<(u32, Vec<(u8, u32, u32)>), u32> = HashMap::new();
+        let mut next = vec![0u32; n];
+        for (i, s) in f.states.iter().enumerate() {
+            // (kind, label, target block): bytes 0, specials 1, calls 2.
+            let mut sig: Vec<(u8, u32, u32)> = s
+                .bytes
+                .iter()
+                .map(|&(c, t)| (0, c as u32, block[t as usize]))
+                .chain(
+                    s.specials
+                        .iter()
+                        .map(|&(sid, t)| (1, sid, block[t as usize])),
+                )
+                .chain(s.calls.iter().map(|&(u, t)| (2, u, block[t as usize])))
+                .collect();
+            sig.sort_unstable();
+            sig.dedup();
+            let fresh = ids.len() as u32;
+            next[i] = *ids.entry((block[i], sig)).or_insert(fresh);
+        }
+        block = next;
+        if ids.len() == blocks {
+            break;
+        }
+        blocks = ids.len();
+    }
+    if blocks == n {
+        return f.clone();
+    }
+    // Renumber so the start's block is state 0, in order of first appearance.
+    let mut order = vec![u32::MAX; blocks];
+    let mut count = 0;
+    order[block[0] as usize] = 0;
+    count += 1;
+    for &b in &block {
+        if order[b as usize] == u32::MAX {
+            order[b as usize] = count;
+            count += 1;
+        }
+    }
+    let mut states = vec![FState::default(); blocks];
+    let mut done = vec![false; blocks];
+    for (i, s) in f.states.iter().enumerate() {
+        let b = order[block[i] as usize] as usize;
+        if std::mem::replace(&mut done[b], true) {
+            continue;
+        }
+        let map = |t: u32| order[block[t as usize] as usize];
+        let mut bytes: Vec<(u8, u32)> = s.bytes.iter().map(|&(c, t)| (c, map(t))).collect();
+        bytes.sort_unstable();
+        bytes.dedup();
+        let mut specials: Vec<(u32, u32)> = s.specials.iter().map(|&(x, t)| (x, map(t))).collect();
+        specials.sort_unstable();
+        specials.dedup();
+        let mut calls: Vec<(u32, u32)> = s.calls.iter().map(|&(x, t)| (x, map(t))).collect();
+        calls.sort_unstable();
+        calls.dedup();
+        states[b] = FState {
+            final_: s.final_,
+            bytes,
+            specials,
+            calls,
+        };
+    }
     Fsm { states }
 }
 

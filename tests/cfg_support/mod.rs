@@ -94,6 +94,12 @@ digit ::= [0-9]
 item  ::= [a-z]{1,3}
 "#;
 
+/// A bounded JSON-style string (a schema's `minLength`/`maxLength`): counted, near both bounds.
+pub const BOUNDED_STRING: &str = r#"
+root ::= "{\"name\": " str "}"
+str  ::= "\"" ( [^"\\\x00-\x1F] | "\\" ["\\/nt] ){2,40} "\""
+"#;
+
 pub fn ir(gbnf: &str) -> Grammar {
     gbnf_to_ir(gbnf, "test.gbnf").unwrap_or_else(|e| panic!("{e}"))
 }
