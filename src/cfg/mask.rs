@@ -22,9 +22,7 @@
 //! Special tokens and EOS are decided directly from the last row.
 
 use super::chart::{Chart, Item, Overflow, EXT};
-use std::collections::HashMap;
-
-use super::program::{Program, CALLS, COUNTED, RELAXED, SCANS, SPECIALS};
+use super::program::{FastMap, Program, CALLS, COUNTED, RELAXED, SCANS, SPECIALS};
 use super::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::mask::{get_bit, set_bit, StoredMask, Weigh};
@@ -611,7 +609,7 @@ struct StateDfa {
     /// Per state: `[rows, len of each row.., items (state, origin, count)..]` and its last
     /// row's EXT flag.
     states: Vec<(Box<[u32]>, bool)>,
-    ids: HashMap<Box<[u32]>, u32>,
+    ids: FastMap<Box<[u32]>, u32>,
     /// `states.len() * n_classes` entries: a state, [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
     trans: Vec<u32>,
     n_classes: usize,
@@ -631,7 +629,7 @@ impl StateDfa {
         StateDfa {
             base,
             states: Vec::new(),
-            ids: HashMap::new(),
+            ids: FastMap::default(),
             trans: Vec::new(),
             n_classes,
             scratch_rows: Vec::new(),

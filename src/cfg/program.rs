@@ -24,6 +24,45 @@ use crate::error::{CompileError, CompileErrorKind};
 use crate::ir::{ByteSet, Expr, ExprId, Grammar, RuleId};
 use crate::vocab::{TokenId, Vocab};
 
+/// A fast hasher for the compiler's and the walks' internal maps (keys are small integers
+/// and short integer slices; no adversary chooses them).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct FastHash(u64);
+
+impl std::hash::Hasher for FastHash {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
+    }
+    #[inline]
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(x as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A `HashMap` with [`FastHash`].
+pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHash>>;
+
 /// No transition.
 pub(crate) const DEAD: u32 = u32::MAX;
 /// High bit of a transition entry: the rest indexes `Program::multi` (several targets).
@@ -140,19 +179,18 @@ impl Alphabet {
         let mut class_of = [0u8; 256];
         let mut n = 1usize;
         for set in &distinct {
-            let mut split: HashMap<(u8, bool), u8> = HashMap::new();
-            let mut next = 0usize;
-            let mut new_class = [0u8; 256];
+            // New id of (old class, inside the set), assigned in byte order.
+            let mut split = [u16::MAX; 512];
+            let mut next = 0u16;
             for b in 0..=255u8 {
-                let key = (class_of[b as usize], set.contains(b));
-                let id = *split.entry(key).or_insert_with(|| {
+                let key = class_of[b as usize] as usize * 2 + set.contains(b) as usize;
+                if split[key] == u16::MAX {
+                    split[key] = next;
                     next += 1;
-                    (next - 1) as u8
-                });
-                new_class[b as usize] = id;
+                }
+                class_of[b as usize] = split[key] as u8;
             }
-            class_of = new_class;
-            n = next;
+            n = next as usize;
             if n == 256 {
                 break;
             }
@@ -171,10 +209,8 @@ impl Alphabet {
     /// The classes a byte set covers (as a set of class ids).
     fn classes(&self, set: &ByteSet) -> ByteSet {
         let mut out = ByteSet::EMPTY;
-        for (c, bytes) in self.sets.iter().enumerate() {
-            if !bytes.intersection(set).is_empty() {
-                out.insert(c as u8);
-            }
+        for b in set.iter() {
+            out.insert(self.class_of[b as usize]);
         }
         out
     }
@@ -362,7 +398,7 @@ struct Lowering<'a> {
     inline_rule: Vec<bool>,
     alphabet: Alphabet,
     units: Vec<(UnitKey, UnitBody)>,
-    unit_ids: HashMap<UnitKey, u32>,
+    unit_ids: FastMap<UnitKey, u32>,
     queue: VecDeque<u32>,
     specials: Vec<(Box<str>, TokenId)>,
     special_ids: HashMap<Box<str>, u32>,
@@ -382,7 +418,7 @@ impl<'a> Lowering<'a> {
             inline_rule: vec![false; g.rules().len()],
             alphabet: Alphabet::new(g),
             units: Vec::new(),
-            unit_ids: HashMap::new(),
+            unit_ids: FastMap::default(),
             queue: VecDeque::new(),
             specials: Vec::new(),
             special_ids: HashMap::new(),
@@ -1144,26 +1180,35 @@ fn minimize(f: &Fsm) -> Fsm {
     let n = f.states.len();
     let mut block: Vec<u32> = f.states.iter().map(|s| s.final_ as u32).collect();
     let mut blocks = 0;
+    let mut ids: FastMap<Box<[u32]>, u32> = FastMap::default();
+    let mut sig: Vec<u32> = Vec::new();
+    let mut triples: Vec<(u32, u32, u32)> = Vec::new();
     loop {
-        let mut ids: HashMap<(u32, Vec<(u8, u32, u32)>), u32> = HashMap::new();
+        ids.clear();
         let mut next = vec![0u32; n];
         for (i, s) in f.states.iter().enumerate() {
             // (kind, label, target block): bytes 0, specials 1, calls 2.
-            let mut sig: Vec<(u8, u32, u32)> = s
-                .bytes
-                .iter()
-                .map(|&(c, t)| (0, c as u32, block[t as usize]))
-                .chain(
-                    s.specials
-                        .iter()
-                        .map(|&(sid, t)| (1, sid, block[t as usize])),
-                )
-                .chain(s.calls.iter().map(|&(u, t)| (2, u, block[t as usize])))
-                .collect();
-            sig.sort_unstable();
-            sig.dedup();
-            let fresh = ids.len() as u32;
-            next[i] = *ids.entry((block[i], sig)).or_insert(fresh);
+            triples.clear();
+            triples.extend(
+                s.bytes
+                    .iter()
+                    .map(|&(c, t)| (0, c as u32, block[t as usize])),
+            );
+            triples.extend(s.specials.iter().map(|&(x, t)| (1, x, block[t as usize])));
+            triples.extend(s.calls.iter().map(|&(u, t)| (2, u, block[t as usize])));
+            triples.sort_unstable();
+            triples.dedup();
+            sig.clear();
+            sig.push(block[i]);
+            sig.extend(triples.iter().flat_map(|&(a, b, c)| [a, b, c]));
+            next[i] = match ids.get(sig.as_slice()) {
+                Some(&id) => id,
+                None => {
+                    let id = ids.len() as u32;
+                    ids.insert(sig.as_slice().into(), id);
+                    id
+                }
+            };
         }
         block = next;
         if ids.len() == blocks {
@@ -1240,7 +1285,7 @@ fn determinize(
         }
         set.sort_unstable();
     };
-    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut ids: FastMap<Vec<u32>, u32> = FastMap::default();
     let mut sets: Vec<Vec<u32>> = Vec::new();
     let mut fsm = Fsm::default();
     let mut first = vec![start];
@@ -1252,6 +1297,7 @@ fn determinize(
     sets.push(first);
     let nc = alphabet.len();
     let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nc];
+    let mut scratch: Vec<u32> = Vec::new();
     let mut i = 0;
     while i < sets.len() {
         if i % 256 == 0 {
@@ -1296,50 +1342,58 @@ fn determinize(
                 }
             }
         }
-        let mut intern = |mut targets: Vec<u32>, gen: &mut u32, mark: &mut Vec<u32>| -> Vec<u32> {
+        // The states reached from `targets`: one closed subset (dfa), or the targets
+        // themselves (epsilon removal). Consecutive classes often share their targets.
+        let mut intern = |targets: &[u32], out: &mut SmallVec<[u32; 4]>| {
+            out.clear();
             if dfa {
-                closure(&mut targets, *gen, mark);
-                *gen += 1;
-                targets.dedup();
-                let next = sets.len() as u32;
-                let id = *ids.entry(targets.clone()).or_insert_with(|| {
-                    sets.push(targets);
-                    next
-                });
-                vec![id]
+                scratch.clear();
+                scratch.extend_from_slice(targets);
+                closure(&mut scratch, gen, &mut mark);
+                gen += 1;
+                scratch.dedup();
+                let id = match ids.get(scratch.as_slice()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = sets.len() as u32;
+                        ids.insert(scratch.clone(), id);
+                        sets.push(scratch.clone());
+                        id
+                    }
+                };
+                out.push(id);
             } else {
-                targets.sort_unstable();
-                targets.dedup();
-                targets
-                    .into_iter()
-                    .map(|t| {
-                        let next = sets.len() as u32;
-                        *ids.entry(vec![t]).or_insert_with(|| {
-                            sets.push(vec![t]);
-                            next
-                        })
-                    })
-                    .collect()
+                let mut sorted: SmallVec<[u32; 8]> = targets.iter().copied().collect();
+                sorted.sort_unstable();
+                sorted.dedup();
+                for t in sorted {
+                    let next = sets.len() as u32;
+                    out.push(*ids.entry(vec![t]).or_insert_with(|| {
+                        sets.push(vec![t]);
+                        next
+                    }));
+                }
             }
         };
+        let mut ids_out: SmallVec<[u32; 4]> = SmallVec::new();
+        let mut prev: Option<usize> = None;
         for c in 0..nc {
             if by_class[c].is_empty() {
                 continue;
             }
-            let targets = std::mem::take(&mut by_class[c]);
-            for id in intern(targets, &mut gen, &mut mark) {
-                st.bytes.push((c as u8, id));
+            if prev.is_none_or(|p| by_class[p] != by_class[c]) {
+                intern(&by_class[c], &mut ids_out);
+                prev = Some(c);
             }
+            st.bytes.extend(ids_out.iter().map(|&id| (c as u8, id)));
         }
         for (sid, targets) in specials {
-            for id in intern(targets, &mut gen, &mut mark) {
-                st.specials.push((sid, id));
-            }
+            intern(&targets, &mut ids_out);
+            st.specials.extend(ids_out.iter().map(|&id| (sid, id)));
         }
         for (u, targets) in calls {
-            for id in intern(targets, &mut gen, &mut mark) {
-                st.calls.push((u, id));
-            }
+            intern(&targets, &mut ids_out);
+            st.calls.extend(ids_out.iter().map(|&id| (u, id)));
         }
         fsm.states.push(st);
     }
