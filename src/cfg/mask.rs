@@ -22,7 +22,7 @@
 //! Special tokens and EOS are decided directly from the last row.
 
 use super::chart::{Chart, Item, Overflow, EXT};
-use super::program::{FastMap, Program, CALLS, COUNTED, RELAXED, SCANS, SPECIALS};
+use super::program::{Program, SliceInterner, CALLS, COUNTED, RELAXED, SCANS, SPECIALS};
 use super::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::mask::{get_bit, set_bit, StoredMask, Weigh};
@@ -606,10 +606,10 @@ fn walk_list(
 /// one token) stay in the chart.
 struct StateDfa {
     base: usize,
-    /// Per state: `[rows, len of each row.., items (state, origin, count)..]` and its last
-    /// row's EXT flag.
-    states: Vec<(Box<[u32]>, bool)>,
-    ids: FastMap<Box<[u32]>, u32>,
+    /// Per state: `[rows, len of each row.., items (state, origin, count)..]`.
+    states: SliceInterner,
+    /// Per state: its last row's EXT flag.
+    ext: Vec<bool>,
     /// `states.len() * n_classes` entries: a state, [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
     trans: Vec<u32>,
     n_classes: usize,
@@ -628,8 +628,8 @@ impl StateDfa {
     fn new(base: usize, n_classes: usize) -> StateDfa {
         StateDfa {
             base,
-            states: Vec::new(),
-            ids: FastMap::default(),
+            states: SliceInterner::default(),
+            ext: Vec::new(),
             trans: Vec::new(),
             n_classes,
             scratch_rows: Vec::new(),
@@ -686,21 +686,18 @@ impl StateDfa {
                 key.extend([it.state, origin, it.count]);
             }
         }
-        if let Some(&id) = self.ids.get(key.as_slice()) {
-            return Some(id);
+        let (id, new) = self.states.intern(key);
+        if new {
+            self.ext.push(chart.row_ext(last));
+            self.trans
+                .resize(self.trans.len() + self.n_classes, UNKNOWN);
         }
-        let id = self.states.len() as u32;
-        self.states
-            .push((key.as_slice().into(), chart.row_ext(last)));
-        self.ids.insert(key.as_slice().into(), id);
-        self.trans
-            .resize(self.trans.len() + self.n_classes, UNKNOWN);
         Some(id)
     }
 
     /// Puts state `id`'s rows back on the chart, right above the base.
     fn materialize(&self, id: u32, chart: &mut Chart, items: &mut Vec<Item>) {
-        let (key, ext) = &self.states[id as usize];
+        let (key, ext) = (self.states.get(id), self.ext[id as usize]);
         chart.truncate(self.base);
         let n = key[0] as usize;
         let mut at = 1 + n;
@@ -713,7 +710,7 @@ impl StateDfa {
                 count: c[2],
             }));
             at += 3 * len;
-            chart.push_raw(items, r == n - 1 && *ext);
+            chart.push_raw(items, r == n - 1 && ext);
         }
     }
 }
@@ -830,7 +827,7 @@ impl TrieVisitor for TrieWalk<'_> {
             id => Some(Node {
                 dfa: Some(id),
                 rows: 0,
-                ext: parent.ext || self.dfa.states[id as usize].1,
+                ext: parent.ext || self.dfa.ext[id as usize],
             }),
         };
         match next {

@@ -91,7 +91,7 @@ impl Default for CfgConfig {
         CfgConfig {
             cache_bytes: 256 << 20,
             max_states: 2_000_000,
-            max_dfa_states: 2_000,
+            max_dfa_states: 50_000,
             compile_time: Some(Duration::from_secs(10)),
             max_row_items: 100_000,
             max_row_work: 20_000_000,
@@ -103,8 +103,8 @@ impl Default for CfgConfig {
 }
 
 impl CfgConfig {
-    /// Defaults: 256 MiB of mask cache, 2M automaton states, 10 s compile budget, 100k items
-    /// per Earley row, context depth 3.
+    /// Defaults: 256 MiB of mask cache, 2M automaton states (50k per determinized rule), 10 s
+    /// compile budget, 100k items per Earley row, context depth 3.
     pub fn new() -> CfgConfig {
         CfgConfig::default()
     }

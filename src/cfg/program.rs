@@ -63,6 +63,55 @@ impl std::hash::Hasher for FastHash {
 /// A `HashMap` with [`FastHash`].
 pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHash>>;
 
+/// Interns `u32` slices: ids in insertion order, all slices in one arena (no allocation per
+/// slice). Determinization interns state sets with it, minimization signatures, the trie
+/// walk its row structures.
+#[derive(Default, Debug)]
+pub(crate) struct SliceInterner {
+    data: Vec<u32>,
+    spans: Vec<(u32, u32)>,
+    index: FastMap<u64, SmallVec<[u32; 1]>>,
+}
+
+impl SliceInterner {
+    /// The id of `slice`, and whether it is new.
+    pub fn intern(&mut self, slice: &[u32]) -> (u32, bool) {
+        use std::hash::{Hash, Hasher};
+        let mut h = FastHash::default();
+        slice.hash(&mut h);
+        let candidates = self.index.entry(h.finish()).or_default();
+        for &id in candidates.iter() {
+            let (a, b) = self.spans[id as usize];
+            if &self.data[a as usize..b as usize] == slice {
+                return (id, false);
+            }
+        }
+        let id = self.spans.len() as u32;
+        candidates.push(id);
+        let start = self.data.len() as u32;
+        self.data.extend_from_slice(slice);
+        self.spans.push((start, self.data.len() as u32));
+        (id, true)
+    }
+
+    /// The slice with id `id`.
+    #[inline]
+    pub fn get(&self, id: u32) -> &[u32] {
+        let (a, b) = self.spans[id as usize];
+        &self.data[a as usize..b as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.spans.clear();
+        self.index.clear();
+    }
+}
+
 /// No transition.
 pub(crate) const DEAD: u32 = u32::MAX;
 /// High bit of a transition entry: the rest indexes `Program::multi` (several targets).
@@ -341,11 +390,23 @@ enum Label {
     Call(u32),
 }
 
-#[derive(Default)]
 struct Nfa {
     eps: Vec<SmallVec<[u32; 2]>>,
     edges: Vec<SmallVec<[(Label, u32); 1]>>,
     class_sets: Vec<ByteSet>,
+    /// The `class_sets` entry of each literal byte, once made.
+    byte_label: [u32; 256],
+}
+
+impl Default for Nfa {
+    fn default() -> Nfa {
+        Nfa {
+            eps: Vec::new(),
+            edges: Vec::new(),
+            class_sets: Vec::new(),
+            byte_label: [u32::MAX; 256],
+        }
+    }
 }
 
 impl Nfa {
@@ -643,11 +704,14 @@ impl<'a> Lowering<'a> {
             Expr::Bytes(bytes) => {
                 let start = nfa.state();
                 let mut cur = start;
-                for b in bytes.iter() {
+                for &b in bytes.iter() {
                     let next = nfa.state();
-                    let set = ByteSet::byte(*b);
-                    nfa.class_sets.push(self.alphabet.classes(&set));
-                    nfa.edge(cur, Label::Classes((nfa.class_sets.len() - 1) as u32), next);
+                    if nfa.byte_label[b as usize] == u32::MAX {
+                        nfa.byte_label[b as usize] = nfa.class_sets.len() as u32;
+                        nfa.class_sets
+                            .push(ByteSet::byte(self.alphabet.class_of[b as usize]));
+                    }
+                    nfa.edge(cur, Label::Classes(nfa.byte_label[b as usize]), next);
                     cur = next;
                 }
                 (start, cur)
@@ -1180,7 +1244,7 @@ fn minimize(f: &Fsm) -> Fsm {
     let n = f.states.len();
     let mut block: Vec<u32> = f.states.iter().map(|s| s.final_ as u32).collect();
     let mut blocks = 0;
-    let mut ids: FastMap<Box<[u32]>, u32> = FastMap::default();
+    let mut ids = SliceInterner::default();
     let mut sig: Vec<u32> = Vec::new();
     let mut triples: Vec<(u32, u32, u32)> = Vec::new();
     loop {
@@ -1201,14 +1265,7 @@ fn minimize(f: &Fsm) -> Fsm {
             sig.clear();
             sig.push(block[i]);
             sig.extend(triples.iter().flat_map(|&(a, b, c)| [a, b, c]));
-            next[i] = match ids.get(sig.as_slice()) {
-                Some(&id) => id,
-                None => {
-                    let id = ids.len() as u32;
-                    ids.insert(sig.as_slice().into(), id);
-                    id
-                }
-            };
+            next[i] = ids.intern(&sig).0;
         }
         block = next;
         if ids.len() == blocks {
@@ -1285,19 +1342,20 @@ fn determinize(
         }
         set.sort_unstable();
     };
-    let mut ids: FastMap<Vec<u32>, u32> = FastMap::default();
-    let mut sets: Vec<Vec<u32>> = Vec::new();
-    let mut fsm = Fsm::default();
-    let mut first = vec![start];
+    // DFA states are sets of NFA states (closed under epsilon); with `dfa = false`, single
+    // NFA states, closed when they are expanded.
+    let mut sets = SliceInterner::default();
+    let mut members: Vec<u32> = vec![start];
     if dfa {
-        closure(&mut first, gen, &mut mark);
+        closure(&mut members, gen, &mut mark);
         gen += 1;
     }
-    ids.insert(first.clone(), 0);
-    sets.push(first);
+    sets.intern(&members);
+    let mut fsm = Fsm::default();
     let nc = alphabet.len();
     let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nc];
     let mut scratch: Vec<u32> = Vec::new();
+    let mut ids_out: SmallVec<[u32; 4]> = SmallVec::new();
     let mut i = 0;
     while i < sets.len() {
         if i % 256 == 0 {
@@ -1313,14 +1371,12 @@ fn determinize(
         if dfa && sets.len() > limits.max_dfa_states {
             return Ok(None);
         }
-        let members: Vec<u32> = if dfa {
-            sets[i].clone()
-        } else {
-            let mut c = sets[i].clone();
-            closure(&mut c, gen, &mut mark);
+        members.clear();
+        members.extend_from_slice(sets.get(i as u32));
+        if !dfa {
+            closure(&mut members, gen, &mut mark);
             gen += 1;
-            c
-        };
+        }
         i += 1;
         by_class.iter_mut().for_each(|v| v.clear());
         let mut specials: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
@@ -1332,18 +1388,16 @@ fn determinize(
         for &s in &members {
             for &(label, t) in &nfa.edges[s as usize] {
                 match label {
-                    Label::Classes(k) => {
-                        for c in nfa.class_sets[k as usize].iter() {
-                            by_class[c as usize].push(t);
-                        }
-                    }
+                    Label::Classes(k) => for_each_member(&nfa.class_sets[k as usize], |c| {
+                        by_class[c as usize].push(t)
+                    }),
                     Label::Special(sid) => specials.entry(sid).or_default().push(t),
                     Label::Call(u) => calls.entry(u).or_default().push(t),
                 }
             }
         }
         // The states reached from `targets`: one closed subset (dfa), or the targets
-        // themselves (epsilon removal). Consecutive classes often share their targets.
+        // themselves (epsilon removal).
         let mut intern = |targets: &[u32], out: &mut SmallVec<[u32; 4]>| {
             out.clear();
             if dfa {
@@ -1352,30 +1406,15 @@ fn determinize(
                 closure(&mut scratch, gen, &mut mark);
                 gen += 1;
                 scratch.dedup();
-                let id = match ids.get(scratch.as_slice()) {
-                    Some(&id) => id,
-                    None => {
-                        let id = sets.len() as u32;
-                        ids.insert(scratch.clone(), id);
-                        sets.push(scratch.clone());
-                        id
-                    }
-                };
-                out.push(id);
+                out.push(sets.intern(&scratch).0);
             } else {
                 let mut sorted: SmallVec<[u32; 8]> = targets.iter().copied().collect();
                 sorted.sort_unstable();
                 sorted.dedup();
-                for t in sorted {
-                    let next = sets.len() as u32;
-                    out.push(*ids.entry(vec![t]).or_insert_with(|| {
-                        sets.push(vec![t]);
-                        next
-                    }));
-                }
+                out.extend(sorted.iter().map(|&t| sets.intern(&[t]).0));
             }
         };
-        let mut ids_out: SmallVec<[u32; 4]> = SmallVec::new();
+        // Consecutive classes often share their targets.
         let mut prev: Option<usize> = None;
         for c in 0..nc {
             if by_class[c].is_empty() {
@@ -1398,4 +1437,15 @@ fn determinize(
         fsm.states.push(st);
     }
     Ok(Some(fsm))
+}
+
+/// Calls `f` on each member of a byte set (here: a set of class ids), lowest first.
+#[inline]
+fn for_each_member(set: &ByteSet, mut f: impl FnMut(u8)) {
+    for (i, mut w) in set.words().into_iter().enumerate() {
+        while w != 0 {
+            f((i * 64 + w.trailing_zeros() as usize) as u8);
+            w &= w - 1;
+        }
+    }
 }
