@@ -1,21 +1,25 @@
 //! Token masks for the Earley engine: the adaptive token-mask cache (XGrammar §3, XGrammar 2's
 //! Earley-based cache) and the trie walks that fill it.
 //!
-//! The last row's *kernel* items (origin before the row) are what the row is made of: every
-//! other item was predicted from them. A token is allowed iff some kernel item can take it, so
-//! the mask is the union over kernel items, each classified in two cached levels:
+//! Every token's first byte is read by some item of the last row that has byte transitions
+//! of its own (a *scannable* item; the others only predict or complete, and what they produce
+//! is in the row too). So the mask is the union over scannable items of the tokens each can
+//! start, classified in two cached levels:
 //!
-//! 1. **Item level** (keyed by the state's structural hash and its repetition counter's
-//!    distance from the bounds): walk the whole token trie with a chart holding only the item,
-//!    its unit entered from an unknown context. A token is *accepted* if the item's own
-//!    derivations take all its bytes, *uncertain* if the unit completes inside the token with
-//!    bytes left over (those need the context), *rejected* otherwise. Completions before the
-//!    first byte are ignored: the real row already performed them, and the items they produced
-//!    are kernel items of their own.
+//! 1. **Item level** (keyed by the state's structural hash): walk the whole token trie with a
+//!    chart holding only the item, its unit entered from an unknown context. A token is
+//!    *accepted* if the item's own derivations take all its bytes, *uncertain* if the unit
+//!    completes inside the token with bytes left over (those need the context), *rejected*
+//!    otherwise. The body of a counted loop is classified together with its loop, whose
+//!    counter is relaxed (XGrammar 2's repetition compression, done exactly: tokens shorter
+//!    than the iterations left cannot tell counters apart, longer ones become uncertain).
+//!    The walk memoizes Earley rows as a lazily built DFA, so dense regions (inside strings)
+//!    cost a table lookup per trie node.
 //! 2. **Context level** (keyed by the item-level key and the item's callers in the chart, up to
 //!    `context_depth` levels, as a canonical description): re-walk only the uncertain tokens
-//!    with those callers present. What they accept is added; what completes past the outermost
-//!    caller stays uncertain and is checked against the full chart at run time.
+//!    with those callers present (context expansion with the real parents instead of a static
+//!    follow set). What they accept is added; what completes past the outermost caller stays
+//!    uncertain and is checked against the full chart at run time.
 //!
 //! Both levels hold exact facts (accepted tokens really are allowed, rejected ones never are),
 //! so a cache hit for a structurally equal item of another grammar is as good as a local one.
@@ -106,7 +110,7 @@ impl VocabIndex {
 /// Buffers reused across masks (a matcher owns one), so a cached mask allocates nothing.
 #[derive(Default, Debug)]
 pub(crate) struct Scratch {
-    kernel: Vec<Item>,
+    scannable: Vec<Item>,
     pending: Vec<TokenId>,
     done: Vec<u128>,
     explored: Vec<(u32, u32)>,
@@ -151,14 +155,14 @@ fn fill_cached(
     let prog = &g.prog;
     let vocab = &g.vocab;
     let Scratch {
-        kernel,
+        scannable,
         pending,
         done,
         ..
     } = scratch;
-    kernel.clear();
+    scannable.clear();
     // Every token's first byte is read by an item of the last row that scans it itself.
-    kernel.extend(
+    scannable.extend(
         chart
             .last_row()
             .iter()
@@ -166,9 +170,9 @@ fn fill_cached(
     );
     pending.clear();
     done.clear();
-    let kernel = std::mem::take(kernel);
+    let scannable = std::mem::take(scannable);
     let mut pending = std::mem::take(pending);
-    for k in &kernel {
+    for k in &scannable {
         let subject = Subject::of(g, chart, k);
         let k1 = subject.key(g);
         let item = match g.cache.get(&k1) {
@@ -210,7 +214,7 @@ fn fill_cached(
         accepted.iter().for_each(|&t| set_bit(out, t));
         pending.extend_from_slice(uncertain);
     }
-    scratch.kernel = kernel;
+    scratch.scannable = scannable;
     if !pending.is_empty() {
         // What is left depends on the whole chart: check it, sharing prefixes in trie order.
         g.index.sort(&mut pending);
@@ -479,7 +483,7 @@ fn vrow(rows: &[u32], r: u32) -> u32 {
     rows.binary_search(&r).expect("gathered row") as u32
 }
 
-/// A kernel item's callers, as frozen rows for a local chart.
+/// A scannable item's callers, as frozen rows for a local chart.
 struct Context {
     rows: Vec<Vec<Item>>,
     top: Item,

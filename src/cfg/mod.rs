@@ -6,14 +6,14 @@
 //! compiles IR grammars into [`CfgGrammar`]s (shared, `Send + Sync`), and each sequence gets a
 //! [`CfgMatcher`] implementing [`Matcher`].
 //!
-//! How a mask is computed (see `mask.rs`): the last Earley row's *kernel* items (those that
-//! did not start in it) are classified once per structure: tokens the item's own rule accepts
-//! whatever its context (*accepted*), tokens it can never take (*rejected*), and tokens that
-//! finish the rule mid-token (*uncertain*); that first level is keyed by a structural hash of
-//! the rule, so equal sub-structures of different grammars share it. A second level refines
-//! the uncertain tokens with the item's callers in the chart (context expansion), and only what
-//! is still uncertain is checked against the full parser at run time. Everything is computed
-//! on first use and kept in one byte-budgeted cache.
+//! How a mask is computed (see `mask.rs`): each item of the last Earley row that reads bytes
+//! itself is classified once per structure: tokens its own rule accepts whatever the context
+//! (*accepted*), tokens it can never take (*rejected*), and tokens that finish the rule
+//! mid-token (*uncertain*). That first level is keyed by a structural hash of the rule, so equal
+//! sub-structures of different grammars (a JSON string, a number) share it. A second level
+//! refines the uncertain tokens with the item's callers in the chart (context expansion), and
+//! only what is still uncertain is checked against the full parser at run time. Everything is
+//! computed on first use and kept in one byte-budgeted cache.
 //!
 //! # Example
 //!
@@ -184,6 +184,33 @@ impl CfgConfig {
 /// string or number rule computed for one schema serves every other schema.
 ///
 /// Cheap to clone (the cache is shared).
+///
+/// # Example
+///
+/// ```
+/// use formwork::cfg::{CfgCompiler, CfgConfig};
+/// use formwork::front::gbnf::gbnf_to_ir;
+/// use formwork::vocab::Vocab;
+/// use formwork::{CompileErrorKind, Matcher};
+///
+/// let vocab = Vocab::embedded_qwen3().unwrap();
+/// let compiler = CfgCompiler::new(&vocab, CfgConfig::new().cache_bytes(64 << 20));
+/// let mut mask = vec![0u32; vocab.mask_words()];
+/// // Two grammars around the same string rule: inside the string, the second grammar's masks
+/// // come from the cache the first one filled (a loop over a wide class is its own unit, with
+/// // the same structural hash in both).
+/// let string = r#"str ::= "\"" [^"\\]* "\"""#;
+/// for (outer, text) in [(r#"root ::= "[" str "]""#, r#"["hi"#), (r#"root ::= "(" str ")""#, r#"("hi"#)] {
+///     let ir = gbnf_to_ir(&format!("{outer}\n{string}"), "g").unwrap();
+///     let mut m = compiler.compile(&ir).unwrap().matcher();
+///     m.consume_all(&vocab.encode(text).unwrap()).unwrap();
+///     m.fill_mask(&mut mask).unwrap();
+/// }
+/// assert!(compiler.cache_stats().hits > 0);
+///
+/// let empty = gbnf_to_ir("root ::= a\na ::= \"x\" a", "g").unwrap();
+/// assert_eq!(compiler.compile(&empty).unwrap_err().kind(), CompileErrorKind::EmptyLanguage);
+/// ```
 #[derive(Clone)]
 pub struct CfgCompiler {
     vocab: Vocab,
