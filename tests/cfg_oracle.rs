@@ -7,6 +7,7 @@ mod cfg_support;
 mod common;
 
 use cfg_support::*;
+use formwork::cfg::{CfgCompiler, CfgConfig};
 
 #[test]
 fn json_qwen3() {
@@ -112,4 +113,37 @@ fn bounded_string() {
             r#"{"name": "exactly forty characters, with \"quotes\"!"}"#,
         ],
     );
+}
+
+/// Grammars that share sub-structures (JSON strings and numbers, bounded strings) run through
+/// one compiler, so later grammars take cached classifications computed for earlier ones
+/// (cross-grammar keys by structural hash); and again with a cache so small that entries are
+/// evicted and recomputed. Masks stay exact.
+#[test]
+fn shared_cache_across_grammars_and_evictions() {
+    let vocab = common::qwen3();
+    let array_of_strings = JSON.replace(
+        "root    ::= ws value ws",
+        "root    ::= \"[\" ws string ( ws \",\" ws number )* ws \"]\"",
+    );
+    let bounded = BOUNDED_STRING.replace("{2,40}", "{1,41}");
+    let grammars: [(&str, &[&str]); 4] = [
+        (JSON, &[r#"{"k": ["x y", 12.5]}"#]),
+        (&array_of_strings, &[r#"["hello wörld", 3, -4e2]"#]),
+        (BOUNDED_STRING, &[r#"{"name": "Ada"}"#]),
+        (&bounded, &[r#"{"name": "Ada Lovelace"}"#]),
+    ];
+    for budget in [256 << 20, 1 << 20] {
+        let compiler = CfgCompiler::new(vocab, CfgConfig::new().cache_bytes(budget));
+        for (gbnf, texts) in grammars {
+            let ir = ir(gbnf);
+            let grammar = compiler.compile(&ir).unwrap();
+            check_engines(vocab, &ir, &[("shared", grammar)], texts);
+        }
+        let stats = compiler.cache_stats();
+        assert!(stats.hits > 0, "{stats:?}");
+        if budget < 2 << 20 {
+            assert!(stats.evictions > 0, "{stats:?}");
+        }
+    }
 }

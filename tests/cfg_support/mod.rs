@@ -155,11 +155,21 @@ pub fn assert_same_mask(got: &TokenMask, expected: &TokenMask, vocab: &Vocab, wh
 /// the texts end accepting with EOS allowed.
 pub fn check_oracle(vocab: &Vocab, gbnf: &str, texts: &[&str]) {
     let ir = ir(gbnf);
-    let rec = Recognizer::new(&ir);
     let engines: Vec<(&str, Arc<CfgGrammar>)> = configs()
         .into_iter()
         .map(|(name, c)| (name, compile(vocab, c, &ir)))
         .collect();
+    check_engines(vocab, &ir, &engines, texts);
+}
+
+/// [`check_oracle`] for grammars compiled by the caller (e.g. sharing one compiler's cache).
+pub fn check_engines(
+    vocab: &Vocab,
+    ir: &Grammar,
+    engines: &[(&str, Arc<CfgGrammar>)],
+    texts: &[&str],
+) {
+    let rec = Recognizer::new(ir);
     for text in texts {
         let tokens = vocab.encode(text).unwrap();
         let mut matchers: Vec<_> = engines.iter().map(|(n, g)| (*n, g.matcher())).collect();
