@@ -101,6 +101,13 @@ impl VocabIndex {
         }
     }
 
+    /// The text tokens longer than `n` bytes.
+    fn longer_than(&self, vocab: &Vocab, n: u32) -> &[TokenId] {
+        &self.by_len[..self
+            .by_len
+            .partition_point(|&t| vocab.token_bytes(t).len() > n as usize)]
+    }
+
     /// Sorts tokens into trie order.
     fn sort(&self, tokens: &mut [TokenId]) {
         tokens.sort_unstable_by_key(|&t| self.rank[t as usize]);
@@ -112,7 +119,8 @@ impl VocabIndex {
 pub(crate) struct Scratch {
     scannable: Vec<Item>,
     pending: Vec<TokenId>,
-    done: Vec<u128>,
+    done: Vec<(u128, Option<u32>)>,
+    words: Vec<u32>,
     explored: Vec<(u32, u32)>,
     found: Vec<(u32, Item)>,
     rows: Vec<u32>,
@@ -186,9 +194,24 @@ fn fill_cached(
         else {
             unreachable!("item keys hold item entries")
         };
-        if !scratch.done.contains(&k1) {
-            accepted.or_into(out, vocab.text_mask());
-            scratch.done.push(k1);
+        if !scratch.done.contains(&(k1, subject.left)) {
+            match subject.left {
+                None => accepted.or_into(out, vocab.text_mask()),
+                Some(left) => {
+                    // Near the loop's bound: tokens long enough to reach it are checked exactly.
+                    let words = &mut scratch.words;
+                    words.resize(vocab.mask_words(), 0);
+                    accepted.write_to(words, vocab.text_mask());
+                    for &t in g.index.longer_than(vocab, left) {
+                        if get_bit(words, t) {
+                            words[t as usize / 32] &= !(1 << (t % 32));
+                            pending.push(t);
+                        }
+                    }
+                    out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
+                }
+            }
+            scratch.done.push((k1, subject.left));
         }
         if uncertain.is_empty() {
             continue;
@@ -197,7 +220,7 @@ fn fill_cached(
             pending.extend_from_slice(uncertain);
             continue;
         }
-        let k2 = context_key(g, chart, scratch, k, k1);
+        let k2 = context_key(g, chart, scratch, &subject, k1);
         let entry = match g.cache.get(&k2) {
             Some(e) => e,
             None => g
@@ -211,7 +234,12 @@ fn fill_cached(
         else {
             unreachable!("context keys hold context entries")
         };
-        accepted.iter().for_each(|&t| set_bit(out, t));
+        for &t in accepted.iter() {
+            match subject.left {
+                Some(left) if vocab.token_bytes(t).len() > left as usize => pending.push(t),
+                _ => set_bit(out, t),
+            }
+        }
         pending.extend_from_slice(uncertain);
     }
     scratch.scannable = scannable;
@@ -264,14 +292,23 @@ fn cap(vocab: &Vocab) -> u32 {
 /// loop (every caller of its unit in its origin row is that loop's counted state), the loop.
 /// A loop body is often a single character, so alone its unit would end after every byte and
 /// leave almost every token to the context level; with the loop it covers whole strings.
+///
+/// The loop's counter is relaxed (bounds ignored) in both cache levels, so every step of a
+/// bounded string shares their entries: a token of `n` bytes runs at most `n` iterations (an
+/// iteration reads at least one byte), so an upper bound more than a token away changes
+/// nothing, and a lower bound only decides where the loop may complete. Near an upper bound
+/// (`left`), accepted tokens long enough to reach it go to the exact run-time check; below the
+/// lower bound the context level sees the real counter.
 #[derive(Clone, Copy, Debug)]
 struct Subject {
     item: Item,
     /// The loop's counted state.
     lifted: Option<u32>,
-    /// Fewest iterations any of the loop's items has left, when a token could use them all up
+    /// Fewest iterations the loop's items have left, when a token could use them all up
     /// (fewer than `cap`).
     left: Option<u32>,
+    /// Every loop item has reached its minimum: the context level may relax them too.
+    relax: bool,
 }
 
 impl Subject {
@@ -281,9 +318,10 @@ impl Subject {
             item: *k,
             lifted: None,
             left: None,
+            relax: false,
         };
         let unit = prog.state(k.state).unit;
-        let (mut lifted, mut left) = (None, None);
+        let (mut lifted, mut left, mut relax) = (None, None, true);
         for w in chart.row(k.origin as usize) {
             if !waits_for(prog, w, unit) {
                 continue;
@@ -297,11 +335,14 @@ impl Subject {
             if let Some(l) = c.left(w.count) {
                 left = Some(left.map_or(l, |m: u32| m.min(l)));
             }
+            relax &= c.complete(w.count);
         }
+        let left = left.filter(|&l| l < cap(&g.vocab));
         Subject {
             item: *k,
             lifted,
-            left: left.filter(|&l| l < cap(&g.vocab)),
+            left,
+            relax: relax && lifted.is_some(),
         }
     }
 
@@ -315,57 +356,14 @@ impl Subject {
             Some(l) => h.word(1).hash(hashes.state(l)),
             None => h.word(0),
         };
-        match self.left {
-            Some(left) => h.word(1).word(left as u64),
-            None => h.word(0),
-        };
         h.finish()
     }
 }
 
 /// Item level: the whole trie against the subject alone, the loop's counter (if any) relaxed.
-/// A token of `n` bytes runs at most `n` iterations (an iteration reads at least one byte), so
-/// a bound more than a token away changes nothing, and a lower bound only decides where the
-/// loop may complete, which only ever makes tokens uncertain (the context level and the
-/// run-time check see the real counter). Near an upper bound, the tokens long enough to reach
-/// it move from accepted to uncertain.
 fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow> {
     let prog = &g.prog;
     let vocab = &g.vocab;
-    if let Some(left) = subject.left {
-        let far = Subject {
-            left: None,
-            ..*subject
-        };
-        let key = far.key(g);
-        let far = match g.cache.get(&key) {
-            Some(e) => e,
-            None => g.cache.insert(key, item_level(g, &far)?),
-        };
-        let CacheEntry::Item {
-            accepted,
-            uncertain,
-        } = &*far
-        else {
-            unreachable!("item keys hold item entries")
-        };
-        let mut words = vec![0u32; vocab.mask_words()];
-        accepted.write_to(&mut words, vocab.text_mask());
-        let mut unsure = uncertain.to_vec();
-        let by_len = &g.index.by_len;
-        let long = by_len.partition_point(|&t| vocab.token_bytes(t).len() > left as usize);
-        for &t in &by_len[..long] {
-            if get_bit(&words, t) {
-                words[t as usize / 32] &= !(1 << (t % 32));
-                unsure.push(t);
-            }
-        }
-        g.index.sort(&mut unsure);
-        return Ok(CacheEntry::Item {
-            accepted: stored(&words, vocab.text_mask()),
-            uncertain: unsure.into(),
-        });
-    }
     let rows = match subject.lifted {
         Some(l) => vec![
             vec![Item {
@@ -408,9 +406,10 @@ fn context_key(
     g: &CfgGrammar,
     chart: &Chart,
     scratch: &mut Scratch,
-    k: &Item,
+    subject: &Subject,
     item_key: u128,
 ) -> u128 {
+    let k = &subject.item;
     let prog = &g.prog;
     let Scratch {
         explored,
@@ -446,6 +445,9 @@ fn context_key(
     rows.sort_unstable();
     rows.dedup();
     for (row, w) in found.iter_mut() {
+        if subject.relax && *row == k.origin && Some(w.state) == subject.lifted {
+            w.count = RELAXED;
+        }
         *row = vrow(rows, *row);
         w.origin = if explored.contains(&(w.origin, prog.state(w.state).unit)) {
             vrow(rows, w.origin)
