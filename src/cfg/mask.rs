@@ -34,18 +34,24 @@ use crate::vocab::{TokenId, TokenTrie, TrieStep, TrieVisitor, Vocab};
 
 const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
 const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
+const NEAR_DOMAIN: u64 = 0x6366_676c_6576_0003;
 
 /// A cached classification.
 #[derive(Debug)]
 pub(crate) enum CacheEntry {
     Item {
         accepted: StoredMask,
+        /// Byte length of the longest accepted token.
+        longest: u32,
         uncertain: Box<[TokenId]>,
     },
     Context {
         accepted: Box<[TokenId]>,
         uncertain: Box<[TokenId]>,
     },
+    /// Accepted tokens of an item-level entry that a loop with this many iterations left
+    /// cannot take (they stay inside the loop, so nothing else decides).
+    NearBound { invalid: Box<[TokenId]> },
 }
 
 impl Weigh for CacheEntry {
@@ -55,11 +61,13 @@ impl Weigh for CacheEntry {
                 CacheEntry::Item {
                     accepted,
                     uncertain,
+                    ..
                 } => accepted.heap_bytes() + uncertain.len() * 4,
                 CacheEntry::Context {
                     accepted,
                     uncertain,
                 } => (accepted.len() + uncertain.len()) * 4,
+                CacheEntry::NearBound { invalid } => invalid.len() * 4,
             }
     }
 }
@@ -189,6 +197,7 @@ fn fill_cached(
         };
         let CacheEntry::Item {
             accepted,
+            longest,
             uncertain,
         } = &*item
         else {
@@ -196,20 +205,33 @@ fn fill_cached(
         };
         if !scratch.done.contains(&(k1, subject.left)) {
             match subject.left {
-                None => accepted.or_into(out, vocab.text_mask()),
-                Some(left) => {
-                    // Near the loop's bound: tokens long enough to reach it are checked exactly.
-                    let words = &mut scratch.words;
-                    words.resize(vocab.mask_words(), 0);
-                    accepted.write_to(words, vocab.text_mask());
-                    for &t in g.index.longer_than(vocab, left) {
-                        if get_bit(words, t) {
-                            words[t as usize / 32] &= !(1 << (t % 32));
-                            pending.push(t);
-                        }
+                Some(left) if left < *longest => {
+                    let key = StructHasher::new(NEAR_DOMAIN)
+                        .hash(k1)
+                        .word(left as u64)
+                        .finish();
+                    let near = match g.cache.get(&key) {
+                        Some(e) => e,
+                        None => g
+                            .cache
+                            .insert(key, near_bound(g, &subject, left, accepted)?),
+                    };
+                    let CacheEntry::NearBound { invalid } = &*near else {
+                        unreachable!("near-bound keys hold near-bound entries")
+                    };
+                    if invalid.is_empty() {
+                        accepted.or_into(out, vocab.text_mask());
+                    } else {
+                        let words = &mut scratch.words;
+                        words.resize(vocab.mask_words(), 0);
+                        accepted.write_to(words, vocab.text_mask());
+                        invalid
+                            .iter()
+                            .for_each(|&t| words[t as usize / 32] &= !(1 << (t % 32)));
+                        out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
                     }
-                    out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
                 }
+                _ => accepted.or_into(out, vocab.text_mask()),
             }
             scratch.done.push((k1, subject.left));
         }
@@ -236,6 +258,7 @@ fn fill_cached(
         };
         for &t in accepted.iter() {
             match subject.left {
+                // Found relaxed: long enough to reach the bound, so check it exactly.
                 Some(left) if vocab.token_bytes(t).len() > left as usize => pending.push(t),
                 _ => set_bit(out, t),
             }
@@ -392,9 +415,63 @@ fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow>
         Some(&mut uncertain),
     )
     .walk()?;
+    let longest = g
+        .index
+        .by_len
+        .iter()
+        .find(|&&t| get_bit(&words, t))
+        .map_or(0, |&t| vocab.token_bytes(t).len() as u32);
     Ok(CacheEntry::Item {
         accepted: stored(&words, vocab.text_mask()),
+        longest,
         uncertain: uncertain.into(),
+    })
+}
+
+/// Which of a lifted subject's accepted tokens longer than `left` bytes its loop cannot take
+/// with `left` iterations left: re-walked with the real bound (the lower bound does not matter:
+/// accepted tokens never complete the loop).
+fn near_bound(
+    g: &CfgGrammar,
+    subject: &Subject,
+    left: u32,
+    accepted: &StoredMask,
+) -> Result<CacheEntry, Overflow> {
+    let (prog, vocab) = (&g.prog, &g.vocab);
+    let l = subject.lifted.expect("only loop bodies have bounds");
+    let c = prog.units[prog.state(l).unit as usize]
+        .counted
+        .expect("counted state");
+    let mut words = vec![0u32; vocab.mask_words()];
+    accepted.write_to(&mut words, vocab.text_mask());
+    let mut long: Vec<TokenId> = g
+        .index
+        .longer_than(vocab, left)
+        .iter()
+        .copied()
+        .filter(|&t| get_bit(&words, t))
+        .collect();
+    g.index.sort(&mut long);
+    let rows = [
+        vec![Item {
+            state: l,
+            origin: EXT,
+            count: c.max - left,
+        }],
+        vec![Item {
+            origin: 0,
+            ..subject.item
+        }],
+    ];
+    let mut chart = Chart::from_rows(prog, g.config.row_limits(), &rows);
+    let mut invalid = Vec::new();
+    walk_list(prog, vocab, &mut chart, &long, |t, outcome| {
+        if !matches!(outcome, Outcome::Accepted) {
+            invalid.push(t);
+        }
+    })?;
+    Ok(CacheEntry::NearBound {
+        invalid: invalid.into(),
     })
 }
 
