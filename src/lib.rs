@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cfg;
 pub mod error;
 pub mod front;
 pub mod gpu;

@@ -1,0 +1,205 @@
+//! Structural hashes of units and states: the keys of the cross-grammar mask cache.
+//!
+//! A state's hash identifies everything its classification depends on: its unit's automaton
+//! (byte sets, special tokens, final states, counted bounds) and, through call edges, the
+//! hashes of the units it can enter. States are numbered canonically (breadth-first from the
+//! unit's start, edges in byte order), so two grammars that compile a sub-structure to the same
+//! automaton get the same hashes wherever it appears. Mutually recursive units are hashed as
+//! one group (each member by its position in it, as XGrammar 2's cycle hashing does).
+//!
+//! Equal hashes imply equal structure (up to a 128-bit collision): the serialization is
+//! complete. Structures that are equal but numbered differently may hash differently, which
+//! only costs sharing.
+
+use std::collections::HashMap;
+
+use super::program::{tarjan, Program, DEAD, MULTI};
+use crate::ir::{ByteSet, StructHasher};
+
+const UNIT_DOMAIN: u64 = 0x6366_6775_6e69_7401; // "cfgunit"
+const SCC_DOMAIN: u64 = 0x6366_6773_6363_0002;
+const STATE_DOMAIN: u64 = 0x6366_6773_7461_0003;
+
+/// Hashes of every unit and state of a program.
+#[derive(Debug)]
+pub(crate) struct Hashes {
+    state: Vec<u128>,
+}
+
+impl Hashes {
+    pub fn new(prog: &Program) -> Hashes {
+        let n = prog.units.len();
+        let callees: Vec<Vec<usize>> = (0..n).map(|u| unit_callees(prog, u)).collect();
+        let sccs = tarjan(n, |u| callees[u].clone());
+        let mut unit_hash = vec![0u128; n];
+        let mut canon = vec![u32::MAX; prog.states.len()];
+        let mut member = vec![usize::MAX; n];
+        for scc in &sccs {
+            let mut members = scc.clone();
+            members.sort_unstable();
+            members.iter().enumerate().for_each(|(i, &u)| member[u] = i);
+            let recursive = members.len() > 1 || callees[members[0]].contains(&members[0]);
+            let callee_code = |u: usize| -> (u64, u128) {
+                if member[u] != usize::MAX {
+                    (1, member[u] as u128)
+                } else {
+                    (2, unit_hash[u])
+                }
+            };
+            let locals: Vec<u128> = members
+                .iter()
+                .map(|&u| unit_local_hash(prog, u, &callee_code, &mut canon))
+                .collect();
+            if recursive {
+                let mut h = StructHasher::new(SCC_DOMAIN);
+                locals.iter().for_each(|&l| {
+                    h.hash(l);
+                });
+                let group = h.finish();
+                for (i, &u) in members.iter().enumerate() {
+                    unit_hash[u] = StructHasher::new(SCC_DOMAIN)
+                        .hash(group)
+                        .word(i as u64)
+                        .finish();
+                }
+            } else {
+                unit_hash[members[0]] = locals[0];
+            }
+            members.iter().for_each(|&u| member[u] = usize::MAX);
+        }
+        let state = (0..prog.states.len())
+            .map(|s| {
+                let u = prog.states[s].unit as usize;
+                StructHasher::new(STATE_DOMAIN)
+                    .hash(unit_hash[u])
+                    .word(canon[s] as u64)
+                    .finish()
+            })
+            .collect();
+        Hashes { state }
+    }
+
+    /// The hash of a state.
+    #[inline]
+    pub fn state(&self, s: u32) -> u128 {
+        self.state[s as usize]
+    }
+}
+
+fn unit_callees(prog: &Program, u: usize) -> Vec<usize> {
+    let unit = &prog.units[u];
+    (unit.start..unit.end)
+        .flat_map(|s| prog.calls_of(s).iter().map(|c| c.unit as usize))
+        .collect()
+}
+
+/// Hash of a unit's automaton with callees given by `callee_code`; records the canonical
+/// number of each of its states in `canon`.
+fn unit_local_hash(
+    prog: &Program,
+    u: usize,
+    callee_code: &dyn Fn(usize) -> (u64, u128),
+    canon: &mut [u32],
+) -> u128 {
+    let unit = &prog.units[u];
+    let mut h = StructHasher::new(UNIT_DOMAIN);
+    if let Some(c) = unit.counted {
+        let (kind, code) = callee_code(c.body as usize);
+        h.word(1)
+            .word(c.min as u64)
+            .word(c.max as u64)
+            .word(kind)
+            .hash(code);
+        canon[unit.start as usize] = 0;
+        return h.finish();
+    }
+    h.word(0);
+    // Breadth-first numbering from the start, edges in canonical order.
+    let mut order: Vec<u32> = vec![unit.start];
+    canon[unit.start as usize] = 0;
+    let mut i = 0;
+    while i < order.len() {
+        let s = order[i];
+        i += 1;
+        let edges = canonical_edges(prog, s, callee_code);
+        let mut number = |t: u32, order: &mut Vec<u32>| -> u64 {
+            if canon[t as usize] == u32::MAX {
+                canon[t as usize] = order.len() as u32;
+                order.push(t);
+            }
+            canon[t as usize] as u64
+        };
+        h.word(prog.state(s).flags as u64);
+        h.word(edges.bytes.len() as u64);
+        for (set, t) in &edges.bytes {
+            set.words().iter().for_each(|&w| {
+                h.word(w);
+            });
+            let n = number(*t, &mut order);
+            h.word(n);
+        }
+        h.word(edges.specials.len() as u64);
+        for (name, t) in &edges.specials {
+            h.bytes(name.as_bytes());
+            let n = number(*t, &mut order);
+            h.word(n);
+        }
+        h.word(edges.calls.len() as u64);
+        for ((kind, code), t) in &edges.calls {
+            h.word(*kind).hash(*code);
+            let n = number(*t, &mut order);
+            h.word(n);
+        }
+    }
+    h.finish()
+}
+
+struct Edges<'a> {
+    bytes: Vec<(ByteSet, u32)>,
+    specials: Vec<(&'a str, u32)>,
+    calls: Vec<((u64, u128), u32)>,
+}
+
+fn canonical_edges<'a>(
+    prog: &'a Program,
+    s: u32,
+    callee_code: &dyn Fn(usize) -> (u64, u128),
+) -> Edges<'a> {
+    let mut groups: HashMap<u32, ByteSet> = HashMap::new();
+    for c in 0..prog.n_classes() {
+        let e = prog.entry(s, c);
+        if e == DEAD {
+            continue;
+        }
+        let set = prog.alphabet.sets[c];
+        let single = [e];
+        let targets: &[u32] = if e & MULTI == 0 {
+            &single
+        } else {
+            prog.targets(e)
+        };
+        for &t in targets {
+            let g = groups.entry(t).or_insert(ByteSet::EMPTY);
+            *g = g.union(&set);
+        }
+    }
+    let mut bytes: Vec<(ByteSet, u32)> = groups.into_iter().map(|(t, set)| (set, t)).collect();
+    bytes.sort_by_key(|(set, t)| (set.iter().next(), *t));
+    let mut specials: Vec<(&str, u32)> = prog
+        .specials_of(s)
+        .iter()
+        .map(|&(sid, t)| (&*prog.specials[sid as usize].0, t))
+        .collect();
+    specials.sort();
+    let mut calls: Vec<((u64, u128), u32)> = prog
+        .calls_of(s)
+        .iter()
+        .map(|c| (callee_code(c.unit as usize), c.ret))
+        .collect();
+    calls.sort();
+    Edges {
+        bytes,
+        specials,
+        calls,
+    }
+}

@@ -1,0 +1,933 @@
+//! Token masks for the Earley engine: the adaptive token-mask cache (XGrammar §3, XGrammar 2's
+//! Earley-based cache) and the trie walks that fill it.
+//!
+//! Every token's first byte is read by some item of the last row that has byte transitions
+//! of its own (a *scannable* item; the others only predict or complete, and what they produce
+//! is in the row too). So the mask is the union over scannable items of the tokens each can
+//! start, classified in two cached levels:
+//!
+//! 1. **Item level** (keyed by the state's structural hash): walk the whole token trie with a
+//!    chart holding only the item, its unit entered from an unknown context. A token is
+//!    *accepted* if the item's own derivations take all its bytes, *uncertain* if the unit
+//!    completes inside the token with bytes left over (those need the context), *rejected*
+//!    otherwise. The body of a counted loop is classified together with its loop, whose
+//!    counter is relaxed (XGrammar 2's repetition compression, done exactly: tokens shorter
+//!    than the iterations left cannot tell counters apart, longer ones become uncertain).
+//!    The walk memoizes Earley rows as a lazily built DFA, so dense regions (inside strings)
+//!    cost a table lookup per trie node.
+//! 2. **Context level** (keyed by the item-level key and the item's callers in the chart, up to
+//!    `context_depth` levels, as a canonical description): re-walk only the uncertain tokens
+//!    with those callers present (context expansion with the real parents instead of a static
+//!    follow set). What they accept is added; what completes past the outermost caller stays
+//!    uncertain and is checked against the full chart at run time.
+//!
+//! Both levels hold exact facts (accepted tokens really are allowed, rejected ones never are),
+//! so a cache hit for a structurally equal item of another grammar is as good as a local one.
+//! Special tokens and EOS are decided directly from the last row.
+
+use super::chart::{Chart, Item, Overflow, EXT};
+use super::program::{Program, SliceInterner, CALLS, COUNTED, RELAXED, SCANS, SPECIALS};
+use super::CfgGrammar;
+use crate::ir::StructHasher;
+use crate::mask::{get_bit, set_bit, StoredMask, Weigh};
+use crate::vocab::{TokenId, TokenTrie, TrieStep, TrieVisitor, Vocab};
+
+const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
+const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
+const NEAR_DOMAIN: u64 = 0x6366_676c_6576_0003;
+
+/// A cached classification.
+#[derive(Debug)]
+pub(crate) enum CacheEntry {
+    Item {
+        accepted: StoredMask,
+        /// Byte length of the longest accepted token.
+        longest: u32,
+        uncertain: Box<[TokenId]>,
+    },
+    Context {
+        accepted: Box<[TokenId]>,
+        uncertain: Box<[TokenId]>,
+    },
+    /// Accepted tokens of an item-level entry that a loop with this many iterations left
+    /// cannot take (they stay inside the loop, so nothing else decides).
+    NearBound { invalid: Box<[TokenId]> },
+}
+
+impl Weigh for CacheEntry {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match self {
+                CacheEntry::Item {
+                    accepted,
+                    uncertain,
+                    ..
+                } => accepted.heap_bytes() + uncertain.len() * 4,
+                CacheEntry::Context {
+                    accepted,
+                    uncertain,
+                } => (accepted.len() + uncertain.len()) * 4,
+                CacheEntry::NearBound { invalid } => invalid.len() * 4,
+            }
+    }
+}
+
+/// Orders of the vocabulary's text tokens the cache needs, computed once per compiler.
+#[derive(Debug)]
+pub(crate) struct VocabIndex {
+    /// Longest first (for counters near their bound).
+    by_len: Box<[TokenId]>,
+    /// Position of each token in the trie's depth-first order (`u32::MAX` for non-text ids):
+    /// token lists sorted by it are walked sharing prefixes.
+    rank: Box<[u32]>,
+}
+
+impl VocabIndex {
+    pub fn new(vocab: &Vocab) -> VocabIndex {
+        struct Order(Vec<u32>, u32);
+        impl TrieVisitor for Order {
+            type State = ();
+            fn step(&mut self, _: &(), _: u8, _: usize, _: usize) -> TrieStep<()> {
+                TrieStep::Enter(())
+            }
+            fn tokens(&mut self, _: &(), tokens: &[TokenId]) {
+                for &t in tokens {
+                    self.0[t as usize] = self.1;
+                    self.1 += 1;
+                }
+            }
+        }
+        let mut order = Order(vec![u32::MAX; vocab.len()], 0);
+        vocab.trie().walk((), &mut order);
+        let mut by_len: Vec<TokenId> = (0..vocab.len() as TokenId)
+            .filter(|&t| order.0[t as usize] != u32::MAX)
+            .collect();
+        by_len.sort_by_key(|&t| std::cmp::Reverse(vocab.token_bytes(t).len()));
+        VocabIndex {
+            by_len: by_len.into(),
+            rank: order.0.into(),
+        }
+    }
+
+    /// The text tokens longer than `n` bytes.
+    fn longer_than(&self, vocab: &Vocab, n: u32) -> &[TokenId] {
+        &self.by_len[..self
+            .by_len
+            .partition_point(|&t| vocab.token_bytes(t).len() > n as usize)]
+    }
+
+    /// Sorts tokens into trie order.
+    fn sort(&self, tokens: &mut [TokenId]) {
+        tokens.sort_unstable_by_key(|&t| self.rank[t as usize]);
+    }
+}
+
+/// Buffers reused across masks (a matcher owns one), so a cached mask allocates nothing.
+#[derive(Default, Debug)]
+pub(crate) struct Scratch {
+    scannable: Vec<Item>,
+    pending: Vec<TokenId>,
+    done: Vec<(u128, Option<u32>)>,
+    words: Vec<u32>,
+    explored: Vec<(u32, u32)>,
+    found: Vec<(u32, Item)>,
+    rows: Vec<u32>,
+    described: Vec<(u32, u128, u64, u32)>,
+}
+
+/// Fills `out` (already sized) with the mask after the chart's rows.
+pub(crate) fn fill(
+    g: &CfgGrammar,
+    chart: &mut Chart,
+    scratch: &mut Scratch,
+    out: &mut [u32],
+) -> Result<(), Overflow> {
+    out.fill(0);
+    if g.config.mask_cache {
+        fill_cached(g, chart, scratch, out)?;
+    } else {
+        TrieWalk::new(&g.prog, g.vocab.trie(), chart, out, None).walk()?;
+    }
+    let prog = &g.prog;
+    for it in chart.last_row() {
+        if prog.state(it.state).flags & SPECIALS != 0 {
+            for &(sid, _) in prog.specials_of(it.state) {
+                set_bit(out, prog.specials[sid as usize].1);
+            }
+        }
+    }
+    if chart.is_accepting(prog) {
+        g.vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
+    }
+    Ok(())
+}
+
+fn fill_cached(
+    g: &CfgGrammar,
+    chart: &mut Chart,
+    scratch: &mut Scratch,
+    out: &mut [u32],
+) -> Result<(), Overflow> {
+    let prog = &g.prog;
+    let vocab = &g.vocab;
+    let Scratch {
+        scannable,
+        pending,
+        done,
+        ..
+    } = scratch;
+    scannable.clear();
+    // Every token's first byte is read by an item of the last row that scans it itself.
+    scannable.extend(
+        chart
+            .last_row()
+            .iter()
+            .filter(|it| prog.state(it.state).flags & SCANS != 0),
+    );
+    pending.clear();
+    done.clear();
+    let scannable = std::mem::take(scannable);
+    let mut pending = std::mem::take(pending);
+    for k in &scannable {
+        let subject = Subject::of(g, chart, k);
+        let k1 = subject.key(g);
+        let item = match g.cache.get(&k1) {
+            Some(e) => e,
+            None => g.cache.insert(k1, item_level(g, &subject)?),
+        };
+        let CacheEntry::Item {
+            accepted,
+            longest,
+            uncertain,
+        } = &*item
+        else {
+            unreachable!("item keys hold item entries")
+        };
+        if !scratch.done.contains(&(k1, subject.left)) {
+            match subject.left {
+                Some(left) if left < *longest => {
+                    let key = StructHasher::new(NEAR_DOMAIN)
+                        .hash(k1)
+                        .word(left as u64)
+                        .finish();
+                    let near = match g.cache.get(&key) {
+                        Some(e) => e,
+                        None => g
+                            .cache
+                            .insert(key, near_bound(g, &subject, left, accepted)?),
+                    };
+                    let CacheEntry::NearBound { invalid } = &*near else {
+                        unreachable!("near-bound keys hold near-bound entries")
+                    };
+                    if invalid.is_empty() {
+                        accepted.or_into(out, vocab.text_mask());
+                    } else {
+                        let words = &mut scratch.words;
+                        words.resize(vocab.mask_words(), 0);
+                        accepted.write_to(words, vocab.text_mask());
+                        invalid
+                            .iter()
+                            .for_each(|&t| words[t as usize / 32] &= !(1 << (t % 32)));
+                        out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
+                    }
+                }
+                _ => accepted.or_into(out, vocab.text_mask()),
+            }
+            scratch.done.push((k1, subject.left));
+        }
+        if uncertain.is_empty() {
+            continue;
+        }
+        if g.config.context_depth == 0 {
+            pending.extend_from_slice(uncertain);
+            continue;
+        }
+        let k2 = context_key(g, chart, scratch, &subject, k1);
+        let entry = match g.cache.get(&k2) {
+            Some(e) => e,
+            None => g
+                .cache
+                .insert(k2, Context::build(scratch, k).classify(g, uncertain)?),
+        };
+        let CacheEntry::Context {
+            accepted,
+            uncertain,
+        } = &*entry
+        else {
+            unreachable!("context keys hold context entries")
+        };
+        for &t in accepted.iter() {
+            match subject.left {
+                // Found relaxed: long enough to reach the bound, so check it exactly.
+                Some(left) if vocab.token_bytes(t).len() > left as usize => pending.push(t),
+                _ => set_bit(out, t),
+            }
+        }
+        pending.extend_from_slice(uncertain);
+    }
+    scratch.scannable = scannable;
+    if !pending.is_empty() {
+        // What is left depends on the whole chart: check it, sharing prefixes in trie order.
+        g.index.sort(&mut pending);
+        pending.dedup();
+        pending.retain(|&t| !crate::mask::get_bit(out, t));
+        walk_list(&g.prog, vocab, chart, &pending, |t, outcome| {
+            if matches!(outcome, Outcome::Accepted) {
+                set_bit(out, t);
+            }
+        })?;
+    }
+    scratch.pending = pending;
+    Ok(())
+}
+
+/// A cached token set in the form that is fastest to OR into a mask: an id list while it is
+/// short, else the bitset (one vectorized pass beats thousands of scattered bit writes).
+fn stored(words: &[u32], universe: &[u32]) -> StoredMask {
+    const MAX_IDS: usize = 256;
+    match StoredMask::from_words(words, universe) {
+        StoredMask::Accepted(ids) | StoredMask::Rejected(ids) if ids.len() > MAX_IDS => {
+            StoredMask::Bitset(words.into())
+        }
+        small => small,
+    }
+}
+
+/// The repetition counter as it matters to a token of at most `cap - 1` bytes: its distance
+/// to the upper bound and to the lower bound, each capped (XGrammar 2's repetition
+/// compression, exact: counters further than a token from both bounds behave alike).
+fn count_class(prog: &Program, it: &Item, cap: u32) -> u64 {
+    let st = prog.state(it.state);
+    if st.flags & COUNTED == 0 {
+        return 0;
+    }
+    let c = prog.units[st.unit as usize].counted.expect("counted state");
+    let to_max = c.left(it.count).map_or(cap, |left| left.min(cap));
+    let to_min = c.min.saturating_sub(it.count).min(cap);
+    ((to_max as u64) << 32) | to_min as u64
+}
+
+fn cap(vocab: &Vocab) -> u32 {
+    vocab.max_token_len() as u32 + 1
+}
+
+/// What the item level classifies: a scannable item and, when it is the body of a counted
+/// loop (every caller of its unit in its origin row is that loop's counted state), the loop.
+/// A loop body is often a single character, so alone its unit would end after every byte and
+/// leave almost every token to the context level; with the loop it covers whole strings.
+///
+/// The loop's counter is relaxed (bounds ignored) in both cache levels, so every step of a
+/// bounded string shares their entries: a token of `n` bytes runs at most `n` iterations (an
+/// iteration reads at least one byte), so an upper bound more than a token away changes
+/// nothing, and a lower bound only decides where the loop may complete. Near an upper bound
+/// (`left`), accepted tokens long enough to reach it go to the exact run-time check; below the
+/// lower bound the context level sees the real counter.
+#[derive(Clone, Copy, Debug)]
+struct Subject {
+    item: Item,
+    /// The loop's counted state.
+    lifted: Option<u32>,
+    /// Fewest iterations the loop's items have left, when a token could use them all up
+    /// (fewer than `cap`).
+    left: Option<u32>,
+    /// Every loop item has reached its minimum: the context level may relax them too.
+    relax: bool,
+}
+
+impl Subject {
+    fn of(g: &CfgGrammar, chart: &Chart, k: &Item) -> Subject {
+        let prog = &g.prog;
+        let plain = Subject {
+            item: *k,
+            lifted: None,
+            left: None,
+            relax: false,
+        };
+        let unit = prog.state(k.state).unit;
+        let (mut lifted, mut left, mut relax) = (None, None, true);
+        for w in chart.row(k.origin as usize) {
+            if !waits_for(prog, w, unit) {
+                continue;
+            }
+            let st = prog.state(w.state);
+            if st.flags & COUNTED == 0 || lifted.is_some_and(|l| l != w.state) {
+                return plain;
+            }
+            lifted = Some(w.state);
+            let c = prog.units[st.unit as usize].counted.expect("counted state");
+            if let Some(l) = c.left(w.count) {
+                left = Some(left.map_or(l, |m: u32| m.min(l)));
+            }
+            relax &= c.complete(w.count);
+        }
+        let left = left.filter(|&l| l < cap(&g.vocab));
+        Subject {
+            item: *k,
+            lifted,
+            left,
+            relax: relax && lifted.is_some(),
+        }
+    }
+
+    /// The item-level key.
+    fn key(&self, g: &CfgGrammar) -> u128 {
+        let hashes = g.hashes();
+        let mut h = StructHasher::new(LEVEL1_DOMAIN);
+        h.hash(hashes.state(self.item.state))
+            .word(self.item.count as u64);
+        match self.lifted {
+            Some(l) => h.word(1).hash(hashes.state(l)),
+            None => h.word(0),
+        };
+        h.finish()
+    }
+}
+
+/// Item level: the whole trie against the subject alone, the loop's counter (if any) relaxed.
+fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow> {
+    let prog = &g.prog;
+    let vocab = &g.vocab;
+    let rows = match subject.lifted {
+        Some(l) => vec![
+            vec![Item {
+                state: l,
+                origin: EXT,
+                count: RELAXED,
+            }],
+            vec![Item {
+                origin: 0,
+                ..subject.item
+            }],
+        ],
+        None => vec![vec![Item {
+            origin: EXT,
+            ..subject.item
+        }]],
+    };
+    let mut chart = Chart::from_rows(prog, g.config.row_limits(), &rows);
+    let mut words = vec![0u32; vocab.mask_words()];
+    let mut uncertain = Vec::new();
+    TrieWalk::new(
+        prog,
+        vocab.trie(),
+        &mut chart,
+        &mut words,
+        Some(&mut uncertain),
+    )
+    .walk()?;
+    let longest = g
+        .index
+        .by_len
+        .iter()
+        .find(|&&t| get_bit(&words, t))
+        .map_or(0, |&t| vocab.token_bytes(t).len() as u32);
+    Ok(CacheEntry::Item {
+        accepted: stored(&words, vocab.text_mask()),
+        longest,
+        uncertain: uncertain.into(),
+    })
+}
+
+/// Which of a lifted subject's accepted tokens longer than `left` bytes its loop cannot take
+/// with `left` iterations left: re-walked with the real bound (the lower bound does not matter:
+/// accepted tokens never complete the loop).
+fn near_bound(
+    g: &CfgGrammar,
+    subject: &Subject,
+    left: u32,
+    accepted: &StoredMask,
+) -> Result<CacheEntry, Overflow> {
+    let (prog, vocab) = (&g.prog, &g.vocab);
+    let l = subject.lifted.expect("only loop bodies have bounds");
+    let c = prog.units[prog.state(l).unit as usize]
+        .counted
+        .expect("counted state");
+    let mut words = vec![0u32; vocab.mask_words()];
+    accepted.write_to(&mut words, vocab.text_mask());
+    let mut long: Vec<TokenId> = g
+        .index
+        .longer_than(vocab, left)
+        .iter()
+        .copied()
+        .filter(|&t| get_bit(&words, t))
+        .collect();
+    g.index.sort(&mut long);
+    let rows = [
+        vec![Item {
+            state: l,
+            origin: EXT,
+            count: c.max - left,
+        }],
+        vec![Item {
+            origin: 0,
+            ..subject.item
+        }],
+    ];
+    let mut chart = Chart::from_rows(prog, g.config.row_limits(), &rows);
+    let mut invalid = Vec::new();
+    walk_list(prog, vocab, &mut chart, &long, |t, outcome| {
+        if !matches!(outcome, Outcome::Accepted) {
+            invalid.push(t);
+        }
+    })?;
+    Ok(CacheEntry::NearBound {
+        invalid: invalid.into(),
+    })
+}
+
+/// Gathers `k`'s callers in the chart into `scratch` (callers of its unit in its origin row,
+/// their callers, ... up to `context_depth` levels) and returns the context-level key: the
+/// item-level key and a canonical description of those rows, where origins inside the gathered
+/// rows are renumbered and callers whose own callers were not gathered get origin [`EXT`].
+fn context_key(
+    g: &CfgGrammar,
+    chart: &Chart,
+    scratch: &mut Scratch,
+    subject: &Subject,
+    item_key: u128,
+) -> u128 {
+    let k = &subject.item;
+    let prog = &g.prog;
+    let Scratch {
+        explored,
+        found,
+        rows,
+        described,
+        ..
+    } = scratch;
+    explored.clear();
+    found.clear();
+    rows.clear();
+    described.clear();
+    explored.push((k.origin, prog.state(k.state).unit));
+    let mut frontier = 0;
+    for depth in 1..=g.config.context_depth {
+        let level_end = explored.len();
+        while frontier < level_end {
+            let (row, unit) = explored[frontier];
+            frontier += 1;
+            for w in chart.row(row as usize) {
+                if !waits_for(prog, w, unit) || found.contains(&(row, *w)) {
+                    continue;
+                }
+                found.push((row, *w));
+                let next = (w.origin, prog.state(w.state).unit);
+                if depth < g.config.context_depth && !explored.contains(&next) {
+                    explored.push(next);
+                }
+            }
+        }
+    }
+    rows.extend(explored.iter().map(|e| e.0));
+    rows.sort_unstable();
+    rows.dedup();
+    for (row, w) in found.iter_mut() {
+        if subject.relax && *row == k.origin && Some(w.state) == subject.lifted {
+            w.count = RELAXED;
+        }
+        *row = vrow(rows, *row);
+        w.origin = if explored.contains(&(w.origin, prog.state(w.state).unit)) {
+            vrow(rows, w.origin)
+        } else {
+            EXT
+        };
+    }
+    let hashes = g.hashes();
+    let cap = cap(&g.vocab);
+    described.extend(found.iter().map(|(r, w)| {
+        (
+            *r,
+            hashes.state(w.state),
+            count_class(prog, w, cap),
+            w.origin,
+        )
+    }));
+    described.sort_unstable();
+    let top_origin = vrow(rows, k.origin);
+    let mut h = StructHasher::new(LEVEL2_DOMAIN);
+    // The item level saw a relaxed counter; this level sees the real one.
+    h.hash(item_key)
+        .word(count_class(prog, k, cap))
+        .word(rows.len() as u64)
+        .word(top_origin as u64)
+        .word(described.len() as u64);
+    for (r, s, c, o) in described.iter() {
+        h.word(*r as u64).hash(*s).word(*c).word(*o as u64);
+    }
+    h.finish()
+}
+
+/// Index of a gathered row among the gathered rows.
+fn vrow(rows: &[u32], r: u32) -> u32 {
+    rows.binary_search(&r).expect("gathered row") as u32
+}
+
+/// A scannable item's callers, as frozen rows for a local chart.
+struct Context {
+    rows: Vec<Vec<Item>>,
+    top: Item,
+}
+
+impl Context {
+    /// The local chart's rows from what [`context_key`] gathered.
+    fn build(scratch: &Scratch, k: &Item) -> Context {
+        let mut rows = vec![Vec::new(); scratch.rows.len()];
+        for (r, w) in &scratch.found {
+            rows[*r as usize].push(*w);
+        }
+        Context {
+            rows,
+            top: Item {
+                origin: vrow(&scratch.rows, k.origin),
+                ..*k
+            },
+        }
+    }
+
+    /// Re-walks the item level's uncertain tokens with the callers present.
+    fn classify(&self, g: &CfgGrammar, uncertain: &[TokenId]) -> Result<CacheEntry, Overflow> {
+        let mut chart = Chart::from_rows(&g.prog, g.config.row_limits(), &self.rows);
+        chart.push_raw(&[self.top], false);
+        let mut accepted = Vec::new();
+        let mut still = Vec::new();
+        walk_list(
+            &g.prog,
+            &g.vocab,
+            &mut chart,
+            uncertain,
+            |t, outcome| match outcome {
+                Outcome::Accepted => accepted.push(t),
+                Outcome::Failed { ext: true } => still.push(t),
+                Outcome::Failed { ext: false } => {}
+            },
+        )?;
+        Ok(CacheEntry::Context {
+            accepted: accepted.into(),
+            uncertain: still.into(),
+        })
+    }
+}
+
+/// Is `w` waiting in its row for `unit` to complete?
+fn waits_for(prog: &Program, w: &Item, unit: u32) -> bool {
+    let st = prog.state(w.state);
+    if st.flags & CALLS == 0 {
+        return false;
+    }
+    if st.flags & COUNTED != 0 {
+        let c = prog.units[st.unit as usize].counted.expect("counted state");
+        c.body == unit && c.can_iterate(w.count)
+    } else {
+        prog.calls_of(w.state).iter().any(|c| c.unit == unit)
+    }
+}
+
+enum Outcome {
+    Accepted,
+    /// Some byte was rejected; `ext` if an [`EXT`] completion happened after at least one byte
+    /// and before the rejected one.
+    Failed {
+        ext: bool,
+    },
+}
+
+/// Pushes each token (sorted by bytes) on top of the chart, reusing the rows of the prefix it
+/// shares with the previous token and skipping tokens that share a rejected prefix.
+fn walk_list(
+    prog: &Program,
+    vocab: &Vocab,
+    chart: &mut Chart,
+    tokens: &[TokenId],
+    mut report: impl FnMut(TokenId, Outcome),
+) -> Result<(), Overflow> {
+    let base = chart.num_rows();
+    // ext_before[d]: an EXT completion happened at depth 1..=d on the current path.
+    let mut ext_before: Vec<bool> = vec![false];
+    let mut prev: &[u8] = &[];
+    let mut depth = 0usize;
+    // A rejected prefix of the previous token: (length including the rejected byte, ext).
+    let mut dead: Option<(usize, bool)> = None;
+    for &t in tokens {
+        let bytes = vocab.token_bytes(t);
+        let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+        prev = bytes;
+        if let Some((len, ext)) = dead {
+            if common >= len {
+                report(t, Outcome::Failed { ext });
+                continue;
+            }
+        }
+        dead = None;
+        depth = depth.min(common);
+        chart.truncate(base + depth);
+        ext_before.truncate(depth + 1);
+        while depth < bytes.len() {
+            if !chart.push_byte(prog, bytes[depth])? {
+                break;
+            }
+            depth += 1;
+            let ext = ext_before[depth - 1] || chart.row_ext(base + depth - 1);
+            ext_before.push(ext);
+        }
+        if depth == bytes.len() {
+            report(t, Outcome::Accepted);
+        } else {
+            let ext = ext_before[depth];
+            dead = Some((depth + 1, ext));
+            report(t, Outcome::Failed { ext });
+        }
+    }
+    chart.truncate(base);
+    Ok(())
+}
+
+/// A lazily built DFA over Earley rows. A *state* is the last row together with every row of
+/// the walk that its items' origins reach (transitively), renumbered as if pushed right above
+/// the walk's base: what the next row depends on, and nothing else. Inside a JSON string, a
+/// number, a keyword or a counted loop these structures repeat, so after the first visit a trie
+/// node costs one table lookup. Structures past [`MAX_DFA_ROWS`] rows (deep recursion inside
+/// one token) stay in the chart.
+struct StateDfa {
+    base: usize,
+    /// Per state: `[rows, len of each row.., items (state, origin, count)..]`.
+    states: SliceInterner,
+    /// Per state: its last row's EXT flag.
+    ext: Vec<bool>,
+    /// `states.len() * n_classes` entries: a state, [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
+    trans: Vec<u32>,
+    n_classes: usize,
+    scratch_rows: Vec<usize>,
+    scratch_key: Vec<u32>,
+}
+
+const NO_ROW: u32 = u32::MAX;
+const UNKNOWN: u32 = u32::MAX - 1;
+/// The next row's structure is too large: it lives in the chart.
+const IN_CHART: u32 = u32::MAX - 2;
+const MAX_DFA_ROWS: usize = 8;
+const MAX_DFA_ITEMS: usize = 64;
+
+impl StateDfa {
+    fn new(base: usize, n_classes: usize) -> StateDfa {
+        StateDfa {
+            base,
+            states: SliceInterner::default(),
+            ext: Vec::new(),
+            trans: Vec::new(),
+            n_classes,
+            scratch_rows: Vec::new(),
+            scratch_key: Vec::new(),
+        }
+    }
+
+    /// The state of the chart's last row, if its structure is small enough. Below the last
+    /// row only waiting items matter (completions look for them; only the last row scans), so
+    /// the others are left out: a finished item pointing back one row would otherwise chain
+    /// every row of a loop into the structure.
+    fn intern(&mut self, prog: &Program, chart: &Chart) -> Option<u32> {
+        let base = self.base;
+        let last = chart.num_rows() - 1;
+        let keep = |r: usize, it: &Item| r == last || prog.state(it.state).flags & CALLS != 0;
+        let rows = &mut self.scratch_rows;
+        rows.clear();
+        rows.push(last);
+        let mut i = 0;
+        let mut items = 0;
+        while i < rows.len() {
+            let r = rows[i];
+            i += 1;
+            for it in chart.row(r).iter().filter(|it| keep(r, it)) {
+                items += 1;
+                if items > MAX_DFA_ITEMS {
+                    return None;
+                }
+                let o = it.origin as usize;
+                if it.origin != EXT && o >= base && !rows.contains(&o) {
+                    if rows.len() == MAX_DFA_ROWS {
+                        return None;
+                    }
+                    rows.push(o);
+                }
+            }
+        }
+        rows.sort_unstable();
+        let key = &mut self.scratch_key;
+        key.clear();
+        key.push(rows.len() as u32);
+        key.extend(
+            rows.iter()
+                .map(|&r| chart.row(r).iter().filter(|it| keep(r, it)).count() as u32),
+        );
+        for &r in rows.iter() {
+            for it in chart.row(r).iter().filter(|it| keep(r, it)) {
+                let o = it.origin as usize;
+                let origin = if it.origin != EXT && o >= base {
+                    (base + rows.binary_search(&o).expect("gathered row")) as u32
+                } else {
+                    it.origin
+                };
+                key.extend([it.state, origin, it.count]);
+            }
+        }
+        let (id, new) = self.states.intern(key);
+        if new {
+            self.ext.push(chart.row_ext(last));
+            self.trans
+                .resize(self.trans.len() + self.n_classes, UNKNOWN);
+        }
+        Some(id)
+    }
+
+    /// Puts state `id`'s rows back on the chart, right above the base.
+    fn materialize(&self, id: u32, chart: &mut Chart, items: &mut Vec<Item>) {
+        let (key, ext) = (self.states.get(id), self.ext[id as usize]);
+        chart.truncate(self.base);
+        let n = key[0] as usize;
+        let mut at = 1 + n;
+        for r in 0..n {
+            let len = key[1 + r] as usize;
+            items.clear();
+            items.extend(key[at..at + 3 * len].chunks(3).map(|c| Item {
+                state: c[0],
+                origin: c[1],
+                count: c[2],
+            }));
+            at += 3 * len;
+            chart.push_raw(items, r == n - 1 && ext);
+        }
+    }
+}
+
+/// The walk's state at a trie node.
+#[derive(Clone, Copy)]
+struct Node {
+    /// The row structure at this depth, when it is a [`StateDfa`] state (the chart is then
+    /// not used).
+    dfa: Option<u32>,
+    /// Chart rows underneath this depth (when `dfa` is `None`).
+    rows: u32,
+    /// An EXT completion happened on the path after at least one byte.
+    ext: bool,
+}
+
+/// A token-trie walk with the chart pushed and popped per byte. With `uncertain`, also
+/// collects tokens whose bytes run past an [`EXT`] completion (after the first byte).
+struct TrieWalk<'a> {
+    prog: &'a Program,
+    trie: &'a TokenTrie,
+    chart: &'a mut Chart,
+    base: usize,
+    dfa: StateDfa,
+    raw: Vec<Item>,
+    accepted: &'a mut [u32],
+    uncertain: Option<&'a mut Vec<TokenId>>,
+    error: Option<Overflow>,
+}
+
+impl<'a> TrieWalk<'a> {
+    fn new(
+        prog: &'a Program,
+        trie: &'a TokenTrie,
+        chart: &'a mut Chart,
+        accepted: &'a mut [u32],
+        uncertain: Option<&'a mut Vec<TokenId>>,
+    ) -> Self {
+        let base = chart.num_rows();
+        let dfa = StateDfa::new(base, prog.n_classes());
+        TrieWalk {
+            prog,
+            trie,
+            chart,
+            base,
+            dfa,
+            raw: Vec::new(),
+            accepted,
+            uncertain,
+            error: None,
+        }
+    }
+
+    fn walk(&mut self) -> Result<(), Overflow> {
+        let root = Node {
+            dfa: None,
+            rows: self.base as u32,
+            ext: false,
+        };
+        self.trie.walk(root, self);
+        self.chart.truncate(self.base);
+        self.error.take().map_or(Ok(()), Err)
+    }
+
+    /// Pushes `byte` after the parent's row; on success the chart's last row is the new one.
+    fn push(&mut self, parent: &Node, byte: u8) -> Result<bool, Overflow> {
+        match parent.dfa {
+            Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
+            None => self.chart.truncate(parent.rows as usize),
+        }
+        self.chart.push_byte(self.prog, byte)
+    }
+}
+
+impl TrieVisitor for TrieWalk<'_> {
+    type State = Node;
+
+    #[inline]
+    fn step(&mut self, parent: &Node, byte: u8, _depth: usize, node: usize) -> TrieStep<Node> {
+        if self.error.is_some() {
+            return TrieStep::Skip;
+        }
+        let slot = parent.dfa.map(|r| {
+            r as usize * self.dfa.n_classes + self.prog.alphabet.class_of[byte as usize] as usize
+        });
+        let known = slot.map_or(IN_CHART, |s| self.dfa.trans[s]);
+        let next = match known {
+            NO_ROW => None,
+            UNKNOWN | IN_CHART => match self.push(parent, byte) {
+                Ok(true) => {
+                    let id = self.dfa.intern(self.prog, self.chart);
+                    if let Some(s) = slot {
+                        self.dfa.trans[s] = id.unwrap_or(IN_CHART);
+                    }
+                    let rows = self.chart.num_rows();
+                    let ext = self.chart.row_ext(rows - 1);
+                    Some(Node {
+                        dfa: id,
+                        rows: rows as u32,
+                        ext: parent.ext || ext,
+                    })
+                }
+                Ok(false) => {
+                    if let Some(s) = slot {
+                        self.dfa.trans[s] = NO_ROW;
+                    }
+                    None
+                }
+                Err(e) => {
+                    self.error = Some(e);
+                    return TrieStep::Skip;
+                }
+            },
+            id => Some(Node {
+                dfa: Some(id),
+                rows: 0,
+                ext: parent.ext || self.dfa.ext[id as usize],
+            }),
+        };
+        match next {
+            Some(n) => TrieStep::Enter(n),
+            None => {
+                if parent.ext {
+                    if let Some(u) = self.uncertain.as_mut() {
+                        u.extend_from_slice(self.trie.subtree_tokens(node));
+                    }
+                }
+                TrieStep::Skip
+            }
+        }
+    }
+
+    #[inline]
+    fn tokens(&mut self, _: &Node, tokens: &[TokenId]) {
+        tokens.iter().for_each(|&t| set_bit(self.accepted, t));
+    }
+}

@@ -1,0 +1,1451 @@
+//! The compiled form of a grammar: a flat *program* of small automata.
+//!
+//! Every IR rule that needs its own stack frame (recursive rules, big rules, big shared
+//! sub-expressions) becomes a *unit*: an automaton whose edges read a byte class, read a special
+//! token, or *call* another unit. Everything else is inlined into its caller's automaton, so a
+//! JSON string or number is a handful of states inside its caller instead of a chain of Earley
+//! items. Unit automata are determinized where that stays small, so an Earley row inside a
+//! terminal-heavy region holds a single item and a byte costs one table lookup.
+//!
+//! Counted repeats (`x{0,100000}`, `x{500,}`) are not unrolled: they become a *counted unit*, a
+//! single state whose Earley items carry a repetition counter (XGrammar 2's repetition
+//! compression, done exactly: the counter is part of the item, and the mask cache abstracts it
+//! to its distance from the bounds, see `mask.rs`).
+//!
+//! All states of all units live in one array; transitions are one dense table over the
+//! grammar's byte classes (bytes no rule distinguishes share a class).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Instant;
+
+use smallvec::SmallVec;
+
+use crate::error::{CompileError, CompileErrorKind};
+use crate::ir::{ByteSet, Expr, ExprId, Grammar, RuleId};
+use crate::vocab::{TokenId, Vocab};
+
+/// A fast hasher for the compiler's and the walks' internal maps (keys are small integers
+/// and short integer slices; no adversary chooses them).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct FastHash(u64);
+
+impl std::hash::Hasher for FastHash {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
+    }
+    #[inline]
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(x as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A `HashMap` with [`FastHash`].
+pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHash>>;
+
+/// Interns `u32` slices: ids in insertion order, all slices in one arena (no allocation per
+/// slice). Determinization interns state sets with it, minimization signatures, the trie
+/// walk its row structures.
+#[derive(Default, Debug)]
+pub(crate) struct SliceInterner {
+    data: Vec<u32>,
+    spans: Vec<(u32, u32)>,
+    index: FastMap<u64, SmallVec<[u32; 1]>>,
+}
+
+impl SliceInterner {
+    /// The id of `slice`, and whether it is new.
+    pub fn intern(&mut self, slice: &[u32]) -> (u32, bool) {
+        use std::hash::{Hash, Hasher};
+        let mut h = FastHash::default();
+        slice.hash(&mut h);
+        let candidates = self.index.entry(h.finish()).or_default();
+        for &id in candidates.iter() {
+            let (a, b) = self.spans[id as usize];
+            if &self.data[a as usize..b as usize] == slice {
+                return (id, false);
+            }
+        }
+        let id = self.spans.len() as u32;
+        candidates.push(id);
+        let start = self.data.len() as u32;
+        self.data.extend_from_slice(slice);
+        self.spans.push((start, self.data.len() as u32));
+        (id, true)
+    }
+
+    /// The slice with id `id`.
+    #[inline]
+    pub fn get(&self, id: u32) -> &[u32] {
+        let (a, b) = self.spans[id as usize];
+        &self.data[a as usize..b as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.spans.clear();
+        self.index.clear();
+    }
+}
+
+/// No transition.
+pub(crate) const DEAD: u32 = u32::MAX;
+/// High bit of a transition entry: the rest indexes `Program::multi` (several targets).
+pub(crate) const MULTI: u32 = 1 << 31;
+/// `max` of a counted unit without upper bound.
+pub(crate) const UNBOUNDED: u32 = u32::MAX;
+
+/// The state ends its unit (the unit's rule is complete here).
+pub(crate) const FINAL: u8 = 1;
+/// The state has call edges (or is a counted state, which calls its body).
+pub(crate) const CALLS: u8 = 2;
+/// The state is the single state of a counted unit.
+pub(crate) const COUNTED: u8 = 4;
+/// The state has special-token edges.
+pub(crate) const SPECIALS: u8 = 8;
+/// The state has byte transitions: it can read the next byte of a text token itself.
+pub(crate) const SCANS: u8 = 16;
+
+/// One state of a unit automaton.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct State {
+    pub unit: u32,
+    pub flags: u8,
+    /// Range of `Program::calls`.
+    pub calls: (u32, u32),
+    /// Range of `Program::special_edges`.
+    pub specials: (u32, u32),
+}
+
+/// A call edge: predict `unit`; when it completes, continue at `ret`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Call {
+    pub unit: u32,
+    pub ret: u32,
+}
+
+/// Bounds of a counted unit: `body{min,max}`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counted {
+    pub body: u32,
+    pub min: u32,
+    /// [`UNBOUNDED`] for no upper bound.
+    pub max: u32,
+}
+
+/// Counter of a counted item whose bounds are ignored: it may always iterate and complete. The
+/// mask cache classifies tokens against such a relaxed item (its rows repeat, so the trie walk
+/// memoizes them) and checks the few tokens a real bound could affect exactly.
+pub(crate) const RELAXED: u32 = u32::MAX;
+
+impl Counted {
+    /// The counter after one more iteration. Without an upper bound, counts past `min` are all
+    /// alike, so they are capped there (otherwise every row would hold a new item).
+    #[inline]
+    pub fn inc(&self, count: u32) -> u32 {
+        if count == RELAXED {
+            RELAXED
+        } else if self.max == UNBOUNDED {
+            (count + 1).min(self.min)
+        } else {
+            count + 1
+        }
+    }
+
+    /// May another iteration start at this count?
+    #[inline]
+    pub fn can_iterate(&self, count: u32) -> bool {
+        count == RELAXED || self.max == UNBOUNDED || count < self.max
+    }
+
+    /// May the repetition end at this count?
+    #[inline]
+    pub fn complete(&self, count: u32) -> bool {
+        count == RELAXED || count >= self.min
+    }
+
+    /// Iterations left before the upper bound (`None`: unbounded or relaxed).
+    #[inline]
+    pub fn left(&self, count: u32) -> Option<u32> {
+        (count != RELAXED && self.max != UNBOUNDED).then(|| self.max - count)
+    }
+}
+
+/// A unit: its states are `start..end` in the global state array; `start` is its start state.
+#[derive(Clone, Debug)]
+pub(crate) struct Unit {
+    pub start: u32,
+    pub end: u32,
+    pub nullable: bool,
+    pub counted: Option<Counted>,
+}
+
+/// The grammar's byte classes: bytes that every byte set of the grammar treats alike.
+#[derive(Clone, Debug)]
+pub(crate) struct Alphabet {
+    pub class_of: [u8; 256],
+    pub sets: Vec<ByteSet>,
+}
+
+impl Alphabet {
+    fn new(grammar: &Grammar) -> Alphabet {
+        let mut distinct: Vec<ByteSet> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut literal = ByteSet::EMPTY;
+        for e in grammar.exprs() {
+            match e {
+                Expr::Class(c) if seen.insert(*c) => distinct.push(*c),
+                Expr::Bytes(b) => b.iter().for_each(|&x| literal.insert(x)),
+                _ => {}
+            }
+        }
+        distinct.extend(literal.iter().map(ByteSet::byte));
+        // Partition refinement: split every class by membership in each set.
+        let mut class_of = [0u8; 256];
+        let mut n = 1usize;
+        for set in &distinct {
+            // New id of (old class, inside the set), assigned in byte order.
+            let mut split = [u16::MAX; 512];
+            let mut next = 0u16;
+            for b in 0..=255u8 {
+                let key = class_of[b as usize] as usize * 2 + set.contains(b) as usize;
+                if split[key] == u16::MAX {
+                    split[key] = next;
+                    next += 1;
+                }
+                class_of[b as usize] = split[key] as u8;
+            }
+            n = next as usize;
+            if n == 256 {
+                break;
+            }
+        }
+        let mut sets = vec![ByteSet::EMPTY; n];
+        for b in 0..=255u8 {
+            sets[class_of[b as usize] as usize].insert(b);
+        }
+        Alphabet { class_of, sets }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// The classes a byte set covers (as a set of class ids).
+    fn classes(&self, set: &ByteSet) -> ByteSet {
+        let mut out = ByteSet::EMPTY;
+        for b in set.iter() {
+            out.insert(self.class_of[b as usize]);
+        }
+        out
+    }
+}
+
+/// A compiled grammar.
+#[derive(Debug)]
+pub(crate) struct Program {
+    pub states: Vec<State>,
+    pub units: Vec<Unit>,
+    pub start_unit: u32,
+    pub alphabet: Alphabet,
+    /// `states.len() * alphabet.len()` entries: target state, [`DEAD`], or [`MULTI`] | index.
+    pub trans: Vec<u32>,
+    /// `[n, t1, .., tn]` lists for nondeterministic entries.
+    pub multi: Vec<u32>,
+    pub calls: Vec<Call>,
+    /// `(special index, target)`.
+    pub special_edges: Vec<(u32, u32)>,
+    /// Special tokens the grammar names: content and vocabulary id.
+    pub specials: Vec<(Box<str>, TokenId)>,
+}
+
+impl Program {
+    #[inline]
+    pub fn n_classes(&self) -> usize {
+        self.alphabet.sets.len()
+    }
+
+    #[inline]
+    pub fn state(&self, s: u32) -> &State {
+        &self.states[s as usize]
+    }
+
+    #[inline]
+    pub fn calls_of(&self, s: u32) -> &[Call] {
+        let (a, b) = self.states[s as usize].calls;
+        &self.calls[a as usize..b as usize]
+    }
+
+    #[inline]
+    pub fn specials_of(&self, s: u32) -> &[(u32, u32)] {
+        let (a, b) = self.states[s as usize].specials;
+        &self.special_edges[a as usize..b as usize]
+    }
+
+    /// The raw transition entry of `s` on byte class `class`.
+    #[inline]
+    pub fn entry(&self, s: u32, class: usize) -> u32 {
+        self.trans[s as usize * self.n_classes() + class]
+    }
+
+    /// The targets of a transition entry.
+    #[inline]
+    pub fn targets(&self, entry: u32) -> &[u32] {
+        let i = (entry & !MULTI) as usize;
+        let n = self.multi[i] as usize;
+        &self.multi[i + 1..i + 1 + n]
+    }
+
+    /// The bytes on which `s` has a transition.
+    pub fn first_bytes(&self, s: u32) -> ByteSet {
+        let mut out = ByteSet::EMPTY;
+        for c in 0..self.n_classes() {
+            if self.entry(s, c) != DEAD {
+                out = out.union(&self.alphabet.sets[c]);
+            }
+        }
+        out
+    }
+
+    /// The special index of a vocabulary token, if the grammar names it.
+    pub fn special_index(&self, token: TokenId) -> Option<u32> {
+        self.specials
+            .iter()
+            .position(|(_, t)| *t == token)
+            .map(|i| i as u32)
+    }
+}
+
+/// Limits on compilation (from `CfgConfig`).
+#[derive(Clone, Debug)]
+pub(crate) struct CompileLimits {
+    pub max_states: usize,
+    pub max_dfa_states: usize,
+    pub deadline: Option<Instant>,
+}
+
+/// Sizes under which things are inlined or unrolled rather than called or counted.
+const INLINE_RULE_MAX: u32 = 256;
+const SPLIT_EXPR_MAX: u32 = 4096;
+const UNROLL_MAX_COPIES: u32 = 32;
+const UNROLL_MAX_STATES: u32 = 4096;
+const MAX_INLINE_DEPTH: usize = 200;
+/// An unbounded loop whose body reads at least this many distinct bytes (a JSON string's
+/// characters, a comment's) becomes its own unit: its states are dense (most tokens stay
+/// inside) and, kept apart from what surrounds them, get the same structural hash in every
+/// grammar, so their expensive mask classification is computed once and shared.
+const WIDE_LOOP_BYTES: usize = 64;
+/// Cost of a call edge, as states.
+const CALL_COST: u32 = 2;
+
+/// Compiles `grammar` against `vocab` (special tokens are resolved to ids here).
+pub(crate) fn compile(
+    grammar: &Grammar,
+    vocab: &Vocab,
+    limits: &CompileLimits,
+) -> Result<Program, CompileError> {
+    let mut lower = Lowering::new(grammar, vocab, limits);
+    let start = lower.unit(UnitKey::Rule(grammar.start()));
+    while let Some(u) = lower.queue.pop_front() {
+        lower.build_unit(u)?;
+    }
+    lower.finish(start)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum UnitKey {
+    Rule(RuleId),
+    Expr(ExprId),
+    Counted { body: ExprId, min: u32, max: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Label {
+    Classes(u32), // index into Nfa::class_sets
+    Special(u32),
+    Call(u32),
+}
+
+struct Nfa {
+    eps: Vec<SmallVec<[u32; 2]>>,
+    edges: Vec<SmallVec<[(Label, u32); 1]>>,
+    class_sets: Vec<ByteSet>,
+    /// The `class_sets` entry of each literal byte, once made.
+    byte_label: [u32; 256],
+}
+
+impl Default for Nfa {
+    fn default() -> Nfa {
+        Nfa {
+            eps: Vec::new(),
+            edges: Vec::new(),
+            class_sets: Vec::new(),
+            byte_label: [u32::MAX; 256],
+        }
+    }
+}
+
+impl Nfa {
+    fn state(&mut self) -> u32 {
+        self.eps.push(SmallVec::new());
+        self.edges.push(SmallVec::new());
+        (self.eps.len() - 1) as u32
+    }
+    fn eps(&mut self, a: u32, b: u32) {
+        self.eps[a as usize].push(b);
+    }
+    fn edge(&mut self, a: u32, l: Label, b: u32) {
+        self.edges[a as usize].push((l, b));
+    }
+    fn len(&self) -> usize {
+        self.eps.len()
+    }
+}
+
+/// A unit automaton before layout: state 0 is the start.
+#[derive(Clone, Debug, Default)]
+struct Fsm {
+    states: Vec<FState>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct FState {
+    final_: bool,
+    /// `(class, target)`, sorted; a class may repeat (nondeterminism).
+    bytes: Vec<(u8, u32)>,
+    specials: Vec<(u32, u32)>,
+    calls: Vec<(u32, u32)>,
+}
+
+enum UnitBody {
+    /// Not built yet.
+    Pending,
+    Fsm(Fsm),
+    Counted(Counted),
+}
+
+struct Lowering<'a> {
+    g: &'a Grammar,
+    vocab: &'a Vocab,
+    limits: &'a CompileLimits,
+    recursive: Vec<bool>,
+    cost: Vec<u32>,
+    /// Every byte some class or literal inside the expression reads.
+    width: Vec<ByteSet>,
+    inline_rule: Vec<bool>,
+    alphabet: Alphabet,
+    units: Vec<(UnitKey, UnitBody)>,
+    unit_ids: FastMap<UnitKey, u32>,
+    queue: VecDeque<u32>,
+    specials: Vec<(Box<str>, TokenId)>,
+    special_ids: HashMap<Box<str>, u32>,
+    total_states: usize,
+}
+
+impl<'a> Lowering<'a> {
+    fn new(g: &'a Grammar, vocab: &'a Vocab, limits: &'a CompileLimits) -> Self {
+        let recursive = recursive_rules(g);
+        let mut me = Lowering {
+            g,
+            vocab,
+            limits,
+            recursive,
+            cost: vec![0; g.exprs().len()],
+            width: vec![ByteSet::EMPTY; g.exprs().len()],
+            inline_rule: vec![false; g.rules().len()],
+            alphabet: Alphabet::new(g),
+            units: Vec::new(),
+            unit_ids: FastMap::default(),
+            queue: VecDeque::new(),
+            specials: Vec::new(),
+            special_ids: HashMap::new(),
+            total_states: 0,
+        };
+        me.compute_costs();
+        me
+    }
+
+    fn check_time(&self) -> Result<(), CompileError> {
+        match self.limits.deadline {
+            Some(d) if Instant::now() > d => Err(CompileError::unplaced(
+                CompileErrorKind::Limit,
+                "grammar compilation exceeded its time budget (CfgConfig::compile_time)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Children of an expression for the cost order; references to recursive rules are leaves.
+    fn children(&self, e: usize) -> SmallVec<[usize; 4]> {
+        match &self.g.exprs()[e] {
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().map(|x| x.index()).collect(),
+            Expr::Repeat { body, .. } => smallvec::smallvec![body.index()],
+            Expr::Rule(r) if !self.recursive[r.index()] => {
+                smallvec::smallvec![self.g.rule(*r).body.index()]
+            }
+            _ => SmallVec::new(),
+        }
+    }
+
+    /// States an expression costs where it is used: inline size, or a call if it is big.
+    fn use_cost(&self, e: ExprId) -> u32 {
+        let c = self.cost[e.index()];
+        if c > SPLIT_EXPR_MAX && !matches!(self.g.expr(e), Expr::Rule(_)) {
+            CALL_COST
+        } else {
+            c
+        }
+    }
+
+    fn unrolls(&self, body: ExprId, min: u32, max: Option<u32>) -> bool {
+        let copies = max.unwrap_or(min.saturating_add(1));
+        copies <= UNROLL_MAX_COPIES
+            && copies.saturating_mul(self.use_cost(body)) <= UNROLL_MAX_STATES
+    }
+
+    /// Inline sizes of every expression, children first (iterative: IR nesting can be deep).
+    fn compute_costs(&mut self) {
+        let n = self.g.exprs().len();
+        let mut done = vec![false; n];
+        let mut stack: Vec<(usize, bool)> = (0..n).rev().map(|i| (i, false)).collect();
+        while let Some((e, expanded)) = stack.pop() {
+            if done[e] {
+                continue;
+            }
+            if !expanded {
+                stack.push((e, true));
+                for c in self.children(e) {
+                    if !done[c] {
+                        stack.push((c, false));
+                    }
+                }
+                continue;
+            }
+            let cost = match &self.g.exprs()[e] {
+                Expr::Empty | Expr::Nothing => 1,
+                Expr::Bytes(b) => b.len() as u32 + 1,
+                Expr::Class(_) | Expr::Special(_) => 2,
+                Expr::Seq(xs) => xs
+                    .iter()
+                    .fold(0u32, |a, &x| a.saturating_add(self.use_cost(x))),
+                Expr::Alt(xs) => xs
+                    .iter()
+                    .fold(2u32, |a, &x| a.saturating_add(self.use_cost(x))),
+                Expr::Repeat { body, min, max } => {
+                    if self.unrolls(*body, *min, *max) {
+                        let copies = max.unwrap_or(min + 1);
+                        copies
+                            .saturating_mul(self.use_cost(*body))
+                            .saturating_add(2)
+                    } else {
+                        CALL_COST
+                    }
+                }
+                Expr::Rule(r) => {
+                    if self.recursive[r.index()] {
+                        CALL_COST
+                    } else {
+                        let body = self.g.rule(*r).body;
+                        let c = self.cost[body.index()];
+                        let inline = c <= INLINE_RULE_MAX;
+                        self.inline_rule[r.index()] = inline;
+                        if inline {
+                            c
+                        } else {
+                            CALL_COST
+                        }
+                    }
+                }
+            };
+            self.cost[e] = cost;
+            self.width[e] = match &self.g.exprs()[e] {
+                Expr::Bytes(b) => b
+                    .iter()
+                    .fold(ByteSet::EMPTY, |acc, &x| acc.union(&ByteSet::byte(x))),
+                Expr::Class(c) => *c,
+                _ => self
+                    .children(e)
+                    .iter()
+                    .fold(ByteSet::EMPTY, |acc, &c| acc.union(&self.width[c])),
+            };
+            done[e] = true;
+        }
+    }
+
+    /// The unit for `key`, queued for building if new.
+    fn unit(&mut self, key: UnitKey) -> u32 {
+        if let Some(&u) = self.unit_ids.get(&key) {
+            return u;
+        }
+        let u = self.units.len() as u32;
+        self.units.push((key, UnitBody::Pending));
+        self.unit_ids.insert(key, u);
+        self.queue.push_back(u);
+        u
+    }
+
+    fn build_unit(&mut self, u: u32) -> Result<(), CompileError> {
+        self.check_time()?;
+        let key = self.units[u as usize].0;
+        let body = match key {
+            UnitKey::Counted { body, min, max } => {
+                let body = self.unit(UnitKey::Expr(body));
+                UnitBody::Counted(Counted { body, min, max })
+            }
+            UnitKey::Rule(r) => UnitBody::Fsm(self.build_fsm(self.g.rule(r).body)?),
+            UnitKey::Expr(e) => UnitBody::Fsm(self.build_fsm(e)?),
+        };
+        self.units[u as usize].1 = body;
+        Ok(())
+    }
+
+    fn build_fsm(&mut self, root: ExprId) -> Result<Fsm, CompileError> {
+        let mut nfa = Nfa::default();
+        let (start, accept) = self.fragment(&mut nfa, root, 0)?;
+        let fsm = match determinize(&nfa, start, accept, &self.alphabet, self.limits, true)? {
+            Some(d) => d,
+            None => determinize(&nfa, start, accept, &self.alphabet, self.limits, false)?
+                .expect("the epsilon-free automaton has no state budget"),
+        };
+        let fsm = minimize(&fsm);
+        self.total_states += fsm.states.len();
+        if self.total_states > self.limits.max_states {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::Limit,
+                format!(
+                    "the grammar needs more than {} automaton states (CfgConfig::max_states)",
+                    self.limits.max_states
+                ),
+            ));
+        }
+        Ok(fsm)
+    }
+
+    fn special(&mut self, name: &str) -> Result<u32, CompileError> {
+        if let Some(&i) = self.special_ids.get(name) {
+            return Ok(i);
+        }
+        let id = self.vocab.special_id(name).ok_or_else(|| {
+            CompileError::unplaced(
+                CompileErrorKind::UnknownSpecialToken,
+                format!(
+                    "the grammar names special token {name:?}, which the vocabulary ({}) does not have",
+                    self.vocab.source()
+                ),
+            )
+        })?;
+        let i = self.specials.len() as u32;
+        self.specials.push((name.into(), id));
+        self.special_ids.insert(name.into(), i);
+        Ok(i)
+    }
+
+    /// Thompson construction of `e` inside the current unit: `(entry, exit)` states.
+    fn fragment(
+        &mut self,
+        nfa: &mut Nfa,
+        e: ExprId,
+        depth: usize,
+    ) -> Result<(u32, u32), CompileError> {
+        if nfa.len() > self.limits.max_states.saturating_mul(4) {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::Limit,
+                format!(
+                    "a grammar rule expands to more than {} automaton states (CfgConfig::max_states)",
+                    self.limits.max_states
+                ),
+            ));
+        }
+        let call = |me: &mut Self, nfa: &mut Nfa, key: UnitKey| {
+            let u = me.unit(key);
+            let (a, b) = (nfa.state(), nfa.state());
+            nfa.edge(a, Label::Call(u), b);
+            (a, b)
+        };
+        let is_rule = matches!(self.g.expr(e), Expr::Rule(_));
+        let wide_loop = matches!(self.g.expr(e), Expr::Repeat { body, max: None, .. }
+            if self.width[body.index()].len() >= WIDE_LOOP_BYTES);
+        if depth > 0
+            && !is_rule
+            && (wide_loop || self.cost[e.index()] > SPLIT_EXPR_MAX || depth > MAX_INLINE_DEPTH)
+        {
+            return Ok(call(self, nfa, UnitKey::Expr(e)));
+        }
+        Ok(match self.g.expr(e).clone() {
+            Expr::Empty => {
+                let s = nfa.state();
+                (s, s)
+            }
+            Expr::Nothing => (nfa.state(), nfa.state()),
+            Expr::Bytes(bytes) => {
+                let start = nfa.state();
+                let mut cur = start;
+                for &b in bytes.iter() {
+                    let next = nfa.state();
+                    if nfa.byte_label[b as usize] == u32::MAX {
+                        nfa.byte_label[b as usize] = nfa.class_sets.len() as u32;
+                        nfa.class_sets
+                            .push(ByteSet::byte(self.alphabet.class_of[b as usize]));
+                    }
+                    nfa.edge(cur, Label::Classes(nfa.byte_label[b as usize]), next);
+                    cur = next;
+                }
+                (start, cur)
+            }
+            Expr::Class(set) => {
+                let (a, b) = (nfa.state(), nfa.state());
+                nfa.class_sets.push(self.alphabet.classes(&set));
+                nfa.edge(a, Label::Classes((nfa.class_sets.len() - 1) as u32), b);
+                (a, b)
+            }
+            Expr::Special(name) => {
+                let sid = self.special(&name)?;
+                let (a, b) = (nfa.state(), nfa.state());
+                nfa.edge(a, Label::Special(sid), b);
+                (a, b)
+            }
+            Expr::Seq(xs) if xs.is_empty() => {
+                let s = nfa.state();
+                (s, s)
+            }
+            Expr::Seq(xs) => {
+                let (start, mut cur) = self.fragment(nfa, xs[0], depth + 1)?;
+                for &x in &xs[1..] {
+                    let (a, b) = self.fragment(nfa, x, depth + 1)?;
+                    nfa.eps(cur, a);
+                    cur = b;
+                }
+                (start, cur)
+            }
+            Expr::Alt(xs) => {
+                let (start, end) = (nfa.state(), nfa.state());
+                for &x in xs.iter() {
+                    let (a, b) = self.fragment(nfa, x, depth + 1)?;
+                    nfa.eps(start, a);
+                    nfa.eps(b, end);
+                }
+                (start, end)
+            }
+            Expr::Repeat { body, min, max } => {
+                if max.is_some_and(|m| m < min) {
+                    return Ok((nfa.state(), nfa.state()));
+                }
+                if max == Some(0) {
+                    let s = nfa.state();
+                    return Ok((s, s));
+                }
+                if !self.unrolls(body, min, max) {
+                    let key = UnitKey::Counted {
+                        body,
+                        min,
+                        max: max.unwrap_or(UNBOUNDED),
+                    };
+                    return Ok(call(self, nfa, key));
+                }
+                let start = nfa.state();
+                let mut cur = start;
+                for _ in 0..min {
+                    let (a, b) = self.fragment(nfa, body, depth + 1)?;
+                    nfa.eps(cur, a);
+                    cur = b;
+                }
+                match max {
+                    None => {
+                        // cur -> body -> cur, exit at cur.
+                        let (a, b) = self.fragment(nfa, body, depth + 1)?;
+                        let hub = nfa.state();
+                        nfa.eps(cur, hub);
+                        nfa.eps(hub, a);
+                        nfa.eps(b, hub);
+                        (start, hub)
+                    }
+                    Some(max) => {
+                        let end = nfa.state();
+                        nfa.eps(cur, end);
+                        for _ in min..max {
+                            let (a, b) = self.fragment(nfa, body, depth + 1)?;
+                            nfa.eps(cur, a);
+                            nfa.eps(b, end);
+                            cur = b;
+                        }
+                        (start, end)
+                    }
+                }
+            }
+            Expr::Rule(r) => {
+                if self.inline_rule[r.index()] && depth <= MAX_INLINE_DEPTH {
+                    self.fragment(nfa, self.g.rule(r).body, depth + 1)?
+                } else {
+                    call(self, nfa, UnitKey::Rule(r))
+                }
+            }
+        })
+    }
+
+    /// Productivity, nullability, trimming and layout.
+    fn finish(self, start: u32) -> Result<Program, CompileError> {
+        let n = self.units.len();
+        let mut fsms: Vec<Option<Fsm>> = Vec::with_capacity(n);
+        let mut counted: Vec<Option<Counted>> = Vec::with_capacity(n);
+        for (_, body) in self.units {
+            match body {
+                UnitBody::Fsm(f) => {
+                    fsms.push(Some(f));
+                    counted.push(None);
+                }
+                UnitBody::Counted(c) => {
+                    fsms.push(None);
+                    counted.push(Some(c));
+                }
+                UnitBody::Pending => unreachable!("every queued unit is built"),
+            }
+        }
+        let mut callers: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for u in 0..n {
+            for v in unit_callees(&fsms[u], &counted[u]) {
+                callers[v as usize].push(u as u32);
+            }
+        }
+        // Productive: derives some string. Nullable: derives the empty string.
+        let productive = fixpoint(n, &callers, |u, known| match (&fsms[u], &counted[u]) {
+            (Some(f), _) => reaches_final(f, |c| known[c as usize], true),
+            (None, Some(c)) => c.min == 0 || known[c.body as usize],
+            _ => false,
+        });
+        if !productive[start as usize] {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::EmptyLanguage,
+                "the grammar's start rule derives no string at all",
+            ));
+        }
+        let nullable = fixpoint(n, &callers, |u, known| match (&fsms[u], &counted[u]) {
+            (Some(f), _) => {
+                reaches_final(f, |c| known[c as usize] && productive[c as usize], false)
+            }
+            (None, Some(c)) => c.min == 0 || known[c.body as usize],
+            _ => false,
+        });
+        // Trim every automaton to the states on some path from start to final.
+        for f in fsms.iter_mut().flatten() {
+            *f = trim(f, |c| productive[c as usize]);
+        }
+        // Keep only units reachable from the start unit, in discovery order.
+        let mut order: Vec<u32> = vec![start];
+        let mut new_id = vec![u32::MAX; n];
+        new_id[start as usize] = 0;
+        let mut i = 0;
+        while i < order.len() {
+            let u = order[i] as usize;
+            i += 1;
+            for v in unit_callees(&fsms[u], &counted[u]) {
+                if productive[v as usize] && new_id[v as usize] == u32::MAX {
+                    new_id[v as usize] = order.len() as u32;
+                    order.push(v);
+                }
+            }
+        }
+        let nc = self.alphabet.len();
+        let mut prog = Program {
+            states: Vec::new(),
+            units: Vec::with_capacity(order.len()),
+            start_unit: 0,
+            alphabet: self.alphabet,
+            trans: Vec::new(),
+            multi: Vec::new(),
+            calls: Vec::new(),
+            special_edges: Vec::new(),
+            specials: self.specials,
+        };
+        // First pass: state offsets.
+        let mut offset = Vec::with_capacity(order.len());
+        let mut total = 0u32;
+        for &u in &order {
+            offset.push(total);
+            total += fsms[u as usize]
+                .as_ref()
+                .map_or(1, |f| f.states.len() as u32);
+        }
+        let table_len = total as usize * nc;
+        if table_len > self.limits.max_states.saturating_mul(64) {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::Limit,
+                format!("the grammar's transition table would have {table_len} entries"),
+            ));
+        }
+        prog.trans = vec![DEAD; table_len];
+        for (k, &u) in order.iter().enumerate() {
+            let base = offset[k];
+            let uid = k as u32;
+            match (&fsms[u as usize], &counted[u as usize]) {
+                (Some(f), _) => {
+                    for (si, s) in f.states.iter().enumerate() {
+                        let gid = base + si as u32;
+                        let calls_start = prog.calls.len() as u32;
+                        for &(cu, t) in &s.calls {
+                            prog.calls.push(Call {
+                                unit: new_id[cu as usize],
+                                ret: base + t,
+                            });
+                        }
+                        let sp_start = prog.special_edges.len() as u32;
+                        prog.special_edges
+                            .extend(s.specials.iter().map(|&(sid, t)| (sid, base + t)));
+                        let mut flags = 0;
+                        if s.final_ {
+                            flags |= FINAL;
+                        }
+                        if !s.calls.is_empty() {
+                            flags |= CALLS;
+                        }
+                        if !s.specials.is_empty() {
+                            flags |= SPECIALS;
+                        }
+                        if !s.bytes.is_empty() {
+                            flags |= SCANS;
+                        }
+                        prog.states.push(State {
+                            unit: uid,
+                            flags,
+                            calls: (calls_start, prog.calls.len() as u32),
+                            specials: (sp_start, prog.special_edges.len() as u32),
+                        });
+                        // Group targets by class.
+                        let mut j = 0;
+                        while j < s.bytes.len() {
+                            let class = s.bytes[j].0;
+                            let mut k2 = j;
+                            while k2 < s.bytes.len() && s.bytes[k2].0 == class {
+                                k2 += 1;
+                            }
+                            let slot = gid as usize * nc + class as usize;
+                            if k2 - j == 1 {
+                                prog.trans[slot] = base + s.bytes[j].1;
+                            } else {
+                                prog.trans[slot] = MULTI | prog.multi.len() as u32;
+                                prog.multi.push((k2 - j) as u32);
+                                prog.multi
+                                    .extend(s.bytes[j..k2].iter().map(|&(_, t)| base + t));
+                            }
+                            j = k2;
+                        }
+                    }
+                    prog.units.push(Unit {
+                        start: base,
+                        end: base + f.states.len() as u32,
+                        nullable: nullable[u as usize],
+                        counted: None,
+                    });
+                }
+                (None, Some(c)) if !productive[c.body as usize] => {
+                    // The body derives nothing: zero iterations is all there is (min is 0, or
+                    // the unit would be unproductive and unreachable).
+                    prog.states.push(State {
+                        unit: uid,
+                        flags: FINAL,
+                        calls: (prog.calls.len() as u32, prog.calls.len() as u32),
+                        specials: (
+                            prog.special_edges.len() as u32,
+                            prog.special_edges.len() as u32,
+                        ),
+                    });
+                    prog.units.push(Unit {
+                        start: base,
+                        end: base + 1,
+                        nullable: true,
+                        counted: None,
+                    });
+                }
+                (None, Some(c)) => {
+                    let body = new_id[c.body as usize];
+                    let body_nullable = nullable[c.body as usize];
+                    // Empty iterations change nothing but the count, so a nullable body needs
+                    // no minimum: any shortfall is made up by empty iterations.
+                    let min = if body_nullable { 0 } else { c.min };
+                    let calls_start = prog.calls.len() as u32;
+                    prog.calls.push(Call {
+                        unit: body,
+                        ret: base,
+                    });
+                    prog.states.push(State {
+                        unit: uid,
+                        flags: CALLS | COUNTED,
+                        calls: (calls_start, calls_start + 1),
+                        specials: (
+                            prog.special_edges.len() as u32,
+                            prog.special_edges.len() as u32,
+                        ),
+                    });
+                    prog.units.push(Unit {
+                        start: base,
+                        end: base + 1,
+                        nullable: nullable[u as usize],
+                        counted: Some(Counted {
+                            body,
+                            min,
+                            max: c.max,
+                        }),
+                    });
+                }
+                _ => unreachable!(),
+            }
+        }
+        Ok(prog)
+    }
+}
+
+/// The units a unit calls.
+fn unit_callees(fsm: &Option<Fsm>, counted: &Option<Counted>) -> Vec<u32> {
+    match (fsm, counted) {
+        (Some(f), _) => f
+            .states
+            .iter()
+            .flat_map(|s| s.calls.iter().map(|c| c.0))
+            .collect(),
+        (None, Some(c)) => vec![c.body],
+        _ => vec![],
+    }
+}
+
+/// Rules that reach themselves through references.
+fn recursive_rules(g: &Grammar) -> Vec<bool> {
+    let n = g.rules().len();
+    let refs: Vec<Vec<usize>> = g
+        .rules()
+        .iter()
+        .map(|r| g.rule_refs(r.body).iter().map(|x| x.index()).collect())
+        .collect();
+    let sccs = tarjan(n, |u| refs[u].clone());
+    let mut out = vec![false; n];
+    for scc in sccs {
+        let cyclic = scc.len() > 1 || refs[scc[0]].contains(&scc[0]);
+        if cyclic {
+            scc.iter().for_each(|&u| out[u] = true);
+        }
+    }
+    out
+}
+
+/// Strongly connected components, in reverse topological order (callees first), iteratively.
+pub(crate) fn tarjan(n: usize, succ: impl Fn(usize) -> Vec<usize>) -> Vec<Vec<usize>> {
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        // (node, successors, position)
+        let mut work: Vec<(usize, Vec<usize>, usize)> = vec![(root, succ(root), 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some((v, succs, pos)) = work.last_mut() {
+            if *pos < succs.len() {
+                let w = succs[*pos];
+                *pos += 1;
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    let s = succ(w);
+                    work.push((w, s, 0));
+                } else if on_stack[w] {
+                    let v = *v;
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                let v = *v;
+                work.pop();
+                if let Some((p, _, _)) = work.last() {
+                    low[*p] = low[*p].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut scc = Vec::new();
+                    loop {
+                        let w = stack.pop().unwrap();
+                        on_stack[w] = false;
+                        scc.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    out.push(scc);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Least fixpoint of a monotone per-unit property, re-checking callers when a unit flips.
+fn fixpoint(n: usize, callers: &[Vec<u32>], check: impl Fn(usize, &[bool]) -> bool) -> Vec<bool> {
+    let mut known = vec![false; n];
+    let mut queued = vec![true; n];
+    let mut work: VecDeque<usize> = (0..n).collect();
+    while let Some(u) = work.pop_front() {
+        queued[u] = false;
+        if known[u] || !check(u, &known) {
+            continue;
+        }
+        known[u] = true;
+        for &c in &callers[u] {
+            if !known[c as usize] && !queued[c as usize] {
+                queued[c as usize] = true;
+                work.push_back(c as usize);
+            }
+        }
+    }
+    known
+}
+
+/// Is a final state reachable from the start, through calls `ok` allows (and, if `consume`,
+/// through byte and special edges)?
+fn reaches_final(f: &Fsm, ok: impl Fn(u32) -> bool, consume: bool) -> bool {
+    let mut seen = vec![false; f.states.len()];
+    let mut stack = vec![0u32];
+    seen[0] = true;
+    while let Some(s) = stack.pop() {
+        let st = &f.states[s as usize];
+        if st.final_ {
+            return true;
+        }
+        let mut push = |t: u32| {
+            if !seen[t as usize] {
+                seen[t as usize] = true;
+                stack.push(t);
+            }
+        };
+        st.calls.iter().filter(|c| ok(c.0)).for_each(|c| push(c.1));
+        if consume {
+            st.bytes.iter().for_each(|b| push(b.1));
+            st.specials.iter().for_each(|b| push(b.1));
+        }
+    }
+    false
+}
+
+/// Drops calls to unproductive units and every state not on a start-to-final path; the start
+/// stays state 0.
+fn trim(f: &Fsm, productive: impl Fn(u32) -> bool) -> Fsm {
+    let n = f.states.len();
+    let succ = |s: &FState| -> Vec<u32> {
+        s.bytes
+            .iter()
+            .map(|b| b.1)
+            .chain(s.specials.iter().map(|b| b.1))
+            .chain(s.calls.iter().filter(|c| productive(c.0)).map(|c| c.1))
+            .collect()
+    };
+    let mut fwd = vec![false; n];
+    let mut stack = vec![0u32];
+    fwd[0] = true;
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    while let Some(s) = stack.pop() {
+        for t in succ(&f.states[s as usize]) {
+            preds[t as usize].push(s);
+            if !fwd[t as usize] {
+                fwd[t as usize] = true;
+                stack.push(t);
+            }
+        }
+    }
+    let mut bwd = vec![false; n];
+    let mut stack: Vec<u32> = (0..n as u32)
+        .filter(|&s| fwd[s as usize] && f.states[s as usize].final_)
+        .collect();
+    stack.iter().for_each(|&s| bwd[s as usize] = true);
+    while let Some(s) = stack.pop() {
+        for &p in &preds[s as usize] {
+            if !bwd[p as usize] {
+                bwd[p as usize] = true;
+                stack.push(p);
+            }
+        }
+    }
+    let keep = |s: u32| fwd[s as usize] && bwd[s as usize];
+    if !keep(0) {
+        return Fsm {
+            states: vec![FState::default()],
+        };
+    }
+    let mut map = vec![u32::MAX; n];
+    let mut order = Vec::new();
+    for s in 0..n as u32 {
+        if keep(s) {
+            map[s as usize] = order.len() as u32;
+            order.push(s);
+        }
+    }
+    let states = order
+        .iter()
+        .map(|&s| {
+            let st = &f.states[s as usize];
+            FState {
+                final_: st.final_,
+                bytes: st
+                    .bytes
+                    .iter()
+                    .filter(|b| keep(b.1))
+                    .map(|&(c, t)| (c, map[t as usize]))
+                    .collect(),
+                specials: st
+                    .specials
+                    .iter()
+                    .filter(|b| keep(b.1))
+                    .map(|&(c, t)| (c, map[t as usize]))
+                    .collect(),
+                calls: st
+                    .calls
+                    .iter()
+                    .filter(|c| productive(c.0) && keep(c.1))
+                    .map(|&(c, t)| (c, map[t as usize]))
+                    .collect(),
+            }
+        })
+        .collect();
+    Fsm { states }
+}
+
+/// Merges bisimilar states (partition refinement): equivalent states of a unit become one,
+/// so they share one cached mask classification and one structural hash. Safe for the
+/// nondeterministic fallback too, since bisimilar states accept the same language.
+fn minimize(f: &Fsm) -> Fsm {
+    let n = f.states.len();
+    let mut block: Vec<u32> = f.states.iter().map(|s| s.final_ as u32).collect();
+    let mut blocks = 0;
+    let mut ids = SliceInterner::default();
+    let mut sig: Vec<u32> = Vec::new();
+    let mut triples: Vec<(u32, u32, u32)> = Vec::new();
+    loop {
+        ids.clear();
+        let mut next = vec![0u32; n];
+        for (i, s) in f.states.iter().enumerate() {
+            // (kind, label, target block): bytes 0, specials 1, calls 2.
+            triples.clear();
+            triples.extend(
+                s.bytes
+                    .iter()
+                    .map(|&(c, t)| (0, c as u32, block[t as usize])),
+            );
+            triples.extend(s.specials.iter().map(|&(x, t)| (1, x, block[t as usize])));
+            triples.extend(s.calls.iter().map(|&(u, t)| (2, u, block[t as usize])));
+            triples.sort_unstable();
+            triples.dedup();
+            sig.clear();
+            sig.push(block[i]);
+            sig.extend(triples.iter().flat_map(|&(a, b, c)| [a, b, c]));
+            next[i] = ids.intern(&sig).0;
+        }
+        block = next;
+        if ids.len() == blocks {
+            break;
+        }
+        blocks = ids.len();
+    }
+    if blocks == n {
+        return f.clone();
+    }
+    // Renumber so the start's block is state 0, in order of first appearance.
+    let mut order = vec![u32::MAX; blocks];
+    let mut count = 0;
+    order[block[0] as usize] = 0;
+    count += 1;
+    for &b in &block {
+        if order[b as usize] == u32::MAX {
+            order[b as usize] = count;
+            count += 1;
+        }
+    }
+    let mut states = vec![FState::default(); blocks];
+    let mut done = vec![false; blocks];
+    for (i, s) in f.states.iter().enumerate() {
+        let b = order[block[i] as usize] as usize;
+        if std::mem::replace(&mut done[b], true) {
+            continue;
+        }
+        let map = |t: u32| order[block[t as usize] as usize];
+        let mut bytes: Vec<(u8, u32)> = s.bytes.iter().map(|&(c, t)| (c, map(t))).collect();
+        bytes.sort_unstable();
+        bytes.dedup();
+        let mut specials: Vec<(u32, u32)> = s.specials.iter().map(|&(x, t)| (x, map(t))).collect();
+        specials.sort_unstable();
+        specials.dedup();
+        let mut calls: Vec<(u32, u32)> = s.calls.iter().map(|&(x, t)| (x, map(t))).collect();
+        calls.sort_unstable();
+        calls.dedup();
+        states[b] = FState {
+            final_: s.final_,
+            bytes,
+            specials,
+            calls,
+        };
+    }
+    Fsm { states }
+}
+
+/// Subset construction (`dfa = true`, fails past the state budget) or plain epsilon removal
+/// (`dfa = false`, one state per NFA state, several targets per class allowed).
+fn determinize(
+    nfa: &Nfa,
+    start: u32,
+    accept: u32,
+    alphabet: &Alphabet,
+    limits: &CompileLimits,
+    dfa: bool,
+) -> Result<Option<Fsm>, CompileError> {
+    let n = nfa.len();
+    let mut mark = vec![u32::MAX; n];
+    let mut gen = 0u32;
+    let closure = |set: &mut Vec<u32>, gen: u32, mark: &mut Vec<u32>| {
+        let mut i = 0;
+        set.iter().for_each(|&s| mark[s as usize] = gen);
+        while i < set.len() {
+            let s = set[i];
+            i += 1;
+            for &t in &nfa.eps[s as usize] {
+                if mark[t as usize] != gen {
+                    mark[t as usize] = gen;
+                    set.push(t);
+                }
+            }
+        }
+        set.sort_unstable();
+    };
+    // DFA states are sets of NFA states (closed under epsilon); with `dfa = false`, single
+    // NFA states, closed when they are expanded.
+    let mut sets = SliceInterner::default();
+    let mut members: Vec<u32> = vec![start];
+    if dfa {
+        closure(&mut members, gen, &mut mark);
+        gen += 1;
+    }
+    sets.intern(&members);
+    let mut fsm = Fsm::default();
+    let nc = alphabet.len();
+    let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nc];
+    let mut scratch: Vec<u32> = Vec::new();
+    let mut ids_out: SmallVec<[u32; 4]> = SmallVec::new();
+    let mut i = 0;
+    while i < sets.len() {
+        if i % 256 == 0 {
+            if let Some(d) = limits.deadline {
+                if Instant::now() > d {
+                    return Err(CompileError::unplaced(
+                        CompileErrorKind::Limit,
+                        "grammar compilation exceeded its time budget (CfgConfig::compile_time)",
+                    ));
+                }
+            }
+        }
+        if dfa && sets.len() > limits.max_dfa_states {
+            return Ok(None);
+        }
+        members.clear();
+        members.extend_from_slice(sets.get(i as u32));
+        if !dfa {
+            closure(&mut members, gen, &mut mark);
+            gen += 1;
+        }
+        i += 1;
+        by_class.iter_mut().for_each(|v| v.clear());
+        let mut specials: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut calls: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        let mut st = FState {
+            final_: members.binary_search(&accept).is_ok(),
+            ..Default::default()
+        };
+        for &s in &members {
+            for &(label, t) in &nfa.edges[s as usize] {
+                match label {
+                    Label::Classes(k) => for_each_member(&nfa.class_sets[k as usize], |c| {
+                        by_class[c as usize].push(t)
+                    }),
+                    Label::Special(sid) => specials.entry(sid).or_default().push(t),
+                    Label::Call(u) => calls.entry(u).or_default().push(t),
+                }
+            }
+        }
+        // The states reached from `targets`: one closed subset (dfa), or the targets
+        // themselves (epsilon removal).
+        let mut intern = |targets: &[u32], out: &mut SmallVec<[u32; 4]>| {
+            out.clear();
+            if dfa {
+                scratch.clear();
+                scratch.extend_from_slice(targets);
+                closure(&mut scratch, gen, &mut mark);
+                gen += 1;
+                scratch.dedup();
+                out.push(sets.intern(&scratch).0);
+            } else {
+                let mut sorted: SmallVec<[u32; 8]> = targets.iter().copied().collect();
+                sorted.sort_unstable();
+                sorted.dedup();
+                out.extend(sorted.iter().map(|&t| sets.intern(&[t]).0));
+            }
+        };
+        // Consecutive classes often share their targets.
+        let mut prev: Option<usize> = None;
+        for c in 0..nc {
+            if by_class[c].is_empty() {
+                continue;
+            }
+            if prev.is_none_or(|p| by_class[p] != by_class[c]) {
+                intern(&by_class[c], &mut ids_out);
+                prev = Some(c);
+            }
+            st.bytes.extend(ids_out.iter().map(|&id| (c as u8, id)));
+        }
+        for (sid, targets) in specials {
+            intern(&targets, &mut ids_out);
+            st.specials.extend(ids_out.iter().map(|&id| (sid, id)));
+        }
+        for (u, targets) in calls {
+            intern(&targets, &mut ids_out);
+            st.calls.extend(ids_out.iter().map(|&id| (u, id)));
+        }
+        fsm.states.push(st);
+    }
+    Ok(Some(fsm))
+}
+
+/// Calls `f` on each member of a byte set (here: a set of class ids), lowest first.
+#[inline]
+fn for_each_member(set: &ByteSet, mut f: impl FnMut(u8)) {
+    for (i, mut w) in set.words().into_iter().enumerate() {
+        while w != 0 {
+            f((i * 64 + w.trailing_zeros() as usize) as u8);
+            w &= w - 1;
+        }
+    }
+}

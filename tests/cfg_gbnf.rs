@@ -1,0 +1,156 @@
+//! The GBNF front end: each construct of llama.cpp's dialect means what llama.cpp says
+//! (checked by running strings through the reference recognizer on the produced IR), and bad
+//! grammars give typed errors at exact positions.
+
+use formwork::front::gbnf::gbnf_to_ir;
+use formwork::ir::reference::{Recognizer, Unit};
+use formwork::{CompileErrorKind, Location};
+
+fn accepts(gbnf: &str, input: &[u8]) -> bool {
+    let g = gbnf_to_ir(gbnf, "t.gbnf").unwrap_or_else(|e| panic!("{e}"));
+    let rec = Recognizer::new(&g);
+    let mut chart = rec.start();
+    input.iter().all(|&b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+}
+
+fn language(gbnf: &str, yes: &[&str], no: &[&str]) {
+    for s in yes {
+        assert!(accepts(gbnf, s.as_bytes()), "{gbnf:?} should accept {s:?}");
+    }
+    for s in no {
+        assert!(!accepts(gbnf, s.as_bytes()), "{gbnf:?} should reject {s:?}");
+    }
+}
+
+#[test]
+fn literals_and_escapes() {
+    language(r#"root ::= "a\"b\\c""#, &["a\"b\\c"], &["a\"bc", "ab\\c"]);
+    language(
+        r#"root ::= "\t\n\r\x41\u00e9\U0001F600[]""#,
+        &["\t\n\rAé😀[]"],
+        &["\t\n\rA\u{e9}"],
+    );
+    language(r#"root ::= "日本""#, &["日本"], &["日"]);
+    language("root ::= \"\"", &[""], &["a"]);
+}
+
+#[test]
+fn classes() {
+    language("root ::= [a-cx]", &["a", "b", "c", "x"], &["d", "", "ab"]);
+    language("root ::= [^a-c\\n]", &["d", "é", "😀"], &["a", "\n", ""]);
+    language("root ::= [a-]", &["a", "-"], &["b"]);
+    language(
+        r"root ::= [\]\\\x20-\x22]",
+        &["]", "\\", " ", "!", "\""],
+        &["#", "["],
+    );
+    language("root ::= [ぁ-ゟ]+", &["ひらがな"], &["カ", "a"]);
+    language("root ::= .", &["a", "\n", "é", "😀"], &["", "ab"]);
+    // A negated class is a set of characters: never a lone byte of one.
+    assert!(!accepts("root ::= [^a]", &[0xC3]));
+    assert!(!accepts("root ::= .", &[0xFF]));
+}
+
+#[test]
+fn sequences_alternatives_groups_repetitions() {
+    let g = r#"root ::= ("a" | "b" "c")* "d"? | "x"{2} "y"{1,} "z"{0,2} ("w" "v"){1,2}"#;
+    language(
+        g,
+        &["", "a", "bca", "d", "abcd", "xxyzwv", "xxyyyzzwvwv"],
+        &["bd", "c", "xxwv", "xxyzzzwv", "xxywvwvwv"],
+    );
+    language(
+        "root ::= [0-9]{ 3 , 4 }",
+        &["123", "1234"],
+        &["12", "12345"],
+    );
+    language("root ::= \"a\" *", &["", "aaa"], &["b"]);
+}
+
+#[test]
+fn rules_comments_and_newlines() {
+    let g = "# leading comment\n\nroot ::= item (\",\" item)* # trailing\n\nitem ::=\n  ( \"x\" # inside a group newlines are spaces\n    | \"y\"\n  )\n  \nlast-rule_2 ::= \"unused\"\n";
+    language(g, &["x", "x,y,x"], &["", "x,"]);
+    // A newline after `|` continues the rule, even outside parentheses.
+    language("root ::= \"a\" |\n  \"b\"", &["a", "b"], &["c"]);
+    // Empty alternatives.
+    language("root ::= | \"a\"", &["", "a"], &["aa"]);
+}
+
+#[test]
+fn special_tokens_by_content() {
+    let g = gbnf_to_ir("root ::= <|im_start|> \"x\" <think>", "t.gbnf").unwrap();
+    let rec = Recognizer::new(&g);
+    let mut chart = rec.start();
+    assert!(
+        !chart.push(&rec, Unit::Byte(b'<')),
+        "a special token never matches as text"
+    );
+    assert!(chart.push(&rec, Unit::Special("<|im_start|>")));
+    assert!(chart.push(&rec, Unit::Byte(b'x')));
+    assert!(chart.push(&rec, Unit::Special("<think>")));
+    assert!(chart.is_accepting(&rec));
+}
+
+fn error_at(gbnf: &str) -> (CompileErrorKind, usize, usize, String) {
+    let err = gbnf_to_ir(gbnf, "bad.gbnf").unwrap_err();
+    match err.location() {
+        Location::Text { source, line, col } => {
+            assert_eq!(source, "bad.gbnf");
+            (err.kind(), *line, *col, err.message().to_string())
+        }
+        other => panic!("{err}: no text location ({other:?})"),
+    }
+}
+
+#[test]
+fn syntax_errors_have_exact_positions() {
+    let (kind, line, col, msg) = error_at("root ::= \"abc");
+    assert_eq!((kind, line, col), (CompileErrorKind::Syntax, 1, 14));
+    assert!(msg.contains("closing `\"`"), "{msg}");
+    let (kind, line, col, _) = error_at("root ::= \"a\"\n  | \"b\"");
+    assert_eq!((kind, line, col), (CompileErrorKind::Syntax, 2, 3));
+    let (kind, line, col, _) = error_at("root ::= [a-z\n");
+    assert_eq!((kind, line, col), (CompileErrorKind::Syntax, 2, 1));
+    let (kind, line, col, msg) = error_at("root ::= \"ok\"\nitem ::= \"\\q\"");
+    assert_eq!(
+        (kind, line, col),
+        (CompileErrorKind::Syntax, 2, 11),
+        "{msg}"
+    );
+    assert_eq!(msg, "unknown escape `\\q`");
+    let (kind, line, col, _) = error_at("root ::= (\"a\" | \"b\"");
+    assert_eq!((kind, line, col), (CompileErrorKind::Syntax, 1, 20));
+    let (kind, line, col, msg) = error_at("root = \"a\"");
+    assert_eq!((kind, line, col), (CompileErrorKind::Syntax, 1, 6));
+    assert!(msg.contains("::="), "{msg}");
+    let (kind, line, col, _) = error_at("root ::= \"a\"{2,x}");
+    assert_eq!((kind, line, col), (CompileErrorKind::Syntax, 1, 16));
+}
+
+#[test]
+fn semantic_errors_have_exact_positions() {
+    let (kind, line, col, msg) = error_at("root ::= item \",\" other\nitem ::= \"i\"\n");
+    assert_eq!((kind, line, col), (CompileErrorKind::Undefined, 1, 19));
+    assert!(msg.contains("`other`"), "{msg}");
+    let (kind, line, col, msg) = error_at("root ::= \"a\"\n\nroot ::= \"b\"");
+    assert_eq!((kind, line, col), (CompileErrorKind::Invalid, 3, 1));
+    assert!(msg.contains("bad.gbnf:1:1"), "{msg}");
+    let (kind, line, col, _) = error_at("root ::= \"a\"{3,2}");
+    assert_eq!((kind, line, col), (CompileErrorKind::Invalid, 1, 13));
+    let (kind, line, col, _) = error_at("root ::= [z-a]");
+    assert_eq!((kind, line, col), (CompileErrorKind::Invalid, 1, 11));
+    let (kind, line, col, _) = error_at("root ::= \"\\U00110000\"");
+    assert_eq!((kind, line, col), (CompileErrorKind::Invalid, 1, 11));
+    let (kind, line, col, _) = error_at("item ::= \"x\"\n");
+    assert_eq!((kind, line, col), (CompileErrorKind::Undefined, 2, 1));
+    let (kind, line, col, _) = error_at("root ::= \"a\" <[151645]>");
+    assert_eq!((kind, line, col), (CompileErrorKind::Unsupported, 1, 14));
+    let (kind, line, col, _) = error_at("root ::= !<|im_end|>*");
+    assert_eq!((kind, line, col), (CompileErrorKind::Unsupported, 1, 10));
+    let (kind, line, col, _) = error_at("root ::= \"x\"{99999999999}");
+    assert_eq!((kind, line, col), (CompileErrorKind::Invalid, 1, 14));
+    let deep = format!("root ::= {}\"a\"{}", "(".repeat(300), ")".repeat(300));
+    let (kind, line, col, _) = error_at(&deep);
+    assert_eq!((kind, line, col), (CompileErrorKind::Limit, 1, 10 + 256));
+}

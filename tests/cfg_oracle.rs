@@ -1,0 +1,149 @@
+//! The Earley engine's masks equal the reference recognizer's, bit for bit, at every step of
+//! several valid texts per grammar, with the adaptive cache (with and without context
+//! expansion) and with the plain trie walk; on Qwen3, and JSON also on Mistral (SentencePiece
+//! byte fallback).
+
+mod cfg_support;
+mod common;
+
+use cfg_support::*;
+use formwork::cfg::{CfgCompiler, CfgConfig};
+
+#[test]
+fn json_qwen3() {
+    check_oracle(
+        common::qwen3(),
+        JSON,
+        &[
+            r#"{"a": [1, -2.5e3, true, null], "b": {"c": "x\u00e9\n"}}"#,
+            "[\n  {\"k\":0},\n  []\n]",
+            r#""日本 🎉""#,
+            "-0.5E+10",
+        ],
+    );
+}
+
+#[test]
+fn json_mistral() {
+    check_oracle(
+        common::mistral(),
+        JSON,
+        &[
+            r#"{"a": [1, 2.5, "ü"], "b": null}"#,
+            r#"[true,{"x":"y z"}]"#,
+        ],
+    );
+}
+
+#[test]
+fn arithmetic() {
+    check_oracle(
+        common::qwen3(),
+        ARITH,
+        &[
+            "1 + 2*3",
+            "-(4.5 - x(1, y(2))) / 7 % 2",
+            "max(10,20,30)",
+            "((((1))))",
+        ],
+    );
+}
+
+#[test]
+fn c_like() {
+    check_oracle(
+        common::qwen3(),
+        CLIKE,
+        &[
+            "int main() {\n  int x = 1;\n  while (x < 10) {\n    x = x * 2;\n  }\n  return x;\n}\n",
+            "void f(char* s, int n) {\n  // log it\n  if (n == 0) { return; } else { print(s, n - 1); }\n}",
+        ],
+    );
+}
+
+#[test]
+fn left_recursive() {
+    check_oracle(
+        common::qwen3(),
+        LEFTREC,
+        &["1+2*3-4/5", "(a[1]+b[(2)])*c[3-4]", "12345*678"],
+    );
+}
+
+#[test]
+fn ambiguous() {
+    check_oracle(
+        common::qwen3(),
+        AMBIGUOUS,
+        &["1+2*3+4*5", "(a+b)*(c+d)+e", "<<x>x<>>x<x>", "xxxx"],
+    );
+}
+
+#[test]
+fn special_tokens() {
+    check_oracle(
+        common::qwen3(),
+        SPECIALS,
+        &[
+            "<think>\nshort thought</think>\n\nThe answer is 42.<|im_end|>",
+            "<think>\n</think>\n\nsee <|vision_start|>img12<|vision_end|> here",
+        ],
+    );
+}
+
+#[test]
+fn large_repeats() {
+    let many_a = format!("({})", "a".repeat(150));
+    let items = format!("<{}>", vec!["ab"; 52].join(","));
+    check_oracle(
+        common::qwen3(),
+        REPEATS,
+        &["(aaa)", &many_a, "[0123456789]", "[]", &items],
+    );
+}
+
+#[test]
+fn bounded_string() {
+    check_oracle(
+        common::qwen3(),
+        BOUNDED_STRING,
+        &[
+            r#"{"name": "Zoë Ångström\tnée Byron"}"#,
+            r#"{"name": "xy"}"#,
+            r#"{"name": "exactly forty characters, with \"quotes\"!"}"#,
+        ],
+    );
+}
+
+/// Grammars that share sub-structures (JSON strings and numbers, bounded strings) run through
+/// one compiler, so later grammars take cached classifications computed for earlier ones
+/// (cross-grammar keys by structural hash); and again with a cache so small that entries are
+/// evicted and recomputed. Masks stay exact.
+#[test]
+fn shared_cache_across_grammars_and_evictions() {
+    let vocab = common::qwen3();
+    let array_of_strings = JSON.replace(
+        "root    ::= ws value ws",
+        "root    ::= \"[\" ws string ( ws \",\" ws number )* ws \"]\"",
+    );
+    let bounded = BOUNDED_STRING.replace("{2,40}", "{1,41}");
+    let grammars: [(&str, &[&str]); 4] = [
+        (JSON, &[r#"{"k": ["x y", 12.5]}"#]),
+        (&array_of_strings, &[r#"["hello wörld", 3, -4e2]"#]),
+        (BOUNDED_STRING, &[r#"{"name": "Ada"}"#]),
+        (&bounded, &[r#"{"name": "Ada Lovelace"}"#]),
+    ];
+    for budget in [256 << 20, 400_000] {
+        let compiler = CfgCompiler::new(vocab, CfgConfig::new().cache_bytes(budget));
+        for (gbnf, texts) in grammars {
+            let ir = ir(gbnf);
+            let grammar = compiler.compile(&ir).unwrap();
+            check_engines(vocab, &ir, &[("shared", grammar)], texts);
+        }
+        let stats = compiler.cache_stats();
+        assert!(stats.hits > 0, "{stats:?}");
+        if budget < 1 << 20 {
+            assert!(stats.evictions > 0, "{stats:?}");
+        }
+    }
+}
