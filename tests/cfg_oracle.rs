@@ -133,17 +133,20 @@ fn shared_cache_across_grammars_and_evictions() {
         (BOUNDED_STRING, &[r#"{"name": "Ada"}"#]),
         (&bounded, &[r#"{"name": "Ada Lovelace"}"#]),
     ];
-    for budget in [256 << 20, 400_000] {
+    let run = |budget: usize| {
         let compiler = CfgCompiler::new(vocab, CfgConfig::new().cache_bytes(budget));
         for (gbnf, texts) in grammars {
             let ir = ir(gbnf);
             let grammar = compiler.compile(&ir).unwrap();
             check_engines(vocab, &ir, &[("shared", grammar)], texts);
         }
-        let stats = compiler.cache_stats();
-        assert!(stats.hits > 0, "{stats:?}");
-        if budget < 1 << 20 {
-            assert!(stats.evictions > 0, "{stats:?}");
-        }
-    }
+        compiler.cache_stats()
+    };
+    let roomy = run(256 << 20);
+    assert!(roomy.hits > 0 && roomy.evictions == 0, "{roomy:?}");
+    // A fraction of what the roomy run kept (the bytes cached depend on which tokens the walk had
+    // to classify, so a fixed budget may fit everything on another setup): entries are evicted
+    // or, larger than a shard's share, never kept, and the walk recomputes them.
+    let tight = run(roomy.bytes / 8);
+    assert!(tight.misses > roomy.misses, "{roomy:?} {tight:?}");
 }
