@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod engine;
 pub mod error;
 pub mod front;
 pub mod gpu;
@@ -13,6 +14,8 @@ pub mod ir;
 pub mod mask;
 pub mod matcher;
 pub mod ops;
+pub mod request;
+pub mod template;
 pub mod vocab;
 
 pub use error::{CompileError, CompileErrorKind, Location};

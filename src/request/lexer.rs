@@ -1,0 +1,255 @@
+//! The request lexer: feeds the LALR(1) parser generated from `grammar/request.lalrpop`.
+//!
+//! Hand-written and allocation-free for text without escapes (names, strings and regexes
+//! borrow from the request), because requests are parsed on the hot path of every generation.
+
+use std::borrow::Cow;
+
+/// A request token.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tok<'a> {
+    LParen,
+    RParen,
+    LBracket,
+    RBracket,
+    LBrace,
+    RBrace,
+    Comma,
+    Colon,
+    DotDot,
+    Ident(&'a str),
+    Str(Cow<'a, str>),
+    Int(i64),
+    Regex(Cow<'a, str>),
+}
+
+impl std::fmt::Display for Tok<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tok::LParen => f.write_str("`(`"),
+            Tok::RParen => f.write_str("`)`"),
+            Tok::LBracket => f.write_str("`[`"),
+            Tok::RBracket => f.write_str("`]`"),
+            Tok::LBrace => f.write_str("`{`"),
+            Tok::RBrace => f.write_str("`}`"),
+            Tok::Comma => f.write_str("`,`"),
+            Tok::Colon => f.write_str("`:`"),
+            Tok::DotDot => f.write_str("`..`"),
+            Tok::Ident(name) => write!(f, "name `{name}`"),
+            Tok::Str(s) => write!(f, "string {s:?}"),
+            Tok::Int(n) => write!(f, "integer {n}"),
+            Tok::Regex(r) => write!(f, "regex /{r}/"),
+        }
+    }
+}
+
+/// A lexical error at a byte offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LexError {
+    pub at: usize,
+    pub message: String,
+}
+
+pub struct Lexer<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Lexer<'a> {
+    pub fn new(text: &'a str) -> Lexer<'a> {
+        Lexer { text, pos: 0 }
+    }
+
+    fn error<T>(&self, at: usize, message: impl Into<String>) -> Option<Result<T, LexError>> {
+        Some(Err(LexError {
+            at,
+            message: message.into(),
+        }))
+    }
+
+    /// The body of a string whose opening quote was at `start`.
+    fn string(&mut self, start: usize) -> Result<Cow<'a, str>, LexError> {
+        let bytes = self.text.as_bytes();
+        let body = start + 1;
+        let fail = |at: usize, message: &str| LexError {
+            at,
+            message: message.to_string(),
+        };
+        // Fast path: no escapes, borrow.
+        let mut i = body;
+        while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\\' && bytes[i] != b'\n' {
+            i += 1;
+        }
+        if i < bytes.len() && bytes[i] == b'"' {
+            self.pos = i + 1;
+            return Ok(Cow::Borrowed(&self.text[body..i]));
+        }
+        let mut out = String::from(&self.text[body..i]);
+        let mut chars = self.text[i..].char_indices().map(|(j, c)| (i + j, c));
+        loop {
+            match chars.next() {
+                None | Some((_, '\n')) => {
+                    return Err(fail(start, "unterminated string: expected a closing quote"))
+                }
+                Some((j, '"')) => {
+                    self.pos = j + 1;
+                    return Ok(Cow::Owned(out));
+                }
+                Some((j, '\\')) => {
+                    let c = match chars.next() {
+                        Some((_, 'n')) => '\n',
+                        Some((_, 't')) => '\t',
+                        Some((_, 'r')) => '\r',
+                        Some((_, '0')) => '\0',
+                        Some((_, c @ ('\\' | '"' | '\'' | '/'))) => c,
+                        Some((_, 'u')) => {
+                            let rest = &self.text[j + 2..];
+                            let close = rest.find('}').filter(|_| rest.starts_with('{'));
+                            let c = close
+                                .and_then(|k| u32::from_str_radix(&rest[1..k], 16).ok())
+                                .and_then(char::from_u32)
+                                .ok_or_else(|| {
+                                    fail(j, "`\\u` takes `{hex}` naming a Unicode scalar value")
+                                })?;
+                            for _ in 0..close.unwrap() + 1 {
+                                chars.next();
+                            }
+                            c
+                        }
+                        _ => {
+                            return Err(fail(
+                                j,
+                                "unknown escape: expected one of \\n \\t \\r \\0 \\\\ \\\" \\' \\/ \\u{...}",
+                            ))
+                        }
+                    };
+                    out.push(c);
+                }
+                Some((_, c)) => out.push(c),
+            }
+        }
+    }
+
+    /// The pattern of a `/regex/` whose slash was at `start`; `\/` stands for a slash.
+    fn regex(&mut self, start: usize) -> Result<Cow<'a, str>, LexError> {
+        let bytes = self.text.as_bytes();
+        let mut i = start + 1;
+        let mut escaped_slash = false;
+        while i < bytes.len() && bytes[i] != b'/' && bytes[i] != b'\n' {
+            if bytes[i] == b'\\' && i + 1 < bytes.len() {
+                escaped_slash |= bytes[i + 1] == b'/';
+                i += 1;
+            }
+            i += 1;
+        }
+        if i >= bytes.len() || bytes[i] != b'/' {
+            return Err(LexError {
+                at: start,
+                message: "unterminated regex: expected a closing `/`".into(),
+            });
+        }
+        self.pos = i + 1;
+        let raw = &self.text[start + 1..i];
+        Ok(if escaped_slash {
+            Cow::Owned(raw.replace("\\/", "/"))
+        } else {
+            Cow::Borrowed(raw)
+        })
+    }
+}
+
+impl<'a> Iterator for Lexer<'a> {
+    type Item = Result<(usize, Tok<'a>, usize), LexError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let bytes = self.text.as_bytes();
+        while self.pos < bytes.len() && bytes[self.pos].is_ascii_whitespace() {
+            self.pos += 1;
+        }
+        let start = self.pos;
+        let &b = bytes.get(start)?;
+        let punct = |lx: &mut Self, tok: Tok<'a>, len: usize| {
+            lx.pos += len;
+            Some(Ok((start, tok, start + len)))
+        };
+        match b {
+            b'(' => punct(self, Tok::LParen, 1),
+            b')' => punct(self, Tok::RParen, 1),
+            b'[' => punct(self, Tok::LBracket, 1),
+            b']' => punct(self, Tok::RBracket, 1),
+            b'{' => punct(self, Tok::LBrace, 1),
+            b'}' => punct(self, Tok::RBrace, 1),
+            b',' => punct(self, Tok::Comma, 1),
+            b':' => punct(self, Tok::Colon, 1),
+            b'.' if bytes.get(start + 1) == Some(&b'.') => punct(self, Tok::DotDot, 2),
+            b'"' => Some(self.string(start).map(|s| (start, Tok::Str(s), self.pos))),
+            b'/' => Some(self.regex(start).map(|r| (start, Tok::Regex(r), self.pos))),
+            b'-' | b'0'..=b'9' => {
+                let mut i = start + usize::from(b == b'-');
+                let digits = i;
+                while i < bytes.len() && bytes[i].is_ascii_digit() {
+                    i += 1;
+                }
+                if i == digits {
+                    return self.error(start, "expected digits after `-`");
+                }
+                match self.text[start..i].parse::<i64>() {
+                    Ok(n) => {
+                        self.pos = i;
+                        Some(Ok((start, Tok::Int(n), i)))
+                    }
+                    Err(_) => self.error(start, "integer out of range (64-bit signed)"),
+                }
+            }
+            b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
+                let mut i = start + 1;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                self.pos = i;
+                Some(Ok((start, Tok::Ident(&self.text[start..i]), i)))
+            }
+            _ => {
+                let c = self.text[start..].chars().next().unwrap();
+                self.error(
+                    start,
+                    format!("unexpected character {c:?}: expected a name, a string, an integer, a /regex/, `{{`, `[` or punctuation"),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(text: &str) -> Vec<Tok<'_>> {
+        Lexer::new(text).map(|t| t.unwrap().1).collect()
+    }
+
+    #[test]
+    fn tokens_borrow_unless_escaped() {
+        let t = toks(r#"a(b: "x", c: "y\"z", d: /a\/b/, e: -3..20, f: {"1"})"#);
+        assert_eq!(t.len(), 26);
+        assert!(matches!(&t[4], Tok::Str(Cow::Borrowed("x"))));
+        assert!(matches!(&t[8], Tok::Str(Cow::Owned(s)) if s == "y\"z"));
+        assert!(matches!(&t[12], Tok::Regex(Cow::Owned(s)) if s == "a/b"));
+        assert_eq!(t[16], Tok::Int(-3));
+        assert_eq!(t[17], Tok::DotDot);
+        assert_eq!(t[18], Tok::Int(20));
+        assert_eq!(toks(r#""\u{e9}""#), [Tok::Str(Cow::Owned("é".into()))]);
+    }
+
+    #[test]
+    fn errors_have_offsets() {
+        let e = Lexer::new("a(b: \"x").find_map(|t| t.err()).unwrap();
+        assert_eq!(e.at, 5);
+        let e = Lexer::new("a(b: %)").find_map(|t| t.err()).unwrap();
+        assert_eq!(e.at, 5);
+        let e = Lexer::new("a(b: 99999999999999999999)")
+            .find_map(|t| t.err())
+            .unwrap();
+        assert!(e.message.contains("out of range"));
+    }
+}
