@@ -179,7 +179,7 @@ fn parse_error(
             })
             .collect();
         match items.len() {
-            0 => "nothing more".to_string(),
+            0 => "the end of the request".to_string(),
             1 => items[0].clone(),
             _ => format!("one of {}", items.join(", ")),
         }
