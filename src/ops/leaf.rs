@@ -422,15 +422,17 @@ impl RawDfa {
             specials,
             special_ranges,
             exit,
+            None,
         ))
     }
 }
 
 impl Dfa {
     /// Completes a DFA from its class-compressed table (state 0 starts; every state must reach
-    /// an exit): the per-state facts the cursor and the masks read, and the structural hash.
-    /// Works class by class, so small alphabets (a choice trie) build in time linear in the
-    /// table, not in 256 × states.
+    /// an exit): the per-state facts the cursor and the masks read, and the structural hash
+    /// (unless the caller has one that identifies the automaton more cheaply). Works class by
+    /// class, so small alphabets (a choice trie) build in time linear in the table, not in 256
+    /// × states.
     fn from_table(
         classes: [u8; 256],
         stride: usize,
@@ -438,6 +440,7 @@ impl Dfa {
         specials: Vec<(u32, u32)>,
         special_ranges: Vec<u32>,
         exit: Vec<u32>,
+        hash: Option<u128>,
     ) -> Dfa {
         let m = exit.len();
         let num_exits = exit
@@ -487,20 +490,32 @@ impl Dfa {
                 _ => NONE,
             })
             .collect();
-        // Fewest text bytes to an exit: BFS backwards from exits over byte edges only.
-        let mut text_to_exit = vec![NONE; m];
-        let mut rev_bytes: Vec<Vec<u32>> = vec![Vec::new(); m];
+        // Fewest text bytes to an exit: BFS backwards from exits over byte edges only. The
+        // reverse edges live in one flat array: predecessors of t are
+        // `rev[rev_start[t]..rev_start[t + 1]]`.
+        let mut rev_start = vec![0u32; m + 1];
+        for &t in table.iter().filter(|&&t| t != DEAD) {
+            rev_start[t as usize + 1] += 1;
+        }
+        for i in 0..m {
+            rev_start[i + 1] += rev_start[i];
+        }
+        let mut rev = vec![0u32; rev_start[m] as usize];
+        let mut fill = rev_start.clone();
         for s in 0..m {
             for &t in row(s).iter().filter(|&&t| t != DEAD) {
-                rev_bytes[t as usize].push(s as u32);
+                rev[fill[t as usize] as usize] = s as u32;
+                fill[t as usize] += 1;
             }
         }
+        let mut text_to_exit = vec![NONE; m];
         let mut queue: VecDeque<u32> = (0..m as u32)
             .filter(|&s| exit[s as usize] != NONE)
             .collect();
         queue.iter().for_each(|&s| text_to_exit[s as usize] = 0);
         while let Some(s) = queue.pop_front() {
-            for &p in &rev_bytes[s as usize] {
+            let (from, to) = (rev_start[s as usize], rev_start[s as usize + 1]);
+            for &p in &rev[from as usize..to as usize] {
                 if text_to_exit[p as usize] == NONE {
                     text_to_exit[p as usize] = text_to_exit[s as usize] + 1;
                     queue.push_back(p);
@@ -508,19 +523,22 @@ impl Dfa {
             }
         }
 
-        let mut h = StructHasher::new(0xdf);
-        h.word(m as u64).word(stride as u64);
-        classes.iter().for_each(|&c| {
-            h.word(c as u64);
-        });
-        table.iter().for_each(|&t| {
-            h.word(t as u64);
-        });
-        specials.iter().for_each(|&(u, t)| {
-            h.word(((u as u64) << 32) | t as u64);
-        });
-        special_ranges.iter().chain(exit.iter()).for_each(|&x| {
-            h.word(x as u64);
+        let hash = hash.unwrap_or_else(|| {
+            let mut h = StructHasher::new(0xdf);
+            h.word(m as u64).word(stride as u64);
+            classes.iter().for_each(|&c| {
+                h.word(c as u64);
+            });
+            table.iter().for_each(|&t| {
+                h.word(t as u64);
+            });
+            specials.iter().for_each(|&(u, t)| {
+                h.word(((u as u64) << 32) | t as u64);
+            });
+            special_ranges.iter().chain(exit.iter()).for_each(|&x| {
+                h.word(x as u64);
+            });
+            h.finish()
         });
         Dfa {
             classes,
@@ -534,13 +552,13 @@ impl Dfa {
             text_to_exit: text_to_exit.into(),
             start: 0,
             num_exits,
-            hash: h.finish(),
+            hash,
         }
     }
 
     /// A trie over `strings` (sorted, deduplicated, non-empty): one class per byte that occurs
-    /// plus one for all others, states numbered in the trie's pre-order. Deterministic in the
-    /// set, so equal sets give equal hashes and share cached masks.
+    /// plus one for all others, states numbered in the trie's pre-order. The trie is a function
+    /// of the set, so the set's hash is the automaton's: equal sets share cached masks.
     fn trie(strings: &[&[u8]]) -> Dfa {
         let mut classes = [0u8; 256];
         let mut used = [false; 256];
@@ -571,6 +589,11 @@ impl Dfa {
             }
             exit[state] = 0;
         }
+        let mut h = StructHasher::new(0xc401);
+        h.word(strings.len() as u64);
+        strings.iter().for_each(|s| {
+            h.bytes(s);
+        });
         let m = exit.len();
         Dfa::from_table(
             classes,
@@ -579,6 +602,7 @@ impl Dfa {
             Vec::new(),
             vec![0; m + 1],
             exit,
+            Some(h.finish()),
         )
     }
 }
