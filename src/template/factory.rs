@@ -1,22 +1,25 @@
 //! Lowering checked templates into recipes: prebuilt operator fragments and literals around
 //! parameter holes.
 //!
-//! Inside a structure's body, every maximal stretch that does not depend on a parameter is
-//! turned into IR once and lowered to an operator program with DFA fusion (so `title
-//! <|vision_pad|>` becomes one `Wait`). Calls of parameterised rules are inlined with their
-//! arguments substituted. Literal text at the edges of a stretch is kept as units rather than
-//! lowered, so that at instantiation it merges with the request's literal arguments into one
-//! `Write` (`<|vision_start|>` + `"1.2"` + `" "`).
+//! Inside a structure's body, every stretch that does not depend on a parameter is turned into
+//! IR once and cut where operators would be cut anyway: at special tokens and at `text*
+//! <special>` (a `Wait`). Each piece in between is lowered with DFA fusion into a fragment —
+//! usually a single leaf, which instantiation shares by `Arc` without copying anything.
+//! Literal units (special tokens, and text at the edges of a stretch) are kept as units, so that
+//! instantiation merges them with the request's literal arguments into one `Write`
+//! (`<|vision_end|>\n<|vision_start|>` + `"1.2"` + `" "`). Calls of parameterised rules are
+//! inlined with their arguments substituted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::check::{Files, RArg, RExpr, RKind, RRule};
+use super::tables::WriteTable;
 use super::{Param, ParamDefault, StructId, Structure, StructureFactory};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::regex::regex_to_ir;
 use crate::ir::{Expr, ExprId, GrammarBuilder};
-use crate::ops::{lower, LowerConfig, RegexCompiler, Unit};
+use crate::ops::{lower, Leaf, LowerConfig, Program, RegexCompiler, Unit};
 use crate::vocab::{TokenId, Vocab};
 
 /// A structure's recipe: what instantiation assembles, given the request's arguments.
@@ -41,6 +44,23 @@ pub(crate) enum Piece {
         min: u32,
         max: Option<u32>,
     },
+}
+
+/// A prebuilt fragment of a recipe.
+#[derive(Debug)]
+pub(crate) enum Fragment {
+    /// One leaf: added to a request's program by `Arc`, no copy.
+    Leaf(Arc<Leaf>),
+    /// Anything else: spliced.
+    Program(Arc<Program>),
+}
+
+/// The pieces of a fixed stretch being cut (see `Build::fixed_run`).
+#[derive(Default)]
+struct Run {
+    out: Vec<Piece>,
+    literal: Vec<ExprId>,
+    stretch: Vec<ExprId>,
 }
 
 /// What a parameter of the rule being expanded stands for.
@@ -101,18 +121,20 @@ pub(crate) fn build(
     let programs = fragments
         .iter()
         .map(|&(expr, rule, at)| {
-            lower(&grammar, expr, vocab, config)
-                .map(Arc::new)
-                .map_err(|e| {
-                    let r = &rules[rule];
-                    CompileError::new(
-                        e.kind(),
-                        files.loc(r.file, at),
-                        format!("in rule `{}`: {}", r.name, e.message()),
-                    )
-                })
+            let program = lower(&grammar, expr, vocab, config).map_err(|e| {
+                let r = &rules[rule];
+                CompileError::new(
+                    e.kind(),
+                    files.loc(r.file, at),
+                    format!("in rule `{}`: {}", r.name, e.message()),
+                )
+            })?;
+            Ok(match program.as_leaf() {
+                Some(leaf) => Fragment::Leaf(leaf.clone()),
+                None => Fragment::Program(Arc::new(program)),
+            })
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, CompileError>>()?;
     let structures: Vec<Structure> = rules
         .into_iter()
         .zip(recipes)
@@ -142,6 +164,7 @@ pub(crate) fn build(
         specials,
         grammar,
         fragments: programs,
+        writes: WriteTable::new(),
         regex,
         vocab: vocab.clone(),
     })
@@ -231,7 +254,9 @@ impl Build<'_> {
         })
     }
 
-    /// Pieces for a stretch of fixed items: its leading literal units, then one fragment.
+    /// Pieces for a stretch of fixed items, cut where operators are cut anyway: literal units
+    /// (special tokens; text unless inside a fused stretch), `text* <special>` groups (one
+    /// `Wait` each), and maximal stretches in between (fused into one DFA where they fit).
     fn fixed_run(
         &mut self,
         owner: usize,
@@ -248,35 +273,100 @@ impl Build<'_> {
             Expr::Empty => Vec::new(),
             _ => vec![whole],
         };
-        let mut units = Vec::new();
-        let mut literal = 0;
-        while let Some(u) = parts.get(literal).and_then(|&p| self.literal_units(p)) {
-            units.extend(u);
-            literal += 1;
-        }
-        let mut out = Vec::new();
-        if literal > 0 {
-            let expr = self.g.seq(parts[..literal].iter().copied());
-            out.push(Piece::Lit {
-                units: units.into(),
-                expr,
-            });
-        }
-        if literal < parts.len() {
-            let expr = self.g.seq(parts[literal..].iter().copied());
-            let at = items.first().map_or(self.rules[owner].at, |e| e.at);
-            let index = match self.fragment_of.get(&expr) {
-                Some(&i) => i,
-                None => {
-                    let i = self.fragments.len() as u32;
-                    self.fragments.push((expr, owner, at));
-                    self.fragment_of.insert(expr, i);
-                    i
+        let at = items.first().map_or(self.rules[owner].at, |e| e.at);
+        let mut run = Run::default();
+        let mut i = 0;
+        while i < parts.len() {
+            if self.is_wait(&parts[i..]) {
+                self.flush_stretch(&mut run, owner, at);
+                self.flush_literal(&mut run);
+                let piece = self.fragment(&parts[i..i + 2], owner, at);
+                run.out.push(piece);
+                i += 2;
+                continue;
+            }
+            match self.g.expr(parts[i]) {
+                Expr::Special(_) => {
+                    self.flush_stretch(&mut run, owner, at);
+                    run.literal.push(parts[i]);
                 }
-            };
-            out.push(Piece::Frag { index, expr });
+                Expr::Bytes(_) if run.stretch.is_empty() => run.literal.push(parts[i]),
+                _ => {
+                    self.flush_literal(&mut run);
+                    run.stretch.push(parts[i]);
+                }
+            }
+            i += 1;
         }
-        Ok(out)
+        self.flush_stretch(&mut run, owner, at);
+        self.flush_literal(&mut run);
+        Ok(run.out)
+    }
+
+    /// `text* <special>` (or a choice of specials): what `lower` makes one `Wait`.
+    fn is_wait(&self, parts: &[ExprId]) -> bool {
+        let [first, second, ..] = parts else {
+            return false;
+        };
+        let is_special = |e: ExprId| matches!(self.g.expr(e), Expr::Special(_));
+        matches!(
+            self.g.expr(*first),
+            Expr::Repeat {
+                min: 0,
+                max: None,
+                ..
+            }
+        ) && match self.g.expr(*second) {
+            Expr::Alt(xs) => xs.iter().all(|&x| is_special(x)),
+            _ => is_special(*second),
+        }
+    }
+
+    /// Ends the pending stretch: its text tail becomes literal units, the rest a fragment.
+    fn flush_stretch(&mut self, run: &mut Run, owner: usize, at: usize) {
+        let keep = run
+            .stretch
+            .iter()
+            .rposition(|&e| !matches!(self.g.expr(e), Expr::Bytes(_)))
+            .map_or(0, |p| p + 1);
+        let tail = run.stretch.split_off(keep);
+        if !run.stretch.is_empty() {
+            let stretch = std::mem::take(&mut run.stretch);
+            let piece = self.fragment(&stretch, owner, at);
+            run.out.push(piece);
+        }
+        run.literal.extend(tail);
+    }
+
+    fn flush_literal(&mut self, run: &mut Run) {
+        if run.literal.is_empty() {
+            return;
+        }
+        let units: Vec<Unit> = run
+            .literal
+            .iter()
+            .flat_map(|&p| self.literal_units(p).expect("literal parts"))
+            .collect();
+        let expr = self.g.seq(run.literal.drain(..));
+        run.out.push(Piece::Lit {
+            units: units.into(),
+            expr,
+        });
+    }
+
+    /// The fragment of `parts` (shared with every equal fragment of the templates).
+    fn fragment(&mut self, parts: &[ExprId], owner: usize, at: usize) -> Piece {
+        let expr = self.g.seq(parts.iter().copied());
+        let index = match self.fragment_of.get(&expr) {
+            Some(&i) => i,
+            None => {
+                let i = self.fragments.len() as u32;
+                self.fragments.push((expr, owner, at));
+                self.fragment_of.insert(expr, i);
+                i
+            }
+        };
+        Piece::Frag { index, expr }
     }
 
     fn literal_units(&self, e: ExprId) -> Option<Vec<Unit>> {

@@ -37,16 +37,18 @@ mod check;
 mod factory;
 mod lexer;
 mod syntax;
+mod tables;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub(crate) use factory::Piece;
+pub(crate) use factory::{Fragment, Piece};
+use tables::{NameMap, WriteTable};
 
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::Grammar;
-use crate::ops::{LowerConfig, Program, RegexCompiler};
+use crate::ops::{Leaf, LowerConfig, RegexCompiler, Unit};
 use crate::vocab::{TokenId, Vocab};
 
 /// Index of a structure in a [`StructureFactory`].
@@ -169,17 +171,30 @@ impl Structure {
 /// [`Request::instantiate`](crate::request::Request::instantiate) (operator program, the fast
 /// path) or [`Request::instantiate_ir`](crate::request::Request::instantiate_ir) (grammar IR,
 /// for the reference recognizer and the CFG backend).
-#[derive(Debug)]
 pub struct StructureFactory {
     structures: Vec<Structure>,
-    by_name: HashMap<String, StructId>,
+    by_name: NameMap<StructId>,
     specials: BTreeMap<String, TokenId>,
     /// The IR of every literal and fragment of every recipe.
     pub(crate) grammar: Grammar,
-    /// Prebuilt operator programs of the fragments (index = `Piece::Frag`).
-    pub(crate) fragments: Vec<Arc<Program>>,
+    /// Prebuilt operator fragments (index = `Piece::Frag`).
+    pub(crate) fragments: Vec<Fragment>,
+    /// `Write` leaves of request literals, interned.
+    writes: WriteTable,
     pub(crate) regex: Arc<RegexCompiler>,
     vocab: Vocab,
+}
+
+impl std::fmt::Debug for StructureFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.structures.iter().map(|s| s.name()).collect();
+        f.debug_struct("StructureFactory")
+            .field("structures", &names)
+            .field("specials", &self.specials)
+            .field("fragments", &self.fragments.len())
+            .field("interned_writes", &self.writes.len())
+            .finish()
+    }
 }
 
 impl StructureFactory {
@@ -248,6 +263,11 @@ impl StructureFactory {
     /// A parameter kind as a template writes it.
     pub fn describe_kind(&self, kind: &ParamKind) -> String {
         kind.describe(&|s| self.structure(s).name.clone())
+    }
+
+    /// The shared `Write` leaf of `units` (see `tables::WriteTable`).
+    pub(crate) fn write_leaf(&self, units: &[Unit]) -> Arc<Leaf> {
+        self.writes.get(units)
     }
 
     /// Number of prebuilt operator fragments.
