@@ -3,19 +3,20 @@
 //! [`Target`] — an operator program (the fast path) or grammar IR (the oracle and CFG path).
 //! One binder for both, so the two cannot drift apart.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::ast::{Call, Value, ValueKind};
+use super::ast::{NodeId, NodeKind, Tree};
 use super::range::int_range_regex;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::regex::regex_to_ir;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder};
 use crate::ops::{Leaf, OpId, Program, ProgramBuilder, Unit};
-use crate::template::{Param, ParamDefault, ParamKind, Piece, StructId, StructureFactory};
+use crate::template::{
+    Fragment, Param, ParamDefault, ParamKind, Piece, StructId, StructureFactory,
+};
 
 /// What a binding assembles.
 trait Target {
@@ -30,7 +31,7 @@ trait Target {
     fn push(&mut self, seq: &mut Self::Seq, node: Self::Node);
     fn close(&mut self, seq: Self::Seq) -> Self::Node;
     /// One of at least two strings.
-    fn choice(&mut self, strings: &[Cow<str>]) -> Result<Self::Node, CompileError>;
+    fn choice(&mut self, strings: &[&str]) -> Result<Self::Node, CompileError>;
     fn regex(&mut self, pattern: &str) -> Result<Self::Node, CompileError>;
     fn alt(&mut self, branches: &[Self::Node]) -> Self::Node;
     fn repeat(&mut self, body: Self::Node, min: u32, max: Option<u32>) -> Self::Node;
@@ -38,20 +39,20 @@ trait Target {
 
 pub(super) fn instantiate(
     factory: &StructureFactory,
-    root: &Call,
+    tree: &Tree,
     locate: &dyn Fn(u32) -> Location,
 ) -> Result<Program, CompileError> {
     let target = OpsTarget {
         b: ProgramBuilder::new(),
         factory,
     };
-    let (target, root) = bind(factory, root, locate, target)?;
+    let (target, root) = bind(factory, tree, locate, target)?;
     target.b.finish(root)
 }
 
 pub(super) fn instantiate_ir(
     factory: &StructureFactory,
-    root: &Call,
+    tree: &Tree,
     locate: &dyn Fn(u32) -> Location,
 ) -> Result<Grammar, CompileError> {
     let target = IrTarget {
@@ -59,7 +60,7 @@ pub(super) fn instantiate_ir(
         factory,
         copied: HashMap::new(),
     };
-    let (mut target, root) = bind(factory, root, locate, target)?;
+    let (mut target, root) = bind(factory, tree, locate, target)?;
     let start = target.g.rule("request");
     target.g.define(start, root)?;
     target.g.finish(start)
@@ -67,60 +68,63 @@ pub(super) fn instantiate_ir(
 
 fn bind<T: Target>(
     factory: &StructureFactory,
-    root: &Call,
+    tree: &Tree,
     locate: &dyn Fn(u32) -> Location,
     target: T,
 ) -> Result<(T, T::Node), CompileError> {
     let mut binder = Binder {
         factory,
+        tree,
         locate,
         target,
         memo: SmallVec::new(),
     };
-    let id = binder.resolve(root, None)?;
+    let id = binder.resolve(tree.root, None)?;
     let mut seq = T::Seq::default();
-    binder.structure(id, root, &mut seq)?;
+    binder.structure(id, tree.root, &mut seq)?;
     let node = binder.target.close(seq);
     Ok((binder.target, node))
 }
 
-struct Binder<'f, 'l, T: Target> {
+struct Binder<'f, 't, T: Target> {
     factory: &'f StructureFactory,
-    locate: &'l dyn Fn(u32) -> Location,
+    tree: &'t Tree<'t>,
+    locate: &'t dyn Fn(u32) -> Location,
     target: T,
-    /// Nodes already built for an argument value (by address): a parameter used several times
-    /// (after inlining) builds its choice leaf or regex once.
-    memo: SmallVec<[(usize, T::Node); 4]>,
+    /// Nodes already built for an argument value: a parameter used several times (after
+    /// inlining) builds its choice leaf or regex once.
+    memo: SmallVec<[(NodeId, T::Node); 4]>,
 }
 
 impl<T: Target> Binder<'_, '_, T> {
-    fn error(&self, kind: CompileErrorKind, at: u32, message: String) -> CompileError {
-        CompileError::new(kind, (self.locate)(at), message)
+    /// An error about request node `node`.
+    fn error(&self, kind: CompileErrorKind, node: NodeId, message: String) -> CompileError {
+        CompileError::new(kind, (self.locate)(self.tree.node(node).at), message)
     }
 
     /// The structure a call names, which must be one of `allowed` (if given).
     fn resolve(
         &self,
-        call: &Call,
+        call: NodeId,
         allowed: Option<(&[StructId], &Param)>,
     ) -> Result<StructId, CompileError> {
-        let Some(id) = self.factory.find(&call.name) else {
+        let name = self.tree.call_parts(call).0;
+        let Some(id) = self.factory.find(name) else {
             return Err(self.error(
                 CompileErrorKind::Undefined,
-                call.at,
-                format!("no structure `{}` in the templates", call.name),
+                call,
+                format!("no structure `{name}` in the templates"),
             ));
         };
         if let Some((ids, param)) = allowed {
             if !ids.contains(&id) {
                 return Err(self.error(
                     CompileErrorKind::Invalid,
-                    call.at,
+                    call,
                     format!(
-                        "parameter `{}` takes {}, not `{}`",
+                        "parameter `{}` takes {}, not `{name}`",
                         param.name(),
                         self.factory.describe_kind(param.kind()),
-                        call.name
                     ),
                 ));
             }
@@ -132,23 +136,23 @@ impl<T: Target> Binder<'_, '_, T> {
     fn structure(
         &mut self,
         id: StructId,
-        call: &Call,
+        call: NodeId,
         seq: &mut T::Seq,
     ) -> Result<(), CompileError> {
-        let factory = self.factory;
+        let (factory, tree) = (self.factory, self.tree);
         let s = factory.structure(id);
         let params = s.params();
-        let mut bound: SmallVec<[Option<&Value>; 8]> = SmallVec::from_elem(None, params.len());
-        for arg in &call.args {
-            let Some(i) = params.iter().position(|p| p.name() == arg.name) else {
+        let mut bound: SmallVec<[Option<NodeId>; 8]> = SmallVec::from_elem(None, params.len());
+        for &arg in tree.call_parts(call).1 {
+            let (arg_name, value) = tree.arg_parts(arg);
+            let Some(i) = params.iter().position(|p| p.name() == arg_name) else {
                 let names: Vec<&str> = params.iter().map(|p| p.name()).collect();
                 return Err(self.error(
                     CompileErrorKind::Undefined,
-                    arg.at,
+                    arg,
                     format!(
-                        "`{}` has no parameter `{}` (parameters: {})",
+                        "`{}` has no parameter `{arg_name}` (parameters: {})",
                         s.name(),
-                        arg.name,
                         if names.is_empty() {
                             "none".to_string()
                         } else {
@@ -157,11 +161,11 @@ impl<T: Target> Binder<'_, '_, T> {
                     ),
                 ));
             };
-            if bound[i].replace(&arg.value).is_some() {
+            if bound[i].replace(value).is_some() {
                 return Err(self.error(
                     CompileErrorKind::Invalid,
-                    arg.at,
-                    format!("argument `{}` is given twice", arg.name),
+                    arg,
+                    format!("argument `{arg_name}` is given twice"),
                 ));
             }
         }
@@ -170,7 +174,7 @@ impl<T: Target> Binder<'_, '_, T> {
         {
             return Err(self.error(
                 CompileErrorKind::Invalid,
-                call.at,
+                call,
                 format!(
                     "missing argument `{}: {}` of `{}`",
                     params[i].name(),
@@ -186,7 +190,7 @@ impl<T: Target> Binder<'_, '_, T> {
         &mut self,
         piece: &Piece,
         params: &[Param],
-        args: &[Option<&Value>],
+        args: &[Option<NodeId>],
         seq: &mut T::Seq,
     ) -> Result<(), CompileError> {
         match piece {
@@ -222,7 +226,7 @@ impl<T: Target> Binder<'_, '_, T> {
         Ok(())
     }
 
-    fn wrong_kind(&self, param: &Param, value: &Value) -> CompileError {
+    fn wrong_kind(&self, param: &Param, value: NodeId) -> CompileError {
         let wants = match param.kind() {
             ParamKind::Str => "a string".to_string(),
             ParamKind::Choice => "a choice set {\"a\", \"b\", ...}".to_string(),
@@ -232,20 +236,31 @@ impl<T: Target> Binder<'_, '_, T> {
                 "an instance of {}",
                 self.factory.describe_kind(param.kind())
             ),
-            ParamKind::List { .. } | ParamKind::OneOf(_) => {
-                format!(
-                    "a list of instances ({})",
-                    self.factory.describe_kind(param.kind())
-                )
-            }
+            ParamKind::List { .. } | ParamKind::OneOf(_) => format!(
+                "a list of instances ({})",
+                self.factory.describe_kind(param.kind())
+            ),
         };
         self.error(
             CompileErrorKind::Invalid,
-            value.at,
+            value,
             format!(
                 "parameter `{}` takes {wants}, found {}",
                 param.name(),
-                value.kind.describe()
+                self.tree.node(value).kind.describe()
+            ),
+        )
+    }
+
+    fn wrong_kind_element(&self, param: &Param, item: NodeId) -> CompileError {
+        self.error(
+            CompileErrorKind::Invalid,
+            item,
+            format!(
+                "the elements of `{}` are instances of {}, found {}",
+                param.name(),
+                self.factory.describe_kind(param.kind()),
+                self.tree.node(item).kind.describe()
             ),
         )
     }
@@ -253,25 +268,36 @@ impl<T: Target> Binder<'_, '_, T> {
     /// A memoized node for an argument value.
     fn node_for(
         &mut self,
-        value: &Value,
+        value: NodeId,
         build: impl FnOnce(&mut T) -> Result<T::Node, CompileError>,
     ) -> Result<T::Node, CompileError> {
-        let key = value as *const Value as usize;
-        if let Some(&(_, node)) = self.memo.iter().find(|(k, _)| *k == key) {
+        if let Some(&(_, node)) = self.memo.iter().find(|(k, _)| *k == value) {
             return Ok(node);
         }
         let node = build(&mut self.target)
-            .map_err(|e| e.within((self.locate)(value.at), "in this argument"))?;
-        self.memo.push((key, node));
+            .map_err(|e| e.within((self.locate)(self.tree.node(value).at), "in this argument"))?;
+        self.memo.push((value, node));
         Ok(node)
+    }
+
+    /// The instances of a list argument, each checked to be a call.
+    fn instances(&self, param: &Param, items: &[NodeId]) -> Result<(), CompileError> {
+        match items
+            .iter()
+            .find(|&&i| !matches!(self.tree.node(i).kind, NodeKind::Call { .. }))
+        {
+            Some(&bad) => Err(self.wrong_kind_element(param, bad)),
+            None => Ok(()),
+        }
     }
 
     fn argument(
         &mut self,
         param: &Param,
-        value: Option<&Value>,
+        value: Option<NodeId>,
         seq: &mut T::Seq,
     ) -> Result<(), CompileError> {
+        let tree = self.tree;
         let Some(value) = value else {
             match param.default() {
                 Some(ParamDefault::Str(s)) => self.target.text(seq, s.as_bytes()),
@@ -279,35 +305,39 @@ impl<T: Target> Binder<'_, '_, T> {
             }
             return Ok(());
         };
-        match (param.kind(), &value.kind) {
-            (ParamKind::Str, ValueKind::Str(s)) => self.target.text(seq, s.as_bytes()),
-            (ParamKind::Choice, ValueKind::Choice(set)) => match &set[..] {
+        match (param.kind(), &tree.node(value).kind) {
+            (ParamKind::Str, NodeKind::Str(s)) => self.target.text(seq, s.as_bytes()),
+            (ParamKind::Choice, NodeKind::Choice(set)) => match tree.children(*set) {
                 [] => {
                     return Err(self.error(
                         CompileErrorKind::EmptyLanguage,
-                        value.at,
+                        value,
                         format!(
                             "parameter `{}`: a choice among no strings matches nothing",
                             param.name()
                         ),
                     ))
                 }
-                [only] => self.target.text(seq, only.as_bytes()),
-                _ => {
-                    let node = self.node_for(value, |t| t.choice(set))?;
+                [only] => self.target.text(seq, str_of(tree, *only).as_bytes()),
+                ids => {
+                    let node = self.node_for(value, |t| {
+                        let strings: SmallVec<[&str; 16]> =
+                            ids.iter().map(|&i| str_of(tree, i)).collect();
+                        t.choice(&strings)
+                    })?;
                     self.target.push(seq, node);
                 }
             },
-            (ParamKind::Regex, ValueKind::Regex(pattern)) => {
+            (ParamKind::Regex, NodeKind::Regex(pattern)) => {
                 let node = self.node_for(value, |t| t.regex(pattern))?;
                 self.target.push(seq, node);
             }
-            (ParamKind::Int, ValueKind::Int(n)) => self.target.text(seq, n.to_string().as_bytes()),
-            (ParamKind::Int, &ValueKind::Range(lo, hi)) => {
+            (ParamKind::Int, NodeKind::Int(n)) => self.target.text(seq, n.to_string().as_bytes()),
+            (ParamKind::Int, &NodeKind::Range(lo, hi)) => {
                 let Some(pattern) = int_range_regex(lo, hi) else {
                     return Err(self.error(
                         CompileErrorKind::Invalid,
-                        value.at,
+                        value,
                         format!(
                             "parameter `{}`: empty range {lo}..{hi} (lo > hi)",
                             param.name()
@@ -317,41 +347,39 @@ impl<T: Target> Binder<'_, '_, T> {
                 let node = self.node_for(value, |t| t.regex(&pattern))?;
                 self.target.push(seq, node);
             }
-            (ParamKind::Structure(ids), ValueKind::Call(call)) => {
-                let id = self.resolve(call, Some((ids, param)))?;
-                self.structure(id, call, seq)?;
+            (ParamKind::Structure(ids), NodeKind::Call { .. }) => {
+                let id = self.resolve(value, Some((ids, param)))?;
+                self.structure(id, value, seq)?;
             }
-            (ParamKind::List { elems, sep }, ValueKind::List(items)) => {
-                for (i, item) in items.iter().enumerate() {
-                    let ValueKind::Call(call) = &item.kind else {
-                        return Err(self.wrong_kind_element(param, item));
-                    };
+            (ParamKind::List { elems, sep }, NodeKind::List(items)) => {
+                let items = tree.children(*items);
+                self.instances(param, items)?;
+                for (i, &item) in items.iter().enumerate() {
                     if i > 0 && !sep.is_empty() {
                         self.target.text(seq, sep);
                     }
-                    let id = self.resolve(call, Some((elems, param)))?;
-                    self.structure(id, call, seq)?;
+                    let id = self.resolve(item, Some((elems, param)))?;
+                    self.structure(id, item, seq)?;
                 }
             }
-            (ParamKind::OneOf(elems), ValueKind::List(items)) => {
+            (ParamKind::OneOf(elems), NodeKind::List(items)) => {
+                let items = tree.children(*items);
                 if items.is_empty() {
                     return Err(self.error(
                         CompileErrorKind::EmptyLanguage,
-                        value.at,
+                        value,
                         format!(
                             "parameter `{}`: one of no instances matches nothing",
                             param.name()
                         ),
                     ));
                 }
+                self.instances(param, items)?;
                 let mut nodes: SmallVec<[T::Node; 8]> = SmallVec::new();
-                for item in items {
-                    let ValueKind::Call(call) = &item.kind else {
-                        return Err(self.wrong_kind_element(param, item));
-                    };
-                    let id = self.resolve(call, Some((elems, param)))?;
+                for &item in items {
+                    let id = self.resolve(item, Some((elems, param)))?;
                     let mut inner = T::Seq::default();
-                    self.structure(id, call, &mut inner)?;
+                    self.structure(id, item, &mut inner)?;
                     nodes.push(self.target.close(inner));
                 }
                 let node = self.target.alt(&nodes);
@@ -361,18 +389,13 @@ impl<T: Target> Binder<'_, '_, T> {
         }
         Ok(())
     }
+}
 
-    fn wrong_kind_element(&self, param: &Param, item: &Value) -> CompileError {
-        self.error(
-            CompileErrorKind::Invalid,
-            item.at,
-            format!(
-                "the elements of `{}` are instances of {}, found {}",
-                param.name(),
-                self.factory.describe_kind(param.kind()),
-                item.kind.describe()
-            ),
-        )
+/// The text of a choice set's element (the parsers only put strings there).
+fn str_of<'t>(tree: &'t Tree, id: NodeId) -> &'t str {
+    match &tree.node(id).kind {
+        NodeKind::Str(s) => s,
+        other => unreachable!("a choice holds strings, not {other:?}"),
     }
 }
 
@@ -391,7 +414,8 @@ struct OpsSeq {
 impl OpsTarget<'_> {
     fn flush(&mut self, seq: &mut OpsSeq) {
         if !seq.pending.is_empty() {
-            seq.ops.push(self.b.write(&seq.pending));
+            let leaf = self.factory.write_leaf(&seq.pending);
+            seq.ops.push(self.b.leaf(leaf));
             seq.pending.clear();
         }
     }
@@ -411,7 +435,10 @@ impl Target for OpsTarget<'_> {
 
     fn fragment(&mut self, seq: &mut OpsSeq, index: u32, _: ExprId) {
         self.flush(seq);
-        let op = self.b.splice(&self.factory.fragments[index as usize]);
+        let op = match &self.factory.fragments[index as usize] {
+            Fragment::Leaf(leaf) => self.b.leaf(leaf.clone()),
+            Fragment::Program(program) => self.b.splice(program),
+        };
         seq.ops.push(op);
     }
 
@@ -428,7 +455,7 @@ impl Target for OpsTarget<'_> {
         }
     }
 
-    fn choice(&mut self, strings: &[Cow<str>]) -> Result<OpId, CompileError> {
+    fn choice(&mut self, strings: &[&str]) -> Result<OpId, CompileError> {
         let leaf = Leaf::choice(strings.iter().map(|s| s.as_bytes()))?;
         Ok(self.b.leaf(Arc::new(leaf)))
     }
@@ -512,7 +539,7 @@ impl Target for IrTarget<'_> {
         self.g.seq(seq)
     }
 
-    fn choice(&mut self, strings: &[Cow<str>]) -> Result<ExprId, CompileError> {
+    fn choice(&mut self, strings: &[&str]) -> Result<ExprId, CompileError> {
         let options: Vec<ExprId> = strings.iter().map(|s| self.g.text(s)).collect();
         Ok(self.g.alt(options))
     }

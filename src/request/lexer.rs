@@ -1,9 +1,8 @@
 //! The request lexer: feeds the LALR(1) parser generated from `grammar/request.lalrpop`.
 //!
-//! Hand-written and allocation-free for text without escapes (names, strings and regexes
-//! borrow from the request), because requests are parsed on the hot path of every generation.
-
-use std::borrow::Cow;
+//! Hand-written and allocation-free (tokens borrow their raw text from the request; escapes
+//! are checked here and decoded when the tree is built), because requests are parsed on the
+//! critical path of every generation.
 
 /// A request token.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,9 +17,11 @@ pub enum Tok<'a> {
     Colon,
     DotDot,
     Ident(&'a str),
-    Str(Cow<'a, str>),
+    /// A string's raw content, between the quotes.
+    Str(&'a str),
     Int(i64),
-    Regex(Cow<'a, str>),
+    /// A regex's raw pattern, between the slashes.
+    Regex(&'a str),
 }
 
 impl std::fmt::Display for Tok<'_> {
@@ -36,7 +37,7 @@ impl std::fmt::Display for Tok<'_> {
             Tok::Colon => f.write_str("`:`"),
             Tok::DotDot => f.write_str("`..`"),
             Tok::Ident(name) => write!(f, "name `{name}`"),
-            Tok::Str(s) => write!(f, "string {s:?}"),
+            Tok::Str(s) => write!(f, "string \"{s}\""),
             Tok::Int(n) => write!(f, "integer {n}"),
             Tok::Regex(r) => write!(f, "regex /{r}/"),
         }
@@ -67,77 +68,59 @@ impl<'a> Lexer<'a> {
         }))
     }
 
-    /// The body of a string whose opening quote was at `start`.
-    fn string(&mut self, start: usize) -> Result<Cow<'a, str>, LexError> {
+    /// The raw content of a string whose opening quote was at `start`, escapes checked.
+    fn string(&mut self, start: usize) -> Result<&'a str, LexError> {
         let bytes = self.text.as_bytes();
-        let body = start + 1;
         let fail = |at: usize, message: &str| LexError {
             at,
             message: message.to_string(),
         };
-        // Fast path: no escapes, borrow.
-        let mut i = body;
-        while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\\' && bytes[i] != b'\n' {
-            i += 1;
-        }
-        if i < bytes.len() && bytes[i] == b'"' {
-            self.pos = i + 1;
-            return Ok(Cow::Borrowed(&self.text[body..i]));
-        }
-        let mut out = String::from(&self.text[body..i]);
-        let mut chars = self.text[i..].char_indices().map(|(j, c)| (i + j, c));
+        let mut i = start + 1;
         loop {
-            match chars.next() {
-                None | Some((_, '\n')) => {
+            match bytes.get(i) {
+                None | Some(b'\n') => {
                     return Err(fail(start, "unterminated string: expected a closing quote"))
                 }
-                Some((j, '"')) => {
-                    self.pos = j + 1;
-                    return Ok(Cow::Owned(out));
-                }
-                Some((j, '\\')) => {
-                    let c = match chars.next() {
-                        Some((_, 'n')) => '\n',
-                        Some((_, 't')) => '\t',
-                        Some((_, 'r')) => '\r',
-                        Some((_, '0')) => '\0',
-                        Some((_, c @ ('\\' | '"' | '\'' | '/'))) => c,
-                        Some((_, 'u')) => {
-                            let rest = &self.text[j + 2..];
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    match bytes.get(i + 1) {
+                        Some(b'n' | b't' | b'r' | b'0' | b'\\' | b'"' | b'\'' | b'/') => i += 2,
+                        Some(b'u') => {
+                            let rest = &self.text[i + 2..];
                             let close = rest.find('}').filter(|_| rest.starts_with('{'));
-                            let c = close
+                            let valid = close
                                 .and_then(|k| u32::from_str_radix(&rest[1..k], 16).ok())
                                 .and_then(char::from_u32)
-                                .ok_or_else(|| {
-                                    fail(j, "`\\u` takes `{hex}` naming a Unicode scalar value")
-                                })?;
-                            for _ in 0..close.unwrap() + 1 {
-                                chars.next();
+                                .is_some();
+                            if !valid {
+                                return Err(fail(
+                                    i,
+                                    "`\\u` takes `{hex}` naming a Unicode scalar value",
+                                ));
                             }
-                            c
+                            i += 2 + close.unwrap() + 1;
                         }
                         _ => {
                             return Err(fail(
-                                j,
+                                i,
                                 "unknown escape: expected one of \\n \\t \\r \\0 \\\\ \\\" \\' \\/ \\u{...}",
                             ))
                         }
-                    };
-                    out.push(c);
+                    }
                 }
-                Some((_, c)) => out.push(c),
+                Some(_) => i += 1,
             }
         }
+        self.pos = i + 1;
+        Ok(&self.text[start + 1..i])
     }
 
-    /// The pattern of a `/regex/` whose slash was at `start`; `\/` stands for a slash.
-    fn regex(&mut self, start: usize) -> Result<Cow<'a, str>, LexError> {
+    /// The raw pattern of a `/regex/` whose slash was at `start` (`\/` does not end it).
+    fn regex(&mut self, start: usize) -> Result<&'a str, LexError> {
         let bytes = self.text.as_bytes();
         let mut i = start + 1;
-        let mut escaped_slash = false;
         while i < bytes.len() && bytes[i] != b'/' && bytes[i] != b'\n' {
-            if bytes[i] == b'\\' && i + 1 < bytes.len() {
-                escaped_slash |= bytes[i + 1] == b'/';
+            if bytes[i] == b'\\' && i + 1 < bytes.len() && bytes[i + 1] != b'\n' {
                 i += 1;
             }
             i += 1;
@@ -149,12 +132,7 @@ impl<'a> Lexer<'a> {
             });
         }
         self.pos = i + 1;
-        let raw = &self.text[start + 1..i];
-        Ok(if escaped_slash {
-            Cow::Owned(raw.replace("\\/", "/"))
-        } else {
-            Cow::Borrowed(raw)
-        })
+        Ok(&self.text[start + 1..i])
     }
 }
 
@@ -229,16 +207,16 @@ mod tests {
     }
 
     #[test]
-    fn tokens_borrow_unless_escaped() {
+    fn tokens_keep_their_raw_text() {
         let t = toks(r#"a(b: "x", c: "y\"z", d: /a\/b/, e: -3..20, f: {"1"})"#);
         assert_eq!(t.len(), 26);
-        assert!(matches!(&t[4], Tok::Str(Cow::Borrowed("x"))));
-        assert!(matches!(&t[8], Tok::Str(Cow::Owned(s)) if s == "y\"z"));
-        assert!(matches!(&t[12], Tok::Regex(Cow::Owned(s)) if s == "a/b"));
+        assert_eq!(t[4], Tok::Str("x"));
+        assert_eq!(t[8], Tok::Str(r#"y\"z"#));
+        assert_eq!(t[12], Tok::Regex(r"a\/b"));
         assert_eq!(t[16], Tok::Int(-3));
         assert_eq!(t[17], Tok::DotDot);
         assert_eq!(t[18], Tok::Int(20));
-        assert_eq!(toks(r#""\u{e9}""#), [Tok::Str(Cow::Owned("é".into()))]);
+        assert_eq!(toks(r#""\u{e9}""#), [Tok::Str(r"\u{e9}")]);
     }
 
     #[test]

@@ -48,7 +48,7 @@ use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::Grammar;
 use crate::ops::Program;
 use crate::template::StructureFactory;
-use ast::{Arg, Call, Value, ValueKind};
+use ast::{NodeId, NodeKind, Tree};
 
 pub use range::int_range_regex;
 
@@ -81,7 +81,7 @@ impl Origin<'_> {
 /// A parsed request.
 #[derive(Clone, Debug)]
 pub struct Request<'a> {
-    root: Call<'a>,
+    tree: Tree<'a>,
     origin: Origin<'a>,
 }
 
@@ -93,36 +93,38 @@ fn parser() -> &'static grammar::RequestParser {
 impl<'a> Request<'a> {
     /// Parses the text form. Names and strings without escapes borrow from `text`.
     pub fn parse(text: &'a str) -> Result<Request<'a>, CompileError> {
-        let root = parser()
-            .parse(lexer::Lexer::new(text))
+        // Requests have about one node per 6 bytes.
+        let mut tree = Tree::with_capacity(text.len() / 6 + 4);
+        tree.root = parser()
+            .parse(&mut tree, lexer::Lexer::new(text))
             .map_err(|e| parse_error(text, e))?;
         Ok(Request {
-            root,
+            tree,
             origin: Origin::Text(text),
         })
     }
 
     /// The structure the request asks for.
     pub fn structure(&self) -> &str {
-        &self.root.name
+        self.tree.call_parts(self.tree.root).0
     }
 
     /// The request in its JSON form.
     pub fn to_json(&self) -> Json {
-        call_json(&self.root)
+        node_json(&self.tree, self.tree.root)
     }
 
     /// Binds the request against `factory`: the operator program of the requested structure
     /// with these arguments (the fast path: prebuilt fragments are spliced, only choice sets
     /// build a leaf, regexes come from the compiler's cache).
     pub fn instantiate(&self, factory: &StructureFactory) -> Result<Program, CompileError> {
-        bind::instantiate(factory, &self.root, &|at| self.origin.locate(at))
+        bind::instantiate(factory, &self.tree, &|at| self.origin.locate(at))
     }
 
     /// Binds the request against `factory` into grammar IR: the same language as
     /// [`instantiate`](Self::instantiate), for the reference recognizer and the CFG backend.
     pub fn instantiate_ir(&self, factory: &StructureFactory) -> Result<Grammar, CompileError> {
-        bind::instantiate_ir(factory, &self.root, &|at| self.origin.locate(at))
+        bind::instantiate_ir(factory, &self.tree, &|at| self.origin.locate(at))
     }
 
     /// The error reported for a request naming `structure` when the factory has no such
@@ -130,10 +132,10 @@ impl<'a> Request<'a> {
     pub fn unsupported(&self) -> CompileError {
         CompileError::new(
             CompileErrorKind::Unsupported,
-            self.origin.locate(self.root.at),
+            self.origin.locate(self.tree.node(self.tree.root).at),
             format!(
                 "no template structure `{}`; the CFG fallback will take grammars and schemas",
-                self.root.name
+                self.structure()
             ),
         )
     }
@@ -154,9 +156,10 @@ impl Request<'static> {
             )
         })?;
         let mut pointers = Vec::new();
-        let root = json_call(&json, String::new(), &mut pointers)?;
+        let mut tree = Tree::default();
+        tree.root = json_call(&json, String::new(), &mut tree, &mut pointers)?;
         Ok(Request {
-            root,
+            tree,
             origin: Origin::Json(pointers),
         })
     }
@@ -209,24 +212,27 @@ fn parse_error(
     )
 }
 
-fn call_json(call: &Call) -> Json {
-    let args: Map<String, Json> = call
-        .args
-        .iter()
-        .map(|a| (a.name.to_string(), value_json(&a.value)))
-        .collect();
-    json!({ call.name.to_string(): args })
-}
-
-fn value_json(v: &Value) -> Json {
-    match &v.kind {
-        ValueKind::Str(s) => json!(s),
-        ValueKind::Int(n) => json!(n),
-        ValueKind::Range(lo, hi) => json!({"$range": [lo, hi]}),
-        ValueKind::Regex(r) => json!({"$regex": r}),
-        ValueKind::Choice(set) => json!({"$choice": set}),
-        ValueKind::List(items) => Json::Array(items.iter().map(value_json).collect()),
-        ValueKind::Call(c) => call_json(c),
+fn node_json(tree: &Tree, id: NodeId) -> Json {
+    let all = |ids: &[NodeId]| Json::Array(ids.iter().map(|&i| node_json(tree, i)).collect());
+    match &tree.node(id).kind {
+        NodeKind::Str(s) => json!(s),
+        NodeKind::Int(n) => json!(n),
+        NodeKind::Range(lo, hi) => json!({"$range": [lo, hi]}),
+        NodeKind::Regex(r) => json!({"$regex": r}),
+        NodeKind::Choice(set) => json!({ "$choice": all(tree.children(*set)) }),
+        NodeKind::List(items) => all(tree.children(*items)),
+        NodeKind::Call { name, args } => {
+            let args: Map<String, Json> = tree
+                .children(*args)
+                .iter()
+                .map(|&a| {
+                    let (name, value) = tree.arg_parts(a);
+                    (name.to_string(), node_json(tree, value))
+                })
+                .collect();
+            json!({ name.to_string(): args })
+        }
+        NodeKind::Arg { .. } => unreachable!("arguments are converted with their call"),
     }
 }
 
@@ -235,9 +241,9 @@ fn pointer_token(key: &str) -> String {
 }
 
 /// Registers `pointer` and returns its position index.
-fn place(pointer: &str, pointers: &mut Vec<String>) -> u32 {
+fn place(pointer: &str, pointers: &mut Vec<String>) -> usize {
     pointers.push(pointer.to_string());
-    (pointers.len() - 1) as u32
+    pointers.len() - 1
 }
 
 fn shape_error(pointer: &str, message: impl Into<String>) -> CompileError {
@@ -251,9 +257,9 @@ fn shape_error(pointer: &str, message: impl Into<String>) -> CompileError {
 fn json_call(
     json: &Json,
     pointer: String,
+    tree: &mut Tree<'static>,
     pointers: &mut Vec<String>,
-) -> Result<Call<'static>, CompileError> {
-    let at = place(&pointer, pointers);
+) -> Result<NodeId, CompileError> {
     let object = match json {
         Json::Object(o) if o.len() == 1 => o,
         _ => {
@@ -277,68 +283,69 @@ fn json_call(
             "expected the object of the structure's arguments",
         ));
     };
-    let mut args = Vec::with_capacity(fields.len());
     for (key, value) in fields {
         let p = format!("{args_pointer}/{}", pointer_token(key));
-        let arg_at = place(&p, pointers);
-        args.push(Arg {
-            name: Cow::Owned(key.clone()),
-            at: arg_at,
-            value: json_value(value, p, pointers)?,
-        });
+        let value = json_value(value, p.clone(), tree, pointers)?;
+        let at = place(&p, pointers);
+        let arg = tree.add(
+            NodeKind::Arg {
+                name: Cow::Owned(key.clone()),
+                value,
+            },
+            at,
+        );
+        tree.push_element(arg);
     }
-    Ok(Call {
-        name: Cow::Owned(name.clone()),
-        at,
-        args,
-    })
+    let at = place(&pointer, pointers);
+    Ok(tree.call(Cow::Owned(name.clone()), at, fields.len() as u32))
 }
 
 fn json_value(
     json: &Json,
     pointer: String,
+    tree: &mut Tree<'static>,
     pointers: &mut Vec<String>,
-) -> Result<Value<'static>, CompileError> {
-    let strings = |v: &Json, p: &str| -> Result<Vec<Cow<'static, str>>, CompileError> {
-        let Json::Array(items) = v else {
-            return Err(shape_error(p, "expected an array of strings"));
-        };
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                s.as_str()
-                    .map(|s| Cow::Owned(s.to_string()))
-                    .ok_or_else(|| shape_error(&format!("{p}/{i}"), "expected a string"))
-            })
-            .collect()
-    };
+) -> Result<NodeId, CompileError> {
     let int = |v: &Json, p: &str| {
         v.as_i64()
             .ok_or_else(|| shape_error(p, "expected an integer (64-bit signed)"))
     };
     let kind = match json {
-        Json::String(s) => ValueKind::Str(Cow::Owned(s.clone())),
-        Json::Number(_) => ValueKind::Int(int(json, &pointer)?),
-        Json::Array(items) => ValueKind::List(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| json_value(item, format!("{pointer}/{i}"), pointers))
-                .collect::<Result<_, _>>()?,
-        ),
+        Json::String(s) => NodeKind::Str(Cow::Owned(s.clone())),
+        Json::Number(_) => NodeKind::Int(int(json, &pointer)?),
+        Json::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let id = json_value(item, format!("{pointer}/{i}"), tree, pointers)?;
+                tree.push_element(id);
+            }
+            NodeKind::List(tree.close(items.len() as u32))
+        }
         Json::Object(o) if o.len() == 1 && o.keys().next().unwrap().starts_with('$') => {
             let (key, v) = o.iter().next().unwrap();
             let p = format!("{pointer}/{}", pointer_token(key));
             match key.as_str() {
-                "$choice" => ValueKind::Choice(strings(v, &p)?),
-                "$regex" => ValueKind::Regex(Cow::Owned(
+                "$choice" => {
+                    let Json::Array(items) = v else {
+                        return Err(shape_error(&p, "expected an array of strings"));
+                    };
+                    for (i, s) in items.iter().enumerate() {
+                        let item = format!("{p}/{i}");
+                        let s = s
+                            .as_str()
+                            .ok_or_else(|| shape_error(&item, "expected a string"))?;
+                        let at = place(&item, pointers);
+                        let id = tree.add(NodeKind::Str(Cow::Owned(s.to_string())), at);
+                        tree.push_element(id);
+                    }
+                    NodeKind::Choice(tree.close(items.len() as u32))
+                }
+                "$regex" => NodeKind::Regex(Cow::Owned(
                     v.as_str()
                         .ok_or_else(|| shape_error(&p, "expected the pattern as a string"))?
                         .to_string(),
                 )),
                 "$range" => match v {
-                    Json::Array(b) if b.len() == 2 => ValueKind::Range(
+                    Json::Array(b) if b.len() == 2 => NodeKind::Range(
                         int(&b[0], &format!("{p}/0"))?,
                         int(&b[1], &format!("{p}/1"))?,
                     ),
@@ -352,7 +359,7 @@ fn json_value(
                 }
             }
         }
-        Json::Object(_) => ValueKind::Call(json_call(json, pointer.clone(), pointers)?),
+        Json::Object(_) => return json_call(json, pointer, tree, pointers),
         Json::Bool(_) | Json::Null => {
             return Err(shape_error(
                 &pointer,
@@ -361,5 +368,5 @@ fn json_value(
         }
     };
     let at = place(&pointer, pointers);
-    Ok(Value { kind, at })
+    Ok(tree.add(kind, at))
 }
