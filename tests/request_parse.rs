@@ -99,6 +99,29 @@ fn text_syntax_errors_have_line_col_and_expectations() {
     let e = text_error("");
     assert_eq!(e.location(), &at(1, 1));
     assert_eq!(e.message(), "expected a name, found the end of the request");
+
+    // Nesting is bounded (binding walks the tree recursively); so is JSON's.
+    let deep = format!("a(b: {}{})", "[".repeat(300), "]".repeat(300));
+    let e = text_error(&deep);
+    assert_eq!(e.location(), &at(1, 261));
+    assert_eq!(e.message(), "nesting deeper than 256 levels");
+    let deep_json = format!(
+        "{{\"a\": {{\"b\": {}{}}}}}",
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    let e = Request::parse_json(&deep_json).unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Syntax);
+    assert!(e.message().contains("recursion limit"), "{e}");
+}
+
+#[test]
+fn string_escapes_decode() {
+    let r = Request::parse(r#"a(s: "tab\there \"q\" \u{1F600} \\ \/")"#).unwrap();
+    assert_eq!(r.to_json(), json!({"a": {"s": "tab\there \"q\" 😀 \\ /"}}));
+    let e = text_error(r#"a(s: "\u{110000}")"#);
+    assert_eq!(e.location(), &at(1, 7));
+    assert!(e.message().contains("Unicode scalar value"), "{e}");
 }
 
 #[test]

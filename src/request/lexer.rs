@@ -51,14 +51,23 @@ pub struct LexError {
     pub message: String,
 }
 
+/// Deepest nesting of brackets a request may have: the binder walks the tree recursively, and
+/// a request must not be able to exhaust a server thread's stack.
+pub const MAX_NESTING: usize = 256;
+
 pub struct Lexer<'a> {
     text: &'a str,
     pos: usize,
+    depth: usize,
 }
 
 impl<'a> Lexer<'a> {
     pub fn new(text: &'a str) -> Lexer<'a> {
-        Lexer { text, pos: 0 }
+        Lexer {
+            text,
+            pos: 0,
+            depth: 0,
+        }
     }
 
     fn error<T>(&self, at: usize, message: impl Into<String>) -> Option<Result<T, LexError>> {
@@ -151,12 +160,27 @@ impl<'a> Iterator for Lexer<'a> {
             Some(Ok((start, tok, start + len)))
         };
         match b {
-            b'(' => punct(self, Tok::LParen, 1),
-            b')' => punct(self, Tok::RParen, 1),
-            b'[' => punct(self, Tok::LBracket, 1),
-            b']' => punct(self, Tok::RBracket, 1),
-            b'{' => punct(self, Tok::LBrace, 1),
-            b'}' => punct(self, Tok::RBrace, 1),
+            b'(' | b'[' | b'{' if self.depth == MAX_NESTING => {
+                self.error(start, format!("nesting deeper than {MAX_NESTING} levels"))
+            }
+            b'(' | b'[' | b'{' => {
+                self.depth += 1;
+                let tok = match b {
+                    b'(' => Tok::LParen,
+                    b'[' => Tok::LBracket,
+                    _ => Tok::LBrace,
+                };
+                punct(self, tok, 1)
+            }
+            b')' | b']' | b'}' => {
+                self.depth = self.depth.saturating_sub(1);
+                let tok = match b {
+                    b')' => Tok::RParen,
+                    b']' => Tok::RBracket,
+                    _ => Tok::RBrace,
+                };
+                punct(self, tok, 1)
+            }
             b',' => punct(self, Tok::Comma, 1),
             b':' => punct(self, Tok::Colon, 1),
             b'.' if bytes.get(start + 1) == Some(&b'.') => punct(self, Tok::DotDot, 2),
@@ -229,5 +253,13 @@ mod tests {
             .find_map(|t| t.err())
             .unwrap();
         assert!(e.message.contains("out of range"));
+        let deep = format!(
+            "a(b: {}{})",
+            "[".repeat(MAX_NESTING),
+            "]".repeat(MAX_NESTING)
+        );
+        let e = Lexer::new(&deep).find_map(|t| t.err()).unwrap();
+        assert_eq!(e.at, 5 + MAX_NESTING - 1);
+        assert!(e.message.contains("nesting deeper than 256"));
     }
 }

@@ -114,10 +114,14 @@ impl Token {
     }
 }
 
+/// Deepest nesting of parentheses in a template: checking and lowering recurse on it.
+const MAX_NESTING: usize = 256;
+
 struct Lexer<'a> {
     source: &'a str,
     text: &'a str,
     pos: usize,
+    depth: usize,
 }
 
 /// Splits `text` (from file `source`) into tokens.
@@ -126,6 +130,7 @@ pub(crate) fn lex(source: &str, text: &str) -> Result<Vec<Token>, CompileError> 
         source,
         text,
         pos: 0,
+        depth: 0,
     };
     let mut out = Vec::new();
     while let Some(t) = lx.next()? {
@@ -176,8 +181,18 @@ impl Lexer<'_> {
         let token = |kind, value| Token { kind, value, start };
         let simple = |kind| Ok(Some(token(kind, Value::None)));
         match c {
-            '(' => simple(Kind::LParen),
-            ')' => simple(Kind::RParen),
+            '(' if self.depth == MAX_NESTING => Err(self.error(
+                start,
+                format!("parentheses nested deeper than {MAX_NESTING} levels"),
+            )),
+            '(' => {
+                self.depth += 1;
+                simple(Kind::LParen)
+            }
+            ')' => {
+                self.depth = self.depth.saturating_sub(1);
+                simple(Kind::RParen)
+            }
             '|' => simple(Kind::Pipe),
             '*' => simple(Kind::Star),
             '+' => simple(Kind::Plus),
@@ -427,6 +442,13 @@ mod tests {
         assert!(
             err.to_string()
                 .starts_with("t.fw:1:7: unexpected character"),
+            "{err}"
+        );
+        let deep = format!("a ::= {}\"x\"{}", "(".repeat(300), ")".repeat(300));
+        let err = lex("t.fw", &deep).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("t.fw:1:263: parentheses nested deeper"),
             "{err}"
         );
     }
