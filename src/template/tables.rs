@@ -17,8 +17,10 @@ const SHARD_ENTRIES: usize = 4096;
 /// (`<|vision_end|>\n<|vision_start|>1.2 `) recurs across requests: looking it up costs a few
 /// dozen instructions, building it four allocations and a hash per unit.
 pub(crate) struct WriteTable {
-    shards: Box<[Mutex<HashMap<u128, Arc<Leaf>, BuildHasherDefault<KeyHasher>>>]>,
+    shards: Box<[Mutex<LeafMap>]>,
 }
+
+type LeafMap = HashMap<u128, Arc<Leaf>, BuildHasherDefault<KeyHasher>>;
 
 impl WriteTable {
     pub fn new() -> WriteTable {
