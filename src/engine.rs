@@ -154,12 +154,18 @@ impl Engine {
 
     /// Compiles a request in the text form (see [`crate::request`]).
     pub fn compile(&self, request: &str) -> Result<Constraint, CompileError> {
-        self.route(&Request::parse(request)?)
+        self.compile_request(&Request::parse(request)?)
     }
 
     /// Compiles a request in the JSON form (see [`crate::request`]).
     pub fn compile_json_request(&self, json: &str) -> Result<Constraint, CompileError> {
-        self.route(&Request::parse_json(json)?)
+        self.compile_request(&Request::parse_json(json)?)
+    }
+
+    fn compile_request(&self, request: &Request) -> Result<Constraint, CompileError> {
+        match self.route(request)? {
+            Route::Template => Ok(self.ops(Arc::new(request.instantiate(&self.factory)?))),
+        }
     }
 
     /// Compiles a regex over the whole output (cached by pattern).
@@ -171,20 +177,19 @@ impl Engine {
     /// reference recognizer and the CFG backend.
     pub fn request_grammar(&self, request: &str) -> Result<Grammar, CompileError> {
         let request = Request::parse(request)?;
-        if self.factory.find(request.structure()).is_none() {
-            return Err(request.unsupported());
+        match self.route(&request)? {
+            Route::Template => request.instantiate_ir(&self.factory),
         }
-        request.instantiate_ir(&self.factory)
     }
 
-    /// The router: the single place that decides which backend takes a request. Structures of
-    /// the factory go to the operator backend; anything else is unsupported until the CFG
-    /// fallback exists.
-    fn route(&self, request: &Request) -> Result<Constraint, CompileError> {
-        if self.factory.find(request.structure()).is_none() {
-            return Err(request.unsupported());
+    /// The router: the single place that decides which path a request takes. Structures of the
+    /// factory are instantiated from their templates (operator backend); anything else is
+    /// unsupported until the CFG fallback exists.
+    fn route(&self, request: &Request) -> Result<Route, CompileError> {
+        match self.factory.find(request.structure()) {
+            Some(_) => Ok(Route::Template),
+            None => Err(request.unsupported()),
         }
-        Ok(self.ops(Arc::new(request.instantiate(&self.factory)?)))
     }
 
     fn ops(&self, program: Arc<Program>) -> Constraint {
@@ -210,6 +215,12 @@ impl Engine {
     pub fn vocab(&self) -> &Vocab {
         &self.runtime.vocab
     }
+}
+
+/// Where the router sends a request.
+enum Route {
+    /// A structure of the factory: instantiate its template.
+    Template,
 }
 
 /// Which backend a [`Constraint`] runs on.

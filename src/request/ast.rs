@@ -108,7 +108,8 @@ impl<'a> Tree<'a> {
     pub fn close(&mut self, len: u32) -> Children {
         let start = self.children.len() as u32;
         let from = self.open.len() - len as usize;
-        self.children.extend(self.open.drain(from..));
+        self.children.extend_from_slice(&self.open[from..]);
+        self.open.truncate(from);
         Children { start, len }
     }
 
