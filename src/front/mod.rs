@@ -1,3 +1,6 @@
 //! Front ends: text formats compiled into the grammar IR that both backends consume.
 
+pub mod bfcl;
+pub mod json_schema;
 pub mod regex;
+pub mod tags;

@@ -28,8 +28,65 @@ use crate::ir::{ByteSet, ExprId, GrammarBuilder};
 /// ```
 pub fn regex_to_ir(pattern: &str, g: &mut GrammarBuilder) -> Result<ExprId, CompileError> {
     let hir = parse(pattern)?;
-    Lowering { pattern, g }.expr(
-        &hir,
+    hir_to_ir(pattern, &hir, g, &mut Utf8)
+}
+
+/// How the characters a regex matches are written out. The default ([`regex_to_ir`]) writes
+/// their UTF-8 bytes; the JSON Schema front end writes each character as it may appear inside a
+/// JSON string (raw or escaped).
+pub trait TextEncoding {
+    /// The expression for one character.
+    fn char(&mut self, g: &mut GrammarBuilder, c: char) -> ExprId;
+    /// The expression for any one character of `ranges` (inclusive, ascending, disjoint).
+    fn class(&mut self, g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId;
+}
+
+/// UTF-8 bytes, character by character.
+struct Utf8;
+
+impl TextEncoding for Utf8 {
+    fn char(&mut self, g: &mut GrammarBuilder, c: char) -> ExprId {
+        g.bytes(c.encode_utf8(&mut [0; 4]).as_bytes())
+    }
+
+    fn class(&mut self, g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
+        utf8_class(g, ranges)
+    }
+}
+
+/// Any one character of `ranges`, as its UTF-8 bytes.
+pub fn utf8_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
+    let mut branches = Vec::new();
+    for &(lo, hi) in ranges {
+        for seq in Utf8Sequences::new(lo, hi) {
+            let parts: Vec<ExprId> = seq
+                .as_slice()
+                .iter()
+                .map(|r| g.class(ByteSet::range(r.start, r.end)))
+                .collect();
+            branches.push(g.seq(parts));
+        }
+    }
+    g.alt(branches)
+}
+
+/// Adds the language of an already parsed `hir` to `g` with whole-text semantics (as
+/// [`regex_to_ir`]), writing characters with `encoding`; `pattern` names the regex in errors.
+/// For front ends that rewrite the pattern first (JSON Schema's ECMA-262 classes and search
+/// semantics).
+pub fn hir_to_ir(
+    pattern: &str,
+    hir: &Hir,
+    g: &mut GrammarBuilder,
+    encoding: &mut dyn TextEncoding,
+) -> Result<ExprId, CompileError> {
+    Lowering {
+        pattern,
+        g,
+        encoding,
+    }
+    .expr(
+        hir,
         Edges {
             start: true,
             end: true,
@@ -86,6 +143,7 @@ struct Edges {
 struct Lowering<'a> {
     pattern: &'a str,
     g: &'a mut GrammarBuilder,
+    encoding: &'a mut dyn TextEncoding,
 }
 
 impl Lowering<'_> {
@@ -100,25 +158,26 @@ impl Lowering<'_> {
     fn expr(&mut self, hir: &Hir, edges: Edges) -> Result<ExprId, CompileError> {
         Ok(match hir.kind() {
             HirKind::Empty => self.g.empty(),
-            HirKind::Literal(lit) => self.g.bytes(&lit.0),
-            HirKind::Class(Class::Bytes(c)) => {
-                let mut set = ByteSet::EMPTY;
-                c.iter().for_each(|r| set.insert_range(r.start(), r.end()));
-                self.g.class(set)
+            HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
+                Ok(text) => {
+                    let chars: Vec<ExprId> =
+                        text.chars().map(|c| self.encoding.char(self.g, c)).collect();
+                    self.g.seq(chars)
+                }
+                Err(_) => return Err(self.unsupported("a literal that is not UTF-8 text")),
+            },
+            // Byte classes only parse in UTF-8 mode when they are ASCII, so they are characters.
+            HirKind::Class(Class::Bytes(c)) if c.is_ascii() => {
+                let ranges: Vec<(char, char)> =
+                    c.iter().map(|r| (char::from(r.start()), char::from(r.end()))).collect();
+                self.encoding.class(self.g, &ranges)
+            }
+            HirKind::Class(Class::Bytes(_)) => {
+                return Err(self.unsupported("a byte class beyond ASCII"))
             }
             HirKind::Class(Class::Unicode(c)) => {
-                let mut branches = Vec::new();
-                for range in c.iter() {
-                    for seq in Utf8Sequences::new(range.start(), range.end()) {
-                        let parts: Vec<ExprId> = seq
-                            .as_slice()
-                            .iter()
-                            .map(|r| self.g.class(ByteSet::range(r.start, r.end)))
-                            .collect();
-                        branches.push(self.g.seq(parts));
-                    }
-                }
-                self.g.alt(branches)
+                let ranges: Vec<(char, char)> = c.iter().map(|r| (r.start(), r.end())).collect();
+                self.encoding.class(self.g, &ranges)
             }
             HirKind::Look(look) => match look {
                 Look::Start | Look::StartLF | Look::StartCRLF if edges.start => self.g.empty(),

@@ -335,6 +335,16 @@ impl GrammarBuilder {
         &self.exprs[id.index()]
     }
 
+    /// Number of distinct expressions built so far (front ends bound grammar size with it).
+    pub fn len(&self) -> usize {
+        self.exprs.len()
+    }
+
+    /// True before any expression was built.
+    pub fn is_empty(&self) -> bool {
+        self.exprs.is_empty()
+    }
+
     /// The empty string.
     pub fn empty(&mut self) -> ExprId {
         self.intern(Expr::Empty)

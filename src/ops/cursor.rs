@@ -42,7 +42,7 @@ impl Thread {
 }
 
 /// Every reading of the input so far.
-pub(crate) type Threads = SmallVec<[Thread; 2]>;
+pub(crate) type Threads = SmallVec<[Thread; 1]>;
 
 /// Most threads a cursor may hold; past this a step fails with a limit error rather than
 /// growing without bound (only pathological programs get near it).
@@ -212,6 +212,24 @@ impl<'p> Walker<'p> {
     /// Advances every thread by one unit. Returns false (and leaves `threads` unchanged) if
     /// no thread survives.
     pub fn step(&self, threads: &mut Threads, unit: u32, scratch: &mut Threads) -> bool {
+        // The common case, one thread staying inside its leaf: update in place.
+        if let [thread] = threads.as_mut_slice() {
+            let Some(top) = thread.frames.last_mut() else {
+                return false;
+            };
+            let Op::Leaf { leaf, .. } = self.program.op(OpId(top.op)) else {
+                unreachable!()
+            };
+            let next = leaf.step(top.state, unit);
+            if next == DEAD {
+                return false;
+            }
+            if leaf.exit(next).is_none() {
+                top.state = next;
+                thread.pos += 1;
+                return true;
+            }
+        }
         scratch.clear();
         for t in threads.iter() {
             self.step_thread(t, unit, scratch);

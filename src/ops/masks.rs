@@ -166,11 +166,14 @@ impl Runtime {
         budget: u32,
         h: &mut StructHasher,
     ) {
-        let mut queue: std::collections::VecDeque<(Thread, u32)> =
-            std::collections::VecDeque::new();
-        let mut seen: std::collections::HashSet<(Thread, u32)> = std::collections::HashSet::new();
-        queue.push_back((thread.clone(), budget));
-        while let Some((from, budget)) = queue.pop_front() {
+        // Breadth first over (thread, remaining budget); the list doubles as the seen-set: it
+        // stays tiny (the next leaf or two), so a linear scan beats hashing.
+        let mut visit: smallvec::SmallVec<[(Thread, u32); 4]> =
+            smallvec::smallvec![(thread.clone(), budget)];
+        let mut i = 0;
+        while i < visit.len() {
+            let (from, budget) = visit[i].clone();
+            i += 1;
             for next in walker.exit_closure(&from) {
                 if next.is_end() {
                     h.word(END_MARK);
@@ -184,8 +187,9 @@ impl Runtime {
                     let d = d.max(1);
                     if d < budget {
                         h.word((budget - d) as u64);
-                        if seen.insert((next.clone(), budget - d)) {
-                            queue.push_back((next, budget - d));
+                        let entry = (next, budget - d);
+                        if !visit.contains(&entry) {
+                            visit.push(entry);
                         }
                     }
                 }

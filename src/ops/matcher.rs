@@ -94,13 +94,15 @@ impl OpsMatcher {
 
     /// Steps `units` on a copy of the cursor: the new threads, or the index of the failing unit.
     fn advance(
-        &mut self,
+        program: &Program,
+        threads: &Threads,
         units: impl Iterator<Item = u32>,
+        scratch: &mut Threads,
     ) -> Result<Threads, Result<usize, MatchError>> {
-        let walker = Walker::new(&self.program);
-        let mut threads = self.threads.clone();
+        let walker = Walker::new(program);
+        let mut threads = threads.clone();
         for (i, u) in units.enumerate() {
-            if !walker.step(&mut threads, u, &mut self.scratch) {
+            if !walker.step(&mut threads, u, scratch) {
                 return Err(Ok(i));
             }
             if threads.len() > MAX_THREADS {
@@ -159,7 +161,7 @@ impl Matcher for OpsMatcher {
     }
 
     fn consume(&mut self, token: TokenId) -> Result<(), MatchError> {
-        let vocab = self.runtime.vocab.clone();
+        let vocab = &self.runtime.vocab;
         let kind = vocab.kind(token).ok_or_else(|| {
             MatchError::new(MatchErrorKind::UnknownToken {
                 token,
@@ -169,9 +171,18 @@ impl Matcher for OpsMatcher {
         if self.terminated {
             return Err(MatchError::new(MatchErrorKind::Terminated));
         }
+        let (program, threads, scratch) = (&self.program, &self.threads, &mut self.scratch);
         let stepped = match kind {
-            TokenKind::Text => self.advance(vocab.token_bytes(token).iter().map(|&b| b as u32)),
-            TokenKind::Special => self.advance(std::iter::once(SPECIAL_BASE + token)),
+            TokenKind::Text => {
+                let bytes = vocab.token_bytes(token).iter().map(|&b| b as u32);
+                Self::advance(program, threads, bytes, scratch)
+            }
+            TokenKind::Special => Self::advance(
+                program,
+                threads,
+                std::iter::once(SPECIAL_BASE + token),
+                scratch,
+            ),
             TokenKind::Unused => Err(Ok(0)),
         };
         match stepped {

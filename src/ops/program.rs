@@ -157,7 +157,7 @@ impl ProgramBuilder {
         self.write(&units)
     }
 
-    /// `Wait`: the leaf built by [`WaitBuilder`](super::WaitBuilder), then the body of whichever
+    /// `Wait`: the leaf built by [`Leaf::wait`](super::Leaf::wait), then the body of whichever
     /// terminator matched (`bodies[i]`, `None` for none).
     pub fn wait(&mut self, leaf: Arc<Leaf>, bodies: &[Option<OpId>]) -> Result<OpId, CompileError> {
         if bodies.len() != leaf.num_exits() as usize {

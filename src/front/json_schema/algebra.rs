@@ -1,0 +1,453 @@
+//! Operations on shapes: intersection (`allOf`, sibling keywords), membership of a value
+//! (`enum` filtered by the other keywords), and disjointness (`oneOf`).
+
+use serde_json::Value;
+
+use super::numbers::{in_range, Bound, Decimal};
+use super::schema::{error, json_equal, Compiler};
+use super::shape::{kind_of, ArrayShape, Constraint, NumberShape, ObjectShape, Shape, StringShape};
+use crate::error::{CompileError, CompileErrorKind};
+use crate::front::regex::{utf8_class, TextEncoding};
+use crate::ir::reference::{Recognizer, Unit};
+use crate::ir::{ExprId, GrammarBuilder};
+
+/// How deeply intersections may nest (each level is a few stack frames).
+const MAX_INTERSECT_DEPTH: usize = 64;
+
+/// How many shape pairs one `disjoint` question may look at before answering "maybe not"
+/// (recursive schemas and wide unions would otherwise make it exponential).
+const DISJOINT_BUDGET: usize = 2_000;
+
+fn max_lo(a: &Option<Bound>, b: &Option<Bound>) -> Option<Bound> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if x.value > y.value || (x.value == y.value && x.strict) {
+            x.clone()
+        } else {
+            y.clone()
+        }),
+        (x, y) => x.clone().or_else(|| y.clone()),
+    }
+}
+
+fn min_hi(a: &Option<Bound>, b: &Option<Bound>) -> Option<Bound> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if x.value < y.value || (x.value == y.value && x.strict) {
+            x.clone()
+        } else {
+            y.clone()
+        }),
+        (x, y) => x.clone().or_else(|| y.clone()),
+    }
+}
+
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+/// Do `[a_lo, a_hi]` and `[b_lo, b_hi]` fail to overlap?
+fn counts_disjoint(a: (u64, Option<u64>), b: (u64, Option<u64>)) -> bool {
+    a.1.is_some_and(|h| h < b.0) || b.1.is_some_and(|h| h < a.0)
+}
+
+/// Plain UTF-8 characters, to test a regex on a decoded string.
+struct Plain;
+
+impl TextEncoding for Plain {
+    fn char(&mut self, g: &mut GrammarBuilder, c: char) -> ExprId {
+        g.bytes(c.encode_utf8(&mut [0; 4]).as_bytes())
+    }
+    fn class(&mut self, g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
+        utf8_class(g, ranges)
+    }
+}
+
+/// Does the decoded string `text` match the constraint's regex? (Exact: the reference recognizer
+/// on the regex's own grammar.)
+pub(crate) fn matches(c: &Constraint, text: &str) -> Result<bool, CompileError> {
+    let mut g = GrammarBuilder::new();
+    let e = c
+        .regex
+        .lower(&c.source, &mut g, &mut Plain)
+        .map_err(|e| e.or_at(crate::Location::JsonPointer(c.pointer.clone())))?;
+    let start = g.rule("start");
+    g.define(start, e)?;
+    let rec = Recognizer::new(&g.finish(start)?);
+    let mut chart = rec.start();
+    Ok(text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec))
+}
+
+impl Compiler<'_> {
+    /// The shape the property `key` of an object of shape `o` must have.
+    pub fn schema_for(&mut self, o: &ObjectShape, key: &str) -> Result<Shape, CompileError> {
+        if let Some((_, s)) = o.properties.iter().find(|(k, _)| k == key) {
+            return Ok(s.clone());
+        }
+        match &o.key_pattern {
+            Some(c) if !matches(c, key)? => Ok(Shape::Never),
+            _ => Ok((*o.additional).clone()),
+        }
+    }
+
+    /// The values both shapes admit.
+    pub fn intersect(
+        &mut self,
+        a: &Shape,
+        b: &Shape,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        // Inlining a recursive reference into a shape that contains it can go on forever.
+        if self.intersect_depth >= MAX_INTERSECT_DEPTH {
+            return Err(error(
+                CompileErrorKind::Limit,
+                pointer,
+                "intersection of recursive schemas nested too deeply",
+            ));
+        }
+        self.intersect_depth += 1;
+        let out = self.intersect_inner(a, b, pointer);
+        self.intersect_depth -= 1;
+        out
+    }
+
+    fn intersect_inner(
+        &mut self,
+        a: &Shape,
+        b: &Shape,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        Ok(match (a, b) {
+            (Shape::Any, x) | (x, Shape::Any) => x.clone(),
+            (Shape::Never, _) | (_, Shape::Never) => Shape::Never,
+            (Shape::Ref(x), Shape::Ref(y)) if x == y => Shape::Ref(*x),
+            (Shape::Ref(x), Shape::Ref(y)) => Shape::Ref(self.both_id(*x, *y)),
+            (Shape::Values(xs), other) | (other, Shape::Values(xs)) => {
+                let mut kept = Vec::new();
+                for v in xs {
+                    if self.accepts(other, v, pointer)? {
+                        kept.push(v.clone());
+                    }
+                }
+                if kept.is_empty() {
+                    Shape::Never
+                } else {
+                    Shape::Values(kept)
+                }
+            }
+            // Operands keep their order, so the first conflicting keyword is reported second.
+            (Shape::Ref(r), other) => {
+                let target = self.resolve(*r)?;
+                self.intersect(&target, other, pointer)?
+            }
+            (other, Shape::Ref(r)) => {
+                let target = self.resolve(*r)?;
+                self.intersect(other, &target, pointer)?
+            }
+            (Shape::AnyOf(xs), other) => {
+                let mut out = Vec::new();
+                for x in xs {
+                    out.push(self.intersect(x, other, pointer)?);
+                }
+                Shape::any_of(out)
+            }
+            (other, Shape::AnyOf(ys)) => {
+                let mut out = Vec::new();
+                for y in ys {
+                    out.push(self.intersect(other, y, pointer)?);
+                }
+                Shape::any_of(out)
+            }
+            (Shape::Null, Shape::Null) => Shape::Null,
+            (Shape::Boolean, Shape::Boolean) => Shape::Boolean,
+            (Shape::Number(x), Shape::Number(y)) => Shape::Number(NumberShape {
+                integer: x.integer || y.integer,
+                lo: max_lo(&x.lo, &y.lo),
+                hi: min_hi(&x.hi, &y.hi),
+            }),
+            (Shape::String(x), Shape::String(y)) => {
+                let mut regexes = x.regexes.clone();
+                for r in &y.regexes {
+                    if !regexes.iter().any(|q| q.source == r.source) {
+                        regexes.push(r.clone());
+                    }
+                }
+                Shape::String(StringShape {
+                    min: x.min.max(y.min),
+                    max: min_opt(x.max, y.max),
+                    regexes,
+                    length_pointer: x
+                        .length_pointer
+                        .clone()
+                        .or_else(|| y.length_pointer.clone()),
+                    exclude: [x.exclude.clone(), y.exclude.clone()].concat(),
+                    exclude_pointer: x
+                        .exclude_pointer
+                        .clone()
+                        .or_else(|| y.exclude_pointer.clone()),
+                })
+            }
+            (Shape::Array(x), Shape::Array(y)) => {
+                let n = x.prefix.len().max(y.prefix.len());
+                let mut prefix = Vec::with_capacity(n);
+                for i in 0..n {
+                    prefix.push(self.intersect(x.item(i), y.item(i), pointer)?);
+                }
+                Shape::Array(ArrayShape {
+                    prefix,
+                    items: Box::new(self.intersect(&x.items, &y.items, pointer)?),
+                    min: x.min.max(y.min),
+                    max: min_opt(x.max, y.max),
+                })
+            }
+            (Shape::Object(x), Shape::Object(y)) => {
+                let mut properties = Vec::new();
+                let names = x.properties.iter().chain(&y.properties).map(|(k, _)| k);
+                for k in names {
+                    if properties.iter().any(|(p, _): &(String, Shape)| p == k) {
+                        continue;
+                    }
+                    let (sx, sy) = (self.schema_for(x, k)?, self.schema_for(y, k)?);
+                    let s = self.intersect(&sx, &sy, pointer)?;
+                    properties.push((k.clone(), s));
+                }
+                let mut required = x.required.clone();
+                required.extend(
+                    y.required
+                        .iter()
+                        .filter(|r| !x.required.contains(r))
+                        .cloned(),
+                );
+                let key_pattern = match (&x.key_pattern, &y.key_pattern) {
+                    (Some(a), Some(b)) if a.source != b.source => {
+                        self.unsupported(
+                            &b.pointer,
+                            format!(
+                                "two patternProperties patterns ({} and {}) on one object",
+                                a.source, b.source
+                            ),
+                        )?;
+                        Some(a.clone())
+                    }
+                    (a, b) => a.clone().or_else(|| b.clone()),
+                };
+                Shape::Object(ObjectShape {
+                    properties,
+                    key_pattern,
+                    required,
+                    additional: Box::new(self.intersect(&x.additional, &y.additional, pointer)?),
+                    min: x.min.max(y.min),
+                    max: min_opt(x.max, y.max),
+                    pointer: x.pointer.clone(),
+                })
+            }
+            _ => Shape::Never,
+        })
+    }
+
+    /// Does `shape` admit the value `v`? Exact for every constraint a shape holds.
+    pub fn accepts(
+        &mut self,
+        shape: &Shape,
+        v: &Value,
+        pointer: &str,
+    ) -> Result<bool, CompileError> {
+        Ok(match shape {
+            Shape::Any => true,
+            Shape::Never => false,
+            Shape::Null => v.is_null(),
+            Shape::Boolean => v.is_boolean(),
+            Shape::Values(xs) => xs.iter().any(|x| json_equal(x, v)),
+            Shape::Ref(r) => {
+                let target = self.resolve(*r)?;
+                self.accepts(&target, v, pointer)?
+            }
+            Shape::AnyOf(xs) => {
+                for x in xs {
+                    if self.accepts(x, v, pointer)? {
+                        return Ok(true);
+                    }
+                }
+                false
+            }
+            Shape::Number(n) => match v {
+                Value::Number(x) => {
+                    let d = Decimal::from_json(x);
+                    (!n.integer || d.is_integer()) && in_range(&d, n.lo.as_ref(), n.hi.as_ref())
+                }
+                _ => false,
+            },
+            Shape::String(s) => match v {
+                Value::String(text) => {
+                    let len = text.chars().count() as u64;
+                    if len < s.min || s.max.is_some_and(|m| len > m) || s.exclude.contains(text) {
+                        return Ok(false);
+                    }
+                    for c in &s.regexes {
+                        if !matches(c, text)? {
+                            return Ok(false);
+                        }
+                    }
+                    true
+                }
+                _ => false,
+            },
+            Shape::Array(a) => match v {
+                Value::Array(xs) => {
+                    let n = xs.len() as u64;
+                    if n < a.min || a.max.is_some_and(|m| n > m) {
+                        return Ok(false);
+                    }
+                    for (i, x) in xs.iter().enumerate() {
+                        if !self.accepts(&a.item(i).clone(), x, pointer)? {
+                            return Ok(false);
+                        }
+                    }
+                    true
+                }
+                _ => false,
+            },
+            Shape::Object(o) => match v {
+                Value::Object(map) => {
+                    let n = map.len() as u64;
+                    if n < o.min
+                        || o.max.is_some_and(|m| n > m)
+                        || !o.required.iter().all(|r| map.contains_key(r))
+                    {
+                        return Ok(false);
+                    }
+                    for (k, x) in map {
+                        let sk = self.schema_for(o, k)?;
+                        if !self.accepts(&sk, x, pointer)? {
+                            return Ok(false);
+                        }
+                    }
+                    true
+                }
+                _ => false,
+            },
+        })
+    }
+
+    /// `oneOf`: the branches' union when no value can match two of them; otherwise an error, or
+    /// with `lenient` their union (`anyOf`) and a warning.
+    pub fn one_of(&mut self, branches: Vec<Shape>, pointer: &str) -> Result<Shape, CompileError> {
+        for i in 0..branches.len() {
+            for j in i + 1..branches.len() {
+                if !self.disjoint(&branches[i], &branches[j], &mut DISJOINT_BUDGET.clone())? {
+                    let message = format!(
+                        "oneOf branches {i} and {j} may both match a value, and formwork cannot express \"exactly one\""
+                    );
+                    match self.opts.lenient {
+                        true => {
+                            self.warnings.push(error(
+                                CompileErrorKind::Unsupported,
+                                pointer,
+                                format!("{message}; compiled as anyOf"),
+                            ));
+                            return Ok(Shape::any_of(branches));
+                        }
+                        false => {
+                            return Err(error(CompileErrorKind::Unsupported, pointer, message))
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Shape::any_of(branches))
+    }
+
+    /// True only if no value matches both (false when unsure).
+    fn disjoint(&mut self, a: &Shape, b: &Shape, budget: &mut usize) -> Result<bool, CompileError> {
+        if *budget == 0 {
+            return Ok(false);
+        }
+        *budget -= 1;
+        Ok(match (a, b) {
+            (Shape::Never, _) | (_, Shape::Never) => true,
+            (Shape::Values(xs), other) | (other, Shape::Values(xs)) => {
+                for x in xs {
+                    if self.accepts(other, x, "")? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (Shape::Any, _) | (_, Shape::Any) => false,
+            // A reference still being read (recursion through the `oneOf` itself): unknown.
+            (Shape::Ref(r), _) | (_, Shape::Ref(r)) if self.is_building(*r) => false,
+            (Shape::Ref(r), other) | (other, Shape::Ref(r)) => {
+                let target = self.resolve(*r)?;
+                self.disjoint(&target, other, budget)?
+            }
+            (Shape::AnyOf(xs), other) | (other, Shape::AnyOf(xs)) => {
+                for x in xs {
+                    if !self.disjoint(x, other, budget)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (Shape::Null, Shape::Null) | (Shape::Boolean, Shape::Boolean) => false,
+            (Shape::Number(x), Shape::Number(y)) => {
+                let lo = max_lo(&x.lo, &y.lo);
+                let hi = min_hi(&x.hi, &y.hi);
+                match (lo, hi) {
+                    (Some(l), Some(h)) => {
+                        l.value > h.value || (l.value == h.value && (l.strict || h.strict))
+                    }
+                    _ => false,
+                }
+            }
+            (Shape::String(x), Shape::String(y)) => counts_disjoint((x.min, x.max), (y.min, y.max)),
+            (Shape::Array(x), Shape::Array(y)) => {
+                if counts_disjoint((x.min, x.max), (y.min, y.max)) {
+                    return Ok(true);
+                }
+                // An item both must have, at a position where the item shapes cannot meet.
+                let both = x
+                    .min
+                    .max(y.min)
+                    .min(x.prefix.len().max(y.prefix.len()) as u64 + 1);
+                for i in 0..both as usize {
+                    if self.disjoint(&x.item(i).clone(), &y.item(i).clone(), budget)? {
+                        return Ok(true);
+                    }
+                }
+                false
+            }
+            (Shape::Object(x), Shape::Object(y)) => {
+                if counts_disjoint((x.min, x.max), (y.min, y.max)) {
+                    return Ok(true);
+                }
+                // A property one side requires whose value the other side cannot accept there
+                // (a discriminator such as `"kind": {"const": "circle"}`).
+                for (p, q) in [(x, y), (y, x)] {
+                    for r in &p.required {
+                        let (sp, sq) = (self.schema_for(p, r)?, self.schema_for(q, r)?);
+                        if self.disjoint(&sp, &sq, budget)? {
+                            return Ok(true);
+                        }
+                    }
+                }
+                false
+            }
+            (x, y) => kind_name(x) != kind_name(y),
+        })
+    }
+}
+
+/// The JSON type a single-type shape describes.
+fn kind_name(s: &Shape) -> &'static str {
+    match s {
+        Shape::Null => "null",
+        Shape::Boolean => "boolean",
+        Shape::Number(_) => "number",
+        Shape::String(_) => "string",
+        Shape::Array(_) => "array",
+        Shape::Object(_) => "object",
+        Shape::Values(v) => v.first().map_or("", kind_of),
+        _ => "",
+    }
+}

@@ -1,0 +1,137 @@
+//! `format` values as regexes over the decoded string (whole-string match).
+//!
+//! Each follows the grammar its RFC gives, and is exact for it, with two exceptions:
+//! `email` is RFC 5321's dot-atom local part at a hostname (no quoted local parts, no address
+//! literals), and `hostname` checks label syntax and label length but not the 253-character
+//! total (a warning says so).
+
+fn date() -> String {
+    let long = "(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])";
+    let short = "(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)";
+    let feb = "02-(?:0[1-9]|1[0-9]|2[0-8])";
+    // 29 February in years divisible by 4, except centuries not divisible by 400.
+    let leap = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29";
+    format!("(?:[0-9]{{4}}-(?:{long}|{short}|{feb})|{leap})")
+}
+
+fn time() -> String {
+    let hour = "(?:[01][0-9]|2[0-3])";
+    // Seconds up to 60 for leap seconds, as RFC 3339 allows.
+    format!("{hour}:[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]+)?(?:[Zz]|[+-]{hour}:[0-5][0-9])")
+}
+
+fn duration() -> String {
+    // RFC 3339 appendix A.
+    let second = "[0-9]+S";
+    let minute = format!("[0-9]+M(?:{second})?");
+    let hour = format!("[0-9]+H(?:{minute})?");
+    let time = format!("T(?:{hour}|{minute}|{second})");
+    let day = "[0-9]+D";
+    let month = format!("[0-9]+M(?:{day})?");
+    let year = format!("[0-9]+Y(?:{month})?");
+    let date = format!("(?:{day}|{month}|{year})(?:{time})?");
+    format!("P(?:{date}|{time}|[0-9]+W)")
+}
+
+fn ipv4() -> String {
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+    format!("{octet}(?:\\.{octet}){{3}}")
+}
+
+fn ipv6() -> String {
+    let h = "[0-9A-Fa-f]{1,4}";
+    let ls32 = format!("(?:{h}:{h}|{})", ipv4());
+    let upto = |n: usize| format!("(?:(?:{h}:){{0,{n}}}{h})?");
+    // RFC 3986 IPv6address, one branch per position of "::".
+    let branches = [
+        format!("(?:{h}:){{6}}{ls32}"),
+        format!("::(?:{h}:){{5}}{ls32}"),
+        format!("(?:{h})?::(?:{h}:){{4}}{ls32}"),
+        format!("{}::(?:{h}:){{3}}{ls32}", upto(1)),
+        format!("{}::(?:{h}:){{2}}{ls32}", upto(2)),
+        format!("{}::{h}:{ls32}", upto(3)),
+        format!("{}::{ls32}", upto(4)),
+        format!("{}::{h}", upto(5)),
+        format!("{}::", upto(6)),
+    ];
+    format!("(?:{})", branches.join("|"))
+}
+
+fn hostname() -> String {
+    let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    format!("{label}(?:\\.{label})*")
+}
+
+fn email() -> String {
+    let atom = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
+    format!("{atom}(?:\\.{atom})*@{}", hostname())
+}
+
+fn uuid() -> String {
+    let h = "[0-9A-Fa-f]";
+    format!("{h}{{8}}-{h}{{4}}-{h}{{4}}-{h}{{4}}-{h}{{12}}")
+}
+
+/// RFC 3986 pieces: (URI, relative-ref).
+fn uri_parts() -> (String, String) {
+    let unreserved = "A-Za-z0-9._~\\-";
+    let sub_delims = "!$&'()*+,;=";
+    let pct = "%[0-9A-Fa-f]{2}";
+    let pchar = format!("(?:[{unreserved}{sub_delims}:@]|{pct})");
+    let segment = format!("{pchar}*");
+    let segment_nz = format!("{pchar}+");
+    let segment_nz_nc = format!("(?:[{unreserved}{sub_delims}@]|{pct})+");
+    let userinfo = format!("(?:[{unreserved}{sub_delims}:]|{pct})*");
+    let ip_future = format!("v[0-9A-Fa-f]+\\.[{unreserved}{sub_delims}:]+");
+    // reg-name's characters include IPv4 addresses, so those need no branch of their own.
+    let reg_name = format!("(?:[{unreserved}{sub_delims}]|{pct})*");
+    let host = format!("(?:\\[(?:{}|{ip_future})\\]|{reg_name})", ipv6());
+    let authority = format!("(?:{userinfo}@)?{host}(?::[0-9]*)?");
+    let abempty = format!("(?:/{segment})*");
+    let absolute = format!("/(?:{segment_nz}(?:/{segment})*)?");
+    let rootless = format!("{segment_nz}(?:/{segment})*");
+    let noscheme = format!("{segment_nz_nc}(?:/{segment})*");
+    let query = format!("(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?");
+    let hier = format!("(?://{authority}{abempty}|{absolute}|{rootless}|)");
+    let uri = format!("[A-Za-z][A-Za-z0-9+.-]*:{hier}{query}");
+    let relative = format!("(?://{authority}{abempty}|{absolute}|{noscheme}|){query}");
+    (uri, relative)
+}
+
+/// The regex of a supported format, or `None`.
+pub(crate) fn format_regex(name: &str) -> Option<String> {
+    Some(match name {
+        "date" => date(),
+        "time" => time(),
+        "date-time" => format!("{}[Tt]{}", date(), time()),
+        "duration" => duration(),
+        "email" => email(),
+        "hostname" => hostname(),
+        "ipv4" => ipv4(),
+        "ipv6" => ipv6(),
+        "uuid" => uuid(),
+        "uri" => uri_parts().0,
+        "uri-reference" => {
+            let (uri, relative) = uri_parts();
+            format!("(?:{uri}|{relative})")
+        }
+        "json-pointer" => "(?:/(?:[^/~]|~[01])*)*".to_string(),
+        "relative-json-pointer" => "(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^/~]|~[01])*)*)".to_string(),
+        _ => return None,
+    })
+}
+
+/// Formats the specification defines that formwork cannot express exactly: an error (or, with
+/// `lenient`, a warning). Any other unknown format is an annotation and is ignored with a warning.
+pub(crate) fn is_spec_format(name: &str) -> bool {
+    matches!(
+        name,
+        "idn-email" | "idn-hostname" | "iri" | "iri-reference" | "uri-template" | "regex"
+    )
+}
+
+/// A warning to attach when the format is only approximated.
+pub(crate) fn approximation(name: &str) -> Option<&'static str> {
+    (name == "hostname")
+        .then_some("format \"hostname\": the 253-character total length is not enforced")
+}

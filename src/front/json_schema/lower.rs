@@ -1,0 +1,658 @@
+//! Shapes to grammar IR: JSON syntax, whitespace, property order and counts.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::numbers::{self, Bound, Decimal};
+use super::schema::{error, Compiler};
+use super::shape::{ArrayShape, ObjectShape, RefId, Shape, StringShape};
+use super::strings::{any_text, text_not_in, JsonText};
+use super::{PropertyOrder, Whitespace};
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::ir::{ByteSet, Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+
+/// Builds the IR of shapes, one rule per `$ref` target.
+pub(crate) struct Lowering<'c, 'a, 'g> {
+    pub c: &'c mut Compiler<'a>,
+    g: &'g mut GrammarBuilder,
+    /// Prefix of every rule name, so several schemas can share one builder.
+    prefix: String,
+    text: JsonText,
+    ws: ExprId,
+    ref_rules: HashMap<RefId, RuleId>,
+    any_value: Option<RuleId>,
+    depth: usize,
+}
+
+impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
+    pub fn new(c: &'c mut Compiler<'a>, g: &'g mut GrammarBuilder, prefix: &str) -> Self {
+        let ws = match c.opts.whitespace {
+            Whitespace::Compact => g.empty(),
+            Whitespace::Flexible { max_run } => {
+                let mut set = ByteSet::EMPTY;
+                for b in [b' ', b'\t', b'\n', b'\r'] {
+                    set.insert(b);
+                }
+                let class = g.class(set);
+                g.repeat(class, 0, max_run)
+            }
+        };
+        Lowering {
+            c,
+            g,
+            prefix: prefix.to_string(),
+            text: JsonText::default(),
+            ws,
+            ref_rules: HashMap::new(),
+            any_value: None,
+            depth: 0,
+        }
+    }
+
+    /// `ws text ws`: a punctuation mark with the whitespace allowed around it.
+    fn punct(&mut self, text: &str) -> ExprId {
+        let t = self.g.text(text);
+        self.g.seq([self.ws, t, self.ws])
+    }
+
+    fn check_size(&mut self) -> Result<(), CompileError> {
+        let size = self.g.len();
+        match size > self.c.opts.max_grammar_size {
+            true => Err(CompileError::unplaced(
+                CompileErrorKind::Limit,
+                format!(
+                    "the grammar grew past {} expressions",
+                    self.c.opts.max_grammar_size
+                ),
+            )),
+            false => Ok(()),
+        }
+    }
+
+    pub fn shape(&mut self, s: &Shape) -> Result<ExprId, CompileError> {
+        self.depth += 1;
+        if self.depth > self.c.opts.max_depth {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::Limit,
+                "shape nested too deeply",
+            ));
+        }
+        self.check_size()?;
+        let e = match s {
+            Shape::Any => {
+                let r = self.any_value();
+                self.g.rule_ref(r)
+            }
+            Shape::Never => self.g.nothing(),
+            Shape::Null => self.g.text("null"),
+            Shape::Boolean => {
+                let t = self.g.text("true");
+                let f = self.g.text("false");
+                self.g.alt([t, f])
+            }
+            Shape::Values(vs) => {
+                let mut branches = Vec::new();
+                for v in vs {
+                    branches.push(self.value(v));
+                }
+                self.g.alt(branches)
+            }
+            Shape::Number(n) => match n.integer {
+                true => numbers::integer(&mut self.g, n.lo.as_ref(), n.hi.as_ref()),
+                false => numbers::number(&mut self.g, n.lo.as_ref(), n.hi.as_ref()),
+            },
+            Shape::String(st) => self.string(st)?,
+            Shape::Array(a) => self.array(a)?,
+            Shape::Object(o) => self.object(o)?,
+            Shape::AnyOf(xs) => {
+                let mut branches = Vec::new();
+                for x in xs {
+                    branches.push(self.shape(x)?);
+                }
+                self.g.alt(branches)
+            }
+            Shape::Ref(r) => {
+                let rule = self.ref_rule(*r)?;
+                self.g.rule_ref(rule)
+            }
+        };
+        self.depth -= 1;
+        self.check_size()?;
+        Ok(e)
+    }
+
+    fn ref_rule(&mut self, r: RefId) -> Result<RuleId, CompileError> {
+        if let Some(&rule) = self.ref_rules.get(&r) {
+            return Ok(rule);
+        }
+        let name = format!("{}ref {}", self.prefix, self.c.refs[r].name);
+        let rule = self.g.rule(&name);
+        self.ref_rules.insert(r, rule);
+        let shape = self.c.resolve(r)?;
+        // References compile outside the current nesting: recursion goes through rules.
+        let depth = std::mem::replace(&mut self.depth, 0);
+        let body = self.shape(&shape)?;
+        self.depth = depth;
+        self.g.define(rule, body)?;
+        Ok(rule)
+    }
+
+    /// Any JSON value (recursive rules, built once).
+    fn any_value(&mut self) -> RuleId {
+        if let Some(r) = self.any_value {
+            return r;
+        }
+        let value = self.g.rule(&format!("{}json value", self.prefix));
+        self.any_value = Some(value);
+        let v = self.g.rule_ref(value);
+        let key = self
+            .string(&StringShape::default())
+            .expect("plain strings compile");
+        let colon = self.punct(":");
+        let member = self.g.seq([key, colon, v]);
+        let object = self.delimited("{", "}", member, 0, None);
+        let array = self.delimited("[", "]", v, 0, None);
+        let number = numbers::number(&mut self.g, None, None);
+        let t = self.g.text("true");
+        let f = self.g.text("false");
+        let n = self.g.text("null");
+        let body = self.g.alt([object, array, key, number, t, f, n]);
+        self.g.define(value, body).expect("defined once");
+        value
+    }
+
+    /// `open ws (item (, item){min-1,max-1})? ws close` with `min..=max` items.
+    fn delimited(
+        &mut self,
+        open: &str,
+        close: &str,
+        item: ExprId,
+        min: u64,
+        max: Option<u64>,
+    ) -> ExprId {
+        let o = self.g.text(open);
+        let c = self.g.text(close);
+        let comma = self.punct(",");
+        let more = self.g.seq([comma, item]);
+        let rest = self.g.repeat(
+            more,
+            clamp(min.saturating_sub(1)),
+            max.map(|m| clamp(m.saturating_sub(1))),
+        );
+        let items = self.g.seq([self.ws, item, rest, self.ws]);
+        let full = self.g.seq([o, items, c]);
+        let mut branches = Vec::new();
+        if min == 0 {
+            branches.push(self.g.seq([o, self.ws, c]));
+        }
+        if max != Some(0) {
+            branches.push(full);
+        }
+        self.g.alt(branches)
+    }
+
+    /// A fixed value: strings in canonical form, numbers in every notation of their value.
+    fn value(&mut self, v: &Value) -> ExprId {
+        match v {
+            Value::Number(n) => {
+                let b = Bound {
+                    value: Decimal::from_json(n),
+                    strict: false,
+                };
+                // An integral value is written as an integer: `1.0` is no integer in draft 4.
+                match b.value.is_integer() {
+                    true => numbers::integer(&mut self.g, Some(&b), Some(&b)),
+                    false => numbers::number(&mut self.g, Some(&b), Some(&b)),
+                }
+            }
+            Value::Array(xs) => {
+                let mut parts = vec![self.g.text("[")];
+                for (i, x) in xs.iter().enumerate() {
+                    parts.push(if i == 0 { self.ws } else { self.punct(",") });
+                    parts.push(self.value(x));
+                }
+                if !xs.is_empty() {
+                    parts.push(self.ws);
+                }
+                parts.push(self.g.text("]"));
+                self.g.seq(parts)
+            }
+            Value::Object(map) => {
+                let mut parts = vec![self.g.text("{")];
+                for (i, (k, x)) in map.iter().enumerate() {
+                    parts.push(if i == 0 { self.ws } else { self.punct(",") });
+                    parts.push(self.g.text(&Value::from(k.as_str()).to_string()));
+                    parts.push(self.punct(":"));
+                    parts.push(self.value(x));
+                }
+                if !map.is_empty() {
+                    parts.push(self.ws);
+                }
+                parts.push(self.g.text("}"));
+                self.g.seq(parts)
+            }
+            other => self.g.text(&other.to_string()),
+        }
+    }
+
+    fn string(&mut self, s: &StringShape) -> Result<ExprId, CompileError> {
+        let quote = self.g.text("\"");
+        let content = self.string_content(s)?;
+        Ok(self.g.seq([quote, content, quote]))
+    }
+
+    fn string_content(&mut self, s: &StringShape) -> Result<ExprId, CompileError> {
+        let max = s.max;
+        if max.is_some_and(|m| m < s.min) {
+            return Ok(self.g.nothing());
+        }
+        if !s.exclude.is_empty() {
+            if s.regexes.is_empty() && s.min == 0 && max.is_none() {
+                let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
+                return Ok(text_not_in(&mut self.g, &mut self.text, &names));
+            }
+            let at = s.exclude_pointer.clone().unwrap_or_default();
+            self.c.unsupported(
+                &at,
+                "excluded string values together with a pattern, format or length",
+            )?;
+        }
+        let Some(first) = s.regexes.first() else {
+            return Ok(any_text(
+                &mut self.g,
+                &mut self.text,
+                clamp(s.min),
+                max.map(clamp),
+            ));
+        };
+        for other in &s.regexes[1..] {
+            self.c.unsupported(
+                &other.pointer,
+                format!(
+                    "{} together with {}: formwork cannot intersect two regexes",
+                    other.source, first.source
+                ),
+            )?;
+        }
+        let mut regex = first.regex.clone();
+        let (lo, hi) = regex.char_len();
+        let implied = lo >= s.min && max.is_none_or(|m| hi.is_some_and(|h| h <= m));
+        if !implied {
+            match regex.with_length(s.min, max) {
+                Some(narrowed) => regex = narrowed,
+                None => {
+                    let at = s
+                        .length_pointer
+                        .clone()
+                        .unwrap_or_else(|| first.pointer.clone());
+                    self.c.unsupported(
+                        &at,
+                        format!(
+                            "string length bounds together with {}: formwork cannot intersect them",
+                            first.source
+                        ),
+                    )?;
+                }
+            }
+        }
+        match regex.lower(&first.source, &mut self.g, &mut self.text) {
+            Ok(e) => Ok(e),
+            // Constructs found only while lowering (anchors inside, word boundaries).
+            Err(e) if e.kind() == CompileErrorKind::Unsupported => {
+                self.c
+                    .unsupported(&first.pointer, e.message().to_string())?;
+                Ok(any_text(
+                    &mut self.g,
+                    &mut self.text,
+                    clamp(s.min),
+                    max.map(clamp),
+                ))
+            }
+            Err(e) => Err(e.or_at(Location::JsonPointer(first.pointer.clone()))),
+        }
+    }
+
+    fn array(&mut self, a: &ArrayShape) -> Result<ExprId, CompileError> {
+        let max = match *a.items {
+            Shape::Never => Some(
+                a.max
+                    .map_or(a.prefix.len() as u64, |m| m.min(a.prefix.len() as u64)),
+            ),
+            _ => a.max,
+        };
+        if max.is_some_and(|m| m < a.min) {
+            return Ok(self.g.nothing());
+        }
+        let items = self.shape(&a.items)?;
+        if a.prefix.is_empty() {
+            return Ok(self.delimited("[", "]", items, a.min, max));
+        }
+        let mut prefix = Vec::new();
+        for p in &a.prefix {
+            prefix.push(self.shape(p)?);
+        }
+        // tail(i): what follows once i items were written; built from the end of the prefix.
+        let comma = self.punct(",");
+        let more = self.g.seq([comma, items]);
+        let n = prefix.len() as u64;
+        let after = match max {
+            Some(m) if m <= n => self.g.empty(),
+            _ => self.g.repeat(
+                more,
+                clamp(a.min.saturating_sub(n)),
+                max.map(|m| clamp(m - n)),
+            ),
+        };
+        let mut tail = after;
+        for i in (1..prefix.len()).rev() {
+            let i64_ = i as u64;
+            if max.is_some_and(|m| i64_ >= m) {
+                tail = self.g.empty();
+                continue;
+            }
+            let step = self.g.seq([comma, prefix[i], tail]);
+            tail = if i64_ < a.min {
+                step
+            } else {
+                self.g.optional(step)
+            };
+        }
+        let open = self.g.text("[");
+        let close = self.g.text("]");
+        let full = self.g.seq([open, self.ws, prefix[0], tail, self.ws, close]);
+        let mut branches = Vec::new();
+        if a.min == 0 {
+            branches.push(self.g.seq([open, self.ws, close]));
+        }
+        if max != Some(0) {
+            branches.push(full);
+        }
+        Ok(self.g.alt(branches))
+    }
+
+    fn object(&mut self, o: &ObjectShape) -> Result<ExprId, CompileError> {
+        // Required properties the schema does not declare take the additional-properties shape.
+        let mut props: Vec<(String, Shape, bool)> = o
+            .properties
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone(), o.required.contains(k)))
+            .collect();
+        for r in &o.required {
+            if !props.iter().any(|(k, _, _)| k == r) {
+                if let Some(c) = &o.key_pattern {
+                    // The pattern's keys would include this name a second time.
+                    let why = format!(
+                        "required property {r:?} is not declared next to patternProperties"
+                    );
+                    self.c.unsupported(&c.pointer, why)?;
+                }
+                let shape = self.c.schema_for(o, r)?;
+                props.push((r.clone(), shape, true));
+            }
+        }
+        // A property whose schema is `false` can only be absent.
+        if props
+            .iter()
+            .any(|(_, s, req)| *req && matches!(s, Shape::Never))
+        {
+            return Ok(self.g.nothing());
+        }
+        // Declared names are never additional properties, even those that can only be absent.
+        let declared: Vec<String> = props.iter().map(|(k, _, _)| k.clone()).collect();
+        props.retain(|(_, s, _)| !matches!(s, Shape::Never));
+        let mut members = Vec::new();
+        for (k, s, req) in &props {
+            let key = self.g.text(&Value::from(k.as_str()).to_string());
+            let colon = self.punct(":");
+            let value = self.shape(s)?;
+            members.push((self.g.seq([key, colon, value]), *req));
+        }
+        let extra = match *o.additional {
+            Shape::Never => None,
+            ref add => {
+                let key = match &o.key_pattern {
+                    // Declared names never match the pattern (checked when reading the schema).
+                    Some(c) => self.string(&StringShape {
+                        regexes: vec![c.clone()],
+                        ..StringShape::default()
+                    })?,
+                    None => {
+                        let names: Vec<&str> = declared.iter().map(String::as_str).collect();
+                        let quote = self.g.text("\"");
+                        let content = text_not_in(&mut self.g, &mut self.text, &names);
+                        self.g.seq([quote, content, quote])
+                    }
+                };
+                let colon = self.punct(":");
+                let value = self.shape(add)?;
+                Some(self.g.seq([key, colon, value]))
+            }
+        };
+        let counts = Counts {
+            min: o.min,
+            max: o.max,
+        };
+        if o.max == Some(0) {
+            return Ok(match props.iter().any(|(_, _, req)| *req) || o.min > 0 {
+                true => self.g.nothing(),
+                false => {
+                    let open = self.g.text("{");
+                    let close = self.g.text("}");
+                    self.g.seq([open, self.ws, close])
+                }
+            });
+        }
+        match self.c.opts.property_order {
+            PropertyOrder::Schema => Ok(self.ordered(&members, extra, counts)),
+            PropertyOrder::Any => {
+                if members.len() > self.c.opts.max_any_order_properties {
+                    return Err(error(
+                        CompileErrorKind::Limit,
+                        &o.pointer,
+                        format!(
+                            "{} properties in any order need {} grammar states (limit: {} properties)",
+                            members.len(),
+                            1u64 << members.len().min(63),
+                            self.c.opts.max_any_order_properties
+                        ),
+                    ));
+                }
+                self.unordered(&members, extra, counts)
+            }
+        }
+    }
+
+    /// Declared properties in schema order, then additional ones.
+    fn ordered(
+        &mut self,
+        members: &[(ExprId, bool)],
+        extra: Option<ExprId>,
+        counts: Counts,
+    ) -> ExprId {
+        let comma = self.punct(",");
+        // rest[c]: the members from k on after c were written (c capped), built from the end.
+        let cap = counts.cap(members.len(), false);
+        let extras_tail = |lw: &mut Self, c: u64| -> ExprId {
+            let lo = counts.min.saturating_sub(c);
+            let hi = counts.max.map(|m| m.saturating_sub(c));
+            match extra {
+                None if lo == 0 => lw.g.empty(),
+                None => lw.g.nothing(),
+                Some(x) => {
+                    let more = lw.g.seq([comma, x]);
+                    lw.g.repeat(more, clamp(lo), hi.map(clamp))
+                }
+            }
+        };
+        // Non-empty continuations when nothing was written yet, and continuations after c >= 1.
+        let mut after: Vec<ExprId> = (0..=cap).map(|c| extras_tail(self, c.max(1))).collect();
+        let mut first = match extra {
+            None => self.g.nothing(),
+            Some(x) => {
+                let rest = after[1];
+                self.g.seq([x, rest])
+            }
+        };
+        for &(m, req) in members.iter().rev() {
+            let mut next_after = Vec::with_capacity(after.len());
+            for c in 0..=cap {
+                let c1 = (c + 1).min(cap);
+                let take = match counts.max.is_some_and(|mx| c >= mx) {
+                    true => self.g.nothing(),
+                    false => self.g.seq([comma, m, after[c1 as usize]]),
+                };
+                next_after.push(match req {
+                    true => take,
+                    false => self.g.alt([take, after[c as usize]]),
+                });
+            }
+            let take_first = self.g.seq([m, after[1.min(cap) as usize]]);
+            first = match req {
+                true => take_first,
+                false => self.g.alt([take_first, first]),
+            };
+            after = next_after;
+        }
+        let can_be_empty = members.iter().all(|(_, req)| !req) && counts.min == 0;
+        let open = self.g.text("{");
+        let close = self.g.text("}");
+        let full = self.g.seq([open, self.ws, first, self.ws, close]);
+        let mut branches = vec![full];
+        if can_be_empty {
+            branches.push(self.g.seq([open, self.ws, close]));
+        }
+        self.g.alt(branches)
+    }
+
+    /// Properties in any order: one rule per set of declared properties written (and count).
+    fn unordered(
+        &mut self,
+        members: &[(ExprId, bool)],
+        extra: Option<ExprId>,
+        counts: Counts,
+    ) -> Result<ExprId, CompileError> {
+        let n = members.len();
+        let cap = counts.cap(n, extra.is_some());
+        let required: u64 = members
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, r))| *r)
+            .map(|(i, _)| 1u64 << i)
+            .sum();
+        let comma = self.punct(",");
+        // rule (set, c): continuations after writing `set` and c members (c >= 1).
+        let id = self.g.len();
+        let prefix = self.prefix.clone();
+        let name = |set: u64, c: u64| format!("{prefix}props {id} {set:b} {c}");
+        let mut rules = HashMap::new();
+        for set in 0..(1u64 << n) {
+            for c in 1..=cap {
+                rules.insert((set, c), self.g.rule(&name(set, c)));
+            }
+        }
+        let step = |lw: &mut Self, set: u64, c: u64| -> ExprId {
+            // Choices after `set` with c written, the separator in front of each choice given.
+            let mut branches = Vec::new();
+            if counts.max.is_none_or(|mx| c < mx) {
+                let c1 = (c + 1).min(cap).max(1);
+                for (i, &(m, _)) in members.iter().enumerate() {
+                    if set & (1 << i) == 0 {
+                        let next = lw.g.rule_ref(rules[&(set | 1 << i, c1)]);
+                        branches.push((m, next));
+                    }
+                }
+                if let Some(x) = extra {
+                    let next = lw.g.rule_ref(rules[&(set, c1)]);
+                    branches.push((x, next));
+                }
+            }
+            let mut out = Vec::new();
+            for (m, next) in branches {
+                out.push(lw.g.seq([m, next]));
+            }
+            lw.g.alt(out)
+        };
+        for set in 0..(1u64 << n) {
+            for c in 1..=cap {
+                let choices = step(self, set, c);
+                let more = self.g.seq([comma, choices]);
+                let done = set & required == required && c >= counts.min.min(cap);
+                let body = match done {
+                    true => {
+                        let e = self.g.empty();
+                        self.g.alt([more, e])
+                    }
+                    false => more,
+                };
+                self.g.define(rules[&(set, c)], body)?;
+            }
+            self.check_size()?;
+        }
+        let first = step(self, 0, 0);
+        let open = self.g.text("{");
+        let close = self.g.text("}");
+        let full = self.g.seq([open, self.ws, first, self.ws, close]);
+        let mut branches = vec![full];
+        if required == 0 && counts.min == 0 {
+            branches.push(self.g.seq([open, self.ws, close]));
+        }
+        Ok(self.g.alt(branches))
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Counts {
+    min: u64,
+    max: Option<u64>,
+}
+
+impl Counts {
+    /// The largest count of properties worth telling apart: beyond it only "at least this many"
+    /// matters. Without interleaved additional properties the count never passes `declared`.
+    fn cap(&self, declared: usize, interleaved: bool) -> u64 {
+        let bound = self.max.unwrap_or(0).max(self.min);
+        match interleaved {
+            true => bound.max(1),
+            false => bound.min(declared as u64).max(1),
+        }
+    }
+}
+
+fn clamp(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Does the start rule derive at least one string? (A required property that recurses into its
+/// own object, or `$ref`s that only point at each other, leave no finite instance.)
+pub(crate) fn has_strings(g: &Grammar) -> bool {
+    let mut rule_ok = vec![false; g.rules().len()];
+    let mut expr_ok = vec![false; g.exprs().len()];
+    loop {
+        let mut changed = false;
+        // Expressions only refer to earlier ones (hash-consing builds bottom-up) or to rules.
+        for (i, e) in g.exprs().iter().enumerate() {
+            let ok = match e {
+                Expr::Nothing => false,
+                Expr::Empty | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => true,
+                Expr::Seq(xs) => xs.iter().all(|x| expr_ok[x.index()]),
+                Expr::Alt(xs) => xs.iter().any(|x| expr_ok[x.index()]),
+                Expr::Repeat { body, min, .. } => *min == 0 || expr_ok[body.index()],
+                Expr::Rule(r) => rule_ok[r.index()],
+            };
+            if ok && !expr_ok[i] {
+                expr_ok[i] = true;
+                changed = true;
+            }
+        }
+        for (i, r) in g.rules().iter().enumerate() {
+            if expr_ok[r.body.index()] && !rule_ok[i] {
+                rule_ok[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return rule_ok[g.start().index()];
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! JSON Schema to grammar IR.
+//!
+//! The language of a compiled schema is the set of JSON texts whose value the schema accepts,
+//! written with the chosen whitespace and property order. Every keyword that changes that set
+//! is either compiled exactly or refused with a typed [`CompileError`] naming its JSON pointer
+//! (with [`JsonSchemaOptions::lenient`], dropped and reported in [`SchemaGrammar::warnings`]):
+//! the grammar is never silently looser than the schema. Annotations (`title`, `description`,
+//! `default`, `examples`, `$comment`, unknown keywords, ...) are ignored.
+//!
+//! Supported: `type` (and lists of types), `enum`, `const`, `properties`, `required`,
+//! `additionalProperties`, `minProperties`/`maxProperties`, `items`, `prefixItems`,
+//! `additionalItems` (draft 4–2019 tuples), `minItems`/`maxItems`, `minLength`/`maxLength`,
+//! `pattern`, `format` (date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri,
+//! uri-reference, json-pointer, relative-json-pointer), `minimum`/`maximum`/
+//! `exclusiveMinimum`/`exclusiveMaximum` (draft 4 booleans too), `anyOf`, `oneOf`, `allOf`,
+//! `$ref` to `#/...` pointers, `$anchor`s and `$id`s inside the document (recursion becomes
+//! recursive rules), `$defs`/`definitions`.
+//!
+//! Semantic choices (each keeps the grammar exact for what it admits):
+//! - **Property order**: [`PropertyOrder::Schema`] writes declared properties in schema order
+//!   and additional properties after them; [`PropertyOrder::Any`] accepts every order (its
+//!   grammar grows as 2^n, hence [`JsonSchemaOptions::max_any_order_properties`]).
+//! - **Strings**: free text may use every JSON escape; fixed strings (keys, `enum`, `const`)
+//!   are canonical. See [`strings`](self) notes in the source: patterns are ECMA-262 with search
+//!   semantics and apply to the decoded text.
+//! - **Numbers**: integers (and integral `enum`/`const` values) are written
+//!   `-?(0|[1-9][0-9]*)`: draft 6+ also counts `1.0` and `1e2` as integers, draft 4 does not,
+//!   and the safe common ground is plain digits. Bounded numbers accept plain decimals and
+//!   normalised exponent forms (`1.5e-3`); a bound at zero accepts all forms.
+//! - **`oneOf`** compiles when its branches are provably disjoint (different types, disjoint
+//!   ranges or lengths, a required property with disjoint values such as a `const` tag).
+//! - **`$ref` with siblings** is an intersection (2019-09 and later semantics).
+//!
+//! Unsupported (typed error): `not`, `if`/`then`/`else`, `patternProperties`, `propertyNames`,
+//! `dependencies`/`dependentRequired`/`dependentSchemas`, `contains`, `uniqueItems: true`,
+//! `multipleOf` other than 1, `unevaluated*`, `$dynamicRef`, references to other documents, and
+//! two regexes (or a regex and a length bound that is not implied) on one string unless the
+//! length can be pushed into the regex's single repetition.
+//!
+//! # Example
+//!
+//! ```
+//! use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
+//! use formwork::ir::reference::{Recognizer, Unit};
+//!
+//! let schema = serde_json::json!({
+//!     "type": "object",
+//!     "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer", "minimum": 0}},
+//!     "required": ["name"],
+//!     "additionalProperties": false
+//! });
+//! let compiled = compile_schema(&schema, &JsonSchemaOptions::new()).unwrap();
+//! let rec = Recognizer::new(&compiled.grammar);
+//! let accepts = |text: &str| {
+//!     let mut chart = rec.start();
+//!     text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+//! };
+//! assert!(accepts(r#"{"name":"Ada","age":36}"#));
+//! assert!(!accepts(r#"{"name":"Ada","age":-1}"#));
+//! assert!(!accepts(r#"{"age":36}"#));
+//! ```
+
+mod algebra;
+mod formats;
+mod lower;
+mod numbers;
+mod schema;
+mod shape;
+mod strings;
+
+use serde_json::Value;
+
+use crate::error::CompileError;
+use crate::ir::{ExprId, Grammar, GrammarBuilder};
+
+/// Whitespace between JSON tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whitespace {
+    /// None at all, like `json.dumps(separators=(",", ":"))` and `serde_json::to_string`.
+    Compact,
+    /// Runs of space, tab, CR and LF between tokens, each run at most `max_run` long
+    /// (`None`: unbounded). Never before or after the whole value.
+    Flexible {
+        /// Longest run.
+        max_run: Option<u32>,
+    },
+}
+
+/// The order of an object's properties.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PropertyOrder {
+    /// Declared properties in the order of `properties`, additional ones after them.
+    Schema,
+    /// Any order.
+    Any,
+}
+
+/// How a schema is compiled; builder style.
+///
+/// ```
+/// use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
+///
+/// let opts = JsonSchemaOptions::new()
+///     .whitespace(Whitespace::Flexible { max_run: Some(4) })
+///     .property_order(PropertyOrder::Any)
+///     .additional_properties(false)
+///     .lenient(true);
+/// assert!(opts.is_lenient());
+/// ```
+#[derive(Clone, Debug)]
+pub struct JsonSchemaOptions {
+    whitespace: Whitespace,
+    property_order: PropertyOrder,
+    additional_properties: bool,
+    lenient: bool,
+    max_depth: usize,
+    max_any_order_properties: usize,
+    max_grammar_size: usize,
+}
+
+impl Default for JsonSchemaOptions {
+    fn default() -> Self {
+        JsonSchemaOptions {
+            whitespace: Whitespace::Compact,
+            property_order: PropertyOrder::Schema,
+            additional_properties: true,
+            lenient: false,
+            max_depth: 256,
+            max_any_order_properties: 8,
+            max_grammar_size: 2_000_000,
+        }
+    }
+}
+
+impl JsonSchemaOptions {
+    /// Compact whitespace, schema order, additional properties as the schema says, strict.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whitespace between tokens.
+    pub fn whitespace(mut self, ws: Whitespace) -> Self {
+        self.whitespace = ws;
+        self
+    }
+
+    /// Property order.
+    pub fn property_order(mut self, order: PropertyOrder) -> Self {
+        self.property_order = order;
+        self
+    }
+
+    /// What an object without `additionalProperties` allows: `true` (JSON Schema's default)
+    /// any further property, `false` none. An explicit `additionalProperties` always wins.
+    pub fn additional_properties(mut self, allowed: bool) -> Self {
+        self.additional_properties = allowed;
+        self
+    }
+
+    /// Drop unsupported keywords (and compile non-disjoint `oneOf` as `anyOf`), reporting each
+    /// as a warning, instead of failing.
+    pub fn lenient(mut self, lenient: bool) -> Self {
+        self.lenient = lenient;
+        self
+    }
+
+    /// Is [`lenient`](Self::lenient) set?
+    pub fn is_lenient(&self) -> bool {
+        self.lenient
+    }
+
+    /// Deepest schema nesting accepted (a `Limit` error beyond).
+    pub fn max_depth(mut self, depth: usize) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// Most properties of one object compiled in [`PropertyOrder::Any`] (2^n grammar states).
+    pub fn max_any_order_properties(mut self, n: usize) -> Self {
+        self.max_any_order_properties = n.min(20);
+        self
+    }
+
+    /// Most IR expressions a schema may compile to (a `Limit` error beyond).
+    pub fn max_grammar_size(mut self, n: usize) -> Self {
+        self.max_grammar_size = n;
+        self
+    }
+}
+
+/// A compiled schema.
+#[derive(Clone, Debug)]
+pub struct SchemaGrammar {
+    /// The grammar; its language is the compact (or flexible) JSON texts the schema accepts.
+    pub grammar: Grammar,
+    /// Constraints dropped under `lenient`, unknown formats ignored, approximations made; each
+    /// with its JSON pointer.
+    pub warnings: Vec<CompileError>,
+}
+
+/// Compiles a JSON Schema into a grammar.
+///
+/// Errors: `Unsupported` (a keyword formwork cannot express, unless lenient), `Undefined` (a
+/// `$ref` that does not resolve), `Invalid` (a malformed schema), `Limit` (size or depth limits),
+/// `EmptyLanguage` (no value satisfies the schema); each with the JSON pointer of the culprit.
+pub fn compile_schema(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+) -> Result<SchemaGrammar, CompileError> {
+    let mut g = GrammarBuilder::new();
+    let (body, warnings) = schema_expr(schema, options, &mut g, "")?;
+    let start = g.rule("json schema");
+    g.define(start, body)?;
+    let grammar = g.finish(start)?;
+    if !lower::has_strings(&grammar) {
+        return Err(schema::error(
+            crate::CompileErrorKind::EmptyLanguage,
+            "",
+            "no JSON value satisfies this schema",
+        ));
+    }
+    Ok(SchemaGrammar { grammar, warnings })
+}
+
+/// Adds the language of `schema` to `g` (rule names start with `prefix`), for front ends that
+/// embed JSON values in a larger grammar (tag dispatch). Returns the expression and warnings.
+pub(crate) fn schema_expr(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+    g: &mut GrammarBuilder,
+    prefix: &str,
+) -> Result<(ExprId, Vec<CompileError>), CompileError> {
+    let mut c = schema::Compiler::new(schema, options);
+    let shape = c.build(schema, "", 0)?;
+    let mut lw = lower::Lowering::new(&mut c, g, prefix);
+    let body = lw.shape(&shape)?;
+    Ok((body, c.warnings))
+}

@@ -1,0 +1,124 @@
+//! What a schema means, reduced to the parts formwork compiles: one [`Shape`] per schema after
+//! keywords, `allOf`, `oneOf` and type lists are resolved, before any grammar is built.
+
+use serde_json::Value;
+
+use super::numbers::Bound;
+use super::strings::Regex;
+
+/// Index of a `$ref` target (or of the intersection of two) in the compiler's table.
+pub(crate) type RefId = usize;
+
+/// The set of JSON values a (sub)schema admits.
+#[derive(Clone)]
+pub(crate) enum Shape {
+    /// Every value.
+    Any,
+    /// No value.
+    Never,
+    Null,
+    Boolean,
+    /// Exactly these values (`enum`, `const`).
+    Values(Vec<Value>),
+    Number(NumberShape),
+    String(StringShape),
+    Array(ArrayShape),
+    Object(ObjectShape),
+    /// Values of at least one branch.
+    AnyOf(Vec<Shape>),
+    /// The shape of a `$ref` target.
+    Ref(RefId),
+}
+
+#[derive(Clone, Default)]
+pub(crate) struct NumberShape {
+    pub integer: bool,
+    pub lo: Option<Bound>,
+    pub hi: Option<Bound>,
+}
+
+/// A regex constraint and the JSON pointer of the keyword it came from.
+#[derive(Clone)]
+pub(crate) struct Constraint {
+    pub regex: Regex,
+    pub source: String,
+    pub pointer: String,
+}
+
+#[derive(Clone, Default)]
+pub(crate) struct StringShape {
+    pub min: u64,
+    pub max: Option<u64>,
+    /// Every regex must match (`pattern`, `format`).
+    pub regexes: Vec<Constraint>,
+    /// Where `minLength`/`maxLength` were, for errors.
+    pub length_pointer: Option<String>,
+    /// Values excluded (`not` with `enum`/`const`), with the pointer of the `not`.
+    pub exclude: Vec<String>,
+    pub exclude_pointer: Option<String>,
+}
+
+#[derive(Clone)]
+pub(crate) struct ArrayShape {
+    pub prefix: Vec<Shape>,
+    /// Items after the prefix.
+    pub items: Box<Shape>,
+    pub min: u64,
+    pub max: Option<u64>,
+}
+
+#[derive(Clone)]
+pub(crate) struct ObjectShape {
+    /// Declared properties in schema order.
+    pub properties: Vec<(String, Shape)>,
+    /// Undeclared properties' names must match this (`patternProperties` with
+    /// `additionalProperties: false`); `None`: any name.
+    pub key_pattern: Option<Constraint>,
+    pub required: Vec<String>,
+    /// Values of properties not declared.
+    pub additional: Box<Shape>,
+    pub min: u64,
+    pub max: Option<u64>,
+    /// Where the object's keywords are, for errors.
+    pub pointer: String,
+}
+
+impl ArrayShape {
+    /// The shape of the item at `index`.
+    pub fn item(&self, index: usize) -> &Shape {
+        self.prefix.get(index).unwrap_or(&self.items)
+    }
+}
+
+impl Shape {
+    /// `AnyOf` without empty branches, flattened; one branch is itself.
+    pub fn any_of(branches: Vec<Shape>) -> Shape {
+        let mut flat = Vec::new();
+        for b in branches {
+            match b {
+                Shape::Never => {}
+                Shape::AnyOf(inner) => flat.extend(inner),
+                Shape::Any => return Shape::Any,
+                other => flat.push(other),
+            }
+        }
+        match flat.len() {
+            0 => Shape::Never,
+            1 => flat.pop().unwrap(),
+            _ => Shape::AnyOf(flat),
+        }
+    }
+}
+
+/// The JSON type of a value, as JSON Schema names it (`integer` for integral numbers).
+pub(crate) fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if super::numbers::Decimal::from_json(n).is_integer() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}

@@ -1,0 +1,549 @@
+//! JSON string contents: how each character may be written, patterns, formats, lengths and
+//! "any key but these".
+//!
+//! # Escaping
+//!
+//! `pattern`, `format`, `minLength` and `maxLength` constrain the *decoded* string, while the
+//! model writes its JSON encoding. So every character a constraint admits is admitted in each of
+//! its JSON spellings: raw (except `"`, `\` and the controls U+0000–U+001F, which JSON forbids
+//! raw), its short escape (`\"` `\\` `\/` `\b` `\f` `\n` `\r` `\t`), and `\uXXXX` with hex
+//! digits in either case (a surrogate pair for characters beyond the BMP). Lone surrogates are
+//! rejected: the decoded text must be Unicode. `minLength`/`maxLength` count characters (code
+//! points), whatever their spelling. Strings the schema fixes in advance (property names,
+//! `enum`, `const`) are written in their canonical form only (serde_json's: the short escapes,
+//! `\u00XX` for other controls, everything else raw), so they stay forced text.
+//!
+//! # Regex dialect
+//!
+//! Patterns follow ECMA-262 as the JSON Schema specification says, parsed by `regex-syntax`:
+//! `\d` is `[0-9]`, `\w` is `[0-9A-Za-z_]`, `\s` is ECMA's white space and line terminators, `.`
+//! is any character except `\n`, `\r`, U+2028 and U+2029, and `$` matches only at the end. A
+//! pattern matches anywhere in the string (search semantics) unless its branch is anchored with
+//! `^`/`$`. Look-around and backreferences are unsupported (typed error).
+
+use std::collections::HashMap;
+
+use regex_syntax::ast::{self, Ast, ClassSet, ClassSetItem};
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition};
+
+use super::numbers::fixed_width_ranges;
+use crate::error::{CompileError, CompileErrorKind};
+use crate::front::regex::{hir_to_ir, utf8_class, TextEncoding};
+use crate::ir::{ByteSet, ExprId, GrammarBuilder};
+
+/// Every Unicode scalar value.
+pub(crate) const ANY_CHAR: (char, char) = ('\0', char::MAX);
+
+/// Writes characters as they may appear inside a JSON string (see the module notes).
+#[derive(Default)]
+pub(crate) struct JsonText {
+    memo: HashMap<Vec<(char, char)>, ExprId>,
+}
+
+impl TextEncoding for JsonText {
+    fn char(&mut self, g: &mut GrammarBuilder, c: char) -> ExprId {
+        self.class(g, &[(c, c)])
+    }
+
+    fn class(&mut self, g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
+        if let Some(&e) = self.memo.get(ranges) {
+            return e;
+        }
+        let e = json_char_class(g, ranges);
+        self.memo.insert(ranges.to_vec(), e);
+        e
+    }
+}
+
+/// Short escapes: the character and the letter after the backslash.
+const SHORT_ESCAPES: [(char, u8); 8] = [
+    ('"', b'"'),
+    ('\\', b'\\'),
+    ('/', b'/'),
+    ('\u{8}', b'b'),
+    ('\u{c}', b'f'),
+    ('\n', b'n'),
+    ('\r', b'r'),
+    ('\t', b't'),
+];
+
+fn contains(ranges: &[(char, char)], c: char) -> bool {
+    ranges.iter().any(|&(lo, hi)| lo <= c && c <= hi)
+}
+
+/// `ranges` minus the controls, `"` and `\`.
+fn raw_ranges(ranges: &[(char, char)]) -> Vec<(char, char)> {
+    let mut class = ClassUnicode::new(ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)));
+    let forbidden = ClassUnicode::new([
+        ClassUnicodeRange::new('\0', '\u{1f}'),
+        ClassUnicodeRange::new('"', '"'),
+        ClassUnicodeRange::new('\\', '\\'),
+    ]);
+    class.difference(&forbidden);
+    class.iter().map(|r| (r.start(), r.end())).collect()
+}
+
+fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
+    let raw = utf8_class(g, &raw_ranges(ranges));
+    let mut letters = ByteSet::EMPTY;
+    for (c, letter) in SHORT_ESCAPES {
+        if contains(ranges, c) {
+            letters.insert(letter);
+        }
+    }
+    let mut hex = Vec::new();
+    for &(lo, hi) in ranges {
+        let (lo, hi) = (lo as u32, hi as u32);
+        for (a, b) in [(0, 0xD7FF), (0xE000, 0xFFFF)] {
+            let (a, b) = (lo.max(a), hi.min(b));
+            if a <= b {
+                hex.push(hex4_range(g, a, b));
+            }
+        }
+        let (a, b) = (lo.max(0x10000), hi);
+        if a <= b {
+            // A surrogate pair: ten high bits in D800–DBFF, ten low bits in DC00–DFFF.
+            let (va, vb) = (a - 0x10000, b - 0x10000);
+            for seq in fixed_width_ranges(&[va >> 10, va & 0x3FF], &[vb >> 10, vb & 0x3FF], 1024) {
+                let high = hex4_range(g, 0xD800 + seq[0].0, 0xD800 + seq[0].1);
+                let u = g.text("\\u");
+                let low = hex4_range(g, 0xDC00 + seq[1].0, 0xDC00 + seq[1].1);
+                hex.push(g.seq([high, u, low]));
+            }
+        }
+    }
+    let short = g.class(letters);
+    let u = g.text("u");
+    let hexes = g.alt(hex);
+    let unicode = g.seq([u, hexes]);
+    let after = g.alt([short, unicode]);
+    let backslash = g.text("\\");
+    let escaped = g.seq([backslash, after]);
+    g.alt([raw, escaped])
+}
+
+/// Four hex digits (either case) spelling a value in `[lo, hi]`.
+fn hex4_range(g: &mut GrammarBuilder, lo: u32, hi: u32) -> ExprId {
+    let digits = |v: u32| -> Vec<u32> { (0..4).rev().map(|i| (v >> (4 * i)) & 0xF).collect() };
+    let mut branches = Vec::new();
+    for seq in fixed_width_ranges(&digits(lo), &digits(hi), 16) {
+        let classes: Vec<ExprId> = seq
+            .iter()
+            .map(|&(a, b)| g.class(hex_digits(a, b)))
+            .collect();
+        branches.push(super::numbers::class_run(g, &classes));
+    }
+    g.alt(branches)
+}
+
+fn hex_digits(lo: u32, hi: u32) -> ByteSet {
+    let mut set = ByteSet::EMPTY;
+    for v in lo..=hi {
+        let c = char::from_digit(v, 16).unwrap() as u8;
+        set.insert(c);
+        set.insert(c.to_ascii_uppercase());
+    }
+    set
+}
+
+/// String contents of `min..=max` characters (any spelling).
+pub(crate) fn any_text(
+    g: &mut GrammarBuilder,
+    enc: &mut JsonText,
+    min: u32,
+    max: Option<u32>,
+) -> ExprId {
+    let unit = enc.class(g, &[ANY_CHAR]);
+    g.repeat(unit, min, max)
+}
+
+/// String contents whose decoded value is none of `names` (each name canonical or not).
+pub(crate) fn text_not_in(g: &mut GrammarBuilder, enc: &mut JsonText, names: &[&str]) -> ExprId {
+    let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+    let refs: Vec<&[char]> = chars.iter().map(Vec::as_slice).collect();
+    not_in(g, enc, &refs)
+}
+
+fn not_in(g: &mut GrammarBuilder, enc: &mut JsonText, names: &[&[char]]) -> ExprId {
+    let rest = any_text(g, enc, 0, None);
+    if names.is_empty() {
+        return rest;
+    }
+    let mut branches = Vec::new();
+    if !names.iter().any(|n| n.is_empty()) {
+        branches.push(g.empty());
+    }
+    let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
+    firsts.sort_unstable();
+    firsts.dedup();
+    // A first character no name starts with: anything may follow.
+    let mut other = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
+    other.difference(&ClassUnicode::new(
+        firsts.iter().map(|&c| ClassUnicodeRange::new(c, c)),
+    ));
+    let other: Vec<(char, char)> = other.iter().map(|r| (r.start(), r.end())).collect();
+    if !other.is_empty() {
+        let first = enc.class(g, &other);
+        branches.push(g.seq([first, rest]));
+    }
+    for c in firsts {
+        let tails: Vec<&[char]> = names
+            .iter()
+            .filter(|n| n.first() == Some(&c))
+            .map(|n| &n[1..])
+            .collect();
+        let first = enc.char(g, c);
+        let tail = not_in(g, enc, &tails);
+        branches.push(g.seq([first, tail]));
+    }
+    g.alt(branches)
+}
+
+/// A parsed regex over decoded characters, with ECMA-262 classes.
+#[derive(Clone)]
+pub(crate) struct Regex {
+    hir: Hir,
+    universal: bool,
+}
+
+impl Regex {
+    /// A JSON Schema `pattern`: search semantics unless anchored.
+    pub fn pattern(pattern: &str) -> Result<Regex, CompileError> {
+        let hir = parse_ecma(pattern)?;
+        let branches = alternatives(&hir);
+        let any = Hir::repetition(Repetition {
+            min: 0,
+            max: None,
+            greedy: true,
+            sub: Box::new(Hir::class(Class::Unicode(ClassUnicode::new([
+                ClassUnicodeRange::new('\0', char::MAX),
+            ])))),
+        });
+        let mut universal = false;
+        let wrapped = branches
+            .into_iter()
+            .map(|b| {
+                let mut parts = Vec::new();
+                let start = b.properties().look_set_prefix().contains(Look::Start);
+                let end = b.properties().look_set_suffix().contains(Look::End);
+                // A branch that matches the empty string with a free side matches every string.
+                universal |= b.properties().minimum_len() == Some(0) && !(start && end);
+                if !start {
+                    parts.push(any.clone());
+                }
+                parts.push(b);
+                if !end {
+                    parts.push(any.clone());
+                }
+                Hir::concat(parts)
+            })
+            .collect();
+        Ok(Regex {
+            hir: Hir::alternation(wrapped),
+            universal,
+        })
+    }
+
+    /// True if the regex is known to match every string (`.*`, `""`, `^a*`).
+    pub fn is_universal(&self) -> bool {
+        self.universal
+    }
+
+    /// A regex that must match the whole string (the `format` definitions).
+    pub fn whole(pattern: &str) -> Result<Regex, CompileError> {
+        Ok(Regex {
+            hir: parse_ecma(pattern)?,
+            universal: false,
+        })
+    }
+
+    /// The least and most characters a match has (`None`: unbounded).
+    pub fn char_len(&self) -> (u64, Option<u64>) {
+        char_len(&self.hir)
+    }
+
+    /// The language written with `encoding`.
+    pub fn lower(
+        &self,
+        name: &str,
+        g: &mut GrammarBuilder,
+        encoding: &mut dyn TextEncoding,
+    ) -> Result<ExprId, CompileError> {
+        hir_to_ir(name, &self.hir, g, encoding)
+    }
+
+    /// The same language restricted to matches of `min..=max` characters, when each branch is
+    /// a sequence of fixed-length parts around one repetition of a fixed-length expression
+    /// (`^[a-z][a-z0-9-]*$`, `^([0-9]{2}:)+$`): the length bounds become bounds on the repetition
+    /// count. `None` for other shapes.
+    pub fn with_length(&self, min: u64, max: Option<u64>) -> Option<Regex> {
+        // Re-split: building the alternation factored common prefixes such as `^` out again.
+        let branches = alternatives(&self.hir);
+        let narrowed = branches
+            .iter()
+            .map(|b| narrow(b, min, max))
+            .collect::<Option<Vec<Hir>>>()?;
+        Some(Regex {
+            hir: Hir::alternation(narrowed),
+            universal: false,
+        })
+    }
+}
+
+/// One branch of [`Regex::with_length`].
+fn narrow(branch: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
+    let mut parts: Vec<Hir> = match branch.kind() {
+        HirKind::Concat(parts) => parts.clone(),
+        _ => vec![branch.clone()],
+    };
+    let fixed = |h: &Hir| {
+        let (a, b) = char_len(h);
+        (Some(a) == b).then_some(a)
+    };
+    let mut var = None;
+    let mut fixed_len = 0u64;
+    for (i, p) in parts.iter().enumerate() {
+        match fixed(p) {
+            Some(n) => fixed_len += n,
+            None if var.is_none() => var = Some(i),
+            None => return None,
+        }
+    }
+    let Some(i) = var else {
+        // No variable part: the branch has one length, inside the bounds or not.
+        let inside = fixed_len >= min && max.is_none_or(|m| fixed_len <= m);
+        return Some(if inside { branch.clone() } else { Hir::fail() });
+    };
+    let mut var_part = parts[i].clone();
+    while let HirKind::Capture(c) = var_part.kind() {
+        var_part = (*c.sub).clone();
+    }
+    let HirKind::Repetition(rep) = var_part.kind() else {
+        return None;
+    };
+    let k = fixed(&rep.sub).filter(|&k| k > 0)?;
+    // fixed_len + k * n within [min, max].
+    let lo = (rep.min as u64).max(min.saturating_sub(fixed_len).div_ceil(k));
+    let hi = match max {
+        Some(m) if m < fixed_len => return Some(Hir::fail()),
+        Some(m) => Some(
+            rep.max
+                .map_or((m - fixed_len) / k, |r| (r as u64).min((m - fixed_len) / k)),
+        ),
+        None => rep.max.map(u64::from),
+    };
+    if hi.is_some_and(|h| h < lo) {
+        return Some(Hir::fail());
+    }
+    parts[i] = Hir::repetition(Repetition {
+        min: u32::try_from(lo).ok()?,
+        max: match hi {
+            Some(h) => Some(u32::try_from(h).ok()?),
+            None => None,
+        },
+        greedy: true,
+        sub: rep.sub.clone(),
+    });
+    Some(Hir::concat(parts))
+}
+
+/// Most alternatives [`alternatives`] spells out before leaving a regex as it is.
+const MAX_ALTERNATIVES: usize = 256;
+
+/// `h` as a union of alternatives, with alternations that contain anchors distributed over
+/// their surroundings (`^(a$|b)` is `^a$ | ^b`), so each alternative's anchors sit at its edges.
+fn alternatives(h: &Hir) -> Vec<Hir> {
+    let anchored = |h: &Hir| {
+        let looks = h.properties().look_set();
+        looks.contains(Look::Start) || looks.contains(Look::End)
+    };
+    match h.kind() {
+        HirKind::Alternation(subs) => subs.iter().flat_map(alternatives).collect(),
+        HirKind::Capture(c) => alternatives(&c.sub),
+        HirKind::Concat(parts) if parts.iter().any(anchored) => {
+            let mut combos: Vec<Vec<Hir>> = vec![vec![]];
+            for p in parts {
+                let options = if anchored(p) {
+                    alternatives(p)
+                } else {
+                    vec![p.clone()]
+                };
+                if combos.len() * options.len() > MAX_ALTERNATIVES {
+                    return vec![h.clone()];
+                }
+                combos = combos
+                    .iter()
+                    .flat_map(|c| {
+                        options
+                            .iter()
+                            .map(move |o| [c.clone(), vec![o.clone()]].concat())
+                    })
+                    .collect();
+            }
+            combos.into_iter().map(Hir::concat).collect()
+        }
+        _ => vec![h.clone()],
+    }
+}
+
+fn char_len(h: &Hir) -> (u64, Option<u64>) {
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => (0, Some(0)),
+        HirKind::Literal(lit) => {
+            let n = String::from_utf8_lossy(&lit.0).chars().count() as u64;
+            (n, Some(n))
+        }
+        HirKind::Class(_) => (1, Some(1)),
+        HirKind::Repetition(rep) => {
+            let (a, b) = char_len(&rep.sub);
+            let max = match (b, rep.max) {
+                (Some(0), _) => Some(0),
+                (Some(b), Some(m)) => b.checked_mul(m as u64),
+                _ => None,
+            };
+            (a.saturating_mul(rep.min as u64), max)
+        }
+        HirKind::Capture(c) => char_len(&c.sub),
+        HirKind::Concat(parts) => {
+            parts
+                .iter()
+                .map(char_len)
+                .fold((0, Some(0)), |(a, b), (c, d)| {
+                    (
+                        a.saturating_add(c),
+                        b.zip(d).and_then(|(x, y)| x.checked_add(y)),
+                    )
+                })
+        }
+        HirKind::Alternation(subs) => {
+            let lens: Vec<_> = subs.iter().map(char_len).collect();
+            let min = lens.iter().map(|l| l.0).min().unwrap_or(0);
+            let max = lens.iter().try_fold(0, |m, l| l.1.map(|x| x.max(m)));
+            (min, max)
+        }
+    }
+}
+
+fn regex_error(
+    pattern: &str,
+    kind: CompileErrorKind,
+    what: impl std::fmt::Display,
+    col: usize,
+) -> CompileError {
+    CompileError::unplaced(kind, format!("pattern {pattern:?} (column {col}): {what}"))
+}
+
+/// Parses with ECMA-262 meanings for `\d`, `\w`, `\s` and `.`.
+fn parse_ecma(pattern: &str) -> Result<Hir, CompileError> {
+    let mut parsed = ast::parse::Parser::new().parse(pattern).map_err(|e| {
+        use ast::ErrorKind as K;
+        let kind = match e.kind() {
+            K::UnsupportedLookAround | K::UnsupportedBackreference => CompileErrorKind::Unsupported,
+            _ => CompileErrorKind::Syntax,
+        };
+        regex_error(pattern, kind, e.kind(), e.span().start.column)
+    })?;
+    ecma_ast(&mut parsed);
+    regex_syntax::hir::translate::Translator::new()
+        .translate(pattern, &parsed)
+        .map_err(|e| {
+            regex_error(
+                pattern,
+                CompileErrorKind::Syntax,
+                e.kind(),
+                e.span().start.column,
+            )
+        })
+}
+
+/// ECMA-262 white space and line terminators (`\s`).
+const ECMA_SPACE: &[(char, char)] = &[
+    ('\t', '\r'),
+    (' ', ' '),
+    ('\u{a0}', '\u{a0}'),
+    ('\u{1680}', '\u{1680}'),
+    ('\u{2000}', '\u{200a}'),
+    ('\u{2028}', '\u{2029}'),
+    ('\u{202f}', '\u{202f}'),
+    ('\u{205f}', '\u{205f}'),
+    ('\u{3000}', '\u{3000}'),
+    ('\u{feff}', '\u{feff}'),
+];
+
+/// What `.` excludes in ECMA-262.
+const ECMA_LINE_TERMINATORS: &[(char, char)] =
+    &[('\n', '\n'), ('\r', '\r'), ('\u{2028}', '\u{2029}')];
+
+fn set_item(span: ast::Span, ranges: &[(char, char)], negated: bool) -> ClassSetItem {
+    let lit = |c: char| ast::Literal {
+        span,
+        kind: ast::LiteralKind::Verbatim,
+        c,
+    };
+    let items = ranges
+        .iter()
+        .map(|&(a, b)| match a == b {
+            true => ClassSetItem::Literal(lit(a)),
+            false => ClassSetItem::Range(ast::ClassSetRange {
+                span,
+                start: lit(a),
+                end: lit(b),
+            }),
+        })
+        .collect();
+    let union = ClassSetItem::Union(ast::ClassSetUnion { span, items });
+    ClassSetItem::Bracketed(Box::new(ast::ClassBracketed {
+        span,
+        negated,
+        kind: ClassSet::Item(union),
+    }))
+}
+
+fn perl_item(perl: &ast::ClassPerl) -> ClassSetItem {
+    let ranges: &[(char, char)] = match perl.kind {
+        ast::ClassPerlKind::Digit => &[('0', '9')],
+        ast::ClassPerlKind::Word => &[('0', '9'), ('A', 'Z'), ('_', '_'), ('a', 'z')],
+        ast::ClassPerlKind::Space => ECMA_SPACE,
+    };
+    set_item(perl.span, ranges, perl.negated)
+}
+
+fn bracketed(item: ClassSetItem, span: ast::Span) -> Ast {
+    Ast::class_bracketed(ast::ClassBracketed {
+        span,
+        negated: false,
+        kind: ClassSet::Item(item),
+    })
+}
+
+fn ecma_ast(node: &mut Ast) {
+    match node {
+        Ast::Dot(span) => *node = bracketed(set_item(**span, ECMA_LINE_TERMINATORS, true), **span),
+        Ast::ClassPerl(perl) => *node = bracketed(perl_item(perl), perl.span),
+        Ast::ClassBracketed(class) => ecma_set(&mut class.kind),
+        Ast::Repetition(rep) => ecma_ast(&mut rep.ast),
+        Ast::Group(group) => ecma_ast(&mut group.ast),
+        Ast::Alternation(alt) => alt.asts.iter_mut().for_each(ecma_ast),
+        Ast::Concat(cat) => cat.asts.iter_mut().for_each(ecma_ast),
+        _ => {}
+    }
+}
+
+fn ecma_set(set: &mut ClassSet) {
+    match set {
+        ClassSet::Item(item) => ecma_item(item),
+        ClassSet::BinaryOp(op) => {
+            ecma_set(&mut op.lhs);
+            ecma_set(&mut op.rhs);
+        }
+    }
+}
+
+fn ecma_item(item: &mut ClassSetItem) {
+    match item {
+        ClassSetItem::Perl(perl) => *item = perl_item(perl),
+        ClassSetItem::Bracketed(class) => ecma_set(&mut class.kind),
+        ClassSetItem::Union(union) => union.items.iter_mut().for_each(ecma_item),
+        _ => {}
+    }
+}

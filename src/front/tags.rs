@@ -1,0 +1,579 @@
+//! Tag dispatch (XGrammar 2's TagDispatch): free text until a trigger, then that trigger's
+//! structured body (a tool name, its JSON arguments, the closing tag), then free text again.
+//!
+//! The language: free text is valid UTF-8 (no special tokens, except those allowed with
+//! [`TagDispatch::free_special`]) that contains no trigger, no stop sequence and no forbidden
+//! sequence. A trigger is only ever the start of its structured body, so a model cannot write a
+//! trigger and then wander off, nor call a tool that does not exist. A stop sequence ends the
+//! output. With [`TagDispatch::require_call`], the output must contain at least one call.
+//!
+//! Free text is built from an Aho–Corasick automaton over the triggers, stops and forbidden
+//! sequences (`aho-corasick`'s DFA): one right-linear IR rule per automaton state (and UTF-8
+//! decoding state), so "text not containing any of these" is exact and grows with the total
+//! length of the sequences, not with their number of combinations.
+//!
+//! Sequences mix text and special tokens ([`Piece`]). Whether a marker such as Harmony's
+//! `<|channel|>` is a special token or text depends on the tokenizer; [`ToolFormat::Harmony`]
+//! takes it as a setting. Qwen3's `<tool_call>` is a non-special added token, i.e. text.
+//!
+//! # Example
+//!
+//! ```
+//! use formwork::front::tags::{TagDispatch, Tool, ToolFormat};
+//! use formwork::ir::reference::{Recognizer, Unit};
+//!
+//! let tools = [Tool::new("get_weather", serde_json::json!({
+//!     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+//!     "additionalProperties": false}))];
+//! let grammar = TagDispatch::for_tools(ToolFormat::Llama31, &tools).compile().unwrap();
+//! let rec = Recognizer::new(&grammar);
+//! let accepts = |text: &str| {
+//!     let mut chart = rec.start();
+//!     text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+//! };
+//! assert!(accepts(r#"Let me check. <function=get_weather>{"city":"Oslo"}</function>"#));
+//! assert!(!accepts(r#"<function=get_time>{}</function>"#));
+//! assert!(!accepts(r#"<function=get_weather>{"town":"Oslo"}</function>"#));
+//! ```
+
+use std::collections::HashMap;
+
+use aho_corasick::automaton::{Automaton, StateID};
+use aho_corasick::dfa::DFA;
+use aho_corasick::{Anchored, MatchKind};
+use serde_json::{json, Value};
+
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::json_schema::{schema_expr, JsonSchemaOptions, Whitespace};
+use crate::ir::{ByteSet, ExprId, Grammar, GrammarBuilder, RuleId};
+
+/// A tool the model may call: its name and the JSON Schema of its arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    /// Function name.
+    pub name: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+impl Tool {
+    /// A tool.
+    pub fn new(name: impl Into<String>, parameters: Value) -> Tool {
+        Tool {
+            name: name.into(),
+            parameters,
+        }
+    }
+}
+
+/// Part of a sequence: text bytes, or a special token by its content.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Piece {
+    /// Text (matched byte for byte, whatever the tokenization).
+    Text(String),
+    /// A special token (`<|call|>`), never matched by text.
+    Special(String),
+}
+
+impl Piece {
+    /// A text piece.
+    pub fn text(s: &str) -> Piece {
+        Piece::Text(s.to_string())
+    }
+
+    /// A special-token piece.
+    pub fn special(s: &str) -> Piece {
+        Piece::Special(s.to_string())
+    }
+}
+
+/// One way a tag's body may go: `prefix`, a JSON value of `schema`, `suffix`.
+#[derive(Clone, Debug)]
+pub struct TagBody {
+    /// What follows the trigger first (e.g. the tool name).
+    pub prefix: Vec<Piece>,
+    /// The JSON value's schema.
+    pub schema: Value,
+    /// What closes the body (e.g. `</function>`).
+    pub suffix: Vec<Piece>,
+}
+
+/// A trigger and the bodies that may follow it.
+#[derive(Clone, Debug)]
+pub struct Tag {
+    /// The trigger.
+    pub begin: Vec<Piece>,
+    /// The alternatives after it.
+    pub bodies: Vec<TagBody>,
+}
+
+/// Ready-made tool-call formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolFormat {
+    /// Llama 3.1's custom format: `<function=NAME>{...}</function>`.
+    Llama31,
+    /// Qwen 2.5/3 (Hermes style): `<tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>`.
+    Qwen,
+    /// OpenAI Harmony (gpt-oss):
+    /// `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>`; the
+    /// markers `<|channel|>`, `<|constrain|>`, `<|message|>`, `<|call|>` (and `<|start|>`,
+    /// `<|end|>`, `<|return|>` in free text) are special tokens when `special_markers` (as in
+    /// o200k_harmony), else text.
+    Harmony {
+        /// Are the markers special tokens?
+        special_markers: bool,
+    },
+}
+
+/// Free text with triggered structured bodies; builder style.
+#[derive(Clone, Debug)]
+pub struct TagDispatch {
+    tags: Vec<Tag>,
+    stops: Vec<Vec<Piece>>,
+    forbidden: Vec<Vec<Piece>>,
+    free_specials: Vec<String>,
+    require_call: bool,
+    options: JsonSchemaOptions,
+}
+
+impl Default for TagDispatch {
+    fn default() -> Self {
+        TagDispatch {
+            tags: Vec::new(),
+            stops: Vec::new(),
+            forbidden: Vec::new(),
+            free_specials: Vec::new(),
+            require_call: false,
+            options: JsonSchemaOptions::new().additional_properties(false),
+        }
+    }
+}
+
+impl TagDispatch {
+    /// No tags: plain text.
+    pub fn new() -> TagDispatch {
+        TagDispatch::default()
+    }
+
+    /// The tool-call format `format` for `tools` (one trigger per format; the body picks the
+    /// tool). Arguments are compact JSON with no undeclared properties unless
+    /// [`schema_options`](Self::schema_options) says otherwise.
+    pub fn for_tools(format: ToolFormat, tools: &[Tool]) -> TagDispatch {
+        let t = Piece::text;
+        let s = |x: &str, special: bool| {
+            if special {
+                Piece::special(x)
+            } else {
+                Piece::text(x)
+            }
+        };
+        let mut d = TagDispatch::new();
+        match format {
+            ToolFormat::Llama31 => {
+                let bodies = tools
+                    .iter()
+                    .map(|tool| TagBody {
+                        prefix: vec![t(&format!("{}>", tool.name))],
+                        schema: tool.parameters.clone(),
+                        suffix: vec![t("</function>")],
+                    })
+                    .collect();
+                d.tags.push(Tag {
+                    begin: vec![t("<function=")],
+                    bodies,
+                });
+            }
+            ToolFormat::Qwen => {
+                // The call object itself is JSON: {"name": NAME, "arguments": ARGS}.
+                let bodies = tools
+                    .iter()
+                    .map(|tool| TagBody {
+                        prefix: vec![t("\n")],
+                        schema: json!({
+                            "type": "object",
+                            "properties": {"name": {"const": tool.name}, "arguments": tool.parameters},
+                            "required": ["name", "arguments"],
+                            "additionalProperties": false
+                        }),
+                        suffix: vec![t("\n</tool_call>")],
+                    })
+                    .collect();
+                d.tags.push(Tag {
+                    begin: vec![t("<tool_call>")],
+                    bodies,
+                });
+                d.options = d
+                    .options
+                    .whitespace(Whitespace::Flexible { max_run: Some(1) });
+            }
+            ToolFormat::Harmony {
+                special_markers: sp,
+            } => {
+                let bodies = tools
+                    .iter()
+                    .map(|tool| TagBody {
+                        prefix: vec![
+                            t(&format!("functions.{} ", tool.name)),
+                            s("<|constrain|>", sp),
+                            t("json"),
+                            s("<|message|>", sp),
+                        ],
+                        schema: tool.parameters.clone(),
+                        suffix: vec![s("<|call|>", sp)],
+                    })
+                    .collect();
+                d.tags.push(Tag {
+                    begin: vec![s("<|channel|>", sp), t("commentary to=")],
+                    bodies,
+                });
+                if sp {
+                    // Analysis, preamble and final messages between calls.
+                    for m in [
+                        "<|channel|>",
+                        "<|message|>",
+                        "<|end|>",
+                        "<|start|>",
+                        "<|constrain|>",
+                    ] {
+                        d.free_specials.push(m.to_string());
+                    }
+                    d.stops.push(vec![Piece::special("<|return|>")]);
+                }
+            }
+        }
+        d
+    }
+
+    /// Adds a trigger and its bodies.
+    pub fn tag(mut self, tag: Tag) -> Self {
+        self.tags.push(tag);
+        self
+    }
+
+    /// A sequence that ends the output.
+    pub fn stop(mut self, seq: Vec<Piece>) -> Self {
+        self.stops.push(seq);
+        self
+    }
+
+    /// A sequence free text may never contain (e.g. `<think>` to keep the model from thinking).
+    pub fn forbid(mut self, seq: Vec<Piece>) -> Self {
+        self.forbidden.push(seq);
+        self
+    }
+
+    /// A special token free text may contain.
+    pub fn free_special(mut self, content: &str) -> Self {
+        self.free_specials.push(content.to_string());
+        self
+    }
+
+    /// Must the output make at least one call?
+    pub fn require_call(mut self, required: bool) -> Self {
+        self.require_call = required;
+        self
+    }
+
+    /// How bodies' JSON values are compiled.
+    pub fn schema_options(mut self, options: JsonSchemaOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The grammar. Errors: a schema's (its pointer prefixed by `/tags/i/bodies/j/schema`), a
+    /// trigger that is empty or contains another trigger, stop or forbidden sequence (`Invalid`),
+    /// too many special tokens (`Limit`).
+    pub fn compile(&self) -> Result<Grammar, CompileError> {
+        Builder::new(self)?.build()
+    }
+}
+
+/// Marks a special token inside the byte alphabet the automaton reads: 0xFF never occurs in
+/// UTF-8 text, and the byte after it is the special's index.
+const SPECIAL_MARK: u8 = 0xFF;
+
+/// UTF-8 decoding states: 0 at a character boundary, 1..=3 continuation bytes still due, 4..=7
+/// after the lead bytes E0, ED, F0 and F4, which narrow the next byte; 8 after [`SPECIAL_MARK`].
+const UTF8_STATES: usize = 9;
+
+fn utf8_step(state: usize, b: u8) -> Option<usize> {
+    Some(match (state, b) {
+        (0, 0x00..=0x7F) => 0,
+        (0, 0xC2..=0xDF) => 1,
+        (0, 0xE0) => 4,
+        (0, 0xE1..=0xEC | 0xEE..=0xEF) => 2,
+        (0, 0xED) => 5,
+        (0, 0xF0) => 6,
+        (0, 0xF1..=0xF3) => 3,
+        (0, 0xF4) => 7,
+        (1, 0x80..=0xBF) => 0,
+        (2, 0x80..=0xBF) | (4, 0xA0..=0xBF) | (5, 0x80..=0x9F) => 1,
+        (3, 0x80..=0xBF) | (6, 0x90..=0xBF) | (7, 0x80..=0x8F) => 2,
+        _ => return None,
+    })
+}
+
+struct Builder<'d> {
+    d: &'d TagDispatch,
+    g: GrammarBuilder,
+    specials: Vec<String>,
+    dfa: DFA,
+    /// Dense index of each reachable automaton state.
+    states: HashMap<StateID, usize>,
+    order: Vec<StateID>,
+    /// Encoded triggers, stops (then forbidden sequences, which never end anything).
+    triggers: Vec<Vec<u8>>,
+    stops: Vec<Vec<u8>>,
+}
+
+impl<'d> Builder<'d> {
+    fn new(d: &'d TagDispatch) -> Result<Builder<'d>, CompileError> {
+        let mut specials: Vec<String> = d.free_specials.clone();
+        let all_pieces = d
+            .tags
+            .iter()
+            .flat_map(|t| {
+                t.begin.iter().chain(
+                    t.bodies
+                        .iter()
+                        .flat_map(|b| b.prefix.iter().chain(&b.suffix)),
+                )
+            })
+            .chain(d.stops.iter().flatten())
+            .chain(d.forbidden.iter().flatten());
+        for p in all_pieces {
+            if let Piece::Special(s) = p {
+                if !specials.contains(s) {
+                    specials.push(s.clone());
+                }
+            }
+        }
+        if specials.len() > 255 {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::Limit,
+                "more than 255 special tokens in one tag dispatch",
+            ));
+        }
+        let encode = |seq: &[Piece]| -> Vec<u8> {
+            let mut out = Vec::new();
+            for p in seq {
+                match p {
+                    Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
+                    Piece::Special(s) => {
+                        out.push(SPECIAL_MARK);
+                        out.push(specials.iter().position(|x| x == s).unwrap() as u8);
+                    }
+                }
+            }
+            out
+        };
+        let triggers: Vec<Vec<u8>> = d.tags.iter().map(|t| encode(&t.begin)).collect();
+        let stops: Vec<Vec<u8>> = d.stops.iter().map(|s| encode(s)).collect();
+        let forbidden: Vec<Vec<u8>> = d.forbidden.iter().map(|s| encode(s)).collect();
+        let patterns: Vec<&Vec<u8>> = triggers.iter().chain(&stops).chain(&forbidden).collect();
+        let invalid = |i: usize, what: String| {
+            CompileError::new(
+                CompileErrorKind::Invalid,
+                Location::JsonPointer(format!("/tags/{i}/begin")),
+                what,
+            )
+        };
+        for (i, t) in triggers.iter().enumerate() {
+            if t.is_empty() {
+                return Err(invalid(i, "a trigger cannot be empty".into()));
+            }
+            for (j, p) in patterns.iter().enumerate() {
+                if j != i && !p.is_empty() && t.windows(p.len()).any(|w| w == p.as_slice()) {
+                    return Err(invalid(i, format!("trigger {i} contains another trigger, stop or forbidden sequence ({j}), so it could never be written")));
+                }
+            }
+        }
+        if patterns.iter().any(|p| p.is_empty()) {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::Invalid,
+                "stop and forbidden sequences cannot be empty",
+            ));
+        }
+        let dfa = DFA::builder()
+            .match_kind(MatchKind::Standard)
+            .build(&patterns)
+            .map_err(|e| {
+                CompileError::unplaced(CompileErrorKind::Limit, format!("tag automaton: {e}"))
+            })?;
+        let start = dfa.start_state(Anchored::No).expect("unanchored start");
+        let mut states = HashMap::new();
+        let mut order = vec![start];
+        states.insert(start, 0);
+        let mut i = 0;
+        while i < order.len() {
+            let sid = order[i];
+            i += 1;
+            if dfa.is_match(sid) {
+                continue;
+            }
+            for b in 0..=255u8 {
+                let next = dfa.next_state(Anchored::No, sid, b);
+                if !states.contains_key(&next) {
+                    states.insert(next, order.len());
+                    order.push(next);
+                }
+            }
+        }
+        Ok(Builder {
+            d,
+            g: GrammarBuilder::new(),
+            specials,
+            dfa,
+            states,
+            order,
+            triggers,
+            stops,
+        })
+    }
+
+    /// Walks `seq` from `sid`; the end state if no sequence completes before its last byte.
+    fn walk(&self, sid: StateID, seq: &[u8]) -> Option<StateID> {
+        let mut s = sid;
+        for (k, &b) in seq.iter().enumerate() {
+            s = self.dfa.next_state(Anchored::No, s, b);
+            if self.dfa.is_match(s) && k + 1 < seq.len() {
+                return None;
+            }
+        }
+        Some(s)
+    }
+
+    fn pieces(&mut self, seq: &[Piece]) -> ExprId {
+        let parts: Vec<ExprId> = seq
+            .iter()
+            .map(|p| match p {
+                Piece::Text(t) => self.g.text(t),
+                Piece::Special(s) => self.g.special(s),
+            })
+            .collect();
+        self.g.seq(parts)
+    }
+
+    fn build(mut self) -> Result<Grammar, CompileError> {
+        let d = self.d;
+        // Free-text rules: [called?][automaton state][utf-8 state].
+        let copies = if d.require_call { 2 } else { 1 };
+        let n = self.order.len();
+        let mut rules = vec![vec![vec![None::<RuleId>; UTF8_STATES]; n]; copies];
+        for (c, per_copy) in rules.iter_mut().enumerate() {
+            for (q, per_state) in per_copy.iter_mut().enumerate() {
+                for (u, slot) in per_state.iter_mut().enumerate() {
+                    *slot = Some(self.g.rule(&format!("text {c} {q} {u}")));
+                }
+            }
+        }
+        let rule = |c: usize, q: usize, u: usize| rules[c][q][u].unwrap();
+        // Bodies, compiled once per tag.
+        let mut bodies = Vec::new();
+        for (i, tag) in d.tags.iter().enumerate() {
+            let mut alts = Vec::new();
+            for (j, body) in tag.bodies.iter().enumerate() {
+                let at = format!("/tags/{i}/bodies/{j}/schema");
+                let (value, _warnings) = schema_expr(
+                    &body.schema,
+                    &d.options,
+                    &mut self.g,
+                    &format!("tag {i} body {j}: "),
+                )
+                .map_err(|e| match e.location() {
+                    Location::JsonPointer(p) => CompileError::new(
+                        e.kind(),
+                        Location::JsonPointer(format!("{at}{p}")),
+                        e.message(),
+                    ),
+                    _ => e,
+                })?;
+                let prefix = self.pieces(&body.prefix);
+                let suffix = self.pieces(&body.suffix);
+                alts.push(self.g.seq([prefix, value, suffix]));
+            }
+            bodies.push(self.g.alt(alts));
+        }
+        let after_call = copies - 1;
+        for c in 0..copies {
+            for q in 0..n {
+                let sid = self.order[q];
+                if self.dfa.is_match(sid) {
+                    // Never entered: matches are cut off before their last byte or taken whole.
+                    for u in 0..UTF8_STATES {
+                        let nothing = self.g.nothing();
+                        self.g.define(rule(c, q, u), nothing)?;
+                    }
+                    continue;
+                }
+                for u in 0..UTF8_STATES {
+                    let mut branches = Vec::new();
+                    // Bytes of free text, grouped by the state they lead to.
+                    let mut targets: Vec<(usize, usize, ByteSet)> = Vec::new();
+                    for b in 0..=255u8 {
+                        let next_u = match (u, b) {
+                            (0, SPECIAL_MARK) => continue,
+                            (8, _) => continue,
+                            _ => match utf8_step(u, b) {
+                                Some(x) => x,
+                                None => continue,
+                            },
+                        };
+                        let next = self.dfa.next_state(Anchored::No, sid, b);
+                        if self.dfa.is_match(next) {
+                            continue;
+                        }
+                        let nq = self.states[&next];
+                        match targets
+                            .iter_mut()
+                            .find(|(tq, tu, _)| *tq == nq && *tu == next_u)
+                        {
+                            Some((_, _, set)) => set.insert(b),
+                            None => targets.push((nq, next_u, ByteSet::byte(b))),
+                        }
+                    }
+                    for (nq, nu, set) in targets {
+                        let class = self.g.class(set);
+                        let next = self.g.rule_ref(rule(c, nq, nu));
+                        branches.push(self.g.seq([class, next]));
+                    }
+                    if u == 0 {
+                        // Special tokens allowed in free text.
+                        for name in d.free_specials.clone() {
+                            let idx = self.specials.iter().position(|x| *x == name).unwrap() as u8;
+                            if let Some(next) = self.walk(sid, &[SPECIAL_MARK, idx]) {
+                                if !self.dfa.is_match(next) {
+                                    let sp = self.g.special(&name);
+                                    let r = self.g.rule_ref(rule(c, self.states[&next], 0));
+                                    branches.push(self.g.seq([sp, r]));
+                                }
+                            }
+                        }
+                        // A trigger, its body, then free text again.
+                        for (i, tag) in d.tags.iter().enumerate() {
+                            if self.walk(sid, &self.triggers[i]).is_some() {
+                                let begin = self.pieces(&tag.begin);
+                                let rest = self.g.rule_ref(rule(after_call, 0, 0));
+                                branches.push(self.g.seq([begin, bodies[i], rest]));
+                            }
+                        }
+                        if c == after_call {
+                            branches.push(self.g.empty());
+                            for (k, stop) in d.stops.iter().enumerate() {
+                                if self.walk(sid, &self.stops[k]).is_some() {
+                                    branches.push(self.pieces(stop));
+                                }
+                            }
+                        }
+                    }
+                    let body = self.g.alt(branches);
+                    self.g.define(rule(c, q, u), body)?;
+                }
+            }
+        }
+        let start = self.g.rule("tag dispatch");
+        let first = self.g.rule_ref(rule(0, 0, 0));
+        self.g.define(start, first)?;
+        self.g.finish(start)
+    }
+}
