@@ -117,6 +117,33 @@ impl CompileError {
         &self.message
     }
 
+    /// The same error moved to `location` (where the failing piece is written, e.g. a regex
+    /// inside a template or a request), with `context` before the message and the position
+    /// inside the piece, if the error had one, after it.
+    ///
+    /// ```
+    /// use formwork::{CompileError, CompileErrorKind, Location};
+    ///
+    /// let inner = CompileError::new(
+    ///     CompileErrorKind::Syntax,
+    ///     Location::Text { source: "regex".into(), line: 1, col: 3 },
+    ///     "unclosed group",
+    /// );
+    /// let outer = inner.within(Location::in_text("t.fw", "a ::= /a(b/", 6), "in regex `a(b`");
+    /// assert_eq!(outer.to_string(), "t.fw:1:7: in regex `a(b`: unclosed group (column 3 of it)");
+    /// ```
+    pub fn within(self, location: Location, context: &str) -> CompileError {
+        let inside = match self.location {
+            Location::Text { col, .. } => format!(" (column {col} of it)"),
+            _ => String::new(),
+        };
+        CompileError::new(
+            self.kind,
+            location,
+            format!("{context}: {}{inside}", self.message),
+        )
+    }
+
     /// The same error placed at `location` if it had no place yet.
     pub fn or_at(mut self, location: Location) -> Self {
         if self.location == Location::None {

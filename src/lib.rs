@@ -3,10 +3,14 @@
 //! At each decoding step an inference engine asks which tokens may come next so the output
 //! keeps a required structure; formwork answers with a token bitmask (u32 words, the layout
 //! vLLM, SGLang and xgrammar use).
+//!
+//! Start with [`Engine`]: register domain templates ([`template`]) at start-up, then compile each
+//! request ([`request`]) into a [`Constraint`] and step one [`Matcher`] per sequence.
 
 #![warn(missing_docs)]
 
 pub mod cfg;
+pub mod engine;
 pub mod error;
 pub mod front;
 pub mod gpu;
@@ -14,7 +18,10 @@ pub mod ir;
 pub mod mask;
 pub mod matcher;
 pub mod ops;
+pub mod request;
+pub mod template;
 pub mod vocab;
 
+pub use engine::{Constraint, Engine};
 pub use error::{CompileError, CompileErrorKind, Location};
 pub use matcher::{MatchError, MatchErrorKind, Matcher};

@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
-use clap::{Args, Parser, Subcommand};
-use formwork::ops::{OpsMatcher, RegexCompiler, Runtime};
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use formwork::engine::Engine;
+use formwork::template::StructureFactory;
 use formwork::vocab::{TokenId, TokenKind, Vocab, VocabConfig};
 use formwork::Matcher;
 use serde_json::json;
@@ -26,9 +26,28 @@ struct Cli {
 enum Command {
     /// Size, special tokens, EOS and trie statistics of a vocabulary.
     Vocab(TokenizerArgs),
-    /// Tokenize a text and walk it through a constraint's matcher: exit 0 if every token is
-    /// allowed and EOS is allowed at the end, 1 if rejected, 2 on error.
+    /// Tokenize a text and walk it through a constraint's matcher (a regex, or a request
+    /// against templates): exit 0 if every token is allowed and EOS is allowed at the end, 1 if
+    /// rejected, 2 on error.
     Check(CheckArgs),
+    /// Template files.
+    #[command(subcommand)]
+    Templates(TemplatesCommand),
+}
+
+#[derive(Subcommand)]
+enum TemplatesCommand {
+    /// Parse, check and lower the `*.fw` templates of a directory (or one file); list the
+    /// structures and their parameters, or the first error with its position (exit 2).
+    Check(TemplatesCheckArgs),
+}
+
+#[derive(Args)]
+struct TemplatesCheckArgs {
+    #[command(flatten)]
+    tokenizer: TokenizerArgs,
+    /// A directory of `*.fw` files, or one file.
+    path: PathBuf,
 }
 
 #[derive(Args)]
@@ -42,12 +61,23 @@ struct TokenizerArgs {
 }
 
 #[derive(Args)]
+#[command(group(ArgGroup::new("constraint").required(true).args(["regex", "templates"])))]
 struct CheckArgs {
     #[command(flatten)]
     tokenizer: TokenizerArgs,
     /// The constraint: a regex over the whole text.
     #[arg(long)]
-    regex: String,
+    regex: Option<String>,
+    /// The constraint: a request (`--request`) against the templates in this directory/file.
+    #[arg(long, requires = "request_source")]
+    templates: Option<PathBuf>,
+    /// The request, in the text form (`outline(sections: [...])`) or, if it starts with `{`,
+    /// the JSON form.
+    #[arg(long, group = "request_source")]
+    request: Option<String>,
+    /// A file holding the request (text or JSON form).
+    #[arg(long, group = "request_source", conflicts_with = "request")]
+    request_file: Option<PathBuf>,
     /// The text to check.
     #[arg(long, conflicts_with = "file", required_unless_present = "file")]
     text: Option<String>,
@@ -70,6 +100,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Vocab(args) => vocab_command(&args),
         Command::Check(args) => check_command(&args),
+        Command::Templates(TemplatesCommand::Check(args)) => templates_check_command(&args),
     };
     match result {
         Ok(code) => code,
@@ -130,13 +161,59 @@ fn check_command(args: &CheckArgs) -> Result<ExitCode, String> {
         }
         (None, None) => return Err("give --text or --file".into()),
     };
-    let program = RegexCompiler::new()
-        .compile(&args.regex)
-        .map_err(|e| e.to_string())?;
-    let runtime = Runtime::new(vocab.clone(), 256 << 20);
-    let mut matcher: Box<dyn Matcher> = Box::new(OpsMatcher::new(runtime, Arc::clone(&program)));
+    let mut engine = Engine::new(vocab.clone());
+    let constraint = match (&args.regex, &args.templates) {
+        (Some(pattern), _) => engine.compile_regex(pattern),
+        (None, Some(templates)) => {
+            engine
+                .register_templates([templates])
+                .map_err(|e| e.to_string())?;
+            let request = match (&args.request, &args.request_file) {
+                (Some(r), _) => r.clone(),
+                (None, Some(path)) => {
+                    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
+                }
+                (None, None) => return Err("give --request or --request-file".into()),
+            };
+            if request.trim_start().starts_with('{') {
+                engine.compile_json_request(&request)
+            } else {
+                engine.compile(&request)
+            }
+        }
+        (None, None) => return Err("give --regex or --templates".into()),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut matcher = constraint.matcher();
     let tokens = vocab.encode(&text).map_err(|e| e.to_string())?;
-    Ok(walk(&vocab, matcher.as_mut(), &tokens, args))
+    Ok(walk(&vocab, &mut matcher, &tokens, args))
+}
+
+fn templates_check_command(args: &TemplatesCheckArgs) -> Result<ExitCode, String> {
+    let vocab = load_vocab(&args.tokenizer)?;
+    let started = Instant::now();
+    let factory = StructureFactory::builder(&vocab)
+        .path(&args.path)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let elapsed = started.elapsed();
+    println!(
+        "{} structures, {} fragments, compiled in {:.1} ms for {}",
+        factory.structures().len(),
+        factory.num_fragments(),
+        elapsed.as_secs_f64() * 1e3,
+        vocab.source()
+    );
+    for s in factory.structures() {
+        let signature = factory
+            .signature(s.name())
+            .expect("a structure of the factory");
+        println!("  {signature:<60} {}", s.location());
+    }
+    for (content, id) in factory.special_tokens() {
+        println!("  special {id:>7} {content}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Steps `tokens` through `matcher`, reporting per the output flags. Exit 0 if everything was

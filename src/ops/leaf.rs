@@ -120,6 +120,37 @@ impl Leaf {
         wait_leaf(content, terminators, WAIT_STATE_LIMIT)
     }
 
+    /// One of `strings`, exactly (a trie-shaped DFA, built in time linear in the strings: this
+    /// is how a request's set of IDs becomes a leaf). Order and duplicates do not matter.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use formwork::ops::Leaf;
+    ///
+    /// let ids = Leaf::choice(["1", "1.1", "2"].map(str::as_bytes)).unwrap();
+    /// let run = |text: &[u8]| text.iter().try_fold(ids.start(), |s, &b| {
+    ///     Some(ids.step(s, b as u32)).filter(|&n| n != u32::MAX)
+    /// });
+    /// assert!(run(b"1.1").is_some_and(|s| ids.exit(s).is_some()));
+    /// assert!(run(b"1.").is_some_and(|s| ids.exit(s).is_none()));
+    /// assert!(run(b"3").is_none());
+    /// let same = Leaf::choice(["2", "1.1", "1", "2"].map(str::as_bytes)).unwrap();
+    /// assert_eq!(ids.hash(), same.hash());
+    /// ```
+    pub fn choice<'s>(strings: impl IntoIterator<Item = &'s [u8]>) -> Result<Leaf, CompileError> {
+        let mut strings: Vec<&[u8]> = strings.into_iter().collect();
+        if strings.is_empty() {
+            return Err(CompileError::unplaced(
+                CompileErrorKind::EmptyLanguage,
+                "a choice among no strings matches nothing",
+            ));
+        }
+        strings.sort_unstable();
+        strings.dedup();
+        Ok(Leaf::Dfa(Dfa::trie(&strings)))
+    }
+
     /// Structural hash: equal for leaves accepting the same way.
     pub fn hash(&self) -> u128 {
         match self {
@@ -384,20 +415,70 @@ impl RawDfa {
             special_ranges.push(specials.len() as u32);
         }
         let exit: Vec<u32> = order.iter().map(|&s| self.exit[s as usize]).collect();
+        Some(Dfa::from_table(
+            classes,
+            stride,
+            table,
+            specials,
+            special_ranges,
+            exit,
+            None,
+        ))
+    }
+}
+
+impl Dfa {
+    /// Completes a DFA from its class-compressed table (state 0 starts; every state must reach
+    /// an exit): the per-state facts the cursor and the masks read, and the structural hash
+    /// (unless the caller has one that identifies the automaton more cheaply). Works class by
+    /// class, so small alphabets (a choice trie) build in time linear in the table, not in 256
+    /// × states.
+    fn from_table(
+        classes: [u8; 256],
+        stride: usize,
+        table: Box<[u32]>,
+        specials: Vec<(u32, u32)>,
+        special_ranges: Vec<u32>,
+        exit: Vec<u32>,
+        hash: Option<u128>,
+    ) -> Dfa {
+        let m = exit.len();
         let num_exits = exit
             .iter()
             .filter(|&&e| e != NONE)
             .map(|&e| e + 1)
             .max()
             .unwrap_or(0);
-        let m = order.len();
+        // The two smallest bytes of each class: enough to tell "no unit", "one unit", "more".
+        let mut class_bytes = vec![[NONE; 2]; stride];
+        for b in 0..256u32 {
+            let c = &mut class_bytes[classes[b as usize] as usize];
+            if c[0] == NONE {
+                c[0] = b;
+            } else if c[1] == NONE {
+                c[1] = b;
+            }
+        }
+        let row = |s: usize| &table[s * stride..(s + 1) * stride];
         // The units leaving each state: at most two are needed (has any? exactly one?).
         let first_two_outs = |s: usize| -> (Option<u32>, Option<u32>) {
-            let bytes = (0..256u32).filter(|&b| rows[s][b as usize] != DEAD);
+            let mut bytes = [NONE; 2];
+            for (c, &t) in row(s).iter().enumerate() {
+                if t == DEAD {
+                    continue;
+                }
+                for b in class_bytes[c] {
+                    if b < bytes[0] {
+                        bytes = [b, bytes[0]];
+                    } else if b < bytes[1] {
+                        bytes[1] = b;
+                    }
+                }
+            }
             let sp = specials[special_ranges[s] as usize..special_ranges[s + 1] as usize]
                 .iter()
                 .map(|x| x.0);
-            let mut it = bytes.chain(sp);
+            let mut it = bytes.into_iter().filter(|&b| b != NONE).chain(sp);
             (it.next(), it.next())
         };
         let outs: Vec<(Option<u32>, Option<u32>)> = (0..m).map(first_two_outs).collect();
@@ -409,20 +490,32 @@ impl RawDfa {
                 _ => NONE,
             })
             .collect();
-        // Fewest text bytes to an exit: BFS backwards from exits over byte edges only.
-        let mut text_to_exit = vec![NONE; m];
-        let mut rev_bytes: Vec<Vec<u32>> = vec![Vec::new(); m];
-        for (s, row) in rows.iter().enumerate() {
-            for &t in row.iter().filter(|&&t| t != DEAD) {
-                rev_bytes[t as usize].push(s as u32);
+        // Fewest text bytes to an exit: BFS backwards from exits over byte edges only. The
+        // reverse edges live in one flat array: predecessors of t are
+        // `rev[rev_start[t]..rev_start[t + 1]]`.
+        let mut rev_start = vec![0u32; m + 1];
+        for &t in table.iter().filter(|&&t| t != DEAD) {
+            rev_start[t as usize + 1] += 1;
+        }
+        for i in 0..m {
+            rev_start[i + 1] += rev_start[i];
+        }
+        let mut rev = vec![0u32; rev_start[m] as usize];
+        let mut fill = rev_start.clone();
+        for s in 0..m {
+            for &t in row(s).iter().filter(|&&t| t != DEAD) {
+                rev[fill[t as usize] as usize] = s as u32;
+                fill[t as usize] += 1;
             }
         }
+        let mut text_to_exit = vec![NONE; m];
         let mut queue: VecDeque<u32> = (0..m as u32)
             .filter(|&s| exit[s as usize] != NONE)
             .collect();
         queue.iter().for_each(|&s| text_to_exit[s as usize] = 0);
         while let Some(s) = queue.pop_front() {
-            for &p in &rev_bytes[s as usize] {
+            let (from, to) = (rev_start[s as usize], rev_start[s as usize + 1]);
+            for &p in &rev[from as usize..to as usize] {
                 if text_to_exit[p as usize] == NONE {
                     text_to_exit[p as usize] = text_to_exit[s as usize] + 1;
                     queue.push_back(p);
@@ -430,21 +523,24 @@ impl RawDfa {
             }
         }
 
-        let mut h = StructHasher::new(0xdf);
-        h.word(m as u64).word(stride as u64);
-        classes.iter().for_each(|&c| {
-            h.word(c as u64);
+        let hash = hash.unwrap_or_else(|| {
+            let mut h = StructHasher::new(0xdf);
+            h.word(m as u64).word(stride as u64);
+            classes.iter().for_each(|&c| {
+                h.word(c as u64);
+            });
+            table.iter().for_each(|&t| {
+                h.word(t as u64);
+            });
+            specials.iter().for_each(|&(u, t)| {
+                h.word(((u as u64) << 32) | t as u64);
+            });
+            special_ranges.iter().chain(exit.iter()).for_each(|&x| {
+                h.word(x as u64);
+            });
+            h.finish()
         });
-        table.iter().for_each(|&t| {
-            h.word(t as u64);
-        });
-        specials.iter().for_each(|&(u, t)| {
-            h.word(((u as u64) << 32) | t as u64);
-        });
-        special_ranges.iter().chain(exit.iter()).for_each(|&x| {
-            h.word(x as u64);
-        });
-        Some(Dfa {
+        Dfa {
             classes,
             stride,
             table,
@@ -456,8 +552,58 @@ impl RawDfa {
             text_to_exit: text_to_exit.into(),
             start: 0,
             num_exits,
-            hash: h.finish(),
-        })
+            hash,
+        }
+    }
+
+    /// A trie over `strings` (sorted, deduplicated, non-empty): one class per byte that occurs
+    /// plus one for all others, states numbered in the trie's pre-order. The trie is a function
+    /// of the set, so the set's hash is the automaton's: equal sets share cached masks.
+    fn trie(strings: &[&[u8]]) -> Dfa {
+        let mut classes = [0u8; 256];
+        let mut used = [false; 256];
+        strings
+            .iter()
+            .flat_map(|s| s.iter())
+            .for_each(|&b| used[b as usize] = true);
+        // Class 0 holds the bytes no string uses, if there are any.
+        let mut stride = usize::from(used.contains(&false));
+        for b in 0..256 {
+            if used[b] {
+                classes[b] = stride as u8;
+                stride += 1;
+            }
+        }
+        let mut table: Vec<u32> = vec![DEAD; stride];
+        let mut exit = vec![NONE];
+        for s in strings {
+            let mut state = 0usize;
+            for &b in s.iter() {
+                let slot = state * stride + classes[b as usize] as usize;
+                if table[slot] == DEAD {
+                    table[slot] = exit.len() as u32;
+                    exit.push(NONE);
+                    table.extend(std::iter::repeat_n(DEAD, stride));
+                }
+                state = table[slot] as usize;
+            }
+            exit[state] = 0;
+        }
+        let mut h = StructHasher::new(0xc401);
+        h.word(strings.len() as u64);
+        strings.iter().for_each(|s| {
+            h.bytes(s);
+        });
+        let m = exit.len();
+        Dfa::from_table(
+            classes,
+            stride,
+            table.into(),
+            Vec::new(),
+            vec![0; m + 1],
+            exit,
+            Some(h.finish()),
+        )
     }
 }
 

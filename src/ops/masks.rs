@@ -166,10 +166,14 @@ impl Runtime {
         budget: u32,
         h: &mut StructHasher,
     ) {
-        // Breadth first over (thread, remaining budget); the list doubles as the seen-set: it
-        // stays tiny (the next leaf or two), so a linear scan beats hashing.
+        // Breadth first over (thread, remaining budget); the list doubles as the seen-set while
+        // it is tiny (the next leaf or two), where a linear scan beats hashing. A loop of short
+        // leaves under a long token (`(", " id)*` under a 100-byte token) visits hundreds of
+        // pairs: past a few, a hash set keeps each visit O(1).
+        const LINEAR_SEEN: usize = 16;
         let mut visit: smallvec::SmallVec<[(Thread, u32); 4]> =
             smallvec::smallvec![(thread.clone(), budget)];
+        let mut seen: std::collections::HashSet<(Thread, u32)> = std::collections::HashSet::new();
         let mut i = 0;
         while i < visit.len() {
             let (from, budget) = visit[i].clone();
@@ -188,7 +192,15 @@ impl Runtime {
                     if d < budget {
                         h.word((budget - d) as u64);
                         let entry = (next, budget - d);
-                        if !visit.contains(&entry) {
+                        let new = if visit.len() <= LINEAR_SEEN {
+                            !visit.contains(&entry)
+                        } else {
+                            if seen.is_empty() {
+                                seen.extend(visit.iter().cloned());
+                            }
+                            seen.insert(entry.clone())
+                        };
+                        if new {
                             visit.push(entry);
                         }
                     }

@@ -293,6 +293,28 @@ impl Program {
         &self.info[id as usize]
     }
 
+    /// The leaf, if the whole program is one leaf that ends when the leaf exits (a `Write`, a
+    /// DFA, or a `Wait` without bodies). Adding it to another program with
+    /// [`ProgramBuilder::leaf`] shares it without copying anything, unlike
+    /// [`ProgramBuilder::splice`]: what a request instantiates per template fragment.
+    ///
+    /// ```
+    /// use formwork::ops::{ProgramBuilder, RegexCompiler};
+    ///
+    /// let compiler = RegexCompiler::new();
+    /// assert!(compiler.compile("[a-z]+@[a-z]+").unwrap().as_leaf().is_some());
+    /// let mut p = ProgramBuilder::new();
+    /// let a = p.write_text("a");
+    /// let rounds = p.do_while(a, 1, None);
+    /// assert!(p.finish(rounds).unwrap().as_leaf().is_none());
+    /// ```
+    pub fn as_leaf(&self) -> Option<&Arc<Leaf>> {
+        match self.op(self.root) {
+            Op::Leaf { leaf, then } if then.iter().all(Option::is_none) => Some(leaf),
+            _ => None,
+        }
+    }
+
     /// A one-line description of the operator tree, e.g. `Seq(DoWhile{1,}(Dfa), ...)`.
     pub fn describe(&self) -> String {
         let mut out = String::new();

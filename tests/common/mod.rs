@@ -3,6 +3,7 @@
 
 pub mod oracle;
 pub mod rng;
+pub mod walk;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

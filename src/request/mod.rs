@@ -1,0 +1,372 @@
+//! Requests: which factory structure to generate, with which arguments.
+//!
+//! The text form is parsed by an LALR(1) parser generated with lalrpop from
+//! `grammar/request.lalrpop` (linear time, built once, reused):
+//!
+//! ```text
+//! outline(sections: [section(id: "1", children: [section(id: "1.1")]), section(id: "2")])
+//! reference_lookup(topics: 1..20, ids: {"1", "1.1", "2"})
+//! tool_call(tools: [tool(name: "search", params: [param(name: "q", value: string)])])
+//! ```
+//!
+//! Values: `"string"`, `42`, `1..20` (an integer range), `/regex/`, `{"a", "b"}` (a choice
+//! set), `[v, ...]` (a list) and `name(arg: v, ...)` or a bare `name` (a structure instance).
+//!
+//! The JSON form, for HTTP APIs, is the same tree: a structure instance is an object with one
+//! key, the structure's name, whose value is the object of arguments; strings, integers and
+//! arrays are themselves; `{"$choice": [...]}`, `{"$regex": "..."}` and `{"$range": [lo, hi]}`
+//! are the other literals.
+//!
+//! ```
+//! use formwork::request::Request;
+//!
+//! let text = Request::parse(r#"lookup(topics: 1..3, ids: {"1", "2"})"#).unwrap();
+//! let json = Request::parse_json(
+//!     r#"{"lookup": {"topics": {"$range": [1, 3]}, "ids": {"$choice": ["1", "2"]}}}"#,
+//! ).unwrap();
+//! assert_eq!(text.to_json(), json.to_json());
+//! assert_eq!(text.structure(), "lookup");
+//! let err = Request::parse("lookup(topics: 1..)").unwrap_err();
+//! assert_eq!(err.to_string(), "<request>:1:19: expected an integer, found `)`");
+//! ```
+//!
+//! Binding a request against a [`StructureFactory`] type-checks every argument against its
+//! parameter's kind and assembles the operator program ([`Request::instantiate`]) or the
+//! grammar IR ([`Request::instantiate_ir`]).
+
+mod ast;
+mod bind;
+mod lexer;
+mod range;
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use serde_json::{json, Map, Value as Json};
+
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::ir::Grammar;
+use crate::ops::Program;
+use crate::template::StructureFactory;
+use ast::{NodeId, NodeKind, Tree};
+
+pub use range::int_range_regex;
+
+lalrpop_util::lalrpop_mod!(
+    #[allow(clippy::all, unused_qualifications, missing_docs)]
+    grammar,
+    "/request.rs"
+);
+
+/// Name of the text source in error locations.
+const SOURCE: &str = "<request>";
+
+/// Where a request came from, to place errors.
+#[derive(Clone, Debug)]
+enum Origin<'a> {
+    Text(&'a str),
+    /// JSON pointers, indexed by the tree's positions.
+    Json(Vec<String>),
+}
+
+impl Origin<'_> {
+    fn locate(&self, at: u32) -> Location {
+        match self {
+            Origin::Text(text) => Location::in_text(SOURCE, text, at as usize),
+            Origin::Json(pointers) => Location::JsonPointer(pointers[at as usize].clone()),
+        }
+    }
+}
+
+/// A parsed request.
+#[derive(Clone, Debug)]
+pub struct Request<'a> {
+    tree: Tree<'a>,
+    origin: Origin<'a>,
+}
+
+fn parser() -> &'static grammar::RequestParser {
+    static PARSER: OnceLock<grammar::RequestParser> = OnceLock::new();
+    PARSER.get_or_init(grammar::RequestParser::new)
+}
+
+impl<'a> Request<'a> {
+    /// Parses the text form. Names and strings without escapes borrow from `text`.
+    pub fn parse(text: &'a str) -> Result<Request<'a>, CompileError> {
+        // Requests have about one node per 6 bytes.
+        let mut tree = Tree::with_capacity(text.len() / 6 + 4);
+        tree.root = parser()
+            .parse(&mut tree, lexer::Lexer::new(text))
+            .map_err(|e| parse_error(text, e))?;
+        Ok(Request {
+            tree,
+            origin: Origin::Text(text),
+        })
+    }
+
+    /// The structure the request asks for.
+    pub fn structure(&self) -> &str {
+        self.tree.call_parts(self.tree.root).0
+    }
+
+    /// The request in its JSON form.
+    pub fn to_json(&self) -> Json {
+        node_json(&self.tree, self.tree.root)
+    }
+
+    /// Binds the request against `factory`: the operator program of the requested structure
+    /// with these arguments (the fast path: prebuilt fragments are spliced, only choice sets
+    /// build a leaf, regexes come from the compiler's cache).
+    pub fn instantiate(&self, factory: &StructureFactory) -> Result<Program, CompileError> {
+        bind::instantiate(factory, &self.tree, &|at| self.origin.locate(at))
+    }
+
+    /// Binds the request against `factory` into grammar IR: the same language as
+    /// [`instantiate`](Self::instantiate), for the reference recognizer and the CFG backend.
+    pub fn instantiate_ir(&self, factory: &StructureFactory) -> Result<Grammar, CompileError> {
+        bind::instantiate_ir(factory, &self.tree, &|at| self.origin.locate(at))
+    }
+
+    /// The error reported for a request naming `structure` when the factory has no such
+    /// structure (kind `Unsupported`: a different backend would have to take it).
+    pub fn unsupported(&self) -> CompileError {
+        CompileError::new(
+            CompileErrorKind::Unsupported,
+            self.origin.locate(self.tree.node(self.tree.root).at),
+            format!(
+                "no template structure `{}`; the CFG fallback will take grammars and schemas",
+                self.structure()
+            ),
+        )
+    }
+}
+
+impl Request<'static> {
+    /// Parses the JSON form. Syntax errors carry line:col, shape errors a JSON pointer.
+    pub fn parse_json(text: &str) -> Result<Request<'static>, CompileError> {
+        let json: Json = serde_json::from_str(text).map_err(|e| {
+            CompileError::new(
+                CompileErrorKind::Syntax,
+                Location::Text {
+                    source: SOURCE.into(),
+                    line: e.line(),
+                    col: e.column(),
+                },
+                format!("invalid JSON: {e}"),
+            )
+        })?;
+        let mut pointers = Vec::new();
+        let mut tree = Tree::default();
+        tree.root = json_call(&json, String::new(), &mut tree, &mut pointers)?;
+        Ok(Request {
+            tree,
+            origin: Origin::Json(pointers),
+        })
+    }
+}
+
+fn parse_error(
+    text: &str,
+    e: lalrpop_util::ParseError<usize, lexer::Tok<'_>, lexer::LexError>,
+) -> CompileError {
+    use lalrpop_util::ParseError as P;
+    let expected = |list: &[String]| {
+        let items: Vec<String> = list
+            .iter()
+            .map(|t| match t.trim_matches('"') {
+                "name" => "a name".to_string(),
+                "string" => "a string".to_string(),
+                "integer" => "an integer".to_string(),
+                "regex" => "a /regex/".to_string(),
+                punct => format!("`{punct}`"),
+            })
+            .collect();
+        match items.len() {
+            0 => "the end of the request".to_string(),
+            1 => items[0].clone(),
+            _ => format!("one of {}", items.join(", ")),
+        }
+    };
+    let (at, message) = match e {
+        P::InvalidToken { location } => (location, "invalid token".to_string()),
+        P::UnrecognizedEof {
+            location,
+            expected: list,
+        } => (
+            location,
+            format!("expected {}, found the end of the request", expected(&list)),
+        ),
+        P::UnrecognizedToken {
+            token: (at, tok, _),
+            expected: list,
+        } => (at, format!("expected {}, found {tok}", expected(&list))),
+        P::ExtraToken {
+            token: (at, tok, _),
+        } => (at, format!("expected the end of the request, found {tok}")),
+        P::User { error } => (error.at, error.message),
+    };
+    CompileError::new(
+        CompileErrorKind::Syntax,
+        Location::in_text(SOURCE, text, at),
+        message,
+    )
+}
+
+fn node_json(tree: &Tree, id: NodeId) -> Json {
+    let all = |ids: &[NodeId]| Json::Array(ids.iter().map(|&i| node_json(tree, i)).collect());
+    match &tree.node(id).kind {
+        NodeKind::Str(s) => json!(s),
+        NodeKind::Int(n) => json!(n),
+        NodeKind::Range(lo, hi) => json!({"$range": [lo, hi]}),
+        NodeKind::Regex(r) => json!({"$regex": r}),
+        NodeKind::Choice(set) => json!({ "$choice": all(tree.children(*set)) }),
+        NodeKind::List(items) => all(tree.children(*items)),
+        NodeKind::Call { name, args } => {
+            let args: Map<String, Json> = tree
+                .children(*args)
+                .iter()
+                .map(|&a| {
+                    let (name, value) = tree.arg_parts(a);
+                    (name.to_string(), node_json(tree, value))
+                })
+                .collect();
+            json!({ name.to_string(): args })
+        }
+        NodeKind::Arg { .. } => unreachable!("arguments are converted with their call"),
+    }
+}
+
+fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Registers `pointer` and returns its position index.
+fn place(pointer: &str, pointers: &mut Vec<String>) -> usize {
+    pointers.push(pointer.to_string());
+    pointers.len() - 1
+}
+
+fn shape_error(pointer: &str, message: impl Into<String>) -> CompileError {
+    CompileError::new(
+        CompileErrorKind::Syntax,
+        Location::JsonPointer(pointer.to_string()),
+        message,
+    )
+}
+
+fn json_call(
+    json: &Json,
+    pointer: String,
+    tree: &mut Tree<'static>,
+    pointers: &mut Vec<String>,
+) -> Result<NodeId, CompileError> {
+    let object = match json {
+        Json::Object(o) if o.len() == 1 => o,
+        _ => {
+            return Err(shape_error(
+                &pointer,
+                "expected a structure instance: an object with one key, the structure's name",
+            ))
+        }
+    };
+    let (name, args_json) = object.iter().next().unwrap();
+    if name.starts_with('$') {
+        return Err(shape_error(
+            &pointer,
+            format!("expected a structure instance, found the literal `{name}`"),
+        ));
+    }
+    let args_pointer = format!("{pointer}/{}", pointer_token(name));
+    let Json::Object(fields) = args_json else {
+        return Err(shape_error(
+            &args_pointer,
+            "expected the object of the structure's arguments",
+        ));
+    };
+    for (key, value) in fields {
+        let p = format!("{args_pointer}/{}", pointer_token(key));
+        let value = json_value(value, p.clone(), tree, pointers)?;
+        let at = place(&p, pointers);
+        let arg = tree.add(
+            NodeKind::Arg {
+                name: Cow::Owned(key.clone()),
+                value,
+            },
+            at,
+        );
+        tree.push_element(arg);
+    }
+    let at = place(&pointer, pointers);
+    Ok(tree.call(Cow::Owned(name.clone()), at, fields.len() as u32))
+}
+
+fn json_value(
+    json: &Json,
+    pointer: String,
+    tree: &mut Tree<'static>,
+    pointers: &mut Vec<String>,
+) -> Result<NodeId, CompileError> {
+    let int = |v: &Json, p: &str| {
+        v.as_i64()
+            .ok_or_else(|| shape_error(p, "expected an integer (64-bit signed)"))
+    };
+    let kind = match json {
+        Json::String(s) => NodeKind::Str(Cow::Owned(s.clone())),
+        Json::Number(_) => NodeKind::Int(int(json, &pointer)?),
+        Json::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let id = json_value(item, format!("{pointer}/{i}"), tree, pointers)?;
+                tree.push_element(id);
+            }
+            NodeKind::List(tree.close(items.len() as u32))
+        }
+        Json::Object(o) if o.len() == 1 && o.keys().next().unwrap().starts_with('$') => {
+            let (key, v) = o.iter().next().unwrap();
+            let p = format!("{pointer}/{}", pointer_token(key));
+            match key.as_str() {
+                "$choice" => {
+                    let Json::Array(items) = v else {
+                        return Err(shape_error(&p, "expected an array of strings"));
+                    };
+                    for (i, s) in items.iter().enumerate() {
+                        let item = format!("{p}/{i}");
+                        let s = s
+                            .as_str()
+                            .ok_or_else(|| shape_error(&item, "expected a string"))?;
+                        let at = place(&item, pointers);
+                        let id = tree.add(NodeKind::Str(Cow::Owned(s.to_string())), at);
+                        tree.push_element(id);
+                    }
+                    NodeKind::Choice(tree.close(items.len() as u32))
+                }
+                "$regex" => NodeKind::Regex(Cow::Owned(
+                    v.as_str()
+                        .ok_or_else(|| shape_error(&p, "expected the pattern as a string"))?
+                        .to_string(),
+                )),
+                "$range" => match v {
+                    Json::Array(b) if b.len() == 2 => NodeKind::Range(
+                        int(&b[0], &format!("{p}/0"))?,
+                        int(&b[1], &format!("{p}/1"))?,
+                    ),
+                    _ => return Err(shape_error(&p, "expected [lo, hi]")),
+                },
+                other => {
+                    return Err(shape_error(
+                        &pointer,
+                        format!("unknown literal `{other}`: expected $choice, $regex or $range"),
+                    ))
+                }
+            }
+        }
+        Json::Object(_) => return json_call(json, pointer, tree, pointers),
+        Json::Bool(_) | Json::Null => {
+            return Err(shape_error(
+                &pointer,
+                "expected a string, an integer, an array, a literal object or a structure instance",
+            ))
+        }
+    };
+    let at = place(&pointer, pointers);
+    Ok(tree.add(kind, at))
+}

@@ -1,0 +1,536 @@
+//! Checking parsed templates: every name resolved, every parameter kind known and bound, every
+//! parameter used, no rule recursion. The result is the resolved form the factory lowers.
+
+use std::collections::HashMap;
+
+use super::syntax::{ArgValue, DefaultExpr, Expr, ExprKind, KindExpr, Name, RuleDef};
+use super::{ParamDefault, ParamKind, StructId};
+use crate::error::{CompileError, CompileErrorKind, Location};
+
+/// The template files being compiled, for turning byte offsets into `file:line:col`.
+#[derive(Default)]
+pub(crate) struct Files {
+    pub names: Vec<String>,
+    pub texts: Vec<String>,
+}
+
+impl Files {
+    pub fn loc(&self, file: usize, at: usize) -> Location {
+        Location::in_text(&self.names[file], &self.texts[file], at)
+    }
+
+    pub fn error(
+        &self,
+        kind: CompileErrorKind,
+        file: usize,
+        at: usize,
+        message: impl Into<String>,
+    ) -> CompileError {
+        CompileError::new(kind, self.loc(file, at), message)
+    }
+}
+
+/// Parameter kinds written as plain names.
+const BUILTIN_KINDS: [(&str, ParamKind); 4] = [
+    ("str", ParamKind::Str),
+    ("choice", ParamKind::Choice),
+    ("regex", ParamKind::Regex),
+    ("int", ParamKind::Int),
+];
+const RESERVED: [&str; 6] = ["str", "choice", "regex", "int", "list", "oneof"];
+
+pub(crate) struct RRule {
+    pub name: String,
+    pub file: usize,
+    pub at: usize,
+    pub params: Vec<RParam>,
+    pub body: RExpr,
+}
+
+pub(crate) struct RParam {
+    pub name: String,
+    pub kind: ParamKind,
+    pub default: Option<ParamDefault>,
+}
+
+/// A resolved expression: names replaced by rule and parameter indices.
+pub(crate) struct RExpr {
+    pub kind: RKind,
+    pub at: usize,
+}
+
+pub(crate) enum RKind {
+    Bytes(Vec<u8>),
+    Class(String),
+    Regex(String),
+    Special(String),
+    Param(usize),
+    Rule(usize),
+    /// A rule with parameters; arguments in the callee's parameter order.
+    Call(usize, Vec<RArg>),
+    Seq(Vec<RExpr>),
+    Alt(Vec<RExpr>),
+    Repeat {
+        body: Box<RExpr>,
+        min: u32,
+        max: Option<u32>,
+    },
+}
+
+pub(crate) enum RArg {
+    /// The caller's parameter.
+    Param(usize),
+    Str(Vec<u8>),
+    /// The callee parameter's default.
+    Default,
+}
+
+/// Resolves and checks the rules of every file (`rules[i]` = (file index, rules of that file)).
+pub(crate) fn check(
+    files: &Files,
+    parsed: Vec<(usize, Vec<RuleDef>)>,
+) -> Result<Vec<RRule>, CompileError> {
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut defs: Vec<(usize, RuleDef)> = Vec::new();
+    for (file, rules) in parsed {
+        for rule in rules {
+            let name = &rule.name;
+            if RESERVED.contains(&name.text.as_str()) {
+                return Err(files.error(
+                    CompileErrorKind::Invalid,
+                    file,
+                    name.at,
+                    format!("`{}` is a parameter kind, not a rule name", name.text),
+                ));
+            }
+            if let Some(&first) = index.get(&name.text) {
+                let (f, d) = &defs[first];
+                return Err(files.error(
+                    CompileErrorKind::Invalid,
+                    file,
+                    name.at,
+                    format!(
+                        "rule `{}` is defined twice (first at {})",
+                        name.text,
+                        files.loc(*f, d.name.at)
+                    ),
+                ));
+            }
+            index.insert(name.text.clone(), defs.len());
+            defs.push((file, rule));
+        }
+    }
+    let checker = Checker {
+        files,
+        index: &index,
+        defs: &defs,
+    };
+    // Parameters first: bodies check call arguments against the callees' kinds.
+    let params: Vec<Vec<RParam>> = defs
+        .iter()
+        .map(|(file, def)| checker.params(*file, def))
+        .collect::<Result<_, _>>()?;
+    let mut rules = Vec::with_capacity(defs.len());
+    for (i, (file, def)) in defs.iter().enumerate() {
+        let mut used = vec![false; def.params.len()];
+        let body = checker.expr(*file, i, &params, &def.body, &mut used)?;
+        if let Some(p) = used.iter().position(|u| !u) {
+            let name = &def.params[p].name;
+            return Err(files.error(
+                CompileErrorKind::Invalid,
+                *file,
+                name.at,
+                format!(
+                    "parameter `{}` of `{}` is never used in its body",
+                    name.text, def.name.text
+                ),
+            ));
+        }
+        rules.push(RRule {
+            name: def.name.text.clone(),
+            file: *file,
+            at: def.name.at,
+            params: Vec::new(),
+            body,
+        });
+    }
+    for (rule, p) in rules.iter_mut().zip(params) {
+        rule.params = p;
+    }
+    check_recursion(files, &rules)?;
+    Ok(rules)
+}
+
+struct Checker<'a> {
+    files: &'a Files,
+    index: &'a HashMap<String, usize>,
+    defs: &'a [(usize, RuleDef)],
+}
+
+impl Checker<'_> {
+    fn structures(&self, file: usize, names: &[Name]) -> Result<Vec<StructId>, CompileError> {
+        names
+            .iter()
+            .map(|n| match self.index.get(&n.text) {
+                Some(&i) => Ok(StructId(i as u32)),
+                None if RESERVED.contains(&n.text.as_str()) => Err(self.files.error(
+                    CompileErrorKind::Invalid,
+                    file,
+                    n.at,
+                    format!(
+                        "`{}` cannot be combined with other kinds: expected a structure name",
+                        n.text
+                    ),
+                )),
+                None => Err(self.files.error(
+                    CompileErrorKind::Undefined,
+                    file,
+                    n.at,
+                    format!("unknown kind `{}`: expected str, choice, regex, int, list<...>, oneof<...> or a structure name", n.text),
+                )),
+            })
+            .collect()
+    }
+
+    fn kind(&self, file: usize, kind: &KindExpr) -> Result<ParamKind, CompileError> {
+        match kind {
+            KindExpr::Names(names) => {
+                if let [single] = &names[..] {
+                    if let Some((_, k)) = BUILTIN_KINDS.iter().find(|(n, _)| *n == single.text) {
+                        return Ok(k.clone());
+                    }
+                    if single.text == "list" || single.text == "oneof" {
+                        return Err(self.files.error(
+                            CompileErrorKind::Invalid,
+                            file,
+                            single.at,
+                            format!(
+                                "`{}` needs its element structures: `{}<name>`",
+                                single.text, single.text
+                            ),
+                        ));
+                    }
+                }
+                Ok(ParamKind::Structure(self.structures(file, names)?))
+            }
+            KindExpr::Generic { ctor, elems, sep } => {
+                let elems = self.structures(file, elems)?;
+                match (ctor.text.as_str(), sep) {
+                    ("list", sep) => Ok(ParamKind::List {
+                        elems,
+                        sep: sep.as_ref().map_or_else(Vec::new, |s| s.0.clone()),
+                    }),
+                    ("oneof", None) => Ok(ParamKind::OneOf(elems)),
+                    ("oneof", Some((_, at))) => Err(self.files.error(
+                        CompileErrorKind::Invalid,
+                        file,
+                        *at,
+                        "`oneof<...>` takes no separator: one instance is chosen",
+                    )),
+                    (other, _) => Err(self.files.error(
+                        CompileErrorKind::Undefined,
+                        file,
+                        ctor.at,
+                        format!(
+                            "unknown kind `{other}<...>`: expected `list<...>` or `oneof<...>`"
+                        ),
+                    )),
+                }
+            }
+        }
+    }
+
+    fn params(&self, file: usize, def: &RuleDef) -> Result<Vec<RParam>, CompileError> {
+        let mut out: Vec<RParam> = Vec::new();
+        for p in &def.params {
+            if out.iter().any(|q| q.name == p.name.text) {
+                return Err(self.files.error(
+                    CompileErrorKind::Invalid,
+                    file,
+                    p.name.at,
+                    format!("parameter `{}` is declared twice", p.name.text),
+                ));
+            }
+            if self.index.contains_key(&p.name.text) {
+                return Err(self.files.error(
+                    CompileErrorKind::Invalid,
+                    file,
+                    p.name.at,
+                    format!(
+                        "parameter `{}` has the name of a rule; rename one of them",
+                        p.name.text
+                    ),
+                ));
+            }
+            let kind = self.kind(file, &p.kind)?;
+            let default = match (&p.default, &kind) {
+                (None, _) => None,
+                (Some(DefaultExpr::EmptyList(_)), ParamKind::List { .. }) => {
+                    Some(ParamDefault::EmptyList)
+                }
+                (Some(DefaultExpr::Str(bytes, at)), ParamKind::Str) => {
+                    let s = String::from_utf8(bytes.clone()).map_err(|_| {
+                        self.files
+                            .error(CompileErrorKind::Invalid, file, *at, "not UTF-8")
+                    })?;
+                    Some(ParamDefault::Str(s))
+                }
+                (Some(DefaultExpr::EmptyList(at) | DefaultExpr::Str(_, at)), _) => {
+                    return Err(self.files.error(
+                        CompileErrorKind::Invalid,
+                        file,
+                        *at,
+                        "only a list parameter may default to `[]` and only a str parameter to a string",
+                    ))
+                }
+            };
+            out.push(RParam {
+                name: p.name.text.clone(),
+                kind,
+                default,
+            });
+        }
+        Ok(out)
+    }
+
+    fn expr(
+        &self,
+        file: usize,
+        rule: usize,
+        params: &[Vec<RParam>],
+        e: &Expr,
+        used: &mut [bool],
+    ) -> Result<RExpr, CompileError> {
+        let own = &self.defs[rule].1;
+        let names = |s: StructId| self.defs[s.index()].1.name.text.clone();
+        let err = |kind, at, msg: String| Err(self.files.error(kind, file, at, msg));
+        let param_index = |name: &str| own.params.iter().position(|p| p.name.text == name);
+        let kind = match &e.kind {
+            ExprKind::Str(b) => RKind::Bytes(b.clone()),
+            ExprKind::Class(c) => RKind::Class(c.clone()),
+            ExprKind::Regex(r) => RKind::Regex(r.clone()),
+            ExprKind::Special(s) => RKind::Special(s.clone()),
+            ExprKind::Ref(name) => {
+                if let Some(p) = param_index(name) {
+                    used[p] = true;
+                    RKind::Param(p)
+                } else if let Some(&r) = self.index.get(name) {
+                    if !params[r].is_empty() {
+                        return err(
+                            CompileErrorKind::Invalid,
+                            e.at,
+                            format!(
+                                "`{name}` takes parameters: call it as `{name}({}: ...)`",
+                                params[r][0].name
+                            ),
+                        );
+                    }
+                    RKind::Rule(r)
+                } else {
+                    return err(
+                        CompileErrorKind::Undefined,
+                        e.at,
+                        format!("no rule or parameter named `{name}`"),
+                    );
+                }
+            }
+            ExprKind::Call(name, args) => {
+                let Some(&callee) = self.index.get(name) else {
+                    let what = if param_index(name).is_some() {
+                        format!("`{name}` is a parameter; it takes no arguments")
+                    } else {
+                        format!("no rule named `{name}`")
+                    };
+                    return err(CompileErrorKind::Undefined, e.at, what);
+                };
+                let expected = &params[callee];
+                if expected.is_empty() {
+                    return err(
+                        CompileErrorKind::Invalid,
+                        e.at,
+                        format!("`{name}` takes no parameters: write it without `(...)`"),
+                    );
+                }
+                let mut bound: Vec<Option<RArg>> = (0..expected.len()).map(|_| None).collect();
+                for a in args {
+                    let Some(j) = expected.iter().position(|p| p.name == a.name.text) else {
+                        return err(
+                            CompileErrorKind::Undefined,
+                            a.name.at,
+                            format!("`{name}` has no parameter `{}`", a.name.text),
+                        );
+                    };
+                    if bound[j].is_some() {
+                        return err(
+                            CompileErrorKind::Invalid,
+                            a.name.at,
+                            format!("parameter `{}` is bound twice", a.name.text),
+                        );
+                    }
+                    let want = &expected[j].kind;
+                    bound[j] = Some(match &a.value {
+                        ArgValue::Param(q) => {
+                            let Some(i) = param_index(&q.text) else {
+                                return err(
+                                    CompileErrorKind::Undefined,
+                                    q.at,
+                                    format!(
+                                        "`{}` is not a parameter of `{}`: a call inside a template forwards the caller's parameters",
+                                        q.text, own.name.text
+                                    ),
+                                );
+                            };
+                            let have = &params[rule][i].kind;
+                            if have != want {
+                                return err(
+                                    CompileErrorKind::Invalid,
+                                    q.at,
+                                    format!(
+                                        "parameter `{}` of `{name}` is {}, but `{}` is {}",
+                                        a.name.text,
+                                        want.describe(&|s| names(s)),
+                                        q.text,
+                                        have.describe(&|s| names(s))
+                                    ),
+                                );
+                            }
+                            used[i] = true;
+                            RArg::Param(i)
+                        }
+                        ArgValue::Str(bytes, at) => {
+                            if *want != ParamKind::Str {
+                                return err(
+                                    CompileErrorKind::Invalid,
+                                    *at,
+                                    format!(
+                                        "parameter `{}` of `{name}` is {}; only a str parameter takes a string here",
+                                        a.name.text,
+                                        want.describe(&|s| names(s))
+                                    ),
+                                );
+                            }
+                            RArg::Str(bytes.clone())
+                        }
+                    });
+                }
+                let args = bound
+                    .into_iter()
+                    .zip(expected)
+                    .map(|(b, p)| match b {
+                        Some(b) => Ok(b),
+                        None if p.default.is_some() => Ok(RArg::Default),
+                        None => Err(self.files.error(
+                            CompileErrorKind::Invalid,
+                            file,
+                            e.at,
+                            format!(
+                                "unbound parameter `{}` ({}) in the call of `{name}`",
+                                p.name,
+                                p.kind.describe(&|s| names(s))
+                            ),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                RKind::Call(callee, args)
+            }
+            ExprKind::Seq(xs) | ExprKind::Alt(xs) => {
+                let items = xs
+                    .iter()
+                    .map(|x| self.expr(file, rule, params, x, used))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if matches!(e.kind, ExprKind::Seq(_)) {
+                    RKind::Seq(items)
+                } else {
+                    RKind::Alt(items)
+                }
+            }
+            ExprKind::Repeat { body, min, max } => {
+                if max.is_some_and(|m| m < *min) {
+                    return err(
+                        CompileErrorKind::Invalid,
+                        body.at,
+                        format!(
+                            "repetition {{{min},{}}}: the maximum is below the minimum",
+                            max.unwrap()
+                        ),
+                    );
+                }
+                RKind::Repeat {
+                    body: Box::new(self.expr(file, rule, params, body, used)?),
+                    min: *min,
+                    max: *max,
+                }
+            }
+        };
+        Ok(RExpr { kind, at: e.at })
+    }
+}
+
+/// Rules referring to themselves (through bodies, not parameter kinds) need a stack.
+fn check_recursion(files: &Files, rules: &[RRule]) -> Result<(), CompileError> {
+    fn refs(e: &RExpr, out: &mut Vec<(usize, usize)>) {
+        match &e.kind {
+            RKind::Rule(r) | RKind::Call(r, _) => out.push((*r, e.at)),
+            RKind::Seq(xs) | RKind::Alt(xs) => xs.iter().for_each(|x| refs(x, out)),
+            RKind::Repeat { body, .. } => refs(body, out),
+            _ => {}
+        }
+    }
+    let edges: Vec<Vec<(usize, usize)>> = rules
+        .iter()
+        .map(|r| {
+            let mut out = Vec::new();
+            refs(&r.body, &mut out);
+            out
+        })
+        .collect();
+    // Depth-first search keeping the path, to name the cycle.
+    let mut state = vec![0u8; rules.len()];
+    let mut path: Vec<usize> = Vec::new();
+    fn visit(
+        r: usize,
+        edges: &[Vec<(usize, usize)>],
+        state: &mut [u8],
+        path: &mut Vec<usize>,
+    ) -> Option<(usize, usize, usize)> {
+        state[r] = 1;
+        path.push(r);
+        for &(next, at) in &edges[r] {
+            if state[next] == 1 {
+                return Some((r, next, at));
+            }
+            if state[next] == 0 {
+                if let Some(found) = visit(next, edges, state, path) {
+                    return Some(found);
+                }
+            }
+        }
+        path.pop();
+        state[r] = 2;
+        None
+    }
+    for r in 0..rules.len() {
+        if state[r] != 0 {
+            continue;
+        }
+        if let Some((from, to, at)) = visit(r, &edges, &mut state, &mut path) {
+            let start = path.iter().position(|&x| x == to).unwrap_or(0);
+            let cycle: Vec<&str> = path[start..]
+                .iter()
+                .chain(std::iter::once(&to))
+                .map(|&x| rules[x].name.as_str())
+                .collect();
+            return Err(files.error(
+                CompileErrorKind::NotRegular,
+                rules[from].file,
+                at,
+                format!(
+                    "rule `{}` is recursive ({}): templates are finite-state; use `*`/`+` for repetition, or a structure-typed parameter so the request bounds the nesting",
+                    rules[to].name,
+                    cycle.join(" -> ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

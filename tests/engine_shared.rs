@@ -1,0 +1,276 @@
+//! The engine as a server uses it: one engine shared by threads, requests sharing cached
+//! masks, the router's decisions, start-up registration.
+
+mod common;
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use formwork::engine::{BackendKind, Constraint, ConstraintMatcher, Engine};
+use formwork::mask::get_bit;
+use formwork::vocab::Vocab;
+use formwork::{CompileErrorKind, Location, Matcher};
+
+const TEMPLATES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/templates");
+
+fn engine() -> Engine {
+    let mut e = Engine::new(common::qwen3().clone());
+    e.register_templates([TEMPLATES]).unwrap();
+    e
+}
+
+#[test]
+fn engine_and_matchers_can_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Engine>();
+    send_sync::<Constraint>();
+    send::<ConstraintMatcher>();
+}
+
+/// Consumes `text` and fills the mask; the cache misses that fill cost.
+fn misses_at(engine: &Engine, m: &mut ConstraintMatcher, text: &str, mask: &mut [u32]) -> u64 {
+    let vocab = engine.vocab();
+    m.consume_all(&vocab.encode(text).unwrap()).unwrap();
+    let before = engine.runtime().cache_stats().misses;
+    m.fill_mask(mask).unwrap();
+    engine.runtime().cache_stats().misses - before
+}
+
+#[test]
+fn a_second_request_hits_masks_cached_by_the_first() {
+    let engine = engine();
+    let vocab = engine.vocab();
+    let words = vocab.mask_words();
+    let (mut a_title, mut a_summary) = (vec![0u32; words], vec![0u32; words]);
+    let (mut b_title, mut b_summary) = (vec![0u32; words], vec![0u32; words]);
+
+    // Outline: different section trees and ids; the title and summary states are shared.
+    let first = engine
+        .compile(r#"outline(sections: [section(id: "1", children: [section(id: "1.1")])])"#)
+        .unwrap();
+    let mut m = first.matcher();
+    let cold_title = misses_at(&engine, &mut m, "<|vision_start|>1 The", &mut a_title);
+    let cold_summary = misses_at(&engine, &mut m, " plan<|vision_pad|>We", &mut a_summary);
+    assert!(
+        cold_title > 0 && cold_summary > 0,
+        "the first request computes"
+    );
+
+    let second = engine
+        .compile(r#"outline(sections: [section(id: "A"), section(id: "B")])"#)
+        .unwrap();
+    let hits = engine.runtime().cache_stats().hits;
+    let mut m = second.matcher();
+    assert_eq!(
+        misses_at(&engine, &mut m, "<|vision_start|>A The", &mut b_title),
+        0
+    );
+    assert_eq!(
+        misses_at(&engine, &mut m, " plan<|vision_pad|>We", &mut b_summary),
+        0
+    );
+    assert!(engine.runtime().cache_stats().hits >= hits + 2);
+    assert_eq!(a_title, b_title);
+    assert_eq!(a_summary, b_summary);
+    assert!(get_bit(
+        &a_title,
+        vocab.special_id("<|vision_pad|>").unwrap()
+    ));
+
+    // Reference lookup: the same id set in another request is the same choice leaf.
+    let ids = r#"ids: {"1", "1.1", "2", "2.1", "3"}"#;
+    let mut m = engine
+        .compile(&format!("reference_lookup(topics: 1..9, {ids})"))
+        .unwrap()
+        .matcher();
+    let prefix = r#"[{"topic": [4], "reference": ["2"#;
+    let cold = misses_at(&engine, &mut m, prefix, &mut a_title);
+    assert!(cold > 0);
+    let mut m = engine
+        .compile(&format!("reference_lookup(topics: 1..20, {ids})"))
+        .unwrap()
+        .matcher();
+    assert_eq!(misses_at(&engine, &mut m, prefix, &mut b_title), 0);
+    assert_eq!(a_title, b_title);
+}
+
+/// Steps texts through a request's matcher, hashing every mask.
+fn digest(constraint: &Constraint, vocab: &Vocab, texts: &[&str]) -> u64 {
+    let mut h = DefaultHasher::new();
+    let mut mask = vec![0u32; vocab.mask_words()];
+    for text in texts {
+        let mut m = constraint.matcher();
+        for t in vocab.encode(text).unwrap() {
+            m.fill_mask(&mut mask).unwrap();
+            mask.hash(&mut h);
+            m.consume(t).unwrap();
+        }
+        m.fill_mask(&mut mask).unwrap();
+        mask.hash(&mut h);
+    }
+    h.finish()
+}
+
+fn workload(i: usize) -> (String, Vec<String>) {
+    match i % 3 {
+        0 => (
+            format!(
+                r#"outline(sections: [section(id: "{i}"), section(id: "{}")])"#,
+                i + 1
+            ),
+            vec![format!(
+                "<|vision_start|>{i} T{i}<|vision_pad|>S<|vision_end|>\n<|vision_start|>{} U",
+                i + 1
+            )],
+        ),
+        1 => (
+            format!(
+                r#"reference_lookup(topics: 1..{}, ids: {{"a{i}", "b{i}", "a{i}.1"}})"#,
+                i + 2
+            ),
+            vec![format!(
+                r#"[{{"topic": [{}], "reference": ["a{i}.1", "b{i}"]}}]"#,
+                i % 2 + 1
+            )],
+        ),
+        _ => (
+            format!(
+                r#"tool_call(tools: [tool(name: "t{i}", params: [param(name: "n", value: integer(range: 0..{i}))]), tool(name: "u")])"#
+            ),
+            vec![format!(
+                "<tool_call>\n{{\"name\": \"t{i}\", \"arguments\": {{\"n\": {}}}}}\n</tool_call>",
+                i / 2
+            )],
+        ),
+    }
+}
+
+#[test]
+fn many_requests_from_several_threads_give_the_same_masks() {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 9;
+    let vocab = common::qwen3();
+    // Sequentially, on a separate engine (its own cache).
+    let sequential_engine = engine();
+    let expected: Vec<u64> = (0..THREADS * PER_THREAD)
+        .map(|i| {
+            let (req, texts) = workload(i);
+            let texts: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
+            digest(&sequential_engine.compile(&req).unwrap(), vocab, &texts)
+        })
+        .collect();
+    // Concurrently, sharing one engine and its cache, each thread interleaving templates.
+    let shared = Arc::new(engine());
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                (0..PER_THREAD)
+                    .map(|k| {
+                        let i = k * THREADS + t;
+                        let (req, texts) = workload(i);
+                        let texts: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
+                        let constraint = shared.compile(&req).unwrap();
+                        (i, digest(&constraint, common::qwen3(), &texts))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut seen = 0;
+    for h in handles {
+        for (i, d) in h.join().unwrap() {
+            assert_eq!(d, expected[i], "request {i} differs across threads");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, THREADS * PER_THREAD);
+}
+
+#[test]
+fn the_router_sends_unknown_structures_to_an_unsupported_error() {
+    let engine = engine();
+    let c = engine.compile(r#"outline(sections: [])"#).unwrap();
+    assert_eq!(c.backend(), BackendKind::Operators);
+    let e = engine
+        .compile(r#"  json_schema(schema: "{}")"#)
+        .unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Unsupported);
+    assert_eq!(
+        e.to_string(),
+        "<request>:1:3: no template structure `json_schema`; the CFG fallback will take grammars and schemas"
+    );
+    let e = engine.compile_json_request(r#"{"gbnf": {}}"#).unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Unsupported);
+    assert_eq!(e.location(), &Location::JsonPointer(String::new()));
+    assert_eq!(
+        engine.request_grammar("gbnf").unwrap_err().kind(),
+        CompileErrorKind::Unsupported
+    );
+    // A syntax error is not routed anywhere.
+    assert_eq!(
+        engine.compile("outline(").unwrap_err().kind(),
+        CompileErrorKind::Syntax
+    );
+    // The same request as text and JSON compiles to the same program.
+    let text = r#"reference_lookup(topics: 1..3, ids: {"1", "2"})"#;
+    let json =
+        r#"{"reference_lookup": {"topics": {"$range": [1, 3]}, "ids": {"$choice": ["1", "2"]}}}"#;
+    assert_eq!(
+        engine.compile(text).unwrap().program().unwrap().hash(),
+        engine
+            .compile_json_request(json)
+            .unwrap()
+            .program()
+            .unwrap()
+            .hash()
+    );
+    // Regexes go to the operator backend too, cached by pattern.
+    let r = engine.compile_regex(r"[0-9]+").unwrap();
+    assert!(Arc::ptr_eq(
+        r.program().unwrap(),
+        engine.compile_regex(r"[0-9]+").unwrap().program().unwrap()
+    ));
+    let mut m = r.matcher();
+    m.consume_all(&engine.vocab().encode("2024").unwrap())
+        .unwrap();
+    assert!(m.is_accepting());
+}
+
+#[test]
+fn registration_is_all_or_nothing_and_files_share_a_namespace() {
+    let mut engine = engine();
+    let before = engine.factory().structures().len();
+    let e = engine
+        .register_template_source(
+            "extra.fw",
+            "greeting(name: str) ::= \"Hi \" name <|no_such|>",
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::UnknownSpecialToken);
+    assert_eq!(e.location().to_string(), "extra.fw:1:36");
+    assert_eq!(engine.factory().structures().len(), before);
+    assert!(engine.compile("outline(sections: [])").is_ok());
+    // A later file may use the shipped structures.
+    engine
+        .register_template_source(
+            "extra.fw",
+            "digest(sections: list<section>) ::= \"Summary\\n\" sections",
+        )
+        .unwrap();
+    assert_eq!(engine.factory().structures().len(), before + 1);
+    let c = engine
+        .compile(r#"digest(sections: [section(id: "1")])"#)
+        .unwrap();
+    let mut m = c.matcher();
+    let text = "Summary\n<|vision_start|>1 T<|vision_pad|>S<|vision_end|>\n";
+    m.consume_all(&engine.vocab().encode(text).unwrap())
+        .unwrap();
+    assert!(m.is_accepting());
+    let e = engine
+        .register_templates(["/no/such/templates"])
+        .unwrap_err();
+    assert!(e.to_string().contains("/no/such/templates"), "{e}");
+}
