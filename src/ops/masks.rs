@@ -43,13 +43,29 @@ impl Weigh for MaskEntry {
 
 const L1_DOMAIN: u64 = 0x4c31;
 const L2_DOMAIN: u64 = 0x4c32;
+const THREAD_DOMAIN: u64 = 0x5448;
 const END_MARK: u64 = 0xe4d;
+
+/// The continuation key (L2) a thread's mask resolves to.
+#[derive(Debug)]
+pub(crate) struct ContinuationKey(u128);
+
+impl Weigh for ContinuationKey {
+    fn weight(&self) -> usize {
+        16
+    }
+}
 
 /// The per-vocabulary part shared by every operator matcher: the vocabulary and the global
 /// mask cache.
 pub struct Runtime {
     pub(crate) vocab: Vocab,
     pub(crate) cache: MaskCache<u128, MaskEntry>,
+    /// Thread (position-free) -> continuation key. The signature walk of a leaf inside a loop
+    /// of short leaves under long tokens (an id in `(", " id)*`) visits dozens of (leaf, budget)
+    /// pairs each step; its result depends only on the program's structure and the thread, so
+    /// it is computed once per thread shape.
+    continuations: MaskCache<u128, ContinuationKey>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -67,6 +83,7 @@ impl Runtime {
         Arc::new(Runtime {
             vocab,
             cache: MaskCache::new(cache_bytes),
+            continuations: MaskCache::new(cache_bytes / 16),
         })
     }
 
@@ -210,6 +227,25 @@ impl Runtime {
         }
     }
 
+    /// `thread` as a key valid across programs and positions: each frame by its operator's
+    /// structural hash (a root-to-leaf path with per-frame states names one place in any
+    /// program of the same structure) and a `DoWhile` round start only as "nothing consumed
+    /// yet this round", the one thing the cursor asks of it.
+    fn thread_key(walker: &Walker, thread: &Thread, l1_key: u128) -> u128 {
+        let mut h = StructHasher::new(THREAD_DOMAIN);
+        h.hash(l1_key);
+        for frame in &thread.frames {
+            let op = OpId(frame.op);
+            let state = match walker.program.op(op) {
+                Op::DoWhile { .. } => u32::from(frame.state == thread.pos),
+                _ => frame.state,
+            };
+            h.hash(walker.program.info[op.index()].hash)
+                .word(u64::from(state) << 32 | u64::from(frame.count));
+        }
+        h.finish()
+    }
+
     fn with_continuation(
         &self,
         walker: &Walker,
@@ -217,10 +253,15 @@ impl Runtime {
         l1: &MaskEntry,
         l1_key: u128,
     ) -> Arc<MaskEntry> {
-        let mut h = StructHasher::new(L2_DOMAIN);
-        h.hash(l1_key);
-        self.continuation_signature(walker, thread, l1.max_cross, &mut h);
-        self.cache.get_or_insert_with(h.finish(), || {
+        let key =
+            self.continuations
+                .get_or_insert_with(Self::thread_key(walker, thread, l1_key), || {
+                    let mut h = StructHasher::new(L2_DOMAIN);
+                    h.hash(l1_key);
+                    self.continuation_signature(walker, thread, l1.max_cross, &mut h);
+                    ContinuationKey(h.finish())
+                });
+        self.cache.get_or_insert_with(key.0, || {
             let mut words = vec![0u32; self.vocab.mask_words()];
             l1.text.write_to(&mut words, self.vocab.text_mask());
             let mut threads = Threads::new();
