@@ -1,65 +1,43 @@
 //! Batch filling: the parallel fill and the overlapped fill write, bit for bit, what each
-//! matcher writes alone, over a mixed batch of 64 operator matchers on Qwen3 through
-//! several decoding steps; every row is written once per step by its own matcher; failures,
-//! bad shapes and panics are reported without losing the pool.
+//! matcher writes alone, over a batch of 64 real matchers of both backends on Qwen3 (the three
+//! shipped templates and a regex on operators, a recursive JSON schema and a GBNF grammar on
+//! Earley), stepped along valid texts; every row is written once per step by its own matcher;
+//! failures, bad shapes and panics are reported without losing the pool.
 
 mod common;
+#[path = "../examples/decode/mixed.rs"]
+#[allow(dead_code)]
+mod mixed;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
-use common::rng::Rng;
 use formwork::gpu::{BatchFiller, FillConfig, FillError};
-use formwork::mask::iter_ones;
-use formwork::ops::{OpsMatcher, RegexCompiler, Runtime};
 use formwork::vocab::TokenId;
 use formwork::{MatchError, MatchErrorKind, Matcher};
+use mixed::Mixed;
 
-const PATTERNS: [&str; 8] = [
-    r"[0-9]{1,6}",
-    r"(yes|no|maybe)",
-    r"[a-z]{2,8}@example\.(com|org)",
-    r#"\{"id": [0-9]{1,4}, "ok": (true|false)\}"#,
-    r"[A-Z][a-z]+( [A-Z][a-z]+){0,2}",
-    r"-?(0|[1-9][0-9]*)(\.[0-9]{1,3})?",
-    r"(ab|cd)*e",
-    r"[\u{4e00}-\u{4e0f}]{1,3}!",
-];
-
-/// 64 matchers over 8 constraints, each a few tokens into its output (a different number per
-/// row), so the batch holds many different states.
-fn mixed_batch(rng: &mut Rng) -> Vec<OpsMatcher> {
-    let runtime = Runtime::new(common::qwen3().clone(), 256 << 20);
-    let compiler = RegexCompiler::new();
-    let programs: Vec<_> = PATTERNS
-        .iter()
-        .map(|p| compiler.compile(p).unwrap())
-        .collect();
-    (0..64)
-        .map(|i| {
-            let mut m = OpsMatcher::new(runtime.clone(), programs[i % programs.len()].clone());
-            for _ in 0..(i / 8) % 4 {
-                step(&mut m, rng);
-            }
-            m
-        })
-        .collect()
+fn mixed() -> &'static Mixed {
+    static M: OnceLock<Mixed> = OnceLock::new();
+    M.get_or_init(|| Mixed::new().expect("the mixed batch compiles"))
 }
 
-/// A pseudo-random allowed token (EOS included), unless the matcher has terminated.
-fn pick(m: &mut OpsMatcher, rng: &mut Rng) -> Option<TokenId> {
-    if m.is_terminated() {
-        return None;
-    }
-    let mut mask = vec![0; common::qwen3().mask_words()];
-    m.fill_mask(&mut mask).unwrap();
-    let allowed: Vec<TokenId> = iter_ones(&mask).collect();
-    assert!(!allowed.is_empty(), "a live matcher allows some token");
-    Some(allowed[rng.below(allowed.len())])
+/// 64 matchers, row `i` on constraint `i % 6`, each a different number of tokens into its
+/// sample text, with the tokens of the sample (then EOS) it has left.
+fn mixed_batch() -> (Vec<Box<dyn Matcher>>, Vec<Vec<TokenId>>) {
+    mixed()
+        .matchers_along_samples(64)
+        .expect("the samples are valid")
+        .into_iter()
+        .unzip()
 }
 
-fn step(m: &mut OpsMatcher, rng: &mut Rng) {
-    if let Some(t) = pick(m, rng) {
-        m.consume(t).unwrap();
+/// Every row consumes its next sample token, if it has one left.
+fn advance(matchers: &mut [Box<dyn Matcher>], rest: &mut [Vec<TokenId>]) {
+    for (m, rest) in matchers.iter_mut().zip(rest) {
+        if !rest.is_empty() {
+            m.consume(rest.remove(0)).unwrap();
+        }
     }
 }
 
@@ -71,58 +49,67 @@ fn sequential<M: Matcher>(matchers: &mut [M], words: usize) -> Vec<u32> {
     out
 }
 
+/// Sanity of a step's masks: every row allows something, and the rows are not all alike.
+fn assert_varied(masks: &[u32], words: usize) {
+    let rows: Vec<&[u32]> = masks.chunks(words).collect();
+    assert!(rows.iter().all(|r| r.iter().any(|&w| w != 0)));
+    let mut distinct = rows.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert!(
+        distinct.len() >= 12,
+        "only {} distinct masks",
+        distinct.len()
+    );
+}
+
 #[test]
 fn batch_fill_equals_sequential_fill_on_64_mixed_matchers() {
     let words = common::qwen3().mask_words();
-    let mut rng = Rng::new(1);
-    let mut matchers = mixed_batch(&mut rng);
+    let (mut matchers, mut rest) = mixed_batch();
     let mut filler = BatchFiller::new(FillConfig::new().threads(3));
     let mut out = vec![u32::MAX; matchers.len() * words];
-    for round in 0..3 {
+    for round in 0..4 {
         let want = sequential(&mut matchers, words);
+        assert_varied(&want, words);
         out.fill(0xdead_beef);
         filler.fill(&mut matchers, &mut out).unwrap();
         assert!(
             out == want,
             "round {round}: parallel fill differs from sequential fill"
         );
-        // Through `&mut dyn Matcher`, the shape a mixed-backend engine uses.
-        let mut dyns: Vec<&mut dyn Matcher> =
-            matchers.iter_mut().map(|m| m as &mut dyn Matcher).collect();
+        // Through `&mut dyn Matcher`, the shape an engine borrowing its matchers uses.
+        let mut dyns: Vec<&mut dyn Matcher> = matchers
+            .iter_mut()
+            .map(|m| &mut **m as &mut dyn Matcher)
+            .collect();
         out.fill(0);
         filler.fill(&mut dyns, &mut out).unwrap();
         assert!(out == want, "round {round}: dyn batch differs");
-        matchers.iter_mut().for_each(|m| step(m, &mut rng));
+        advance(&mut matchers, &mut rest);
     }
 }
 
 #[test]
 fn overlapped_fill_gives_the_synchronous_result_and_returns_the_forward_pass() {
     let words = common::qwen3().mask_words();
-    let mut rng = Rng::new(2);
-    let mut matchers = mixed_batch(&mut rng);
-    let mut boxed: Vec<Box<dyn Matcher>> = matchers
-        .iter()
-        .map(|m| Box::new(m.clone()) as Box<dyn Matcher>)
-        .collect();
+    let (mut matchers, mut rest) = mixed_batch();
+    let (mut twins, mut twin_rest) = mixed_batch();
     let mut filler = BatchFiller::new(FillConfig::new().threads(2));
     let (mut sync, mut overlapped) = (vec![0; 64 * words], vec![0; 64 * words]);
-    for round in 0..2u64 {
+    for round in 0..3u64 {
         filler.fill(&mut matchers, &mut sync).unwrap();
+        assert_varied(&sync, words);
         // The "forward pass" is real work on this thread while the workers fill.
-        let (forward, filled) = filler.fill_during(&mut boxed, &mut overlapped, || {
+        let (forward, filled) = filler.fill_during(&mut twins, &mut overlapped, || {
             (0..200_000u64).fold(round, |acc, x| acc.wrapping_mul(31).wrapping_add(x))
         });
         filled.unwrap();
         let want = (0..200_000u64).fold(round, |acc, x| acc.wrapping_mul(31).wrapping_add(x));
         assert_eq!(forward, want);
         assert!(overlapped == sync, "round {round}: overlapped fill differs");
-        for (m, b) in matchers.iter_mut().zip(&mut boxed) {
-            if let Some(t) = pick(m, &mut rng) {
-                m.consume(t).unwrap();
-                b.consume(t).unwrap();
-            }
-        }
+        advance(&mut matchers, &mut rest);
+        advance(&mut twins, &mut twin_rest);
     }
 }
 
