@@ -1,13 +1,24 @@
 //! Batch mask filling and CPU apply on the Qwen3 vocabulary (151,936-wide masks, 4,748 words).
 //!
-//! The matcher here copies a cached mask, so the fill figures measure the batching machinery
-//! (waking workers, claiming rows, joining) plus the memory bandwidth of writing the masks, not
-//! any backend's mask computation. Three ways to fill are compared: the persistent
-//! `BatchFiller`, a `std::thread::scope` spawn per step with the same number of threads, and
-//! one thread in a loop. `fill_compute` repeats pool against one thread with a matcher whose
-//! step is compute-bound, which is where the workers pay off.
+//! `fill_mixed` fills batches of 1, 16, 64 and 256 real matchers: row `i` runs constraint
+//! `i % 6` of the decode example's mixed batch (`examples/decode/mixed.rs`: the three shipped
+//! templates and a regex on the operator backend, a recursive JSON schema and a GBNF grammar on
+//! the Earley backend), a different number of tokens into a valid text. The states do not
+//! change between iterations, so this is a warm-cache step; `pool` is the `BatchFiller`,
+//! `one_thread` the same rows filled in a loop.
+//!
+//! The other fill groups isolate the machinery. In `fill` the matcher copies a cached mask, so
+//! the figures measure waking workers, claiming rows, joining, plus the memory bandwidth of
+//! writing the masks; three ways to fill are compared: the persistent `BatchFiller`, a
+//! `std::thread::scope` spawn per step with the same number of threads, and one thread in a
+//! loop. `fill_compute` repeats pool against one thread with a matcher whose step is
+//! compute-bound, which is where the workers pay off.
 //!
 //! Run: `cargo bench --bench batch`.
+
+#[path = "../examples/decode/mixed.rs"]
+#[allow(dead_code)]
+mod mixed;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -174,6 +185,40 @@ fn bench_fill(c: &mut Criterion) {
     group.finish();
 }
 
+fn bench_fill_mixed(c: &mut Criterion) {
+    let mixed = mixed::Mixed::new().expect("the mixed batch compiles");
+    let words = mixed.vocab().mask_words();
+    let mut filler = BatchFiller::new(FillConfig::new());
+    let mut group = c.benchmark_group("fill_mixed");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(4));
+    for batch in [1usize, 16, 64, 256] {
+        let mut matchers: Vec<Box<dyn Matcher>> = mixed
+            .matchers_along_samples(batch)
+            .expect("the samples are valid")
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect();
+        let mut out = vec![0u32; batch * words];
+        group.throughput(Throughput::Elements(batch as u64));
+        group.bench_with_input(BenchmarkId::new("pool", batch), &batch, |b, _| {
+            b.iter(|| filler.fill(&mut matchers, black_box(&mut out)).unwrap())
+        });
+        group.bench_with_input(BenchmarkId::new("one_thread", batch), &batch, |b, _| {
+            b.iter(|| {
+                for (m, row) in matchers
+                    .iter_mut()
+                    .zip(black_box(&mut out).chunks_mut(words))
+                {
+                    m.fill_mask(row).unwrap();
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
 fn bench_apply(c: &mut Criterion) {
     const VOCAB: usize = 151_936;
     const BATCH: usize = 64;
@@ -202,5 +247,5 @@ fn bench_apply(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_fill, bench_apply);
+criterion_group!(benches, bench_fill_mixed, bench_fill, bench_apply);
 criterion_main!(benches);
