@@ -11,6 +11,8 @@
 //! `cargo run --release --example decode [-- --rows 24 --temperature 0 --dtype bf16 --sync]`
 
 mod decoding;
+// Shared with the tests and the batch bench, which use the samples this example does not.
+#[allow(dead_code)]
 mod mixed;
 
 use std::error::Error;
@@ -116,19 +118,18 @@ fn run<T: Float + GpuFloat>(args: &Args, mixed: &Mixed) -> Result<ExitCode, Box<
     let mut failed = 0;
     for (i, row) in rows.iter().enumerate() {
         let spec = mixed.spec(i);
-        let verdict = match (row.finished, spec.validate(vocab, &row.tokens)) {
-            (false, _) => Err(format!("UNFINISHED after {} steps", args.max_steps)),
-            (true, Ok(())) => Ok("valid"),
-            (true, Err(e)) => Err(format!("INVALID: {e}")),
+        let (valid, verdict) = match (row.finished, spec.validate(vocab, &row.tokens)) {
+            (false, _) => (false, format!("UNFINISHED after {} steps", args.max_steps)),
+            (true, Ok(())) => (true, "valid".to_string()),
+            (true, Err(e)) => (false, format!("INVALID: {e}")),
         };
         println!(
-            "\n[{i}] {} ({}): {} tokens, {} sampled + {} by jump-forward: {}",
+            "\n[{i}] {} ({}): {} tokens, {} sampled + {} by jump-forward: {verdict}",
             spec.name,
             spec.backend,
             row.tokens.len(),
             row.sampled,
             row.jumped,
-            verdict.as_ref().map_or_else(|e| e.as_str(), |v| v),
         );
         let text: String = mixed::display(vocab, &row.tokens)
             .chars()
@@ -138,7 +139,7 @@ fn run<T: Float + GpuFloat>(args: &Args, mixed: &Mixed) -> Result<ExitCode, Box<
             })
             .collect();
         println!("    {text}");
-        failed += usize::from(verdict.is_err());
+        failed += usize::from(!valid);
     }
 
     println!(
@@ -215,23 +216,45 @@ mod gpu_path {
     use std::sync::Arc;
     use std::time::Instant;
 
-    use cudarc::driver::{CudaSlice, CudaStream};
+    use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
     use formwork::gpu::cuda::{open_device, ApplyKernel, CudaError, DeviceBitmask, DeviceLogit};
     use formwork::gpu::ApplyConfig;
     use formwork::vocab::Vocab;
+    use half::{bf16, f16};
 
     use super::decoding::{Applier, Float, Times};
 
-    /// A logits type both the stand-in and the kernel handle.
-    pub trait GpuFloat: Float + DeviceLogit + cudarc::driver::DeviceRepr {}
-    impl<T: Float + DeviceLogit + cudarc::driver::DeviceRepr> GpuFloat for T {}
+    /// A logits type the stand-in and the kernel handle, moved to and from the device as the
+    /// integer type of its bits (cudarc copies `f16`/`bf16` only with its `f16` feature).
+    pub trait GpuFloat: Float + DeviceLogit {
+        type Raw: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin;
+        fn to_raw(self) -> Self::Raw;
+        fn from_raw(raw: Self::Raw) -> Self;
+    }
+
+    macro_rules! gpu_float {
+        ($($t:ty => $raw:ty),*) => {$(
+            impl GpuFloat for $t {
+                type Raw = $raw;
+                fn to_raw(self) -> $raw {
+                    self.to_bits()
+                }
+                fn from_raw(raw: $raw) -> $t {
+                    <$t>::from_bits(raw)
+                }
+            }
+        )*};
+    }
+
+    gpu_float!(f32 => u32, f16 => u16, bf16 => u16);
 
     /// Device bitmask and logits on device 0's default stream.
-    pub struct CudaApplier<T> {
+    pub struct CudaApplier<T: GpuFloat> {
         stream: Arc<CudaStream>,
         kernel: ApplyKernel,
         masks: DeviceBitmask,
-        logits: CudaSlice<T>,
+        logits: CudaSlice<T::Raw>,
+        staging: Vec<T::Raw>,
         rows: usize,
     }
 
@@ -241,12 +264,14 @@ mod gpu_path {
             let stream = ctx.default_stream();
             let kernel = ApplyKernel::new(&ctx)?;
             let masks = DeviceBitmask::new(&stream, rows, vocab.mask_words())?;
-            let logits = stream.alloc_zeros::<T>((rows * vocab.mask_width()).max(1))?;
+            let len = rows * vocab.mask_width();
+            let logits = stream.alloc_zeros::<T::Raw>(len.max(1))?;
             Ok(CudaApplier {
                 stream,
                 kernel,
                 masks,
                 logits,
+                staging: Vec::with_capacity(len),
                 rows,
             })
         }
@@ -269,17 +294,24 @@ mod gpu_path {
             self.stream.synchronize()?;
             times.upload.push(started.elapsed());
             // The stand-in's logits are on the host; a real model's are on the device already,
-            // so these copies are not timed.
-            self.stream.memcpy_htod(logits, &mut self.logits)?;
+            // so their copies are not timed.
+            self.staging.clear();
+            self.staging.extend(logits.iter().map(|&x| x.to_raw()));
+            self.stream.memcpy_htod(&self.staging, &mut self.logits)?;
             self.stream.synchronize()?;
             let started = Instant::now();
-            let mut view = self.logits.as_view_mut();
+            // SAFETY: `T` and `T::Raw` have the same size, and every bit pattern is a valid `T`.
+            let mut view = unsafe { self.logits.transmute_mut::<T>(logits.len()) }
+                .ok_or("the device logits buffer is too small")?;
             self.kernel
                 .apply(&self.stream, &mut view, &mut self.masks, config)?;
             self.stream.synchronize()?;
             times.apply.push(started.elapsed());
-            self.stream.memcpy_dtoh(&self.logits, logits)?;
+            self.stream.memcpy_dtoh(&self.logits, &mut self.staging)?;
             self.stream.synchronize()?;
+            for (x, &raw) in logits.iter_mut().zip(&self.staging) {
+                *x = T::from_raw(raw);
+            }
             Ok(())
         }
     }

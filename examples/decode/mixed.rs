@@ -18,6 +18,9 @@ use regex::bytes::Regex as BytesRegex;
 use regex::Regex;
 use serde_json::{json, Value};
 
+/// A matcher some tokens into its spec's sample, with the sample tokens (then EOS) it has left.
+pub type Positioned = (Box<dyn Matcher>, Vec<TokenId>);
+
 /// Checks a rendered output (see [`render`]); the error says what is wrong.
 type Check = Box<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
 
@@ -190,7 +193,7 @@ impl Mixed {
                 backend: "Earley (GBNF)",
                 sample: ARITH_SAMPLE,
                 compiled: Compiled::Cfg(cfg.compile(&gbnf_to_ir(ARITH, "arith.gbnf")?)?),
-                check: Box::new(|out| arith_check(out)),
+                check: Box::new(arith_check),
             },
         ];
         Ok(Mixed { engine, specs })
@@ -214,10 +217,7 @@ impl Mixed {
     /// `rows` matchers, row `i` a different number of tokens into its spec's sample (up to all
     /// of it, EOS included), so the batch holds many states. Returns them with each row's
     /// remaining sample tokens.
-    pub fn matchers_along_samples(
-        &self,
-        rows: usize,
-    ) -> Result<Vec<(Box<dyn Matcher>, Vec<TokenId>)>, Box<dyn Error>> {
+    pub fn matchers_along_samples(&self, rows: usize) -> Result<Vec<Positioned>, Box<dyn Error>> {
         let eos = self.vocab().eos_tokens()[0];
         (0..rows)
             .map(|i| {
