@@ -158,7 +158,11 @@ fn run<T: Float + GpuFloat>(args: &Args, mixed: &Mixed) -> Result<ExitCode, Box<
         ("apply", &times.apply),
         ("sample + consume", &times.sample),
     ] {
-        println!("  {what:<42} {}", percentiles(d));
+        let figures = match d.is_empty() {
+            true => "- (nothing to upload on the CPU path)".to_string(),
+            false => percentiles(d),
+        };
+        println!("  {what:<42} {figures}");
     }
     println!("\n{} of {} outputs valid", rows.len() - failed, rows.len());
     Ok(if failed == 0 {
