@@ -63,7 +63,7 @@ use crate::front::json_schema::{compile_schema, JsonSchemaOptions};
 use crate::front::tags::TagDispatch;
 use crate::ir::{Grammar, GrammarBuilder};
 use crate::matcher::{MatchError, Matcher};
-use crate::ops::{lower, LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
+use crate::ops::{fits_operators, lower, LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
 use crate::request::{Builtin, Request};
 use crate::template::{read_templates, StructureFactory};
 use crate::vocab::{TokenId, Vocab};
@@ -302,17 +302,20 @@ impl Engine {
 
     /// The router: the backend [`compile_grammar`](Self::compile_grammar) picks for `grammar`.
     ///
-    /// A structural check, linear in the grammar: a grammar with no rule reaching itself is
-    /// regular, and `ops::lower` turns it into a program of the same size (rules are inlined
-    /// once per expression, bounded repeats stay counters, never unrolled), so it takes the
-    /// operator backend. Recursion needs a stack: Earley. The check is exactly the condition
-    /// under which lowering fails with `NotRegular`, decided without attempting it.
+    /// A structural check, linear in the grammar, that builds nothing
+    /// ([`crate::ops::fits_operators`]): a grammar with no rule reaching itself is regular, and
+    /// `ops::lower` turns it into a program of the same size (rules inlined once per
+    /// expression, bounded repeats kept as counters, never unrolled), so it takes the operator
+    /// backend — unless it has an alternation of many branches too big to fuse into one DFA
+    /// (each live branch is a cursor thread on every step; Earley shares their tails).
+    /// Recursion needs a stack: Earley. Recursion is exactly the condition under which
+    /// lowering fails with `NotRegular`, decided without attempting it.
     pub fn route(&self, grammar: &Grammar) -> BackendKind {
         match self.backend {
             BackendChoice::Operators => BackendKind::Operators,
             BackendChoice::Earley => BackendKind::Earley,
-            BackendChoice::Auto if grammar.is_recursive() => BackendKind::Earley,
-            BackendChoice::Auto => BackendKind::Operators,
+            BackendChoice::Auto if fits_operators(grammar, &self.lower) => BackendKind::Operators,
+            BackendChoice::Auto => BackendKind::Earley,
         }
     }
 
