@@ -2,10 +2,18 @@
 //! templates, and the router that picks the backend for each request.
 //!
 //! Start-up: [`Engine::new`], then [`Engine::register_templates`]. Per request:
-//! [`Engine::compile`] (or [`Engine::compile_json_request`], [`Engine::compile_regex`]) gives
-//! a [`Constraint`], and [`Constraint::matcher`] a fresh [`Matcher`] for one sequence. The
-//! engine is `Send + Sync`: a server shares one behind an `Arc` and compiles from any thread;
-//! matchers are `Send`.
+//! [`Engine::compile`] (or [`Engine::compile_json_request`], [`Engine::compile_regex`],
+//! [`Engine::compile_json_schema`], [`Engine::compile_gbnf`], [`Engine::compile_tags`],
+//! [`Engine::compile_grammar`]) gives a [`Constraint`], and [`Constraint::matcher`] a fresh
+//! [`Matcher`] for one sequence. The engine is `Send + Sync`: a server shares one behind an
+//! `Arc` and compiles from any thread; matchers are `Send`.
+//!
+//! Routing: a request naming a structure of the factory is instantiated from its template.
+//! Otherwise the built-in structures `json_schema(schema: "...")`, `gbnf(grammar: "...")` and
+//! `regex(pattern: /.../)` go to their front ends; any other name is `Unsupported`. Every
+//! grammar then goes through one router ([`Engine::route`]): regular grammars are lowered to
+//! the operator backend, recursive ones run on the Earley backend ([`crate::cfg`]), whose
+//! cross-grammar mask cache the engine shares between all requests.
 //!
 //! # Example
 //!
@@ -32,29 +40,56 @@
 //! assert_eq!(mask[0], 0b001010); // "1" or "2"
 //! m.consume_all(&[1, 2, 3, 4, 5]).unwrap(); // 1.2] EOS
 //! assert!(m.is_terminated());
+//! // No template and no built-in of that name:
 //! let err = engine.compile("outline(sections: [])").unwrap_err();
 //! assert_eq!(err.kind(), formwork::CompileErrorKind::Unsupported);
+//! // Built-ins need no template; a recursive grammar runs on Earley.
+//! let nested = engine.compile(r#"gbnf(grammar: "root ::= \"[\" root? \"]\"")"#).unwrap();
+//! assert_eq!(nested.backend(), formwork::engine::BackendKind::Earley);
+//! let mut m = nested.matcher();
+//! m.consume_all(&[0, 0, 4, 4, 5]).unwrap(); // [[]] EOS
+//! assert!(m.is_terminated());
 //! ```
 
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::CompileError;
-use crate::ir::Grammar;
+use serde_json::Value;
+
+use crate::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::gbnf::gbnf_to_ir;
+use crate::front::json_schema::{compile_schema, JsonSchemaOptions};
+use crate::front::tags::TagDispatch;
+use crate::ir::{Grammar, GrammarBuilder};
 use crate::matcher::{MatchError, Matcher};
-use crate::ops::{LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
-use crate::request::Request;
+use crate::ops::{fits_operators, lower, LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
+use crate::request::{Builtin, Request};
 use crate::template::{read_templates, StructureFactory};
 use crate::vocab::{TokenId, Vocab};
 
 /// Default byte budget of the global mask cache.
 pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
 
+/// Which backend grammars, schemas and regexes run on (templates always run on operators).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// The router decides: operators for regular grammars, Earley for recursive ones.
+    #[default]
+    Auto,
+    /// Always the operator backend: a recursive grammar is a `NotRegular` error.
+    Operators,
+    /// Always the Earley backend (for differential tests and measurements).
+    Earley,
+}
+
 /// Options for an [`Engine`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct EngineConfig {
     cache_bytes: usize,
     lower: LowerConfig,
+    cfg: CfgConfig,
+    backend: BackendChoice,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +97,8 @@ impl Default for EngineConfig {
         EngineConfig {
             cache_bytes: DEFAULT_CACHE_BYTES,
             lower: LowerConfig::new(),
+            cfg: CfgConfig::new(),
+            backend: BackendChoice::Auto,
         }
     }
 }
@@ -78,23 +115,47 @@ impl EngineConfig {
         self
     }
 
-    /// Lowering options (DFA fusion limit) for templates and regexes.
+    /// Lowering options (DFA fusion limit) for templates, regexes and regular grammars.
     pub fn lower(mut self, config: LowerConfig) -> EngineConfig {
         self.lower = config;
         self
     }
+
+    /// Options of the Earley backend (its own cross-grammar cache budget, compile limits).
+    pub fn cfg(mut self, config: CfgConfig) -> EngineConfig {
+        self.cfg = config;
+        self
+    }
+
+    /// Forces a backend for grammars, schemas and regexes (default: [`BackendChoice::Auto`]).
+    pub fn backend(mut self, choice: BackendChoice) -> EngineConfig {
+        self.backend = choice;
+        self
+    }
 }
 
-/// Vocabulary, mask cache, structure factory, router. See the [module docs](self).
-#[derive(Debug)]
+/// Vocabulary, mask caches, structure factory, router. See the [module docs](self).
 pub struct Engine {
     runtime: Arc<Runtime>,
     regex: Arc<RegexCompiler>,
     factory: Arc<StructureFactory>,
+    /// One Earley compiler for every request, so its cross-grammar mask cache is shared.
+    cfg: CfgCompiler,
     /// Every registered template source (name, text), so a later registration can rebuild the
     /// factory over all of them (one namespace).
     sources: Vec<(String, String)>,
     lower: LowerConfig,
+    backend: BackendChoice,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("vocab", &self.runtime.vocab.source())
+            .field("structures", &self.factory.structures().len())
+            .field("backend", &self.backend)
+            .finish()
+    }
 }
 
 impl Engine {
@@ -111,11 +172,13 @@ impl Engine {
             .build()
             .expect("an empty factory always builds");
         Engine {
+            cfg: CfgCompiler::new(&vocab, config.cfg),
             runtime: Runtime::new(vocab, config.cache_bytes),
             regex,
             factory: Arc::new(factory),
             sources: Vec::new(),
             lower: config.lower,
+            backend: config.backend,
         }
     }
 
@@ -163,32 +226,140 @@ impl Engine {
     }
 
     fn compile_request(&self, request: &Request) -> Result<Constraint, CompileError> {
-        match self.route(request)? {
-            Route::Template => Ok(self.ops(Arc::new(request.instantiate(&self.factory)?))),
+        match self.route_request(request)? {
+            RequestRoute::Template => Ok(self.ops(Arc::new(request.instantiate(&self.factory)?))),
+            RequestRoute::Builtin(Builtin::Regex(pattern)) => self.compile_regex(pattern),
+            RequestRoute::Builtin(b) => self.compile_grammar(&self.builtin_grammar(b)?),
         }
     }
 
-    /// Compiles a regex over the whole output (cached by pattern).
+    /// Compiles a regex over the whole output. On the operator backend (the router's choice:
+    /// a regex is regular) programs are cached by pattern.
     pub fn compile_regex(&self, pattern: &str) -> Result<Constraint, CompileError> {
-        Ok(self.ops(self.regex.compile(pattern)?))
+        match self.backend {
+            BackendChoice::Earley => self.compile_grammar(&regex_grammar(pattern)?),
+            BackendChoice::Auto | BackendChoice::Operators => {
+                Ok(self.ops(self.regex.compile(pattern)?))
+            }
+        }
+    }
+
+    /// Compiles a JSON Schema with `options` (see [`crate::front::json_schema`]). Warnings of
+    /// a lenient compilation are on [`Constraint::warnings`].
+    ///
+    /// ```
+    /// use formwork::engine::{BackendKind, Engine};
+    /// use formwork::front::json_schema::JsonSchemaOptions;
+    /// use formwork::vocab::Vocab;
+    /// use serde_json::json;
+    ///
+    /// let engine = Engine::new(Vocab::embedded_qwen3().unwrap());
+    /// // Undeclared properties would allow any JSON value (recursive): none here.
+    /// let flat = json!({"type": "object", "properties": {"n": {"type": "integer"}},
+    ///                   "additionalProperties": false});
+    /// let c = engine.compile_json_schema(&flat, &JsonSchemaOptions::new()).unwrap();
+    /// assert_eq!(c.backend(), BackendKind::Operators);
+    /// let tree = json!({"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}});
+    /// let c = engine.compile_json_schema(&tree, &JsonSchemaOptions::new()).unwrap();
+    /// assert_eq!(c.backend(), BackendKind::Earley);
+    /// ```
+    pub fn compile_json_schema(
+        &self,
+        schema: &Value,
+        options: &JsonSchemaOptions,
+    ) -> Result<Constraint, CompileError> {
+        let compiled = compile_schema(schema, options)?;
+        let mut constraint = self.compile_grammar(&compiled.grammar)?;
+        constraint.warnings = compiled.warnings.into();
+        Ok(constraint)
+    }
+
+    /// Compiles a llama.cpp GBNF grammar (start rule `root`; `source` names it in errors).
+    pub fn compile_gbnf(&self, text: &str, source: &str) -> Result<Constraint, CompileError> {
+        self.compile_grammar(&gbnf_to_ir(text, source)?)
+    }
+
+    /// Compiles a tag dispatch (free text with tool calls, see [`crate::front::tags`]).
+    pub fn compile_tags(&self, dispatch: &TagDispatch) -> Result<Constraint, CompileError> {
+        self.compile_grammar(&dispatch.compile()?)
+    }
+
+    /// Compiles an IR grammar through the router: the entry point every grammar-shaped input
+    /// (schemas, GBNF, tag dispatch, built-in requests) goes through.
+    pub fn compile_grammar(&self, grammar: &Grammar) -> Result<Constraint, CompileError> {
+        match self.route(grammar) {
+            BackendKind::Operators => {
+                let root = grammar.rule(grammar.start()).body;
+                let program = lower(grammar, root, &self.runtime.vocab, &self.lower)?;
+                Ok(self.ops(Arc::new(program)))
+            }
+            BackendKind::Earley => Ok(Constraint {
+                backend: Backend::Earley(self.cfg.compile(grammar)?),
+                warnings: Arc::from([]),
+            }),
+        }
+    }
+
+    /// The router: the backend [`compile_grammar`](Self::compile_grammar) picks for `grammar`.
+    ///
+    /// A structural check, linear in the grammar, that builds nothing
+    /// ([`crate::ops::fits_operators`]): a grammar with no rule reaching itself is regular, and
+    /// `ops::lower` turns it into a program of the same size (rules inlined once per
+    /// expression, bounded repeats kept as counters, never unrolled), so it takes the operator
+    /// backend — unless it has an alternation of many branches too big to fuse into one DFA
+    /// (each live branch is a cursor thread on every step; Earley shares their tails).
+    /// Recursion needs a stack: Earley. Recursion is exactly the condition under which
+    /// lowering fails with `NotRegular`, decided without attempting it.
+    pub fn route(&self, grammar: &Grammar) -> BackendKind {
+        match self.backend {
+            BackendChoice::Operators => BackendKind::Operators,
+            BackendChoice::Earley => BackendKind::Earley,
+            BackendChoice::Auto if fits_operators(grammar, &self.lower) => BackendKind::Operators,
+            BackendChoice::Auto => BackendKind::Earley,
+        }
     }
 
     /// The grammar IR of a text request: the same language its constraint accepts, for the
     /// reference recognizer and the CFG backend.
     pub fn request_grammar(&self, request: &str) -> Result<Grammar, CompileError> {
         let request = Request::parse(request)?;
-        match self.route(&request)? {
-            Route::Template => request.instantiate_ir(&self.factory),
+        match self.route_request(&request)? {
+            RequestRoute::Template => request.instantiate_ir(&self.factory),
+            RequestRoute::Builtin(b) => self.builtin_grammar(b),
         }
     }
 
-    /// The router: the single place that decides which path a request takes. Structures of the
-    /// factory are instantiated from their templates (operator backend); anything else is
-    /// unsupported until the CFG fallback exists.
-    fn route(&self, request: &Request) -> Result<Route, CompileError> {
-        match self.factory.find(request.structure()) {
-            Some(_) => Ok(Route::Template),
+    /// Which path a request takes: a structure of the factory is instantiated from its
+    /// template (operator backend); otherwise a built-in structure (`json_schema`, `gbnf`,
+    /// `regex`) goes to its front end and the grammar router; anything else is unsupported.
+    fn route_request<'r>(&self, request: &'r Request) -> Result<RequestRoute<'r>, CompileError> {
+        if self.factory.find(request.structure()).is_some() {
+            return Ok(RequestRoute::Template);
+        }
+        match request.builtin() {
+            Some(b) => Ok(RequestRoute::Builtin(b?)),
             None => Err(request.unsupported()),
+        }
+    }
+
+    fn builtin_grammar(&self, builtin: Builtin) -> Result<Grammar, CompileError> {
+        match builtin {
+            Builtin::JsonSchema(text) => {
+                let schema: Value = serde_json::from_str(text).map_err(|e| {
+                    CompileError::new(
+                        CompileErrorKind::Syntax,
+                        Location::Text {
+                            source: "<json_schema>".into(),
+                            line: e.line(),
+                            col: e.column(),
+                        },
+                        format!("invalid JSON: {e}"),
+                    )
+                })?;
+                Ok(compile_schema(&schema, &JsonSchemaOptions::new())?.grammar)
+            }
+            Builtin::Gbnf(text) => gbnf_to_ir(text, "<gbnf>"),
+            Builtin::Regex(pattern) => regex_grammar(pattern),
         }
     }
 
@@ -198,6 +369,7 @@ impl Engine {
                 runtime: self.runtime.clone(),
                 program,
             },
+            warnings: Arc::from([]),
         }
     }
 
@@ -217,24 +389,38 @@ impl Engine {
     }
 }
 
-/// Where the router sends a request.
-enum Route {
+/// `pattern` (whole-text semantics) as an IR grammar.
+fn regex_grammar(pattern: &str) -> Result<Grammar, CompileError> {
+    let mut g = GrammarBuilder::new();
+    let root = crate::front::regex::regex_to_ir(pattern, &mut g)?;
+    let start = g.rule("regex");
+    g.define(start, root)?;
+    g.finish(start)
+}
+
+/// Where a request goes.
+enum RequestRoute<'r> {
     /// A structure of the factory: instantiate its template.
     Template,
+    /// A built-in structure the factory does not shadow.
+    Builtin(Builtin<'r>),
 }
 
 /// Which backend a [`Constraint`] runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BackendKind {
-    /// The operator FSM backend (templates, regexes).
+    /// The operator FSM backend (templates, regexes, regular grammars and schemas).
     Operators,
+    /// The byte-level Earley backend (recursive grammars and schemas).
+    Earley,
 }
 
 /// A compiled request: cheap to clone, one [`matcher`](Self::matcher) per sequence.
 #[derive(Clone, Debug)]
 pub struct Constraint {
     backend: Backend,
+    warnings: Arc<[CompileError]>,
 }
 
 #[derive(Clone, Debug)]
@@ -243,6 +429,7 @@ enum Backend {
         runtime: Arc<Runtime>,
         program: Arc<Program>,
     },
+    Earley(Arc<CfgGrammar>),
 }
 
 impl Constraint {
@@ -252,6 +439,9 @@ impl Constraint {
             Backend::Ops { runtime, program } => ConstraintMatcher {
                 inner: Inner::Ops(OpsMatcher::new(runtime.clone(), program.clone())),
             },
+            Backend::Earley(grammar) => ConstraintMatcher {
+                inner: Inner::Earley(grammar.matcher()),
+            },
         }
     }
 
@@ -259,6 +449,7 @@ impl Constraint {
     pub fn backend(&self) -> BackendKind {
         match self.backend {
             Backend::Ops { .. } => BackendKind::Operators,
+            Backend::Earley(_) => BackendKind::Earley,
         }
     }
 
@@ -266,7 +457,14 @@ impl Constraint {
     pub fn program(&self) -> Option<&Arc<Program>> {
         match &self.backend {
             Backend::Ops { program, .. } => Some(program),
+            Backend::Earley(_) => None,
         }
+    }
+
+    /// What a lenient JSON Schema compilation dropped or approximated, each with its JSON
+    /// pointer (empty otherwise).
+    pub fn warnings(&self) -> &[CompileError] {
+        &self.warnings
     }
 }
 
@@ -279,60 +477,70 @@ pub struct ConstraintMatcher {
 #[derive(Clone, Debug)]
 enum Inner {
     Ops(OpsMatcher),
+    Earley(CfgMatcher),
 }
 
 impl Matcher for ConstraintMatcher {
     fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
         match &mut self.inner {
             Inner::Ops(m) => m.fill_mask(out),
+            Inner::Earley(m) => m.fill_mask(out),
         }
     }
 
     fn consume(&mut self, token: TokenId) -> Result<(), MatchError> {
         match &mut self.inner {
             Inner::Ops(m) => m.consume(token),
+            Inner::Earley(m) => m.consume(token),
         }
     }
 
     fn rollback(&mut self, n: usize) -> Result<(), MatchError> {
         match &mut self.inner {
             Inner::Ops(m) => m.rollback(n),
+            Inner::Earley(m) => m.rollback(n),
         }
     }
 
     fn is_accepting(&self) -> bool {
         match &self.inner {
             Inner::Ops(m) => m.is_accepting(),
+            Inner::Earley(m) => m.is_accepting(),
         }
     }
 
     fn is_terminated(&self) -> bool {
         match &self.inner {
             Inner::Ops(m) => m.is_terminated(),
+            Inner::Earley(m) => m.is_terminated(),
         }
     }
 
     fn forced_bytes(&self) -> Vec<u8> {
         match &self.inner {
             Inner::Ops(m) => m.forced_bytes(),
+            Inner::Earley(m) => m.forced_bytes(),
         }
     }
 
     fn forced_tokens(&self) -> Vec<TokenId> {
         match &self.inner {
             Inner::Ops(m) => m.forced_tokens(),
+            Inner::Earley(m) => m.forced_tokens(),
         }
     }
 
     fn num_consumed(&self) -> usize {
         match &self.inner {
             Inner::Ops(m) => m.num_consumed(),
+            Inner::Earley(m) => m.num_consumed(),
         }
     }
 
     fn reset(&mut self) {
         match &mut self.inner {
             Inner::Ops(m) => m.reset(),
+            Inner::Earley(m) => m.reset(),
         }
     }
 }

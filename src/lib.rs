@@ -16,6 +16,7 @@ pub mod front;
 pub mod gpu;
 pub mod ir;
 pub mod mask;
+pub mod maskbench;
 pub mod matcher;
 pub mod ops;
 pub mod request;

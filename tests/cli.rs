@@ -101,3 +101,253 @@ fn trace_prints_a_line_per_step_and_eos() {
     );
     assert!(out.contains("EOS"));
 }
+
+fn data(name: &str) -> String {
+    format!("{}/tests/data/cli/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn summary(o: &Output) -> serde_json::Value {
+    let out = stdout(o);
+    serde_json::from_str(out.lines().last().expect("a summary line")).expect("JSON")
+}
+
+#[test]
+fn check_schema_gbnf_and_tags_keep_the_regex_contract() {
+    let schema = data("person.schema.json");
+    let ok = formwork(&[
+        "check",
+        "--schema",
+        &schema,
+        "--text",
+        r#"{"name":"Ann","age":3}"#,
+        "--json",
+    ]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+    let s = summary(&ok);
+    assert_eq!(s["accepted"], true);
+    assert_eq!(s["backend"], "operators");
+    let bad = formwork(&[
+        "check",
+        "--schema",
+        &schema,
+        "--text",
+        r#"{"name":"Ann","height":3}"#,
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stdout(&bad).contains("rejected at step"),
+        "{}",
+        stdout(&bad)
+    );
+    let incomplete = formwork(&["check", "--schema", &schema, "--text", r#"{"name":"Ann""#]);
+    assert_eq!(incomplete.status.code(), Some(1));
+    assert!(stdout(&incomplete).contains("incomplete"));
+    // Recursive schema: Earley, same output.
+    let tree = formwork(&[
+        "check",
+        "--schema",
+        &data("tree.schema.json"),
+        "--text",
+        r#"{"v":1,"kids":[{"kids":[]}]}"#,
+        "--json",
+    ]);
+    assert_eq!(tree.status.code(), Some(0));
+    assert_eq!(summary(&tree)["backend"], "earley");
+    // GBNF, with --trace: one line per token and one for EOS.
+    let expr = formwork(&[
+        "check",
+        "--gbnf",
+        &data("expr.gbnf"),
+        "--text",
+        "1+2*(3-4)",
+        "--trace",
+    ]);
+    assert_eq!(expr.status.code(), Some(0), "{}", stdout(&expr));
+    let steps = stdout(&expr)
+        .lines()
+        .filter(|l| l.starts_with("step"))
+        .count();
+    assert_eq!(steps, 9, "{}", stdout(&expr));
+    let rejected = formwork(&["check", "--gbnf", &data("expr.gbnf"), "--text", "1+*2"]);
+    assert_eq!(rejected.status.code(), Some(1));
+    // Tool calls: OpenAI-style tools in Llama 3.1 format, BFCL tools in Qwen format.
+    let llama = formwork(&[
+        "check",
+        "--tags",
+        &data("tools-llama.json"),
+        "--text",
+        r#"Sure. <function=get_weather>{"city":"Oslo"}</function>"#,
+    ]);
+    assert_eq!(llama.status.code(), Some(0), "{}", stdout(&llama));
+    let unknown = formwork(&[
+        "check",
+        "--tags",
+        &data("tools-llama.json"),
+        "--text",
+        r#"<function=get_time>{}</function>"#,
+    ]);
+    assert_eq!(unknown.status.code(), Some(1));
+    let qwen = formwork(&[
+        "check",
+        "--tags",
+        &data("tools-bfcl-qwen.json"),
+        "--text",
+        "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2.5}}\n</tool_call>",
+    ]);
+    assert_eq!(qwen.status.code(), Some(0), "{}", stdout(&qwen));
+    // require_call: text without a call is incomplete.
+    let no_call = formwork(&[
+        "check",
+        "--tags",
+        &data("tools-bfcl-qwen.json"),
+        "--text",
+        "no call",
+    ]);
+    assert_eq!(no_call.status.code(), Some(1));
+    assert!(stdout(&no_call).contains("incomplete"));
+}
+
+#[test]
+fn check_schema_options_and_errors() {
+    let schema = data("person.schema.json");
+    let spaced = r#"{ "name": "Ann" }"#;
+    let compact = formwork(&["check", "--schema", &schema, "--text", spaced]);
+    assert_eq!(compact.status.code(), Some(1));
+    let flexible = formwork(&[
+        "check",
+        "--schema",
+        &schema,
+        "--whitespace",
+        "flexible",
+        "--text",
+        spaced,
+    ]);
+    assert_eq!(flexible.status.code(), Some(0), "{}", stdout(&flexible));
+    let reordered = r#"{"age":3,"name":"Ann"}"#;
+    let in_order = formwork(&["check", "--schema", &schema, "--text", reordered]);
+    assert_eq!(in_order.status.code(), Some(1));
+    let any_order = formwork(&[
+        "check",
+        "--schema",
+        &schema,
+        "--any-order",
+        "--text",
+        reordered,
+    ]);
+    assert_eq!(any_order.status.code(), Some(0));
+    // Forcing the backend gives the same verdicts.
+    for backend in ["ops", "earley"] {
+        let o = formwork(&[
+            "check",
+            "--schema",
+            &schema,
+            "--backend",
+            backend,
+            "--text",
+            r#"{"name":"x"}"#,
+            "--json",
+        ]);
+        assert_eq!(o.status.code(), Some(0));
+        assert_eq!(
+            summary(&o)["backend"],
+            if backend == "ops" {
+                "operators"
+            } else {
+                "earley"
+            }
+        );
+    }
+    // Unsupported keyword: a typed error naming its JSON pointer, or a warning with --lenient.
+    let strict = formwork(&[
+        "check",
+        "--schema",
+        &data("unsupported.schema.json"),
+        "--text",
+        r#"{"a":1}"#,
+    ]);
+    assert_eq!(strict.status.code(), Some(2));
+    assert!(
+        stderr(&strict).contains("#/properties/a/not"),
+        "{}",
+        stderr(&strict)
+    );
+    let lenient = formwork(&[
+        "check",
+        "--schema",
+        &data("unsupported.schema.json"),
+        "--lenient",
+        "--text",
+        r#"{"a":1}"#,
+    ]);
+    assert_eq!(lenient.status.code(), Some(0));
+    assert!(stderr(&lenient).contains("warning: #/properties/a/not"));
+    // Malformed grammar: its position.
+    let bad = formwork(&["check", "--gbnf", &data("bad.gbnf"), "--text", "a"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("bad.gbnf:1:14"), "{}", stderr(&bad));
+    let missing = formwork(&["check", "--schema", "/nonexistent.json", "--text", "1"]);
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+#[test]
+fn maskbench_reports_counts_and_fails_on_a_regression() {
+    let sample = format!("{}/tests/data/maskbench-sample", env!("CARGO_MANIFEST_DIR"));
+    let expected = format!("{sample}/expected.json");
+    let o = formwork(&["maskbench", &sample, "--limit", "4", "--expect", &expected]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        "schemas:",
+        "passing:",
+        "compile_error:",
+        "validation_error:",
+        "invalidation_error:",
+        "timeout:",
+        "routes:",
+        "mask:",
+        "compile:",
+    ] {
+        assert!(out.contains(line), "{line} missing in {out}");
+    }
+    let j = formwork(&["maskbench", &sample, "--limit", "4", "--json"]);
+    let s = summary(&j);
+    assert_eq!(s["counts"]["schemas"], 4);
+    let routed =
+        s["routes"]["operators"].as_u64().unwrap() + s["routes"]["earley"].as_u64().unwrap();
+    assert_eq!(routed, 4 - s["counts"]["compile_error"].as_u64().unwrap());
+    assert!(s["mask_us"]["p99"].as_f64().unwrap() >= s["mask_us"]["p50"].as_f64().unwrap());
+    // An expected file that claims more than the run achieves is a regression: exit 1. A
+    // first-of-the-sample file that fails to compile strictly, claimed passing:
+    let strict: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&expected).unwrap()).unwrap();
+    let (failing, _) = strict["files"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(_, st)| *st != "passing")
+        .expect("the sample has a failing file");
+    let dir = std::env::temp_dir().join(format!("formwork-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(format!("{sample}/{failing}"), dir.join(failing)).unwrap();
+    let claim =
+        std::env::temp_dir().join(format!("formwork-cli-{}-claim.json", std::process::id()));
+    std::fs::write(
+        &claim,
+        serde_json::json!({"files": {failing.clone(): "passing"}}).to_string(),
+    )
+    .unwrap();
+    let r = formwork(&[
+        "maskbench",
+        dir.to_str().unwrap(),
+        "--expect",
+        claim.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(1), "{}", stdout(&r));
+    assert!(stderr(&r).contains("regression"), "{}", stderr(&r));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(&claim).unwrap();
+}

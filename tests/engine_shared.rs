@@ -194,21 +194,28 @@ fn the_router_sends_unknown_structures_to_an_unsupported_error() {
     let engine = engine();
     let c = engine.compile(r#"outline(sections: [])"#).unwrap();
     assert_eq!(c.backend(), BackendKind::Operators);
-    let e = engine
-        .compile(r#"  json_schema(schema: "{}")"#)
-        .unwrap_err();
+    // Built-ins reach the grammar router (any JSON value is recursive: Earley).
+    let c = engine.compile(r#"  json_schema(schema: "{}")"#).unwrap();
+    assert_eq!(c.backend(), BackendKind::Earley);
+    let e = engine.compile(r#"  widget(schema: "{}")"#).unwrap_err();
     assert_eq!(e.kind(), CompileErrorKind::Unsupported);
     assert_eq!(
         e.to_string(),
-        "<request>:1:3: no template structure `json_schema`; the CFG fallback will take grammars and schemas"
+        r#"<request>:1:3: no template structure `widget` (built-ins without templates: json_schema(schema: "..."), gbnf(grammar: "..."), regex(pattern: /.../))"#
     );
-    let e = engine.compile_json_request(r#"{"gbnf": {}}"#).unwrap_err();
+    let e = engine
+        .compile_json_request(r#"{"widget": {}}"#)
+        .unwrap_err();
     assert_eq!(e.kind(), CompileErrorKind::Unsupported);
     assert_eq!(e.location(), &Location::JsonPointer(String::new()));
     assert_eq!(
-        engine.request_grammar("gbnf").unwrap_err().kind(),
+        engine.request_grammar("widget").unwrap_err().kind(),
         CompileErrorKind::Unsupported
     );
+    // A built-in with the wrong arguments is invalid, at its place.
+    let e = engine.compile_json_request(r#"{"gbnf": {}}"#).unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Invalid);
+    assert_eq!(e.location(), &Location::JsonPointer(String::new()));
     // A syntax error is not routed anywhere.
     assert_eq!(
         engine.compile("outline(").unwrap_err().kind(),

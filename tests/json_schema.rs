@@ -793,101 +793,51 @@ fn pathological_schemas_stay_bounded() {
     assert_eq!(e.kind(), CompileErrorKind::Limit);
 }
 
-/// The MaskBench sample: every schema compiled strictly; each valid instance (compact
-/// serialization) must be in the language and each invalid one outside it. The counts may only
-/// improve on `expected.json`; no invalid instance may ever be accepted by a strict grammar.
-/// Lenient compilation is counted too (its grammars drop constraints, so they may accept
-/// invalid instances; that count is tracked, not required to be zero).
+/// The MaskBench sample through the same harness as `formwork maskbench` (the engine's router,
+/// a mask before every token of each valid instance, EOS at the end, each invalid instance
+/// rejected): compared with `expected.json`, a ratchet — passing may only grow, a file that
+/// passed must pass, and a strict grammar never accepts an invalid instance.
 #[test]
 fn maskbench_sample_ratchet() {
+    sample_ratchet(JsonSchemaOptions::new(), "expected.json", true);
+}
+
+/// The same with lenient compilation (dropped keywords may let invalid instances through:
+/// their count may only fall).
+#[test]
+fn maskbench_sample_ratchet_lenient() {
+    sample_ratchet(
+        JsonSchemaOptions::new().lenient(true),
+        "expected-lenient.json",
+        false,
+    );
+}
+
+fn sample_ratchet(options: JsonSchemaOptions, expected: &str, sound: bool) {
+    use formwork::maskbench::{self, HarnessConfig, Status};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/maskbench-sample");
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".json") && n != "expected.json")
-        .collect();
-    names.sort();
-    let mut got = serde_json::Map::new();
-    let mut bump = |key: &str| {
-        let v = got.entry(key.to_string()).or_insert(json!(0));
-        *v = json!(v.as_u64().unwrap() + 1);
-    };
-    let mut report = Vec::new();
-    for name in &names {
-        let file: Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
-        bump("schemas");
-        for (mode, opts) in [
-            ("", JsonSchemaOptions::new()),
-            ("lenient_", JsonSchemaOptions::new().lenient(true)),
-        ] {
-            let compiled = match compile_schema(&file["schema"], &opts) {
-                Ok(c) => c,
-                Err(e) => {
-                    bump(&format!("{mode}compile_errors"));
-                    if mode.is_empty() {
-                        report.push(format!("{name}: compile error {e}"));
-                    }
-                    continue;
-                }
-            };
-            bump(&format!("{mode}compiled"));
-            let lang = Lang(Recognizer::new(&compiled.grammar));
-            for test in file["tests"].as_array().into_iter().flatten() {
-                let text = serde_json::to_string(&test["data"]).unwrap();
-                let valid = test["valid"].as_bool().unwrap();
-                let key = match (valid, lang.accepts(&text)) {
-                    (true, true) => "valid_accepted",
-                    (true, false) => "valid_rejected",
-                    (false, false) => "invalid_rejected",
-                    (false, true) => "invalid_accepted",
-                };
-                bump(&format!("{mode}{key}"));
-                if mode.is_empty() && (key == "valid_rejected" || key == "invalid_accepted") {
-                    report.push(format!("{name}: {key} {}", &text[..text.len().min(200)]));
-                }
-            }
-        }
+    let cases = maskbench::load(&dir).unwrap();
+    assert_eq!(cases.len(), 155);
+    let engine = formwork::Engine::new(formwork::vocab::Vocab::embedded_qwen3().unwrap());
+    let config = HarnessConfig::new().schema_options(options);
+    let report = maskbench::run(&engine, &cases, &config, |_| {});
+    for r in report
+        .results
+        .iter()
+        .filter(|r| r.status != Status::Passing)
+    {
+        println!("{} {}: {}", r.status.name(), r.name, r.detail);
     }
-    println!(
-        "{}\n{}",
-        report.join("\n"),
-        serde_json::to_string_pretty(&got).unwrap()
-    );
+    println!("{}", report.summary());
+    if sound {
+        assert_eq!(
+            report.count(Status::InvalidationError),
+            0,
+            "a strict grammar accepted an invalid instance"
+        );
+    }
     let expected: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
-    let count =
-        |v: &serde_json::Map<String, Value>, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let expected = expected.as_object().unwrap();
-    assert_eq!(
-        count(&got, "invalid_accepted"),
-        0,
-        "a strict grammar accepted an invalid instance"
-    );
-    for key in [
-        "compiled",
-        "valid_accepted",
-        "invalid_rejected",
-        "lenient_compiled",
-    ] {
-        assert!(
-            count(&got, key) >= count(expected, key),
-            "{key}: {} < expected {}",
-            count(&got, key),
-            count(expected, key)
-        );
-    }
-    for key in [
-        "compile_errors",
-        "valid_rejected",
-        "lenient_valid_rejected",
-        "lenient_invalid_accepted",
-    ] {
-        assert!(
-            count(&got, key) <= count(expected, key),
-            "{key}: {} > expected {}",
-            count(&got, key),
-            count(expected, key)
-        );
-    }
+        serde_json::from_str(&std::fs::read_to_string(dir.join(expected)).unwrap()).unwrap();
+    let regressions = report.compare(&expected).unwrap();
+    assert!(regressions.is_empty(), "{}", regressions.join("\n"));
 }

@@ -4,8 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{ArgGroup, Args, Parser, Subcommand};
-use formwork::engine::Engine;
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use formwork::engine::{BackendChoice, BackendKind, Constraint, Engine, EngineConfig};
+use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
+use formwork::front::tags::TagDispatch;
+use formwork::maskbench::{self, HarnessConfig, Status};
 use formwork::template::StructureFactory;
 use formwork::vocab::{TokenId, TokenKind, Vocab, VocabConfig};
 use formwork::Matcher;
@@ -26,10 +29,16 @@ struct Cli {
 enum Command {
     /// Size, special tokens, EOS and trie statistics of a vocabulary.
     Vocab(TokenizerArgs),
-    /// Tokenize a text and walk it through a constraint's matcher (a regex, or a request
-    /// against templates): exit 0 if every token is allowed and EOS is allowed at the end, 1 if
-    /// rejected, 2 on error.
+    /// Tokenize a text and walk it through a constraint's matcher (a regex, a JSON schema, a
+    /// GBNF grammar, a tool-call tag dispatch, or a request against templates): exit 0 if
+    /// every token is allowed and EOS is allowed at the end, 1 if rejected, 2 on error.
     Check(CheckArgs),
+    /// Run MaskBench: for each schema, compile it through the engine's router, walk its valid
+    /// instances (compact JSON) with a mask before every token and EOS at the end, and check
+    /// that every invalid instance is rejected. Prints the counts (passing, compile errors,
+    /// validation errors, invalidation errors, timeouts), mask and compile p50/p99 and the
+    /// routes taken. Exit 1 if `--expect` finds a regression.
+    Maskbench(MaskbenchArgs),
     /// Template files.
     #[command(subcommand)]
     Templates(TemplatesCommand),
@@ -60,14 +69,100 @@ struct TokenizerArgs {
     mask_width: Option<usize>,
 }
 
+/// How JSON Schemas are compiled (`--schema`, `maskbench`) and which backend runs.
 #[derive(Args)]
-#[command(group(ArgGroup::new("constraint").required(true).args(["regex", "templates"])))]
+struct SchemaArgs {
+    /// Drop unsupported keywords (reported as warnings on stderr) instead of failing.
+    #[arg(long)]
+    lenient: bool,
+    /// Accept an object's properties in any order (default: schema order).
+    #[arg(long)]
+    any_order: bool,
+    /// Whitespace between JSON tokens.
+    #[arg(long, value_enum, default_value_t = WhitespaceArg::Compact)]
+    whitespace: WhitespaceArg,
+    /// With `--whitespace flexible`: longest run of whitespace (default: unbounded).
+    #[arg(long)]
+    max_ws_run: Option<u32>,
+    /// Objects without `additionalProperties` allow no undeclared property (JSON Schema's
+    /// default allows any).
+    #[arg(long)]
+    no_additional_properties: bool,
+    /// Backend for schemas, grammars and regexes: the router's choice (regular → operators,
+    /// recursive → Earley), or forced.
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    backend: BackendArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum WhitespaceArg {
+    Compact,
+    Flexible,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Auto,
+    Ops,
+    Earley,
+}
+
+impl SchemaArgs {
+    fn options(&self) -> JsonSchemaOptions {
+        let ws = match self.whitespace {
+            WhitespaceArg::Compact => Whitespace::Compact,
+            WhitespaceArg::Flexible => Whitespace::Flexible {
+                max_run: self.max_ws_run,
+            },
+        };
+        let order = if self.any_order {
+            PropertyOrder::Any
+        } else {
+            PropertyOrder::Schema
+        };
+        JsonSchemaOptions::new()
+            .whitespace(ws)
+            .property_order(order)
+            .additional_properties(!self.no_additional_properties)
+            .lenient(self.lenient)
+    }
+
+    fn engine(&self, vocab: Vocab) -> Engine {
+        let backend = match self.backend {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::Ops => BackendChoice::Operators,
+            BackendArg::Earley => BackendChoice::Earley,
+        };
+        Engine::with_config(vocab, EngineConfig::new().backend(backend))
+    }
+}
+
+#[derive(Args)]
+#[command(group(ArgGroup::new("constraint").required(true).args(["regex", "schema", "gbnf", "tags", "templates"])))]
 struct CheckArgs {
     #[command(flatten)]
     tokenizer: TokenizerArgs,
+    #[command(flatten)]
+    schema_args: SchemaArgs,
     /// The constraint: a regex over the whole text.
     #[arg(long)]
     regex: Option<String>,
+    /// The constraint: a JSON Schema file (options: --lenient, --any-order, --whitespace,
+    /// --max-ws-run, --no-additional-properties).
+    #[arg(long)]
+    schema: Option<PathBuf>,
+    /// The constraint: a llama.cpp GBNF grammar file (start rule `root`).
+    #[arg(long)]
+    gbnf: Option<PathBuf>,
+    /// The constraint: free text with tool calls, from a JSON file
+    /// `{"format": "llama31"|"qwen"|"harmony"|"harmony-text", "tools": [...],
+    /// "require_call": bool, "forbid": ["<think>", ...]}` where `tools` is an OpenAI-style list
+    /// (`{"type": "function", "function": {"name", "parameters"}}`) or a BFCL function list
+    /// (`{"name", "parameters"}` with BFCL type names); `require_call` and `forbid` are
+    /// optional. Tool arguments use the format's own JSON options (compact; Qwen: a space
+    /// allowed between tokens; no undeclared properties), not the schema flags.
+    #[arg(long)]
+    tags: Option<PathBuf>,
     /// The constraint: a request (`--request`) against the templates in this directory/file.
     #[arg(long, requires = "request_source")]
     templates: Option<PathBuf>,
@@ -95,11 +190,41 @@ struct CheckArgs {
     dump_masks: bool,
 }
 
+#[derive(Args)]
+struct MaskbenchArgs {
+    #[command(flatten)]
+    tokenizer: TokenizerArgs,
+    #[command(flatten)]
+    schema_args: SchemaArgs,
+    /// A directory of MaskBench JSON files, or the `maskbench-data.tar.gz` archive.
+    path: PathBuf,
+    /// Run only the first N schemas (by file name).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Time budget per schema (compile and all instances); over it counts as a timeout.
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// An expected-results file: exit 1 if passing falls, invalidation errors rise, or a file
+    /// expected to pass fails.
+    #[arg(long)]
+    expect: Option<PathBuf>,
+    /// Write this run's expected-results file (counts and each file's status).
+    #[arg(long)]
+    write_expected: Option<PathBuf>,
+    /// Print the summary as JSON (and each failing file as a JSON line).
+    #[arg(long)]
+    json: bool,
+    /// List every schema that did not pass, with the reason.
+    #[arg(long)]
+    failures: bool,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Vocab(args) => vocab_command(&args),
         Command::Check(args) => check_command(&args),
+        Command::Maskbench(args) => maskbench_command(&args),
         Command::Templates(TemplatesCommand::Check(args)) => templates_check_command(&args),
     };
     match result {
@@ -161,32 +286,154 @@ fn check_command(args: &CheckArgs) -> Result<ExitCode, String> {
         }
         (None, None) => return Err("give --text or --file".into()),
     };
-    let mut engine = Engine::new(vocab.clone());
-    let constraint = match (&args.regex, &args.templates) {
-        (Some(pattern), _) => engine.compile_regex(pattern),
-        (None, Some(templates)) => {
-            engine
-                .register_templates([templates])
-                .map_err(|e| e.to_string())?;
-            let request = match (&args.request, &args.request_file) {
-                (Some(r), _) => r.clone(),
-                (None, Some(path)) => {
-                    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
-                }
-                (None, None) => return Err("give --request or --request-file".into()),
-            };
-            if request.trim_start().starts_with('{') {
-                engine.compile_json_request(&request)
-            } else {
-                engine.compile(&request)
-            }
-        }
-        (None, None) => return Err("give --regex or --templates".into()),
-    }
-    .map_err(|e| e.to_string())?;
+    let constraint = compile_constraint(&vocab, args)?;
     let mut matcher = constraint.matcher();
     let tokens = vocab.encode(&text).map_err(|e| e.to_string())?;
-    Ok(walk(&vocab, &mut matcher, &tokens, args))
+    Ok(walk(
+        &vocab,
+        &mut matcher,
+        &tokens,
+        constraint.backend(),
+        args,
+    ))
+}
+
+fn read(path: &PathBuf) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn read_json(path: &PathBuf) -> Result<serde_json::Value, String> {
+    serde_json::from_str(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The constraint `check` was given, through the engine (and its router).
+fn compile_constraint(vocab: &Vocab, args: &CheckArgs) -> Result<Constraint, String> {
+    let mut engine = args.schema_args.engine(vocab.clone());
+    let options = args.schema_args.options();
+    let constraint = if let Some(pattern) = &args.regex {
+        engine.compile_regex(pattern)
+    } else if let Some(path) = &args.schema {
+        engine.compile_json_schema(&read_json(path)?, &options)
+    } else if let Some(path) = &args.gbnf {
+        engine.compile_gbnf(&read(path)?, &path.display().to_string())
+    } else if let Some(path) = &args.tags {
+        let dispatch = TagDispatch::from_spec(&read_json(path)?)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        engine.compile_tags(&dispatch)
+    } else if let Some(templates) = &args.templates {
+        engine
+            .register_templates([templates])
+            .map_err(|e| e.to_string())?;
+        let request = match (&args.request, &args.request_file) {
+            (Some(r), _) => r.clone(),
+            (None, Some(path)) => read(path)?,
+            (None, None) => return Err("give --request or --request-file".into()),
+        };
+        if request.trim_start().starts_with('{') {
+            engine.compile_json_request(&request)
+        } else {
+            engine.compile(&request)
+        }
+    } else {
+        return Err("give --regex, --schema, --gbnf, --tags or --templates".into());
+    }
+    .map_err(|e| e.to_string())?;
+    for w in constraint.warnings() {
+        eprintln!("warning: {w}");
+    }
+    Ok(constraint)
+}
+
+fn maskbench_command(args: &MaskbenchArgs) -> Result<ExitCode, String> {
+    let vocab = load_vocab(&args.tokenizer)?;
+    let mut cases = maskbench::load(&args.path)?;
+    if let Some(n) = args.limit {
+        cases.truncate(n);
+    }
+    let engine = args.schema_args.engine(vocab);
+    let config = HarnessConfig::new()
+        .schema_options(args.schema_args.options())
+        .timeout(args.timeout_ms.map(std::time::Duration::from_millis));
+    let bar = indicatif::ProgressBar::new(cases.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    let started = Instant::now();
+    let mut passing = 0;
+    let report = maskbench::run(&engine, &cases, &config, |r| {
+        passing += usize::from(r.status == Status::Passing);
+        bar.set_message(format!("{passing} passing"));
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let elapsed = started.elapsed();
+    let failing = report
+        .results
+        .iter()
+        .filter(|r| r.status != Status::Passing);
+    if args.json {
+        if args.failures {
+            for r in failing {
+                println!(
+                    "{}",
+                    json!({"file": r.name, "status": r.status.name(), "detail": r.detail})
+                );
+            }
+        }
+        let mut summary = report.summary();
+        summary["seconds"] = json!(elapsed.as_secs_f64());
+        println!("{summary}");
+    } else {
+        if args.failures {
+            for r in failing {
+                println!("{:<20} {}: {}", r.status.name(), r.name, r.detail);
+            }
+        }
+        println!(
+            "schemas:             {} in {:.1} s",
+            report.results.len(),
+            elapsed.as_secs_f64()
+        );
+        for s in Status::ALL {
+            println!("{:<20} {}", format!("{}:", s.name()), report.count(s));
+        }
+        println!(
+            "routes:              {} operators, {} earley",
+            report.routed(BackendKind::Operators),
+            report.routed(BackendKind::Earley)
+        );
+        println!(
+            "mask:                p50 {:.1} µs, p99 {:.1} µs ({} masks)",
+            report.mask_quantile(0.5) as f64 / 1e3,
+            report.mask_quantile(0.99) as f64 / 1e3,
+            report
+                .results
+                .iter()
+                .map(|r| r.mask_ns.len())
+                .sum::<usize>()
+        );
+        println!(
+            "compile:             p50 {:.2} ms, p99 {:.2} ms",
+            report.compile_quantile(0.5) as f64 / 1e6,
+            report.compile_quantile(0.99) as f64 / 1e6
+        );
+    }
+    if let Some(path) = &args.write_expected {
+        let text = serde_json::to_string_pretty(&report.expected()).expect("JSON");
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = &args.expect {
+        let regressions = report.compare(&read_json(path)?)?;
+        if !regressions.is_empty() {
+            for r in &regressions {
+                eprintln!("regression: {r}");
+            }
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn templates_check_command(args: &TemplatesCheckArgs) -> Result<ExitCode, String> {
@@ -222,6 +469,7 @@ fn walk(
     vocab: &Vocab,
     matcher: &mut dyn Matcher,
     tokens: &[TokenId],
+    backend: BackendKind,
     args: &CheckArgs,
 ) -> ExitCode {
     let mut mask = vec![0u32; vocab.mask_words()];
@@ -260,7 +508,7 @@ fn walk(
     if args.json {
         println!(
             "{}",
-            json!({"summary": true, "accepted": accepted, "tokens": tokens.len(), "rejected_at": rejected_at, "eos_allowed": eos_allowed})
+            json!({"summary": true, "accepted": accepted, "tokens": tokens.len(), "rejected_at": rejected_at, "eos_allowed": eos_allowed, "backend": backend_name(backend)})
         );
     } else {
         match rejected_at {
@@ -282,6 +530,14 @@ fn walk(
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+fn backend_name(backend: BackendKind) -> &'static str {
+    match backend {
+        BackendKind::Operators => "operators",
+        BackendKind::Earley => "earley",
+        _ => "other",
     }
 }
 

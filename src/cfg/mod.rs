@@ -321,6 +321,19 @@ pub struct CfgMatcher {
     scratch: mask::Scratch,
 }
 
+/// Forks the sequence: the copy has the same rows and history (scratch buffers start empty).
+impl Clone for CfgMatcher {
+    fn clone(&self) -> CfgMatcher {
+        CfgMatcher {
+            grammar: self.grammar.clone(),
+            chart: RefCell::new(self.chart.borrow().clone()),
+            history: self.history.clone(),
+            eos: self.eos,
+            scratch: mask::Scratch::default(),
+        }
+    }
+}
+
 impl std::fmt::Debug for CfgMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CfgMatcher")

@@ -280,6 +280,112 @@ impl TagDispatch {
         self
     }
 
+    /// A tool-call dispatch from its JSON description (the `formwork check --tags` file):
+    ///
+    /// ```json
+    /// {"format": "llama31" | "qwen" | "harmony" | "harmony-text",
+    ///  "tools": [ ... ],
+    ///  "require_call": false,
+    ///  "forbid": ["<think>"]}
+    /// ```
+    ///
+    /// `tools` is an OpenAI-style list (`{"type": "function", "function": {"name",
+    /// "parameters"}}`, parameters in standard JSON Schema) or a BFCL function list (`{"name",
+    /// "parameters"}`, BFCL's type names mapped by [`crate::front::bfcl`]). `harmony` takes its
+    /// markers as special tokens, `harmony-text` as text. `require_call` and `forbid` (text
+    /// sequences free text may not contain) are optional.
+    ///
+    /// ```
+    /// use formwork::front::tags::TagDispatch;
+    ///
+    /// let spec = serde_json::json!({"format": "qwen", "tools": [{"type": "function",
+    ///     "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}]});
+    /// let grammar = TagDispatch::from_spec(&spec).unwrap().compile().unwrap();
+    /// assert!(grammar.rules().len() > 1);
+    /// let bad = TagDispatch::from_spec(&serde_json::json!({"format": "xml", "tools": []}));
+    /// assert_eq!(bad.unwrap_err().location(), &formwork::Location::JsonPointer("/format".into()));
+    /// ```
+    pub fn from_spec(spec: &Value) -> Result<TagDispatch, CompileError> {
+        let invalid = |at: &str, what: String| {
+            CompileError::new(
+                CompileErrorKind::Invalid,
+                Location::JsonPointer(at.to_string()),
+                what,
+            )
+        };
+        let format = match spec.get("format").and_then(Value::as_str) {
+            Some("llama31") => ToolFormat::Llama31,
+            Some("qwen") => ToolFormat::Qwen,
+            Some("harmony") => ToolFormat::Harmony {
+                special_markers: true,
+            },
+            Some("harmony-text") => ToolFormat::Harmony {
+                special_markers: false,
+            },
+            other => {
+                return Err(invalid(
+                    "/format",
+                    format!(
+                        "expected \"llama31\", \"qwen\", \"harmony\" or \"harmony-text\", found {}",
+                        other.map_or("nothing".to_string(), |f| format!("{f:?}"))
+                    ),
+                ))
+            }
+        };
+        let Some(Value::Array(list)) = spec.get("tools") else {
+            return Err(invalid("/tools", "expected a list of tools".into()));
+        };
+        let mut tools = Vec::with_capacity(list.len());
+        for (i, entry) in list.iter().enumerate() {
+            match entry.get("function") {
+                Some(f) if entry.get("type").and_then(Value::as_str) == Some("function") => {
+                    let name = f.get("name").and_then(Value::as_str).ok_or_else(|| {
+                        invalid(
+                            &format!("/tools/{i}/function/name"),
+                            "a function needs a name".into(),
+                        )
+                    })?;
+                    let params = f.get("parameters").cloned().unwrap_or_else(
+                        || json!({"type": "object", "properties": {}, "additionalProperties": false}),
+                    );
+                    tools.push(Tool::new(name, params));
+                }
+                _ => {
+                    let mapped = crate::front::bfcl::tools(&Value::Array(vec![entry.clone()]))
+                        .map_err(|e| {
+                            let at = match e.location() {
+                                Location::JsonPointer(p) => {
+                                    format!("/tools/{i}{}", p.strip_prefix("/0").unwrap_or(p))
+                                }
+                                _ => format!("/tools/{i}"),
+                            };
+                            CompileError::new(e.kind(), Location::JsonPointer(at), e.message())
+                        })?;
+                    tools.extend(mapped);
+                }
+            }
+        }
+        let mut d = TagDispatch::for_tools(format, &tools);
+        if let Some(required) = spec.get("require_call") {
+            let required = required
+                .as_bool()
+                .ok_or_else(|| invalid("/require_call", "expected true or false".into()))?;
+            d = d.require_call(required);
+        }
+        if let Some(forbid) = spec.get("forbid") {
+            let Value::Array(seqs) = forbid else {
+                return Err(invalid("/forbid", "expected a list of strings".into()));
+            };
+            for (i, seq) in seqs.iter().enumerate() {
+                let text = seq
+                    .as_str()
+                    .ok_or_else(|| invalid(&format!("/forbid/{i}"), "expected a string".into()))?;
+                d = d.forbid(vec![Piece::text(text)]);
+            }
+        }
+        Ok(d)
+    }
+
     /// The grammar. Errors: a schema's (its pointer prefixed by `/tags/i/bodies/j/schema`), a
     /// trigger that is empty or contains another trigger, stop or forbidden sequence (`Invalid`),
     /// too many special tokens (`Limit`).

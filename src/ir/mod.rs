@@ -26,6 +26,11 @@ impl ExprId {
     pub fn index(self) -> usize {
         self.0 as usize
     }
+
+    /// The id of the `i`-th expression of an arena.
+    pub(crate) fn from_index(i: usize) -> ExprId {
+        ExprId(i as u32)
+    }
 }
 
 /// Index of a rule in a [`Grammar`].

@@ -24,6 +24,12 @@ const CHAR_CLASS_STATES: usize = 4_096;
 /// Largest DFA a sub-expression is fused into by default.
 pub const DEFAULT_DFA_STATE_LIMIT: usize = 2_000;
 
+/// A sub-expression whose regex, with rules inlined and repeats unrolled, would have more
+/// nodes than this many per DFA state of the limit is not tried for fusion: its NFA could not
+/// determinize within the limit anyway, and building its regex would cost time and memory
+/// exponential in the sharing of the IR (a schema's optional properties share their tails).
+const FUSION_NODES_PER_STATE: u64 = 64;
+
 /// Options for lowering IR to operators.
 #[derive(Clone, Copy, Debug)]
 pub struct LowerConfig {
@@ -87,9 +93,56 @@ pub fn lower(
         builder: ProgramBuilder::new(),
         path: Vec::new(),
         ops: HashMap::new(),
+        sizes: HashMap::new(),
     };
     let root = lowering.op(root)?;
     lowering.builder.finish(root)
+}
+
+/// Widest alternation of large branches the operator backend takes: each live branch is a
+/// cursor thread stepped and walked for every mask, so a wide one (an object of many optional
+/// properties, whose branches share their tails and are too big to fuse into one DFA) is
+/// faster on Earley, whose items share those tails.
+const MAX_UNFUSED_ALTERNATIVES: usize = 8;
+
+/// Would [`lower`] give a program the operator backend runs well? False for recursive
+/// grammars (lowering fails with `NotRegular`) and for grammars with an alternation of more
+/// than a few branches too large to fuse into one DFA (many cursor threads per step). A
+/// structural check, linear in the grammar, that builds nothing.
+///
+/// ```
+/// use formwork::front::gbnf::gbnf_to_ir;
+/// use formwork::ops::{fits_operators, LowerConfig};
+///
+/// let regular = gbnf_to_ir(r#"root ::= "a" [0-9]+ | "b""#, "g").unwrap();
+/// assert!(fits_operators(&regular, &LowerConfig::new()));
+/// let nested = gbnf_to_ir(r#"root ::= "(" root ")" | "x""#, "g").unwrap();
+/// assert!(!fits_operators(&nested, &LowerConfig::new()));
+/// ```
+pub fn fits_operators(grammar: &Grammar, config: &LowerConfig) -> bool {
+    if grammar.is_recursive() {
+        return false;
+    }
+    let vocab = Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary");
+    let mut lowering = Lowering {
+        grammar,
+        vocab: &vocab,
+        limit: config.dfa_state_limit,
+        builder: ProgramBuilder::new(),
+        path: Vec::new(),
+        ops: HashMap::new(),
+        sizes: HashMap::new(),
+    };
+    let budget = lowering.fusion_budget();
+    (0..grammar.exprs().len()).all(|i| {
+        let e = ExprId::from_index(i);
+        match grammar.expr(e) {
+            Expr::Alt(xs) if xs.len() > MAX_UNFUSED_ALTERNATIVES => {
+                lowering.expanded_size(e) <= budget
+            }
+            _ => true,
+        }
+    })
 }
 
 struct Lowering<'a> {
@@ -99,6 +152,8 @@ struct Lowering<'a> {
     builder: ProgramBuilder,
     path: Vec<RuleId>,
     ops: HashMap<ExprId, OpId>,
+    /// Memo of [`Lowering::expanded_size`].
+    sizes: HashMap<ExprId, u64>,
 }
 
 impl Lowering<'_> {
@@ -115,7 +170,7 @@ impl Lowering<'_> {
         if let Some(units) = self.literal_units(&[e])? {
             return Ok(self.builder.write(&units));
         }
-        if let Some(hir) = self.hir(e)? {
+        if let Some(hir) = self.fusable_hir(e)? {
             // One character of a (Unicode) class is always a leaf, whatever the limit: it is
             // the operator's unit of content, as in WGrammar's character-class Waits.
             let limit = if self.is_one_char(e) {
@@ -272,7 +327,7 @@ impl Lowering<'_> {
             }
             _ => return Ok(None),
         };
-        let Some(body_hir) = self.hir(body)? else {
+        let Some(body_hir) = self.fusable_hir(body)? else {
             return Ok(None);
         };
         let content_hir = Hir::repetition(Repetition {
@@ -291,6 +346,43 @@ impl Lowering<'_> {
         let leaf = Leaf::wait(&Leaf::Dfa(content), &terminators)?;
         let bodies = vec![None; terminators.len()];
         Ok(Some(self.builder.wait(Arc::new(leaf), &bodies)?))
+    }
+
+    /// [`hir`](Self::hir) if the sub-expression is small enough to be worth fusing.
+    fn fusable_hir(&mut self, e: ExprId) -> Result<Option<Hir>, CompileError> {
+        if self.expanded_size(e) > self.fusion_budget() {
+            return Ok(None);
+        }
+        self.hir(e)
+    }
+
+    /// Largest expanded size worth trying to fuse.
+    fn fusion_budget(&self) -> u64 {
+        (self.limit.max(CHAR_CLASS_STATES) as u64).saturating_mul(FUSION_NODES_PER_STATE)
+    }
+
+    /// Nodes of the sub-expression's regex with rules inlined and bounded repeats unrolled
+    /// (what the NFA compiler would build), saturating; memoized, so linear in the IR.
+    fn expanded_size(&mut self, e: ExprId) -> u64 {
+        if let Some(&n) = self.sizes.get(&e) {
+            return n;
+        }
+        // A recursive reference never fuses: count it as unbounded while it is being sized.
+        self.sizes.insert(e, u64::MAX);
+        let n = match self.grammar.expr(e).clone() {
+            Expr::Empty | Expr::Nothing | Expr::Class(_) | Expr::Special(_) => 1,
+            Expr::Bytes(b) => b.len() as u64,
+            Expr::Seq(xs) | Expr::Alt(xs) => xs
+                .iter()
+                .fold(1u64, |acc, &x| acc.saturating_add(self.expanded_size(x))),
+            Expr::Repeat { body, min, max } => {
+                let copies = max.unwrap_or(min).saturating_add(1) as u64;
+                self.expanded_size(body).saturating_mul(copies)
+            }
+            Expr::Rule(r) => self.expanded_size(self.grammar.rule(r).body),
+        };
+        self.sizes.insert(e, n);
+        n
     }
 
     /// The sub-expression as a byte regex HIR, if it has no special tokens and no recursion.
@@ -436,6 +528,7 @@ impl RegexCompiler {
             builder: ProgramBuilder::new(),
             path: Vec::new(),
             ops: HashMap::new(),
+            sizes: HashMap::new(),
         };
         let hir = lowering.hir(root)?.expect("a regex has no special tokens");
         dfa_from_hir(&hir, 1 << 20)?.map(Leaf::Dfa).ok_or_else(|| {

@@ -17,7 +17,7 @@ mod matcher;
 pub mod program;
 
 pub use leaf::{Leaf, Terminator, Unit};
-pub use lower::{lower, LowerConfig, RegexCompiler, DEFAULT_DFA_STATE_LIMIT};
+pub use lower::{fits_operators, lower, LowerConfig, RegexCompiler, DEFAULT_DFA_STATE_LIMIT};
 pub use masks::Runtime;
 pub use matcher::OpsMatcher;
 pub use program::{OpId, Program, ProgramBuilder};

@@ -127,18 +127,96 @@ impl<'a> Request<'a> {
         bind::instantiate_ir(factory, &self.tree, &|at| self.origin.locate(at))
     }
 
-    /// The error reported for a request naming `structure` when the factory has no such
-    /// structure (kind `Unsupported`: a different backend would have to take it).
+    /// The error reported for a request naming a structure that neither the factory nor the
+    /// built-ins know (kind `Unsupported`).
     pub fn unsupported(&self) -> CompileError {
         CompileError::new(
             CompileErrorKind::Unsupported,
             self.origin.locate(self.tree.node(self.tree.root).at),
             format!(
-                "no template structure `{}`; the CFG fallback will take grammars and schemas",
-                self.structure()
+                "no template structure `{}` (built-ins without templates: {})",
+                self.structure(),
+                BUILTINS.join(", ")
             ),
         )
     }
+
+    /// The request as a [`Builtin`], if it names one (`None` for any other structure; an error
+    /// if it names one with the wrong arguments). The engine asks only when the factory has no
+    /// structure of that name, so a template may shadow a built-in.
+    ///
+    /// ```
+    /// use formwork::request::{Builtin, Request};
+    ///
+    /// let r = Request::parse(r#"gbnf(grammar: "root ::= [a-z]+")"#).unwrap();
+    /// assert!(matches!(r.builtin(), Some(Ok(Builtin::Gbnf("root ::= [a-z]+")))));
+    /// let r = Request::parse(r#"regex(pattern: /[0-9]+/)"#).unwrap();
+    /// assert!(matches!(r.builtin(), Some(Ok(Builtin::Regex("[0-9]+")))));
+    /// let bad = Request::parse(r#"json_schema(schema: 3)"#).unwrap();
+    /// assert_eq!(bad.builtin().unwrap().unwrap_err().to_string(),
+    ///     "<request>:1:21: json_schema: argument `schema` must be a string, found an integer");
+    /// assert!(Request::parse("outline(sections: [])").unwrap().builtin().is_none());
+    /// ```
+    pub fn builtin(&self) -> Option<Result<Builtin<'_>, CompileError>> {
+        let (name, args) = self.tree.call_parts(self.tree.root);
+        let (param, make): (&str, for<'s> fn(&'s str) -> Builtin<'s>) = match name {
+            "json_schema" => ("schema", |s| Builtin::JsonSchema(s)),
+            "gbnf" => ("grammar", |s| Builtin::Gbnf(s)),
+            "regex" => ("pattern", |s| Builtin::Regex(s)),
+            _ => return None,
+        };
+        let error = |at: u32, message: String| {
+            CompileError::new(
+                CompileErrorKind::Invalid,
+                self.origin.locate(at),
+                format!("{name}: {message}"),
+            )
+        };
+        let root_at = self.tree.node(self.tree.root).at;
+        let [arg] = args else {
+            return Some(Err(error(
+                root_at,
+                format!("takes exactly one argument, `{param}`"),
+            )));
+        };
+        let (arg_name, value) = self.tree.arg_parts(*arg);
+        if arg_name != param {
+            return Some(Err(error(
+                self.tree.node(*arg).at,
+                format!("unknown argument `{arg_name}`; expected `{param}`"),
+            )));
+        }
+        let node = self.tree.node(value);
+        Some(match (&node.kind, name) {
+            (NodeKind::Str(s), _) | (NodeKind::Regex(s), "regex") => Ok(make(s)),
+            (other, _) => Err(error(
+                node.at,
+                format!(
+                    "argument `{param}` must be a string, found {}",
+                    other.describe()
+                ),
+            )),
+        })
+    }
+}
+
+/// Names of the [`Builtin`] structures.
+pub const BUILTINS: [&str; 3] = [
+    "json_schema(schema: \"...\")",
+    "gbnf(grammar: \"...\")",
+    "regex(pattern: /.../)",
+];
+
+/// A structure every engine knows without templates: its argument goes to the matching front
+/// end and the router (operator backend if regular, Earley otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin<'r> {
+    /// `json_schema(schema: "...")`: a JSON Schema document, compact output.
+    JsonSchema(&'r str),
+    /// `gbnf(grammar: "...")`: a llama.cpp GBNF grammar starting at `root`.
+    Gbnf(&'r str),
+    /// `regex(pattern: /.../)` (or a string): a regex over the whole output.
+    Regex(&'r str),
 }
 
 impl Request<'static> {
