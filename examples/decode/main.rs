@@ -124,9 +124,10 @@ fn run<T: Float + GpuFloat>(args: &Args, mixed: &Mixed) -> Result<ExitCode, Box<
             (true, Err(e)) => (false, format!("INVALID: {e}")),
         };
         println!(
-            "\n[{i}] {} ({}): {} tokens, {} sampled + {} by jump-forward: {verdict}",
+            "\n[{i}] {} ({} on {}): {} tokens, {} sampled + {} by jump-forward: {verdict}",
             spec.name,
-            spec.backend,
+            spec.front,
+            spec.backend(),
             row.tokens.len(),
             row.sampled,
             row.jumped,

@@ -6,12 +6,9 @@
 //! Used by the decode example, `tests/decode.rs`, `tests/gpu_fill.rs` and `benches/batch.rs`.
 
 use std::error::Error;
-use std::sync::Arc;
 
-use formwork::cfg::{CfgCompiler, CfgConfig, CfgGrammar};
-use formwork::engine::{Constraint, Engine};
-use formwork::front::gbnf::gbnf_to_ir;
-use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
+use formwork::engine::{BackendKind, Constraint, Engine};
+use formwork::front::json_schema::JsonSchemaOptions;
 use formwork::vocab::{TokenId, Vocab};
 use formwork::Matcher;
 use regex::bytes::Regex as BytesRegex;
@@ -28,25 +25,26 @@ type Check = Box<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
 pub struct Spec {
     /// Short name, for reports.
     pub name: &'static str,
-    /// Which backend and front end it runs on.
-    pub backend: &'static str,
+    /// Which front end it came through.
+    pub front: &'static str,
     /// A text the constraint accepts.
     pub sample: &'static str,
-    compiled: Compiled,
+    compiled: Constraint,
     check: Check,
-}
-
-enum Compiled {
-    Engine(Constraint),
-    Cfg(Arc<CfgGrammar>),
 }
 
 impl Spec {
     /// A fresh matcher at the start of the constraint.
     pub fn matcher(&self) -> Box<dyn Matcher> {
-        match &self.compiled {
-            Compiled::Engine(c) => Box::new(c.matcher()),
-            Compiled::Cfg(g) => Box::new(g.matcher()),
+        Box::new(self.compiled.matcher())
+    }
+
+    /// The backend the engine's router picked.
+    pub fn backend(&self) -> &'static str {
+        match self.compiled.backend() {
+            BackendKind::Operators => "operators",
+            BackendKind::Earley => "Earley",
+            _ => "another backend",
         }
     }
 
@@ -150,49 +148,48 @@ impl Mixed {
         let vocab = Vocab::embedded_qwen3()?;
         let mut engine = Engine::new(vocab.clone());
         engine.register_templates([concat!(env!("CARGO_MANIFEST_DIR"), "/templates")])?;
-        let cfg = CfgCompiler::new(&vocab, CfgConfig::new());
         let schema = task_schema();
         let specs = vec![
             Spec {
                 name: "outline",
-                backend: "operators (template)",
+                front: "template",
                 sample: OUTLINE_SAMPLE,
-                compiled: Compiled::Engine(engine.compile(OUTLINE)?),
+                compiled: engine.compile(OUTLINE)?,
                 check: outline_check(&OUTLINE_IDS)?,
             },
             Spec {
                 name: "reference_lookup",
-                backend: "operators (template)",
+                front: "template",
                 sample: LOOKUP_SAMPLE,
-                compiled: Compiled::Engine(engine.compile(LOOKUP)?),
+                compiled: engine.compile(LOOKUP)?,
                 check: lookup_check()?,
             },
             Spec {
                 name: "tool_call",
-                backend: "operators (template)",
+                front: "template",
                 sample: TOOL_CALL_SAMPLE,
-                compiled: Compiled::Engine(engine.compile(TOOL_CALL)?),
+                compiled: engine.compile(TOOL_CALL)?,
                 check: tool_call_check()?,
             },
             Spec {
                 name: "email regex",
-                backend: "operators (regex)",
+                front: "regex",
                 sample: EMAIL_SAMPLE,
-                compiled: Compiled::Engine(engine.compile_regex(EMAIL)?),
+                compiled: engine.compile_regex(EMAIL)?,
                 check: regex_check(EMAIL)?,
             },
             Spec {
                 name: "task schema",
-                backend: "Earley (JSON schema)",
+                front: "JSON schema",
                 sample: TASK_SAMPLE,
-                compiled: Compiled::Cfg(compile_json_schema(&cfg, &schema)?),
+                compiled: engine.compile_json_schema(&schema, &JsonSchemaOptions::new())?,
                 check: schema_check(&schema)?,
             },
             Spec {
                 name: "arithmetic",
-                backend: "Earley (GBNF)",
+                front: "GBNF",
                 sample: ARITH_SAMPLE,
-                compiled: Compiled::Cfg(cfg.compile(&gbnf_to_ir(ARITH, "arith.gbnf")?)?),
+                compiled: engine.compile_gbnf(ARITH, "arith.gbnf")?,
                 check: Box::new(arith_check),
             },
         ];
@@ -231,16 +228,6 @@ impl Mixed {
             })
             .collect()
     }
-}
-
-/// The one place a JSON schema becomes a matcher: the CFG backend directly, until the engine's
-/// router sends schemas there.
-fn compile_json_schema(
-    cfg: &CfgCompiler,
-    schema: &Value,
-) -> Result<Arc<CfgGrammar>, Box<dyn Error>> {
-    let ir = compile_schema(schema, &JsonSchemaOptions::new())?;
-    Ok(cfg.compile(&ir.grammar)?)
 }
 
 fn utf8(out: &[u8]) -> Result<&str, String> {
