@@ -10,8 +10,8 @@ Writes
   benches/data/maskbench.jsonl  a sample of MaskBench schemas beyond tests/data/maskbench-sample,
                                 each with its first valid instance: {"id", "schema", "data"}
   benches/data/bfcl.jsonl       BFCL v4 function lists with reference calls built from
-                                possible_answer (first acceptable value of each argument; an
-                                argument whose first option is "" is left out): {"id",
+                                possible_answer (first acceptable value of each argument other
+                                than "", which means "may be left out"; left out if it has none): {"id",
                                 "functions", "calls": [{"name", "arguments"}]}
   benches/data/words.txt        the word list for generated titles and summaries: lower-case
                                 words of the BFCL function descriptions
@@ -28,8 +28,7 @@ OUT = os.path.join(ROOT, "benches", "data")
 EXTRA_MASKBENCH = 150
 MAX_SCHEMA_BYTES = 12_000
 BFCL_CATEGORIES = {"simple_python": 40, "multiple": 30, "parallel": 20, "parallel_multiple": 10}
-# Cases whose reference call is not valid for its own schema (BFCL answers given in another
-# type than the declared one); see SOURCE.txt.
+# Cases whose reference call is not valid for its own schema (none so far).
 BFCL_EXCLUDE = set()
 
 
@@ -64,8 +63,21 @@ def maskbench(shared):
     return len(jme), len(picked)
 
 
+def unwrap(value):
+    """A possible-answer value: dicts nest their own lists of acceptable values."""
+    if isinstance(value, dict):
+        return {k: first_value(v) for k, v in value.items() if first_value(v) != ""}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
 def first_value(options):
-    return options[0]
+    """The first acceptable value that is not "" (BFCL's "may be left out"), else ""."""
+    for o in options:
+        if o != "":
+            return unwrap(o)
+    return ""
 
 
 def bfcl(shared):
