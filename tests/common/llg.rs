@@ -14,8 +14,6 @@
 //! - **EOS**: compared as "EOS allowed" (llguidance has one EOS id, formwork the vocabulary's
 //!   EOS set).
 
-use std::io::Read;
-
 use formwork::vocab::{TokenId, TokenKind};
 use formwork::Matcher;
 use llguidance::api::TopLevelGrammar;
@@ -24,14 +22,14 @@ use llguidance::ParserFactory;
 
 use crate::common;
 
+#[path = "llg_env.rs"]
+mod llg_env;
+
 fn llg_env() -> TokEnv {
-    let mut json = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(common::tokenizer_path("qwen3")).unwrap())
-        .read_to_end(&mut json)
-        .unwrap();
-    let tok = toktrie_hf_tokenizers::ByteTokenizer::from_json_bytes(&json).unwrap();
-    tok.into_tok_env(Some(common::qwen3().mask_width()))
-        .unwrap()
+    llg_env::tok_env(
+        &common::tokenizer_path("qwen3"),
+        common::qwen3().mask_width(),
+    )
 }
 
 /// Walks each text through a fresh formwork matcher and a fresh llguidance matcher of the same

@@ -1,0 +1,630 @@
+//! `formwork bench`: formwork side by side with llguidance 1.9 and outlines-core 0.2 on the
+//! same workloads and tokenizer, printing one markdown table. See BENCHMARKS.md.
+//!
+//! ```text
+//! cargo bench --bench peers -- [--quick] [--tokenizer PATH] [--workload NAME]
+//! ```
+//!
+//! A bench target, not a `[[bin]]`: the peers are dev-dependencies (the library never depends
+//! on them), and only tests, examples and benches may use those.
+//!
+//! Each (engine, workload) pair runs in its own child process (this binary again, with
+//! `--engine`), so peak RSS is that engine's on that workload alone and caches start cold at
+//! each workload.
+
+#[path = "../tests/common/llg_env.rs"]
+mod llg_env;
+#[path = "workloads/mod.rs"]
+mod workloads;
+
+#[path = "peers/forms.rs"]
+mod forms;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use formwork::mask::get_bit;
+use formwork::vocab::{TokenId, TokenKind, Vocab};
+use formwork::Matcher;
+use serde::{Deserialize, Serialize};
+use workloads::{Case, Formwork, Size, Spec, Workload};
+
+const ENGINES: [&str; 3] = ["formwork", "llguidance", "outlines-core"];
+
+struct Args {
+    quick: bool,
+    tokenizer: PathBuf,
+    workload: Option<String>,
+    engine: Option<String>,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        quick: false,
+        tokenizer: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("data/tokenizers/qwen3/tokenizer.json.gz"),
+        workload: None,
+        engine: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => a.quick = true,
+            "--tokenizer" => a.tokenizer = it.next().expect("--tokenizer PATH").into(),
+            "--workload" => a.workload = Some(it.next().expect("--workload NAME")),
+            "--engine" => a.engine = Some(it.next().expect("--engine NAME")),
+            // cargo bench passes --bench to harness = false targets.
+            "--bench" => {}
+            other => {
+                eprintln!("unknown argument {other}\nusage: cargo bench --bench peers -- [--quick] [--tokenizer PATH] [--workload NAME]");
+                std::process::exit(2);
+            }
+        }
+    }
+    a
+}
+
+/// What one engine measured on one workload (times in µs).
+#[derive(Serialize, Deserialize, Default)]
+struct Stats {
+    engine: String,
+    workload: String,
+    cases: usize,
+    /// Cases the engine could not compile (or express), with the first reason.
+    unsupported: usize,
+    /// Cases whose reference output the engine rejected (not timed).
+    rejected: usize,
+    notes: Vec<String>,
+    compile: Vec<f64>,
+    first_mask: Vec<f64>,
+    mask: Vec<f64>,
+    /// Masks of a second walk of the same reference after `reset` (same compiled constraint).
+    warm_mask: Vec<f64>,
+    consume: Vec<f64>,
+    steps: usize,
+    forced: usize,
+    /// The slowest warm mask: (µs, where).
+    slowest_warm: (f64, String),
+    peak_rss_bytes: u64,
+    cache_bytes: Option<usize>,
+}
+
+/// One sequence of an engine: mask, check, consume.
+trait Session {
+    /// Computes the mask (timed).
+    fn fill(&mut self);
+    /// Does the last mask allow `t`? (untimed)
+    fn allows(&self, t: TokenId) -> bool;
+    /// Would the engine force `t` here without a model call? (untimed)
+    fn forces(&mut self, t: TokenId) -> bool;
+    /// Consumes `t` (timed).
+    fn consume(&mut self, t: TokenId) -> Result<(), String>;
+    /// Does the output so far complete the constraint? (untimed)
+    fn accepting(&mut self) -> bool;
+    /// Back to the start, keeping what the engine compiled and cached.
+    fn reset(&mut self);
+}
+
+trait Engine {
+    /// Compiles `spec` into a fresh session (timed), or says why it cannot.
+    fn compile(&mut self, spec: &Spec) -> Result<Box<dyn Session + '_>, String>;
+    fn cache_bytes(&self) -> Option<usize> {
+        None
+    }
+}
+
+// ---------------------------------------------------------------- formwork
+
+struct FormworkSession {
+    m: Box<dyn Matcher>,
+    mask: Vec<u32>,
+}
+
+impl Session for FormworkSession {
+    fn fill(&mut self) {
+        self.m.fill_mask(&mut self.mask).unwrap();
+    }
+    fn allows(&self, t: TokenId) -> bool {
+        get_bit(&self.mask, t)
+    }
+    fn forces(&mut self, t: TokenId) -> bool {
+        self.m.forced_tokens().first() == Some(&t)
+    }
+    fn consume(&mut self, t: TokenId) -> Result<(), String> {
+        self.m.consume(t).map_err(|e| e.to_string())
+    }
+    fn accepting(&mut self) -> bool {
+        self.m.is_accepting()
+    }
+    fn reset(&mut self) {
+        self.m.reset();
+    }
+}
+
+impl Engine for Formwork {
+    fn compile(&mut self, spec: &Spec) -> Result<Box<dyn Session + '_>, String> {
+        let m = Formwork::compile(self, spec).map_err(|e| e.to_string())?;
+        Ok(Box::new(FormworkSession {
+            m,
+            mask: vec![0u32; self.engine.vocab().mask_words()],
+        }))
+    }
+    fn cache_bytes(&self) -> Option<usize> {
+        Some(Formwork::cache_bytes(self))
+    }
+}
+
+// ---------------------------------------------------------------- llguidance
+
+struct Llg {
+    factory: llguidance::ParserFactory,
+}
+
+struct LlgSession {
+    m: llguidance::Matcher,
+    mask: Option<llguidance::toktrie::SimpleVob>,
+}
+
+impl Session for LlgSession {
+    fn fill(&mut self) {
+        self.mask = Some(self.m.compute_mask().unwrap());
+    }
+    fn allows(&self, t: TokenId) -> bool {
+        self.mask.as_ref().is_some_and(|m| m.is_allowed(t))
+    }
+    fn forces(&mut self, t: TokenId) -> bool {
+        self.m.compute_ff_tokens().first() == Some(&t)
+    }
+    fn consume(&mut self, t: TokenId) -> Result<(), String> {
+        self.m.consume_token(t).map_err(|e| e.to_string())
+    }
+    fn accepting(&mut self) -> bool {
+        self.m.is_accepting().unwrap_or(false)
+    }
+    fn reset(&mut self) {
+        self.m.reset().unwrap();
+    }
+}
+
+impl Engine for Llg {
+    fn compile(&mut self, spec: &Spec) -> Result<Box<dyn Session + '_>, String> {
+        let grammar = forms::llguidance(spec)?;
+        let m = llguidance::Matcher::new(self.factory.create_parser(grammar));
+        if let Some(e) = m.get_error() {
+            return Err(e);
+        }
+        Ok(Box::new(LlgSession { m, mask: None }))
+    }
+}
+
+// ---------------------------------------------------------------- outlines-core
+
+struct Outlines {
+    vocabulary: outlines_core::prelude::Vocabulary,
+    mask_words: usize,
+    /// Longest regex compiled (an index over a larger DFA takes minutes).
+    max_regex: usize,
+}
+
+struct OutlinesSession {
+    index: Arc<outlines_core::prelude::Index>,
+    state: u32,
+    mask: Vec<u32>,
+    allowed: usize,
+}
+
+impl Session for OutlinesSession {
+    fn fill(&mut self) {
+        // What a server does with outlines-core: the state's allowed tokens into a bitmask.
+        self.mask.fill(0);
+        self.allowed = 0;
+        if let Some(tokens) = self.index.allowed_tokens_iter(&self.state) {
+            for &t in tokens {
+                self.mask[t as usize / 32] |= 1 << (t % 32);
+                self.allowed += 1;
+            }
+        }
+    }
+    fn allows(&self, t: TokenId) -> bool {
+        get_bit(&self.mask, t)
+    }
+    fn forces(&mut self, t: TokenId) -> bool {
+        self.fill();
+        self.allowed == 1 && get_bit(&self.mask, t)
+    }
+    fn consume(&mut self, t: TokenId) -> Result<(), String> {
+        match self.index.next_state(&self.state, &t) {
+            Some(s) => {
+                self.state = s;
+                Ok(())
+            }
+            None => Err(format!("token {t} not allowed")),
+        }
+    }
+    fn accepting(&mut self) -> bool {
+        self.index.is_final_state(&self.state)
+    }
+    fn reset(&mut self) {
+        self.state = self.index.initial_state();
+    }
+}
+
+impl Outlines {
+    fn new(vocab: &Vocab) -> Outlines {
+        let eos = vocab.eos_tokens()[0];
+        let mut vocabulary = outlines_core::prelude::Vocabulary::new(eos);
+        for t in 0..vocab.len() as TokenId {
+            if vocab.is_eos(t) {
+                continue;
+            }
+            match vocab.kind(t) {
+                Some(TokenKind::Text) => vocabulary.try_insert(vocab.token_bytes(t), t).unwrap(),
+                Some(TokenKind::Special) => {
+                    let content = String::from_utf8_lossy(vocab.token_bytes(t));
+                    if let Some(i) = forms::SPECIALS.iter().position(|s| *s == content) {
+                        let pua = forms::pua(i).to_string();
+                        vocabulary.try_insert(pua.as_bytes(), t).unwrap();
+                    }
+                }
+                _ => {}
+            }
+        }
+        Outlines {
+            vocabulary,
+            mask_words: vocab.mask_words(),
+            max_regex: 20_000,
+        }
+    }
+}
+
+impl Engine for Outlines {
+    fn compile(&mut self, spec: &Spec) -> Result<Box<dyn Session + '_>, String> {
+        let regex = forms::regex(spec)?;
+        if regex.len() > self.max_regex {
+            return Err(format!(
+                "regex of {} bytes (> {}): its index takes too long",
+                regex.len(),
+                self.max_regex
+            ));
+        }
+        let index = outlines_core::prelude::Index::new(&regex, &self.vocabulary)
+            .map_err(|e| format!("outlines-core: {e}"))?;
+        let state = index.initial_state();
+        Ok(Box::new(OutlinesSession {
+            index: Arc::new(index),
+            state,
+            mask: vec![0; self.mask_words],
+            allowed: 0,
+        }))
+    }
+}
+
+// ---------------------------------------------------------------- driver
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Wall-clock budget of one engine on one workload: past it, the remaining cases are skipped
+/// and counted (outlines-core's index over 150k tokens takes seconds to minutes per schema).
+const BUDGET: Duration = Duration::from_secs(300);
+
+/// Runs every case of `w` on `engine`; a case whose reference is rejected counts as rejected
+/// and its times are dropped.
+fn run(engine: &mut dyn Engine, vocab: &Vocab, w: &Workload, name: &str) -> Stats {
+    let mut s = Stats {
+        engine: name.into(),
+        workload: w.name.into(),
+        ..Stats::default()
+    };
+    let started = Instant::now();
+    for (i, case) in w.cases.iter().enumerate() {
+        if started.elapsed() > BUDGET {
+            let left = w.cases.len() - i;
+            s.unsupported += left;
+            s.notes.push(format!(
+                "{left} cases not run: over the {} s budget",
+                BUDGET.as_secs()
+            ));
+            break;
+        }
+        run_case(engine, vocab, case, &mut s);
+    }
+    s.cache_bytes = engine.cache_bytes();
+    s
+}
+
+fn run_case(engine: &mut dyn Engine, vocab: &Vocab, case: &Case, s: &mut Stats) {
+    let tokens = vocab.encode(&case.reference).unwrap();
+    let started = Instant::now();
+    let mut session = match engine.compile(&case.spec) {
+        Ok(x) => x,
+        Err(e) => {
+            s.unsupported += 1;
+            if s.notes.len() < 3 {
+                let reason: String = e.lines().next().unwrap_or("").chars().take(160).collect();
+                s.notes.push(format!("{}: {reason}", case.id));
+            }
+            return;
+        }
+    };
+    let compile = micros(started.elapsed());
+    let (mut mask, mut consume, mut forced) = (Vec::new(), Vec::new(), 0);
+    let mut first_mask = 0.0;
+    for (step, &t) in tokens.iter().enumerate() {
+        let at = Instant::now();
+        session.fill();
+        mask.push(micros(at.elapsed()));
+        if step == 0 {
+            first_mask = compile + mask[0];
+        }
+        if !session.allows(t) {
+            s.rejected += 1;
+            s.notes.push(format!(
+                "{}: rejects {} at step {step}",
+                case.id,
+                vocab.display_token(t)
+            ));
+            return;
+        }
+        forced += session.forces(t) as usize;
+        let at = Instant::now();
+        let ok = session.consume(t);
+        consume.push(micros(at.elapsed()));
+        if let Err(e) = ok {
+            s.rejected += 1;
+            s.notes
+                .push(format!("{}: consume at step {step}: {e}", case.id));
+            return;
+        }
+    }
+    if !session.accepting() {
+        s.rejected += 1;
+        s.notes
+            .push(format!("{}: not accepting at the end", case.id));
+        return;
+    }
+    // The same constraint again: what a server sees for the next request of a cached schema.
+    session.reset();
+    for (step, &t) in tokens.iter().enumerate() {
+        let at = Instant::now();
+        session.fill();
+        let us = micros(at.elapsed());
+        s.warm_mask.push(us);
+        if us > s.slowest_warm.0 {
+            let before: String = tokens[step.saturating_sub(3)..step]
+                .iter()
+                .map(|&t| vocab.display_token(t))
+                .collect();
+            let at = format!("{} step {step}, after …{before:?}", case.id);
+            s.slowest_warm = (us, at);
+        }
+        assert!(session.allows(t), "{}: the warm walk differs", case.id);
+        session.consume(t).unwrap();
+    }
+    s.cases += 1;
+    s.compile.push(compile);
+    s.first_mask.push(first_mask);
+    s.steps += tokens.len();
+    s.forced += forced;
+    s.mask.extend(mask);
+    s.consume.extend(consume);
+}
+
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Child mode: one engine, one workload; prints its stats as one JSON line.
+fn child(args: &Args) {
+    let engine_name = args.engine.as_deref().unwrap();
+    let size = if args.quick { Size::Quick } else { Size::Full };
+    let wanted = args.workload.as_deref().unwrap();
+    let w = workloads::load(size)
+        .into_iter()
+        .find(|w| w.name == wanted)
+        .expect("workload");
+    let vocab = Vocab::from_file(&args.tokenizer).expect("tokenizer");
+    let mut engine: Box<dyn Engine> = match engine_name {
+        "formwork" => Box::new(Formwork::new(vocab.clone())),
+        "llguidance" => {
+            let env = llg_env::tok_env(&args.tokenizer, vocab.mask_width());
+            Box::new(Llg {
+                factory: llguidance::ParserFactory::new_simple(&env).unwrap(),
+            })
+        }
+        "outlines-core" => Box::new(Outlines::new(&vocab)),
+        other => panic!("unknown engine {other}"),
+    };
+    let mut stats = run(engine.as_mut(), &vocab, &w, engine_name);
+    stats.peak_rss_bytes = peak_rss();
+    println!("{}", serde_json::to_string(&stats).unwrap());
+}
+
+fn quantile(xs: &[f64], q: f64) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    Some(v[((v.len() - 1) as f64 * q).round() as usize])
+}
+
+fn fmt_us(x: Option<f64>) -> String {
+    match x {
+        None => "—".into(),
+        Some(x) if x >= 1e6 => format!("{:.2} s", x / 1e6),
+        Some(x) if x >= 1e3 => format!("{:.2} ms", x / 1e3),
+        Some(x) => format!("{x:.1} µs"),
+    }
+}
+
+fn ratio(ours: Option<f64>, best: Option<f64>) -> String {
+    match (ours, best) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+        _ => "—".into(),
+    }
+}
+
+fn print_table(all: &[Stats], machine: &str, command: &str) {
+    println!("\n`{command}` on {machine}\n");
+    println!("| workload | engine | ok / unsupported / rejected | compile p50 | compile p99 | first mask p50 | mask p50 | mask p99 | mask max | warm mask p50 | warm mask p99 | consume p50 | forced | peak RSS | cache | formwork / best peer: compile p50; mask p50, p99; warm p50, p99 |");
+    println!("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+    let mut workloads: Vec<&str> = Vec::new();
+    for s in all {
+        if !workloads.contains(&s.workload.as_str()) {
+            workloads.push(&s.workload);
+        }
+    }
+    for w in workloads {
+        let rows: Vec<&Stats> = all.iter().filter(|s| s.workload == w).collect();
+        let best = |f: &dyn Fn(&Stats) -> Option<f64>| {
+            rows.iter()
+                .filter(|s| s.engine != "formwork" && s.cases > 0 && s.rejected == 0)
+                .filter_map(|s| f(s))
+                .min_by(f64::total_cmp)
+        };
+        for s in &rows {
+            let ratios = if s.engine == "formwork" && s.cases > 0 {
+                let r = |f: &dyn Fn(&Stats) -> Option<f64>| ratio(f(s), best(f));
+                format!(
+                    "{}; {}, {}; {}, {}",
+                    r(&|p| quantile(&p.compile, 0.5)),
+                    r(&|p| quantile(&p.mask, 0.5)),
+                    r(&|p| quantile(&p.mask, 0.99)),
+                    r(&|p| quantile(&p.warm_mask, 0.5)),
+                    r(&|p| quantile(&p.warm_mask, 0.99)),
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "| {} | {} | {} / {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MB | {} | {} |",
+                s.workload,
+                s.engine,
+                s.cases,
+                s.unsupported,
+                s.rejected,
+                fmt_us(quantile(&s.compile, 0.5)),
+                fmt_us(quantile(&s.compile, 0.99)),
+                fmt_us(quantile(&s.first_mask, 0.5)),
+                fmt_us(quantile(&s.mask, 0.5)),
+                fmt_us(quantile(&s.mask, 0.99)),
+                fmt_us(quantile(&s.mask, 1.0)),
+                fmt_us(quantile(&s.warm_mask, 0.5)),
+                fmt_us(quantile(&s.warm_mask, 0.99)),
+                fmt_us(quantile(&s.consume, 0.5)),
+                if s.steps > 0 {
+                    format!("{:.0}%", 100.0 * s.forced as f64 / s.steps as f64)
+                } else {
+                    "—".into()
+                },
+                s.peak_rss_bytes as f64 / 1e6,
+                s.cache_bytes
+                    .map_or("—".into(), |b| format!("{:.1} MB", b as f64 / 1e6)),
+                ratios
+            );
+        }
+    }
+    println!();
+    for s in all.iter().filter(|s| s.engine == "formwork" && s.cases > 0) {
+        println!(
+            "- {} / formwork: slowest warm mask {} at {}",
+            s.workload,
+            fmt_us(Some(s.slowest_warm.0)),
+            s.slowest_warm.1
+        );
+    }
+    for s in all {
+        for n in &s.notes {
+            println!("- {} / {}: {n}", s.workload, s.engine);
+        }
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {cores} cores available, {}", std::env::consts::OS)
+}
+
+fn main() {
+    let args = args();
+    if args.engine.is_some() {
+        child(&args);
+        return;
+    }
+    let started = Instant::now();
+    let size = if args.quick { Size::Quick } else { Size::Full };
+    let names: Vec<&'static str> = workloads::load(size)
+        .iter()
+        .map(|w| w.name)
+        .filter(|n| args.workload.as_deref().is_none_or(|f| n.contains(f)))
+        .collect();
+    let exe = std::env::current_exe().unwrap();
+    let mut all = Vec::new();
+    for &w in &names {
+        for engine in ENGINES {
+            let t = Instant::now();
+            let mut cmd = Command::new(&exe);
+            cmd.args(["--engine", engine, "--workload", w, "--tokenizer"])
+                .arg(&args.tokenizer)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            if args.quick {
+                cmd.arg("--quick");
+            }
+            let mut child = cmd.spawn().expect("run the bench's child");
+            let line = BufReader::new(child.stdout.take().unwrap())
+                .lines()
+                .map_while(Result::ok)
+                .last();
+            let status = child.wait().unwrap();
+            let stats = match line.and_then(|l| serde_json::from_str::<Stats>(&l).ok()) {
+                Some(s) => s,
+                None => Stats {
+                    engine: engine.into(),
+                    workload: w.to_string(),
+                    notes: vec![format!("the run failed ({status})")],
+                    ..Stats::default()
+                },
+            };
+            eprintln!(
+                "{w} / {engine}: {} ok, {} unsupported, {} rejected in {:.1} s",
+                stats.cases,
+                stats.unsupported,
+                stats.rejected,
+                t.elapsed().as_secs_f64()
+            );
+            std::io::stderr().flush().ok();
+            all.push(stats);
+        }
+    }
+    let mut command = String::from("cargo bench --bench peers --");
+    if args.quick {
+        command.push_str(" --quick");
+    }
+    if let Some(w) = &args.workload {
+        command.push_str(&format!(" --workload {w:?}"));
+    }
+    print_table(&all, &machine(), &command);
+    println!(
+        "total {:.0} s (each engine and workload in its own process, single thread)",
+        started.elapsed().as_secs_f64()
+    );
+}

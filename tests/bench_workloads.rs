@@ -1,0 +1,59 @@
+//! Every case of `cargo bench --bench peers`'s quick workloads is accepted by formwork: its
+//! reference output, token by token, is allowed by every mask, and the matcher accepts at the
+//! end. A schema formwork cannot compile is not a case formwork can run; those are counted
+//! and must stay few (the bench reports them too).
+
+mod common;
+
+#[path = "../benches/workloads/mod.rs"]
+mod workloads;
+
+use formwork::mask::get_bit;
+use workloads::{Formwork, Size};
+
+#[test]
+fn every_quick_reference_is_accepted_by_formwork() {
+    let fw = Formwork::new(common::qwen3().clone());
+    let vocab = fw.engine.vocab().clone();
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let (mut cases, mut unsupported) = (0, Vec::new());
+    for w in workloads::load(Size::Quick) {
+        assert!(!w.cases.is_empty(), "{}: no cases", w.name);
+        for case in &w.cases {
+            let mut m = match fw.compile(&case.spec) {
+                Ok(m) => m,
+                Err(e) if matches!(case.spec, workloads::Spec::Schema(_)) => {
+                    unsupported.push(format!("{}: {e}", case.id));
+                    continue;
+                }
+                Err(e) => panic!("{} {}: {e}", w.name, case.id),
+            };
+            cases += 1;
+            let tokens = vocab.encode(&case.reference).unwrap();
+            for (step, &t) in tokens.iter().enumerate() {
+                m.fill_mask(&mut mask).unwrap();
+                assert!(
+                    get_bit(&mask, t),
+                    "{} {}: step {step} rejects {} after {:?}",
+                    w.name,
+                    case.id,
+                    vocab.display_token(t),
+                    tokens[..step]
+                        .iter()
+                        .map(|&t| vocab.display_token(t))
+                        .collect::<String>()
+                );
+                m.consume(t).unwrap();
+            }
+            assert!(
+                m.is_accepting(),
+                "{} {}: not accepting at the end",
+                w.name,
+                case.id
+            );
+        }
+    }
+    eprintln!("{cases} cases accepted; not compiled: {unsupported:#?}");
+    assert!(cases >= 60, "{cases}");
+    assert!(unsupported.len() <= 4, "{unsupported:#?}");
+}
