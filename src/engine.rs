@@ -62,6 +62,7 @@ use crate::front::gbnf::gbnf_to_ir;
 use crate::front::json_schema::{compile_schema, JsonSchemaOptions};
 use crate::front::tags::TagDispatch;
 use crate::ir::{Grammar, GrammarBuilder};
+use crate::mask::CacheStats;
 use crate::matcher::{MatchError, Matcher};
 use crate::ops::{fits_operators, lower, LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
 use crate::request::{Builtin, Request};
@@ -387,6 +388,24 @@ impl Engine {
     pub fn vocab(&self) -> &Vocab {
         &self.runtime.vocab
     }
+
+    /// Counters and sizes of both mask caches: the operator backend's global cache and the
+    /// Earley backend's token-mask cache.
+    pub fn cache_stats(&self) -> EngineCacheStats {
+        EngineCacheStats {
+            operators: self.runtime.cache_stats(),
+            earley: self.cfg.cache_stats(),
+        }
+    }
+}
+
+/// What [`Engine::cache_stats`] reports.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineCacheStats {
+    /// The operator backend's global mask cache.
+    pub operators: CacheStats,
+    /// The Earley backend's token-mask cache (shared by every grammar the engine compiled).
+    pub earley: CacheStats,
 }
 
 /// `pattern` (whole-text semantics) as an IR grammar.

@@ -19,10 +19,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use formwork::cfg::{CfgCompiler, CfgConfig};
 use formwork::engine::Engine;
 use formwork::front::bfcl;
-use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
+use formwork::front::json_schema::JsonSchemaOptions;
 use formwork::front::tags::{TagDispatch, Tool, ToolFormat};
 use formwork::vocab::Vocab;
 use formwork::{CompileError, Matcher};
@@ -33,46 +32,42 @@ mod rng;
 
 use rng::Rng;
 
-/// formwork as the bench and the CI test drive it: the engine with the shipped templates for
-/// the template workloads, the CFG backend for schemas and tool calls.
+/// formwork as the bench and the CI test drive it: one engine with the shipped templates;
+/// its router picks the backend of every case.
 pub struct Formwork {
     pub engine: Engine,
-    pub cfg: CfgCompiler,
 }
 
 impl Formwork {
     /// Start-up (templates parsed and lowered once).
     pub fn new(vocab: Vocab) -> Formwork {
-        let cfg = CfgCompiler::new(&vocab, CfgConfig::new());
         let mut engine = Engine::new(vocab);
         engine
             .register_templates([root().join("templates")])
             .expect("shipped templates compile");
-        Formwork { engine, cfg }
+        Formwork { engine }
     }
 
-    /// A ready matcher for `spec`: the one place where formwork compiles a case (schemas go
-    /// through the CFG backend directly until the engine routes them).
+    /// A ready matcher for `spec`: the one place where formwork compiles a case.
     pub fn compile(&self, spec: &Spec) -> Result<Box<dyn Matcher>, CompileError> {
-        Ok(match spec {
-            Spec::Outline(_) | Spec::ReferenceLookup { .. } => {
-                let request = spec.request().expect("a template request");
-                Box::new(self.engine.compile(&request)?.matcher())
-            }
-            Spec::Schema(schema) => {
-                let grammar = compile_schema(schema, &JsonSchemaOptions::new())?.grammar;
-                Box::new(self.cfg.compile(&grammar)?.matcher())
-            }
-            Spec::Tools { format, tools } => {
-                let grammar = TagDispatch::for_tools(*format, tools).compile()?;
-                Box::new(self.cfg.compile(&grammar)?.matcher())
-            }
-        })
+        let constraint = match spec {
+            Spec::Outline(_) | Spec::ReferenceLookup { .. } => self
+                .engine
+                .compile(&spec.request().expect("a template request"))?,
+            Spec::Schema(schema) => self
+                .engine
+                .compile_json_schema(schema, &JsonSchemaOptions::new())?,
+            Spec::Tools { format, tools } => self
+                .engine
+                .compile_tags(&TagDispatch::for_tools(*format, tools))?,
+        };
+        Ok(Box::new(constraint.matcher()))
     }
 
     /// Bytes held by formwork's mask caches.
     pub fn cache_bytes(&self) -> usize {
-        self.engine.runtime().cache_stats().bytes + self.cfg.cache_stats().bytes
+        let stats = self.engine.cache_stats();
+        stats.operators.bytes + stats.earley.bytes
     }
 }
 
