@@ -3,8 +3,6 @@
 //! end. A schema formwork cannot compile is not a case formwork can run; those are counted
 //! and must stay few (the bench reports them too).
 
-mod common;
-
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
@@ -13,7 +11,7 @@ use workloads::{Formwork, Size};
 
 #[test]
 fn every_quick_reference_is_accepted_by_formwork() {
-    let fw = Formwork::new(common::qwen3().clone());
+    let fw = Formwork::new(formwork::vocab::Vocab::embedded_qwen3().unwrap());
     let vocab = fw.engine.vocab().clone();
     let mut mask = vec![0u32; vocab.mask_words()];
     let (mut cases, mut unsupported) = (0, Vec::new());

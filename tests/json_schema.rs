@@ -774,9 +774,7 @@ fn pathological_schemas_stay_bounded() {
     for _ in 0..1000 {
         deep = json!({"type": "array", "items": deep});
     }
-    let e = compile_schema(&deep, &JsonSchemaOptions::new())
-        .err()
-        .expect("too deep");
+    let e = compile_schema(&deep, &JsonSchemaOptions::new()).expect_err("too deep");
     assert_eq!(e.kind(), CompileErrorKind::Limit);
     let mut nested = json!({"type": "integer"});
     for _ in 0..200 {
@@ -788,8 +786,7 @@ fn pathological_schemas_stay_bounded() {
         &json!({"type": "integer", "minimum": -1e300, "maximum": 1e300}),
         &JsonSchemaOptions::new().max_grammar_size(50),
     )
-    .err()
-    .expect("too big");
+    .expect_err("too big");
     assert_eq!(e.kind(), CompileErrorKind::Limit);
 }
 

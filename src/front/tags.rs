@@ -519,8 +519,8 @@ impl<'d> Builder<'d> {
             }
             for b in 0..=255u8 {
                 let next = dfa.next_state(Anchored::No, sid, b);
-                if !states.contains_key(&next) {
-                    states.insert(next, order.len());
+                if let std::collections::hash_map::Entry::Vacant(e) = states.entry(next) {
+                    e.insert(order.len());
                     order.push(next);
                 }
             }

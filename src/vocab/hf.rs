@@ -46,7 +46,7 @@ pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Voc
     // Continuation text is never cut or padded: a truncating tokenizer.json would drop bytes.
     tokenizer
         .with_truncation(None)
-        .and_then(|t| Ok(t.with_padding(None)))
+        .map(|t| t.with_padding(None))
         .map_err(|e| VocabError::new(VocabErrorKind::Parse, format!("{source}: {e}")))?;
 
     let model_vocab = tokenizer.get_vocab(false);

@@ -126,7 +126,7 @@ impl Compiler<'_> {
             (Shape::Values(xs), other) | (other, Shape::Values(xs)) => {
                 let mut kept = Vec::new();
                 for v in xs {
-                    if self.accepts(other, v, pointer)? {
+                    if self.accepts(other, v)? {
                         kept.push(v.clone());
                     }
                 }
@@ -247,12 +247,7 @@ impl Compiler<'_> {
     }
 
     /// Does `shape` admit the value `v`? Exact for every constraint a shape holds.
-    pub fn accepts(
-        &mut self,
-        shape: &Shape,
-        v: &Value,
-        pointer: &str,
-    ) -> Result<bool, CompileError> {
+    pub fn accepts(&mut self, shape: &Shape, v: &Value) -> Result<bool, CompileError> {
         Ok(match shape {
             Shape::Any => true,
             Shape::Never => false,
@@ -261,11 +256,11 @@ impl Compiler<'_> {
             Shape::Values(xs) => xs.iter().any(|x| json_equal(x, v)),
             Shape::Ref(r) => {
                 let target = self.resolve(*r)?;
-                self.accepts(&target, v, pointer)?
+                self.accepts(&target, v)?
             }
             Shape::AnyOf(xs) => {
                 for x in xs {
-                    if self.accepts(x, v, pointer)? {
+                    if self.accepts(x, v)? {
                         return Ok(true);
                     }
                 }
@@ -300,7 +295,7 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                     for (i, x) in xs.iter().enumerate() {
-                        if !self.accepts(&a.item(i).clone(), x, pointer)? {
+                        if !self.accepts(&a.item(i).clone(), x)? {
                             return Ok(false);
                         }
                     }
@@ -319,7 +314,7 @@ impl Compiler<'_> {
                     }
                     for (k, x) in map {
                         let sk = self.schema_for(o, k)?;
-                        if !self.accepts(&sk, x, pointer)? {
+                        if !self.accepts(&sk, x)? {
                             return Ok(false);
                         }
                     }
@@ -368,7 +363,7 @@ impl Compiler<'_> {
             (Shape::Never, _) | (_, Shape::Never) => true,
             (Shape::Values(xs), other) | (other, Shape::Values(xs)) => {
                 for x in xs {
-                    if self.accepts(other, x, "")? {
+                    if self.accepts(other, x)? {
                         return Ok(false);
                     }
                 }

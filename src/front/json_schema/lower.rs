@@ -99,8 +99,8 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 self.g.alt(branches)
             }
             Shape::Number(n) => match n.integer {
-                true => numbers::integer(&mut self.g, n.lo.as_ref(), n.hi.as_ref()),
-                false => numbers::number(&mut self.g, n.lo.as_ref(), n.hi.as_ref()),
+                true => numbers::integer(self.g, n.lo.as_ref(), n.hi.as_ref()),
+                false => numbers::number(self.g, n.lo.as_ref(), n.hi.as_ref()),
             },
             Shape::String(st) => self.string(st)?,
             Shape::Array(a) => self.array(a)?,
@@ -153,7 +153,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         let member = self.g.seq([key, colon, v]);
         let object = self.delimited("{", "}", member, 0, None);
         let array = self.delimited("[", "]", v, 0, None);
-        let number = numbers::number(&mut self.g, None, None);
+        let number = numbers::number(self.g, None, None);
         let t = self.g.text("true");
         let f = self.g.text("false");
         let n = self.g.text("null");
@@ -202,8 +202,8 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 };
                 // An integral value is written as an integer: `1.0` is no integer in draft 4.
                 match b.value.is_integer() {
-                    true => numbers::integer(&mut self.g, Some(&b), Some(&b)),
-                    false => numbers::number(&mut self.g, Some(&b), Some(&b)),
+                    true => numbers::integer(self.g, Some(&b), Some(&b)),
+                    false => numbers::number(self.g, Some(&b), Some(&b)),
                 }
             }
             Value::Array(xs) => {
@@ -250,7 +250,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         if !s.exclude.is_empty() {
             if s.regexes.is_empty() && s.min == 0 && max.is_none() {
                 let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
-                return Ok(text_not_in(&mut self.g, &mut self.text, &names));
+                return Ok(text_not_in(self.g, &mut self.text, &names));
             }
             let at = s.exclude_pointer.clone().unwrap_or_default();
             self.c.unsupported(
@@ -260,7 +260,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         }
         let Some(first) = s.regexes.first() else {
             return Ok(any_text(
-                &mut self.g,
+                self.g,
                 &mut self.text,
                 clamp(s.min),
                 max.map(clamp),
@@ -296,14 +296,14 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 }
             }
         }
-        match regex.lower(&first.source, &mut self.g, &mut self.text) {
+        match regex.lower(&first.source, self.g, &mut self.text) {
             Ok(e) => Ok(e),
             // Constructs found only while lowering (anchors inside, word boundaries).
             Err(e) if e.kind() == CompileErrorKind::Unsupported => {
                 self.c
                     .unsupported(&first.pointer, e.message().to_string())?;
                 Ok(any_text(
-                    &mut self.g,
+                    self.g,
                     &mut self.text,
                     clamp(s.min),
                     max.map(clamp),
@@ -420,7 +420,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                     None => {
                         let names: Vec<&str> = declared.iter().map(String::as_str).collect();
                         let quote = self.g.text("\"");
-                        let content = text_not_in(&mut self.g, &mut self.text, &names);
+                        let content = text_not_in(self.g, &mut self.text, &names);
                         self.g.seq([quote, content, quote])
                     }
                 };
