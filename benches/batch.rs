@@ -16,6 +16,8 @@
 //!
 //! Run: `cargo bench --bench batch`.
 
+#[path = "../tests/common/mask_only.rs"]
+mod mask_only;
 #[path = "../examples/decode/mixed.rs"]
 #[allow(dead_code)]
 mod mixed;
@@ -26,48 +28,27 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use formwork::gpu::{apply_bitmask, ApplyConfig, BatchFiller, FillConfig};
-use formwork::vocab::{TokenId, Vocab};
+use formwork::vocab::Vocab;
 use formwork::{MatchError, Matcher};
 use half::bf16;
+use mask_only::{FillOnly, MaskOnly};
 
 /// A matcher whose every step answers a precomputed mask (a warm-cache step at its cheapest).
 struct Cached(Arc<[u32]>);
 
-impl Matcher for Cached {
-    fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
+impl FillOnly for Cached {
+    fn fill(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
         out.copy_from_slice(&self.0);
         Ok(())
     }
-    fn consume(&mut self, _: TokenId) -> Result<(), MatchError> {
-        Ok(())
-    }
-    fn rollback(&mut self, _: usize) -> Result<(), MatchError> {
-        Ok(())
-    }
-    fn is_accepting(&self) -> bool {
-        false
-    }
-    fn is_terminated(&self) -> bool {
-        false
-    }
-    fn forced_bytes(&self) -> Vec<u8> {
-        Vec::new()
-    }
-    fn forced_tokens(&self) -> Vec<TokenId> {
-        Vec::new()
-    }
-    fn num_consumed(&self) -> usize {
-        0
-    }
-    fn reset(&mut self) {}
 }
 
 /// A matcher that computes its mask word by word (a few ns a word, ~10-20 µs a row), standing in
 /// for a backend whose step is compute-bound rather than a copy.
 struct Computed(u64);
 
-impl Matcher for Computed {
-    fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
+impl FillOnly for Computed {
+    fn fill(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
         let mut h = self.0;
         for w in out.iter_mut() {
             for _ in 0..4 {
@@ -79,28 +60,13 @@ impl Matcher for Computed {
         }
         Ok(())
     }
-    fn consume(&mut self, _: TokenId) -> Result<(), MatchError> {
-        Ok(())
+}
+
+/// The baseline: every row filled in a loop on the calling thread.
+fn fill_one_thread<M: Matcher>(matchers: &mut [M], out: &mut [u32], words: usize) {
+    for (m, row) in matchers.iter_mut().zip(out.chunks_mut(words)) {
+        m.fill_mask(row).unwrap();
     }
-    fn rollback(&mut self, _: usize) -> Result<(), MatchError> {
-        Ok(())
-    }
-    fn is_accepting(&self) -> bool {
-        false
-    }
-    fn is_terminated(&self) -> bool {
-        false
-    }
-    fn forced_bytes(&self) -> Vec<u8> {
-        Vec::new()
-    }
-    fn forced_tokens(&self) -> Vec<TokenId> {
-        Vec::new()
-    }
-    fn num_consumed(&self) -> usize {
-        0
-    }
-    fn reset(&mut self) {}
 }
 
 /// The alternative to a persistent pool: spawn `threads` scoped threads per step, each filling
@@ -139,7 +105,9 @@ fn bench_fill(c: &mut Criterion) {
         .sample_size(30)
         .measurement_time(Duration::from_secs(3));
     for batch in [1usize, 16, 64, 256] {
-        let mut matchers: Vec<Cached> = (0..batch).map(|_| Cached(cached.clone())).collect();
+        let mut matchers: Vec<_> = (0..batch)
+            .map(|_| MaskOnly(Cached(cached.clone())))
+            .collect();
         let mut out = vec![0u32; batch * words];
         group.throughput(Throughput::Bytes((batch * words * 4) as u64));
         group.bench_with_input(BenchmarkId::new("pool", batch), &batch, |b, _| {
@@ -149,14 +117,7 @@ fn bench_fill(c: &mut Criterion) {
             b.iter(|| fill_scoped(workers, &mut matchers, black_box(&mut out), words))
         });
         group.bench_with_input(BenchmarkId::new("one_thread", batch), &batch, |b, _| {
-            b.iter(|| {
-                for (m, row) in matchers
-                    .iter_mut()
-                    .zip(black_box(&mut out).chunks_mut(words))
-                {
-                    m.fill_mask(row).unwrap();
-                }
-            })
+            b.iter(|| fill_one_thread(&mut matchers, black_box(&mut out), words))
         });
     }
     group.finish();
@@ -166,20 +127,15 @@ fn bench_fill(c: &mut Criterion) {
         .sample_size(20)
         .measurement_time(Duration::from_secs(3));
     for batch in [16usize, 64] {
-        let mut matchers: Vec<Computed> = (0..batch as u64).map(|i| Computed(i + 1)).collect();
+        let mut matchers: Vec<_> = (0..batch as u64)
+            .map(|i| MaskOnly(Computed(i + 1)))
+            .collect();
         let mut out = vec![0u32; batch * words];
         group.bench_with_input(BenchmarkId::new("pool", batch), &batch, |b, _| {
             b.iter(|| filler.fill(&mut matchers, black_box(&mut out)).unwrap())
         });
         group.bench_with_input(BenchmarkId::new("one_thread", batch), &batch, |b, _| {
-            b.iter(|| {
-                for (m, row) in matchers
-                    .iter_mut()
-                    .zip(black_box(&mut out).chunks_mut(words))
-                {
-                    m.fill_mask(row).unwrap();
-                }
-            })
+            b.iter(|| fill_one_thread(&mut matchers, black_box(&mut out), words))
         });
     }
     group.finish();
@@ -206,14 +162,7 @@ fn bench_fill_mixed(c: &mut Criterion) {
             b.iter(|| filler.fill(&mut matchers, black_box(&mut out)).unwrap())
         });
         group.bench_with_input(BenchmarkId::new("one_thread", batch), &batch, |b, _| {
-            b.iter(|| {
-                for (m, row) in matchers
-                    .iter_mut()
-                    .zip(black_box(&mut out).chunks_mut(words))
-                {
-                    m.fill_mask(row).unwrap();
-                }
-            })
+            b.iter(|| fill_one_thread(&mut matchers, black_box(&mut out), words))
         });
     }
     group.finish();

@@ -5,6 +5,8 @@
 //! failures, bad shapes and panics are reported without losing the pool.
 
 mod common;
+#[path = "common/mask_only.rs"]
+mod mask_only;
 #[path = "../examples/decode/mixed.rs"]
 #[allow(dead_code)]
 mod mixed;
@@ -15,6 +17,7 @@ use std::sync::OnceLock;
 use formwork::gpu::{BatchFiller, FillConfig, FillError};
 use formwork::vocab::TokenId;
 use formwork::{MatchError, MatchErrorKind, Matcher};
+use mask_only::{FillOnly, MaskOnly};
 use mixed::Mixed;
 
 fn mixed() -> &'static Mixed {
@@ -120,8 +123,8 @@ struct Tagged {
     fail: bool,
 }
 
-impl Matcher for Tagged {
-    fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
+impl FillOnly for Tagged {
+    fn fill(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         out.fill(self.id);
         if self.fail {
@@ -132,36 +135,16 @@ impl Matcher for Tagged {
         }
         Ok(())
     }
-    fn consume(&mut self, _: TokenId) -> Result<(), MatchError> {
-        Ok(())
-    }
-    fn rollback(&mut self, _: usize) -> Result<(), MatchError> {
-        Ok(())
-    }
-    fn is_accepting(&self) -> bool {
-        false
-    }
-    fn is_terminated(&self) -> bool {
-        false
-    }
-    fn forced_bytes(&self) -> Vec<u8> {
-        Vec::new()
-    }
-    fn forced_tokens(&self) -> Vec<TokenId> {
-        Vec::new()
-    }
-    fn num_consumed(&self) -> usize {
-        0
-    }
-    fn reset(&mut self) {}
 }
 
-fn tagged(n: u32) -> Vec<Tagged> {
+fn tagged(n: u32) -> Vec<MaskOnly<Tagged>> {
     (0..n)
-        .map(|id| Tagged {
-            id: id + 1,
-            calls: AtomicUsize::new(0),
-            fail: false,
+        .map(|id| {
+            MaskOnly(Tagged {
+                id: id + 1,
+                calls: AtomicUsize::new(0),
+                fail: false,
+            })
         })
         .collect()
 }
@@ -186,7 +169,7 @@ fn every_row_is_written_once_per_step_by_its_own_matcher() {
             }
             assert!(matchers
                 .iter()
-                .all(|m| m.calls.load(Ordering::Relaxed) == 50));
+                .all(|m| m.0.calls.load(Ordering::Relaxed) == 50));
         }
     }
 }
@@ -195,8 +178,8 @@ fn every_row_is_written_once_per_step_by_its_own_matcher() {
 fn failing_matchers_report_the_lowest_row_and_leave_their_rows_empty() {
     let mut filler = BatchFiller::new(FillConfig::new().threads(2));
     let mut matchers = tagged(40);
-    matchers[9].fail = true;
-    matchers[31].fail = true;
+    matchers[9].0.fail = true;
+    matchers[31].0.fail = true;
     let mut out = vec![0; 40 * 3];
     match filler.fill(&mut matchers, &mut out) {
         Err(FillError::Matcher { row: 9, error }) => {
@@ -219,7 +202,7 @@ fn a_buffer_that_is_not_one_row_per_matcher_is_an_error_and_the_forward_pass_sti
     assert!(ran);
     assert_eq!(filled, Err(FillError::Shape { len: 10, rows: 3 }));
     assert_eq!(out, [7; 10]);
-    let mut none: Vec<Tagged> = Vec::new();
+    let mut none: Vec<MaskOnly<Tagged>> = Vec::new();
     assert_eq!(
         filler.fill(&mut none, &mut out),
         Err(FillError::Shape { len: 10, rows: 0 })
@@ -230,32 +213,10 @@ fn a_buffer_that_is_not_one_row_per_matcher_is_an_error_and_the_forward_pass_sti
 /// Panics when asked for a mask.
 struct Panicky;
 
-impl Matcher for Panicky {
-    fn fill_mask(&mut self, _: &mut [u32]) -> Result<(), MatchError> {
+impl FillOnly for Panicky {
+    fn fill(&mut self, _: &mut [u32]) -> Result<(), MatchError> {
         panic!("matcher bug")
     }
-    fn consume(&mut self, _: TokenId) -> Result<(), MatchError> {
-        Ok(())
-    }
-    fn rollback(&mut self, _: usize) -> Result<(), MatchError> {
-        Ok(())
-    }
-    fn is_accepting(&self) -> bool {
-        false
-    }
-    fn is_terminated(&self) -> bool {
-        false
-    }
-    fn forced_bytes(&self) -> Vec<u8> {
-        Vec::new()
-    }
-    fn forced_tokens(&self) -> Vec<TokenId> {
-        Vec::new()
-    }
-    fn num_consumed(&self) -> usize {
-        0
-    }
-    fn reset(&mut self) {}
 }
 
 #[test]
@@ -265,7 +226,7 @@ fn a_panic_in_a_matcher_or_the_forward_pass_reaches_the_caller_and_the_pool_surv
     let mut bad: Vec<Box<dyn Matcher>> = (0..8)
         .map(|i| {
             if i == 5 {
-                Box::new(Panicky) as Box<dyn Matcher>
+                Box::new(MaskOnly(Panicky)) as Box<dyn Matcher>
             } else {
                 Box::new(tagged(1).remove(0))
             }
