@@ -6,6 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::rng::Rng;
+use common::walk::random_walk;
 use formwork::ir::GrammarBuilder;
 use formwork::mask::{get_bit, iter_ones};
 use formwork::ops::{lower, LowerConfig, OpsMatcher, ProgramBuilder, RegexCompiler, Runtime};
@@ -15,42 +16,6 @@ use formwork::{CompileErrorKind, MatchErrorKind, Matcher};
 fn matcher(vocab: &Vocab, pattern: &str) -> OpsMatcher {
     let runtime = Runtime::new(vocab.clone(), 128 << 20);
     OpsMatcher::new(runtime, RegexCompiler::new().compile(pattern).unwrap())
-}
-
-/// Samples allowed tokens until EOS (taken with probability 1/4 when allowed) or `max_steps`.
-/// Returns the text if the walk ended on EOS.
-fn random_walk(
-    vocab: &Vocab,
-    m: &mut dyn Matcher,
-    rng: &mut Rng,
-    max_steps: usize,
-) -> Option<Vec<u8>> {
-    let mut mask = vec![0u32; vocab.mask_words()];
-    let mut text = Vec::new();
-    for _ in 0..max_steps {
-        m.fill_mask(&mut mask).unwrap();
-        let allowed: Vec<TokenId> = iter_ones(&mask).collect();
-        assert!(
-            !allowed.is_empty(),
-            "stuck with an empty mask after {:?}",
-            String::from_utf8_lossy(&text)
-        );
-        let eos: Vec<TokenId> = allowed
-            .iter()
-            .copied()
-            .filter(|&t| vocab.is_eos(t))
-            .collect();
-        if !eos.is_empty() && (rng.below(4) == 0 || eos.len() == allowed.len()) {
-            m.consume(eos[0]).unwrap();
-            assert!(m.is_terminated());
-            return Some(text);
-        }
-        let text_tokens: Vec<TokenId> = allowed.into_iter().filter(|&t| !vocab.is_eos(t)).collect();
-        let t = text_tokens[rng.below(text_tokens.len())];
-        m.consume(t).unwrap();
-        text.extend_from_slice(vocab.token_bytes(t));
-    }
-    None
 }
 
 #[test]

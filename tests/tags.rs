@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::rng::Rng;
 use formwork::front::bfcl;
 use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
 use formwork::front::tags::{Piece, TagDispatch, Tool, ToolFormat};
@@ -318,22 +319,6 @@ fn configuration_errors() {
     );
 }
 
-/// xorshift64*: a seeded generator, so walks are reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Random walks through the Qwen tool-call language on the Qwen3 vocabulary: every token is
 /// drawn from the exact mask, and every finished output's calls parse and validate.
 #[test]
@@ -353,7 +338,7 @@ fn random_walks_on_qwen3_validate() {
     );
     let mut finished = 0;
     for seed in 1..=4u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng = Rng::new(seed);
         let mut chart = rec.start();
         let mut out: Vec<u8> = Vec::new();
         for _step in 0..120 {
