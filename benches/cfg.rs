@@ -5,8 +5,12 @@
 //!
 //! Run: `cargo bench --bench cfg`.
 
+#[path = "../tests/cfg_support/mod.rs"]
+mod cfg_support;
+#[path = "../tests/common/llg_env.rs"]
+mod llg_env;
+
 use std::hint::black_box;
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -17,29 +21,6 @@ use formwork::Matcher;
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::TokEnv;
 use llguidance::ParserFactory;
-
-const JSON_GBNF: &str = r#"
-root    ::= value
-value   ::= object | array | string | number | "true" | "false" | "null"
-object  ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
-member  ::= string ws ":" ws value
-array   ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
-string  ::= "\"" char* "\""
-char    ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-number  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [+-]? [0-9]+ )?
-ws      ::= [ \t\n\r]*
-"#;
-
-const JSON_LARK: &str = r#"
-start: value
-value: object | array | STRING | NUMBER | "true" | "false" | "null"
-object: "{" [member ("," member)*] "}"
-member: STRING ":" value
-array: "[" [value ("," value)*] "]"
-STRING: /"([^"\\\x00-\x1F]|\\(["\\\/bfnrt]|u[0-9a-fA-F]{4}))*"/
-NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
-%ignore /[ \t\n\r]+/
-"#;
 
 const JSON_TEXT: &str = r#"{"id": 4127, "name": "Ada Lovelace", "email": "ada@example.org", "tags": ["math", "poetry", "engines"], "address": {"street": "12 St James's Square", "city": "London", "zip": "SW1Y 4JH"}, "scores": [98.5, 87.25, -3e2], "active": true, "notes": "First published algorithm (1843); \"Note G\" computes Bernoulli numbers.", "manager": null}"#;
 
@@ -65,37 +46,32 @@ const PERSON_TEXT: &str = r#"{"name": "Grace Brewster Murray Hopper", "age": 85,
 
 struct Workload {
     name: &'static str,
-    gbnf: &'static str,
+    gbnf: String,
     lark: &'static str,
     text: &'static str,
 }
 
-const WORKLOADS: [Workload; 2] = [
-    Workload {
-        name: "json",
-        gbnf: JSON_GBNF,
-        lark: JSON_LARK,
-        text: JSON_TEXT,
-    },
-    Workload {
-        name: "schema",
-        gbnf: PERSON_GBNF,
-        lark: PERSON_LARK,
-        text: PERSON_TEXT,
-    },
-];
+fn workloads() -> [Workload; 2] {
+    [
+        Workload {
+            name: "json",
+            gbnf: cfg_support::json_gbnf_as_lark_reads_it(),
+            lark: cfg_support::JSON_LARK,
+            text: JSON_TEXT,
+        },
+        Workload {
+            name: "schema",
+            gbnf: PERSON_GBNF.to_string(),
+            lark: PERSON_LARK,
+            text: PERSON_TEXT,
+        },
+    ]
+}
 
 fn llg_env(vocab: &Vocab) -> TokEnv {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/data/tokenizers/qwen3/tokenizer.json.gz"
-    );
-    let mut json = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
-        .read_to_end(&mut json)
-        .unwrap();
-    let tok = toktrie_hf_tokenizers::ByteTokenizer::from_json_bytes(&json).unwrap();
-    tok.into_tok_env(Some(vocab.mask_width())).unwrap()
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/tokenizers/qwen3/tokenizer.json.gz");
+    llg_env::tok_env(&path, vocab.mask_width())
 }
 
 fn llg_matcher(factory: &ParserFactory, lark: &str) -> llguidance::Matcher {
@@ -141,9 +117,9 @@ fn benches(c: &mut Criterion) {
     let env = llg_env(&vocab);
     let factory = ParserFactory::new_simple(&env).unwrap();
     let mut words = vec![0u32; vocab.mask_words()];
-    for w in &WORKLOADS {
+    for w in &workloads() {
         let tokens = vocab.encode(w.text).unwrap();
-        let ir = gbnf_to_ir(w.gbnf, w.name).unwrap();
+        let ir = gbnf_to_ir(&w.gbnf, w.name).unwrap();
         let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
         let grammar: std::sync::Arc<CfgGrammar> = compiler.compile(&ir).unwrap();
 
@@ -151,7 +127,7 @@ fn benches(c: &mut Criterion) {
         group.bench_function("compile/formwork", |b| {
             b.iter(|| {
                 compiler
-                    .compile(&gbnf_to_ir(black_box(w.gbnf), w.name).unwrap())
+                    .compile(&gbnf_to_ir(black_box(&w.gbnf), w.name).unwrap())
                     .unwrap()
             })
         });

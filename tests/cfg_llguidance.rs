@@ -19,17 +19,6 @@ use formwork::maskbench;
 use formwork::Matcher;
 use llguidance::api::TopLevelGrammar;
 
-const JSON_LARK: &str = r#"
-start: value
-value: object | array | STRING | NUMBER | "true" | "false" | "null"
-object: "{" [member ("," member)*] "}"
-member: STRING ":" value
-array: "[" [value ("," value)*] "]"
-STRING: /"([^"\\\x00-\x1F]|\\(["\\\/bfnrt]|u[0-9a-fA-F]{4}))*"/
-NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
-%ignore /[ \t\n\r]+/
-"#;
-
 /// A schema-shaped grammar: fixed keys, bounded strings and arrays.
 const PERSON_LARK: &str = r#"
 start: "{" "\"name\"" ":" NAME "," "\"age\"" ":" AGE "," "\"tags\"" ":" "[" [TAG ("," TAG)*] "]" "}"
@@ -47,12 +36,6 @@ tag  ::= "\"" [a-z]{0,10} "\""
 ws   ::= [ \t\n\r]*
 "#;
 
-/// [`JSON`] as llguidance reads `JSON_LARK`: `%ignore` allows no whitespace before the first
-/// lexeme nor after the last.
-fn json_gbnf() -> String {
-    JSON.replace("root    ::= ws value ws", "root    ::= value")
-}
-
 fn differential(lark: &str, gbnf: &str, texts: &[&str]) {
     let ours = compile(common::qwen3(), CfgConfig::new(), &ir(gbnf));
     llg::differential(
@@ -66,7 +49,7 @@ fn differential(lark: &str, gbnf: &str, texts: &[&str]) {
 fn json_masks_match_llguidance() {
     differential(
         JSON_LARK,
-        &json_gbnf(),
+        &json_gbnf_as_lark_reads_it(),
         &[
             r#"{"a": [1, -2.5e3, true, null], "b": {"c": "x\u00e9"}}"#,
             "[\n  {\"k\": \"<think>\"},\n  []\n]",

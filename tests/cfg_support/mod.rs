@@ -26,6 +26,24 @@ number  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [+-]? [0-9]+ )?
 ws      ::= [ \t\n\r]*
 "#;
 
+/// [`JSON`] in llguidance's Lark, for the differential test and the llguidance bench.
+pub const JSON_LARK: &str = r#"
+start: value
+value: object | array | STRING | NUMBER | "true" | "false" | "null"
+object: "{" [member ("," member)*] "}"
+member: STRING ":" value
+array: "[" [value ("," value)*] "]"
+STRING: /"([^"\\\x00-\x1F]|\\(["\\\/bfnrt]|u[0-9a-fA-F]{4}))*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+%ignore /[ \t\n\r]+/
+"#;
+
+/// [`JSON`] as llguidance reads `JSON_LARK`: `%ignore` allows no whitespace before the first
+/// lexeme nor after the last.
+pub fn json_gbnf_as_lark_reads_it() -> String {
+    JSON.replace("root    ::= ws value ws", "root    ::= value")
+}
+
 /// Arithmetic with precedence, written with repetition (no left recursion).
 pub const ARITH: &str = r#"
 root   ::= sp expr sp
