@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::rng::Rng;
-use common::walk::random_walk;
+use common::walk::checked_walks;
 use formwork::ir::GrammarBuilder;
 use formwork::mask::{get_bit, iter_ones};
 use formwork::ops::{lower, LowerConfig, OpsMatcher, ProgramBuilder, RegexCompiler, Runtime};
@@ -34,18 +34,13 @@ fn random_walks_produce_full_regex_matches() {
     let mut rng = Rng::new(0x5eed);
     for pattern in patterns {
         let full = regex::bytes::Regex::new(&format!("^(?:{pattern})$")).unwrap();
-        let mut ended = 0;
-        for _ in 0..20 {
-            let mut m = matcher(vocab, pattern);
-            if let Some(text) = random_walk(vocab, &mut m, &mut rng, 1500) {
-                assert!(
-                    full.is_match(&text),
-                    "{pattern}: walk produced {:?}",
-                    String::from_utf8_lossy(&text)
-                );
-                ended += 1;
+        let fresh = || Box::new(matcher(vocab, pattern)) as Box<dyn Matcher>;
+        let ended = checked_walks(vocab, fresh, &mut rng, 20, 1500, |text| {
+            match full.is_match(text) {
+                true => Ok(()),
+                false => Err(format!("{pattern}: not a full match")),
             }
-        }
+        });
         // Uniform sampling over ~150k tokens lingers in unbounded repeats; most walks still end.
         assert!(
             ended >= 4,

@@ -5,23 +5,10 @@
 
 mod common;
 
-use std::sync::OnceLock;
-
 use common::oracle::assert_masks_match_oracle;
 use common::rng::Rng;
-use common::walk::{random_walk, rejection_point, special_re};
-use formwork::engine::Engine;
+use common::walk::{checked_walks, rejection_point, special_re};
 use formwork::Matcher;
-
-fn engine() -> &'static Engine {
-    static E: OnceLock<Engine> = OnceLock::new();
-    E.get_or_init(|| {
-        let mut e = Engine::new(common::qwen3().clone());
-        e.register_templates([concat!(env!("CARGO_MANIFEST_DIR"), "/templates")])
-            .unwrap();
-        e
-    })
-}
 
 /// A document's section tree: (id, children).
 struct Sec(&'static str, Vec<Sec>);
@@ -103,8 +90,8 @@ fn masks_equal_the_oracle_at_every_step() {
     ];
     for (sections, texts) in cases {
         let req = request(&sections);
-        let constraint = engine().compile(&req).unwrap();
-        let grammar = engine().request_grammar(&req).unwrap();
+        let constraint = common::template_engine().compile(&req).unwrap();
+        let grammar = common::template_engine().request_grammar(&req).unwrap();
         for text in texts {
             let tokens = vocab.encode(text).unwrap();
             let mut m = constraint.matcher();
@@ -133,19 +120,14 @@ fn random_walks_follow_the_section_tree() {
     ] {
         let req = request(&sections);
         let re = expected_regex(&sections);
-        let constraint = engine().compile(&req).unwrap();
-        let mut ended = 0;
-        for _ in 0..12 {
-            let mut m = constraint.matcher();
-            if let Some(out) = random_walk(vocab, &mut m, &mut rng, 400) {
-                assert!(
-                    re.is_match(&out),
-                    "{req}: walk produced {:?}",
-                    String::from_utf8_lossy(&out)
-                );
-                ended += 1;
+        let constraint = common::template_engine().compile(&req).unwrap();
+        let matcher = || Box::new(constraint.matcher()) as Box<dyn Matcher>;
+        let ended = checked_walks(vocab, matcher, &mut rng, 12, 400, |out| {
+            match re.is_match(out) {
+                true => Ok(()),
+                false => Err(format!("{req}: not the section tree")),
             }
-        }
+        });
         assert!(ended >= 8, "{req}: only {ended} of 12 walks ended");
     }
 }
@@ -154,8 +136,8 @@ fn random_walks_follow_the_section_tree() {
 fn invalid_outputs_are_rejected_where_they_leave_the_language() {
     let vocab = common::qwen3();
     let req = request(&tree());
-    let constraint = engine().compile(&req).unwrap();
-    let grammar = engine().request_grammar(&req).unwrap();
+    let constraint = common::template_engine().compile(&req).unwrap();
+    let grammar = common::template_engine().request_grammar(&req).unwrap();
     let vs = "<|vision_start|>";
     let rec = |id: &str| format!("{vs}{id} T<|vision_pad|>S<|vision_end|>\n");
     let reject = |text: &str| rejection_point(vocab, &grammar, &mut constraint.matcher(), text);
@@ -217,7 +199,7 @@ fn ids_are_literal_writes_with_jump_forward() {
     // The id is forced after `<|vision_start|>`: jump-forward offers it.
     let vocab = common::qwen3();
     let req = request(&[Sec("3.14", vec![])]);
-    let mut m = engine().compile(&req).unwrap().matcher();
+    let mut m = common::template_engine().compile(&req).unwrap().matcher();
     assert_eq!(m.forced_bytes(), b"");
     let forced = m.forced_tokens();
     assert_eq!(

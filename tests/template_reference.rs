@@ -5,24 +5,12 @@
 mod common;
 
 use std::collections::HashSet;
-use std::sync::OnceLock;
 
 use common::oracle::assert_masks_match_oracle;
 use common::rng::Rng;
-use common::walk::{random_walk, rejection_point};
-use formwork::engine::Engine;
+use common::walk::{checked_walks, rejection_point};
 use formwork::Matcher;
 use serde_json::Value;
-
-fn engine() -> &'static Engine {
-    static E: OnceLock<Engine> = OnceLock::new();
-    E.get_or_init(|| {
-        let mut e = Engine::new(common::qwen3().clone());
-        e.register_templates([concat!(env!("CARGO_MANIFEST_DIR"), "/templates")])
-            .unwrap();
-        e
-    })
-}
 
 fn request(topics: (i64, i64), ids: &[&str]) -> String {
     let ids: Vec<String> = ids.iter().map(|id| format!("{id:?}")).collect();
@@ -90,8 +78,8 @@ fn masks_equal_the_oracle_at_every_step() {
     ];
     for (topics, texts) in cases {
         let req = request(topics, &ids);
-        let constraint = engine().compile(&req).unwrap();
-        let grammar = engine().request_grammar(&req).unwrap();
+        let constraint = common::template_engine().compile(&req).unwrap();
+        let grammar = common::template_engine().request_grammar(&req).unwrap();
         for text in texts {
             check_output(text.as_bytes(), topics, &ids).unwrap();
             let tokens = vocab.encode(text).unwrap();
@@ -129,17 +117,11 @@ fn random_walks_give_json_with_ids_from_the_request() {
         ((95, 105), &["x"][..]),
     ] {
         let req = request(topics, ids);
-        let constraint = engine().compile(&req).unwrap();
-        let mut ended = 0;
-        for _ in 0..20 {
-            let mut m = constraint.matcher();
-            if let Some(out) = random_walk(vocab, &mut m, &mut rng, 300) {
-                check_output(&out, topics, ids).unwrap_or_else(|e| {
-                    panic!("{req}: {e} in {:?}", String::from_utf8_lossy(&out))
-                });
-                ended += 1;
-            }
-        }
+        let constraint = common::template_engine().compile(&req).unwrap();
+        let matcher = || Box::new(constraint.matcher()) as Box<dyn Matcher>;
+        let ended = checked_walks(vocab, matcher, &mut rng, 20, 300, |out| {
+            check_output(out, topics, ids).map_err(|e| format!("{req}: {e}"))
+        });
         assert!(ended >= 15, "{req}: only {ended} of 20 walks ended");
     }
 }
@@ -149,8 +131,8 @@ fn invalid_outputs_are_rejected_where_they_leave_the_language() {
     let vocab = common::qwen3();
     let ids = ["1", "1.1", "2", "2.1.1"];
     let req = request((1, 3), &ids);
-    let constraint = engine().compile(&req).unwrap();
-    let grammar = engine().request_grammar(&req).unwrap();
+    let constraint = common::template_engine().compile(&req).unwrap();
+    let grammar = common::template_engine().request_grammar(&req).unwrap();
     let reject = |text: &str| rejection_point(vocab, &grammar, &mut constraint.matcher(), text);
     let rejected_bytes = |text: &str| {
         let (_, t) = reject(text).unwrap_or_else(|| panic!("{text} was not rejected"));
@@ -167,8 +149,13 @@ fn invalid_outputs_are_rejected_where_they_leave_the_language() {
     let from_zero = request((0, 12), &ids);
     let (_, t) = rejection_point(
         vocab,
-        &engine().request_grammar(&from_zero).unwrap(),
-        &mut engine().compile(&from_zero).unwrap().matcher(),
+        &common::template_engine()
+            .request_grammar(&from_zero)
+            .unwrap(),
+        &mut common::template_engine()
+            .compile(&from_zero)
+            .unwrap()
+            .matcher(),
         r#"[{"topic": [01], "reference": ["1"]}]"#,
     )
     .unwrap();

@@ -4,25 +4,12 @@
 
 mod common;
 
-use std::sync::OnceLock;
-
 use common::oracle::assert_masks_match_oracle;
 use common::rng::Rng;
-use common::walk::{random_walk, rejection_point};
-use formwork::engine::Engine;
+use common::walk::{checked_walks, rejection_point};
 use formwork::mask::get_bit;
 use formwork::Matcher;
 use serde_json::Value;
-
-fn engine() -> &'static Engine {
-    static E: OnceLock<Engine> = OnceLock::new();
-    E.get_or_init(|| {
-        let mut e = Engine::new(common::qwen3().clone());
-        e.register_templates([concat!(env!("CARGO_MANIFEST_DIR"), "/templates")])
-            .unwrap();
-        e
-    })
-}
 
 /// A parameter's value kind, as the test (the independent checker) understands it.
 #[derive(Clone, Copy)]
@@ -138,8 +125,8 @@ fn masks_equal_the_oracle_at_every_step() {
     let vocab = common::qwen3();
     let tools = tools();
     let req = request(&tools);
-    let constraint = engine().compile(&req).unwrap();
-    let grammar = engine().request_grammar(&req).unwrap();
+    let constraint = common::template_engine().compile(&req).unwrap();
+    let grammar = common::template_engine().request_grammar(&req).unwrap();
     for text in [
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"unit\": \"celsius\", \"days\": 7}}\n</tool_call>",
         "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
@@ -158,7 +145,10 @@ fn tool_call_is_ordinary_text_in_qwen3() {
     let tool_call = vocab.encode("<tool_call>").unwrap();
     assert_eq!(tool_call.len(), 1, "Qwen3 has an added token for it");
     assert!(!vocab.is_special(tool_call[0]));
-    let mut m = engine().compile(&request(&tools())).unwrap().matcher();
+    let mut m = common::template_engine()
+        .compile(&request(&tools()))
+        .unwrap()
+        .matcher();
     let mut mask = vec![0u32; vocab.mask_words()];
     m.fill_mask(&mut mask).unwrap();
     assert!(get_bit(&mask, tool_call[0]));
@@ -179,17 +169,11 @@ fn random_walks_call_one_of_the_tools_with_its_parameters() {
         vec![all[2].clone(), all[0].clone()],
     ] {
         let req = request(&tools);
-        let constraint = engine().compile(&req).unwrap();
-        let mut ended = 0;
-        for _ in 0..16 {
-            let mut m = constraint.matcher();
-            if let Some(out) = random_walk(vocab, &mut m, &mut rng, 600) {
-                check_output(&out, &tools).unwrap_or_else(|e| {
-                    panic!("{req}: {e} in {:?}", String::from_utf8_lossy(&out))
-                });
-                ended += 1;
-            }
-        }
+        let constraint = common::template_engine().compile(&req).unwrap();
+        let matcher = || Box::new(constraint.matcher()) as Box<dyn Matcher>;
+        let ended = checked_walks(vocab, matcher, &mut rng, 16, 600, |out| {
+            check_output(out, &tools).map_err(|e| format!("{req}: {e}"))
+        });
         assert!(ended >= 10, "{req}: only {ended} of 16 walks ended");
     }
 }
@@ -198,8 +182,8 @@ fn random_walks_call_one_of_the_tools_with_its_parameters() {
 fn invalid_calls_are_rejected_where_they_leave_the_language() {
     let vocab = common::qwen3();
     let req = request(&tools());
-    let constraint = engine().compile(&req).unwrap();
-    let grammar = engine().request_grammar(&req).unwrap();
+    let constraint = common::template_engine().compile(&req).unwrap();
+    let grammar = common::template_engine().request_grammar(&req).unwrap();
     let call = |json: &str| format!("<tool_call>\n{json}\n</tool_call>");
     let rejected_bytes = |text: &str| {
         let (_, t) = rejection_point(vocab, &grammar, &mut constraint.matcher(), text)

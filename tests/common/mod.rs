@@ -8,6 +8,7 @@ pub mod walk;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use formwork::engine::Engine;
 use formwork::vocab::Vocab;
 
 /// Path of a tokenizer shipped under `data/tokenizers/<name>/`.
@@ -29,5 +30,16 @@ pub fn mistral() -> &'static Vocab {
     static V: OnceLock<Vocab> = OnceLock::new();
     V.get_or_init(|| {
         Vocab::from_file(tokenizer_path("mistral-7b-v0.1")).expect("mistral tokenizer")
+    })
+}
+
+/// An engine on Qwen3 with the shipped templates registered, built once per process.
+pub fn template_engine() -> &'static Engine {
+    static E: OnceLock<Engine> = OnceLock::new();
+    E.get_or_init(|| {
+        let mut e = Engine::new(qwen3().clone());
+        e.register_templates([concat!(env!("CARGO_MANIFEST_DIR"), "/templates")])
+            .expect("the shipped templates compile");
+        e
     })
 }

@@ -84,6 +84,27 @@ pub fn random_walk(
     None
 }
 
+/// Runs `walks` [`random_walk`]s of at most `max_steps` on fresh matchers from `matcher`,
+/// checks every output that ended on EOS with `check` (panicking with its error and the
+/// output), and returns how many ended.
+pub fn checked_walks(
+    vocab: &Vocab,
+    matcher: impl Fn() -> Box<dyn Matcher>,
+    rng: &mut Rng,
+    walks: usize,
+    max_steps: usize,
+    check: impl Fn(&[u8]) -> Result<(), String>,
+) -> usize {
+    let mut ended = 0;
+    for _ in 0..walks {
+        if let Some(out) = random_walk(vocab, &mut *matcher(), rng, max_steps) {
+            check(&out).unwrap_or_else(|e| panic!("{e} in {:?}", String::from_utf8_lossy(&out)));
+            ended += 1;
+        }
+    }
+    ended
+}
+
 /// Steps `text`'s tokens through the matcher and the reference recognizer of `grammar`. The
 /// recognizer decides where the text leaves the language (the first token it cannot push); the
 /// matcher must allow and consume every token before it, and at that token clear the mask bit
