@@ -63,6 +63,19 @@ impl MatchError {
     }
 }
 
+/// The history length to keep when rolling back `n` of `available` steps: `None` when there
+/// is nothing to undo, an error (state untouched) when `n` reaches past the start.
+pub(crate) fn rollback_to(n: usize, available: usize) -> Result<Option<usize>, MatchError> {
+    match n {
+        0 => Ok(None),
+        _ if n > available => Err(MatchError::new(MatchErrorKind::RollbackTooFar {
+            requested: n,
+            available,
+        })),
+        _ => Ok(Some(available - n)),
+    }
+}
+
 impl fmt::Display for MatchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {

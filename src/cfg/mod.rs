@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 use crate::error::{CompileError, CompileErrorKind};
 use crate::ir::{ByteSet, Grammar};
 use crate::mask::{CacheStats, MaskCache};
-use crate::matcher::{MatchError, MatchErrorKind, Matcher};
+use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
 use crate::vocab::{TokenId, TokenKind, Vocab};
 
 use chart::{Chart, Overflow, RowLimits};
@@ -485,16 +485,9 @@ impl Matcher for CfgMatcher {
     }
 
     fn rollback(&mut self, n: usize) -> Result<(), MatchError> {
-        if n > self.history.len() {
-            return Err(MatchError::new(MatchErrorKind::RollbackTooFar {
-                requested: n,
-                available: self.history.len(),
-            }));
-        }
-        if n == 0 {
+        let Some(keep) = rollback_to(n, self.history.len())? else {
             return Ok(());
-        }
-        let keep = self.history.len() - n;
+        };
         self.chart.get_mut().truncate(self.history[keep] as usize);
         self.history.truncate(keep);
         self.eos -= n.min(self.eos);

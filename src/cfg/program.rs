@@ -1213,28 +1213,26 @@ fn trim(f: &Fsm, productive: impl Fn(u32) -> bool) -> Fsm {
             let st = &f.states[s as usize];
             FState {
                 final_: st.final_,
-                bytes: st
-                    .bytes
-                    .iter()
-                    .filter(|b| keep(b.1))
-                    .map(|&(c, t)| (c, map[t as usize]))
-                    .collect(),
-                specials: st
-                    .specials
-                    .iter()
-                    .filter(|b| keep(b.1))
-                    .map(|&(c, t)| (c, map[t as usize]))
-                    .collect(),
-                calls: st
-                    .calls
-                    .iter()
-                    .filter(|c| productive(c.0) && keep(c.1))
-                    .map(|&(c, t)| (c, map[t as usize]))
-                    .collect(),
+                bytes: retarget(&st.bytes, |_, t| keep(t), &map),
+                specials: retarget(&st.specials, |_, t| keep(t), &map),
+                calls: retarget(&st.calls, |c, t| productive(c) && keep(t), &map),
             }
         })
         .collect();
     Fsm { states }
+}
+
+/// The `(label, target)` edges that `keep` keeps, targets renumbered by `map`.
+fn retarget<C: Copy>(
+    edges: &[(C, u32)],
+    keep: impl Fn(C, u32) -> bool,
+    map: &[u32],
+) -> Vec<(C, u32)> {
+    edges
+        .iter()
+        .filter(|&&(c, t)| keep(c, t))
+        .map(|&(c, t)| (c, map[t as usize]))
+        .collect()
 }
 
 /// Merges bisimilar states (partition refinement): equivalent states of a unit become one,

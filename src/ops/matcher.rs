@@ -6,7 +6,7 @@ use super::cursor::{Threads, Walker, MAX_THREADS};
 use super::leaf::{Unit, SPECIAL_BASE};
 use super::masks::{leaf_of, Runtime};
 use super::program::Program;
-use crate::matcher::{MatchError, MatchErrorKind, Matcher};
+use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
 use crate::vocab::{TokenId, TokenKind};
 
 /// Longest forced stretch computed for jump-forward.
@@ -203,16 +203,9 @@ impl Matcher for OpsMatcher {
     }
 
     fn rollback(&mut self, n: usize) -> Result<(), MatchError> {
-        if n > self.history.len() {
-            return Err(MatchError::new(MatchErrorKind::RollbackTooFar {
-                requested: n,
-                available: self.history.len(),
-            }));
-        }
-        if n == 0 {
+        let Some(keep) = rollback_to(n, self.history.len())? else {
             return Ok(());
-        }
-        let keep = self.history.len() - n;
+        };
         self.threads = self.history.drain(keep..).next().expect("n >= 1 snapshots");
         self.terminated = false;
         Ok(())
