@@ -631,7 +631,7 @@ impl<'a> Lowering<'a> {
             None => determinize(&nfa, start, accept, &self.alphabet, self.limits, false)?
                 .expect("the epsilon-free automaton has no state budget"),
         };
-        let fsm = minimize(&fsm);
+        let fsm = minimize(fsm);
         self.total_states += fsm.states.len();
         if self.total_states > self.limits.max_states {
             return Err(CompileError::unplaced(
@@ -1235,10 +1235,184 @@ fn retarget<C: Copy>(
         .collect()
 }
 
-/// Merges bisimilar states (partition refinement): equivalent states of a unit become one,
-/// so they share one cached mask classification and one structural hash. Safe for the
-/// nondeterministic fallback too, since bisimilar states accept the same language.
-fn minimize(f: &Fsm) -> Fsm {
+/// Merges equivalent states: equivalent states of a unit become one, so they share one cached
+/// mask classification and one structural hash.
+///
+/// A deterministic automaton (every unit but the rare epsilon-removal fallback) is refined
+/// with Hopcroft's algorithm, `O(m log n)`: the subset construction of a keyword trie with
+/// JSON escapes yields chains hundreds of states deep, on which signature refinement needs
+/// one full pass per level. The nondeterministic fallback is refined to bisimilarity by
+/// signatures (sound there too: bisimilar states accept the same language).
+fn minimize(f: Fsm) -> Fsm {
+    let (block, blocks) = match edge_labels(&f) {
+        Some(labels) => hopcroft(&f, &labels),
+        None => bisimulation(&f),
+    };
+    if blocks == f.states.len() {
+        return f;
+    }
+    quotient(&f, &block, blocks)
+}
+
+/// Every edge of `f` as `(label, source, target)`, labels dense (byte classes, then specials,
+/// then calls); `None` if some state has two edges with one label.
+fn edge_labels(f: &Fsm) -> Option<Vec<(u32, u32, u32)>> {
+    let specials = f
+        .states
+        .iter()
+        .flat_map(|s| &s.specials)
+        .map(|e| e.0 + 1)
+        .max();
+    let special_base = 256;
+    let call_base = special_base + specials.unwrap_or(0);
+    let mut edges = Vec::new();
+    for (i, s) in f.states.iter().enumerate() {
+        let first = edges.len();
+        let i = i as u32;
+        edges.extend(s.bytes.iter().map(|&(c, t)| (c as u32, i, t)));
+        edges.extend(s.specials.iter().map(|&(x, t)| (special_base + x, i, t)));
+        edges.extend(s.calls.iter().map(|&(u, t)| (call_base + u, i, t)));
+        let mine = &mut edges[first..];
+        mine.sort_unstable();
+        if mine.windows(2).any(|w| w[0].0 == w[1].0) {
+            return None;
+        }
+    }
+    Some(edges)
+}
+
+/// Hopcroft's partition refinement of a deterministic (possibly partial) automaton: the block
+/// of each state and the number of blocks. Partial transition functions need every initial
+/// block as a splitter; after that, splitting by the smaller half suffices as usual, because
+/// `pre(B2) = pre(B) \ pre(B1)` holds whenever each state has at most one edge per label.
+fn hopcroft(f: &Fsm, edges: &[(u32, u32, u32)]) -> (Vec<u32>, usize) {
+    let n = f.states.len();
+    // Incoming edges of each state, `(label, source)`, as one flat array.
+    let mut in_start = vec![0u32; n + 1];
+    edges.iter().for_each(|e| in_start[e.2 as usize + 1] += 1);
+    for i in 0..n {
+        in_start[i + 1] += in_start[i];
+    }
+    let mut fill = in_start.clone();
+    let mut incoming = vec![(0u32, 0u32); edges.len()];
+    for &(label, from, to) in edges {
+        incoming[fill[to as usize] as usize] = (label, from);
+        fill[to as usize] += 1;
+    }
+    let mut p = Partition::new(f.states.iter().map(|s| s.final_));
+    let mut pending: Vec<u32> = (0..p.blocks.len() as u32).collect();
+    let mut in_pending = vec![true; p.blocks.len()];
+    let mut preimage: Vec<(u32, u32)> = Vec::new();
+    while let Some(b) = pending.pop() {
+        in_pending[b as usize] = false;
+        preimage.clear();
+        let (lo, hi) = p.blocks[b as usize];
+        for &s in &p.elems[lo as usize..hi as usize] {
+            let (a, z) = (in_start[s as usize], in_start[s as usize + 1]);
+            preimage.extend_from_slice(&incoming[a as usize..z as usize]);
+        }
+        preimage.sort_unstable();
+        for group in preimage.chunk_by(|x, y| x.0 == y.0) {
+            for (old, new) in p.split(group.iter().map(|e| e.1)) {
+                in_pending.push(false);
+                let smaller = match in_pending[old as usize] {
+                    true => new,
+                    false if p.size(new) <= p.size(old) => new,
+                    false => old,
+                };
+                in_pending[smaller as usize] = true;
+                pending.push(smaller);
+            }
+        }
+    }
+    let blocks = p.blocks.len();
+    (p.block_of, blocks)
+}
+
+/// A partition of `0..n` into blocks, each a contiguous run of `elems`, that can be refined
+/// by a set of members in time proportional to the set.
+struct Partition {
+    elems: Vec<u32>,
+    pos: Vec<u32>,
+    block_of: Vec<u32>,
+    blocks: Vec<(u32, u32)>,
+    /// Members of each block moved to its front by the current split.
+    marked: Vec<u32>,
+    touched: Vec<u32>,
+}
+
+impl Partition {
+    /// Two blocks (or one): members where `key` is false, then where it is true.
+    fn new(key: impl Iterator<Item = bool>) -> Partition {
+        let key: Vec<bool> = key.collect();
+        let mut elems: Vec<u32> = (0..key.len() as u32).collect();
+        elems.sort_by_key(|&s| key[s as usize]);
+        let cut = key.iter().filter(|&&k| !k).count() as u32;
+        let mut blocks = vec![(0, cut), (cut, key.len() as u32)];
+        blocks.retain(|b| b.0 < b.1);
+        let mut pos = vec![0u32; key.len()];
+        let mut block_of = vec![0u32; key.len()];
+        for (i, &s) in elems.iter().enumerate() {
+            pos[s as usize] = i as u32;
+            block_of[s as usize] = (blocks.len() == 2 && i as u32 >= cut) as u32;
+        }
+        Partition {
+            marked: vec![0; blocks.len()],
+            elems,
+            pos,
+            block_of,
+            blocks,
+            touched: Vec::new(),
+        }
+    }
+
+    fn size(&self, b: u32) -> u32 {
+        let (lo, hi) = self.blocks[b as usize];
+        hi - lo
+    }
+
+    /// Separates `members` from the rest of each block they touch: the `(old, new)` block
+    /// pairs that split, `new` holding the members.
+    fn split(&mut self, members: impl Iterator<Item = u32>) -> Vec<(u32, u32)> {
+        for s in members {
+            let b = self.block_of[s as usize] as usize;
+            let front = self.blocks[b].0 + self.marked[b];
+            let at = self.pos[s as usize];
+            if at < front {
+                continue; // marked already (an automaton edge repeated in the pre-image)
+            }
+            let other = self.elems[front as usize];
+            self.elems.swap(at as usize, front as usize);
+            self.pos[other as usize] = at;
+            self.pos[s as usize] = front;
+            if self.marked[b] == 0 {
+                self.touched.push(b as u32);
+            }
+            self.marked[b] += 1;
+        }
+        let mut splits = Vec::new();
+        for b in std::mem::take(&mut self.touched) {
+            let (lo, hi) = self.blocks[b as usize];
+            let cut = lo + std::mem::replace(&mut self.marked[b as usize], 0);
+            if cut == hi {
+                continue;
+            }
+            let new = self.blocks.len() as u32;
+            self.blocks.push((lo, cut));
+            self.marked.push(0);
+            self.blocks[b as usize].0 = cut;
+            for &s in &self.elems[lo as usize..cut as usize] {
+                self.block_of[s as usize] = new;
+            }
+            splits.push((b, new));
+        }
+        splits
+    }
+}
+
+/// Coarsest bisimulation of a nondeterministic automaton by signature refinement: the block of
+/// each state and the number of blocks.
+fn bisimulation(f: &Fsm) -> (Vec<u32>, usize) {
     let n = f.states.len();
     let mut block: Vec<u32> = f.states.iter().map(|s| s.final_ as u32).collect();
     let mut blocks = 0;
@@ -1267,19 +1441,20 @@ fn minimize(f: &Fsm) -> Fsm {
         }
         block = next;
         if ids.len() == blocks {
-            break;
+            return (block, blocks);
         }
         blocks = ids.len();
     }
-    if blocks == n {
-        return f.clone();
-    }
-    // Renumber so the start's block is state 0, in order of first appearance.
+}
+
+/// The automaton of the blocks; the start's block is state 0, the others in order of first
+/// appearance.
+fn quotient(f: &Fsm, block: &[u32], blocks: usize) -> Fsm {
     let mut order = vec![u32::MAX; blocks];
     let mut count = 0;
     order[block[0] as usize] = 0;
     count += 1;
-    for &b in &block {
+    for &b in block {
         if order[b as usize] == u32::MAX {
             order[b as usize] = count;
             count += 1;
@@ -1445,5 +1620,74 @@ fn for_each_member(set: &ByteSet, mut f: impl FnMut(u8)) {
             f((i * 64 + w.trailing_zeros() as usize) as u8);
             w &= w - 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn next(seed: &mut u64, n: u32) -> u32 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        (*seed % n as u64) as u32
+    }
+
+    /// Edges on some of `labels` labels, to random states of `n`.
+    fn edges(seed: &mut u64, labels: u32, n: u32) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        for label in 0..labels {
+            if next(seed, 3) > 0 {
+                out.push((label, next(seed, n)));
+            }
+        }
+        out
+    }
+
+    /// A random partial deterministic automaton over 4 byte classes, 2 specials and 2 calls.
+    fn random_dfa(seed: &mut u64) -> Fsm {
+        let n = 1 + next(seed, 40);
+        let mut states = Vec::new();
+        for _ in 0..n {
+            let bytes = edges(seed, 4, n);
+            states.push(FState {
+                final_: next(seed, 4) == 0,
+                bytes: bytes.into_iter().map(|(c, t)| (c as u8, t)).collect(),
+                specials: edges(seed, 2, n),
+                calls: edges(seed, 2, n),
+            });
+        }
+        Fsm { states }
+    }
+
+    #[test]
+    fn hopcroft_finds_the_partition_of_signature_refinement() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..500 {
+            let f = random_dfa(&mut seed);
+            let labels = edge_labels(&f).expect("deterministic by construction");
+            let (fast, fast_blocks) = hopcroft(&f, &labels);
+            let (slow, slow_blocks) = bisimulation(&f);
+            assert_eq!(fast_blocks, slow_blocks);
+            for i in 0..f.states.len() {
+                for j in 0..f.states.len() {
+                    assert_eq!(fast[i] == fast[j], slow[i] == slow[j], "states {i}, {j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn two_edges_with_one_label_are_refined_by_signatures() {
+        let mut f = Fsm {
+            states: vec![FState::default(); 3],
+        };
+        f.states[0].bytes = vec![(0, 1), (0, 2)];
+        f.states[1].final_ = true;
+        f.states[2].final_ = true;
+        assert!(edge_labels(&f).is_none());
+        // The two targets are bisimilar: one state of three goes.
+        assert_eq!(minimize(f).states.len(), 2);
     }
 }

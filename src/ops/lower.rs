@@ -94,6 +94,7 @@ pub fn lower(
         path: Vec::new(),
         ops: HashMap::new(),
         sizes: HashMap::new(),
+        leaf_sizes: HashMap::new(),
     };
     let root = lowering.op(root)?;
     lowering.builder.finish(root)
@@ -105,10 +106,18 @@ pub fn lower(
 /// faster on Earley, whose items share those tails.
 const MAX_UNFUSED_ALTERNATIVES: usize = 8;
 
-/// Would [`lower`] give a program the operator backend runs well? False for recursive
-/// grammars (lowering fails with `NotRegular`) and for grammars with an alternation of more
-/// than a few branches too large to fuse into one DFA (many cursor threads per step). A
-/// structural check, linear in the grammar, that builds nothing.
+/// Largest regular grammar (in [`Lowering::size`] nodes: rules inlined, bounded repeats
+/// unrolled, one-character classes one node each) the router sends to the operator backend. Operator compilation fuses
+/// sub-expressions into DFAs, whose cost grows with that size: on the 23 regular MaskBench
+/// schemas of `benches/data` it took 0.1–3 ms up to ~1,000 nodes but 10–500 ms beyond, where
+/// the Earley backend compiled the same grammars in 0.2–30 ms with equal masks.
+const MAX_ROUTED_SIZE: u64 = 1_024;
+
+/// Would [`lower`] give a program the operator backend compiles fast and runs well? False for
+/// recursive grammars (lowering fails with `NotRegular`), for large ones (operator compilation
+/// grows with the expanded size, see `MAX_ROUTED_SIZE`), and for grammars with an
+/// alternation of more than a few branches too large to fuse into one DFA (many cursor threads
+/// per step). A structural check, linear in the grammar, that builds nothing.
 ///
 /// ```
 /// use formwork::front::gbnf::gbnf_to_ir;
@@ -132,7 +141,11 @@ pub fn fits_operators(grammar: &Grammar, config: &LowerConfig) -> bool {
         path: Vec::new(),
         ops: HashMap::new(),
         sizes: HashMap::new(),
+        leaf_sizes: HashMap::new(),
     };
+    if lowering.size(grammar.rule(grammar.start()).body, true) > MAX_ROUTED_SIZE {
+        return false;
+    }
     let budget = lowering.fusion_budget();
     (0..grammar.exprs().len()).all(|i| {
         let e = ExprId::from_index(i);
@@ -152,8 +165,9 @@ struct Lowering<'a> {
     builder: ProgramBuilder,
     path: Vec<RuleId>,
     ops: HashMap<ExprId, OpId>,
-    /// Memo of [`Lowering::expanded_size`].
+    /// Memos of [`Lowering::size`] (without and with `chars_as_leaves`).
     sizes: HashMap<ExprId, u64>,
+    leaf_sizes: HashMap<ExprId, u64>,
 }
 
 impl Lowering<'_> {
@@ -364,24 +378,40 @@ impl Lowering<'_> {
     /// Nodes of the sub-expression's regex with rules inlined and bounded repeats unrolled
     /// (what the NFA compiler would build), saturating; memoized, so linear in the IR.
     fn expanded_size(&mut self, e: ExprId) -> u64 {
-        if let Some(&n) = self.sizes.get(&e) {
+        self.size(e, false)
+    }
+
+    /// [`Self::expanded_size`], or with each one-character class counted as one node
+    /// (`chars_as_leaves`: such a class is always one leaf, however many UTF-8 ranges it has).
+    fn size(&mut self, e: ExprId, chars_as_leaves: bool) -> u64 {
+        fn memo<'m>(
+            me: &'m mut Lowering<'_>,
+            chars_as_leaves: bool,
+        ) -> &'m mut HashMap<ExprId, u64> {
+            match chars_as_leaves {
+                true => &mut me.leaf_sizes,
+                false => &mut me.sizes,
+            }
+        }
+        if let Some(&n) = memo(self, chars_as_leaves).get(&e) {
             return n;
         }
         // A recursive reference never fuses: count it as unbounded while it is being sized.
-        self.sizes.insert(e, u64::MAX);
+        memo(self, chars_as_leaves).insert(e, u64::MAX);
         let n = match self.grammar.expr(e).clone() {
+            _ if chars_as_leaves && self.is_one_char(e) => 1,
             Expr::Empty | Expr::Nothing | Expr::Class(_) | Expr::Special(_) => 1,
             Expr::Bytes(b) => b.len() as u64,
-            Expr::Seq(xs) | Expr::Alt(xs) => xs
-                .iter()
-                .fold(1u64, |acc, &x| acc.saturating_add(self.expanded_size(x))),
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().fold(1u64, |acc, &x| {
+                acc.saturating_add(self.size(x, chars_as_leaves))
+            }),
             Expr::Repeat { body, min, max } => {
                 let copies = max.unwrap_or(min).saturating_add(1) as u64;
-                self.expanded_size(body).saturating_mul(copies)
+                self.size(body, chars_as_leaves).saturating_mul(copies)
             }
-            Expr::Rule(r) => self.expanded_size(self.grammar.rule(r).body),
+            Expr::Rule(r) => self.size(self.grammar.rule(r).body, chars_as_leaves),
         };
-        self.sizes.insert(e, n);
+        memo(self, chars_as_leaves).insert(e, n);
         n
     }
 
@@ -529,6 +559,7 @@ impl RegexCompiler {
             path: Vec::new(),
             ops: HashMap::new(),
             sizes: HashMap::new(),
+            leaf_sizes: HashMap::new(),
         };
         let hir = lowering.hir(root)?.expect("a regex has no special tokens");
         dfa_from_hir(&hir, 1 << 20)?.map(Leaf::Dfa).ok_or_else(|| {

@@ -83,6 +83,12 @@ fn raw_ranges(ranges: &[(char, char)]) -> Vec<(char, char)> {
     class.iter().map(|r| (r.start(), r.end())).collect()
 }
 
+/// A character of `ranges` in each of its JSON spellings. Its `\u` escapes are one trie over
+/// the hex digits ([`hex_trie`]), so no two of its branches begin alike: a property-name trie
+/// of these classes (one per letter, see [`text_not_in`]) determinizes into about as many
+/// states as it has. One alternation of digit ranges per range of code points made the subset
+/// construction track every overlapping `\u00..` prefix: ten times the states of the minimal
+/// automaton, and most of the compile time of a schema with additional properties.
 fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
     let raw = utf8_class(g, &raw_ranges(ranges));
     let mut letters = ByteSet::EMPTY;
@@ -91,13 +97,15 @@ fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
             letters.insert(letter);
         }
     }
-    let mut hex = Vec::new();
+    // Code units after `\u`, each with what follows it (a high surrogate: the low one).
+    let empty = g.empty();
+    let mut units: Vec<(u32, u32, ExprId)> = Vec::new();
     for &(lo, hi) in ranges {
         let (lo, hi) = (lo as u32, hi as u32);
         for (a, b) in [(0, 0xD7FF), (0xE000, 0xFFFF)] {
             let (a, b) = (lo.max(a), hi.min(b));
             if a <= b {
-                hex.push(hex4_range(g, a, b));
+                units.push((a, b, empty));
             }
         }
         let (a, b) = (lo.max(0x10000), hi);
@@ -105,16 +113,17 @@ fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
             // A surrogate pair: ten high bits in D800–DBFF, ten low bits in DC00–DFFF.
             let (va, vb) = (a - 0x10000, b - 0x10000);
             for seq in fixed_width_ranges(&[va >> 10, va & 0x3FF], &[vb >> 10, vb & 0x3FF], 1024) {
-                let high = hex4_range(g, 0xD800 + seq[0].0, 0xD800 + seq[0].1);
                 let u = g.text("\\u");
-                let low = hex4_range(g, 0xDC00 + seq[1].0, 0xDC00 + seq[1].1);
-                hex.push(g.seq([high, u, low]));
+                let low = hex_trie(g, &[(0xDC00 + seq[1].0, 0xDC00 + seq[1].1, empty)], 4);
+                let pair = g.seq([u, low]);
+                units.push((0xD800 + seq[0].0, 0xD800 + seq[0].1, pair));
             }
         }
     }
+    units.sort_unstable_by_key(|u| u.0);
     let short = g.class(letters);
     let u = g.text("u");
-    let hexes = g.alt(hex);
+    let hexes = hex_trie(g, &units, 4);
     let unicode = g.seq([u, hexes]);
     let after = g.alt([short, unicode]);
     let backslash = g.text("\\");
@@ -122,16 +131,39 @@ fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
     g.alt([raw, escaped])
 }
 
-/// Four hex digits (either case) spelling a value in `[lo, hi]`.
-fn hex4_range(g: &mut GrammarBuilder, lo: u32, hi: u32) -> ExprId {
-    let digits = |v: u32| -> Vec<u32> { (0..4).rev().map(|i| (v >> (4 * i)) & 0xF).collect() };
+/// `digits` hex digits (either case) spelling a value of one of `units` (disjoint, sorted
+/// `(lo, hi, then)`, values below `16^digits`), then that unit's `then`. Each digit starts one
+/// branch at most: digits whose whole block lies in one unit share a branch, the others branch
+/// into the trie of their block.
+fn hex_trie(g: &mut GrammarBuilder, units: &[(u32, u32, ExprId)], digits: u32) -> ExprId {
+    let block = 16u32.pow(digits - 1);
+    let mut whole: Vec<(ExprId, ByteSet)> = Vec::new();
     let mut branches = Vec::new();
-    for seq in fixed_width_ranges(&digits(lo), &digits(hi), 16) {
-        let classes: Vec<ExprId> = seq
+    for d in 0..16 {
+        let (lo, hi) = (d * block, d * block + block - 1);
+        let inside: Vec<(u32, u32, ExprId)> = units
             .iter()
-            .map(|&(a, b)| g.class(hex_digits(a, b)))
+            .filter(|u| u.0 <= hi && u.1 >= lo)
+            .map(|&(a, b, then)| (a.max(lo) - lo, b.min(hi) - lo, then))
             .collect();
-        branches.push(super::numbers::class_run(g, &classes));
+        match inside.as_slice() {
+            [] => {}
+            &[(0, b, then)] if b == block - 1 => match whole.iter_mut().find(|w| w.0 == then) {
+                Some(w) => w.1 = w.1.union(&hex_digits(d, d)),
+                None => whole.push((then, hex_digits(d, d))),
+            },
+            _ => {
+                let digit = g.class(hex_digits(d, d));
+                let rest = hex_trie(g, &inside, digits - 1);
+                branches.push(g.seq([digit, rest]));
+            }
+        }
+    }
+    let any = g.class(hex_digits(0, 15));
+    let tail = g.repeat(any, digits - 1, Some(digits - 1));
+    for (then, set) in whole {
+        let first = g.class(set);
+        branches.push(g.seq([first, tail, then]));
     }
     g.alt(branches)
 }
