@@ -498,13 +498,23 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             let mut next_after = Vec::with_capacity(after.len());
             for c in 0..=cap {
                 let c1 = (c + 1).min(cap);
-                let take = match counts.max.is_some_and(|mx| c >= mx) {
-                    true => self.g.nothing(),
-                    false => self.g.seq([comma, m, after[c1 as usize]]),
-                };
-                next_after.push(match req {
-                    true => take,
-                    false => self.g.alt([take, after[c as usize]]),
+                let full = counts.max.is_some_and(|mx| c >= mx);
+                next_after.push(match (req, full) {
+                    (_, true) if req => self.g.nothing(),
+                    (_, true) => after[c as usize],
+                    // Past the cap the count no longer changes: `(, m)? rest` writes the
+                    // continuation once, where `, m rest | rest` doubled it at every optional
+                    // property (the CFG backend inlines both copies).
+                    (false, false) if c1 == c => {
+                        let member = self.g.seq([comma, m]);
+                        let optional = self.g.repeat(member, 0, Some(1));
+                        self.g.seq([optional, after[c as usize]])
+                    }
+                    (true, false) => self.g.seq([comma, m, after[c1 as usize]]),
+                    (false, false) => {
+                        let take = self.g.seq([comma, m, after[c1 as usize]]);
+                        self.g.alt([take, after[c as usize]])
+                    }
                 });
             }
             let take_first = self.g.seq([m, after[1.min(cap) as usize]]);
