@@ -359,6 +359,14 @@ const MAX_INLINE_DEPTH: usize = 200;
 /// inside) and, kept apart from what surrounds them, get the same structural hash in every
 /// grammar, so their expensive mask classification is computed once and shared.
 const WIDE_LOOP_BYTES: usize = 64;
+/// A rule referred to from several places and at least this big is one unit they all call,
+/// not a copy inlined in each: a property-name trie continues each of its nodes with the same
+/// "any non-ASCII character or escape, then any text" rule (dozens of states), and inlined
+/// copies made its automaton ten times the size of the minimal one until minimization merged
+/// them back. Only rules: sharing arbitrary expressions this way puts more tokens across unit
+/// boundaries, where masks need the parser (MaskBench sample: first-walk mask p50 8.8 µs →
+/// 21–39 µs).
+const SHARED_RULE_MIN: u32 = 48;
 /// Cost of a call edge, as states.
 const CALL_COST: u32 = 2;
 
@@ -457,6 +465,8 @@ struct Lowering<'a> {
     /// Every byte some class or literal inside the expression reads.
     width: Vec<ByteSet>,
     inline_rule: Vec<bool>,
+    /// How many expressions refer to each rule.
+    rule_refs: Vec<u32>,
     alphabet: Alphabet,
     units: Vec<(UnitKey, UnitBody)>,
     unit_ids: FastMap<UnitKey, u32>,
@@ -477,6 +487,7 @@ impl<'a> Lowering<'a> {
             cost: vec![0; g.exprs().len()],
             width: vec![ByteSet::EMPTY; g.exprs().len()],
             inline_rule: vec![false; g.rules().len()],
+            rule_refs: rule_refs(g),
             alphabet: Alphabet::new(g),
             units: Vec::new(),
             unit_ids: FastMap::default(),
@@ -571,7 +582,8 @@ impl<'a> Lowering<'a> {
                     } else {
                         let body = self.g.rule(*r).body;
                         let c = self.cost[body.index()];
-                        let inline = c <= INLINE_RULE_MAX;
+                        let shared = self.rule_refs[r.index()] > 1 && c >= SHARED_RULE_MIN;
+                        let inline = c <= INLINE_RULE_MAX && !shared;
                         self.inline_rule[r.index()] = inline;
                         if inline {
                             c
@@ -1015,6 +1027,26 @@ impl<'a> Lowering<'a> {
         }
         Ok(prog)
     }
+}
+
+/// How many places refer to each rule (the builder interns `Expr::Rule(r)` once, so these
+/// are the references to that expression).
+fn rule_refs(g: &Grammar) -> Vec<u32> {
+    let mut refs = vec![0u32; g.rules().len()];
+    let mut count = |e: &ExprId| {
+        if let Expr::Rule(r) = g.expr(*e) {
+            refs[r.index()] += 1;
+        }
+    };
+    for x in g.exprs() {
+        match x {
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(&mut count),
+            Expr::Repeat { body, .. } => count(body),
+            _ => {}
+        }
+    }
+    g.rules().iter().for_each(|rule| count(&rule.body));
+    refs
 }
 
 /// The units a unit calls.

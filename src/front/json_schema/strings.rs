@@ -213,10 +213,34 @@ fn not_in(g: &mut GrammarBuilder, enc: &mut JsonText, names: &[&[char]]) -> Expr
     other.difference(&ClassUnicode::new(
         firsts.iter().map(|&c| ClassUnicodeRange::new(c, c)),
     ));
-    let other: Vec<(char, char)> = other.iter().map(|r| (r.start(), r.end())).collect();
-    if !other.is_empty() {
-        let first = enc.class(g, &other);
+    // Names are mostly ASCII: the class of the other characters splits into its ASCII part
+    // and the rest of Unicode, which is the same class at almost every node (built once).
+    let (ascii, wide): (Vec<(char, char)>, Vec<(char, char)>) = other
+        .iter()
+        .flat_map(|r| match (r.start(), r.end()) {
+            (a, b) if b <= '\x7f' || a > '\x7f' => vec![(a, b)],
+            (a, b) => vec![(a, '\x7f'), ('\u{80}', b)],
+        })
+        .partition(|&(_, b)| b <= '\x7f');
+    if !ascii.is_empty() {
+        let first = enc.class(g, &ascii);
         branches.push(g.seq([first, rest]));
+    }
+    if !wide.is_empty() {
+        // One rule that every node refers to: the CFG backend calls it instead of inlining a
+        // copy per node.
+        let first = enc.class(g, &wide);
+        let body = g.seq([first, rest]);
+        let name = format!("json text after a wide character {}", body.index());
+        let rule = match g.find_rule(&name) {
+            Some(r) => r,
+            None => {
+                let r = g.rule(&name);
+                g.define(r, body).expect("a new rule");
+                r
+            }
+        };
+        branches.push(g.rule_ref(rule));
     }
     for c in firsts {
         let tails: Vec<&[char]> = names
