@@ -404,6 +404,8 @@ struct Nfa {
     class_sets: Vec<ByteSet>,
     /// The `class_sets` entry of each literal byte, once made.
     byte_label: [u32; 256],
+    /// The entry state of each expression built so far, by continuation state.
+    built: FastMap<(ExprId, u32), u32>,
 }
 
 impl Default for Nfa {
@@ -413,6 +415,7 @@ impl Default for Nfa {
             edges: Vec::new(),
             class_sets: Vec::new(),
             byte_label: [u32::MAX; 256],
+            built: FastMap::default(),
         }
     }
 }
@@ -637,7 +640,8 @@ impl<'a> Lowering<'a> {
 
     fn build_fsm(&mut self, root: ExprId) -> Result<Fsm, CompileError> {
         let mut nfa = Nfa::default();
-        let (start, accept) = self.fragment(&mut nfa, root, 0)?;
+        let accept = nfa.state();
+        let start = self.fragment(&mut nfa, root, 0, accept)?;
         let fsm = match determinize(&nfa, start, accept, &self.alphabet, self.limits, true)? {
             Some(d) => d,
             None => determinize(&nfa, start, accept, &self.alphabet, self.limits, false)?
@@ -676,13 +680,18 @@ impl<'a> Lowering<'a> {
         Ok(i)
     }
 
-    /// Thompson construction of `e` inside the current unit: `(entry, exit)` states.
+    /// Thompson construction of `e` inside the current unit, built backwards: reading `e` from
+    /// the returned entry state leads to `next`. An expression is built once per continuation
+    /// (`Nfa::built`), so a sub-expression that several branches continue with the same way
+    /// is one fragment: an object's optional properties continue every "first property
+    /// written" branch with the same suffix, which inlined copies made quadratic.
     fn fragment(
         &mut self,
         nfa: &mut Nfa,
         e: ExprId,
         depth: usize,
-    ) -> Result<(u32, u32), CompileError> {
+        next: u32,
+    ) -> Result<u32, CompileError> {
         if nfa.len() > self.limits.max_states.saturating_mul(4) {
             return Err(CompileError::unplaced(
                 CompileErrorKind::Limit,
@@ -692,11 +701,26 @@ impl<'a> Lowering<'a> {
                 ),
             ));
         }
+        if let Some(&entry) = nfa.built.get(&(e, next)) {
+            return Ok(entry);
+        }
+        let entry = self.fragment_uncached(nfa, e, depth, next)?;
+        nfa.built.insert((e, next), entry);
+        Ok(entry)
+    }
+
+    fn fragment_uncached(
+        &mut self,
+        nfa: &mut Nfa,
+        e: ExprId,
+        depth: usize,
+        next: u32,
+    ) -> Result<u32, CompileError> {
         let call = |me: &mut Self, nfa: &mut Nfa, key: UnitKey| {
             let u = me.unit(key);
-            let (a, b) = (nfa.state(), nfa.state());
-            nfa.edge(a, Label::Call(u), b);
-            (a, b)
+            let a = nfa.state();
+            nfa.edge(a, Label::Call(u), next);
+            a
         };
         let is_rule = matches!(self.g.expr(e), Expr::Rule(_));
         let wide_loop = matches!(self.g.expr(e), Expr::Repeat { body, max: None, .. }
@@ -708,67 +732,55 @@ impl<'a> Lowering<'a> {
             return Ok(call(self, nfa, UnitKey::Expr(e)));
         }
         Ok(match self.g.expr(e).clone() {
-            Expr::Empty => {
-                let s = nfa.state();
-                (s, s)
-            }
-            Expr::Nothing => (nfa.state(), nfa.state()),
+            Expr::Empty => next,
+            Expr::Nothing => nfa.state(),
             Expr::Bytes(bytes) => {
-                let start = nfa.state();
-                let mut cur = start;
-                for &b in bytes.iter() {
-                    let next = nfa.state();
+                let mut cur = next;
+                for &b in bytes.iter().rev() {
                     if nfa.byte_label[b as usize] == u32::MAX {
                         nfa.byte_label[b as usize] = nfa.class_sets.len() as u32;
                         nfa.class_sets
                             .push(ByteSet::byte(self.alphabet.class_of[b as usize]));
                     }
-                    nfa.edge(cur, Label::Classes(nfa.byte_label[b as usize]), next);
-                    cur = next;
+                    let s = nfa.state();
+                    nfa.edge(s, Label::Classes(nfa.byte_label[b as usize]), cur);
+                    cur = s;
                 }
-                (start, cur)
+                cur
             }
             Expr::Class(set) => {
-                let (a, b) = (nfa.state(), nfa.state());
+                let s = nfa.state();
                 nfa.class_sets.push(self.alphabet.classes(&set));
-                nfa.edge(a, Label::Classes((nfa.class_sets.len() - 1) as u32), b);
-                (a, b)
+                nfa.edge(s, Label::Classes((nfa.class_sets.len() - 1) as u32), next);
+                s
             }
             Expr::Special(name) => {
                 let sid = self.special(&name)?;
-                let (a, b) = (nfa.state(), nfa.state());
-                nfa.edge(a, Label::Special(sid), b);
-                (a, b)
-            }
-            Expr::Seq(xs) if xs.is_empty() => {
                 let s = nfa.state();
-                (s, s)
+                nfa.edge(s, Label::Special(sid), next);
+                s
             }
             Expr::Seq(xs) => {
-                let (start, mut cur) = self.fragment(nfa, xs[0], depth + 1)?;
-                for &x in &xs[1..] {
-                    let (a, b) = self.fragment(nfa, x, depth + 1)?;
-                    nfa.eps(cur, a);
-                    cur = b;
+                let mut cur = next;
+                for &x in xs.iter().rev() {
+                    cur = self.fragment(nfa, x, depth + 1, cur)?;
                 }
-                (start, cur)
+                cur
             }
             Expr::Alt(xs) => {
-                let (start, end) = (nfa.state(), nfa.state());
+                let s = nfa.state();
                 for &x in xs.iter() {
-                    let (a, b) = self.fragment(nfa, x, depth + 1)?;
-                    nfa.eps(start, a);
-                    nfa.eps(b, end);
+                    let a = self.fragment(nfa, x, depth + 1, next)?;
+                    nfa.eps(s, a);
                 }
-                (start, end)
+                s
             }
             Expr::Repeat { body, min, max } => {
                 if max.is_some_and(|m| m < min) {
-                    return Ok((nfa.state(), nfa.state()));
+                    return Ok(nfa.state());
                 }
                 if max == Some(0) {
-                    let s = nfa.state();
-                    return Ok((s, s));
+                    return Ok(next);
                 }
                 if !self.unrolls(body, min, max) {
                     let key = UnitKey::Counted {
@@ -778,39 +790,36 @@ impl<'a> Lowering<'a> {
                     };
                     return Ok(call(self, nfa, key));
                 }
-                let start = nfa.state();
-                let mut cur = start;
-                for _ in 0..min {
-                    let (a, b) = self.fragment(nfa, body, depth + 1)?;
-                    nfa.eps(cur, a);
-                    cur = b;
-                }
-                match max {
+                // The optional iterations, then the required ones in front of them.
+                let mut cur = match max {
                     None => {
-                        // cur -> body -> cur, exit at cur.
-                        let (a, b) = self.fragment(nfa, body, depth + 1)?;
+                        // hub -> body -> hub, exit at hub.
                         let hub = nfa.state();
-                        nfa.eps(cur, hub);
+                        nfa.eps(hub, next);
+                        let a = self.fragment(nfa, body, depth + 1, hub)?;
                         nfa.eps(hub, a);
-                        nfa.eps(b, hub);
-                        (start, hub)
+                        hub
                     }
                     Some(max) => {
-                        let end = nfa.state();
-                        nfa.eps(cur, end);
+                        let mut cur = next;
                         for _ in min..max {
-                            let (a, b) = self.fragment(nfa, body, depth + 1)?;
-                            nfa.eps(cur, a);
-                            nfa.eps(b, end);
-                            cur = b;
+                            let a = self.fragment(nfa, body, depth + 1, cur)?;
+                            let s = nfa.state();
+                            nfa.eps(s, a);
+                            nfa.eps(s, next);
+                            cur = s;
                         }
-                        (start, end)
+                        cur
                     }
+                };
+                for _ in 0..min {
+                    cur = self.fragment(nfa, body, depth + 1, cur)?;
                 }
+                cur
             }
             Expr::Rule(r) => {
                 if self.inline_rule[r.index()] && depth <= MAX_INLINE_DEPTH {
-                    self.fragment(nfa, self.g.rule(r).body, depth + 1)?
+                    self.fragment(nfa, self.g.rule(r).body, depth + 1, next)?
                 } else {
                     call(self, nfa, UnitKey::Rule(r))
                 }
