@@ -80,6 +80,19 @@ fn ambiguous() {
 }
 
 #[test]
+fn right_linear() {
+    check_oracle(
+        common::qwen3(),
+        RIGHT_LINEAR,
+        &[
+            "Hello, world! <call>[ab,[c],d]</call>\nthen more <call>x</call>",
+            "plain text only, with > and é",
+            "",
+        ],
+    );
+}
+
+#[test]
 fn special_tokens() {
     check_oracle(
         common::qwen3(),

@@ -1,10 +1,13 @@
 //! The compiled form of a grammar: a flat *program* of small automata.
 //!
 //! Every IR rule that needs its own stack frame (recursive rules, big rules, big shared
-//! sub-expressions) becomes a *unit*: an automaton whose edges read a byte class, read a special
-//! token, or *call* another unit. Everything else is inlined into its caller's automaton, so a
-//! JSON string or number is a handful of states inside its caller instead of a chain of Earley
-//! items. Unit automata are determinized where that stays small, so an Earley row inside a
+//! sub-expressions, rules referred to from several places) becomes a *unit*: an automaton whose
+//! edges read a byte class, read a special token, or *call* another unit. Everything else is
+//! inlined into its caller's automaton, so a JSON string or number is a handful of states
+//! inside its caller instead of a chain of Earley items; rules that recurse only in tail
+//! position (free text around tool calls) are loops inside it, not calls. Fragments are built
+//! once per continuation, so branches that end alike share their ending. Unit automata are
+//! determinized where that stays small and minimized (Hopcroft), so an Earley row inside a
 //! terminal-heavy region holds a single item and a byte costs one table lookup.
 //!
 //! Counted repeats (`x{0,100000}`, `x{500,}`) are not unrolled: they become a *counted unit*, a
@@ -406,6 +409,8 @@ struct Nfa {
     byte_label: [u32; 256],
     /// The entry state of each expression built so far, by continuation state.
     built: FastMap<(ExprId, u32), u32>,
+    /// Right-linear rules entered but not built yet: `(rule, continuation, entry)`.
+    pending: Vec<(RuleId, u32, u32)>,
 }
 
 impl Default for Nfa {
@@ -416,6 +421,7 @@ impl Default for Nfa {
             class_sets: Vec::new(),
             byte_label: [u32::MAX; 256],
             built: FastMap::default(),
+            pending: Vec::new(),
         }
     }
 }
@@ -464,6 +470,8 @@ struct Lowering<'a> {
     vocab: &'a Vocab,
     limits: &'a CompileLimits,
     recursive: Vec<bool>,
+    /// Recursive rules whose recursion is all in tail position: inlined as loops.
+    tail_recursive: Vec<bool>,
     cost: Vec<u32>,
     /// Every byte some class or literal inside the expression reads.
     width: Vec<ByteSet>,
@@ -481,12 +489,13 @@ struct Lowering<'a> {
 
 impl<'a> Lowering<'a> {
     fn new(g: &'a Grammar, vocab: &'a Vocab, limits: &'a CompileLimits) -> Self {
-        let recursive = recursive_rules(g);
+        let (recursive, tail_recursive) = recursive_rules(g);
         let mut me = Lowering {
             g,
             vocab,
             limits,
             recursive,
+            tail_recursive,
             cost: vec![0; g.exprs().len()],
             width: vec![ByteSet::EMPTY; g.exprs().len()],
             inline_rule: vec![false; g.rules().len()],
@@ -642,6 +651,10 @@ impl<'a> Lowering<'a> {
         let mut nfa = Nfa::default();
         let accept = nfa.state();
         let start = self.fragment(&mut nfa, root, 0, accept)?;
+        while let Some((rule, next, entry)) = nfa.pending.pop() {
+            let body = self.fragment(&mut nfa, self.g.rule(rule).body, 1, next)?;
+            nfa.eps(entry, body);
+        }
         let fsm = match determinize(&nfa, start, accept, &self.alphabet, self.limits, true)? {
             Some(d) => d,
             None => determinize(&nfa, start, accept, &self.alphabet, self.limits, false)?
@@ -817,13 +830,21 @@ impl<'a> Lowering<'a> {
                 }
                 cur
             }
-            Expr::Rule(r) => {
-                if self.inline_rule[r.index()] && depth <= MAX_INLINE_DEPTH {
-                    self.fragment(nfa, self.g.rule(r).body, depth + 1, next)?
-                } else {
-                    call(self, nfa, UnitKey::Rule(r))
-                }
+            Expr::Rule(r) if self.inline_rule[r.index()] && depth <= MAX_INLINE_DEPTH => {
+                self.fragment(nfa, self.g.rule(r).body, depth + 1, next)?
             }
+            Expr::Rule(r) if self.tail_recursive[r.index()] => {
+                // A right-linear rule is a loop in this automaton, not a call: a call per
+                // step of free text grows the Earley stack by one item per byte, so no two
+                // rows are alike and no mask is ever reused. Its body is built later
+                // (`Nfa::pending`, iteratively: rule chains can be long); references back
+                // to it with this continuation find this entry.
+                let entry = nfa.state();
+                nfa.built.insert((e, next), entry);
+                nfa.pending.push((r, next, entry));
+                entry
+            }
+            Expr::Rule(r) => call(self, nfa, UnitKey::Rule(r)),
         })
     }
 
@@ -1072,7 +1093,9 @@ fn unit_callees(fsm: &Option<Fsm>, counted: &Option<Counted>) -> Vec<u32> {
 }
 
 /// Rules that reach themselves through references.
-fn recursive_rules(g: &Grammar) -> Vec<bool> {
+/// Which rules reach themselves through references, and which of those only ever reach
+/// their strongly connected component in tail position (right-linear: a loop, no stack).
+fn recursive_rules(g: &Grammar) -> (Vec<bool>, Vec<bool>) {
     let n = g.rules().len();
     let refs: Vec<Vec<usize>> = g
         .rules()
@@ -1080,14 +1103,53 @@ fn recursive_rules(g: &Grammar) -> Vec<bool> {
         .map(|r| g.rule_refs(r.body).iter().map(|x| x.index()).collect())
         .collect();
     let sccs = tarjan(n, |u| refs[u].clone());
-    let mut out = vec![false; n];
-    for scc in sccs {
+    let mut recursive = vec![false; n];
+    let mut tail_only = vec![false; n];
+    let mut scc_of = vec![0usize; n];
+    for (i, scc) in sccs.iter().enumerate() {
+        scc.iter().for_each(|&u| scc_of[u] = i);
+    }
+    for (i, scc) in sccs.iter().enumerate() {
         let cyclic = scc.len() > 1 || refs[scc[0]].contains(&scc[0]);
         if cyclic {
-            scc.iter().for_each(|&u| out[u] = true);
+            let tail = scc.iter().all(|&u| {
+                let body = g.rules()[u].body;
+                references_only_in_tail(g, body, |r| scc_of[r.index()] == i)
+            });
+            for &u in scc {
+                recursive[u] = true;
+                tail_only[u] = tail;
+            }
         }
     }
-    out
+    (recursive, tail_only)
+}
+
+/// Does `body` refer to the rules `member` selects only as its last step? (Through sequences'
+/// last parts and alternatives; never inside a repeat or before something else.)
+fn references_only_in_tail(g: &Grammar, body: ExprId, member: impl Fn(RuleId) -> bool) -> bool {
+    let mut seen = FastMap::default();
+    let mut stack = vec![(body, true)];
+    while let Some((e, tail)) = stack.pop() {
+        if seen.insert((e, tail), ()).is_some() {
+            continue;
+        }
+        match g.expr(e) {
+            Expr::Rule(r) if member(*r) => {
+                if !tail {
+                    return false;
+                }
+            }
+            Expr::Seq(xs) => {
+                let last = xs.len().saturating_sub(1);
+                stack.extend(xs.iter().enumerate().map(|(i, &x)| (x, tail && i == last)));
+            }
+            Expr::Alt(xs) => stack.extend(xs.iter().map(|&x| (x, tail))),
+            Expr::Repeat { body, .. } => stack.push((*body, false)),
+            _ => {}
+        }
+    }
+    true
 }
 
 /// Strongly connected components, in reverse topological order (callees first), iteratively.
@@ -1717,6 +1779,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn recursion_only_in_tail_position_is_a_loop() {
+        let g = crate::front::gbnf::gbnf_to_ir(
+            r#"
+root  ::= text
+text  ::= [^<] text | "<call>" item "</call>" after | ""
+after ::= "\n" text | ""
+item  ::= [a-z]+ | "[" item ("," item)* "]"
+"#,
+            "g",
+        )
+        .unwrap();
+        let (recursive, tail) = recursive_rules(&g);
+        let flags = |name: &str| {
+            let r = g.rules().iter().position(|r| r.name == name).unwrap();
+            (recursive[r], tail[r])
+        };
+        assert_eq!(flags("root"), (false, false));
+        assert_eq!(flags("text"), (true, true));
+        assert_eq!(flags("after"), (true, true));
+        assert_eq!(flags("item"), (true, false));
     }
 
     #[test]

@@ -97,6 +97,15 @@ e    ::= e "+" e | e "*" e | "(" e ")" | [0-9]+ | [a-z]
 list ::= list list | "<" list? ">" | "x"
 "#;
 
+/// Right-linear free text (recursion only in tail position: a loop, no stack) around calls
+/// whose arguments nest (`item` recursion is not in tail position: a stack).
+pub const RIGHT_LINEAR: &str = r#"
+root  ::= text
+text  ::= [^<] text | "<call>" item "</call>" after | ""
+after ::= "\n" text | ""
+item  ::= [a-z]+ | "[" item ("," item)* "]"
+"#;
+
 /// Chat-shaped output with special tokens (symbols, never text) and a non-special added token
 /// (`<think>` is text in Qwen3).
 pub const SPECIALS: &str = r#"
