@@ -27,44 +27,9 @@ use crate::error::{CompileError, CompileErrorKind};
 use crate::ir::{ByteSet, Expr, ExprId, Grammar, RuleId};
 use crate::vocab::{TokenId, Vocab};
 
-/// A fast hasher for the compiler's and the walks' internal maps (keys are small integers
-/// and short integer slices; no adversary chooses them).
-#[derive(Clone, Copy, Default)]
-pub(crate) struct FastHash(u64);
-
-impl std::hash::Hasher for FastHash {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    #[inline]
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(x as u64);
-    }
-    #[inline]
-    fn write_u8(&mut self, x: u8) {
-        self.write_u64(x as u64);
-    }
-    #[inline]
-    fn write_usize(&mut self, x: usize) {
-        self.write_u64(x as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A `HashMap` with [`FastHash`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHash>>;
+/// The compiler's and the walks' internal maps: keys are small integers and short integer
+/// slices no adversary chooses, so a fast non-cryptographic hash (rustc's Fx) instead of SipHash.
+pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Interns `u32` slices: ids in insertion order, all slices in one arena (no allocation per
 /// slice). Determinization interns state sets with it, minimization signatures, the trie
@@ -80,7 +45,7 @@ impl SliceInterner {
     /// The id of `slice`, and whether it is new.
     pub fn intern(&mut self, slice: &[u32]) -> (u32, bool) {
         use std::hash::{Hash, Hasher};
-        let mut h = FastHash::default();
+        let mut h = rustc_hash::FxHasher::default();
         slice.hash(&mut h);
         let candidates = self.index.entry(h.finish()).or_default();
         for &id in candidates.iter() {

@@ -314,7 +314,9 @@ impl Grammar {
 #[derive(Default)]
 pub struct GrammarBuilder {
     exprs: Vec<Expr>,
-    dedup: HashMap<Expr, ExprId>,
+    /// Hash-consing (Fx hash: expressions are built by front ends, not chosen by an adversary
+    /// who could aim at collisions, and interning is most of a schema's front-end time).
+    dedup: rustc_hash::FxHashMap<Expr, ExprId>,
     rules: Vec<(String, Option<ExprId>)>,
     rule_names: HashMap<String, RuleId>,
 }

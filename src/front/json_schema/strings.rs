@@ -21,8 +21,6 @@
 //! pattern matches anywhere in the string (search semantics) unless its branch is anchored with
 //! `^`/`$`. Look-around and backreferences are unsupported (typed error).
 
-use std::collections::HashMap;
-
 use regex_syntax::ast::{self, Ast, ClassSet, ClassSetItem};
 use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition};
 
@@ -37,7 +35,7 @@ pub(crate) const ANY_CHAR: (char, char) = ('\0', char::MAX);
 /// Writes characters as they may appear inside a JSON string (see the module notes).
 #[derive(Default)]
 pub(crate) struct JsonText {
-    memo: HashMap<Vec<(char, char)>, ExprId>,
+    memo: rustc_hash::FxHashMap<Vec<(char, char)>, ExprId>,
 }
 
 impl TextEncoding for JsonText {
