@@ -305,9 +305,9 @@ impl<T: Target> Binder<'_, '_, T> {
             }
             return Ok(());
         };
-        match (param.kind(), &tree.node(value).kind) {
-            (ParamKind::Str, NodeKind::Str(s)) => self.target.text(seq, s.as_bytes()),
-            (ParamKind::Choice, NodeKind::Choice(set)) => match tree.children(*set) {
+        match (param.kind(), tree.node(value).kind) {
+            (ParamKind::Str, NodeKind::Str(s)) => self.target.text(seq, tree.str(s).as_bytes()),
+            (ParamKind::Choice, NodeKind::Choice(set)) => match tree.children(set) {
                 [] => {
                     return Err(self.error(
                         CompileErrorKind::EmptyLanguage,
@@ -329,11 +329,11 @@ impl<T: Target> Binder<'_, '_, T> {
                 }
             },
             (ParamKind::Regex, NodeKind::Regex(pattern)) => {
-                let node = self.node_for(value, |t| t.regex(pattern))?;
+                let node = self.node_for(value, |t| t.regex(tree.str(pattern)))?;
                 self.target.push(seq, node);
             }
             (ParamKind::Int, NodeKind::Int(n)) => self.target.text(seq, n.to_string().as_bytes()),
-            (ParamKind::Int, &NodeKind::Range(lo, hi)) => {
+            (ParamKind::Int, NodeKind::Range(lo, hi)) => {
                 let Some(pattern) = int_range_regex(lo, hi) else {
                     return Err(self.error(
                         CompileErrorKind::Invalid,
@@ -352,7 +352,7 @@ impl<T: Target> Binder<'_, '_, T> {
                 self.structure(id, value, seq)?;
             }
             (ParamKind::List { elems, sep }, NodeKind::List(items)) => {
-                let items = tree.children(*items);
+                let items = tree.children(items);
                 self.instances(param, items)?;
                 for (i, &item) in items.iter().enumerate() {
                     if i > 0 && !sep.is_empty() {
@@ -363,7 +363,7 @@ impl<T: Target> Binder<'_, '_, T> {
                 }
             }
             (ParamKind::OneOf(elems), NodeKind::List(items)) => {
-                let items = tree.children(*items);
+                let items = tree.children(items);
                 if items.is_empty() {
                     return Err(self.error(
                         CompileErrorKind::EmptyLanguage,
@@ -393,8 +393,8 @@ impl<T: Target> Binder<'_, '_, T> {
 
 /// The text of a choice set's element (the parsers only put strings there).
 fn str_of<'t>(tree: &'t Tree, id: NodeId) -> &'t str {
-    match &tree.node(id).kind {
-        NodeKind::Str(s) => s,
+    match tree.node(id).kind {
+        NodeKind::Str(s) => tree.str(s),
         other => unreachable!("a choice holds strings, not {other:?}"),
     }
 }
