@@ -415,7 +415,7 @@ impl OpsTarget<'_> {
     fn flush(&mut self, seq: &mut OpsSeq) {
         if !seq.pending.is_empty() {
             let leaf = self.factory.write_leaf(&seq.pending);
-            seq.ops.push(self.b.leaf(leaf));
+            seq.ops.push(self.b.leaf_op(leaf));
             seq.pending.clear();
         }
     }
@@ -436,7 +436,7 @@ impl Target for OpsTarget<'_> {
     fn fragment(&mut self, seq: &mut OpsSeq, index: u32, _: ExprId) {
         self.flush(seq);
         let op = match &self.factory.fragments[index as usize] {
-            Fragment::Leaf(leaf) => self.b.leaf(leaf.clone()),
+            Fragment::Leaf(leaf) => self.b.leaf_op(leaf.clone()),
             Fragment::Program(program) => self.b.splice(program),
         };
         seq.ops.push(op);
