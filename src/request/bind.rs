@@ -109,6 +109,13 @@ impl<T: Target> Binder<'_, '_, T> {
         allowed: Option<(&[StructId], &Param)>,
     ) -> Result<StructId, CompileError> {
         let name = self.tree.call_parts(call).0;
+        if let Some((ids, _)) = allowed {
+            // One or two structures, usually: comparing their names is cheaper than hashing.
+            let factory = self.factory;
+            if let Some(&id) = ids.iter().find(|&&id| factory.structure(id).name() == name) {
+                return Ok(id);
+            }
+        }
         let Some(id) = self.factory.find(name) else {
             return Err(self.error(
                 CompileErrorKind::Undefined,
