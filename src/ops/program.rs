@@ -124,6 +124,14 @@ impl ProgramBuilder {
         ProgramBuilder::default()
     }
 
+    /// An empty builder with room for `ops` operators.
+    pub fn with_capacity(ops: usize) -> ProgramBuilder {
+        ProgramBuilder {
+            ops: Vec::with_capacity(ops),
+            info: Vec::with_capacity(ops),
+        }
+    }
+
     fn push(&mut self, op: Op) -> OpId {
         let info = self.info_of(&op);
         self.push_with_info(op, info)

@@ -22,9 +22,11 @@ use crate::template::{
 trait Target {
     /// A finished part.
     type Node: Copy;
-    /// A sequence being built.
-    type Seq: Default;
+    /// A sequence being built. Sequences nest strictly: one opened inside another is closed
+    /// before the outer one is used again.
+    type Seq;
 
+    fn open(&mut self) -> Self::Seq;
     fn lit(&mut self, seq: &mut Self::Seq, units: &[Unit], expr: ExprId);
     fn text(&mut self, seq: &mut Self::Seq, text: &[u8]);
     fn fragment(&mut self, seq: &mut Self::Seq, index: u32, expr: ExprId);
@@ -42,9 +44,12 @@ pub(super) fn instantiate(
     tree: &Tree,
     locate: &dyn Fn(u32) -> Location,
 ) -> Result<Program, CompileError> {
+    // About one operator per request node (a section: its id, a `Write` and two `Wait`s).
     let target = OpsTarget {
-        b: ProgramBuilder::new(),
+        b: ProgramBuilder::with_capacity(tree.num_nodes()),
         factory,
+        ops: Vec::with_capacity(tree.num_nodes()),
+        pending: Vec::with_capacity(64),
     };
     let (target, root) = bind(factory, tree, locate, target)?;
     target.b.finish(root)
@@ -80,7 +85,7 @@ fn bind<T: Target>(
         memo: SmallVec::new(),
     };
     let id = binder.resolve(tree.root, None)?;
-    let mut seq = T::Seq::default();
+    let mut seq = binder.target.open();
     binder.structure(id, tree.root, &mut seq)?;
     let node = binder.target.close(seq);
     Ok((binder.target, node))
@@ -215,7 +220,7 @@ impl<T: Target> Binder<'_, '_, T> {
             Piece::Alt(branches) => {
                 let mut nodes: SmallVec<[T::Node; 4]> = SmallVec::new();
                 for b in branches.iter() {
-                    let mut inner = T::Seq::default();
+                    let mut inner = self.target.open();
                     self.piece(b, params, args, &mut inner)?;
                     nodes.push(self.target.close(inner));
                 }
@@ -223,7 +228,7 @@ impl<T: Target> Binder<'_, '_, T> {
                 self.target.push(seq, node);
             }
             Piece::Repeat { body, min, max } => {
-                let mut inner = T::Seq::default();
+                let mut inner = self.target.open();
                 self.piece(body, params, args, &mut inner)?;
                 let body = self.target.close(inner);
                 let node = self.target.repeat(body, *min, *max);
@@ -385,7 +390,7 @@ impl<T: Target> Binder<'_, '_, T> {
                 let mut nodes: SmallVec<[T::Node; 8]> = SmallVec::new();
                 for &item in items {
                     let id = self.resolve(item, Some((elems, param)))?;
-                    let mut inner = T::Seq::default();
+                    let mut inner = self.target.open();
                     self.structure(id, item, &mut inner)?;
                     nodes.push(self.target.close(inner));
                 }
@@ -407,23 +412,31 @@ fn str_of<'t>(tree: &'t Tree, id: NodeId) -> &'t str {
 }
 
 /// Assembles an operator program: fragments spliced, literal runs merged into one `Write`.
+///
+/// The open sequences share two stacks instead of owning their parts, so that nesting costs no
+/// allocation and a sequence is two indices.
 struct OpsTarget<'f> {
     b: ProgramBuilder,
     factory: &'f StructureFactory,
+    /// The operators of the open sequences, innermost last.
+    ops: Vec<OpId>,
+    /// Literal units not yet written, innermost sequence last.
+    pending: Vec<Unit>,
 }
 
-#[derive(Default)]
+/// Where an open sequence's operators and pending units start on the stacks.
 struct OpsSeq {
-    ops: SmallVec<[OpId; 8]>,
-    pending: SmallVec<[Unit; 32]>,
+    ops: usize,
+    pending: usize,
 }
 
 impl OpsTarget<'_> {
-    fn flush(&mut self, seq: &mut OpsSeq) {
-        if !seq.pending.is_empty() {
-            let leaf = self.factory.write_leaf(&seq.pending);
-            seq.ops.push(self.b.leaf_op(leaf));
-            seq.pending.clear();
+    fn flush(&mut self, seq: &OpsSeq) {
+        if self.pending.len() > seq.pending {
+            let leaf = self.factory.write_leaf(&self.pending[seq.pending..]);
+            let op = self.b.leaf_op(leaf);
+            self.ops.push(op);
+            self.pending.truncate(seq.pending);
         }
     }
 }
@@ -432,12 +445,19 @@ impl Target for OpsTarget<'_> {
     type Node = OpId;
     type Seq = OpsSeq;
 
-    fn lit(&mut self, seq: &mut OpsSeq, units: &[Unit], _: ExprId) {
-        seq.pending.extend_from_slice(units);
+    fn open(&mut self) -> OpsSeq {
+        OpsSeq {
+            ops: self.ops.len(),
+            pending: self.pending.len(),
+        }
     }
 
-    fn text(&mut self, seq: &mut OpsSeq, text: &[u8]) {
-        seq.pending.extend(text.iter().map(|&b| Unit::Byte(b)));
+    fn lit(&mut self, _: &mut OpsSeq, units: &[Unit], _: ExprId) {
+        self.pending.extend_from_slice(units);
+    }
+
+    fn text(&mut self, _: &mut OpsSeq, text: &[u8]) {
+        self.pending.extend(text.iter().map(|&b| Unit::Byte(b)));
     }
 
     fn fragment(&mut self, seq: &mut OpsSeq, index: u32, _: ExprId) {
@@ -446,20 +466,22 @@ impl Target for OpsTarget<'_> {
             Fragment::Leaf(leaf) => self.b.leaf_op(leaf.clone()),
             Fragment::Program(program) => self.b.splice(program),
         };
-        seq.ops.push(op);
+        self.ops.push(op);
     }
 
     fn push(&mut self, seq: &mut OpsSeq, node: OpId) {
         self.flush(seq);
-        seq.ops.push(node);
+        self.ops.push(node);
     }
 
-    fn close(&mut self, mut seq: OpsSeq) -> OpId {
-        self.flush(&mut seq);
-        match seq.ops.len() {
-            0 => self.b.empty(),
-            _ => self.b.seq(&seq.ops),
-        }
+    fn close(&mut self, seq: OpsSeq) -> OpId {
+        self.flush(&seq);
+        let op = match &self.ops[seq.ops..] {
+            [] => self.b.empty(),
+            ops => self.b.seq(ops),
+        };
+        self.ops.truncate(seq.ops);
+        op
     }
 
     fn choice(&mut self, strings: &[&str]) -> Result<OpId, CompileError> {
@@ -522,6 +544,10 @@ impl IrTarget<'_> {
 impl Target for IrTarget<'_> {
     type Node = ExprId;
     type Seq = Vec<ExprId>;
+
+    fn open(&mut self) -> Vec<ExprId> {
+        Vec::new()
+    }
 
     fn lit(&mut self, seq: &mut Vec<ExprId>, _: &[Unit], expr: ExprId) {
         let e = self.copy(expr);
