@@ -206,15 +206,19 @@ impl<T: Target> Binder<'_, '_, T> {
         seq: &mut T::Seq,
     ) -> Result<(), CompileError> {
         match piece {
-            Piece::Lit { units, expr } => self.target.lit(seq, units, *expr),
-            Piece::Frag { index, expr } => self.target.fragment(seq, *index, *expr),
+            Piece::Lit { .. } | Piece::Frag { .. } => {
+                self.atom(piece, seq);
+            }
             Piece::Param(i) => {
                 let i = *i as usize;
                 self.argument(&params[i], args[i], seq)?
             }
             Piece::Seq(parts) => {
                 for p in parts.iter() {
-                    self.piece(p, params, args, seq)?;
+                    // Most of a recipe: emitted here rather than through a recursive call each.
+                    if !self.atom(p, seq) {
+                        self.piece(p, params, args, seq)?;
+                    }
                 }
             }
             Piece::Alt(branches) => {
@@ -236,6 +240,16 @@ impl<T: Target> Binder<'_, '_, T> {
             }
         }
         Ok(())
+    }
+
+    /// Emits a literal or a fragment; false for the other pieces.
+    fn atom(&mut self, piece: &Piece, seq: &mut T::Seq) -> bool {
+        match piece {
+            Piece::Lit { units, expr } => self.target.lit(seq, units, *expr),
+            Piece::Frag { index, expr } => self.target.fragment(seq, *index, *expr),
+            _ => return false,
+        }
+        true
     }
 
     fn wrong_kind(&self, param: &Param, value: NodeId) -> CompileError {
