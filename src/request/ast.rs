@@ -124,7 +124,7 @@ impl<'a> Tree<'a> {
         }
     }
 
-    fn text(&self, start: u32, end: u32) -> &'a str {
+    fn raw(&self, start: u32, end: u32) -> &'a str {
         &self.text[start as usize..end as usize]
     }
 
@@ -140,7 +140,7 @@ impl<'a> Tree<'a> {
 
     /// A string literal whose raw content (escapes checked by the lexer) is bytes `start..end`.
     pub fn string(&mut self, start: u32, end: u32) -> Span {
-        let raw = self.text(start, end);
+        let raw = self.raw(start, end);
         if !raw.contains('\\') {
             return self.slice(start, end);
         }
@@ -154,13 +154,13 @@ impl<'a> Tree<'a> {
 
     /// The integer at bytes `start..end`.
     pub fn int(&self, start: u32, end: u32) -> i64 {
-        parse_int(self.text(start, end))
+        parse_int(self.raw(start, end))
     }
 
     /// The bounds of the range `lo..hi` at bytes `start..end`.
     pub fn range(&self, start: u32, end: u32) -> (i64, i64) {
         let (lo, hi) = self
-            .text(start, end)
+            .raw(start, end)
             .split_once("..")
             .expect("the parser checked the range");
         (parse_int(lo.trim_end()), parse_int(hi.trim_start()))
@@ -168,7 +168,7 @@ impl<'a> Tree<'a> {
 
     /// A regex literal whose raw pattern is bytes `start..end`: `\/` stands for `/`.
     pub fn regex(&mut self, start: u32, end: u32) -> Span {
-        let raw = self.text(start, end);
+        let raw = self.raw(start, end);
         if raw.contains("\\/") {
             self.owned(&raw.replace("\\/", "/"))
         } else {

@@ -44,7 +44,10 @@ impl Tok {
             Tok::DotDot => "`..`".into(),
             Tok::Ident => format!("name `{raw}`"),
             Tok::Str => format!("string \"{}\"", inner()),
-            Tok::Int => format!("integer {raw}"),
+            Tok::Int => {
+                let n: i64 = raw.parse().expect("the lexer checks that integers fit");
+                format!("integer {n}")
+            }
             Tok::Regex => format!("regex /{}/", inner()),
         }
     }
@@ -269,6 +272,7 @@ mod tests {
         assert_eq!(toks(r#""\u{e9}""#), [(Tok::Str, r#""\u{e9}""#)]);
         assert_eq!(Tok::Str.describe(r#""y\"z""#), r#"string "y\"z""#);
         assert_eq!(Tok::Regex.describe("/a/"), "regex /a/");
+        assert_eq!(Tok::Int.describe("-007"), "integer -7");
     }
 
     #[test]
