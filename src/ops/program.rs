@@ -80,11 +80,13 @@ pub(crate) struct LeafOp {
 }
 
 impl LeafOp {
+    /// `leaf` as a plain leaf operator (no `Wait` bodies).
     pub fn new(leaf: Arc<Leaf>) -> LeafOp {
         let info = leaf_info(&leaf, &[], |_| unreachable!("a plain leaf has no bodies"));
         LeafOp { leaf, info }
     }
 
+    /// The leaf, for tests of sharing.
     #[cfg(test)]
     pub fn leaf(&self) -> &Arc<Leaf> {
         &self.leaf
@@ -134,10 +136,6 @@ impl ProgramBuilder {
 
     fn push(&mut self, op: Op) -> OpId {
         let info = self.info_of(&op);
-        self.push_with_info(op, info)
-    }
-
-    fn push_with_info(&mut self, op: Op, info: OpInfo) -> OpId {
         self.ops.push(op);
         self.info.push(info);
         OpId((self.ops.len() - 1) as u32)

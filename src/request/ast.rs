@@ -95,6 +95,7 @@ impl<'a> Tree<'a> {
         }
     }
 
+    /// Nodes so far.
     pub fn num_nodes(&self) -> usize {
         self.nodes.len()
     }
