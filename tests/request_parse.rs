@@ -25,7 +25,8 @@ fn text_requests_parse_to_the_json_tree() {
     let r = Request::parse(
         r#"outline(sections: [section(id: "1", children: [section(id: "1.1")]),
                              section(id: "2",)], n: -4, r: 1..20, re: /a\/b+/,
-                   set: {"x", "y\"z",}, bare: string, empty: [], none: {})"#,
+                   set: {"x", "y\"z",}, bare: string, empty: [], none: {},
+                   spaced: -5 .. -1, escapes: "\u{e9}\tx", after: "plain")"#,
     )
     .unwrap();
     assert_eq!(r.structure(), "outline");
@@ -42,7 +43,10 @@ fn text_requests_parse_to_the_json_tree() {
             "set": {"$choice": ["x", "y\"z"]},
             "bare": {"string": {}},
             "empty": [],
-            "none": {"$choice": []}
+            "none": {"$choice": []},
+            "spaced": {"$range": [-5, -1]},
+            "escapes": "\u{e9}\tx",
+            "after": "plain"
         }})
     );
     // The JSON form parses back to the same tree.

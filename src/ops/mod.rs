@@ -20,4 +20,5 @@ pub use leaf::{Leaf, Terminator, Unit};
 pub use lower::{fits_operators, lower, LowerConfig, RegexCompiler, DEFAULT_DFA_STATE_LIMIT};
 pub use masks::Runtime;
 pub use matcher::OpsMatcher;
+pub(crate) use program::LeafOp;
 pub use program::{OpId, Program, ProgramBuilder};

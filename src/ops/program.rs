@@ -51,6 +51,48 @@ pub(crate) struct OpInfo {
     pub nullable: bool,
 }
 
+/// The info of a leaf operator followed by `then` (see [`Op::Leaf`]).
+fn leaf_info(leaf: &Leaf, then: &[Option<OpId>], child: impl Fn(&OpId) -> OpInfo) -> OpInfo {
+    let mut h = StructHasher::new(0x01);
+    h.hash(leaf.hash());
+    let mut nullable = false;
+    for (exit, t) in then.iter().enumerate() {
+        h.hash(t.map_or(0, |t| child(&t).hash));
+        let exits_at_start = leaf.exit(leaf.start()) == Some(exit as u32);
+        nullable |= exits_at_start && t.is_none_or(|t| child(&t).nullable);
+    }
+    if then.is_empty() {
+        nullable = leaf.exit(leaf.start()).is_some();
+    }
+    OpInfo {
+        hash: h.finish(),
+        nullable,
+    }
+}
+
+/// A leaf with its operator info (structural hash, nullability) computed once: what is added to
+/// every request's program by reference (template fragments, interned `Write`s), so that adding
+/// it costs a push rather than a hash.
+#[derive(Clone, Debug)]
+pub(crate) struct LeafOp {
+    leaf: Arc<Leaf>,
+    info: OpInfo,
+}
+
+impl LeafOp {
+    /// `leaf` as a plain leaf operator (no `Wait` bodies).
+    pub fn new(leaf: Arc<Leaf>) -> LeafOp {
+        let info = leaf_info(&leaf, &[], |_| unreachable!("a plain leaf has no bodies"));
+        LeafOp { leaf, info }
+    }
+
+    /// The leaf, for tests of sharing.
+    #[cfg(test)]
+    pub fn leaf(&self) -> &Arc<Leaf> {
+        &self.leaf
+    }
+}
+
 /// Builds a [`Program`].
 ///
 /// # Example
@@ -84,6 +126,14 @@ impl ProgramBuilder {
         ProgramBuilder::default()
     }
 
+    /// An empty builder with room for `ops` operators.
+    pub fn with_capacity(ops: usize) -> ProgramBuilder {
+        ProgramBuilder {
+            ops: Vec::with_capacity(ops),
+            info: Vec::with_capacity(ops),
+        }
+    }
+
     fn push(&mut self, op: Op) -> OpId {
         let info = self.info_of(&op);
         self.ops.push(op);
@@ -94,23 +144,7 @@ impl ProgramBuilder {
     fn info_of(&self, op: &Op) -> OpInfo {
         let child = |id: &OpId| self.info[id.index()];
         match op {
-            Op::Leaf { leaf, then } => {
-                let mut h = StructHasher::new(0x01);
-                h.hash(leaf.hash());
-                let mut nullable = false;
-                for (exit, t) in then.iter().enumerate() {
-                    h.hash(t.map_or(0, |t| child(&t).hash));
-                    let exits_at_start = leaf.exit(leaf.start()) == Some(exit as u32);
-                    nullable |= exits_at_start && t.is_none_or(|t| child(&t).nullable);
-                }
-                if then.is_empty() {
-                    nullable = leaf.exit(leaf.start()).is_some();
-                }
-                OpInfo {
-                    hash: h.finish(),
-                    nullable,
-                }
-            }
+            Op::Leaf { leaf, then } => leaf_info(leaf, then, child),
             Op::Seq(xs) | Op::IfElse(xs) => {
                 let is_seq = matches!(op, Op::Seq(_));
                 let mut h = StructHasher::new(if is_seq { 0x02 } else { 0x03 });
@@ -144,6 +178,19 @@ impl ProgramBuilder {
             leaf,
             then: Box::new([]),
         })
+    }
+
+    /// A leaf whose operator info was computed once (see [`LeafOp`]).
+    pub(crate) fn leaf_op(&mut self, leaf: LeafOp) -> OpId {
+        self.info.push(leaf.info);
+        // Built only once there is room: an operator built before a possible reallocation
+        // lives on the stack across it and is copied back in halves that do not match the
+        // stores that wrote it, which stalls (this is most of a request's operators).
+        self.ops.extend(std::iter::once_with(|| Op::Leaf {
+            leaf: leaf.leaf,
+            then: Box::new([]),
+        }));
+        OpId((self.ops.len() - 1) as u32)
     }
 
     /// `Write`: a forced literal of bytes and special tokens.

@@ -22,9 +22,11 @@ use crate::template::{
 trait Target {
     /// A finished part.
     type Node: Copy;
-    /// A sequence being built.
-    type Seq: Default;
+    /// A sequence being built. Sequences nest strictly: one opened inside another is closed
+    /// before the outer one is used again.
+    type Seq;
 
+    fn open(&mut self) -> Self::Seq;
     fn lit(&mut self, seq: &mut Self::Seq, units: &[Unit], expr: ExprId);
     fn text(&mut self, seq: &mut Self::Seq, text: &[u8]);
     fn fragment(&mut self, seq: &mut Self::Seq, index: u32, expr: ExprId);
@@ -42,9 +44,12 @@ pub(super) fn instantiate(
     tree: &Tree,
     locate: &dyn Fn(u32) -> Location,
 ) -> Result<Program, CompileError> {
+    // About one operator per request node (a section: its id, a `Write` and two `Wait`s).
     let target = OpsTarget {
-        b: ProgramBuilder::new(),
+        b: ProgramBuilder::with_capacity(tree.num_nodes()),
         factory,
+        ops: Vec::with_capacity(tree.num_nodes()),
+        pending: Vec::with_capacity(64),
     };
     let (target, root) = bind(factory, tree, locate, target)?;
     target.b.finish(root)
@@ -80,7 +85,7 @@ fn bind<T: Target>(
         memo: SmallVec::new(),
     };
     let id = binder.resolve(tree.root, None)?;
-    let mut seq = T::Seq::default();
+    let mut seq = binder.target.open();
     binder.structure(id, tree.root, &mut seq)?;
     let node = binder.target.close(seq);
     Ok((binder.target, node))
@@ -109,6 +114,13 @@ impl<T: Target> Binder<'_, '_, T> {
         allowed: Option<(&[StructId], &Param)>,
     ) -> Result<StructId, CompileError> {
         let name = self.tree.call_parts(call).0;
+        if let Some((ids, _)) = allowed {
+            // One or two structures, usually: comparing their names is cheaper than hashing.
+            let factory = self.factory;
+            if let Some(&id) = ids.iter().find(|&&id| factory.structure(id).name() == name) {
+                return Ok(id);
+            }
+        }
         let Some(id) = self.factory.find(name) else {
             return Err(self.error(
                 CompileErrorKind::Undefined,
@@ -194,21 +206,25 @@ impl<T: Target> Binder<'_, '_, T> {
         seq: &mut T::Seq,
     ) -> Result<(), CompileError> {
         match piece {
-            Piece::Lit { units, expr } => self.target.lit(seq, units, *expr),
-            Piece::Frag { index, expr } => self.target.fragment(seq, *index, *expr),
+            Piece::Lit { .. } | Piece::Frag { .. } => {
+                self.atom(piece, seq);
+            }
             Piece::Param(i) => {
                 let i = *i as usize;
                 self.argument(&params[i], args[i], seq)?
             }
             Piece::Seq(parts) => {
                 for p in parts.iter() {
-                    self.piece(p, params, args, seq)?;
+                    // Most of a recipe: emitted here rather than through a recursive call each.
+                    if !self.atom(p, seq) {
+                        self.piece(p, params, args, seq)?;
+                    }
                 }
             }
             Piece::Alt(branches) => {
                 let mut nodes: SmallVec<[T::Node; 4]> = SmallVec::new();
                 for b in branches.iter() {
-                    let mut inner = T::Seq::default();
+                    let mut inner = self.target.open();
                     self.piece(b, params, args, &mut inner)?;
                     nodes.push(self.target.close(inner));
                 }
@@ -216,7 +232,7 @@ impl<T: Target> Binder<'_, '_, T> {
                 self.target.push(seq, node);
             }
             Piece::Repeat { body, min, max } => {
-                let mut inner = T::Seq::default();
+                let mut inner = self.target.open();
                 self.piece(body, params, args, &mut inner)?;
                 let body = self.target.close(inner);
                 let node = self.target.repeat(body, *min, *max);
@@ -224,6 +240,16 @@ impl<T: Target> Binder<'_, '_, T> {
             }
         }
         Ok(())
+    }
+
+    /// Emits a literal or a fragment; false for the other pieces.
+    fn atom(&mut self, piece: &Piece, seq: &mut T::Seq) -> bool {
+        match piece {
+            Piece::Lit { units, expr } => self.target.lit(seq, units, *expr),
+            Piece::Frag { index, expr } => self.target.fragment(seq, *index, *expr),
+            _ => return false,
+        }
+        true
     }
 
     fn wrong_kind(&self, param: &Param, value: NodeId) -> CompileError {
@@ -305,9 +331,9 @@ impl<T: Target> Binder<'_, '_, T> {
             }
             return Ok(());
         };
-        match (param.kind(), &tree.node(value).kind) {
-            (ParamKind::Str, NodeKind::Str(s)) => self.target.text(seq, s.as_bytes()),
-            (ParamKind::Choice, NodeKind::Choice(set)) => match tree.children(*set) {
+        match (param.kind(), tree.node(value).kind) {
+            (ParamKind::Str, NodeKind::Str(s)) => self.target.text(seq, tree.str(s).as_bytes()),
+            (ParamKind::Choice, NodeKind::Choice(set)) => match tree.children(set) {
                 [] => {
                     return Err(self.error(
                         CompileErrorKind::EmptyLanguage,
@@ -329,11 +355,11 @@ impl<T: Target> Binder<'_, '_, T> {
                 }
             },
             (ParamKind::Regex, NodeKind::Regex(pattern)) => {
-                let node = self.node_for(value, |t| t.regex(pattern))?;
+                let node = self.node_for(value, |t| t.regex(tree.str(pattern)))?;
                 self.target.push(seq, node);
             }
             (ParamKind::Int, NodeKind::Int(n)) => self.target.text(seq, n.to_string().as_bytes()),
-            (ParamKind::Int, &NodeKind::Range(lo, hi)) => {
+            (ParamKind::Int, NodeKind::Range(lo, hi)) => {
                 let Some(pattern) = int_range_regex(lo, hi) else {
                     return Err(self.error(
                         CompileErrorKind::Invalid,
@@ -352,7 +378,7 @@ impl<T: Target> Binder<'_, '_, T> {
                 self.structure(id, value, seq)?;
             }
             (ParamKind::List { elems, sep }, NodeKind::List(items)) => {
-                let items = tree.children(*items);
+                let items = tree.children(items);
                 self.instances(param, items)?;
                 for (i, &item) in items.iter().enumerate() {
                     if i > 0 && !sep.is_empty() {
@@ -363,7 +389,7 @@ impl<T: Target> Binder<'_, '_, T> {
                 }
             }
             (ParamKind::OneOf(elems), NodeKind::List(items)) => {
-                let items = tree.children(*items);
+                let items = tree.children(items);
                 if items.is_empty() {
                     return Err(self.error(
                         CompileErrorKind::EmptyLanguage,
@@ -378,7 +404,7 @@ impl<T: Target> Binder<'_, '_, T> {
                 let mut nodes: SmallVec<[T::Node; 8]> = SmallVec::new();
                 for &item in items {
                     let id = self.resolve(item, Some((elems, param)))?;
-                    let mut inner = T::Seq::default();
+                    let mut inner = self.target.open();
                     self.structure(id, item, &mut inner)?;
                     nodes.push(self.target.close(inner));
                 }
@@ -393,30 +419,38 @@ impl<T: Target> Binder<'_, '_, T> {
 
 /// The text of a choice set's element (the parsers only put strings there).
 fn str_of<'t>(tree: &'t Tree, id: NodeId) -> &'t str {
-    match &tree.node(id).kind {
-        NodeKind::Str(s) => s,
+    match tree.node(id).kind {
+        NodeKind::Str(s) => tree.str(s),
         other => unreachable!("a choice holds strings, not {other:?}"),
     }
 }
 
 /// Assembles an operator program: fragments spliced, literal runs merged into one `Write`.
+///
+/// The open sequences share two stacks instead of owning their parts, so that nesting costs no
+/// allocation and a sequence is two indices.
 struct OpsTarget<'f> {
     b: ProgramBuilder,
     factory: &'f StructureFactory,
+    /// The operators of the open sequences, innermost last.
+    ops: Vec<OpId>,
+    /// Literal units not yet written, innermost sequence last.
+    pending: Vec<Unit>,
 }
 
-#[derive(Default)]
+/// Where an open sequence's operators and pending units start on the stacks.
 struct OpsSeq {
-    ops: SmallVec<[OpId; 8]>,
-    pending: SmallVec<[Unit; 32]>,
+    ops: usize,
+    pending: usize,
 }
 
 impl OpsTarget<'_> {
-    fn flush(&mut self, seq: &mut OpsSeq) {
-        if !seq.pending.is_empty() {
-            let leaf = self.factory.write_leaf(&seq.pending);
-            seq.ops.push(self.b.leaf(leaf));
-            seq.pending.clear();
+    fn flush(&mut self, seq: &OpsSeq) {
+        if self.pending.len() > seq.pending {
+            let leaf = self.factory.write_leaf(&self.pending[seq.pending..]);
+            let op = self.b.leaf_op(leaf);
+            self.ops.push(op);
+            self.pending.truncate(seq.pending);
         }
     }
 }
@@ -425,34 +459,43 @@ impl Target for OpsTarget<'_> {
     type Node = OpId;
     type Seq = OpsSeq;
 
-    fn lit(&mut self, seq: &mut OpsSeq, units: &[Unit], _: ExprId) {
-        seq.pending.extend_from_slice(units);
+    fn open(&mut self) -> OpsSeq {
+        OpsSeq {
+            ops: self.ops.len(),
+            pending: self.pending.len(),
+        }
     }
 
-    fn text(&mut self, seq: &mut OpsSeq, text: &[u8]) {
-        seq.pending.extend(text.iter().map(|&b| Unit::Byte(b)));
+    fn lit(&mut self, _: &mut OpsSeq, units: &[Unit], _: ExprId) {
+        self.pending.extend_from_slice(units);
+    }
+
+    fn text(&mut self, _: &mut OpsSeq, text: &[u8]) {
+        self.pending.extend(text.iter().map(|&b| Unit::Byte(b)));
     }
 
     fn fragment(&mut self, seq: &mut OpsSeq, index: u32, _: ExprId) {
         self.flush(seq);
         let op = match &self.factory.fragments[index as usize] {
-            Fragment::Leaf(leaf) => self.b.leaf(leaf.clone()),
+            Fragment::Leaf(leaf) => self.b.leaf_op(leaf.clone()),
             Fragment::Program(program) => self.b.splice(program),
         };
-        seq.ops.push(op);
+        self.ops.push(op);
     }
 
     fn push(&mut self, seq: &mut OpsSeq, node: OpId) {
         self.flush(seq);
-        seq.ops.push(node);
+        self.ops.push(node);
     }
 
-    fn close(&mut self, mut seq: OpsSeq) -> OpId {
-        self.flush(&mut seq);
-        match seq.ops.len() {
-            0 => self.b.empty(),
-            _ => self.b.seq(&seq.ops),
-        }
+    fn close(&mut self, seq: OpsSeq) -> OpId {
+        self.flush(&seq);
+        let op = match &self.ops[seq.ops..] {
+            [] => self.b.empty(),
+            ops => self.b.seq(ops),
+        };
+        self.ops.truncate(seq.ops);
+        op
     }
 
     fn choice(&mut self, strings: &[&str]) -> Result<OpId, CompileError> {
@@ -515,6 +558,10 @@ impl IrTarget<'_> {
 impl Target for IrTarget<'_> {
     type Node = ExprId;
     type Seq = Vec<ExprId>;
+
+    fn open(&mut self) -> Vec<ExprId> {
+        Vec::new()
+    }
 
     fn lit(&mut self, seq: &mut Vec<ExprId>, _: &[Unit], expr: ExprId) {
         let e = self.copy(expr);

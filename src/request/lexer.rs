@@ -1,12 +1,15 @@
 //! The request lexer: feeds the LALR(1) parser generated from `grammar/request.lalrpop`.
 //!
-//! Hand-written and allocation-free (tokens borrow their raw text from the request; escapes
-//! are checked here and decoded when the tree is built), because requests are parsed on the
-//! critical path of every generation.
+//! Hand-written and allocation-free (tokens are spans of the request; escapes are checked here
+//! and decoded when the tree is built), because requests are parsed on the critical path of
+//! every generation.
 
-/// A request token.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Tok<'a> {
+/// A request token. Tokens carry no value: the parser slices names, strings, integers and
+/// regexes out of the request by the token's span. With value-free tokens and `u32` positions a
+/// parser stack entry is 16 bytes copied whole; a token with a payload was written in pieces and
+/// read back whole, which defeats store-to-load forwarding and stalled every shift.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tok {
     LParen,
     RParen,
     LBracket,
@@ -16,30 +19,36 @@ pub enum Tok<'a> {
     Comma,
     Colon,
     DotDot,
-    Ident(&'a str),
-    /// A string's raw content, between the quotes.
-    Str(&'a str),
-    Int(i64),
-    /// A regex's raw pattern, between the slashes.
-    Regex(&'a str),
+    Ident,
+    /// A string: its span includes the quotes.
+    Str,
+    /// An integer, checked to fit 64 bits signed.
+    Int,
+    /// A regex: its span includes the slashes.
+    Regex,
 }
 
-impl std::fmt::Display for Tok<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Tok {
+    /// The token for error messages, `raw` being the text of its span.
+    pub fn describe(&self, raw: &str) -> String {
+        let inner = || &raw[1..raw.len() - 1];
         match self {
-            Tok::LParen => f.write_str("`(`"),
-            Tok::RParen => f.write_str("`)`"),
-            Tok::LBracket => f.write_str("`[`"),
-            Tok::RBracket => f.write_str("`]`"),
-            Tok::LBrace => f.write_str("`{`"),
-            Tok::RBrace => f.write_str("`}`"),
-            Tok::Comma => f.write_str("`,`"),
-            Tok::Colon => f.write_str("`:`"),
-            Tok::DotDot => f.write_str("`..`"),
-            Tok::Ident(name) => write!(f, "name `{name}`"),
-            Tok::Str(s) => write!(f, "string \"{s}\""),
-            Tok::Int(n) => write!(f, "integer {n}"),
-            Tok::Regex(r) => write!(f, "regex /{r}/"),
+            Tok::LParen => "`(`".into(),
+            Tok::RParen => "`)`".into(),
+            Tok::LBracket => "`[`".into(),
+            Tok::RBracket => "`]`".into(),
+            Tok::LBrace => "`{`".into(),
+            Tok::RBrace => "`}`".into(),
+            Tok::Comma => "`,`".into(),
+            Tok::Colon => "`:`".into(),
+            Tok::DotDot => "`..`".into(),
+            Tok::Ident => format!("name `{raw}`"),
+            Tok::Str => format!("string \"{}\"", inner()),
+            Tok::Int => {
+                let n: i64 = raw.parse().expect("the lexer checks that integers fit");
+                format!("integer {n}")
+            }
+            Tok::Regex => format!("regex /{}/", inner()),
         }
     }
 }
@@ -49,6 +58,15 @@ impl std::fmt::Display for Tok<'_> {
 pub struct LexError {
     pub at: usize,
     pub message: String,
+}
+
+impl LexError {
+    fn new(at: usize, message: impl Into<String>) -> LexError {
+        LexError {
+            at,
+            message: message.into(),
+        }
+    }
 }
 
 /// Deepest nesting of brackets a request may have: the binder walks the tree recursively, and
@@ -70,25 +88,14 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    fn error<T>(&self, at: usize, message: impl Into<String>) -> Option<Result<T, LexError>> {
-        Some(Err(LexError {
-            at,
-            message: message.into(),
-        }))
-    }
-
-    /// The raw content of a string whose opening quote was at `start`, escapes checked.
-    fn string(&mut self, start: usize) -> Result<&'a str, LexError> {
+    /// Checks the escapes of a string whose opening quote was at `start` and moves past it.
+    fn string(&mut self, start: usize) -> Result<(), LexError> {
         let bytes = self.text.as_bytes();
-        let fail = |at: usize, message: &str| LexError {
-            at,
-            message: message.to_string(),
-        };
         let mut i = start + 1;
         loop {
             match bytes.get(i) {
                 None | Some(b'\n') => {
-                    return Err(fail(start, "unterminated string: expected a closing quote"))
+                    return Err(LexError::new(start, "unterminated string: expected a closing quote"))
                 }
                 Some(b'"') => break,
                 Some(b'\\') => {
@@ -102,7 +109,7 @@ impl<'a> Lexer<'a> {
                                 .and_then(char::from_u32)
                                 .is_some();
                             if !valid {
-                                return Err(fail(
+                                return Err(LexError::new(
                                     i,
                                     "`\\u` takes `{hex}` naming a Unicode scalar value",
                                 ));
@@ -110,7 +117,7 @@ impl<'a> Lexer<'a> {
                             i += 2 + close.unwrap() + 1;
                         }
                         _ => {
-                            return Err(fail(
+                            return Err(LexError::new(
                                 i,
                                 "unknown escape: expected one of \\n \\t \\r \\0 \\\\ \\\" \\' \\/ \\u{...}",
                             ))
@@ -121,11 +128,11 @@ impl<'a> Lexer<'a> {
             }
         }
         self.pos = i + 1;
-        Ok(&self.text[start + 1..i])
+        Ok(())
     }
 
-    /// The raw pattern of a `/regex/` whose slash was at `start` (`\/` does not end it).
-    fn regex(&mut self, start: usize) -> Result<&'a str, LexError> {
+    /// Moves past a `/regex/` whose slash was at `start` (`\/` does not end it).
+    fn regex(&mut self, start: usize) -> Result<(), LexError> {
         let bytes = self.text.as_bytes();
         let mut i = start + 1;
         while i < bytes.len() && bytes[i] != b'/' && bytes[i] != b'\n' {
@@ -135,19 +142,21 @@ impl<'a> Lexer<'a> {
             i += 1;
         }
         if i >= bytes.len() || bytes[i] != b'/' {
-            return Err(LexError {
-                at: start,
-                message: "unterminated regex: expected a closing `/`".into(),
-            });
+            return Err(LexError::new(
+                start,
+                "unterminated regex: expected a closing `/`",
+            ));
         }
         self.pos = i + 1;
-        Ok(&self.text[start + 1..i])
+        Ok(())
     }
 }
 
-impl<'a> Iterator for Lexer<'a> {
-    type Item = Result<(usize, Tok<'a>, usize), LexError>;
+impl Iterator for Lexer<'_> {
+    type Item = Result<(u32, Tok, u32), LexError>;
 
+    // Inlined into the parser's loop, so that tokens are passed in registers.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let bytes = self.text.as_bytes();
         while self.pos < bytes.len() && bytes[self.pos].is_ascii_whitespace() {
@@ -155,37 +164,49 @@ impl<'a> Iterator for Lexer<'a> {
         }
         let start = self.pos;
         let &b = bytes.get(start)?;
-        let punct = |lx: &mut Self, tok: Tok<'a>, len: usize| {
-            lx.pos += len;
-            Some(Ok((start, tok, start + len)))
-        };
-        match b {
+        Some(
+            self.token(start, b)
+                .map(|tok| (start as u32, tok, self.pos as u32)),
+        )
+    }
+}
+
+impl Lexer<'_> {
+    /// The token starting with byte `b` at `start`; moves past it.
+    #[inline]
+    fn token(&mut self, start: usize, b: u8) -> Result<Tok, LexError> {
+        let bytes = self.text.as_bytes();
+        let tok = match b {
             b'(' | b'[' | b'{' if self.depth == MAX_NESTING => {
-                self.error(start, format!("nesting deeper than {MAX_NESTING} levels"))
+                return Err(LexError::new(
+                    start,
+                    format!("nesting deeper than {MAX_NESTING} levels"),
+                ))
             }
             b'(' | b'[' | b'{' => {
                 self.depth += 1;
-                let tok = match b {
+                match b {
                     b'(' => Tok::LParen,
                     b'[' => Tok::LBracket,
                     _ => Tok::LBrace,
-                };
-                punct(self, tok, 1)
+                }
             }
             b')' | b']' | b'}' => {
                 self.depth = self.depth.saturating_sub(1);
-                let tok = match b {
+                match b {
                     b')' => Tok::RParen,
                     b']' => Tok::RBracket,
                     _ => Tok::RBrace,
-                };
-                punct(self, tok, 1)
+                }
             }
-            b',' => punct(self, Tok::Comma, 1),
-            b':' => punct(self, Tok::Colon, 1),
-            b'.' if bytes.get(start + 1) == Some(&b'.') => punct(self, Tok::DotDot, 2),
-            b'"' => Some(self.string(start).map(|s| (start, Tok::Str(s), self.pos))),
-            b'/' => Some(self.regex(start).map(|r| (start, Tok::Regex(r), self.pos))),
+            b',' => Tok::Comma,
+            b':' => Tok::Colon,
+            b'.' if bytes.get(start + 1) == Some(&b'.') => {
+                self.pos += 2;
+                return Ok(Tok::DotDot);
+            }
+            b'"' => return self.string(start).map(|()| Tok::Str),
+            b'/' => return self.regex(start).map(|()| Tok::Regex),
             b'-' | b'0'..=b'9' => {
                 let mut i = start + usize::from(b == b'-');
                 let digits = i;
@@ -193,15 +214,13 @@ impl<'a> Iterator for Lexer<'a> {
                     i += 1;
                 }
                 if i == digits {
-                    return self.error(start, "expected digits after `-`");
+                    return Err(LexError::new(start, "expected digits after `-`"));
                 }
-                match self.text[start..i].parse::<i64>() {
-                    Ok(n) => {
-                        self.pos = i;
-                        Some(Ok((start, Tok::Int(n), i)))
-                    }
-                    Err(_) => self.error(start, "integer out of range (64-bit signed)"),
+                if self.text[start..i].parse::<i64>().is_err() {
+                    return Err(LexError::new(start, "integer out of range (64-bit signed)"));
                 }
+                self.pos = i;
+                return Ok(Tok::Int);
             }
             b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
                 let mut i = start + 1;
@@ -209,16 +228,19 @@ impl<'a> Iterator for Lexer<'a> {
                     i += 1;
                 }
                 self.pos = i;
-                Some(Ok((start, Tok::Ident(&self.text[start..i]), i)))
+                return Ok(Tok::Ident);
             }
             _ => {
                 let c = self.text[start..].chars().next().unwrap();
-                self.error(
+                return Err(LexError::new(
                     start,
                     format!("unexpected character {c:?}: expected a name, a string, an integer, a /regex/, `{{`, `[` or punctuation"),
-                )
+                ));
             }
-        }
+        };
+        // Brackets and punctuation: one byte.
+        self.pos += 1;
+        Ok(tok)
     }
 }
 
@@ -226,21 +248,31 @@ impl<'a> Iterator for Lexer<'a> {
 mod tests {
     use super::*;
 
-    fn toks(text: &str) -> Vec<Tok<'_>> {
-        Lexer::new(text).map(|t| t.unwrap().1).collect()
+    /// Each token with the text of its span.
+    fn toks(text: &str) -> Vec<(Tok, &str)> {
+        Lexer::new(text)
+            .map(|t| {
+                let (start, tok, end) = t.unwrap();
+                (tok, &text[start as usize..end as usize])
+            })
+            .collect()
     }
 
     #[test]
-    fn tokens_keep_their_raw_text() {
+    fn token_spans_cover_their_raw_text() {
         let t = toks(r#"a(b: "x", c: "y\"z", d: /a\/b/, e: -3..20, f: {"1"})"#);
         assert_eq!(t.len(), 26);
-        assert_eq!(t[4], Tok::Str("x"));
-        assert_eq!(t[8], Tok::Str(r#"y\"z"#));
-        assert_eq!(t[12], Tok::Regex(r"a\/b"));
-        assert_eq!(t[16], Tok::Int(-3));
-        assert_eq!(t[17], Tok::DotDot);
-        assert_eq!(t[18], Tok::Int(20));
-        assert_eq!(toks(r#""\u{e9}""#), [Tok::Str(r"\u{e9}")]);
+        assert_eq!(t[0], (Tok::Ident, "a"));
+        assert_eq!(t[4], (Tok::Str, r#""x""#));
+        assert_eq!(t[8], (Tok::Str, r#""y\"z""#));
+        assert_eq!(t[12], (Tok::Regex, r"/a\/b/"));
+        assert_eq!(t[16], (Tok::Int, "-3"));
+        assert_eq!(t[17], (Tok::DotDot, ".."));
+        assert_eq!(t[18], (Tok::Int, "20"));
+        assert_eq!(toks(r#""\u{e9}""#), [(Tok::Str, r#""\u{e9}""#)]);
+        assert_eq!(Tok::Str.describe(r#""y\"z""#), r#"string "y\"z""#);
+        assert_eq!(Tok::Regex.describe("/a/"), "regex /a/");
+        assert_eq!(Tok::Int.describe("-007"), "integer -7");
     }
 
     #[test]

@@ -39,7 +39,6 @@ mod bind;
 mod lexer;
 mod range;
 
-use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value as Json};
@@ -93,8 +92,9 @@ fn parser() -> &'static grammar::RequestParser {
 impl<'a> Request<'a> {
     /// Parses the text form. Names and strings without escapes borrow from `text`.
     pub fn parse(text: &'a str) -> Result<Request<'a>, CompileError> {
+        check_length(text)?;
         // Requests have about one node per 6 bytes.
-        let mut tree = Tree::with_capacity(text.len() / 6 + 4);
+        let mut tree = Tree::with_capacity(text, text.len() / 6 + 4);
         tree.root = parser()
             .parse(&mut tree, lexer::Lexer::new(text))
             .map_err(|e| parse_error(text, e))?;
@@ -187,8 +187,8 @@ impl<'a> Request<'a> {
             )));
         }
         let node = self.tree.node(value);
-        Some(match (&node.kind, name) {
-            (NodeKind::Str(s), _) | (NodeKind::Regex(s), "regex") => Ok(make(s)),
+        Some(match (node.kind, name) {
+            (NodeKind::Str(s), _) | (NodeKind::Regex(s), "regex") => Ok(make(self.tree.str(s))),
             (other, _) => Err(error(
                 node.at,
                 format!(
@@ -222,6 +222,7 @@ pub enum Builtin<'r> {
 impl Request<'static> {
     /// Parses the JSON form. Syntax errors carry line:col, shape errors a JSON pointer.
     pub fn parse_json(text: &str) -> Result<Request<'static>, CompileError> {
+        check_length(text)?;
         let json: Json = serde_json::from_str(text).map_err(|e| {
             CompileError::new(
                 CompileErrorKind::Syntax,
@@ -243,9 +244,21 @@ impl Request<'static> {
     }
 }
 
+/// Positions and string spans of a request tree are 32-bit, and spans address the text and
+/// the decoded strings (at most as long as the text) one after the other.
+fn check_length(text: &str) -> Result<(), CompileError> {
+    if text.len() > (u32::MAX / 2) as usize {
+        return Err(CompileError::unplaced(
+            CompileErrorKind::Limit,
+            "requests are at most 2 GiB",
+        ));
+    }
+    Ok(())
+}
+
 fn parse_error(
     text: &str,
-    e: lalrpop_util::ParseError<usize, lexer::Tok<'_>, lexer::LexError>,
+    e: lalrpop_util::ParseError<u32, lexer::Tok, lexer::LexError>,
 ) -> CompileError {
     use lalrpop_util::ParseError as P;
     let expected = |list: &[String]| {
@@ -265,22 +278,36 @@ fn parse_error(
             _ => format!("one of {}", items.join(", ")),
         }
     };
+    let found = |at: u32, tok: lexer::Tok, end: u32| tok.describe(&text[at as usize..end as usize]);
     let (at, message) = match e {
-        P::InvalidToken { location } => (location, "invalid token".to_string()),
+        P::InvalidToken { location } => (location as usize, "invalid token".to_string()),
         P::UnrecognizedEof {
             location,
             expected: list,
         } => (
-            location,
+            location as usize,
             format!("expected {}, found the end of the request", expected(&list)),
         ),
         P::UnrecognizedToken {
-            token: (at, tok, _),
+            token: (at, tok, end),
             expected: list,
-        } => (at, format!("expected {}, found {tok}", expected(&list))),
+        } => (
+            at as usize,
+            format!(
+                "expected {}, found {}",
+                expected(&list),
+                found(at, tok, end)
+            ),
+        ),
         P::ExtraToken {
-            token: (at, tok, _),
-        } => (at, format!("expected the end of the request, found {tok}")),
+            token: (at, tok, end),
+        } => (
+            at as usize,
+            format!(
+                "expected the end of the request, found {}",
+                found(at, tok, end)
+            ),
+        ),
         P::User { error } => (error.at, error.message),
     };
     CompileError::new(
@@ -292,23 +319,23 @@ fn parse_error(
 
 fn node_json(tree: &Tree, id: NodeId) -> Json {
     let all = |ids: &[NodeId]| Json::Array(ids.iter().map(|&i| node_json(tree, i)).collect());
-    match &tree.node(id).kind {
-        NodeKind::Str(s) => json!(s),
+    match tree.node(id).kind {
+        NodeKind::Str(s) => json!(tree.str(s)),
         NodeKind::Int(n) => json!(n),
         NodeKind::Range(lo, hi) => json!({"$range": [lo, hi]}),
-        NodeKind::Regex(r) => json!({"$regex": r}),
-        NodeKind::Choice(set) => json!({ "$choice": all(tree.children(*set)) }),
-        NodeKind::List(items) => all(tree.children(*items)),
+        NodeKind::Regex(r) => json!({"$regex": tree.str(r)}),
+        NodeKind::Choice(set) => json!({ "$choice": all(tree.children(set)) }),
+        NodeKind::List(items) => all(tree.children(items)),
         NodeKind::Call { name, args } => {
             let args: Map<String, Json> = tree
-                .children(*args)
+                .children(args)
                 .iter()
                 .map(|&a| {
                     let (name, value) = tree.arg_parts(a);
                     (name.to_string(), node_json(tree, value))
                 })
                 .collect();
-            json!({ name.to_string(): args })
+            json!({ tree.str(name).to_string(): args })
         }
         NodeKind::Arg { .. } => unreachable!("arguments are converted with their call"),
     }
@@ -319,9 +346,9 @@ fn pointer_token(key: &str) -> String {
 }
 
 /// Registers `pointer` and returns its position index.
-fn place(pointer: &str, pointers: &mut Vec<String>) -> usize {
+fn place(pointer: &str, pointers: &mut Vec<String>) -> u32 {
     pointers.push(pointer.to_string());
-    pointers.len() - 1
+    (pointers.len() - 1) as u32
 }
 
 fn shape_error(pointer: &str, message: impl Into<String>) -> CompileError {
@@ -365,17 +392,13 @@ fn json_call(
         let p = format!("{args_pointer}/{}", pointer_token(key));
         let value = json_value(value, p.clone(), tree, pointers)?;
         let at = place(&p, pointers);
-        let arg = tree.add(
-            NodeKind::Arg {
-                name: Cow::Owned(key.clone()),
-                value,
-            },
-            at,
-        );
+        let name = tree.owned(key);
+        let arg = tree.add(NodeKind::Arg { name, value }, at);
         tree.push_element(arg);
     }
     let at = place(&pointer, pointers);
-    Ok(tree.call(Cow::Owned(name.clone()), at, fields.len() as u32))
+    let name = tree.owned(name);
+    Ok(tree.call(name, at, fields.len() as u32))
 }
 
 fn json_value(
@@ -389,7 +412,7 @@ fn json_value(
             .ok_or_else(|| shape_error(p, "expected an integer (64-bit signed)"))
     };
     let kind = match json {
-        Json::String(s) => NodeKind::Str(Cow::Owned(s.clone())),
+        Json::String(s) => NodeKind::Str(tree.owned(s)),
         Json::Number(_) => NodeKind::Int(int(json, &pointer)?),
         Json::Array(items) => {
             for (i, item) in items.iter().enumerate() {
@@ -412,16 +435,18 @@ fn json_value(
                             .as_str()
                             .ok_or_else(|| shape_error(&item, "expected a string"))?;
                         let at = place(&item, pointers);
-                        let id = tree.add(NodeKind::Str(Cow::Owned(s.to_string())), at);
+                        let s = tree.owned(s);
+                        let id = tree.add(NodeKind::Str(s), at);
                         tree.push_element(id);
                     }
                     NodeKind::Choice(tree.close(items.len() as u32))
                 }
-                "$regex" => NodeKind::Regex(Cow::Owned(
-                    v.as_str()
-                        .ok_or_else(|| shape_error(&p, "expected the pattern as a string"))?
-                        .to_string(),
-                )),
+                "$regex" => NodeKind::Regex(
+                    tree.owned(
+                        v.as_str()
+                            .ok_or_else(|| shape_error(&p, "expected the pattern as a string"))?,
+                    ),
+                ),
                 "$range" => match v {
                     Json::Array(b) if b.len() == 2 => NodeKind::Range(
                         int(&b[0], &format!("{p}/0"))?,

@@ -19,7 +19,7 @@ use super::{Param, ParamDefault, StructId, Structure, StructureFactory};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::regex::regex_to_ir;
 use crate::ir::{Expr, ExprId, GrammarBuilder};
-use crate::ops::{lower, Leaf, LowerConfig, Program, RegexCompiler, Unit};
+use crate::ops::{lower, LeafOp, LowerConfig, Program, RegexCompiler, Unit};
 use crate::vocab::{TokenId, Vocab};
 
 /// A structure's recipe: what instantiation assembles, given the request's arguments.
@@ -50,7 +50,7 @@ pub(crate) enum Piece {
 #[derive(Debug)]
 pub(crate) enum Fragment {
     /// One leaf: added to a request's program by `Arc`, no copy.
-    Leaf(Arc<Leaf>),
+    Leaf(LeafOp),
     /// Anything else: spliced.
     Program(Arc<Program>),
 }
@@ -130,7 +130,7 @@ pub(crate) fn build(
                 )
             })?;
             Ok(match program.as_leaf() {
-                Some(leaf) => Fragment::Leaf(leaf.clone()),
+                Some(leaf) => Fragment::Leaf(LeafOp::new(leaf.clone())),
                 None => Fragment::Program(Arc::new(program)),
             })
         })

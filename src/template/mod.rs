@@ -48,7 +48,7 @@ use tables::{NameMap, WriteTable};
 
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::Grammar;
-use crate::ops::{Leaf, LowerConfig, RegexCompiler, Unit};
+use crate::ops::{LeafOp, LowerConfig, RegexCompiler, Unit};
 use crate::vocab::{TokenId, Vocab};
 
 /// Index of a structure in a [`StructureFactory`].
@@ -266,7 +266,7 @@ impl StructureFactory {
     }
 
     /// The shared `Write` leaf of `units` (see `tables::WriteTable`).
-    pub(crate) fn write_leaf(&self, units: &[Unit]) -> Arc<Leaf> {
+    pub(crate) fn write_leaf(&self, units: &[Unit]) -> LeafOp {
         self.writes.get(units)
     }
 

@@ -6,7 +6,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use crate::ir::StructHasher;
-use crate::ops::{Leaf, Unit};
+use crate::ops::{Leaf, LeafOp, Unit};
 
 const SHARDS: usize = 16;
 /// Entries per shard before the shard starts over: request literals are unbounded, the table
@@ -20,7 +20,7 @@ pub(crate) struct WriteTable {
     shards: Box<[Mutex<LeafMap>]>,
 }
 
-type LeafMap = HashMap<u128, Arc<Leaf>, BuildHasherDefault<KeyHasher>>;
+type LeafMap = HashMap<u128, LeafOp, BuildHasherDefault<KeyHasher>>;
 
 impl WriteTable {
     pub fn new() -> WriteTable {
@@ -30,7 +30,7 @@ impl WriteTable {
     }
 
     /// The shared `Write` leaf of `units`.
-    pub fn get(&self, units: &[Unit]) -> Arc<Leaf> {
+    pub fn get(&self, units: &[Unit]) -> LeafOp {
         let code = |u: &Unit| match *u {
             Unit::Byte(b) => b as u64,
             Unit::Special(t) => 0x100 + t as u64,
@@ -50,7 +50,7 @@ impl WriteTable {
         if shard.len() >= SHARD_ENTRIES {
             shard.clear();
         }
-        let leaf = Arc::new(Leaf::write(units));
+        let leaf = LeafOp::new(Arc::new(Leaf::write(units)));
         shard.insert(key, leaf.clone());
         leaf
     }
@@ -119,9 +119,9 @@ mod tests {
         let a = table.get(&[Unit::Byte(b'x'), Unit::Special(7)]);
         let b = table.get(&[Unit::Byte(b'x'), Unit::Special(7)]);
         let c = table.get(&[Unit::Byte(b'x'), Unit::Byte(7)]);
-        assert!(Arc::ptr_eq(&a, &b));
-        assert!(!Arc::ptr_eq(&a, &c));
-        assert_ne!(a.hash(), c.hash());
+        assert!(Arc::ptr_eq(a.leaf(), b.leaf()));
+        assert!(!Arc::ptr_eq(a.leaf(), c.leaf()));
+        assert_ne!(a.leaf().hash(), c.leaf().hash());
         assert_eq!(table.len(), 2);
     }
 }
