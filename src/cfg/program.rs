@@ -1100,11 +1100,7 @@ fn references_only_in_tail(g: &Grammar, body: ExprId, member: impl Fn(RuleId) ->
             continue;
         }
         match g.expr(e) {
-            Expr::Rule(r) if member(*r) => {
-                if !tail {
-                    return false;
-                }
-            }
+            Expr::Rule(r) if member(*r) && !tail => return false,
             Expr::Seq(xs) => {
                 let last = xs.len().saturating_sub(1);
                 stack.extend(xs.iter().enumerate().map(|(i, &x)| (x, tail && i == last)));

@@ -213,7 +213,8 @@ fn not_in(g: &mut GrammarBuilder, enc: &mut JsonText, names: &[&[char]]) -> Expr
     ));
     // Names are mostly ASCII: the class of the other characters splits into its ASCII part
     // and the rest of Unicode, which is the same class at almost every node (built once).
-    let (ascii, wide): (Vec<(char, char)>, Vec<(char, char)>) = other
+    type Ranges = Vec<(char, char)>;
+    let (ascii, wide): (Ranges, Ranges) = other
         .iter()
         .flat_map(|r| match (r.start(), r.end()) {
             (a, b) if b <= '\x7f' || a > '\x7f' => vec![(a, b)],
