@@ -128,6 +128,49 @@ fn bounded_string() {
     );
 }
 
+/// A state whose first bytes differ: after `a` any string content (taken as a slice), after `b`
+/// only digits (walked), others rejected.
+#[test]
+fn slices_by_first_byte() {
+    check_oracle(
+        common::qwen3(),
+        r#"root ::= "\"" ( "a" [^"\\]* | "b" [0-9]* ) "\"" "#,
+        &[r#""ab c é""#, r#""b12""#, r#""a""#],
+    );
+}
+
+/// Property names with additional properties allowed: one name trie whose other branch is any
+/// string (non-ASCII characters through a shared rule), so a mask walk takes most string
+/// tokens as a slice and walks the first bytes that lead into names.
+#[test]
+fn property_names_beside_additional_properties() {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "name": {"type": "string"},
+        "nickname": {"type": "string"},
+        "nation": {"type": "integer"}
+    }, "additionalProperties": {"type": "string"}});
+    let ir = formwork::front::json_schema::compile_schema(
+        &schema,
+        &formwork::front::json_schema::JsonSchemaOptions::new(),
+    )
+    .unwrap()
+    .grammar;
+    let vocab = common::qwen3();
+    let engines: Vec<_> = configs()
+        .into_iter()
+        .map(|(name, c)| (name, compile(vocab, c, &ir)))
+        .collect();
+    check_engines(
+        vocab,
+        &ir,
+        &engines,
+        &[
+            r#"{"nickname":"Al","nation":7,"nam":"x","é名":"中文 <b>"}"#,
+            r#"{"name":"Zoë","namex":"y","":""}"#,
+        ],
+    );
+}
+
 /// Grammars that share sub-structures (JSON strings and numbers, bounded strings) run through
 /// one compiler, so later grammars take cached classifications computed for earlier ones
 /// (cross-grammar keys by structural hash); and again with a cache so small that entries are

@@ -209,7 +209,7 @@ fn trie_walk_skips_rejected_subtrees() {
     }
     impl TrieVisitor for Digits {
         type State = ();
-        fn step(&mut self, _: &(), byte: u8, _: usize, _: usize) -> TrieStep<()> {
+        fn step(&mut self, _: &(), byte: u8, _: usize, _: &[u32]) -> TrieStep<()> {
             self.visited += 1;
             if byte.is_ascii_digit() {
                 TrieStep::Enter(())

@@ -14,7 +14,9 @@
 //!    counter is relaxed (XGrammar 2's repetition compression, done exactly: tokens shorter
 //!    than the iterations left cannot tell counters apart, longer ones become uncertain).
 //!    The walk memoizes Earley rows as a lazily built DFA, so dense regions (inside strings)
-//!    cost a table lookup per trie node.
+//!    cost a table lookup per trie node, and takes whole token slices (`vocab/slice.rs`) when
+//!    the item survives every string of one: inside a JSON string only ~5k of Qwen3's 151k
+//!    tokens are walked.
 //! 2. **Context level** (keyed by the item-level key and the item's callers in the chart, up to
 //!    `context_depth` levels, as a canonical description): re-walk only the uncertain tokens
 //!    with those callers present (context expansion with the real parents instead of a static
@@ -30,7 +32,7 @@ use super::program::{Program, SliceInterner, CALLS, COUNTED, RELAXED, SCANS, SPE
 use super::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::mask::{get_bit, set_bit, StoredMask, Weigh};
-use crate::vocab::{TokenId, TokenTrie, TrieStep, TrieVisitor, Vocab};
+use crate::vocab::{walk_sliced, SliceProbe, TokenId, TrieStep, TrieVisitor, Vocab};
 
 const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
 const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
@@ -87,7 +89,7 @@ impl VocabIndex {
         struct Order(Vec<u32>, u32);
         impl TrieVisitor for Order {
             type State = ();
-            fn step(&mut self, _: &(), _: u8, _: usize, _: usize) -> TrieStep<()> {
+            fn step(&mut self, _: &(), _: u8, _: usize, _: &[TokenId]) -> TrieStep<()> {
                 TrieStep::Enter(())
             }
             fn tokens(&mut self, _: &(), tokens: &[TokenId]) {
@@ -170,7 +172,7 @@ pub(crate) fn fill(
     if g.config.mask_cache {
         fill_cached(g, chart, scratch, out)?;
     } else {
-        TrieWalk::new(&g.prog, g.vocab.trie(), chart, out, None).walk()?;
+        TrieWalk::new(&g.prog, &g.vocab, chart, out, None).walk()?;
     }
     let prog = &g.prog;
     for it in chart.last_row() {
@@ -431,14 +433,7 @@ fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow>
     let mut chart = Chart::from_rows(prog, g.config.row_limits(), &rows);
     let mut words = vec![0u32; vocab.mask_words()];
     let mut uncertain = Vec::new();
-    TrieWalk::new(
-        prog,
-        vocab.trie(),
-        &mut chart,
-        &mut words,
-        Some(&mut uncertain),
-    )
-    .walk()?;
+    TrieWalk::new(prog, vocab, &mut chart, &mut words, Some(&mut uncertain)).walk()?;
     let longest = g.index.longest(vocab, &words);
     Ok(CacheEntry::Item {
         accepted: stored(&words, vocab.text_mask()),
@@ -650,8 +645,8 @@ enum Outcome {
     },
 }
 
-/// Pushes each token (sorted by bytes) on top of the chart, reusing the rows of the prefix it
-/// shares with the previous token and skipping tokens that share a rejected prefix.
+/// Pushes each token (in trie order, or trie order within each first byte) on top of the chart,
+/// sharing prefixes.
 fn walk_list(
     prog: &Program,
     vocab: &Vocab,
@@ -659,44 +654,26 @@ fn walk_list(
     tokens: &[TokenId],
     mut report: impl FnMut(TokenId, Outcome),
 ) -> Result<(), Overflow> {
-    let base = chart.num_rows();
-    // ext_before[d]: an EXT completion happened at depth 1..=d on the current path.
-    let mut ext_before: Vec<bool> = vec![false];
-    let mut prev: &[u8] = &[];
-    let mut depth = 0usize;
-    // A rejected prefix of the previous token: (length including the rejected byte, ext).
-    let mut dead: Option<(usize, bool)> = None;
-    for &t in tokens {
-        let bytes = vocab.token_bytes(t);
-        let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
-        prev = bytes;
-        if let Some((len, ext)) = dead {
-            if common >= len {
-                report(t, Outcome::Failed { ext });
-                continue;
+    let mut stepper = Stepper::new(prog, chart);
+    let root = stepper.root();
+    vocab.walk_tokens(
+        tokens,
+        root,
+        |node, byte| stepper.advance(node, byte),
+        |run, taken, last| {
+            for &t in run {
+                report(
+                    t,
+                    if taken {
+                        Outcome::Accepted
+                    } else {
+                        Outcome::Failed { ext: last.ext }
+                    },
+                )
             }
-        }
-        dead = None;
-        depth = depth.min(common);
-        chart.truncate(base + depth);
-        ext_before.truncate(depth + 1);
-        while depth < bytes.len() {
-            if !chart.push_byte(prog, bytes[depth])? {
-                break;
-            }
-            depth += 1;
-            let ext = ext_before[depth - 1] || chart.row_ext(base + depth - 1);
-            ext_before.push(ext);
-        }
-        if depth == bytes.len() {
-            report(t, Outcome::Accepted);
-        } else {
-            let ext = ext_before[depth];
-            dead = Some((depth + 1, ext));
-            report(t, Outcome::Failed { ext });
-        }
-    }
-    chart.truncate(base);
+        },
+    )?;
+    stepper.finish();
     Ok(())
 }
 
@@ -723,16 +700,23 @@ const NO_ROW: u32 = u32::MAX;
 const UNKNOWN: u32 = u32::MAX - 1;
 /// The next row's structure is too large: it lives in the chart.
 const IN_CHART: u32 = u32::MAX - 2;
+/// The state with no row above the base (every key of a pushed row has at least one row).
+const ROOT: u32 = 0;
 const MAX_DFA_ROWS: usize = 8;
 const MAX_DFA_ITEMS: usize = 64;
 
 impl StateDfa {
+    /// The walk's root (no row above the base) is state [`ROOT`]: its transitions are looked
+    /// up like any other's.
     fn new(base: usize, n_classes: usize) -> StateDfa {
+        let mut states = SliceInterner::default();
+        let (root, _) = states.intern(&[0]);
+        debug_assert_eq!(root, ROOT);
         StateDfa {
             base,
-            states: SliceInterner::default(),
-            ext: Vec::new(),
-            trans: Vec::new(),
+            states,
+            ext: vec![false],
+            trans: vec![UNKNOWN; n_classes],
             n_classes,
             scratch_rows: Vec::new(),
             scratch_key: Vec::new(),
@@ -829,80 +813,50 @@ struct Node {
     ext: bool,
 }
 
-/// A token-trie walk with the chart pushed and popped per byte. With `uncertain`, also
-/// collects tokens whose bytes run past an [`EXT`] completion (after the first byte).
-struct TrieWalk<'a> {
+/// Byte steps on top of a chart, memoized by [`StateDfa`]: the chart holds the walk's base
+/// rows, and a state's rows are put back on it only when a transition is not known yet.
+struct Stepper<'a> {
     prog: &'a Program,
-    trie: &'a TokenTrie,
     chart: &'a mut Chart,
     base: usize,
     dfa: StateDfa,
     raw: Vec<Item>,
-    accepted: &'a mut [u32],
-    uncertain: Option<&'a mut Vec<TokenId>>,
-    error: Option<Overflow>,
 }
 
-impl<'a> TrieWalk<'a> {
-    fn new(
-        prog: &'a Program,
-        trie: &'a TokenTrie,
-        chart: &'a mut Chart,
-        accepted: &'a mut [u32],
-        uncertain: Option<&'a mut Vec<TokenId>>,
-    ) -> Self {
+impl<'a> Stepper<'a> {
+    fn new(prog: &'a Program, chart: &'a mut Chart) -> Self {
         let base = chart.num_rows();
-        let dfa = StateDfa::new(base, prog.n_classes());
-        TrieWalk {
+        Stepper {
             prog,
-            trie,
+            dfa: StateDfa::new(base, prog.n_classes()),
             chart,
             base,
-            dfa,
             raw: Vec::new(),
-            accepted,
-            uncertain,
-            error: None,
         }
     }
 
-    fn walk(&mut self) -> Result<(), Overflow> {
-        let root = Node {
-            dfa: None,
+    /// The state before any byte.
+    fn root(&self) -> Node {
+        Node {
+            dfa: Some(ROOT),
             rows: self.base as u32,
             ext: false,
-        };
-        self.trie.walk(root, self);
-        self.chart.truncate(self.base);
-        self.error.take().map_or(Ok(()), Err)
+        }
     }
 
-    /// Pushes `byte` after the parent's row; on success the chart's last row is the new one.
-    fn push(&mut self, parent: &Node, byte: u8) -> Result<bool, Overflow> {
-        match parent.dfa {
-            Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
-            None => self.chart.truncate(parent.rows as usize),
-        }
-        self.chart.push_byte(self.prog, byte)
-    }
-}
-
-impl TrieVisitor for TrieWalk<'_> {
-    type State = Node;
-
-    #[inline]
-    fn step(&mut self, parent: &Node, byte: u8, _depth: usize, node: usize) -> TrieStep<Node> {
-        if self.error.is_some() {
-            return TrieStep::Skip;
-        }
+    /// The state after `byte` from `parent`, or `None` if the byte is rejected.
+    fn advance(&mut self, parent: &Node, byte: u8) -> Result<Option<Node>, Overflow> {
         let slot = parent.dfa.map(|r| {
             r as usize * self.dfa.n_classes + self.prog.alphabet.class_of[byte as usize] as usize
         });
-        let known = slot.map_or(IN_CHART, |s| self.dfa.trans[s]);
-        let next = match known {
+        Ok(match slot.map_or(IN_CHART, |s| self.dfa.trans[s]) {
             NO_ROW => None,
-            UNKNOWN | IN_CHART => match self.push(parent, byte) {
-                Ok(true) => {
+            UNKNOWN | IN_CHART => {
+                match parent.dfa {
+                    Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
+                    None => self.chart.truncate(parent.rows as usize),
+                }
+                if self.chart.push_byte(self.prog, byte)? {
                     let id = self.dfa.intern(self.prog, self.chart);
                     if let Some(s) = slot {
                         self.dfa.trans[s] = id.unwrap_or(IN_CHART);
@@ -914,32 +868,99 @@ impl TrieVisitor for TrieWalk<'_> {
                         rows: rows as u32,
                         ext: parent.ext || ext,
                     })
-                }
-                Ok(false) => {
+                } else {
                     if let Some(s) = slot {
                         self.dfa.trans[s] = NO_ROW;
                     }
                     None
                 }
-                Err(e) => {
-                    self.error = Some(e);
-                    return TrieStep::Skip;
-                }
-            },
+            }
             id => Some(Node {
                 dfa: Some(id),
                 rows: 0,
                 ext: parent.ext || self.dfa.ext[id as usize],
             }),
-        };
-        match next {
-            Some(n) => TrieStep::Enter(n),
-            None => {
+        })
+    }
+
+    /// Leaves the chart as it was.
+    fn finish(&mut self) {
+        self.chart.truncate(self.base);
+    }
+}
+
+/// A token-trie walk. With `uncertain`, also collects tokens whose bytes run past an [`EXT`]
+/// completion (after the first byte).
+struct TrieWalk<'a> {
+    stepper: Stepper<'a>,
+    vocab: &'a Vocab,
+    accepted: &'a mut [u32],
+    uncertain: Option<&'a mut Vec<TokenId>>,
+    error: Option<Overflow>,
+}
+
+impl<'a> TrieWalk<'a> {
+    fn new(
+        prog: &'a Program,
+        vocab: &'a Vocab,
+        chart: &'a mut Chart,
+        accepted: &'a mut [u32],
+        uncertain: Option<&'a mut Vec<TokenId>>,
+    ) -> Self {
+        TrieWalk {
+            stepper: Stepper::new(prog, chart),
+            vocab,
+            accepted,
+            uncertain,
+            error: None,
+        }
+    }
+
+    fn walk(&mut self) -> Result<(), Overflow> {
+        let root = self.stepper.root();
+        walk_sliced(self.vocab, root, self)?;
+        self.stepper.finish();
+        self.error.take().map_or(Ok(()), Err)
+    }
+}
+
+impl SliceProbe for TrieWalk<'_> {
+    type Error = Overflow;
+
+    fn advance(&mut self, s: &Node, byte: u8) -> Result<Option<Node>, Overflow> {
+        self.stepper.advance(s, byte)
+    }
+
+    /// The DFA state: it fixes every later row. A structure too large for the DFA has none.
+    fn identity(&self, s: &Node) -> Option<u32> {
+        s.dfa
+    }
+
+    fn accepted(&mut self) -> &mut [u32] {
+        self.accepted
+    }
+}
+
+impl TrieVisitor for TrieWalk<'_> {
+    type State = Node;
+
+    #[inline]
+    fn step(&mut self, parent: &Node, byte: u8, _: usize, subtree: &[TokenId]) -> TrieStep<Node> {
+        if self.error.is_some() {
+            return TrieStep::Skip;
+        }
+        match self.stepper.advance(parent, byte) {
+            Ok(Some(next)) => TrieStep::Enter(next),
+            Ok(None) => {
                 if parent.ext {
                     if let Some(u) = self.uncertain.as_mut() {
-                        u.extend_from_slice(self.trie.subtree_tokens(node));
+                        u.extend_from_slice(subtree);
                     }
                 }
+                TrieStep::Skip
+            }
+            Err(e) => {
+                self.error = Some(e);
                 TrieStep::Skip
             }
         }

@@ -224,6 +224,8 @@ impl CfgCompiler {
     pub fn new(vocab: &Vocab, config: CfgConfig) -> CfgCompiler {
         let cache = Arc::new(MaskCache::new(config.cache_bytes));
         let index = Arc::new(mask::VocabIndex::new(vocab));
+        // Built now, at start-up, rather than inside the first mask.
+        vocab.slices();
         CfgCompiler {
             vocab: vocab.clone(),
             config,

@@ -294,7 +294,7 @@ impl Chart {
         }
         impl TrieVisitor for Walk<'_> {
             type State = ();
-            fn step(&mut self, _: &(), byte: u8, depth: usize, _: usize) -> TrieStep<()> {
+            fn step(&mut self, _: &(), byte: u8, depth: usize, _: &[TokenId]) -> TrieStep<()> {
                 while self.depth >= depth {
                     self.chart.pop();
                     self.depth -= 1;

@@ -22,7 +22,7 @@ use super::leaf::Leaf;
 use super::program::{Op, OpId};
 use crate::ir::StructHasher;
 use crate::mask::{set_bit, MaskCache, StoredMask, Weigh};
-use crate::vocab::{TokenId, TrieStep, TrieVisitor, Vocab};
+use crate::vocab::{walk_sliced, SliceProbe, TokenId, TrieStep, TrieVisitor, Vocab};
 
 /// A cached mask: text tokens in adaptive storage, plus the special tokens and (for a leaf
 /// part) the tokens left for the continuation to decide.
@@ -44,7 +44,10 @@ impl Weigh for MaskEntry {
 const L1_DOMAIN: u64 = 0x4c31;
 const L2_DOMAIN: u64 = 0x4c32;
 const THREAD_DOMAIN: u64 = 0x5448;
+const L2_THREAD_DOMAIN: u64 = 0x4c33;
 const END_MARK: u64 = 0xe4d;
+/// Most (thread, budget) pairs a continuation signature visits.
+const MAX_SIGNATURE_VISITS: usize = 128;
 
 /// The continuation key (L2) a thread's mask resolves to.
 #[derive(Debug)]
@@ -127,12 +130,12 @@ impl Runtime {
                 &(s, ended_at): &(u32, u32),
                 byte: u8,
                 depth: usize,
-                node: usize,
+                subtree: &[TokenId],
             ) -> TrieStep<(u32, u32)> {
                 let next = self.leaf.step(s, byte as u32);
                 if next == super::leaf::DEAD {
                     if ended_at != NO_EXIT {
-                        for &t in self.vocab.trie().subtree_tokens(node) {
+                        for &t in subtree {
                             self.uncertain.push(t);
                             let len = self.vocab.token_bytes(t).len() as u32;
                             self.max_cross = self.max_cross.max(len - ended_at);
@@ -151,6 +154,24 @@ impl Runtime {
                 tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
             }
         }
+        // Only aliveness matters to a slice: where the leaf could end does not.
+        impl SliceProbe for Walk<'_> {
+            type Error = std::convert::Infallible;
+            fn advance(
+                &mut self,
+                &(s, _): &(u32, u32),
+                byte: u8,
+            ) -> Result<Option<(u32, u32)>, Self::Error> {
+                let next = self.leaf.step(s, byte as u32);
+                Ok((next != super::leaf::DEAD).then_some((next, NO_EXIT)))
+            }
+            fn identity(&self, &(s, _): &(u32, u32)) -> Option<u32> {
+                Some(s)
+            }
+            fn accepted(&mut self) -> &mut [u32] {
+                &mut self.accepted
+            }
+        }
         let mut walk = Walk {
             leaf,
             vocab: &self.vocab,
@@ -158,7 +179,7 @@ impl Runtime {
             uncertain: Vec::new(),
             max_cross: 0,
         };
-        self.vocab.trie().walk((state, NO_EXIT), &mut walk);
+        let Ok(()) = walk_sliced(&self.vocab, (state, NO_EXIT), &mut walk);
         let specials: Vec<TokenId> = leaf
             .specials(state)
             .into_iter()
@@ -175,24 +196,28 @@ impl Runtime {
     /// Mixes into `h` what the continuation after `thread`'s leaf looks like to byte runs of at
     /// most `budget` bytes: the leaves (and states) reachable after the exit, and, breadth
     /// first, the leaves after those while a run could still pass through. Each (thread,
-    /// budget) is visited once, so loops cost no more than their distinct states.
+    /// budget) is visited once, so loops cost no more than their distinct states. Returns
+    /// false past [`MAX_SIGNATURE_VISITS`] visits: a loop of short leaves under a long token
+    /// (`(", " id)*` under a 100-byte run of spaces) visits thousands, each request anew, and
+    /// the thread itself is then the cheaper key.
     fn continuation_signature(
         &self,
         walker: &Walker,
         thread: &Thread,
         budget: u32,
         h: &mut StructHasher,
-    ) {
+    ) -> bool {
         // Breadth first over (thread, remaining budget); the list doubles as the seen-set while
-        // it is tiny (the next leaf or two), where a linear scan beats hashing. A loop of short
-        // leaves under a long token (`(", " id)*` under a 100-byte token) visits hundreds of
-        // pairs: past a few, a hash set keeps each visit O(1).
+        // it is tiny (the next leaf or two), where a linear scan beats hashing.
         const LINEAR_SEEN: usize = 16;
         let mut visit: smallvec::SmallVec<[(Thread, u32); 4]> =
             smallvec::smallvec![(thread.clone(), budget)];
-        let mut seen: std::collections::HashSet<(Thread, u32)> = std::collections::HashSet::new();
+        let mut seen: rustc_hash::FxHashSet<(Thread, u32)> = Default::default();
         let mut i = 0;
         while i < visit.len() {
+            if i == MAX_SIGNATURE_VISITS {
+                return false;
+            }
             let (from, budget) = visit[i].clone();
             i += 1;
             for next in walker.exit_closure(&from) {
@@ -225,6 +250,7 @@ impl Runtime {
             }
             h.word(u64::MAX);
         }
+        true
     }
 
     /// `thread` as a key valid across programs and positions: each frame by its operator's
@@ -253,31 +279,39 @@ impl Runtime {
         l1: &MaskEntry,
         l1_key: u128,
     ) -> Arc<MaskEntry> {
-        let key =
-            self.continuations
-                .get_or_insert_with(Self::thread_key(walker, thread, l1_key), || {
-                    let mut h = StructHasher::new(L2_DOMAIN);
-                    h.hash(l1_key);
-                    self.continuation_signature(walker, thread, l1.max_cross, &mut h);
-                    ContinuationKey(h.finish())
-                });
+        let thread_key = Self::thread_key(walker, thread, l1_key);
+        let key = self.continuations.get_or_insert_with(thread_key, || {
+            let mut h = StructHasher::new(L2_DOMAIN);
+            h.hash(l1_key);
+            if self.continuation_signature(walker, thread, l1.max_cross, &mut h) {
+                ContinuationKey(h.finish())
+            } else {
+                // The thread key fixes the whole future (each frame's structural hash covers its
+                // operator's subtree): exact, only not shared.
+                let h = StructHasher::new(L2_THREAD_DOMAIN)
+                    .hash(thread_key)
+                    .finish();
+                ContinuationKey(h)
+            }
+        });
         self.cache.get_or_insert_with(key.0, || {
             let mut words = vec![0u32; self.vocab.mask_words()];
             l1.text.write_to(&mut words, self.vocab.text_mask());
-            let mut threads = Threads::new();
             let mut scratch = Threads::new();
-            for &t in l1.uncertain.iter() {
-                threads.clear();
-                threads.push(thread.clone());
-                let survives = self
-                    .vocab
-                    .token_bytes(t)
-                    .iter()
-                    .all(|&b| walker.step(&mut threads, b as u32, &mut scratch));
-                if survives {
-                    set_bit(&mut words, t);
-                }
-            }
+            let Ok(()) = self.vocab.walk_tokens(
+                &l1.uncertain,
+                Threads::from_elem(thread.clone(), 1),
+                |threads, byte| {
+                    let mut next = threads.clone();
+                    let alive = walker.step(&mut next, byte as u32, &mut scratch);
+                    Ok::<_, std::convert::Infallible>(alive.then_some(next))
+                },
+                |run, taken, _| {
+                    if taken {
+                        run.iter().for_each(|&t| set_bit(&mut words, t));
+                    }
+                },
+            );
             MaskEntry {
                 text: StoredMask::from_words(&words, self.vocab.text_mask()),
                 specials: Box::new([]),

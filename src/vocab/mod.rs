@@ -7,13 +7,16 @@
 //! A non-special added token (Qwen3's `<tool_call>`) is ordinary text.
 
 mod hf;
+mod slice;
 mod trie;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use slice::TokenSlice;
+pub(crate) use slice::{walk_sliced, SliceProbe};
 pub use trie::{TokenTrie, TrieStep, TrieVisitor};
 
 /// A token id, as inference engines pass them.
@@ -177,6 +180,8 @@ struct VocabInner {
     mask_width: usize,
     trie: TokenTrie,
     text_mask: Vec<u32>,
+    /// Built on first use: only byte-level mask walks need them.
+    slices: OnceLock<Vec<TokenSlice>>,
     tokenizer: Option<tokenizers::Tokenizer>,
     source: String,
 }
@@ -316,6 +321,7 @@ impl Vocab {
                 mask_width,
                 trie,
                 text_mask,
+                slices: OnceLock::new(),
                 tokenizer,
                 source,
             }),
@@ -403,6 +409,66 @@ impl Vocab {
         &self.inner.text_mask
     }
 
+    /// Steps each of `tokens` from `root`, reusing the states of the prefix it shares with the
+    /// previous token. Tokens sharing a prefix must be contiguous (trie order, or trie order
+    /// within each first byte): those behind a rejected prefix are then found by a galloping
+    /// search and reported at once, which is what keeps the thousands of tokens behind a space
+    /// cheap. Reports runs of tokens with whether all their bytes were taken, and the last
+    /// state reached (after the whole token, or before the rejected byte).
+    pub(crate) fn walk_tokens<S: Clone, E>(
+        &self,
+        tokens: &[TokenId],
+        root: S,
+        mut advance: impl FnMut(&S, u8) -> Result<Option<S>, E>,
+        mut report: impl FnMut(&[TokenId], bool, &S),
+    ) -> Result<(), E> {
+        // path[d]: the state after the current token's first d bytes.
+        let mut path = vec![root];
+        let mut prev: &[u8] = &[];
+        let mut i = 0;
+        while i < tokens.len() {
+            let bytes = self.token_bytes(tokens[i]);
+            let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            prev = bytes;
+            path.truncate(common.min(path.len() - 1) + 1);
+            let mut taken = true;
+            while path.len() <= bytes.len() {
+                let d = path.len() - 1;
+                match advance(&path[d], bytes[d])? {
+                    Some(next) => path.push(next),
+                    None => {
+                        taken = false;
+                        break;
+                    }
+                }
+            }
+            let run = if taken {
+                1
+            } else {
+                1 + self.run_with_prefix(&tokens[i + 1..], &bytes[..path.len()])
+            };
+            report(&tokens[i..i + run], taken, &path[path.len() - 1]);
+            i += run;
+        }
+        Ok(())
+    }
+
+    /// How many of `tokens` (those with `prefix` contiguous at the start) start with `prefix`.
+    fn run_with_prefix(&self, tokens: &[TokenId], prefix: &[u8]) -> usize {
+        let starts = |t: &TokenId| self.token_bytes(*t).starts_with(prefix);
+        let mut end = 1;
+        while end <= tokens.len() && starts(&tokens[end - 1]) {
+            end *= 2;
+        }
+        let lo = end / 2;
+        lo + tokens[lo..end.min(tokens.len())].partition_point(starts)
+    }
+
+    /// The token slices mask walks may take whole (see `slice.rs`), built on first use.
+    pub(crate) fn slices(&self) -> &[TokenSlice] {
+        self.inner.slices.get_or_init(|| TokenSlice::all(self))
+    }
+
     /// Length in bytes of the longest text token.
     pub fn max_token_len(&self) -> usize {
         self.inner.trie.max_depth()
@@ -446,7 +512,13 @@ impl Vocab {
         }
         impl TrieVisitor for Longest<'_> {
             type State = usize;
-            fn step(&mut self, _: &usize, byte: u8, depth: usize, _: usize) -> TrieStep<usize> {
+            fn step(
+                &mut self,
+                _: &usize,
+                byte: u8,
+                depth: usize,
+                _: &[TokenId],
+            ) -> TrieStep<usize> {
                 if self.input.get(depth - 1) == Some(&byte) {
                     TrieStep::Enter(depth)
                 } else {

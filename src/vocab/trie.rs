@@ -35,7 +35,7 @@ struct Node {
 /// struct StartsWithA(Vec<u32>);
 /// impl TrieVisitor for StartsWithA {
 ///     type State = ();
-///     fn step(&mut self, _: &(), byte: u8, depth: usize, _: usize) -> TrieStep<()> {
+///     fn step(&mut self, _: &(), byte: u8, depth: usize, _: &[u32]) -> TrieStep<()> {
 ///         if depth == 1 && byte != b'a' { TrieStep::Skip } else { TrieStep::Enter(()) }
 ///     }
 ///     fn tokens(&mut self, _: &(), tokens: &[u32]) { self.0.extend_from_slice(tokens) }
@@ -64,13 +64,14 @@ pub enum TrieStep<S> {
 pub trait TrieVisitor {
     /// The state reached after a node's prefix.
     type State: Clone;
-    /// Advance `parent` by `byte` into the node at `node` (`depth` = its byte length).
+    /// Advance `parent` by `byte` into a node (`depth` = its byte length; `subtree` = the tokens
+    /// of the node's whole subtree, what a skip leaves out).
     fn step(
         &mut self,
         parent: &Self::State,
         byte: u8,
         depth: usize,
-        node: usize,
+        subtree: &[TokenId],
     ) -> TrieStep<Self::State>;
     /// The tokens ending at the node just entered, with the state after their last byte.
     fn tokens(&mut self, state: &Self::State, tokens: &[TokenId]);
@@ -155,6 +156,25 @@ impl TokenTrie {
         &self.tokens[start..end]
     }
 
+    /// The root's children: each first byte with the tokens that start with it.
+    ///
+    /// ```
+    /// use formwork::vocab::TokenTrie;
+    ///
+    /// let trie = TokenTrie::new([(0, &b"ab"[..]), (1, b"b"), (2, b"a")]);
+    /// let groups: Vec<(u8, Vec<u32>)> =
+    ///     trie.by_first_byte().map(|(b, ts)| (b, ts.to_vec())).collect();
+    /// assert_eq!(groups, vec![(b'a', vec![2, 0]), (b'b', vec![1])]);
+    /// ```
+    pub fn by_first_byte(&self) -> impl Iterator<Item = (u8, &[TokenId])> + '_ {
+        let end = self.nodes.len() - 1;
+        std::iter::successors((end > 1).then_some(1), move |&i| {
+            let next = self.nodes[i].subtree_end as usize;
+            (next < end).then_some(next)
+        })
+        .map(|i| (self.nodes[i].byte, self.subtree_tokens(i)))
+    }
+
     /// Visits the trie depth-first from `root`, skipping every subtree the visitor rejects.
     pub fn walk<V: TrieVisitor>(&self, root: V::State, visitor: &mut V) {
         let mut stack: Vec<V::State> = Vec::with_capacity(self.max_depth + 1);
@@ -165,7 +185,7 @@ impl TokenTrie {
             let node = self.nodes[i];
             let depth = node.depth as usize;
             stack.truncate(depth);
-            match visitor.step(&stack[depth - 1], node.byte, depth, i) {
+            match visitor.step(&stack[depth - 1], node.byte, depth, self.subtree_tokens(i)) {
                 TrieStep::Enter(state) => {
                     // DFS order: the next node's first token bounds this node's own tokens.
                     let own = node.tokens_start as usize..self.nodes[i + 1].tokens_start as usize;
