@@ -10,7 +10,7 @@ use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
 use regex_automata::Anchored;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{TokenId, TokenTrie, TrieStep, TrieVisitor, Vocab};
 use crate::ir::ByteSet;
@@ -200,8 +200,11 @@ pub(crate) trait SliceProbe: TrieVisitor {
     fn accepted(&mut self) -> &mut [u32];
 }
 
-/// Most (slice state, walk state) pairs explored per first byte before leaving it to the walk.
+/// Most (slice state, walk state) pairs explored per first byte before leaving it to the walk,
+/// and in all: a state that dies deep inside the slice (a pattern, a property name) must not
+/// cost more than the walk it would save.
 const MAX_PAIRS: usize = 64;
+const MAX_VISITS: usize = 256;
 
 /// Walks `vocab`'s trie from `root` like [`TokenTrie::walk`], but first looks for a slice whose
 /// every string keeps the client alive after some first bytes: the slice's tokens starting
@@ -248,10 +251,13 @@ fn decide_first_bytes<V: SliceProbe>(
     v: &mut V,
 ) -> Result<(ByteSet, ByteSet), V::Error> {
     let (mut taken, mut decided) = (ByteSet::EMPTY, ByteSet::EMPTY);
-    // Pairs proven to survive (each reaches only proven pairs).
-    let mut proven: Vec<(SliceState, u32)> = Vec::new();
+    // Pairs proven to survive (each reaches only proven pairs), pairs that die, and the pairs
+    // of the current first byte.
+    let mut proven: FxHashSet<(SliceState, u32)> = FxHashSet::default();
+    let mut failed: FxHashSet<(SliceState, u32)> = FxHashSet::default();
     let mut trail: Vec<(SliceState, u32)> = Vec::new();
     let mut stack: Vec<(SliceState, V::State)> = Vec::new();
+    let mut visits = 0;
     'first: for first in 0..=u8::MAX {
         let Some(s) = slice.next(slice.start(), first) else {
             decided.insert(first);
@@ -268,23 +274,28 @@ fn decide_first_bytes<V: SliceProbe>(
             let Some(id) = v.identity(&state) else {
                 continue 'first;
             };
-            if proven.contains(&(s, id)) || trail.contains(&(s, id)) {
+            let pair = (s, id);
+            if proven.contains(&pair) || trail.contains(&pair) {
                 continue;
             }
-            if trail.len() == MAX_PAIRS {
+            if failed.contains(&pair) || trail.len() == MAX_PAIRS || visits == MAX_VISITS {
                 continue 'first;
             }
-            trail.push((s, id));
+            visits += 1;
+            trail.push(pair);
             for byte in 0..=u8::MAX {
                 if let Some(next_s) = slice.next(s, byte) {
                     match v.advance(&state, byte)? {
                         Some(next) => stack.push((next_s, next)),
-                        None => continue 'first,
+                        None => {
+                            failed.insert(pair);
+                            continue 'first;
+                        }
                     }
                 }
             }
         }
-        proven.append(&mut trail);
+        proven.extend(trail.drain(..));
         taken.insert(first);
         decided.insert(first);
     }
