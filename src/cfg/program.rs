@@ -30,6 +30,7 @@ use crate::vocab::{TokenId, Vocab};
 /// The compiler's and the walks' internal maps: keys are small integers and short integer
 /// slices no adversary chooses, so a fast non-cryptographic hash (rustc's Fx) instead of SipHash.
 pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
+pub(crate) type FastSet<K> = rustc_hash::FxHashSet<K>;
 
 /// Interns `u32` slices: ids in insertion order, all slices in one arena (no allocation per
 /// slice). Determinization interns state sets with it, minimization signatures, the trie
@@ -181,40 +182,42 @@ pub(crate) struct Alphabet {
 
 impl Alphabet {
     fn new(grammar: &Grammar) -> Alphabet {
-        let mut distinct: Vec<ByteSet> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut distinct: FastSet<ByteSet> = FastSet::default();
         let mut literal = ByteSet::EMPTY;
         for e in grammar.exprs() {
             match e {
-                Expr::Class(c) if seen.insert(*c) => distinct.push(*c),
+                Expr::Class(c) => {
+                    distinct.insert(*c);
+                }
                 Expr::Bytes(b) => b.iter().for_each(|&x| literal.insert(x)),
                 _ => {}
             }
         }
         distinct.extend(literal.iter().map(ByteSet::byte));
-        // Partition refinement: split every class by membership in each set.
-        let mut class_of = [0u8; 256];
-        let mut n = 1usize;
+        // Partition refinement, a class at a time: split every class by each set (word-wide
+        // set operations; a JSON schema has hundreds of distinct sets).
+        let mut sets = vec![ByteSet::FULL];
+        let mut split = Vec::new();
         for set in &distinct {
-            // New id of (old class, inside the set), assigned in byte order.
-            let mut split = [u16::MAX; 512];
-            let mut next = 0u16;
-            for b in 0..=255u8 {
-                let key = class_of[b as usize] as usize * 2 + set.contains(b) as usize;
-                if split[key] == u16::MAX {
-                    split[key] = next;
-                    next += 1;
+            let outside = set.complement();
+            split.clear();
+            for class in &sets {
+                for part in [class.intersection(set), class.intersection(&outside)] {
+                    if !part.is_empty() {
+                        split.push(part);
+                    }
                 }
-                class_of[b as usize] = split[key] as u8;
             }
-            n = next as usize;
-            if n == 256 {
+            std::mem::swap(&mut sets, &mut split);
+            if sets.len() == 256 {
                 break;
             }
         }
-        let mut sets = vec![ByteSet::EMPTY; n];
-        for b in 0..=255u8 {
-            sets[class_of[b as usize] as usize].insert(b);
+        // Ids in byte order, whatever order the sets came in.
+        sets.sort_unstable_by_key(|c| c.iter().next());
+        let mut class_of = [0u8; 256];
+        for (id, class) in sets.iter().enumerate() {
+            class.iter().for_each(|b| class_of[b as usize] = id as u8);
         }
         Alphabet { class_of, sets }
     }
@@ -858,7 +861,7 @@ impl<'a> Lowering<'a> {
         });
         // Trim every automaton to the states on some path from start to final.
         for f in fsms.iter_mut().flatten() {
-            *f = trim(f, |c| productive[c as usize]);
+            trim(f, |c| productive[c as usize]);
         }
         // Keep only units reachable from the start unit, in discovery order.
         let mut order: Vec<u32> = vec![start];
@@ -1221,36 +1224,40 @@ fn reaches_final(f: &Fsm, ok: impl Fn(u32) -> bool, consume: bool) -> bool {
 
 /// Drops calls to unproductive units and every state not on a start-to-final path; the start
 /// stays state 0.
-fn trim(f: &Fsm, productive: impl Fn(u32) -> bool) -> Fsm {
+fn trim(f: &mut Fsm, productive: impl Fn(u32) -> bool) {
     let n = f.states.len();
-    let succ = |s: &FState| -> Vec<u32> {
+    let targets = |s: &FState| {
+        let calls = s.calls.iter().filter(|c| productive(c.0));
         s.bytes
             .iter()
             .map(|b| b.1)
             .chain(s.specials.iter().map(|b| b.1))
-            .chain(s.calls.iter().filter(|c| productive(c.0)).map(|c| c.1))
-            .collect()
+            .chain(calls.map(|c| c.1))
+            .collect::<SmallVec<[u32; 8]>>()
     };
+    // Forward from the start, recording each edge reversed, `(target, source)`, in one array.
     let mut fwd = vec![false; n];
     let mut stack = vec![0u32];
     fwd[0] = true;
-    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut reversed: Vec<(u32, u32)> = Vec::new();
     while let Some(s) = stack.pop() {
-        for t in succ(&f.states[s as usize]) {
-            preds[t as usize].push(s);
+        for t in targets(&f.states[s as usize]) {
+            reversed.push((t, s));
             if !fwd[t as usize] {
                 fwd[t as usize] = true;
                 stack.push(t);
             }
         }
     }
+    reversed.sort_unstable();
     let mut bwd = vec![false; n];
     let mut stack: Vec<u32> = (0..n as u32)
         .filter(|&s| fwd[s as usize] && f.states[s as usize].final_)
         .collect();
     stack.iter().for_each(|&s| bwd[s as usize] = true);
     while let Some(s) = stack.pop() {
-        for &p in &preds[s as usize] {
+        let from = reversed.partition_point(|e| e.0 < s);
+        for &(_, p) in reversed[from..].iter().take_while(|e| e.0 == s) {
             if !bwd[p as usize] {
                 bwd[p as usize] = true;
                 stack.push(p);
@@ -1259,9 +1266,15 @@ fn trim(f: &Fsm, productive: impl Fn(u32) -> bool) -> Fsm {
     }
     let keep = |s: u32| fwd[s as usize] && bwd[s as usize];
     if !keep(0) {
-        return Fsm {
+        *f = Fsm {
             states: vec![FState::default()],
         };
+        return;
+    }
+    // The usual case: nothing to drop, and no copy.
+    let unproductive_call = |s: &FState| s.calls.iter().any(|c| !productive(c.0));
+    if (0..n as u32).all(keep) && !f.states.iter().any(unproductive_call) {
+        return;
     }
     let mut map = vec![u32::MAX; n];
     let mut order = Vec::new();
@@ -1283,7 +1296,7 @@ fn trim(f: &Fsm, productive: impl Fn(u32) -> bool) -> Fsm {
             }
         })
         .collect();
-    Fsm { states }
+    *f = Fsm { states };
 }
 
 /// The `(label, target)` edges that `keep` keeps, targets renumbered by `map`.
