@@ -200,7 +200,7 @@ fn missing_and_corrupt_tokenizer_files_are_typed_errors() {
 
 #[test]
 fn trie_walk_skips_rejected_subtrees() {
-    use formwork::vocab::{TrieStep, TrieVisitor};
+    use formwork::vocab::{Subtree, TrieStep, TrieVisitor};
     let vocab = common::qwen3();
     // Count tokens that are all ASCII digits, visiting as few nodes as possible.
     struct Digits {
@@ -209,7 +209,7 @@ fn trie_walk_skips_rejected_subtrees() {
     }
     impl TrieVisitor for Digits {
         type State = ();
-        fn step(&mut self, _: &(), byte: u8, _: usize, _: &[u32]) -> TrieStep<()> {
+        fn step(&mut self, _: &(), byte: u8, _: usize, _: Subtree) -> TrieStep<()> {
             self.visited += 1;
             if byte.is_ascii_digit() {
                 TrieStep::Enter(())

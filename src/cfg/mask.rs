@@ -32,7 +32,7 @@ use super::program::{Program, SliceInterner, CALLS, COUNTED, RELAXED, SCANS, SPE
 use super::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::mask::{get_bit, set_bit, StoredMask, Weigh};
-use crate::vocab::{walk_sliced, SliceProbe, TokenId, TrieStep, TrieVisitor, Vocab};
+use crate::vocab::{walk_sliced, SliceProbe, Subtree, TokenId, TrieStep, TrieVisitor, Vocab};
 
 const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
 const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
@@ -89,7 +89,7 @@ impl VocabIndex {
         struct Order(Vec<u32>, u32);
         impl TrieVisitor for Order {
             type State = ();
-            fn step(&mut self, _: &(), _: u8, _: usize, _: &[TokenId]) -> TrieStep<()> {
+            fn step(&mut self, _: &(), _: u8, _: usize, _: Subtree) -> TrieStep<()> {
                 TrieStep::Enter(())
             }
             fn tokens(&mut self, _: &(), tokens: &[TokenId]) {
@@ -945,7 +945,7 @@ impl TrieVisitor for TrieWalk<'_> {
     type State = Node;
 
     #[inline]
-    fn step(&mut self, parent: &Node, byte: u8, _: usize, subtree: &[TokenId]) -> TrieStep<Node> {
+    fn step(&mut self, parent: &Node, byte: u8, _: usize, subtree: Subtree) -> TrieStep<Node> {
         if self.error.is_some() {
             return TrieStep::Skip;
         }
@@ -954,7 +954,7 @@ impl TrieVisitor for TrieWalk<'_> {
             Ok(None) => {
                 if parent.ext {
                     if let Some(u) = self.uncertain.as_mut() {
-                        u.extend_from_slice(subtree);
+                        u.extend_from_slice(subtree.tokens());
                     }
                 }
                 TrieStep::Skip

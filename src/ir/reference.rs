@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{ByteSet, Expr, ExprId, Grammar};
 use crate::mask::TokenMask;
-use crate::vocab::{TokenId, TokenKind, TrieStep, TrieVisitor, Vocab};
+use crate::vocab::{Subtree, TokenId, TokenKind, TrieStep, TrieVisitor, Vocab};
 
 /// An input unit: a byte of text or a special token (by content).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,7 +294,7 @@ impl Chart {
         }
         impl TrieVisitor for Walk<'_> {
             type State = ();
-            fn step(&mut self, _: &(), byte: u8, depth: usize, _: &[TokenId]) -> TrieStep<()> {
+            fn step(&mut self, _: &(), byte: u8, depth: usize, _: Subtree) -> TrieStep<()> {
                 while self.depth >= depth {
                     self.chart.pop();
                     self.depth -= 1;

@@ -22,7 +22,7 @@ use super::leaf::Leaf;
 use super::program::{Op, OpId};
 use crate::ir::StructHasher;
 use crate::mask::{set_bit, MaskCache, StoredMask, Weigh};
-use crate::vocab::{walk_sliced, SliceProbe, TokenId, TrieStep, TrieVisitor, Vocab};
+use crate::vocab::{walk_sliced, SliceProbe, Subtree, TokenId, TrieStep, TrieVisitor, Vocab};
 
 /// A cached mask: text tokens in adaptive storage, plus the special tokens and (for a leaf
 /// part) the tokens left for the continuation to decide.
@@ -130,12 +130,12 @@ impl Runtime {
                 &(s, ended_at): &(u32, u32),
                 byte: u8,
                 depth: usize,
-                subtree: &[TokenId],
+                subtree: Subtree,
             ) -> TrieStep<(u32, u32)> {
                 let next = self.leaf.step(s, byte as u32);
                 if next == super::leaf::DEAD {
                     if ended_at != NO_EXIT {
-                        for &t in subtree {
+                        for &t in subtree.tokens() {
                             self.uncertain.push(t);
                             let len = self.vocab.token_bytes(t).len() as u32;
                             self.max_cross = self.max_cross.max(len - ended_at);

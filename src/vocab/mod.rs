@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 
 use slice::TokenSlice;
 pub(crate) use slice::{walk_sliced, SliceProbe};
-pub use trie::{TokenTrie, TrieStep, TrieVisitor};
+pub use trie::{Subtree, TokenTrie, TrieStep, TrieVisitor};
 
 /// A token id, as inference engines pass them.
 pub type TokenId = u32;
@@ -512,13 +512,7 @@ impl Vocab {
         }
         impl TrieVisitor for Longest<'_> {
             type State = usize;
-            fn step(
-                &mut self,
-                _: &usize,
-                byte: u8,
-                depth: usize,
-                _: &[TokenId],
-            ) -> TrieStep<usize> {
+            fn step(&mut self, _: &usize, byte: u8, depth: usize, _: Subtree) -> TrieStep<usize> {
                 if self.input.get(depth - 1) == Some(&byte) {
                     TrieStep::Enter(depth)
                 } else {

@@ -12,7 +12,7 @@ use regex_automata::util::start;
 use regex_automata::Anchored;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{TokenId, TokenTrie, TrieStep, TrieVisitor, Vocab};
+use super::{Subtree, TokenId, TokenTrie, TrieStep, TrieVisitor, Vocab};
 use crate::ir::ByteSet;
 use crate::mask::{get_bit, set_bit};
 
@@ -62,7 +62,7 @@ impl TokenSlice {
         struct Members<'a>(&'a [u16], &'a mut [u32]);
         impl TrieVisitor for Members<'_> {
             type State = u16;
-            fn step(&mut self, s: &u16, byte: u8, _: usize, _: &[TokenId]) -> TrieStep<u16> {
+            fn step(&mut self, s: &u16, byte: u8, _: usize, _: Subtree) -> TrieStep<u16> {
                 match self.0[*s as usize * 256 + byte as usize] {
                     DEAD => TrieStep::Skip,
                     next => TrieStep::Enter(next),
@@ -317,7 +317,7 @@ impl<V: TrieVisitor> TrieVisitor for FirstBytes<'_, V> {
         parent: &V::State,
         byte: u8,
         depth: usize,
-        subtree: &[TokenId],
+        subtree: Subtree,
     ) -> TrieStep<V::State> {
         if depth == 1 && !self.first.contains(byte) {
             return TrieStep::Skip;
@@ -344,7 +344,7 @@ mod tests {
             struct All<'a>(&'a mut [u32]);
             impl TrieVisitor for All<'_> {
                 type State = ();
-                fn step(&mut self, _: &(), _: u8, _: usize, _: &[TokenId]) -> TrieStep<()> {
+                fn step(&mut self, _: &(), _: u8, _: usize, _: Subtree) -> TrieStep<()> {
                     TrieStep::Enter(())
                 }
                 fn tokens(&mut self, _: &(), tokens: &[TokenId]) {

@@ -26,7 +26,7 @@ struct Node {
 /// # Example
 ///
 /// ```
-/// use formwork::vocab::{TokenTrie, TrieVisitor, TrieStep};
+/// use formwork::vocab::{Subtree, TokenTrie, TrieVisitor, TrieStep};
 ///
 /// let tokens: Vec<(u32, &[u8])> = vec![(0, b"a"), (1, b"ab"), (2, b"b")];
 /// let trie = TokenTrie::new(tokens.iter().map(|&(id, b)| (id, b)));
@@ -35,7 +35,7 @@ struct Node {
 /// struct StartsWithA(Vec<u32>);
 /// impl TrieVisitor for StartsWithA {
 ///     type State = ();
-///     fn step(&mut self, _: &(), byte: u8, depth: usize, _: &[u32]) -> TrieStep<()> {
+///     fn step(&mut self, _: &(), byte: u8, depth: usize, _: Subtree) -> TrieStep<()> {
 ///         if depth == 1 && byte != b'a' { TrieStep::Skip } else { TrieStep::Enter(()) }
 ///     }
 ///     fn tokens(&mut self, _: &(), tokens: &[u32]) { self.0.extend_from_slice(tokens) }
@@ -64,17 +64,32 @@ pub enum TrieStep<S> {
 pub trait TrieVisitor {
     /// The state reached after a node's prefix.
     type State: Clone;
-    /// Advance `parent` by `byte` into a node (`depth` = its byte length; `subtree` = the tokens
-    /// of the node's whole subtree, what a skip leaves out).
+    /// Advance `parent` by `byte` into a node (`depth` = its byte length; `subtree` = the node's
+    /// whole subtree, what a skip leaves out).
     fn step(
         &mut self,
         parent: &Self::State,
         byte: u8,
         depth: usize,
-        subtree: &[TokenId],
+        subtree: Subtree,
     ) -> TrieStep<Self::State>;
     /// The tokens ending at the node just entered, with the state after their last byte.
     fn tokens(&mut self, state: &Self::State, tokens: &[TokenId]);
+}
+
+/// A node's subtree, as [`TrieVisitor::step`] sees it: its tokens are looked up only when asked
+/// for (they sit at the subtree's far end, a cache miss a walk should not pay at every node).
+#[derive(Clone, Copy, Debug)]
+pub struct Subtree<'a> {
+    trie: &'a TokenTrie,
+    node: usize,
+}
+
+impl<'a> Subtree<'a> {
+    /// Every token whose bytes start with the node's prefix.
+    pub fn tokens(&self) -> &'a [TokenId] {
+        self.trie.subtree_tokens(self.node)
+    }
 }
 
 impl TokenTrie {
@@ -185,7 +200,11 @@ impl TokenTrie {
             let node = self.nodes[i];
             let depth = node.depth as usize;
             stack.truncate(depth);
-            match visitor.step(&stack[depth - 1], node.byte, depth, self.subtree_tokens(i)) {
+            let subtree = Subtree {
+                trie: self,
+                node: i,
+            };
+            match visitor.step(&stack[depth - 1], node.byte, depth, subtree) {
                 TrieStep::Enter(state) => {
                     // DFS order: the next node's first token bounds this node's own tokens.
                     let own = node.tokens_start as usize..self.nodes[i + 1].tokens_start as usize;
