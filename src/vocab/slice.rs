@@ -359,19 +359,29 @@ mod tests {
                 if !text {
                     continue;
                 }
-                let bytes = vocab.token_bytes(t);
-                // Whole characters: the regex decides. A token ending inside a character is a
-                // member iff its complete characters are (the patterns exclude only ASCII, so
-                // every multi-byte character may follow).
-                let cut = match std::str::from_utf8(bytes) {
-                    Ok(_) => bytes.len(),
-                    Err(e) if e.error_len().is_none() => e.valid_up_to(),
-                    Err(_) => {
-                        assert!(!member, "token {t} {bytes:?} is not UTF-8");
-                        continue;
+                // A token ending inside a character is a member iff it does with the
+                // character completed (the patterns exclude only ASCII, so any completion
+                // decides alike).
+                let mut bytes = vocab.token_bytes(t).to_vec();
+                loop {
+                    match std::str::from_utf8(&bytes) {
+                        Ok(_) => break,
+                        Err(e) if e.error_len().is_none() => {
+                            let next = (0x80..=0xBF).find(|&b| {
+                                let mut longer = bytes.clone();
+                                longer.push(b);
+                                std::str::from_utf8(&longer)
+                                    .map_or_else(|e| e.error_len().is_none(), |_| true)
+                            });
+                            bytes.push(next.expect("a valid prefix continues"));
+                        }
+                        Err(_) => {
+                            assert!(!member, "token {t} {bytes:?} is not UTF-8");
+                            break;
+                        }
                     }
-                };
-                assert_eq!(member, re.is_match(&bytes[..cut]), "token {t} {bytes:?}");
+                }
+                assert_eq!(member, re.is_match(&bytes), "token {t} {bytes:?}");
             }
             assert!(slice.rest().num_tokens() * 4 < vocab.len(), "{slice:?}");
         }
