@@ -258,7 +258,14 @@ fn decide_first_bytes<V: SliceProbe>(
     let mut trail: Vec<(SliceState, u32)> = Vec::new();
     let mut stack: Vec<(SliceState, V::State)> = Vec::new();
     let mut visits = 0;
+    // Client states met so far. The first byte taken explores the shared structure (a string's
+    // character loop and its UTF-8 states); a later one that needs many new states leads into
+    // a property name, and walking its subtree costs less than proving every state of the name
+    // against every byte.
+    let mut known: FxHashSet<u32> = FxHashSet::default();
     'first: for first in 0..=u8::MAX {
+        let mut new_states = 0;
+        let max_new_states = if taken.is_empty() { 32 } else { 4 };
         let Some(s) = slice.next(slice.start(), first) else {
             decided.insert(first);
             continue;
@@ -280,6 +287,12 @@ fn decide_first_bytes<V: SliceProbe>(
             }
             if failed.contains(&pair) || trail.len() == MAX_PAIRS || visits == MAX_VISITS {
                 continue 'first;
+            }
+            if known.insert(id) {
+                new_states += 1;
+                if new_states > max_new_states {
+                    continue 'first;
+                }
             }
             visits += 1;
             trail.push(pair);
