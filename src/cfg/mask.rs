@@ -31,7 +31,7 @@ use super::chart::{Chart, Item, Overflow, EXT};
 use super::program::{Program, SliceInterner, CALLS, COUNTED, RELAXED, SCANS, SPECIALS};
 use super::CfgGrammar;
 use crate::ir::StructHasher;
-use crate::mask::{get_bit, set_bit, StoredMask, Weigh};
+use crate::mask::{clear_bit, get_bit, iter_ones, set_bit, StoredMask, Weigh};
 use crate::vocab::{walk_sliced, SliceProbe, Subtree, TokenId, TrieStep, TrieVisitor, Vocab};
 
 const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
@@ -130,16 +130,10 @@ impl VocabIndex {
                 .find(|&&t| get_bit(words, t))
                 .map_or(0, |&t| vocab.token_bytes(t).len() as u32);
         }
-        let mut longest = 0;
-        for (i, &w) in words.iter().enumerate() {
-            let mut w = w;
-            while w != 0 {
-                let t = (i * 32) as TokenId + w.trailing_zeros();
-                longest = longest.max(vocab.token_bytes(t).len() as u32);
-                w &= w - 1;
-            }
-        }
-        longest
+        iter_ones(words)
+            .map(|t| vocab.token_bytes(t).len() as u32)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Sorts tokens into trie order.
@@ -251,9 +245,7 @@ fn fill_cached(
                         let words = &mut scratch.words;
                         words.resize(vocab.mask_words(), 0);
                         accepted.write_to(words, vocab.text_mask());
-                        invalid
-                            .iter()
-                            .for_each(|&t| words[t as usize / 32] &= !(1 << (t % 32)));
+                        invalid.iter().for_each(|&t| clear_bit(words, t));
                         out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
                     }
                 }
@@ -296,7 +288,7 @@ fn fill_cached(
         // What is left depends on the whole chart: check it, sharing prefixes in trie order.
         g.index.sort(&mut pending);
         pending.dedup();
-        pending.retain(|&t| !crate::mask::get_bit(out, t));
+        pending.retain(|&t| !get_bit(out, t));
         walk_list(&g.prog, vocab, chart, &pending, |t, outcome| {
             if matches!(outcome, Outcome::Accepted) {
                 set_bit(out, t);

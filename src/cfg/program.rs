@@ -1096,7 +1096,7 @@ fn recursive_rules(g: &Grammar) -> (Vec<bool>, Vec<bool>) {
 /// Does `body` refer to the rules `member` selects only as its last step? (Through sequences'
 /// last parts and alternatives; never inside a repeat or before something else.)
 fn references_only_in_tail(g: &Grammar, body: ExprId, member: impl Fn(RuleId) -> bool) -> bool {
-    let mut seen = rustc_hash::FxHashSet::default();
+    let mut seen = FastSet::default();
     let mut stack = vec![(body, true)];
     while let Some((e, tail)) = stack.pop() {
         if !seen.insert((e, tail)) {

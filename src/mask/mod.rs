@@ -24,6 +24,12 @@ pub fn set_bit(words: &mut [u32], token: TokenId) {
     words[token as usize / 32] |= 1 << (token % 32);
 }
 
+/// Clears bit `token` in a mask row.
+#[inline]
+pub fn clear_bit(words: &mut [u32], token: TokenId) {
+    words[token as usize / 32] &= !(1 << (token % 32));
+}
+
 /// Reads bit `token` of a mask row; ids past the row are not allowed.
 #[inline]
 pub fn get_bit(words: &[u32], token: TokenId) -> bool {
@@ -120,7 +126,7 @@ impl TokenMask {
 
     /// Forbids `token`.
     pub fn remove(&mut self, token: TokenId) {
-        self.words[token as usize / 32] &= !(1 << (token % 32));
+        clear_bit(&mut self.words, token);
     }
 
     /// Is `token` allowed?

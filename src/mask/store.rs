@@ -1,7 +1,7 @@
 //! Adaptive storage for cached masks (XGrammar §3.2): a mask is kept as whichever of three forms
 //! is smallest.
 
-use super::{iter_ones, set_bit};
+use super::{clear_bit, iter_ones, set_bit};
 use crate::vocab::TokenId;
 
 /// How many bitset words cost as much to write as one listed id (measured on Qwen3's 4,748
@@ -70,8 +70,7 @@ impl StoredMask {
             }
             StoredMask::Rejected(ids) => {
                 out.copy_from_slice(universe);
-                ids.iter()
-                    .for_each(|&t| out[t as usize / 32] &= !(1 << (t % 32)));
+                ids.iter().for_each(|&t| clear_bit(out, t));
             }
             StoredMask::Bitset(words) => out.copy_from_slice(words),
         }

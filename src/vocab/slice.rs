@@ -14,7 +14,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{Subtree, TokenId, TokenTrie, TrieStep, TrieVisitor, Vocab};
 use crate::ir::ByteSet;
-use crate::mask::{get_bit, set_bit};
+use crate::mask::{clear_bit, get_bit, set_bit};
 
 /// The byte languages tried, broadest first: free text that cannot start a tag, then the raw
 /// characters of a JSON string. A slice's language is every *prefix* of its pattern's matches
@@ -119,9 +119,7 @@ impl TokenSlice {
         } else {
             let mut words = self.members.to_vec();
             for (_, tokens) in groups().filter(|(b, _)| !first.contains(*b)) {
-                tokens
-                    .iter()
-                    .for_each(|&t| words[t as usize / 32] &= !(1 << (t % 32)));
+                tokens.iter().for_each(|&t| clear_bit(&mut words, t));
             }
             words
         }
@@ -361,14 +359,14 @@ mod tests {
                     TrieStep::Enter(())
                 }
                 fn tokens(&mut self, _: &(), tokens: &[TokenId]) {
-                    tokens.iter().for_each(|&t| crate::mask::set_bit(self.0, t));
+                    tokens.iter().for_each(|&t| set_bit(self.0, t));
                 }
             }
             slice.rest().walk((), &mut All(&mut rest));
             for t in 0..vocab.len() as TokenId {
-                let text = crate::mask::get_bit(vocab.text_mask(), t);
-                let member = crate::mask::get_bit(&slice.members, t);
-                assert_eq!(text, member != crate::mask::get_bit(&rest, t), "token {t}");
+                let text = get_bit(vocab.text_mask(), t);
+                let member = get_bit(&slice.members, t);
+                assert_eq!(text, member != get_bit(&rest, t), "token {t}");
                 if !text {
                     continue;
                 }

@@ -20,7 +20,7 @@ struct Node {
 /// Prefix tree of the text tokens' bytes, in DFS order.
 ///
 /// Node 0 is the root (the empty prefix). Because nodes are in DFS order, the tokens of a subtree
-/// form one contiguous slice ([`TokenTrie::subtree_tokens`]), so a walk can accept or classify a
+/// form one contiguous slice ([`Subtree::tokens`]), so a walk can accept or classify a
 /// whole subtree at once.
 ///
 /// # Example
@@ -165,7 +165,7 @@ impl TokenTrie {
     }
 
     /// The tokens of `node`'s whole subtree (the node's own tokens included), in DFS order.
-    pub fn subtree_tokens(&self, node: usize) -> &[TokenId] {
+    fn subtree_tokens(&self, node: usize) -> &[TokenId] {
         let start = self.nodes[node].tokens_start as usize;
         let end = self.nodes[self.nodes[node].subtree_end as usize].tokens_start as usize;
         &self.tokens[start..end]
