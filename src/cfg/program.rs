@@ -194,25 +194,7 @@ impl Alphabet {
             }
         }
         distinct.extend(literal.iter().map(ByteSet::byte));
-        // Partition refinement, a class at a time: split every class by each set (word-wide
-        // set operations; a JSON schema has hundreds of distinct sets).
-        let mut sets = vec![ByteSet::FULL];
-        let mut split = Vec::new();
-        for set in &distinct {
-            let outside = set.complement();
-            split.clear();
-            for class in &sets {
-                for part in [class.intersection(set), class.intersection(&outside)] {
-                    if !part.is_empty() {
-                        split.push(part);
-                    }
-                }
-            }
-            std::mem::swap(&mut sets, &mut split);
-            if sets.len() == 256 {
-                break;
-            }
-        }
+        let mut sets = refine(ByteSet::FULL, distinct.iter());
         // Ids in byte order, whatever order the sets came in.
         sets.sort_unstable_by_key(|c| c.iter().next());
         let mut class_of = [0u8; 256];
@@ -234,6 +216,30 @@ impl Alphabet {
         }
         out
     }
+}
+
+/// The coarsest partition of `universe` that every set splits into whole parts (partition
+/// refinement a set at a time, with word-wide set operations: a JSON schema has hundreds of
+/// distinct sets).
+fn refine<'s>(universe: ByteSet, sets: impl Iterator<Item = &'s ByteSet>) -> Vec<ByteSet> {
+    let mut parts = vec![universe];
+    let mut split = Vec::new();
+    for set in sets {
+        let outside = set.complement();
+        split.clear();
+        for part in &parts {
+            for piece in [part.intersection(set), part.intersection(&outside)] {
+                if !piece.is_empty() {
+                    split.push(piece);
+                }
+            }
+        }
+        std::mem::swap(&mut parts, &mut split);
+        if parts.len() == universe.len() {
+            break;
+        }
+    }
+    parts
 }
 
 /// A compiled grammar.
@@ -420,12 +426,16 @@ impl Nfa {
 #[derive(Clone, Debug, Default)]
 struct Fsm {
     states: Vec<FState>,
+    /// The unit's own byte classes (what `FState::bytes` labels), each a set of the
+    /// grammar's classes: a unit that never tells two grammar classes apart reads them as
+    /// one, so determinization and minimization work over a few classes instead of dozens.
+    classes: Vec<ByteSet>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct FState {
     final_: bool,
-    /// `(class, target)`, sorted; a class may repeat (nondeterminism).
+    /// `(unit class, target)`, sorted; a class may repeat (nondeterminism).
     bytes: Vec<(u8, u32)>,
     specials: Vec<(u32, u32)>,
     calls: Vec<(u32, u32)>,
@@ -633,11 +643,32 @@ impl<'a> Lowering<'a> {
             let body = self.fragment(&mut nfa, self.g.rule(rule).body, 1, next)?;
             nfa.eps(entry, body);
         }
-        let fsm = match determinize(&nfa, start, accept, &self.alphabet, self.limits, true)? {
-            Some(d) => d,
-            None => determinize(&nfa, start, accept, &self.alphabet, self.limits, false)?
-                .expect("the epsilon-free automaton has no state budget"),
+        let distinct: FastSet<ByteSet> = nfa.class_sets.iter().copied().collect();
+        let used = distinct.iter().fold(ByteSet::EMPTY, |a, s| a.union(s));
+        let classes = refine(used, distinct.iter());
+        // Each label as a set of the unit's classes (a unit class lies inside a label's set
+        // or outside it, so one member decides).
+        let labels: Vec<ByteSet> = nfa
+            .class_sets
+            .iter()
+            .map(|set| {
+                let mut local = ByteSet::EMPTY;
+                for (i, c) in classes.iter().enumerate() {
+                    if c.iter().next().is_some_and(|g| set.contains(g)) {
+                        local.insert(i as u8);
+                    }
+                }
+                local
+            })
+            .collect();
+        let determinized = |dfa| {
+            determinize(&nfa, &labels, classes.len(), start, accept, self.limits, dfa)
         };
+        let mut fsm = match determinized(true)? {
+            Some(d) => d,
+            None => determinized(false)?.expect("the epsilon-free automaton has no state budget"),
+        };
+        fsm.classes = classes;
         let fsm = minimize(fsm);
         self.total_states += fsm.states.len();
         if self.total_states > self.limits.max_states {
@@ -722,7 +753,8 @@ impl<'a> Lowering<'a> {
         {
             return Ok(call(self, nfa, UnitKey::Expr(e)));
         }
-        Ok(match self.g.expr(e).clone() {
+        let g = self.g;
+        Ok(match g.expr(e) {
             Expr::Empty => next,
             Expr::Nothing => nfa.state(),
             Expr::Bytes(bytes) => {
@@ -741,12 +773,12 @@ impl<'a> Lowering<'a> {
             }
             Expr::Class(set) => {
                 let s = nfa.state();
-                nfa.class_sets.push(self.alphabet.classes(&set));
+                nfa.class_sets.push(self.alphabet.classes(set));
                 nfa.edge(s, Label::Classes((nfa.class_sets.len() - 1) as u32), next);
                 s
             }
             Expr::Special(name) => {
-                let sid = self.special(&name)?;
+                let sid = self.special(name)?;
                 let s = nfa.state();
                 nfa.edge(s, Label::Special(sid), next);
                 s
@@ -766,7 +798,7 @@ impl<'a> Lowering<'a> {
                 }
                 s
             }
-            Expr::Repeat { body, min, max } => {
+            &Expr::Repeat { body, min, max } => {
                 if max.is_some_and(|m| m < min) {
                     return Ok(nfa.state());
                 }
@@ -808,10 +840,10 @@ impl<'a> Lowering<'a> {
                 }
                 cur
             }
-            Expr::Rule(r) if self.inline_rule[r.index()] && depth <= MAX_INLINE_DEPTH => {
+            &Expr::Rule(r) if self.inline_rule[r.index()] && depth <= MAX_INLINE_DEPTH => {
                 self.fragment(nfa, self.g.rule(r).body, depth + 1, next)?
             }
-            Expr::Rule(r) if self.tail_recursive[r.index()] => {
+            &Expr::Rule(r) if self.tail_recursive[r.index()] => {
                 // A right-linear rule is a loop in this automaton, not a call: a call per
                 // step of free text grows the Earley stack by one item per byte, so no two
                 // rows are alike and no mask is ever reused. Its body is built later
@@ -822,7 +854,7 @@ impl<'a> Lowering<'a> {
                 nfa.pending.push((r, next, entry));
                 entry
             }
-            Expr::Rule(r) => call(self, nfa, UnitKey::Rule(r)),
+            &Expr::Rule(r) => call(self, nfa, UnitKey::Rule(r)),
         })
     }
 
@@ -953,24 +985,22 @@ impl<'a> Lowering<'a> {
                             calls: (calls_start, prog.calls.len() as u32),
                             specials: (sp_start, prog.special_edges.len() as u32),
                         });
-                        // Group targets by class.
-                        let mut j = 0;
-                        while j < s.bytes.len() {
-                            let class = s.bytes[j].0;
-                            let mut k2 = j;
-                            while k2 < s.bytes.len() && s.bytes[k2].0 == class {
-                                k2 += 1;
+                        // Group targets by unit class, then enter them under each grammar
+                        // class the unit class stands for.
+                        for group in s.bytes.chunk_by(|a, b| a.0 == b.0) {
+                            let entry = match group {
+                                [(_, t)] => base + t,
+                                _ => {
+                                    let at = MULTI | prog.multi.len() as u32;
+                                    prog.multi.push(group.len() as u32);
+                                    prog.multi.extend(group.iter().map(|&(_, t)| base + t));
+                                    at
+                                }
+                            };
+                            let row = gid as usize * nc;
+                            for class in f.classes[group[0].0 as usize].iter() {
+                                prog.trans[row + class as usize] = entry;
                             }
-                            let slot = gid as usize * nc + class as usize;
-                            if k2 - j == 1 {
-                                prog.trans[slot] = base + s.bytes[j].1;
-                            } else {
-                                prog.trans[slot] = MULTI | prog.multi.len() as u32;
-                                prog.multi.push((k2 - j) as u32);
-                                prog.multi
-                                    .extend(s.bytes[j..k2].iter().map(|&(_, t)| base + t));
-                            }
-                            j = k2;
                         }
                     }
                     prog.units.push(Unit {
@@ -1276,9 +1306,7 @@ fn trim(f: &mut Fsm, productive: impl Fn(u32) -> bool) {
     }
     let keep = |s: u32| fwd[s as usize] && bwd[s as usize];
     if !keep(0) {
-        *f = Fsm {
-            states: vec![FState::default()],
-        };
+        f.states = vec![FState::default()];
         return;
     }
     // The usual case: nothing to drop, and no copy.
@@ -1306,7 +1334,7 @@ fn trim(f: &mut Fsm, productive: impl Fn(u32) -> bool) {
             }
         })
         .collect();
-    *f = Fsm { states };
+    f.states = states;
 }
 
 /// The `(label, target)` edges that `keep` keeps, targets renumbered by `map`.
@@ -1389,18 +1417,25 @@ fn hopcroft(f: &Fsm, edges: &[(u32, u32, u32)]) -> (Vec<u32>, usize) {
     let mut p = Partition::new(f.states.iter().map(|s| s.final_));
     let mut pending: Vec<u32> = (0..p.blocks.len() as u32).collect();
     let mut in_pending = vec![true; p.blocks.len()];
-    let mut preimage: Vec<(u32, u32)> = Vec::new();
+    // `label << 32 | source`: one integer sort groups the pre-image by label.
+    let mut preimage: Vec<u64> = Vec::new();
+    let mut splits: Vec<(u32, u32)> = Vec::new();
     while let Some(b) = pending.pop() {
         in_pending[b as usize] = false;
         preimage.clear();
         let (lo, hi) = p.blocks[b as usize];
         for &s in &p.elems[lo as usize..hi as usize] {
             let (a, z) = (in_start[s as usize], in_start[s as usize + 1]);
-            preimage.extend_from_slice(&incoming[a as usize..z as usize]);
+            preimage.extend(
+                incoming[a as usize..z as usize]
+                    .iter()
+                    .map(|&(label, from)| (label as u64) << 32 | from as u64),
+            );
         }
         preimage.sort_unstable();
-        for group in preimage.chunk_by(|x, y| x.0 == y.0) {
-            for (old, new) in p.split(group.iter().map(|e| e.1)) {
+        for group in preimage.chunk_by(|x, y| x >> 32 == y >> 32) {
+            p.split(group.iter().map(|&e| e as u32), &mut splits);
+            for &(old, new) in &splits {
                 in_pending.push(false);
                 let smaller = match in_pending[old as usize] {
                     true => new,
@@ -1458,9 +1493,10 @@ impl Partition {
         hi - lo
     }
 
-    /// Separates `members` from the rest of each block they touch: the `(old, new)` block
-    /// pairs that split, `new` holding the members.
-    fn split(&mut self, members: impl Iterator<Item = u32>) -> Vec<(u32, u32)> {
+    /// Separates `members` from the rest of each block they touch; `splits` receives the
+    /// `(old, new)` block pairs that split, `new` holding the members.
+    fn split(&mut self, members: impl Iterator<Item = u32>, splits: &mut Vec<(u32, u32)>) {
+        splits.clear();
         for s in members {
             let b = self.block_of[s as usize] as usize;
             let front = self.blocks[b].0 + self.marked[b];
@@ -1477,8 +1513,8 @@ impl Partition {
             }
             self.marked[b] += 1;
         }
-        let mut splits = Vec::new();
-        for b in std::mem::take(&mut self.touched) {
+        for i in 0..self.touched.len() {
+            let b = self.touched[i];
             let (lo, hi) = self.blocks[b as usize];
             let cut = lo + std::mem::replace(&mut self.marked[b as usize], 0);
             if cut == hi {
@@ -1493,7 +1529,7 @@ impl Partition {
             }
             splits.push((b, new));
         }
-        splits
+        self.touched.clear();
     }
 }
 
@@ -1571,16 +1607,20 @@ fn quotient(f: &Fsm, block: &[u32], blocks: usize) -> Fsm {
             calls,
         };
     }
-    Fsm { states }
+    Fsm {
+        states,
+        classes: f.classes.clone(),
+    }
 }
 
 /// Subset construction (`dfa = true`, fails past the state budget) or plain epsilon removal
 /// (`dfa = false`, one state per NFA state, several targets per class allowed).
 fn determinize(
     nfa: &Nfa,
+    labels: &[ByteSet],
+    nc: usize,
     start: u32,
     accept: u32,
-    alphabet: &Alphabet,
     limits: &CompileLimits,
     dfa: bool,
 ) -> Result<Option<Fsm>, CompileError> {
@@ -1612,7 +1652,6 @@ fn determinize(
     }
     sets.intern(&members);
     let mut fsm = Fsm::default();
-    let nc = alphabet.len();
     let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nc];
     let mut scratch: Vec<u32> = Vec::new();
     let mut ids_out: SmallVec<[u32; 4]> = SmallVec::new();
@@ -1648,9 +1687,9 @@ fn determinize(
         for &s in &members {
             for &(label, t) in &nfa.edges[s as usize] {
                 match label {
-                    Label::Classes(k) => for_each_member(&nfa.class_sets[k as usize], |c| {
-                        by_class[c as usize].push(t)
-                    }),
+                    Label::Classes(k) => labels[k as usize]
+                        .iter()
+                        .for_each(|c| by_class[c as usize].push(t)),
                     Label::Special(sid) => specials.entry(sid).or_default().push(t),
                     Label::Call(u) => calls.entry(u).or_default().push(t),
                 }
@@ -1699,17 +1738,6 @@ fn determinize(
     Ok(Some(fsm))
 }
 
-/// Calls `f` on each member of a byte set (here: a set of class ids), lowest first.
-#[inline]
-fn for_each_member(set: &ByteSet, mut f: impl FnMut(u8)) {
-    for (i, mut w) in set.words().into_iter().enumerate() {
-        while w != 0 {
-            f((i * 64 + w.trailing_zeros() as usize) as u8);
-            w &= w - 1;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1745,7 +1773,10 @@ mod tests {
                 calls: edges(seed, 2, n),
             });
         }
-        Fsm { states }
+        Fsm {
+            states,
+            classes: (0..4).map(ByteSet::byte).collect(),
+        }
     }
 
     #[test]
@@ -1792,6 +1823,7 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
     fn two_edges_with_one_label_are_refined_by_signatures() {
         let mut f = Fsm {
             states: vec![FState::default(); 3],
+            classes: vec![ByteSet::byte(0)],
         };
         f.states[0].bytes = vec![(0, 1), (0, 2)];
         f.states[1].final_ = true;

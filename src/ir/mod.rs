@@ -128,9 +128,18 @@ impl ByteSet {
         ByteSet(std::array::from_fn(|i| !self.0[i]))
     }
 
-    /// The bytes in ascending order.
+    /// The bytes in ascending order (a word at a time: grammars hold many sparse sets).
     pub fn iter(&self) -> impl Iterator<Item = u8> + '_ {
-        (0..=255u8).filter(|&b| self.contains(b))
+        self.0.iter().enumerate().flat_map(|(i, &word)| {
+            let mut w = word;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let b = (i * 64) as u32 + w.trailing_zeros();
+                    w &= w - 1;
+                    b as u8
+                })
+            })
+        })
     }
 
     /// The set as maximal ranges `(lo, hi)`.
@@ -314,9 +323,10 @@ impl Grammar {
 #[derive(Default)]
 pub struct GrammarBuilder {
     exprs: Vec<Expr>,
-    /// Hash-consing (Fx hash: expressions are built by front ends, not chosen by an adversary
-    /// who could aim at collisions, and interning is most of a schema's front-end time).
-    dedup: rustc_hash::FxHashMap<Expr, ExprId>,
+    /// Hash-consing: the ids of the expressions with each hash (Fx hash: expressions are built
+    /// by front ends, not chosen by an adversary who could aim at collisions, and interning is
+    /// most of a schema's front-end time). Keyed by hash so each expression is stored once.
+    dedup: rustc_hash::FxHashMap<u64, smallvec::SmallVec<[ExprId; 1]>>,
     rules: Vec<(String, Option<ExprId>)>,
     rule_names: HashMap<String, RuleId>,
 }
@@ -328,12 +338,15 @@ impl GrammarBuilder {
     }
 
     fn intern(&mut self, e: Expr) -> ExprId {
-        if let Some(&id) = self.dedup.get(&e) {
+        use std::hash::BuildHasher;
+        let hash = rustc_hash::FxBuildHasher.hash_one(&e);
+        let ids = self.dedup.entry(hash).or_default();
+        if let Some(&id) = ids.iter().find(|id| self.exprs[id.index()] == e) {
             return id;
         }
         let id = ExprId(self.exprs.len() as u32);
-        self.exprs.push(e.clone());
-        self.dedup.insert(e, id);
+        ids.push(id);
+        self.exprs.push(e);
         id
     }
 
@@ -393,7 +406,7 @@ impl GrammarBuilder {
     pub fn seq(&mut self, parts: impl IntoIterator<Item = ExprId>) -> ExprId {
         let mut flat: Vec<ExprId> = Vec::new();
         for p in parts {
-            match self.expr(p).clone() {
+            match self.expr(p) {
                 Expr::Empty => {}
                 Expr::Nothing => return self.nothing(),
                 Expr::Seq(xs) => flat.extend(xs.iter().copied()),
@@ -402,12 +415,11 @@ impl GrammarBuilder {
         }
         let mut joined: Vec<ExprId> = Vec::with_capacity(flat.len());
         for p in flat {
-            if let (Some(&last), Expr::Bytes(b)) = (joined.last(), self.expr(p).clone()) {
-                if let Expr::Bytes(a) = self.expr(last).clone() {
-                    let both = [&a[..], &b[..]].concat();
-                    *joined.last_mut().unwrap() = self.bytes(&both);
-                    continue;
-                }
+            let last = joined.last().map(|&l| self.expr(l));
+            if let (Some(Expr::Bytes(a)), Expr::Bytes(b)) = (last, self.expr(p)) {
+                let both = [&a[..], &b[..]].concat();
+                *joined.last_mut().unwrap() = self.bytes(&both);
+                continue;
             }
             joined.push(p);
         }
@@ -423,13 +435,13 @@ impl GrammarBuilder {
     pub fn alt(&mut self, branches: impl IntoIterator<Item = ExprId>) -> ExprId {
         let mut flat: Vec<ExprId> = Vec::new();
         for b in branches {
-            match self.expr(b).clone() {
+            match self.expr(b) {
                 Expr::Nothing => {}
                 Expr::Alt(xs) => flat.extend(xs.iter().copied()),
                 _ => flat.push(b),
             }
         }
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = rustc_hash::FxHashSet::default();
         flat.retain(|x| seen.insert(*x));
         match flat.len() {
             0 => self.nothing(),
