@@ -425,10 +425,20 @@ fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow>
     let mut chart = Chart::from_rows(prog, g.config.row_limits(), &rows);
     let mut words = vec![0u32; vocab.mask_words()];
     let mut uncertain = Vec::new();
-    TrieWalk::new(prog, vocab, &mut chart, &mut words, Some(&mut uncertain)).walk()?;
-    let longest = g.index.longest(vocab, &words);
+    let mut walk = TrieWalk::new(prog, vocab, &mut chart, &mut words, Some(&mut uncertain));
+    walk.walk()?;
+    let (accepted, longest) = match walk.listed.take() {
+        Some((mut ids, longest)) => {
+            ids.sort_unstable();
+            (StoredMask::Accepted(ids.into()), longest)
+        }
+        None => (
+            stored(&words, vocab.text_mask()),
+            g.index.longest(vocab, &words),
+        ),
+    };
     Ok(CacheEntry::Item {
-        accepted: stored(&words, vocab.text_mask()),
+        accepted,
         longest,
         uncertain: uncertain.into(),
     })
@@ -887,9 +897,16 @@ struct TrieWalk<'a> {
     stepper: Stepper<'a>,
     vocab: &'a Vocab,
     accepted: &'a mut [u32],
+    /// The accepted tokens and the longest one's length, while they are few and all came
+    /// from the walk itself (not from a slice taken whole): then the cached entry is built
+    /// from the list, without passes over the mask words.
+    listed: Option<(Vec<TokenId>, u32)>,
     uncertain: Option<&'a mut Vec<TokenId>>,
     error: Option<Overflow>,
 }
+
+/// Most accepted tokens a walk lists (see [`TrieWalk::listed`]); more are stored as a bitset.
+const MAX_LISTED: usize = 256;
 
 impl<'a> TrieWalk<'a> {
     fn new(
@@ -903,6 +920,7 @@ impl<'a> TrieWalk<'a> {
             stepper: Stepper::new(prog, chart),
             vocab,
             accepted,
+            listed: Some((Vec::new(), 0)),
             uncertain,
             error: None,
         }
@@ -929,6 +947,7 @@ impl SliceProbe for TrieWalk<'_> {
     }
 
     fn accepted(&mut self) -> &mut [u32] {
+        self.listed = None;
         self.accepted
     }
 }
@@ -961,5 +980,13 @@ impl TrieVisitor for TrieWalk<'_> {
     #[inline]
     fn tokens(&mut self, _: &Node, tokens: &[TokenId]) {
         tokens.iter().for_each(|&t| set_bit(self.accepted, t));
+        if let Some((ids, longest)) = &mut self.listed {
+            if ids.len() + tokens.len() > MAX_LISTED {
+                self.listed = None;
+            } else {
+                ids.extend_from_slice(tokens);
+                *longest = (*longest).max(self.vocab.token_bytes(tokens[0]).len() as u32);
+            }
+        }
     }
 }

@@ -39,18 +39,43 @@ pub fn get_bit(words: &[u32], token: TokenId) -> bool {
 }
 
 /// The allowed ids of a mask row, ascending.
-pub fn iter_ones(words: &[u32]) -> impl Iterator<Item = TokenId> + '_ {
-    words.iter().enumerate().flat_map(|(i, &w)| {
-        let mut w = w;
-        std::iter::from_fn(move || {
-            if w == 0 {
-                return None;
-            }
-            let bit = w.trailing_zeros();
-            w &= w - 1;
-            Some(i as TokenId * 32 + bit)
-        })
-    })
+pub fn iter_ones(words: &[u32]) -> Ones<'_> {
+    Ones {
+        words,
+        base: 0,
+        next_base: 0,
+        current: 0,
+    }
+}
+
+/// Iterator of [`iter_ones`]: a plain loop over words that skips zero words (a flattened
+/// iterator of per-word iterators did not compile to one, and masks are mostly zeros).
+#[derive(Clone, Debug)]
+pub struct Ones<'a> {
+    words: &'a [u32],
+    /// The word being read (its bits not yet returned) and the id of its bit 0.
+    current: u32,
+    base: TokenId,
+    /// Id of bit 0 of `words[0]`.
+    next_base: TokenId,
+}
+
+impl Iterator for Ones<'_> {
+    type Item = TokenId;
+
+    #[inline]
+    fn next(&mut self) -> Option<TokenId> {
+        while self.current == 0 {
+            let (&w, rest) = self.words.split_first()?;
+            self.words = rest;
+            self.current = w;
+            self.base = self.next_base;
+            self.next_base += 32;
+        }
+        let bit = self.current.trailing_zeros();
+        self.current &= self.current - 1;
+        Some(self.base + bit)
+    }
 }
 
 /// An owned token mask.
