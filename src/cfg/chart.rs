@@ -79,6 +79,14 @@ impl Chart {
         chart
     }
 
+    /// Replaces every row by `rows`, as [`Chart::from_rows`] builds them, keeping the buffers.
+    pub fn reset(&mut self, rows: &[Vec<Item>]) {
+        // Stale stamps are harmless: a stamp only lets `add` skip the duplicate check when it
+        // differs from the current row.
+        self.truncate(0);
+        rows.iter().for_each(|row| self.push_raw(row, false));
+    }
+
     /// Number of rows (1 + units consumed, for a chart from [`Chart::new`]).
     #[inline]
     pub fn num_rows(&self) -> usize {

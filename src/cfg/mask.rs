@@ -27,6 +27,8 @@
 //! so a cache hit for a structurally equal item of another grammar is as good as a local one.
 //! Special tokens and EOS are decided directly from the last row.
 
+use std::sync::PoisonError;
+
 use super::chart::{Chart, Item, Overflow, EXT};
 use super::program::{Program, SliceInterner, CALLS, COUNTED, RELAXED, SCANS, SPECIALS};
 use super::CfgGrammar;
@@ -51,9 +53,10 @@ pub(crate) enum CacheEntry {
         accepted: Box<[TokenId]>,
         uncertain: Box<[TokenId]>,
     },
-    /// Accepted tokens of an item-level entry that a loop with this many iterations left
-    /// cannot take (they stay inside the loop, so nothing else decides).
-    NearBound { invalid: Box<[TokenId]> },
+    /// What a loop with this many iterations left makes of an item-level entry's accepted
+    /// tokens (they stay inside the loop, so nothing else decides): the ones it cannot take,
+    /// or, when few iterations are left, the ones it can.
+    NearBound(NearBound),
 }
 
 impl Weigh for CacheEntry {
@@ -69,7 +72,8 @@ impl Weigh for CacheEntry {
                     accepted,
                     uncertain,
                 } => (accepted.len() + uncertain.len()) * 4,
-                CacheEntry::NearBound { invalid } => invalid.len() * 4,
+                CacheEntry::NearBound(NearBound::Invalid(ids)) => ids.len() * 4,
+                CacheEntry::NearBound(NearBound::Valid(valid)) => valid.heap_bytes(),
             }
     }
 }
@@ -82,14 +86,17 @@ pub(crate) struct VocabIndex {
     /// Position of each token in the trie's depth-first order (`u32::MAX` for non-text ids):
     /// token lists sorted by it are walked sharing prefixes.
     rank: Box<[u32]>,
+    /// `nodes_upto[d]`: trie nodes of at most `d` bytes.
+    nodes_upto: Box<[usize]>,
 }
 
 impl VocabIndex {
     pub fn new(vocab: &Vocab) -> VocabIndex {
-        struct Order(Vec<u32>, u32);
+        struct Order(Vec<u32>, u32, Vec<usize>);
         impl TrieVisitor for Order {
             type State = ();
-            fn step(&mut self, _: &(), _: u8, _: usize, _: Subtree) -> TrieStep<()> {
+            fn step(&mut self, _: &(), _: u8, depth: usize, _: Subtree) -> TrieStep<()> {
+                self.2[depth] += 1;
                 TrieStep::Enter(())
             }
             fn tokens(&mut self, _: &(), tokens: &[TokenId]) {
@@ -99,8 +106,16 @@ impl VocabIndex {
                 }
             }
         }
-        let mut order = Order(vec![u32::MAX; vocab.len()], 0);
+        let mut order = Order(
+            vec![u32::MAX; vocab.len()],
+            0,
+            vec![0; vocab.max_token_len() + 1],
+        );
         vocab.trie().walk((), &mut order);
+        let mut nodes_upto = order.2;
+        for d in 1..nodes_upto.len() {
+            nodes_upto[d] += nodes_upto[d - 1];
+        }
         let mut by_len: Vec<TokenId> = (0..vocab.len() as TokenId)
             .filter(|&t| order.0[t as usize] != u32::MAX)
             .collect();
@@ -108,6 +123,7 @@ impl VocabIndex {
         VocabIndex {
             by_len: by_len.into(),
             rank: order.0.into(),
+            nodes_upto: nodes_upto.into(),
         }
     }
 
@@ -116,6 +132,13 @@ impl VocabIndex {
         &self.by_len[..self
             .by_len
             .partition_point(|&t| vocab.token_bytes(t).len() > n as usize)]
+    }
+
+    /// Trie nodes (token prefixes) of at most `depth` bytes: what a walk that dies past that
+    /// depth visits.
+    fn nodes_upto(&self, depth: u32) -> usize {
+        let d = (depth as usize).min(self.nodes_upto.len() - 1);
+        self.nodes_upto[d]
     }
 
     /// Bytes of the longest token set in `words` (0 if none). Few set bits are read directly:
@@ -166,7 +189,8 @@ pub(crate) fn fill(
     if g.config.mask_cache {
         fill_cached(g, chart, scratch, out)?;
     } else {
-        TrieWalk::new(&g.prog, &g.vocab, chart, out, None).walk()?;
+        let mut dfa = StateDfa::new(chart.num_rows(), g.prog.n_classes());
+        TrieWalk::new(&g.prog, &g.vocab, chart, &mut dfa, out, None).walk()?;
     }
     let prog = &g.prog;
     for it in chart.last_row() {
@@ -236,17 +260,21 @@ fn fill_cached(
                             .cache
                             .insert(key, near_bound(g, &subject, left, accepted)?),
                     };
-                    let CacheEntry::NearBound { invalid } = &*near else {
+                    let CacheEntry::NearBound(near) = &*near else {
                         unreachable!("near-bound keys hold near-bound entries")
                     };
-                    if invalid.is_empty() {
-                        accepted.or_into(out, vocab.text_mask());
-                    } else {
-                        let words = &mut scratch.words;
-                        words.resize(vocab.mask_words(), 0);
-                        accepted.write_to(words, vocab.text_mask());
-                        invalid.iter().for_each(|&t| clear_bit(words, t));
-                        out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
+                    match near {
+                        NearBound::Invalid(ids) if ids.is_empty() => {
+                            accepted.or_into(out, vocab.text_mask())
+                        }
+                        NearBound::Invalid(ids) => {
+                            let words = &mut scratch.words;
+                            words.resize(vocab.mask_words(), 0);
+                            accepted.write_to(words, vocab.text_mask());
+                            ids.iter().for_each(|&t| clear_bit(words, t));
+                            out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
+                        }
+                        NearBound::Valid(valid) => valid.or_into(out, vocab.text_mask()),
                     }
                 }
                 _ => accepted.or_into(out, vocab.text_mask()),
@@ -289,7 +317,8 @@ fn fill_cached(
         g.index.sort(&mut pending);
         pending.dedup();
         pending.retain(|&t| !get_bit(out, t));
-        walk_list(&g.prog, vocab, chart, &pending, |t, outcome| {
+        let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
+        walk_list(prog, vocab, chart, &mut dfa, &pending, |t, outcome| {
             if matches!(outcome, Outcome::Accepted) {
                 set_bit(out, t);
             }
@@ -422,12 +451,13 @@ fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow>
             ..subject.item
         }]],
     };
-    let mut chart = Chart::from_rows(prog, g.config.row_limits(), &rows);
     let mut words = vec![0u32; vocab.mask_words()];
     let mut uncertain = Vec::new();
-    let mut walk = TrieWalk::new(prog, vocab, &mut chart, &mut words, Some(&mut uncertain));
-    walk.walk()?;
-    let (accepted, longest) = match walk.listed.take() {
+    let listed = with_shared(g, &rows, |chart, dfa| {
+        let mut walk = TrieWalk::new(prog, vocab, chart, dfa, &mut words, Some(&mut uncertain));
+        walk.walk().map(|()| walk.listed.take())
+    })?;
+    let (accepted, longest) = match listed {
         Some((mut ids, longest)) => {
             ids.sort_unstable();
             (StoredMask::Accepted(ids.into()), longest)
@@ -444,9 +474,21 @@ fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow>
     })
 }
 
-/// Which of a lifted subject's accepted tokens longer than `left` bytes its loop cannot take
-/// with `left` iterations left: re-walked with the real bound (the lower bound does not matter:
-/// accepted tokens never complete the loop).
+/// A near-bound classification (see [`CacheEntry::NearBound`]).
+#[derive(Debug)]
+pub(crate) enum NearBound {
+    /// The accepted tokens the loop cannot take.
+    Invalid(Box<[TokenId]>),
+    /// The accepted tokens the loop can take (all others cannot).
+    Valid(StoredMask),
+}
+
+/// What a lifted subject's loop with `left` iterations left makes of its accepted tokens, by
+/// whichever walk is shorter. Only tokens longer than `left` bytes can tell (an iteration reads
+/// a byte at least), so with many iterations left those few are re-walked with the real bound;
+/// with few left, a walk from the real bound dies a few bytes down every branch of the trie,
+/// and what it accepts is the answer. The lower bound does not matter: accepted tokens never
+/// complete the loop.
 fn near_bound(
     g: &CfgGrammar,
     subject: &Subject,
@@ -458,16 +500,6 @@ fn near_bound(
     let c = prog.units[prog.state(l).unit as usize]
         .counted
         .expect("counted state");
-    let mut words = vec![0u32; vocab.mask_words()];
-    accepted.write_to(&mut words, vocab.text_mask());
-    let mut long: Vec<TokenId> = g
-        .index
-        .longer_than(vocab, left)
-        .iter()
-        .copied()
-        .filter(|&t| get_bit(&words, t))
-        .collect();
-    g.index.sort(&mut long);
     let rows = [
         vec![Item {
             state: l,
@@ -479,16 +511,36 @@ fn near_bound(
             ..subject.item
         }],
     ];
-    let mut chart = Chart::from_rows(prog, g.config.row_limits(), &rows);
+    let long_tokens = g.index.longer_than(vocab, left);
+    // A listed token costs a sort and a walk; a trie node, a step (a few bytes past the
+    // bound, where every ASCII path dies).
+    if g.index.nodes_upto(left + 2) < long_tokens.len() * 4 {
+        let mut words = vec![0u32; vocab.mask_words()];
+        with_shared(g, &rows, |chart, dfa| {
+            TrieWalk::new(prog, vocab, chart, dfa, &mut words, None).walk()
+        })?;
+        return Ok(CacheEntry::NearBound(NearBound::Valid(stored(
+            &words,
+            vocab.text_mask(),
+        ))));
+    }
+    let mut words = vec![0u32; vocab.mask_words()];
+    accepted.write_to(&mut words, vocab.text_mask());
+    let mut long: Vec<TokenId> = long_tokens
+        .iter()
+        .copied()
+        .filter(|&t| get_bit(&words, t))
+        .collect();
+    g.index.sort(&mut long);
     let mut invalid = Vec::new();
-    walk_list(prog, vocab, &mut chart, &long, |t, outcome| {
-        if !matches!(outcome, Outcome::Accepted) {
-            invalid.push(t);
-        }
+    with_shared(g, &rows, |chart, dfa| {
+        walk_list(prog, vocab, chart, dfa, &long, |t, outcome| {
+            if !matches!(outcome, Outcome::Accepted) {
+                invalid.push(t);
+            }
+        })
     })?;
-    Ok(CacheEntry::NearBound {
-        invalid: invalid.into(),
-    })
+    Ok(CacheEntry::NearBound(NearBound::Invalid(invalid.into())))
 }
 
 /// Gathers `k`'s callers in the chart into `scratch` (callers of its unit in its origin row,
@@ -602,26 +654,56 @@ impl Context {
 
     /// Re-walks the item level's uncertain tokens with the callers present.
     fn classify(&self, g: &CfgGrammar, uncertain: &[TokenId]) -> Result<CacheEntry, Overflow> {
-        let mut chart = Chart::from_rows(&g.prog, g.config.row_limits(), &self.rows);
-        chart.push_raw(&[self.top], false);
         let mut accepted = Vec::new();
         let mut still = Vec::new();
-        walk_list(
-            &g.prog,
-            &g.vocab,
-            &mut chart,
-            uncertain,
-            |t, outcome| match outcome {
-                Outcome::Accepted => accepted.push(t),
-                Outcome::Failed { ext: true } => still.push(t),
-                Outcome::Failed { ext: false } => {}
-            },
-        )?;
+        with_shared(g, &self.rows, |chart, dfa| {
+            chart.push_raw(&[self.top], false);
+            walk_list(&g.prog, &g.vocab, chart, dfa, uncertain, |t, outcome| {
+                match outcome {
+                    Outcome::Accepted => accepted.push(t),
+                    Outcome::Failed { ext: true } => still.push(t),
+                    Outcome::Failed { ext: false } => {}
+                }
+            })
+        })?;
         Ok(CacheEntry::Context {
             accepted: accepted.into(),
             uncertain: still.into(),
         })
     }
+}
+
+/// What a grammar's walks over self-describing charts share: the row DFA (base 0) and a
+/// chart to build their rows in. Lent to one walk at a time; a walk that finds it lent out
+/// (another thread) starts its own.
+pub(crate) struct SharedWalks {
+    dfa: StateDfa,
+    chart: Chart,
+}
+
+/// Most bytes a grammar's shared row DFA keeps; past it the next walk starts a new one.
+const SHARED_DFA_BYTES: usize = 4 << 20;
+
+/// Runs `walk` on a chart holding exactly `rows`, with the grammar's shared row DFA.
+fn with_shared<R>(
+    g: &CfgGrammar,
+    rows: &[Vec<Item>],
+    walk: impl FnOnce(&mut Chart, &mut StateDfa) -> R,
+) -> R {
+    let lent = g.walks.lock().unwrap_or_else(PoisonError::into_inner).take();
+    let mut shared = lent.unwrap_or_else(|| SharedWalks {
+        dfa: StateDfa::new(0, g.prog.n_classes()),
+        chart: Chart::from_rows(&g.prog, g.config.row_limits(), &[]),
+    });
+    shared.chart.reset(rows);
+    let out = walk(&mut shared.chart, &mut shared.dfa);
+    if shared.dfa.heap_bytes() <= SHARED_DFA_BYTES {
+        let mut slot = g.walks.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(shared);
+        }
+    }
+    out
 }
 
 /// Is `w` waiting in its row for `unit` to complete?
@@ -653,10 +735,11 @@ fn walk_list(
     prog: &Program,
     vocab: &Vocab,
     chart: &mut Chart,
+    dfa: &mut StateDfa,
     tokens: &[TokenId],
     mut report: impl FnMut(TokenId, Outcome),
 ) -> Result<(), Overflow> {
-    let mut stepper = Stepper::new(prog, chart);
+    let mut stepper = Stepper::new(prog, chart, dfa);
     let root = stepper.root();
     vocab.walk_tokens(
         tokens,
@@ -684,10 +767,16 @@ fn walk_list(
 /// the walk's base: what the next row depends on, and nothing else. Inside a JSON string, a
 /// number, a keyword or a counted loop these structures repeat, so after the first visit a trie
 /// node costs one table lookup. Structures past [`MAX_DFA_ROWS`] rows (deep recursion inside
-/// one token) stay in the chart.
-struct StateDfa {
+/// one token) stay in the chart, and so does everything under them.
+///
+/// With base 0 (a chart built by [`Chart::from_rows`], which describes itself: an item alone,
+/// or with the callers gathered for it) a state depends on nothing outside its key, so one
+/// DFA serves every such walk of the grammar ([`SharedWalks`]): a string's states learnt by
+/// one classification are lookups for the next. Above a live chart (base = its rows) the
+/// states mean something only on top of those rows, and the DFA lives for one walk.
+pub(crate) struct StateDfa {
     base: usize,
-    /// Per state: `[rows, len of each row.., items (state, origin, count)..]`.
+    /// Per state: `[rows, len of each row.., items (state, origin, count).., EXT flag]`.
     states: SliceInterner,
     /// Per state: its last row's EXT flag.
     ext: Vec<bool>,
@@ -708,8 +797,8 @@ const MAX_DFA_ROWS: usize = 8;
 const MAX_DFA_ITEMS: usize = 64;
 
 impl StateDfa {
-    /// The walk's root (no row above the base) is state [`ROOT`]: its transitions are looked
-    /// up like any other's.
+    /// A DFA for walks on top of `base` rows. With no row above the base the walk's root is
+    /// state [`ROOT`], its transitions looked up like any other's.
     fn new(base: usize, n_classes: usize) -> StateDfa {
         let mut states = SliceInterner::default();
         let (root, _) = states.intern(&[0]);
@@ -774,6 +863,10 @@ impl StateDfa {
                 key.extend([it.state, origin, it.count]);
             }
         }
+        // The EXT flag last (after what `materialize` reads): a walk's root is a raw row,
+        // whose flag says nothing of its items, so it must not meet a closed row with the
+        // same items and a set flag.
+        key.push(chart.row_ext(last) as u32);
         let (id, new) = self.states.intern(key);
         if new {
             self.ext.push(chart.row_ext(last));
@@ -781,6 +874,11 @@ impl StateDfa {
                 .resize(self.trans.len() + self.n_classes, UNKNOWN);
         }
         Some(id)
+    }
+
+    /// Bytes held (what [`SharedWalks`] bounds).
+    fn heap_bytes(&self) -> usize {
+        self.trans.len() * 4 + self.states.heap_bytes() + self.ext.len()
     }
 
     /// Puts state `id`'s rows back on the chart, right above the base.
@@ -820,28 +918,34 @@ struct Node {
 struct Stepper<'a> {
     prog: &'a Program,
     chart: &'a mut Chart,
-    base: usize,
-    dfa: StateDfa,
+    /// Rows of the chart when the walk started (the walk leaves it so).
+    start: usize,
+    dfa: &'a mut StateDfa,
     raw: Vec<Item>,
 }
 
 impl<'a> Stepper<'a> {
-    fn new(prog: &'a Program, chart: &'a mut Chart) -> Self {
-        let base = chart.num_rows();
+    fn new(prog: &'a Program, chart: &'a mut Chart, dfa: &'a mut StateDfa) -> Self {
+        debug_assert!(chart.num_rows() >= dfa.base, "the DFA's base rows are in the chart");
         Stepper {
             prog,
-            dfa: StateDfa::new(base, prog.n_classes()),
+            start: chart.num_rows(),
             chart,
-            base,
+            dfa,
             raw: Vec::new(),
         }
     }
 
-    /// The state before any byte.
-    fn root(&self) -> Node {
+    /// The state before any byte: the chart as it is.
+    fn root(&mut self) -> Node {
+        let dfa = if self.start == self.dfa.base {
+            Some(ROOT)
+        } else {
+            self.dfa.intern(self.prog, self.chart)
+        };
         Node {
-            dfa: Some(ROOT),
-            rows: self.base as u32,
+            dfa,
+            rows: self.start as u32,
             ext: false,
         }
     }
@@ -854,12 +958,17 @@ impl<'a> Stepper<'a> {
         Ok(match slot.map_or(IN_CHART, |s| self.dfa.trans[s]) {
             NO_ROW => None,
             UNKNOWN | IN_CHART => {
+                // Under a node in the chart, everything stays in the chart: putting a DFA
+                // state back would replace the rows its ancestors still stand on.
                 match parent.dfa {
                     Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
                     None => self.chart.truncate(parent.rows as usize),
                 }
                 if self.chart.push_byte(self.prog, byte)? {
-                    let id = self.dfa.intern(self.prog, self.chart);
+                    let id = match slot {
+                        Some(_) => self.dfa.intern(self.prog, self.chart),
+                        None => None,
+                    };
                     if let Some(s) = slot {
                         self.dfa.trans[s] = id.unwrap_or(IN_CHART);
                     }
@@ -885,9 +994,10 @@ impl<'a> Stepper<'a> {
         })
     }
 
-    /// Leaves the chart as it was.
+    /// Leaves a live chart as it was. A self-describing chart (base 0) may be left holding
+    /// some state's rows instead of its own: those walks build their chart for themselves.
     fn finish(&mut self) {
-        self.chart.truncate(self.base);
+        self.chart.truncate(self.start);
     }
 }
 
@@ -913,11 +1023,12 @@ impl<'a> TrieWalk<'a> {
         prog: &'a Program,
         vocab: &'a Vocab,
         chart: &'a mut Chart,
+        dfa: &'a mut StateDfa,
         accepted: &'a mut [u32],
         uncertain: Option<&'a mut Vec<TokenId>>,
     ) -> Self {
         TrieWalk {
-            stepper: Stepper::new(prog, chart),
+            stepper: Stepper::new(prog, chart, dfa),
             vocab,
             accepted,
             listed: Some((Vec::new(), 0)),

@@ -45,7 +45,7 @@ mod mask;
 mod program;
 
 use std::cell::RefCell;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::error::{CompileError, CompileErrorKind};
@@ -258,6 +258,7 @@ impl CfgCompiler {
             cache: self.cache.clone(),
             index: self.index.clone(),
             hashes: OnceLock::new(),
+            walks: Mutex::new(None),
             initial,
         }))
     }
@@ -276,6 +277,7 @@ pub struct CfgGrammar {
     cache: Arc<MaskCache<u128, CacheEntry>>,
     index: Arc<mask::VocabIndex>,
     hashes: OnceLock<hash::Hashes>,
+    walks: Mutex<Option<mask::SharedWalks>>,
     initial: Chart,
 }
 

@@ -74,6 +74,11 @@ impl SliceInterner {
         self.spans.len()
     }
 
+    /// Bytes held, roughly (the index counted at one entry per slice).
+    pub fn heap_bytes(&self) -> usize {
+        self.data.len() * 4 + self.spans.len() * 8 + self.index.len() * 16
+    }
+
     pub fn clear(&mut self) {
         self.data.clear();
         self.spans.clear();
