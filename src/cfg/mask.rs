@@ -658,13 +658,18 @@ impl Context {
         let mut still = Vec::new();
         with_shared(g, &self.rows, |chart, dfa| {
             chart.push_raw(&[self.top], false);
-            walk_list(&g.prog, &g.vocab, chart, dfa, uncertain, |t, outcome| {
-                match outcome {
+            walk_list(
+                &g.prog,
+                &g.vocab,
+                chart,
+                dfa,
+                uncertain,
+                |t, outcome| match outcome {
                     Outcome::Accepted => accepted.push(t),
                     Outcome::Failed { ext: true } => still.push(t),
                     Outcome::Failed { ext: false } => {}
-                }
-            })
+                },
+            )
         })?;
         Ok(CacheEntry::Context {
             accepted: accepted.into(),
@@ -690,7 +695,11 @@ fn with_shared<R>(
     rows: &[Vec<Item>],
     walk: impl FnOnce(&mut Chart, &mut StateDfa) -> R,
 ) -> R {
-    let lent = g.walks.lock().unwrap_or_else(PoisonError::into_inner).take();
+    let lent = g
+        .walks
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
     let mut shared = lent.unwrap_or_else(|| SharedWalks {
         dfa: StateDfa::new(0, g.prog.n_classes()),
         chart: Chart::from_rows(&g.prog, g.config.row_limits(), &[]),
@@ -926,7 +935,10 @@ struct Stepper<'a> {
 
 impl<'a> Stepper<'a> {
     fn new(prog: &'a Program, chart: &'a mut Chart, dfa: &'a mut StateDfa) -> Self {
-        debug_assert!(chart.num_rows() >= dfa.base, "the DFA's base rows are in the chart");
+        debug_assert!(
+            chart.num_rows() >= dfa.base,
+            "the DFA's base rows are in the chart"
+        );
         Stepper {
             prog,
             start: chart.num_rows(),

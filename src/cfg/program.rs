@@ -18,7 +18,7 @@
 //! All states of all units live in one array; transitions are one dense table over the
 //! grammar's byte classes (bytes no rule distinguishes share a class).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use smallvec::SmallVec;
@@ -539,8 +539,7 @@ impl<'a> Lowering<'a> {
             (true, Some(_)) => WIDE_UNROLL_MAX_COPIES,
             _ => UNROLL_MAX_COPIES,
         };
-        copies <= max_copies
-            && copies.saturating_mul(self.use_cost(body)) <= UNROLL_MAX_STATES
+        copies <= max_copies && copies.saturating_mul(self.use_cost(body)) <= UNROLL_MAX_STATES
     }
 
     /// Inline sizes of every expression, children first (iterative: IR nesting can be deep).
@@ -667,7 +666,15 @@ impl<'a> Lowering<'a> {
             })
             .collect();
         let determinized = |dfa| {
-            determinize(&nfa, &labels, classes.len(), start, accept, self.limits, dfa)
+            determinize(
+                &nfa,
+                &labels,
+                classes.len(),
+                start,
+                accept,
+                self.limits,
+                dfa,
+            )
         };
         let mut fsm = match determinized(true)? {
             Some(d) => d,
@@ -1105,15 +1112,14 @@ fn unit_callees(fsm: &Option<Fsm>, counted: &Option<Counted>) -> Vec<u32> {
     }
 }
 
-/// Rules that reach themselves through references.
 /// Which rules reach themselves through references, and which of those only ever reach
 /// their strongly connected component in tail position (right-linear: a loop, no stack).
 fn recursive_rules(g: &Grammar) -> (Vec<bool>, Vec<bool>) {
     let n = g.rules().len();
     let refs: Vec<Vec<usize>> = g
-        .rules()
+        .rule_graph()
         .iter()
-        .map(|r| g.rule_refs(r.body).iter().map(|x| x.index()).collect())
+        .map(|refs| refs.iter().map(|x| x.index()).collect())
         .collect();
     let sccs = tarjan(n, |u| refs[u].clone());
     let mut recursive = vec![false; n];
@@ -1271,38 +1277,50 @@ fn reaches_final(f: &Fsm, ok: impl Fn(u32) -> bool, consume: bool) -> bool {
 /// stays state 0.
 fn trim(f: &mut Fsm, productive: impl Fn(u32) -> bool) {
     let n = f.states.len();
-    let targets = |s: &FState| {
+    fn targets<'a>(
+        s: &'a FState,
+        productive: &'a impl Fn(u32) -> bool,
+    ) -> impl Iterator<Item = u32> + 'a {
         let calls = s.calls.iter().filter(|c| productive(c.0));
         s.bytes
             .iter()
             .map(|b| b.1)
             .chain(s.specials.iter().map(|b| b.1))
             .chain(calls.map(|c| c.1))
-            .collect::<SmallVec<[u32; 8]>>()
-    };
-    // Forward from the start, recording each edge reversed, `(target, source)`, in one array.
+    }
+    // Forward from the start. Edges reversed into one array grouped by target (a counting
+    // sort: `into[t]..into[t + 1]` are the sources of `t`'s incoming edges).
     let mut fwd = vec![false; n];
     let mut stack = vec![0u32];
     fwd[0] = true;
-    let mut reversed: Vec<(u32, u32)> = Vec::new();
+    let mut into = vec![0u32; n + 1];
     while let Some(s) = stack.pop() {
-        for t in targets(&f.states[s as usize]) {
-            reversed.push((t, s));
+        for t in targets(&f.states[s as usize], &productive) {
+            into[t as usize + 1] += 1;
             if !fwd[t as usize] {
                 fwd[t as usize] = true;
                 stack.push(t);
             }
         }
     }
-    reversed.sort_unstable();
+    for i in 0..n {
+        into[i + 1] += into[i];
+    }
+    let mut sources = vec![0u32; into[n] as usize];
+    let mut fill = into.clone();
+    for s in (0..n as u32).filter(|&s| fwd[s as usize]) {
+        for t in targets(&f.states[s as usize], &productive) {
+            sources[fill[t as usize] as usize] = s;
+            fill[t as usize] += 1;
+        }
+    }
     let mut bwd = vec![false; n];
     let mut stack: Vec<u32> = (0..n as u32)
         .filter(|&s| fwd[s as usize] && f.states[s as usize].final_)
         .collect();
     stack.iter().for_each(|&s| bwd[s as usize] = true);
     while let Some(s) = stack.pop() {
-        let from = reversed.partition_point(|e| e.0 < s);
-        for &(_, p) in reversed[from..].iter().take_while(|e| e.0 == s) {
+        for &p in &sources[into[s as usize] as usize..into[s as usize + 1] as usize] {
             if !bwd[p as usize] {
                 bwd[p as usize] = true;
                 stack.push(p);
@@ -1658,8 +1676,15 @@ fn determinize(
     sets.intern(&members);
     let mut fsm = Fsm::default();
     let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nc];
+    // `(special or unit, target)` of the members' special and call edges.
+    let mut specials: Vec<(u32, u32)> = Vec::new();
+    let mut calls: Vec<(u32, u32)> = Vec::new();
     let mut scratch: Vec<u32> = Vec::new();
     let mut ids_out: SmallVec<[u32; 4]> = SmallVec::new();
+    // The state's edges, built here and copied out at their exact size (growing three vectors
+    // per state was a third of the subset construction's time, in the allocator).
+    let mut bytes_out: Vec<(u8, u32)> = Vec::new();
+    let mut labelled_out: Vec<(u32, u32)> = Vec::new();
     let mut i = 0;
     while i < sets.len() {
         if i % 256 == 0 {
@@ -1683,61 +1708,64 @@ fn determinize(
         }
         i += 1;
         by_class.iter_mut().for_each(|v| v.clear());
-        let mut specials: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        let mut calls: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        let mut st = FState {
-            final_: members.binary_search(&accept).is_ok(),
-            ..Default::default()
-        };
+        specials.clear();
+        calls.clear();
         for &s in &members {
             for &(label, t) in &nfa.edges[s as usize] {
                 match label {
                     Label::Classes(k) => labels[k as usize]
                         .iter()
                         .for_each(|c| by_class[c as usize].push(t)),
-                    Label::Special(sid) => specials.entry(sid).or_default().push(t),
-                    Label::Call(u) => calls.entry(u).or_default().push(t),
+                    Label::Special(sid) => specials.push((sid, t)),
+                    Label::Call(u) => calls.push((u, t)),
                 }
             }
         }
         // The states reached from `targets`: one closed subset (dfa), or the targets
         // themselves (epsilon removal).
-        let mut intern = |targets: &[u32], out: &mut SmallVec<[u32; 4]>| {
+        let mut intern = |targets: &mut dyn Iterator<Item = u32>, out: &mut SmallVec<[u32; 4]>| {
             out.clear();
+            scratch.clear();
+            scratch.extend(targets);
             if dfa {
-                scratch.clear();
-                scratch.extend_from_slice(targets);
                 closure(&mut scratch, gen, &mut mark);
                 gen += 1;
                 scratch.dedup();
                 out.push(sets.intern(&scratch).0);
             } else {
-                let mut sorted: SmallVec<[u32; 8]> = targets.iter().copied().collect();
-                sorted.sort_unstable();
-                sorted.dedup();
-                out.extend(sorted.iter().map(|&t| sets.intern(&[t]).0));
+                scratch.sort_unstable();
+                scratch.dedup();
+                out.extend(scratch.iter().map(|&t| sets.intern(&[t]).0));
             }
         };
         // Consecutive classes often share their targets.
+        bytes_out.clear();
         let mut prev: Option<usize> = None;
         for c in 0..nc {
             if by_class[c].is_empty() {
                 continue;
             }
             if prev.is_none_or(|p| by_class[p] != by_class[c]) {
-                intern(&by_class[c], &mut ids_out);
+                intern(&mut by_class[c].iter().copied(), &mut ids_out);
                 prev = Some(c);
             }
-            st.bytes.extend(ids_out.iter().map(|&id| (c as u8, id)));
+            bytes_out.extend(ids_out.iter().map(|&id| (c as u8, id)));
         }
-        for (sid, targets) in specials {
-            intern(&targets, &mut ids_out);
-            st.specials.extend(ids_out.iter().map(|&id| (sid, id)));
-        }
-        for (u, targets) in calls {
-            intern(&targets, &mut ids_out);
-            st.calls.extend(ids_out.iter().map(|&id| (u, id)));
-        }
+        let mut grouped = |edges: &mut Vec<(u32, u32)>, out: &mut Vec<(u32, u32)>| {
+            edges.sort_unstable();
+            out.clear();
+            for group in edges.chunk_by(|a, b| a.0 == b.0) {
+                intern(&mut group.iter().map(|e| e.1), &mut ids_out);
+                out.extend(ids_out.iter().map(|&id| (group[0].0, id)));
+            }
+            out.as_slice().into()
+        };
+        let st = FState {
+            final_: members.binary_search(&accept).is_ok(),
+            bytes: bytes_out.as_slice().into(),
+            specials: grouped(&mut specials, &mut labelled_out),
+            calls: grouped(&mut calls, &mut labelled_out),
+        };
         fsm.states.push(st);
     }
     Ok(Some(fsm))

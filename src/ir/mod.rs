@@ -251,6 +251,9 @@ pub struct Grammar {
     exprs: Vec<Expr>,
     rules: Vec<Rule>,
     start: RuleId,
+    /// [`Grammar::rule_graph`], computed on first use (the router and the CFG backend both
+    /// need it).
+    rule_graph: std::sync::OnceLock<Vec<Vec<RuleId>>>,
 }
 
 impl Grammar {
@@ -283,7 +286,7 @@ impl Grammar {
     /// recursion is only through repeats the IR already expresses).
     pub fn is_recursive(&self) -> bool {
         // Depth-first search for a back edge on the rule reference graph.
-        let refs: Vec<Vec<RuleId>> = self.rules.iter().map(|r| self.rule_refs(r.body)).collect();
+        let refs = self.rule_graph();
         let mut color = vec![0u8; self.rules.len()];
         fn visit(r: usize, refs: &[Vec<RuleId>], color: &mut [u8]) -> bool {
             color[r] = 1;
@@ -296,16 +299,31 @@ impl Grammar {
             color[r] = 2;
             false
         }
-        (0..self.rules.len()).any(|r| color[r] == 0 && visit(r, &refs, &mut color))
+        (0..self.rules.len()).any(|r| color[r] == 0 && visit(r, refs, &mut color))
     }
 
     /// The rules referenced directly inside `expr` (not following references).
     pub fn rule_refs(&self, expr: ExprId) -> Vec<RuleId> {
+        self.collect_rule_refs(expr, &mut vec![u32::MAX; self.exprs.len()], 0)
+    }
+
+    /// [`rule_refs`](Self::rule_refs) of every rule's body, in rule order.
+    pub fn rule_graph(&self) -> &[Vec<RuleId>] {
+        self.rule_graph.get_or_init(|| {
+            // One visit mark array for all rules (a fresh one per rule was quadratic).
+            let mut seen = vec![u32::MAX; self.exprs.len()];
+            (0..self.rules.len())
+                .map(|i| self.collect_rule_refs(self.rules[i].body, &mut seen, i as u32))
+                .collect()
+        })
+    }
+
+    /// Rules referenced inside `expr`, marking visited expressions with `mark` in `seen`.
+    fn collect_rule_refs(&self, expr: ExprId, seen: &mut [u32], mark: u32) -> Vec<RuleId> {
         let mut out = Vec::new();
         let mut stack = vec![expr];
-        let mut seen = vec![false; self.exprs.len()];
         while let Some(e) = stack.pop() {
-            if std::mem::replace(&mut seen[e.index()], true) {
+            if std::mem::replace(&mut seen[e.index()], mark) == mark {
                 continue;
             }
             match self.expr(e) {
@@ -521,6 +539,7 @@ impl GrammarBuilder {
             exprs: self.exprs,
             rules,
             start,
+            rule_graph: std::sync::OnceLock::new(),
         })
     }
 }
