@@ -21,6 +21,11 @@
 //!   specification says (`\d` = `[0-9]`, `\w` ASCII, `\s` with U+FEFF and without U+0085);
 //!   llguidance reads them as Rust regexes (Unicode classes). Differences there, either way:
 //!   a token containing a character those definitions disagree on.
+//! - **Canonical object keys**: formwork writes object keys as a JSON serializer does (only
+//!   `"`, `\\` and the controls escaped, `\u00xx` for controls without a short escape), so an
+//!   undeclared key is a plain complement of the declared names; llguidance's keys take `\u`
+//!   escapes of any character. Differences there: formwork rejects a token continuing a key
+//!   with a backslash escape llguidance allows.
 //! - **Negative zero**: `-0` is a JSON number equal to 0, so formwork allows it under
 //!   `minimum: 0`; llguidance does not. Differences there: formwork allows a token spelling a
 //!   prefix of `-0` (`-`, `-0`), llguidance does not.
@@ -49,15 +54,17 @@ enum Difference {
     NonSpecialAddedToken,
     ForcedStretch,
     Rfc8259String,
+    CanonicalKey,
     NegativeZero,
     EcmaPatternClass,
 }
 
 impl Difference {
-    const ALL: [Difference; 5] = [
+    const ALL: [Difference; 6] = [
         Difference::NonSpecialAddedToken,
         Difference::ForcedStretch,
         Difference::Rfc8259String,
+        Difference::CanonicalKey,
         Difference::NegativeZero,
         Difference::EcmaPatternClass,
     ];
@@ -98,10 +105,45 @@ fn documented(
         true if non_special_added => Some(Difference::NonSpecialAddedToken),
         true if forced.iter().any(|f| agrees(f)) => Some(Difference::ForcedStretch),
         true if rfc_string => Some(Difference::Rfc8259String),
+        false if rfc_string && in_object_key(before) => Some(Difference::CanonicalKey),
         true if bytes == b"-" || bytes == b"-0" => Some(Difference::NegativeZero),
         _ if ecma_class => Some(Difference::EcmaPatternClass),
         _ => None,
     }
+}
+
+/// Does `before` (a prefix of compact or spaced JSON) end inside an object key, or where one
+/// starts?
+fn in_object_key(before: &[u8]) -> bool {
+    let mut containers = Vec::new();
+    // Inside a string (and whether it is a key), after a backslash, expecting a key.
+    let (mut string, mut key, mut escaped, mut expect_key) = (false, false, false, false);
+    for &b in before {
+        if string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => (string, key, expect_key) = (true, expect_key, false),
+            b'{' | b'[' => {
+                containers.push(b);
+                expect_key = b == b'{';
+            }
+            b'}' | b']' => {
+                containers.pop();
+                expect_key = false;
+            }
+            b',' => expect_key = containers.last() == Some(&b'{'),
+            b':' => expect_key = false,
+            _ => {}
+        }
+    }
+    (string && key) || (!string && expect_key)
 }
 
 /// Walks each text through a fresh formwork matcher and a fresh llguidance matcher of the same

@@ -7,9 +7,10 @@ use serde_json::Value;
 use super::numbers::{self, Bound, Decimal};
 use super::schema::{error, Compiler};
 use super::shape::{ArrayShape, ObjectShape, RefId, Shape, StringShape};
-use super::strings::{any_text, text_not_in, JsonText};
+use super::strings::{any_text, text_not_in, JsonText, KeyText};
 use super::{PropertyOrder, Whitespace};
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::regex::TextEncoding;
 use crate::ir::{ByteSet, Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 
 /// Builds the IR of shapes, one rule per `$ref` target.
@@ -19,6 +20,7 @@ pub(crate) struct Lowering<'c, 'a, 'g> {
     /// Prefix of every rule name, so several schemas can share one builder.
     prefix: String,
     text: JsonText,
+    keys: KeyText,
     ws: ExprId,
     ref_rules: HashMap<RefId, RuleId>,
     any_value: Option<RuleId>,
@@ -43,6 +45,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             g,
             prefix: prefix.to_string(),
             text: JsonText::default(),
+            keys: KeyText::default(),
             ws,
             ref_rules: HashMap::new(),
             any_value: None,
@@ -102,7 +105,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 true => numbers::integer(self.g, n.lo.as_ref(), n.hi.as_ref()),
                 false => numbers::number(self.g, n.lo.as_ref(), n.hi.as_ref()),
             },
-            Shape::String(st) => self.string(st)?,
+            Shape::String(st) => self.string(st, false)?,
             Shape::Array(a) => self.array(a)?,
             Shape::Object(o) => self.object(o)?,
             Shape::AnyOf(xs) => {
@@ -146,9 +149,10 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         let value = self.g.rule(&format!("{}json value", self.prefix));
         self.any_value = Some(value);
         let v = self.g.rule_ref(value);
-        let key = self
-            .string(&StringShape::default())
-            .expect("plain strings compile");
+        let [key, string] = [true, false].map(|key| {
+            self.string(&StringShape::default(), key)
+                .expect("plain strings compile")
+        });
         let colon = self.punct(":");
         let member = self.g.seq([key, colon, v]);
         let object = self.delimited("{", "}", member, 0, None);
@@ -157,7 +161,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         let t = self.g.text("true");
         let f = self.g.text("false");
         let n = self.g.text("null");
-        let body = self.g.alt([object, array, key, number, t, f, n]);
+        let body = self.g.alt([object, array, string, number, t, f, n]);
         self.g.define(value, body).expect("defined once");
         value
     }
@@ -236,13 +240,18 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         }
     }
 
-    fn string(&mut self, s: &StringShape) -> Result<ExprId, CompileError> {
+    /// A string value (`key`: an object key, spelled canonically; see `strings.rs`).
+    fn string(&mut self, s: &StringShape, key: bool) -> Result<ExprId, CompileError> {
         let quote = self.g.text("\"");
-        let content = self.string_content(s)?;
+        let content = self.string_content(s, key)?;
         Ok(self.g.seq([quote, content, quote]))
     }
 
-    fn string_content(&mut self, s: &StringShape) -> Result<ExprId, CompileError> {
+    fn string_content(&mut self, s: &StringShape, key: bool) -> Result<ExprId, CompileError> {
+        let enc: &mut dyn TextEncoding = match key {
+            true => &mut self.keys,
+            false => &mut self.text,
+        };
         let max = s.max;
         if max.is_some_and(|m| m < s.min) {
             return Ok(self.g.nothing());
@@ -250,7 +259,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         if !s.exclude.is_empty() {
             if s.regexes.is_empty() && s.min == 0 && max.is_none() {
                 let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
-                return Ok(text_not_in(self.g, &mut self.text, &names));
+                return Ok(text_not_in(self.g, enc, &names));
             }
             let at = s.exclude_pointer.clone().unwrap_or_default();
             self.c.unsupported(
@@ -259,12 +268,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             )?;
         }
         let Some(first) = s.regexes.first() else {
-            return Ok(any_text(
-                self.g,
-                &mut self.text,
-                clamp(s.min),
-                max.map(clamp),
-            ));
+            return Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp)));
         };
         for other in &s.regexes[1..] {
             self.c.unsupported(
@@ -296,18 +300,13 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 }
             }
         }
-        match regex.lower(&first.source, self.g, &mut self.text) {
+        match regex.lower(&first.source, self.g, enc) {
             Ok(e) => Ok(e),
             // Constructs found only while lowering (anchors inside, word boundaries).
             Err(e) if e.kind() == CompileErrorKind::Unsupported => {
                 self.c
                     .unsupported(&first.pointer, e.message().to_string())?;
-                Ok(any_text(
-                    self.g,
-                    &mut self.text,
-                    clamp(s.min),
-                    max.map(clamp),
-                ))
+                Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp)))
             }
             Err(e) => Err(e.or_at(Location::JsonPointer(first.pointer.clone()))),
         }
@@ -413,14 +412,17 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             ref add => {
                 let key = match &o.key_pattern {
                     // Declared names never match the pattern (checked when reading the schema).
-                    Some(c) => self.string(&StringShape {
-                        regexes: vec![c.clone()],
-                        ..StringShape::default()
-                    })?,
+                    Some(c) => self.string(
+                        &StringShape {
+                            regexes: vec![c.clone()],
+                            ..StringShape::default()
+                        },
+                        true,
+                    )?,
                     None => {
                         let names: Vec<&str> = declared.iter().map(String::as_str).collect();
                         let quote = self.g.text("\"");
-                        let content = text_not_in(self.g, &mut self.text, &names);
+                        let content = text_not_in(self.g, &mut self.keys, &names);
                         self.g.seq([quote, content, quote])
                     }
                 };

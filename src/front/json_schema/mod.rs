@@ -20,9 +20,10 @@
 //! - **Property order**: [`PropertyOrder::Schema`] writes declared properties in schema order
 //!   and additional properties after them; [`PropertyOrder::Any`] accepts every order (its
 //!   grammar grows as 2^n, hence [`JsonSchemaOptions::max_any_order_properties`]).
-//! - **Strings**: free text may use every JSON escape; fixed strings (keys, `enum`, `const`)
-//!   are canonical. See [`strings`](self) notes in the source: patterns are ECMA-262 with search
-//!   semantics and apply to the decoded text.
+//! - **Strings**: string values may use every JSON escape; fixed strings (`enum`, `const`) and
+//!   every object key, declared or not, are canonical (a serializer's spelling: only `"`, `\`
+//!   and controls escaped). See [`strings`](self) notes in the source: patterns are ECMA-262
+//!   with search semantics and apply to the decoded text.
 //! - **Numbers**: integers (and integral `enum`/`const` values) are written
 //!   `-?(0|[1-9][0-9]*)`: draft 6+ also counts `1.0` and `1e2` as integers, draft 4 does not,
 //!   and the safe common ground is plain digits. Bounded numbers accept plain decimals and

@@ -10,8 +10,15 @@
 //! digits in either case (a surrogate pair for characters beyond the BMP). Lone surrogates are
 //! rejected: the decoded text must be Unicode. `minLength`/`maxLength` count characters (code
 //! points), whatever their spelling. Strings the schema fixes in advance (property names,
-//! `enum`, `const`) are written in their canonical form only (serde_json's: the short escapes,
-//! `\u00XX` for other controls, everything else raw), so they stay forced text.
+//! `enum`, `const`) are written in their canonical form only (serde_json's: the short escapes
+//! but `\/`, `\u00xx` for other controls, everything else raw), so they stay forced text.
+//!
+//! Object keys are canonical too, declared or not ([`KeyText`]): a key's schema is chosen by
+//! its decoded name, so an undeclared key must decode to none of the declared names, and with
+//! every spelling allowed each letter of each name would need its `\u00XX` spellings excluded
+//! from the other keys (a hex trie per name position, seven automaton states per letter where
+//! one does). With one spelling per name, "not a declared name" is a plain string complement.
+//! Every key can still be written; JSON texts serializers produce are all accepted.
 //!
 //! # Regex dialect
 //!
@@ -48,6 +55,39 @@ impl TextEncoding for JsonText {
             return e;
         }
         let e = json_char_class(g, ranges);
+        self.memo.insert(ranges.to_vec(), e);
+        e
+    }
+}
+
+/// Writes characters as a JSON serializer does (serde_json, `JSON.stringify`): raw, except `"`
+/// and `\` and the controls, which take their short escape or `\u00xx` (lower-case hex).
+/// The spelling of object keys (see the module notes).
+#[derive(Default)]
+pub(crate) struct KeyText {
+    memo: rustc_hash::FxHashMap<Vec<(char, char)>, ExprId>,
+}
+
+impl TextEncoding for KeyText {
+    fn char(&mut self, g: &mut GrammarBuilder, c: char) -> ExprId {
+        self.class(g, &[(c, c)])
+    }
+
+    fn class(&mut self, g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
+        if let Some(&e) = self.memo.get(ranges) {
+            return e;
+        }
+        let mut branches = vec![utf8_class(g, &raw_ranges(ranges))];
+        for c in ('\0'..='\u{1f}').chain(['"', '\\']) {
+            if contains(ranges, c) {
+                let escaped = match SHORT_ESCAPES.iter().find(|e| e.0 == c && e.0 != '/') {
+                    Some(&(_, letter)) => format!("\\{}", letter as char),
+                    None => format!("\\u{:04x}", c as u32),
+                };
+                branches.push(g.text(&escaped));
+            }
+        }
+        let e = g.alt(branches);
         self.memo.insert(ranges.to_vec(), e);
         e
     }
@@ -176,10 +216,10 @@ fn hex_digits(lo: u32, hi: u32) -> ByteSet {
     set
 }
 
-/// String contents of `min..=max` characters (any spelling).
+/// String contents of `min..=max` characters, spelled by `enc`.
 pub(crate) fn any_text(
     g: &mut GrammarBuilder,
-    enc: &mut JsonText,
+    enc: &mut dyn TextEncoding,
     min: u32,
     max: Option<u32>,
 ) -> ExprId {
@@ -187,14 +227,18 @@ pub(crate) fn any_text(
     g.repeat(unit, min, max)
 }
 
-/// String contents whose decoded value is none of `names` (each name canonical or not).
-pub(crate) fn text_not_in(g: &mut GrammarBuilder, enc: &mut JsonText, names: &[&str]) -> ExprId {
+/// String contents spelled by `enc` whose decoded value is none of `names`.
+pub(crate) fn text_not_in(
+    g: &mut GrammarBuilder,
+    enc: &mut dyn TextEncoding,
+    names: &[&str],
+) -> ExprId {
     let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
     let refs: Vec<&[char]> = chars.iter().map(Vec::as_slice).collect();
     not_in(g, enc, &refs)
 }
 
-fn not_in(g: &mut GrammarBuilder, enc: &mut JsonText, names: &[&[char]]) -> ExprId {
+fn not_in(g: &mut GrammarBuilder, enc: &mut dyn TextEncoding, names: &[&[char]]) -> ExprId {
     let rest = any_text(g, enc, 0, None);
     if names.is_empty() {
         return rest;
