@@ -29,8 +29,10 @@
 
 use std::sync::PoisonError;
 
+use smallvec::SmallVec;
+
 use super::chart::{Chart, Item, Overflow, EXT};
-use super::program::{Program, SliceInterner, CALLS, COUNTED, RELAXED, SCANS, SPECIALS};
+use super::program::{Program, SliceInterner, CALLS, COUNTED, FINAL, RELAXED, SCANS, SPECIALS};
 use super::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::mask::{clear_bit, get_bit, iter_ones, set_bit, StoredMask, Weigh};
@@ -39,6 +41,7 @@ use crate::vocab::{walk_sliced, SliceProbe, Subtree, TokenId, TrieStep, TrieVisi
 const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
 const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
 const NEAR_DOMAIN: u64 = 0x6366_676c_6576_0003;
+const NEAR_CONTEXT_DOMAIN: u64 = 0x6366_676c_6576_0004;
 
 /// A cached classification.
 #[derive(Debug)]
@@ -302,13 +305,43 @@ fn fill_cached(
         else {
             unreachable!("context keys hold context entries")
         };
+        pending.extend_from_slice(uncertain);
+        // Found with the loop relaxed: tokens long enough to reach its bound depend on the
+        // iterations left. Their fate is cached by the iterations left when one loop item was
+        // relaxed (then its real count is known); else checked against the chart.
+        let left = subject.left.filter(|_| subject.relax);
+        let reaches_bound =
+            |t: &TokenId| left.is_some_and(|l| vocab.token_bytes(*t).len() > l as usize);
+        let mut long = Vec::new();
         for &t in accepted.iter() {
-            match subject.left {
-                // Found relaxed: long enough to reach the bound, so check it exactly.
-                Some(left) if vocab.token_bytes(t).len() > left as usize => pending.push(t),
-                _ => set_bit(out, t),
+            match reaches_bound(&t) {
+                true => long.push(t),
+                false => set_bit(out, t),
             }
         }
+        let (Some(left), false) = (left, long.is_empty()) else {
+            continue;
+        };
+        let Some(near) = Context::build_near(g, scratch, k, &subject, left) else {
+            pending.extend_from_slice(&long);
+            continue;
+        };
+        let key = StructHasher::new(NEAR_CONTEXT_DOMAIN)
+            .hash(k2)
+            .word(left as u64)
+            .finish();
+        let entry = match g.cache.get(&key) {
+            Some(e) => e,
+            None => g.cache.insert(key, near.classify(g, &long)?),
+        };
+        let CacheEntry::Context {
+            accepted,
+            uncertain,
+        } = &*entry
+        else {
+            unreachable!("near-context keys hold context entries")
+        };
+        accepted.iter().for_each(|&t| set_bit(out, t));
         pending.extend_from_slice(uncertain);
     }
     scratch.scannable = scannable;
@@ -568,23 +601,32 @@ fn context_key(
     rows.clear();
     described.clear();
     explored.push((k.origin, prog.state(k.state).unit));
-    let mut frontier = 0;
+    // Callers that only return into the end of their own unit (a rule called last in its
+    // caller's body) decide nothing: their completion passes straight up. They are gathered
+    // at no cost in depth, so a chain of tail calls does not use the levels up.
+    let mut level: SmallVec<[(u32, u32); 8]> = smallvec::smallvec![explored[0]];
     for depth in 1..=g.config.context_depth {
-        let level_end = explored.len();
-        while frontier < level_end {
-            let (row, unit) = explored[frontier];
-            frontier += 1;
+        let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
+        while let Some((row, unit)) = level.pop() {
             for w in chart.row(row as usize) {
                 if !waits_for(prog, w, unit) || found.contains(&(row, *w)) {
                     continue;
                 }
                 found.push((row, *w));
                 let next = (w.origin, prog.state(w.state).unit);
-                if depth < g.config.context_depth && !explored.contains(&next) {
+                if explored.contains(&next) {
+                    continue;
+                }
+                if returns_to_end(prog, w, unit) && explored.len() < MAX_CONTEXT_ROWS {
                     explored.push(next);
+                    level.push(next);
+                } else if depth < g.config.context_depth {
+                    explored.push(next);
+                    next_level.push(next);
                 }
             }
         }
+        level = next_level;
     }
     rows.extend(explored.iter().map(|e| e.0));
     rows.sort_unstable();
@@ -652,6 +694,34 @@ impl Context {
         }
     }
 
+    /// [`Context::build`] with the subject's relaxed loop at its real count, `left` iterations
+    /// before its upper bound (relaxed because it had reached its lower bound). `None` unless
+    /// exactly one loop item was relaxed: with several, one count would not stand for all.
+    fn build_near(
+        g: &CfgGrammar,
+        scratch: &Scratch,
+        k: &Item,
+        subject: &Subject,
+        left: u32,
+    ) -> Option<Context> {
+        let mut context = Context::build(scratch, k);
+        let mut relaxed = context
+            .rows
+            .iter_mut()
+            .flatten()
+            .filter(|w| w.count == RELAXED);
+        let loop_item = relaxed.next()?;
+        if relaxed.next().is_some() {
+            return None;
+        }
+        let c = g.prog.units[g.prog.state(loop_item.state).unit as usize]
+            .counted
+            .expect("a relaxed item is a counted loop's");
+        debug_assert_eq!(Some(loop_item.state), subject.lifted);
+        loop_item.count = c.max - left;
+        Some(context)
+    }
+
     /// Re-walks the item level's uncertain tokens with the callers present.
     fn classify(&self, g: &CfgGrammar, uncertain: &[TokenId]) -> Result<CacheEntry, Overflow> {
         let mut accepted = Vec::new();
@@ -713,6 +783,22 @@ fn with_shared<R>(
         }
     }
     out
+}
+
+/// Most rows a context gathers through tail calls (the row DFA keeps structures of at most
+/// [`MAX_DFA_ROWS`] rows).
+const MAX_CONTEXT_ROWS: usize = MAX_DFA_ROWS;
+
+/// Does `w`, waiting for `unit`, only end its own unit when `unit` completes (every call of
+/// `unit` returns to a final state with no edge out)?
+fn returns_to_end(prog: &Program, w: &Item, unit: u32) -> bool {
+    let st = prog.state(w.state);
+    st.flags & COUNTED == 0
+        && prog
+            .calls_of(w.state)
+            .iter()
+            .filter(|c| c.unit == unit)
+            .all(|c| prog.state(c.ret).flags & (FINAL | SCANS | CALLS | SPECIALS) == FINAL)
 }
 
 /// Is `w` waiting in its row for `unit` to complete?

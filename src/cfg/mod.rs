@@ -153,7 +153,8 @@ impl CfgConfig {
     }
 
     /// How many levels of callers the second cache level looks at (0: none; every token that
-    /// finishes a rule mid-token is then checked against the full parser).
+    /// finishes a rule mid-token is then checked against the full parser). A caller that only
+    /// returns into the end of its own rule (a tail call) is gathered without using a level.
     pub fn context_depth(mut self, depth: usize) -> CfgConfig {
         self.context_depth = depth;
         self
