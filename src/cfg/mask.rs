@@ -26,6 +26,10 @@
 //! Both levels hold exact facts (accepted tokens really are allowed, rejected ones never are),
 //! so a cache hit for a structurally equal item of another grammar is as good as a local one.
 //! Special tokens and EOS are decided directly from the last row.
+//!
+//! Token lists (uncertain tokens, a context's accepted ones, the run-time checks) are kept as
+//! sorted trie *positions* ([`TokenTrie::token_at`]), so re-walking one follows the trie,
+//! passing over subtrees without a listed token, instead of reading each token's bytes.
 
 use std::sync::PoisonError;
 
@@ -43,18 +47,21 @@ const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
 const NEAR_DOMAIN: u64 = 0x6366_676c_6576_0003;
 const NEAR_CONTEXT_DOMAIN: u64 = 0x6366_676c_6576_0004;
 
-/// A cached classification.
+/// A token's position in the vocabulary trie (see the module notes).
+type Position = u32;
+
+/// A cached classification. Lists are sorted positions.
 #[derive(Debug)]
 pub(crate) enum CacheEntry {
     Item {
         accepted: StoredMask,
         /// Byte length of the longest accepted token.
         longest: u32,
-        uncertain: Box<[TokenId]>,
+        uncertain: Box<[Position]>,
     },
     Context {
-        accepted: Box<[TokenId]>,
-        uncertain: Box<[TokenId]>,
+        accepted: Box<[Position]>,
+        uncertain: Box<[Position]>,
     },
     /// What a loop with this many iterations left makes of an item-level entry's accepted
     /// tokens (they stay inside the loop, so nothing else decides): the ones it cannot take,
@@ -86,9 +93,8 @@ impl Weigh for CacheEntry {
 pub(crate) struct VocabIndex {
     /// Longest first (for counters near their bound).
     by_len: Box<[TokenId]>,
-    /// Position of each token in the trie's depth-first order (`u32::MAX` for non-text ids):
-    /// token lists sorted by it are walked sharing prefixes.
-    rank: Box<[u32]>,
+    /// Position of each token (`u32::MAX` for non-text ids).
+    position: Box<[Position]>,
     /// `nodes_upto[d]`: trie nodes of at most `d` bytes.
     nodes_upto: Box<[usize]>,
 }
@@ -125,7 +131,7 @@ impl VocabIndex {
         by_len.sort_by_key(|&t| std::cmp::Reverse(vocab.token_bytes(t).len()));
         VocabIndex {
             by_len: by_len.into(),
-            rank: order.0.into(),
+            position: order.0.into(),
             nodes_upto: nodes_upto.into(),
         }
     }
@@ -162,9 +168,16 @@ impl VocabIndex {
             .unwrap_or(0)
     }
 
-    /// Sorts tokens into trie order.
-    fn sort(&self, tokens: &mut [TokenId]) {
-        tokens.sort_unstable_by_key(|&t| self.rank[t as usize]);
+    /// The token's position in the trie.
+    fn position(&self, token: TokenId) -> Position {
+        self.position[token as usize]
+    }
+
+    /// The tokens' positions, sorted.
+    fn positions(&self, tokens: &[TokenId]) -> Box<[Position]> {
+        let mut positions: Vec<Position> = tokens.iter().map(|&t| self.position(t)).collect();
+        positions.sort_unstable();
+        positions.into()
     }
 }
 
@@ -172,7 +185,7 @@ impl VocabIndex {
 #[derive(Default, Debug)]
 pub(crate) struct Scratch {
     scannable: Vec<Item>,
-    pending: Vec<TokenId>,
+    pending: Vec<Position>,
     done: Vec<(u128, Option<u32>)>,
     words: Vec<u32>,
     explored: Vec<(u32, u32)>,
@@ -217,6 +230,7 @@ fn fill_cached(
 ) -> Result<(), Overflow> {
     let prog = &g.prog;
     let vocab = &g.vocab;
+    let trie = vocab.trie();
     let Scratch {
         scannable,
         pending,
@@ -274,7 +288,8 @@ fn fill_cached(
                             let words = &mut scratch.words;
                             words.resize(vocab.mask_words(), 0);
                             accepted.write_to(words, vocab.text_mask());
-                            ids.iter().for_each(|&t| clear_bit(words, t));
+                            let trie = vocab.trie();
+                            ids.iter().for_each(|&p| clear_bit(words, trie.token_at(p)));
                             out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
                         }
                         NearBound::Valid(valid) => valid.or_into(out, vocab.text_mask()),
@@ -311,11 +326,12 @@ fn fill_cached(
         // relaxed (then its real count is known); else checked against the chart.
         let left = subject.left.filter(|_| subject.relax);
         let reaches_bound =
-            |t: &TokenId| left.is_some_and(|l| vocab.token_bytes(*t).len() > l as usize);
+            |t: TokenId| left.is_some_and(|l| vocab.token_bytes(t).len() > l as usize);
         let mut long = Vec::new();
-        for &t in accepted.iter() {
-            match reaches_bound(&t) {
-                true => long.push(t),
+        for &p in accepted.iter() {
+            let t = trie.token_at(p);
+            match reaches_bound(t) {
+                true => long.push(p),
                 false => set_bit(out, t),
             }
         }
@@ -341,19 +357,21 @@ fn fill_cached(
         else {
             unreachable!("near-context keys hold context entries")
         };
-        accepted.iter().for_each(|&t| set_bit(out, t));
+        accepted
+            .iter()
+            .for_each(|&p| set_bit(out, trie.token_at(p)));
         pending.extend_from_slice(uncertain);
     }
     scratch.scannable = scannable;
     if !pending.is_empty() {
-        // What is left depends on the whole chart: check it, sharing prefixes in trie order.
-        g.index.sort(&mut pending);
+        // What is left depends on the whole chart: check it along the trie.
+        pending.sort_unstable();
         pending.dedup();
-        pending.retain(|&t| !get_bit(out, t));
+        pending.retain(|&p| !get_bit(out, trie.token_at(p)));
         let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
-        walk_list(prog, vocab, chart, &mut dfa, &pending, |t, outcome| {
+        walk_list(prog, vocab, chart, &mut dfa, &pending, |p, outcome| {
             if matches!(outcome, Outcome::Accepted) {
-                set_bit(out, t);
+                set_bit(out, trie.token_at(p));
             }
         })?;
     }
@@ -503,15 +521,15 @@ fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow>
     Ok(CacheEntry::Item {
         accepted,
         longest,
-        uncertain: uncertain.into(),
+        uncertain: g.index.positions(&uncertain),
     })
 }
 
 /// A near-bound classification (see [`CacheEntry::NearBound`]).
 #[derive(Debug)]
 pub(crate) enum NearBound {
-    /// The accepted tokens the loop cannot take.
-    Invalid(Box<[TokenId]>),
+    /// The accepted tokens the loop cannot take (positions).
+    Invalid(Box<[Position]>),
     /// The accepted tokens the loop can take (all others cannot).
     Valid(StoredMask),
 }
@@ -559,17 +577,17 @@ fn near_bound(
     }
     let mut words = vec![0u32; vocab.mask_words()];
     accepted.write_to(&mut words, vocab.text_mask());
-    let mut long: Vec<TokenId> = long_tokens
+    let mut long: Vec<Position> = long_tokens
         .iter()
-        .copied()
-        .filter(|&t| get_bit(&words, t))
+        .filter(|&&t| get_bit(&words, t))
+        .map(|&t| g.index.position(t))
         .collect();
-    g.index.sort(&mut long);
+    long.sort_unstable();
     let mut invalid = Vec::new();
     with_shared(g, &rows, |chart, dfa| {
-        walk_list(prog, vocab, chart, dfa, &long, |t, outcome| {
+        walk_list(prog, vocab, chart, dfa, &long, |p, outcome| {
             if !matches!(outcome, Outcome::Accepted) {
-                invalid.push(t);
+                invalid.push(p);
             }
         })
     })?;
@@ -723,7 +741,7 @@ impl Context {
     }
 
     /// Re-walks the item level's uncertain tokens with the callers present.
-    fn classify(&self, g: &CfgGrammar, uncertain: &[TokenId]) -> Result<CacheEntry, Overflow> {
+    fn classify(&self, g: &CfgGrammar, uncertain: &[Position]) -> Result<CacheEntry, Overflow> {
         let mut accepted = Vec::new();
         let mut still = Vec::new();
         with_shared(g, &self.rows, |chart, dfa| {
@@ -824,26 +842,25 @@ enum Outcome {
     },
 }
 
-/// Pushes each token (in trie order, or trie order within each first byte) on top of the chart,
-/// sharing prefixes.
+/// Pushes the tokens at `positions` (ascending) on top of the chart, along the trie.
 fn walk_list(
     prog: &Program,
     vocab: &Vocab,
     chart: &mut Chart,
     dfa: &mut StateDfa,
-    tokens: &[TokenId],
-    mut report: impl FnMut(TokenId, Outcome),
+    positions: &[Position],
+    mut report: impl FnMut(Position, Outcome),
 ) -> Result<(), Overflow> {
     let mut stepper = Stepper::new(prog, chart, dfa);
     let root = stepper.root();
-    vocab.walk_tokens(
-        tokens,
+    vocab.trie().walk_positions(
+        positions,
         root,
         |node, byte| stepper.advance(node, byte),
         |run, taken, last| {
-            for &t in run {
+            for &p in run {
                 report(
-                    t,
+                    p,
                     if taken {
                         Outcome::Accepted
                     } else {
@@ -1174,6 +1191,7 @@ impl TrieVisitor for TrieWalk<'_> {
             Ok(None) => {
                 if parent.ext {
                     if let Some(u) = self.uncertain.as_mut() {
+                        // Ids, not positions: a walk may run over a slice's own trie.
                         u.extend_from_slice(subtree.tokens());
                     }
                 }

@@ -166,9 +166,21 @@ impl TokenTrie {
 
     /// The tokens of `node`'s whole subtree (the node's own tokens included), in DFS order.
     fn subtree_tokens(&self, node: usize) -> &[TokenId] {
-        let start = self.nodes[node].tokens_start as usize;
-        let end = self.nodes[self.nodes[node].subtree_end as usize].tokens_start as usize;
-        &self.tokens[start..end]
+        let range = self.subtree_positions(node);
+        &self.tokens[range.start as usize..range.end as usize]
+    }
+
+    fn subtree_positions(&self, node: usize) -> std::ops::Range<u32> {
+        let start = self.nodes[node].tokens_start;
+        start..self.nodes[self.nodes[node].subtree_end as usize].tokens_start
+    }
+
+    /// The token at a *position*: the tokens' index in depth-first order (byte order). A
+    /// subtree's tokens are a range of positions, so a token list kept as sorted positions can
+    /// be walked along the trie ([`TokenTrie::walk_positions`]).
+    #[inline]
+    pub fn token_at(&self, position: u32) -> TokenId {
+        self.tokens[position as usize]
     }
 
     /// The root's children: each first byte with the tokens that start with it.
@@ -188,6 +200,64 @@ impl TokenTrie {
             (next < end).then_some(next)
         })
         .map(|i| (self.nodes[i].byte, self.subtree_tokens(i)))
+    }
+
+    /// Steps the tokens at `positions` (ascending) from `root`, along the trie: only nodes
+    /// leading to one of them are stepped, a subtree without any is passed over at once, and
+    /// a rejected byte settles every listed token below it. Reports runs of positions with
+    /// whether all their bytes were taken, and the last state reached (after the whole token,
+    /// or before the rejected byte).
+    pub(crate) fn walk_positions<S: Clone, E>(
+        &self,
+        positions: &[u32],
+        root: S,
+        mut advance: impl FnMut(&S, u8) -> Result<Option<S>, E>,
+        mut report: impl FnMut(&[u32], bool, &S),
+    ) -> Result<(), E> {
+        let mut stack: Vec<S> = Vec::with_capacity(self.max_depth + 1);
+        stack.push(root);
+        let end = self.nodes.len() - 1;
+        // `positions[next..]` are the tokens not reported yet.
+        let mut next = 0;
+        let mut i = 1;
+        while i < end && next < positions.len() {
+            let node = self.nodes[i];
+            let subtree_end = self.nodes[node.subtree_end as usize].tokens_start;
+            if positions[next] >= subtree_end {
+                i = node.subtree_end as usize;
+                continue;
+            }
+            let depth = node.depth as usize;
+            stack.truncate(depth);
+            // Galloping: a node's own tokens are one or two, a rejected subtree's any number.
+            let up_to = |bound: u32| {
+                let rest = &positions[next..];
+                let mut end = 1;
+                while end <= rest.len() && rest[end - 1] < bound {
+                    end *= 2;
+                }
+                let lo = end / 2;
+                next + lo + rest[lo..end.min(rest.len())].partition_point(|&p| p < bound)
+            };
+            match advance(&stack[depth - 1], node.byte)? {
+                None => {
+                    let run = up_to(subtree_end);
+                    report(&positions[next..run], false, &stack[depth - 1]);
+                    next = run;
+                    i = node.subtree_end as usize;
+                }
+                Some(state) => {
+                    let own = up_to(self.nodes[i + 1].tokens_start);
+                    if own > next {
+                        report(&positions[next..own], true, &state);
+                        next = own;
+                    }
+                    stack.push(state);
+                    i += 1;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Visits the trie depth-first from `root`, skipping every subtree the visitor rejects.
@@ -216,6 +286,53 @@ impl TokenTrie {
                 }
                 TrieStep::Skip => i = node.subtree_end as usize,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every listed token is reported once, taken iff no byte of it is rejected, with the state
+    /// before the rejected byte; unlisted tokens never are.
+    #[test]
+    fn walk_positions_reports_each_listed_token_once() {
+        let words: Vec<&[u8]> = vec![
+            b"a", b"ab", b"abc", b"abd", b"b", b"ba", b"bx", b"c", b"ca", b"cab", b"x", b"xy",
+        ];
+        let trie = TokenTrie::new(words.iter().enumerate().map(|(i, w)| (i as u32, *w)));
+        // A state is the bytes taken so far; `x` is rejected anywhere.
+        let advance = |s: &Vec<u8>, b: u8| -> Result<Option<Vec<u8>>, ()> {
+            Ok((b != b'x').then(|| [s.as_slice(), &[b]].concat()))
+        };
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..200 {
+            let positions: Vec<u32> = (0..trie.num_tokens() as u32)
+                .filter(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed % 3 == 0
+                })
+                .collect();
+            let mut seen = Vec::new();
+            trie.walk_positions(&positions, Vec::new(), advance, |run, taken, last| {
+                for &p in run {
+                    let bytes = words[trie.token_at(p) as usize];
+                    let ok = !bytes.contains(&b'x');
+                    assert_eq!(taken, ok, "{bytes:?}");
+                    let reached = if ok {
+                        bytes.len()
+                    } else {
+                        bytes.iter().position(|&b| b == b'x').unwrap()
+                    };
+                    assert_eq!(last.as_slice(), &bytes[..reached]);
+                    seen.push(p);
+                }
+            })
+            .unwrap();
+            assert_eq!(seen, positions);
         }
     }
 }
