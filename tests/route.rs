@@ -60,8 +60,10 @@ fn assert_same_masks(
     assert!(a.is_accepting() && b.is_accepting(), "{label}: {text:?}");
 }
 
-/// A grammar compiled three ways: forced to operators, forced to Earley, and routed.
-fn check_grammar(label: &str, grammar: &Grammar, texts: &[&str]) {
+/// A grammar compiled three ways: forced to operators, forced to Earley, and routed (to
+/// `routed`: operators for small regular grammars, Earley past the size where it compiles
+/// faster).
+fn check_grammar(label: &str, grammar: &Grammar, texts: &[&str], routed_to: BackendKind) {
     let vocab = common::qwen3();
     let ops = engine(BackendChoice::Operators)
         .compile_grammar(grammar)
@@ -72,11 +74,7 @@ fn check_grammar(label: &str, grammar: &Grammar, texts: &[&str]) {
     let routed = engine(BackendChoice::Auto)
         .compile_grammar(grammar)
         .unwrap();
-    assert_eq!(
-        routed.backend(),
-        BackendKind::Operators,
-        "{label}: regular → operators"
-    );
+    assert_eq!(routed.backend(), routed_to, "{label}");
     for text in texts {
         assert_same_masks(label, vocab, grammar, &ops, &earley, text);
     }
@@ -86,6 +84,7 @@ fn check_grammar(label: &str, grammar: &Grammar, texts: &[&str]) {
 fn regular_schemas_give_identical_masks_on_both_backends() {
     let schemas = [
         (
+            BackendKind::Earley,
             json!({"type": "object", "properties": {
                 "name": {"type": "string", "maxLength": 12},
                 "age": {"type": "integer", "minimum": 0, "maximum": 150},
@@ -99,21 +98,22 @@ fn regular_schemas_give_identical_masks_on_both_backends() {
             ],
         ),
         (
+            BackendKind::Earley,
             json!({"anyOf": [{"type": "number"}, {"type": "boolean"}, {"const": [1, "two"]}]}),
             JsonSchemaOptions::new().whitespace(Whitespace::Flexible { max_run: Some(2) }),
             vec!["-12.5e+3", "true", "[1, \"two\"]", "[ 1,\n\"two\" ]"],
         ),
     ];
-    for (i, (schema, options, texts)) in schemas.iter().enumerate() {
+    for (i, (routed, schema, options, texts)) in schemas.iter().enumerate() {
         let grammar = formwork::front::json_schema::compile_schema(schema, options)
             .unwrap()
             .grammar;
-        check_grammar(&format!("schema {i}"), &grammar, texts);
+        check_grammar(&format!("schema {i}"), &grammar, texts, *routed);
         // The Engine entry point routes the same way.
         let c = engine(BackendChoice::Auto)
             .compile_json_schema(schema, options)
             .unwrap();
-        assert_eq!(c.backend(), BackendKind::Operators);
+        assert_eq!(c.backend(), *routed);
     }
 }
 
@@ -131,6 +131,7 @@ ws   ::= " "?
         "gbnf",
         &grammar,
         &["(abc)", "(a, -1.25,zz)", "(hello, world, 42)"],
+        BackendKind::Operators,
     );
 
     for (pattern, texts) in [
@@ -143,7 +144,7 @@ ws   ::= " "?
         let start = g.rule("regex");
         g.define(start, root).unwrap();
         let grammar = g.finish(start).unwrap();
-        check_grammar(pattern, &grammar, texts);
+        check_grammar(pattern, &grammar, texts, BackendKind::Operators);
         // compile_regex follows the forced backend too.
         let ops = engine(BackendChoice::Auto).compile_regex(pattern).unwrap();
         let earley = engine(BackendChoice::Earley)

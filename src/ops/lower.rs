@@ -107,11 +107,13 @@ pub fn lower(
 const MAX_UNFUSED_ALTERNATIVES: usize = 8;
 
 /// Largest regular grammar (in [`Lowering::size`] nodes: rules inlined, bounded repeats
-/// unrolled, one-character classes one node each) the router sends to the operator backend. Operator compilation fuses
-/// sub-expressions into DFAs, whose cost grows with that size: on the 23 regular MaskBench
-/// schemas of `benches/data` it took 0.1–3 ms up to ~1,000 nodes but 10–500 ms beyond, where
-/// the Earley backend compiled the same grammars in 0.2–30 ms with equal masks.
-const MAX_ROUTED_SIZE: u64 = 1_024;
+/// unrolled, one-character classes one node each) the router sends to the operator backend.
+/// Operator compilation fuses sub-expressions into DFAs through regex-automata's determinizer,
+/// about 5 µs per node on the regular MaskBench schemas of `benches/data` (0.04 ms at 7 nodes,
+/// 4.8 ms at 956), where the Earley backend compiled the same grammars 6-20x faster and its
+/// first-walk masks were as fast (total, p99) or faster (p50). Up to this size operator
+/// compilation stays under ~0.15 ms.
+const MAX_ROUTED_SIZE: u64 = 64;
 
 /// Would [`lower`] give a program the operator backend compiles fast and runs well? False for
 /// recursive grammars (lowering fails with `NotRegular`), for large ones (operator compilation
