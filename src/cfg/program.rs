@@ -335,10 +335,11 @@ const INLINE_RULE_MAX: u32 = 256;
 const SPLIT_EXPR_MAX: u32 = 4096;
 const UNROLL_MAX_COPIES: u32 = 32;
 const UNROLL_MAX_STATES: u32 = 4096;
-/// Copies of a bounded repeat of a wide body (`maxLength` on a JSON string) are unrolled only
-/// up to this: unrolled, every position is its own automaton state with its own mask walk (a
-/// schema of 40 strings with `maxLength: 24` compiled to 194k states, each walk ~6 ms),
-/// while as a counted unit every position shares the loop's relaxed classification.
+/// Copies of a repeat of a wide body (`minLength`/`maxLength` on a JSON string) are unrolled
+/// only up to this: unrolled, every position is its own automaton state with its own mask walk
+/// (a schema of 40 strings with `maxLength: 24` compiled to 194k states, each walk ~6 ms; one
+/// string with `minLength: 20` took 20 walks of ~5 ms), while as a counted unit every position
+/// shares the loop's relaxed classification.
 const WIDE_UNROLL_MAX_COPIES: u32 = 4;
 const MAX_INLINE_DEPTH: usize = 200;
 /// An unbounded loop whose body reads at least this many distinct bytes (a JSON string's
@@ -534,10 +535,9 @@ impl<'a> Lowering<'a> {
 
     fn unrolls(&self, body: ExprId, min: u32, max: Option<u32>) -> bool {
         let copies = max.unwrap_or(min.saturating_add(1));
-        let wide = self.width[body.index()].len() >= WIDE_LOOP_BYTES;
-        let max_copies = match (wide, max) {
-            (true, Some(_)) => WIDE_UNROLL_MAX_COPIES,
-            _ => UNROLL_MAX_COPIES,
+        let max_copies = match self.width[body.index()].len() >= WIDE_LOOP_BYTES {
+            true => WIDE_UNROLL_MAX_COPIES,
+            false => UNROLL_MAX_COPIES,
         };
         copies <= max_copies && copies.saturating_mul(self.use_cost(body)) <= UNROLL_MAX_STATES
     }
