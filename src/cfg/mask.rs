@@ -619,23 +619,28 @@ fn context_key(
     rows.clear();
     described.clear();
     explored.push((k.origin, prog.state(k.state).unit));
-    // Callers that only return into the end of their own unit (a rule called last in its
-    // caller's body) decide nothing: their completion passes straight up. They are gathered
-    // at no cost in depth, so a chain of tail calls does not use the levels up.
+    // A caller that only returns into the end of its own unit (a rule called last in its
+    // caller's body) decides nothing: its completion passes straight up. When it is the only
+    // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
+    // levels up (several callers, as in an ambiguous loop, would grow the context each byte).
     let mut level: SmallVec<[(u32, u32); 8]> = smallvec::smallvec![explored[0]];
     for depth in 1..=g.config.context_depth {
         let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
         while let Some((row, unit)) = level.pop() {
+            let first = found.len();
             for w in chart.row(row as usize) {
-                if !waits_for(prog, w, unit) || found.contains(&(row, *w)) {
-                    continue;
+                if waits_for(prog, w, unit) && !found.contains(&(row, *w)) {
+                    found.push((row, *w));
                 }
-                found.push((row, *w));
+            }
+            let only = found.len() == first + 1;
+            for i in first..found.len() {
+                let w = found[i].1;
                 let next = (w.origin, prog.state(w.state).unit);
                 if explored.contains(&next) {
                     continue;
                 }
-                if returns_to_end(prog, w, unit) && explored.len() < MAX_CONTEXT_ROWS {
+                if only && returns_to_end(prog, &w, unit) && explored.len() < MAX_CONTEXT_ROWS {
                     explored.push(next);
                     level.push(next);
                 } else if depth < g.config.context_depth {
