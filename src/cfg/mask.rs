@@ -634,8 +634,7 @@ fn context_key(
                 }
             }
             let only = found.len() == first + 1;
-            for i in first..found.len() {
-                let w = found[i].1;
+            for &(_, w) in &found[first..] {
                 let next = (w.origin, prog.state(w.state).unit);
                 if explored.contains(&next) {
                     continue;
