@@ -31,7 +31,7 @@
 //! sorted trie *positions* ([`TokenTrie::token_at`]), so re-walking one follows the trie,
 //! passing over subtrees without a listed token, instead of reading each token's bytes.
 
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 
 use smallvec::SmallVec;
 
@@ -252,10 +252,7 @@ fn fill_cached(
     for k in &scannable {
         let subject = Subject::of(g, chart, k);
         let k1 = subject.key(g);
-        let item = match g.cache.get(&k1) {
-            Some(e) => e,
-            None => g.cache.insert(k1, item_level(g, &subject)?),
-        };
+        let item = cached(g, k1, || item_level(g, &subject))?;
         let CacheEntry::Item {
             accepted,
             longest,
@@ -271,12 +268,7 @@ fn fill_cached(
                         .hash(k1)
                         .word(left as u64)
                         .finish();
-                    let near = match g.cache.get(&key) {
-                        Some(e) => e,
-                        None => g
-                            .cache
-                            .insert(key, near_bound(g, &subject, left, accepted)?),
-                    };
+                    let near = cached(g, key, || near_bound(g, &subject, left, accepted))?;
                     let CacheEntry::NearBound(near) = &*near else {
                         unreachable!("near-bound keys hold near-bound entries")
                     };
@@ -307,12 +299,7 @@ fn fill_cached(
             continue;
         }
         let k2 = context_key(g, chart, scratch, &subject, k1);
-        let entry = match g.cache.get(&k2) {
-            Some(e) => e,
-            None => g
-                .cache
-                .insert(k2, Context::build(scratch, k).classify(g, uncertain)?),
-        };
+        let entry = cached(g, k2, || Context::build(scratch, k).classify(g, uncertain))?;
         let CacheEntry::Context {
             accepted,
             uncertain,
@@ -346,10 +333,7 @@ fn fill_cached(
             .hash(k2)
             .word(left as u64)
             .finish();
-        let entry = match g.cache.get(&key) {
-            Some(e) => e,
-            None => g.cache.insert(key, near.classify(g, &long)?),
-        };
+        let entry = cached(g, key, || near.classify(g, &long))?;
         let CacheEntry::Context {
             accepted,
             uncertain,
@@ -377,6 +361,18 @@ fn fill_cached(
     }
     scratch.pending = pending;
     Ok(())
+}
+
+/// The cache's entry for `key`, computed and inserted if missing.
+fn cached(
+    g: &CfgGrammar,
+    key: u128,
+    compute: impl FnOnce() -> Result<CacheEntry, Overflow>,
+) -> Result<Arc<CacheEntry>, Overflow> {
+    match g.cache.get(&key) {
+        Some(entry) => Ok(entry),
+        None => Ok(g.cache.insert(key, compute()?)),
+    }
 }
 
 /// A cached token set in the form that is fastest to OR into a mask: an id list while it is

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::numbers::{self, Bound, Decimal};
 use super::schema::{error, Compiler};
 use super::shape::{ArrayShape, ObjectShape, RefId, Shape, StringShape};
-use super::strings::{any_text, text_not_in, JsonText, KeyText};
+use super::strings::{any_text, text_not_in, JsonText};
 use super::{PropertyOrder, Whitespace};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::regex::TextEncoding;
@@ -20,7 +20,7 @@ pub(crate) struct Lowering<'c, 'a, 'g> {
     /// Prefix of every rule name, so several schemas can share one builder.
     prefix: String,
     text: JsonText,
-    keys: KeyText,
+    keys: JsonText,
     ws: ExprId,
     ref_rules: HashMap<RefId, RuleId>,
     any_value: Option<RuleId>,
@@ -44,8 +44,8 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             c,
             g,
             prefix: prefix.to_string(),
-            text: JsonText::default(),
-            keys: KeyText::default(),
+            text: JsonText::values(),
+            keys: JsonText::keys(),
             ws,
             ref_rules: HashMap::new(),
             any_value: None,

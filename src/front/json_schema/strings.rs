@@ -13,7 +13,7 @@
 //! `enum`, `const`) are written in their canonical form only (serde_json's: the short escapes
 //! but `\/`, `\u00xx` for other controls, everything else raw), so they stay forced text.
 //!
-//! Object keys are canonical too, declared or not ([`KeyText`]): a key's schema is chosen by
+//! Object keys are canonical too, declared or not ([`JsonText::keys`]): a key's schema is chosen by
 //! its decoded name, so an undeclared key must decode to none of the declared names, and with
 //! every spelling allowed each letter of each name would need its `\u00XX` spellings excluded
 //! from the other keys (a hex trie per name position, seven automaton states per letter where
@@ -39,10 +39,31 @@ use crate::ir::{ByteSet, ExprId, GrammarBuilder};
 /// Every Unicode scalar value.
 pub(crate) const ANY_CHAR: (char, char) = ('\0', char::MAX);
 
-/// Writes characters as they may appear inside a JSON string (see the module notes).
-#[derive(Default)]
+/// How the characters inside a JSON string are spelled, one class at a time (memoized: a
+/// schema asks for the same classes again and again).
 pub(crate) struct JsonText {
     memo: rustc_hash::FxHashMap<Vec<(char, char)>, ExprId>,
+    spell: fn(&mut GrammarBuilder, &[(char, char)]) -> ExprId,
+}
+
+impl JsonText {
+    /// String values: every JSON spelling of each character (see the module notes).
+    pub fn values() -> JsonText {
+        JsonText {
+            memo: Default::default(),
+            spell: json_char_class,
+        }
+    }
+
+    /// Object keys: as a JSON serializer writes them (serde_json, `JSON.stringify`): raw,
+    /// except `"` and `\` and the controls, which take their short escape or `\u00xx`
+    /// (lower-case hex). See the module notes.
+    pub fn keys() -> JsonText {
+        JsonText {
+            memo: Default::default(),
+            spell: canonical_char_class,
+        }
+    }
 }
 
 impl TextEncoding for JsonText {
@@ -54,43 +75,25 @@ impl TextEncoding for JsonText {
         if let Some(&e) = self.memo.get(ranges) {
             return e;
         }
-        let e = json_char_class(g, ranges);
+        let e = (self.spell)(g, ranges);
         self.memo.insert(ranges.to_vec(), e);
         e
     }
 }
 
-/// Writes characters as a JSON serializer does (serde_json, `JSON.stringify`): raw, except `"`
-/// and `\` and the controls, which take their short escape or `\u00xx` (lower-case hex).
-/// The spelling of object keys (see the module notes).
-#[derive(Default)]
-pub(crate) struct KeyText {
-    memo: rustc_hash::FxHashMap<Vec<(char, char)>, ExprId>,
-}
-
-impl TextEncoding for KeyText {
-    fn char(&mut self, g: &mut GrammarBuilder, c: char) -> ExprId {
-        self.class(g, &[(c, c)])
-    }
-
-    fn class(&mut self, g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
-        if let Some(&e) = self.memo.get(ranges) {
-            return e;
+/// A character of `ranges` in its canonical spelling ([`JsonText::keys`]).
+fn canonical_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
+    let mut branches = vec![utf8_class(g, &raw_ranges(ranges))];
+    for c in ('\0'..='\u{1f}').chain(['"', '\\']) {
+        if contains(ranges, c) {
+            let escaped = match SHORT_ESCAPES.iter().find(|e| e.0 == c && e.0 != '/') {
+                Some(&(_, letter)) => format!("\\{}", letter as char),
+                None => format!("\\u{:04x}", c as u32),
+            };
+            branches.push(g.text(&escaped));
         }
-        let mut branches = vec![utf8_class(g, &raw_ranges(ranges))];
-        for c in ('\0'..='\u{1f}').chain(['"', '\\']) {
-            if contains(ranges, c) {
-                let escaped = match SHORT_ESCAPES.iter().find(|e| e.0 == c && e.0 != '/') {
-                    Some(&(_, letter)) => format!("\\{}", letter as char),
-                    None => format!("\\u{:04x}", c as u32),
-                };
-                branches.push(g.text(&escaped));
-            }
-        }
-        let e = g.alt(branches);
-        self.memo.insert(ranges.to_vec(), e);
-        e
     }
+    g.alt(branches)
 }
 
 /// Short escapes: the character and the letter after the backslash.
@@ -121,12 +124,11 @@ fn raw_ranges(ranges: &[(char, char)]) -> Vec<(char, char)> {
     class.iter().map(|r| (r.start(), r.end())).collect()
 }
 
-/// A character of `ranges` in each of its JSON spellings. Its `\u` escapes are one trie over
-/// the hex digits ([`hex_trie`]), so no two of its branches begin alike: a property-name trie
-/// of these classes (one per letter, see [`text_not_in`]) determinizes into about as many
-/// states as it has. One alternation of digit ranges per range of code points made the subset
-/// construction track every overlapping `\u00..` prefix: ten times the states of the minimal
-/// automaton, and most of the compile time of a schema with additional properties.
+/// A character of `ranges` in each of its JSON spellings ([`JsonText::values`]). Its `\u`
+/// escapes are one trie over the hex digits ([`hex_trie`]), so no two of its branches begin
+/// alike: one alternation of digit ranges per range of code points made the subset
+/// construction track every overlapping `\u00..` prefix, ten times the states of the minimal
+/// automaton.
 fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
     let raw = utf8_class(g, &raw_ranges(ranges));
     let mut letters = ByteSet::EMPTY;
