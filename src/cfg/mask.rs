@@ -1065,48 +1065,57 @@ impl<'a> Stepper<'a> {
         }
     }
 
-    /// The state after `byte` from `parent`, or `None` if the byte is rejected.
+    /// The state after `byte` from `parent`, or `None` if the byte is rejected. A known
+    /// transition is a table lookup, inlined into every walk; the rest goes to the chart.
+    #[inline(always)]
     fn advance(&mut self, parent: &Node, byte: u8) -> Result<Option<Node>, Overflow> {
-        let slot = parent.dfa.map(|r| {
-            r as usize * self.dfa.n_classes + self.prog.alphabet.class_of[byte as usize] as usize
-        });
-        Ok(match slot.map_or(IN_CHART, |s| self.dfa.trans[s]) {
-            NO_ROW => None,
-            UNKNOWN | IN_CHART => {
-                // Under a node in the chart, everything stays in the chart: putting a DFA
-                // state back would replace the rows its ancestors still stand on.
-                match parent.dfa {
-                    Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
-                    None => self.chart.truncate(parent.rows as usize),
-                }
-                if self.chart.push_byte(self.prog, byte)? {
-                    let id = match slot {
-                        Some(_) => self.dfa.intern(self.prog, self.chart),
-                        None => None,
-                    };
-                    if let Some(s) = slot {
-                        self.dfa.trans[s] = id.unwrap_or(IN_CHART);
-                    }
-                    let rows = self.chart.num_rows();
-                    let ext = self.chart.row_ext(rows - 1);
-                    Some(Node {
-                        dfa: id,
-                        rows: rows as u32,
-                        ext: parent.ext || ext,
-                    })
-                } else {
-                    if let Some(s) = slot {
-                        self.dfa.trans[s] = NO_ROW;
-                    }
-                    None
-                }
-            }
-            id => Some(Node {
+        let Some(r) = parent.dfa else {
+            return self.advance_in_chart(parent, byte, None);
+        };
+        let slot =
+            r as usize * self.dfa.n_classes + self.prog.alphabet.class_of[byte as usize] as usize;
+        match self.dfa.trans[slot] {
+            NO_ROW => Ok(None),
+            UNKNOWN | IN_CHART => self.advance_in_chart(parent, byte, Some(slot)),
+            id => Ok(Some(Node {
                 dfa: Some(id),
                 rows: 0,
                 ext: parent.ext || self.dfa.ext[id as usize],
-            }),
-        })
+            })),
+        }
+    }
+
+    /// [`Stepper::advance`] through the chart, recording the transition at `slot` (when the
+    /// parent is a DFA state).
+    #[cold]
+    fn advance_in_chart(
+        &mut self,
+        parent: &Node,
+        byte: u8,
+        slot: Option<usize>,
+    ) -> Result<Option<Node>, Overflow> {
+        // Under a node in the chart, everything stays in the chart: putting a DFA state back
+        // would replace the rows its ancestors still stand on.
+        match parent.dfa {
+            Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
+            None => self.chart.truncate(parent.rows as usize),
+        }
+        if !self.chart.push_byte(self.prog, byte)? {
+            if let Some(s) = slot {
+                self.dfa.trans[s] = NO_ROW;
+            }
+            return Ok(None);
+        }
+        let id = slot.and_then(|_| self.dfa.intern(self.prog, self.chart));
+        if let Some(s) = slot {
+            self.dfa.trans[s] = id.unwrap_or(IN_CHART);
+        }
+        let rows = self.chart.num_rows();
+        Ok(Some(Node {
+            dfa: id,
+            rows: rows as u32,
+            ext: parent.ext || self.chart.row_ext(rows - 1),
+        }))
     }
 
     /// Leaves a live chart as it was. A self-describing chart (base 0) may be left holding
