@@ -82,7 +82,7 @@ impl Weigh for CacheEntry {
                     accepted,
                     uncertain,
                 } => (accepted.len() + uncertain.len()) * 4,
-                CacheEntry::NearBound(NearBound::Invalid(ids)) => ids.len() * 4,
+                CacheEntry::NearBound(NearBound::Invalid(invalid)) => invalid.len() * 4,
                 CacheEntry::NearBound(NearBound::Valid(valid)) => valid.heap_bytes(),
             }
     }
@@ -273,15 +273,16 @@ fn fill_cached(
                         unreachable!("near-bound keys hold near-bound entries")
                     };
                     match near {
-                        NearBound::Invalid(ids) if ids.is_empty() => {
+                        NearBound::Invalid(invalid) if invalid.is_empty() => {
                             accepted.or_into(out, vocab.text_mask())
                         }
-                        NearBound::Invalid(ids) => {
+                        NearBound::Invalid(invalid) => {
                             let words = &mut scratch.words;
                             words.resize(vocab.mask_words(), 0);
                             accepted.write_to(words, vocab.text_mask());
-                            let trie = vocab.trie();
-                            ids.iter().for_each(|&p| clear_bit(words, trie.token_at(p)));
+                            invalid
+                                .iter()
+                                .for_each(|&p| clear_bit(words, trie.token_at(p)));
                             out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
                         }
                         NearBound::Valid(valid) => valid.or_into(out, vocab.text_mask()),

@@ -13,12 +13,13 @@
 //! `enum`, `const`) are written in their canonical form only (serde_json's: the short escapes
 //! but `\/`, `\u00xx` for other controls, everything else raw), so they stay forced text.
 //!
-//! Object keys are canonical too, declared or not ([`JsonText::keys`]): a key's schema is chosen by
-//! its decoded name, so an undeclared key must decode to none of the declared names, and with
-//! every spelling allowed each letter of each name would need its `\u00XX` spellings excluded
-//! from the other keys (a hex trie per name position, seven automaton states per letter where
-//! one does). With one spelling per name, "not a declared name" is a plain string complement.
-//! Every key can still be written; JSON texts serializers produce are all accepted.
+//! Object keys are canonical too, declared or not ([`JsonText::keys`]): a key's schema is
+//! chosen by its decoded name, so an undeclared key must decode to none of the declared names,
+//! and with every spelling allowed each letter of each name would need its `\u00XX` spellings
+//! excluded from the other keys (a hex trie per name position, seven automaton states per
+//! letter where one does). With one spelling per name, "not a declared name" is a plain string
+//! complement. Every key can still be written; JSON texts serializers produce are all
+//! accepted.
 //!
 //! # Regex dialect
 //!
@@ -86,7 +87,7 @@ fn canonical_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> Expr
     let mut branches = vec![utf8_class(g, &raw_ranges(ranges))];
     for c in ('\0'..='\u{1f}').chain(['"', '\\']) {
         if contains(ranges, c) {
-            let escaped = match SHORT_ESCAPES.iter().find(|e| e.0 == c && e.0 != '/') {
+            let escaped = match SHORT_ESCAPES.iter().find(|e| e.0 == c) {
                 Some(&(_, letter)) => format!("\\{}", letter as char),
                 None => format!("\\u{:04x}", c as u32),
             };
