@@ -61,7 +61,7 @@ fn assert_same_masks(
 }
 
 /// A grammar compiled three ways: forced to operators, forced to Earley, and routed (to
-/// `routed`: operators for small regular grammars, Earley past the size where it compiles
+/// `routed_to`: operators for small regular grammars, Earley past the size where it compiles
 /// faster).
 fn check_grammar(label: &str, grammar: &Grammar, texts: &[&str], routed_to: BackendKind) {
     let vocab = common::qwen3();

@@ -455,13 +455,7 @@ impl Vocab {
 
     /// How many of `tokens` (those with `prefix` contiguous at the start) start with `prefix`.
     fn run_with_prefix(&self, tokens: &[TokenId], prefix: &[u8]) -> usize {
-        let starts = |t: &TokenId| self.token_bytes(*t).starts_with(prefix);
-        let mut end = 1;
-        while end <= tokens.len() && starts(&tokens[end - 1]) {
-            end *= 2;
-        }
-        let lo = end / 2;
-        lo + tokens[lo..end.min(tokens.len())].partition_point(starts)
+        gallop(tokens, |t| self.token_bytes(*t).starts_with(prefix))
     }
 
     /// The token slices mask walks may take whole (see `slice.rs`), built on first use.
@@ -543,4 +537,15 @@ impl Vocab {
             _ => format!("<unused {token}>"),
         }
     }
+}
+
+/// How many items at the start of `items` satisfy `pred` (which holds for a prefix of them),
+/// by galloping: a run of one or two costs a probe or two, a long run a binary search.
+pub(crate) fn gallop<T>(items: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    let mut end = 1;
+    while end <= items.len() && pred(&items[end - 1]) {
+        end *= 2;
+    }
+    let lo = end / 2;
+    lo + items[lo..end.min(items.len())].partition_point(pred)
 }

@@ -5,7 +5,7 @@
 //! rejected byte skips the whole subtree below it (`subtree_end`), which is what makes a walk over
 //! a 150k-token vocabulary cheap (the llguidance paper, §"token trie").
 
-use super::TokenId;
+use super::{gallop, TokenId};
 
 /// One node: the byte leading into it from its parent, where its subtree ends, and the range of
 /// `tokens` that end exactly here (several ids can share the same bytes).
@@ -230,15 +230,7 @@ impl TokenTrie {
             let depth = node.depth as usize;
             stack.truncate(depth);
             // Galloping: a node's own tokens are one or two, a rejected subtree's any number.
-            let up_to = |bound: u32| {
-                let rest = &positions[next..];
-                let mut end = 1;
-                while end <= rest.len() && rest[end - 1] < bound {
-                    end *= 2;
-                }
-                let lo = end / 2;
-                next + lo + rest[lo..end.min(rest.len())].partition_point(|&p| p < bound)
-            };
+            let up_to = |bound: u32| next + gallop(&positions[next..], |&p| p < bound);
             match advance(&stack[depth - 1], node.byte)? {
                 None => {
                     let run = up_to(subtree_end);
