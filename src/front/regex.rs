@@ -56,9 +56,15 @@ impl TextEncoding for Utf8 {
 
 /// Any one character of `ranges`, as its UTF-8 bytes.
 pub fn utf8_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
+    // The one-byte sequences are one class: a branch each would be an NFA edge each.
+    let mut ascii = ByteSet::EMPTY;
     let mut branches = Vec::new();
     for &(lo, hi) in ranges {
         for seq in Utf8Sequences::new(lo, hi) {
+            if let [r] = seq.as_slice() {
+                ascii.insert_range(r.start, r.end);
+                continue;
+            }
             let parts: Vec<ExprId> = seq
                 .as_slice()
                 .iter()
@@ -66,6 +72,9 @@ pub fn utf8_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
                 .collect();
             branches.push(g.seq(parts));
         }
+    }
+    if !ascii.is_empty() {
+        branches.insert(0, g.class(ascii));
     }
     g.alt(branches)
 }

@@ -241,6 +241,24 @@ pub(crate) fn text_not_in(
     not_in(g, enc, &refs)
 }
 
+/// `lo..=hi` cut so that each piece lies wholly inside or outside the controls, `"`, `\\`,
+/// the other ASCII and the rest of Unicode.
+fn split_at_ascii_escapes(lo: char, hi: char) -> impl Iterator<Item = (char, char)> {
+    const PIECES: [(char, char); 7] = [
+        ('\0', '\u{1f}'),
+        (' ', '!'),
+        ('"', '"'),
+        ('#', '['),
+        ('\\', '\\'),
+        (']', '\x7f'),
+        ('\u{80}', char::MAX),
+    ];
+    PIECES
+        .into_iter()
+        .map(move |(a, b)| (a.max(lo), b.min(hi)))
+        .filter(|(a, b)| a <= b)
+}
+
 fn not_in(g: &mut GrammarBuilder, enc: &mut dyn TextEncoding, names: &[&[char]]) -> ExprId {
     let rest = any_text(g, enc, 0, None);
     if names.is_empty() {
@@ -258,19 +276,20 @@ fn not_in(g: &mut GrammarBuilder, enc: &mut dyn TextEncoding, names: &[&[char]])
     other.difference(&ClassUnicode::new(
         firsts.iter().map(|&c| ClassUnicodeRange::new(c, c)),
     ));
-    // Names are mostly ASCII: the class of the other characters splits into its ASCII part
-    // and the rest of Unicode, which is the same class at almost every node (built once).
+    // Names are mostly ASCII and never escaped: the class of the other characters splits into
+    // the characters JSON may escape, the other ASCII and the rest of Unicode. The first and
+    // last are the same class at almost every node, so the encoding's memo spells them once.
     type Ranges = Vec<(char, char)>;
-    let (ascii, wide): (Ranges, Ranges) = other
+    let (escapable, plain): (Ranges, Ranges) = other
         .iter()
-        .flat_map(|r| match (r.start(), r.end()) {
-            (a, b) if b <= '\x7f' || a > '\x7f' => vec![(a, b)],
-            (a, b) => vec![(a, '\x7f'), ('\u{80}', b)],
-        })
-        .partition(|&(_, b)| b <= '\x7f');
-    if !ascii.is_empty() {
-        let first = enc.class(g, &ascii);
-        branches.push(g.seq([first, rest]));
+        .flat_map(|r| split_at_ascii_escapes(r.start(), r.end()))
+        .partition(|&(a, _)| a < ' ' || a == '"' || a == '\\');
+    let (ascii, wide): (Ranges, Ranges) = plain.into_iter().partition(|&(_, b)| b <= '\x7f');
+    for part in [escapable, ascii] {
+        if !part.is_empty() {
+            let first = enc.class(g, &part);
+            branches.push(g.seq([first, rest]));
+        }
     }
     if !wide.is_empty() {
         // One rule that every node refers to: the CFG backend calls it instead of inlining a
