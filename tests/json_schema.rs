@@ -117,6 +117,45 @@ fn objects_properties_required_additional() {
     );
     typed_extra.yes(&[r#"{"x":1}"#, r#"{"x":1,"y":2}"#]);
     typed_extra.no(&[r#"{}"#, r#"{"x":1,"y":2,"z":3}"#, r#"{"x":"1"}"#]);
+    // Declared names with escaped, wide and surrogate-adjacent characters: the undeclared-name
+    // trie leaves them, and only them, to the additional-properties schema.
+    let names = [
+        "\"q",
+        "\n",
+        "é",
+        "\u{d7ff}",
+        "\u{e000}",
+        "a\u{e000}",
+        "b\u{d7ff}",
+    ];
+    let properties: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| (n.to_string(), json!({"type": "integer"})))
+        .collect();
+    let l = Lang::new(
+        json!({"type": "object", "properties": properties, "additionalProperties": {"type": "string"}}),
+    );
+    let object = |name: &str, value: &str| format!("{{{}:{value}}}", Value::from(name));
+    for name in names {
+        l.yes(&[&object(name, "1")]);
+        l.no(&[&object(name, "\"x\"")]);
+    }
+    let undeclared = [
+        "\"r",
+        "\t",
+        "ê",
+        "\u{d7fe}",
+        "\u{e001}",
+        "\u{d7ff}\u{e000}",
+        "\"",
+        "é\n",
+        "a\u{d7ff}",
+        "b\u{e000}",
+    ];
+    for name in undeclared {
+        l.yes(&[&object(name, "\"x\"")]);
+        l.no(&[&object(name, "1")]);
+    }
     // A required property that is not declared takes the additional-properties schema.
     let l = Lang::new(
         json!({"type": "object", "required": ["id"], "additionalProperties": {"type": "string"}}),

@@ -238,86 +238,140 @@ pub(crate) fn text_not_in(
 ) -> ExprId {
     let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
     let refs: Vec<&[char]> = chars.iter().map(Vec::as_slice).collect();
-    not_in(g, enc, &refs)
-}
-
-/// `lo..=hi` cut so that each piece lies wholly inside or outside the controls, `"`, `\\`,
-/// the other ASCII and the rest of Unicode.
-fn split_at_ascii_escapes(lo: char, hi: char) -> impl Iterator<Item = (char, char)> {
-    const PIECES: [(char, char); 7] = [
-        ('\0', '\u{1f}'),
-        (' ', '!'),
-        ('"', '"'),
-        ('#', '['),
-        ('\\', '\\'),
-        (']', '\x7f'),
-        ('\u{80}', char::MAX),
-    ];
-    PIECES
-        .into_iter()
-        .map(move |(a, b)| (a.max(lo), b.min(hi)))
-        .filter(|(a, b)| a <= b)
-}
-
-fn not_in(g: &mut GrammarBuilder, enc: &mut dyn TextEncoding, names: &[&[char]]) -> ExprId {
     let rest = any_text(g, enc, 0, None);
-    if names.is_empty() {
-        return rest;
-    }
-    let mut branches = Vec::new();
-    if !names.iter().any(|n| n.is_empty()) {
-        branches.push(g.empty());
-    }
-    let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
-    firsts.sort_unstable();
-    firsts.dedup();
-    // A first character no name starts with: anything may follow.
-    let mut other = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
-    other.difference(&ClassUnicode::new(
-        firsts.iter().map(|&c| ClassUnicodeRange::new(c, c)),
-    ));
-    // Names are mostly ASCII and never escaped: the class of the other characters splits into
-    // the characters JSON may escape, the other ASCII and the rest of Unicode. The first and
-    // last are the same class at almost every node, so the encoding's memo spells them once.
-    type Ranges = Vec<(char, char)>;
-    let (escapable, plain): (Ranges, Ranges) = other
-        .iter()
-        .flat_map(|r| split_at_ascii_escapes(r.start(), r.end()))
-        .partition(|&(a, _)| a < ' ' || a == '"' || a == '\\');
-    let (ascii, wide): (Ranges, Ranges) = plain.into_iter().partition(|&(_, b)| b <= '\x7f');
-    for part in [escapable, ascii] {
-        if !part.is_empty() {
-            let first = enc.class(g, &part);
-            branches.push(g.seq([first, rest]));
+    let mut trie = NotIn {
+        g,
+        enc,
+        rest,
+        plain_escapable: None,
+        plain_wide: None,
+    };
+    trie.node(&refs)
+}
+
+/// The trie of [`text_not_in`]: at each node, the names' next characters continue the trie
+/// and any other character leaves it for free text.
+struct NotIn<'a> {
+    g: &'a mut GrammarBuilder,
+    enc: &'a mut dyn TextEncoding,
+    /// Any text.
+    rest: ExprId,
+    /// The branches leaving on an escapable or a wide character at a node where no name goes
+    /// on with one: names are mostly ASCII and never escaped, so almost every node shares them
+    /// (built once instead of once per node).
+    plain_escapable: Option<ExprId>,
+    plain_wide: Option<ExprId>,
+}
+
+impl NotIn<'_> {
+    fn node(&mut self, names: &[&[char]]) -> ExprId {
+        if names.is_empty() {
+            return self.rest;
         }
+        let mut branches = Vec::new();
+        if !names.iter().any(|n| n.is_empty()) {
+            branches.push(self.g.empty());
+        }
+        let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        let escapable = |c: char| c < ' ' || c == '"' || c == '\\';
+        let (escaped, wide) = match firsts.iter().any(|&c| escapable(c) || c > '\x7f') {
+            true => (
+                self.leave(&without(&[('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')], &firsts)),
+                self.leave_wide(&without(&[('\u{80}', char::MAX)], &firsts)),
+            ),
+            false => (self.plain_escapable(), self.plain_wide()),
+        };
+        let ascii = without(&[(' ', '!'), ('#', '['), (']', '\x7f')], &firsts);
+        let ascii = self.leave(&ascii);
+        branches.extend([escaped, ascii, wide]);
+        for c in firsts {
+            let tails: Vec<&[char]> = names
+                .iter()
+                .filter(|n| n.first() == Some(&c))
+                .map(|n| &n[1..])
+                .collect();
+            let first = self.enc.char(self.g, c);
+            let tail = self.node(&tails);
+            branches.push(self.g.seq([first, tail]));
+        }
+        self.g.alt(branches)
     }
-    if !wide.is_empty() {
-        // One rule that every node refers to: the CFG backend calls it instead of inlining a
-        // copy per node.
-        let first = enc.class(g, &wide);
-        let body = g.seq([first, rest]);
+
+    /// A character of `ranges`, then any text.
+    fn leave(&mut self, ranges: &[(char, char)]) -> ExprId {
+        if ranges.is_empty() {
+            return self.g.nothing();
+        }
+        let first = self.enc.class(self.g, ranges);
+        self.g.seq([first, self.rest])
+    }
+
+    /// [`leave`](Self::leave) on wide characters, as one rule: the CFG backend calls it
+    /// instead of inlining a copy per node.
+    fn leave_wide(&mut self, ranges: &[(char, char)]) -> ExprId {
+        let body = self.leave(ranges);
         let name = format!("json text after a wide character {}", body.index());
-        let rule = match g.find_rule(&name) {
+        let rule = match self.g.find_rule(&name) {
             Some(r) => r,
             None => {
-                let r = g.rule(&name);
-                g.define(r, body).expect("a new rule");
+                let r = self.g.rule(&name);
+                self.g.define(r, body).expect("a new rule");
                 r
             }
         };
-        branches.push(g.rule_ref(rule));
+        self.g.rule_ref(rule)
     }
-    for c in firsts {
-        let tails: Vec<&[char]> = names
-            .iter()
-            .filter(|n| n.first() == Some(&c))
-            .map(|n| &n[1..])
-            .collect();
-        let first = enc.char(g, c);
-        let tail = not_in(g, enc, &tails);
-        branches.push(g.seq([first, tail]));
+
+    fn plain_escapable(&mut self) -> ExprId {
+        match self.plain_escapable {
+            Some(e) => e,
+            None => {
+                let e = self.leave(&[('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')]);
+                *self.plain_escapable.insert(e)
+            }
+        }
     }
-    g.alt(branches)
+
+    fn plain_wide(&mut self) -> ExprId {
+        match self.plain_wide {
+            Some(e) => e,
+            None => {
+                let e = self.leave_wide(&[('\u{80}', char::MAX)]);
+                *self.plain_wide.insert(e)
+            }
+        }
+    }
+}
+
+/// `ranges` (sorted, disjoint) minus the sorted characters `minus`.
+fn without(ranges: &[(char, char)], minus: &[char]) -> Vec<(char, char)> {
+    // Neighbours in scalar values: the surrogates are not characters.
+    let before = |c: char| match c {
+        '\u{e000}' => Some('\u{d7ff}'),
+        c => char::from_u32((c as u32).checked_sub(1)?),
+    };
+    let after = |c: char| match c {
+        '\u{d7ff}' => Some('\u{e000}'),
+        c => char::from_u32(c as u32 + 1),
+    };
+    let mut out = Vec::with_capacity(ranges.len() + minus.len());
+    for &(lo, hi) in ranges {
+        let mut from = Some(lo);
+        for &c in minus.iter().filter(|&&c| lo <= c && c <= hi) {
+            if let (Some(f), Some(b)) = (from, before(c)) {
+                if f <= b {
+                    out.push((f, b));
+                }
+            }
+            from = after(c);
+        }
+        if let Some(f) = from.filter(|&f| f <= hi) {
+            out.push((f, hi));
+        }
+    }
+    out
 }
 
 /// A parsed regex over decoded characters, with ECMA-262 classes.
