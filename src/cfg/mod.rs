@@ -56,7 +56,7 @@ use crate::vocab::{TokenId, TokenKind, Vocab};
 
 use chart::{Chart, Overflow, RowLimits};
 use mask::CacheEntry;
-use program::{CompileLimits, Program, SPECIALS};
+use program::{CompileOptions, Program, SPECIALS};
 
 /// Options of the CFG engine: cache budget and the limits that turn pathological grammars into
 /// typed errors instead of hangs.
@@ -83,6 +83,7 @@ pub struct CfgConfig {
     max_row_work: usize,
     context_depth: usize,
     mask_cache: bool,
+    minimize: bool,
     max_forced_bytes: usize,
 }
 
@@ -97,6 +98,7 @@ impl Default for CfgConfig {
             max_row_work: 20_000_000,
             context_depth: 3,
             mask_cache: true,
+            minimize: false,
             max_forced_bytes: 4096,
         }
     }
@@ -164,6 +166,14 @@ impl CfgConfig {
     /// trie with the full parser: same masks, slower; useful to cross-check the cache.
     pub fn mask_cache(mut self, on: bool) -> CfgConfig {
         self.mask_cache = on;
+        self
+    }
+
+    /// Minimize every rule's automaton (Hopcroft), not only the nondeterministic ones. Off by
+    /// default, as in regex-automata's DFAs: on MaskBench it removes 6% of the states, costs a
+    /// sixth of compile time and leaves mask time unchanged. Masks are the same either way.
+    pub fn minimize(mut self, on: bool) -> CfgConfig {
+        self.minimize = on;
         self
     }
 
@@ -243,12 +253,13 @@ impl CfgCompiler {
     /// Compiles an IR grammar. Errors: `UnknownSpecialToken` (a special the vocabulary lacks),
     /// `EmptyLanguage` (the start rule derives nothing), `Limit` (size or time budget).
     pub fn compile(&self, grammar: &Grammar) -> Result<Arc<CfgGrammar>, CompileError> {
-        let limits = CompileLimits {
+        let options = CompileOptions {
             max_states: self.config.max_states,
             max_dfa_states: self.config.max_dfa_states,
             deadline: self.config.compile_time.map(|d| Instant::now() + d),
+            minimize: self.config.minimize,
         };
-        let prog = program::compile(grammar, &self.vocab, &limits)?;
+        let prog = program::compile(grammar, &self.vocab, &options)?;
         let row_limits = self.config.row_limits();
         let initial = Chart::new(&prog, row_limits)
             .map_err(|Overflow(msg)| CompileError::unplaced(CompileErrorKind::Limit, msg))?;

@@ -132,12 +132,15 @@ pub fn ir(gbnf: &str) -> Grammar {
 }
 
 /// The engine configurations every oracle test runs: the adaptive cache, the cache without
-/// context expansion, and the plain trie walk.
+/// context expansion, and the plain trie walk over minimized automata.
 pub fn configs() -> Vec<(&'static str, CfgConfig)> {
     vec![
         ("cached", CfgConfig::new()),
         ("cached, no context", CfgConfig::new().context_depth(0)),
-        ("uncached", CfgConfig::new().mask_cache(false)),
+        (
+            "uncached, minimized",
+            CfgConfig::new().mask_cache(false).minimize(true),
+        ),
     ]
 }
 
