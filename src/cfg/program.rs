@@ -7,7 +7,7 @@
 //! inside its caller instead of a chain of Earley items; rules that recurse only in tail
 //! position (free text around tool calls) are loops inside it, not calls. Fragments are built
 //! once per continuation, so branches that end alike share their ending. Unit automata are
-//! determinized where that stays small and minimized (Hopcroft), so an Earley row inside a
+//! determinized where that stays small (and minimized on request), so an Earley row inside a
 //! terminal-heavy region holds a single item and a byte costs one table lookup.
 //!
 //! Counted repeats (`x{0,100000}`, `x{500,}`) are not unrolled: they become a *counted unit*, a
@@ -1388,8 +1388,8 @@ fn retarget<C: Copy>(
 /// Merges equivalent states: equivalent states of a unit become one, so they share one cached
 /// mask classification and one structural hash.
 ///
-/// A deterministic automaton (every unit but the rare epsilon-removal fallback) is refined
-/// with Hopcroft's algorithm, `O(m log n)`: the subset construction of a keyword trie with
+/// A deterministic automaton (with `CfgConfig::minimize`; the epsilon-removal fallback may
+/// happen to be one) is refined with Hopcroft's algorithm, `O(m log n)`: the subset construction of a keyword trie with
 /// JSON escapes yields chains hundreds of states deep, on which signature refinement needs
 /// one full pass per level. The nondeterministic fallback is refined to bisimilarity by
 /// signatures (sound there too: bisimilar states accept the same language).
