@@ -199,9 +199,7 @@ impl Alphabet {
             }
         }
         distinct.extend(literal.iter().map(ByteSet::byte));
-        let mut sets = refine(ByteSet::FULL, distinct.iter());
-        // Ids in byte order, whatever order the sets came in.
-        sets.sort_unstable_by_key(|c| c.iter().next());
+        let sets = refine(ByteSet::FULL, distinct.iter());
         let mut class_of = [0u8; 256];
         for (id, class) in sets.iter().enumerate() {
             class.iter().for_each(|b| class_of[b as usize] = id as u8);
@@ -223,27 +221,61 @@ impl Alphabet {
     }
 }
 
-/// The coarsest partition of `universe` that every set splits into whole parts (partition
-/// refinement a set at a time, with word-wide set operations: a JSON schema has hundreds of
-/// distinct sets).
+/// The coarsest partition of `universe` that every set splits into whole parts, in order of
+/// each part's least byte.
+///
+/// Partition refinement a set at a time, touching only the bytes of the smaller side of each
+/// cut (the set or its complement in `universe`): a JSON schema has hundreds of distinct sets,
+/// most of them a few letters or everything but a few, and splitting every part by every set
+/// cost a sixth of a schema's Earley compile.
 fn refine<'s>(universe: ByteSet, sets: impl Iterator<Item = &'s ByteSet>) -> Vec<ByteSet> {
-    let mut parts = vec![universe];
-    let mut split = Vec::new();
+    let total = universe.len();
+    let mut part_of = [0u8; 256];
+    let mut size = vec![total as u16];
+    // Bytes of the current cut in each part, and the part its cut bytes move to.
+    let mut hit = [0u16; 256];
+    let mut moved_to = [0u8; 256];
+    let mut touched: Vec<u8> = Vec::new();
     for set in sets {
-        let outside = set.complement();
-        split.clear();
-        for part in &parts {
-            for piece in [part.intersection(set), part.intersection(&outside)] {
-                if !piece.is_empty() {
-                    split.push(piece);
-                }
-            }
-        }
-        std::mem::swap(&mut parts, &mut split);
-        if parts.len() == universe.len() {
+        if size.len() == total {
             break;
         }
+        let inside = set.intersection(&universe);
+        let outside = universe.intersection(&set.complement());
+        let cut = if inside.len() <= outside.len() {
+            inside
+        } else {
+            outside
+        };
+        touched.clear();
+        for b in cut.iter() {
+            let p = part_of[b as usize];
+            if hit[p as usize] == 0 {
+                touched.push(p);
+            }
+            hit[p as usize] += 1;
+        }
+        for &p in &touched {
+            let n = hit[p as usize];
+            moved_to[p as usize] = match n < size[p as usize] {
+                true => {
+                    size[p as usize] -= n;
+                    size.push(n);
+                    (size.len() - 1) as u8
+                }
+                false => p,
+            };
+            hit[p as usize] = 0;
+        }
+        for b in cut.iter() {
+            part_of[b as usize] = moved_to[part_of[b as usize] as usize];
+        }
     }
+    let mut parts = vec![ByteSet::EMPTY; size.len()];
+    for b in universe.iter() {
+        parts[part_of[b as usize] as usize].insert(b);
+    }
+    parts.sort_unstable_by_key(|p| p.iter().next());
     parts
 }
 
@@ -1803,6 +1835,44 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn refine_groups_bytes_by_the_sets_they_are_in() {
+        let mut seed = 0x2545_f491_4f6c_dd1d;
+        for round in 0..200 {
+            // Ranges, single bytes and near-complements, as schemas have.
+            let sets: Vec<ByteSet> = (0..1 + next(&mut seed, 40))
+                .map(|_| {
+                    let lo = next(&mut seed, 256) as u8;
+                    let hi = lo.saturating_add(next(&mut seed, 64) as u8);
+                    match next(&mut seed, 3) {
+                        0 => ByteSet::range(lo, hi),
+                        1 => ByteSet::byte(lo),
+                        _ => ByteSet::range(lo, hi).complement(),
+                    }
+                })
+                .collect();
+            let universe = match round % 2 {
+                0 => ByteSet::FULL,
+                _ => sets.iter().fold(ByteSet::EMPTY, |a, s| a.union(s)),
+            };
+            let parts = refine(universe, sets.iter());
+            let membership = |b: u8| sets.iter().map(|s| s.contains(b)).collect::<Vec<_>>();
+            assert_eq!(
+                parts.iter().fold(ByteSet::EMPTY, |a, p| a.union(p)),
+                universe
+            );
+            for (i, p) in parts.iter().enumerate() {
+                let first = p.iter().next().expect("parts are not empty");
+                assert!(p.iter().all(|b| membership(b) == membership(first)));
+                for q in &parts[i + 1..] {
+                    let other = q.iter().next().unwrap();
+                    assert!(first < other, "parts in order of their least byte");
+                    assert_ne!(membership(first), membership(other));
+                }
+            }
+        }
     }
 
     /// A random partial deterministic automaton over 4 byte classes, 2 specials and 2 calls.

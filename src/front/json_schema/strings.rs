@@ -278,7 +278,10 @@ impl NotIn<'_> {
         let escapable = |c: char| c < ' ' || c == '"' || c == '\\';
         let (escaped, wide) = match firsts.iter().any(|&c| escapable(c) || c > '\x7f') {
             true => (
-                self.leave(&without(&[('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')], &firsts)),
+                self.leave(&without(
+                    &[('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')],
+                    &firsts,
+                )),
                 self.leave_wide(&without(&[('\u{80}', char::MAX)], &firsts)),
             ),
             false => (self.plain_escapable(), self.plain_wide()),
