@@ -597,9 +597,8 @@ impl<'a> Compiler<'a> {
             let at = format!("{pointer}/format");
             let name = f.as_str().unwrap_or_default();
             if let Some(regex) = formats::format_regex(name) {
-                let regex = Regex::whole(&regex).expect("format regexes parse");
                 shape.regexes.push(Constraint {
-                    regex,
+                    regex: regex.clone(),
                     source: format!("format {name:?}"),
                     pointer: at.clone(),
                 });
