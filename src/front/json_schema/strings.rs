@@ -249,6 +249,10 @@ pub(crate) fn text_not_in(
     trie.node(&refs)
 }
 
+/// The characters JSON spells escaped in a key, and those beyond ASCII.
+const ESCAPED: [(char, char); 3] = [('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')];
+const WIDE: [(char, char); 1] = [('\u{80}', char::MAX)];
+
 /// The trie of [`text_not_in`]: at each node, the names' next characters continue the trie
 /// and any other character leaves it for free text.
 struct NotIn<'a> {
@@ -278,11 +282,8 @@ impl NotIn<'_> {
         let escapable = |c: char| c < ' ' || c == '"' || c == '\\';
         let (escaped, wide) = match firsts.iter().any(|&c| escapable(c) || c > '\x7f') {
             true => (
-                self.leave(&without(
-                    &[('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')],
-                    &firsts,
-                )),
-                self.leave_wide(&without(&[('\u{80}', char::MAX)], &firsts)),
+                self.leave_by_rule("an escaped character", &without(&ESCAPED, &firsts)),
+                self.leave_by_rule("a wide character", &without(&WIDE, &firsts)),
             ),
             false => (self.plain_escapable(), self.plain_wide()),
         };
@@ -311,11 +312,14 @@ impl NotIn<'_> {
         self.g.seq([first, self.rest])
     }
 
-    /// [`leave`](Self::leave) on wide characters, as one rule: the CFG backend calls it
-    /// instead of inlining a copy per node.
-    fn leave_wide(&mut self, ranges: &[(char, char)]) -> ExprId {
+    /// [`leave`](Self::leave) as one rule (per `what`, `"an escaped character"` or
+    /// `"a wide character"`): the CFG backend calls it instead of inlining a copy per node.
+    /// Inlined, each node counted the escapes' dozens of states in its size even though the
+    /// automaton builds them once, so a trie of a dozen names split into a dozen units that
+    /// each determinized the escapes again.
+    fn leave_by_rule(&mut self, what: &str, ranges: &[(char, char)]) -> ExprId {
         let body = self.leave(ranges);
-        let name = format!("json text after a wide character {}", body.index());
+        let name = format!("json text after {what} {}", body.index());
         let rule = match self.g.find_rule(&name) {
             Some(r) => r,
             None => {
@@ -331,7 +335,7 @@ impl NotIn<'_> {
         match self.plain_escapable {
             Some(e) => e,
             None => {
-                let e = self.leave(&[('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')]);
+                let e = self.leave_by_rule("an escaped character", &ESCAPED);
                 *self.plain_escapable.insert(e)
             }
         }
@@ -341,7 +345,7 @@ impl NotIn<'_> {
         match self.plain_wide {
             Some(e) => e,
             None => {
-                let e = self.leave_wide(&[('\u{80}', char::MAX)]);
+                let e = self.leave_by_rule("a wide character", &WIDE);
                 *self.plain_wide.insert(e)
             }
         }
