@@ -202,6 +202,31 @@ fn rejected_tokens_leave_the_state_unchanged() {
     assert!(m.is_terminated() && m.is_accepting());
 }
 
+/// After a rollback, a different text whose last row looks the same (a string opened at the
+/// same byte, in an object instead of an array; without context levels, only the run-time
+/// walk tells them apart) gets its own masks, not the ones learnt on the rows that were rolled
+/// back.
+#[test]
+fn rollback_forgets_what_the_removed_rows_decided() {
+    let vocab = common::qwen3();
+    let g = compile(vocab, CfgConfig::new().context_depth(0), &ir(JSON));
+    let in_object = vocab.encode(r#"{"k":"ab"#).unwrap();
+    let in_array = vocab.encode(r#"[1,2,"ab"#).unwrap();
+    let mut fresh = g.matcher();
+    fresh.consume_all(&in_array).unwrap();
+    let expected = mask_of(&mut fresh, vocab);
+    let mut m = g.matcher();
+    m.consume_all(&in_object).unwrap();
+    let object_mask = mask_of(&mut m, vocab);
+    assert_ne!(object_mask, expected, "`\"}}` closes only the object");
+    m.rollback(in_object.len()).unwrap();
+    m.consume_all(&in_array).unwrap();
+    assert_eq!(mask_of(&mut m, vocab), expected);
+    m.reset();
+    m.consume_all(&in_object).unwrap();
+    assert_eq!(mask_of(&mut m, vocab), object_mask);
+}
+
 #[test]
 fn rollback_restores_earlier_masks() {
     let vocab = common::qwen3();

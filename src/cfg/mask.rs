@@ -46,6 +46,7 @@ const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
 const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
 const NEAR_DOMAIN: u64 = 0x6366_676c_6576_0003;
 const NEAR_CONTEXT_DOMAIN: u64 = 0x6366_676c_6576_0004;
+const SETTLED_DOMAIN: u64 = 0x6366_676c_6576_0005;
 
 /// A token's position in the vocabulary trie (see the module notes).
 type Position = u32;
@@ -186,12 +187,73 @@ impl VocabIndex {
 pub(crate) struct Scratch {
     scannable: Vec<Item>,
     pending: Vec<Position>,
+    settled: Settled,
     done: Vec<(u128, Option<u32>)>,
     words: Vec<u32>,
     explored: Vec<(u32, u32)>,
     found: Vec<(u32, Item)>,
     rows: Vec<u32>,
     described: Vec<(u32, u128, u64, u32)>,
+}
+
+impl Scratch {
+    /// Rows under the last one were removed (rollback, reset): what was learnt on them goes.
+    pub fn forget_rows(&mut self) {
+        self.settled.clear();
+    }
+}
+
+/// The run-time walks of one matcher, by the last row's items: which of the tokens that only
+/// the whole chart decides it accepted. While tokens are only consumed the rows under the last
+/// one never change, and every step inside a string ends on the same row, so in a grammar
+/// whose strings the context levels cannot close (recursive JSON values) the walk is done once
+/// per string instead of once per token.
+#[derive(Default, Debug)]
+struct Settled {
+    walks: rustc_hash::FxHashMap<u128, SettledWalk>,
+    positions: usize,
+}
+
+/// By the last row's hash: the tokens walked and those accepted.
+type SettledWalk = (Box<[Position]>, Box<[Position]>);
+
+/// Most positions [`Settled`] holds per matcher (256 KiB); past it, it starts again.
+const MAX_SETTLED_POSITIONS: usize = 1 << 16;
+
+impl Settled {
+    fn clear(&mut self) {
+        self.walks.clear();
+        self.positions = 0;
+    }
+
+    fn get(&self, row: u128, walked: &[Position]) -> Option<&[Position]> {
+        self.walks
+            .get(&row)
+            .filter(|(w, _)| **w == *walked)
+            .map(|(_, accepted)| &**accepted)
+    }
+
+    fn insert(&mut self, row: u128, walked: &[Position], accepted: Vec<Position>) -> &[Position] {
+        let size = walked.len() + accepted.len();
+        if self.positions + size > MAX_SETTLED_POSITIONS {
+            self.clear();
+        }
+        self.positions += size;
+        if let Some((w, a)) = self.walks.insert(row, (walked.into(), accepted.into())) {
+            self.positions -= w.len() + a.len();
+        }
+        &self.walks[&row].1
+    }
+}
+
+fn row_hash(row: &[Item]) -> u128 {
+    let mut h = StructHasher::new(SETTLED_DOMAIN);
+    h.word(row.len() as u64);
+    for it in row {
+        h.word(it.state as u64 | (it.origin as u64) << 32)
+            .word(it.count as u64);
+    }
+    h.finish()
 }
 
 /// Fills `out` (already sized) with the mask after the chart's rows.
@@ -353,12 +415,23 @@ fn fill_cached(
         pending.sort_unstable();
         pending.dedup();
         pending.retain(|&p| !get_bit(out, trie.token_at(p)));
-        let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
-        walk_list(prog, vocab, chart, &mut dfa, &pending, |p, outcome| {
-            if matches!(outcome, Outcome::Accepted) {
-                set_bit(out, trie.token_at(p));
+        let row = row_hash(chart.last_row());
+        let accepted = match scratch.settled.get(row, &pending) {
+            Some(accepted) => accepted,
+            None => {
+                let mut accepted = Vec::new();
+                let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
+                walk_list(prog, vocab, chart, &mut dfa, &pending, |p, outcome| {
+                    if matches!(outcome, Outcome::Accepted) {
+                        accepted.push(p);
+                    }
+                })?;
+                scratch.settled.insert(row, &pending, accepted)
             }
-        })?;
+        };
+        accepted
+            .iter()
+            .for_each(|&p| set_bit(out, trie.token_at(p)));
     }
     scratch.pending = pending;
     Ok(())

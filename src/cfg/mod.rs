@@ -505,6 +505,7 @@ impl Matcher for CfgMatcher {
             return Ok(());
         };
         self.chart.get_mut().truncate(self.history[keep] as usize);
+        self.scratch.forget_rows();
         self.history.truncate(keep);
         self.eos -= n.min(self.eos);
         Ok(())
@@ -568,6 +569,7 @@ impl Matcher for CfgMatcher {
 
     fn reset(&mut self) {
         self.chart.get_mut().truncate(1);
+        self.scratch.forget_rows();
         self.history.clear();
         self.eos = 0;
     }
