@@ -11,8 +11,6 @@
 //! complete. Structures that are equal but numbered differently may hash differently, which
 //! only costs sharing.
 
-use std::collections::HashMap;
-
 use super::program::{tarjan, Program, DEAD, MULTI};
 use crate::ir::{ByteSet, StructHasher};
 
@@ -118,10 +116,11 @@ fn unit_local_hash(
     let mut order: Vec<u32> = vec![unit.start];
     canon[unit.start as usize] = 0;
     let mut i = 0;
+    let mut edges = Edges::default();
     while i < order.len() {
         let s = order[i];
         i += 1;
-        let edges = canonical_edges(prog, s, callee_code);
+        canonical_edges(prog, s, callee_code, &mut edges);
         let mut number = |t: u32, order: &mut Vec<u32>| -> u64 {
             if canon[t as usize] == u32::MAX {
                 canon[t as usize] = order.len() as u32;
@@ -154,7 +153,10 @@ fn unit_local_hash(
     h.finish()
 }
 
+/// A state's edges in canonical order (buffers reused from state to state).
+#[derive(Default)]
 struct Edges<'a> {
+    /// Bytes grouped by target, ordered by least byte.
     bytes: Vec<(ByteSet, u32)>,
     specials: Vec<(&'a str, u32)>,
     calls: Vec<((u64, u128), u32)>,
@@ -164,8 +166,9 @@ fn canonical_edges<'a>(
     prog: &'a Program,
     s: u32,
     callee_code: &dyn Fn(usize) -> (u64, u128),
-) -> Edges<'a> {
-    let mut groups: HashMap<u32, ByteSet> = HashMap::new();
+    out: &mut Edges<'a>,
+) {
+    out.bytes.clear();
     for c in 0..prog.n_classes() {
         let e = prog.entry(s, c);
         if e == DEAD {
@@ -178,28 +181,28 @@ fn canonical_edges<'a>(
         } else {
             prog.targets(e)
         };
+        // A state has a few targets: a scan beats hashing them.
         for &t in targets {
-            let g = groups.entry(t).or_insert(ByteSet::EMPTY);
-            *g = g.union(&set);
+            match out.bytes.iter_mut().find(|(_, u)| *u == t) {
+                Some((group, _)) => *group = group.union(&set),
+                None => out.bytes.push((set, t)),
+            }
         }
     }
-    let mut bytes: Vec<(ByteSet, u32)> = groups.into_iter().map(|(t, set)| (set, t)).collect();
-    bytes.sort_by_key(|(set, t)| (set.iter().next(), *t));
-    let mut specials: Vec<(&str, u32)> = prog
-        .specials_of(s)
-        .iter()
-        .map(|&(sid, t)| (&*prog.specials[sid as usize].0, t))
-        .collect();
-    specials.sort();
-    let mut calls: Vec<((u64, u128), u32)> = prog
-        .calls_of(s)
-        .iter()
-        .map(|c| (callee_code(c.unit as usize), c.ret))
-        .collect();
-    calls.sort();
-    Edges {
-        bytes,
-        specials,
-        calls,
-    }
+    out.bytes
+        .sort_unstable_by_key(|(set, t)| (set.iter().next(), *t));
+    out.specials.clear();
+    out.specials.extend(
+        prog.specials_of(s)
+            .iter()
+            .map(|&(sid, t)| (&*prog.specials[sid as usize].0, t)),
+    );
+    out.specials.sort_unstable();
+    out.calls.clear();
+    out.calls.extend(
+        prog.calls_of(s)
+            .iter()
+            .map(|c| (callee_code(c.unit as usize), c.ret)),
+    );
+    out.calls.sort_unstable();
 }
