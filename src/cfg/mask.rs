@@ -40,7 +40,9 @@ use super::program::{Program, SliceInterner, CALLS, COUNTED, FINAL, RELAXED, SCA
 use super::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::mask::{clear_bit, get_bit, iter_ones, set_bit, StoredMask, Weigh};
-use crate::vocab::{walk_sliced, SliceProbe, Subtree, TokenId, TrieStep, TrieVisitor, Vocab};
+use crate::vocab::{
+    walk_sliced, SliceProbe, SliceProofs, Subtree, TokenId, TrieStep, TrieVisitor, Vocab,
+};
 
 const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
 const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
@@ -971,6 +973,8 @@ pub(crate) struct StateDfa {
     n_classes: usize,
     scratch_rows: Vec<usize>,
     scratch_key: Vec<u32>,
+    /// What slice walks proved about these states.
+    slice_proofs: SliceProofs,
 }
 
 const NO_ROW: u32 = u32::MAX;
@@ -997,6 +1001,7 @@ impl StateDfa {
             n_classes,
             scratch_rows: Vec::new(),
             scratch_key: Vec::new(),
+            slice_proofs: SliceProofs::default(),
         }
     }
 
@@ -1064,7 +1069,10 @@ impl StateDfa {
 
     /// Bytes held (what [`SharedWalks`] bounds).
     fn heap_bytes(&self) -> usize {
-        self.trans.len() * 4 + self.states.heap_bytes() + self.ext.len()
+        self.trans.len() * 4
+            + self.states.heap_bytes()
+            + self.ext.len()
+            + self.slice_proofs.heap_bytes()
     }
 
     /// Puts state `id`'s rows back on the chart, right above the base.
@@ -1237,7 +1245,11 @@ impl<'a> TrieWalk<'a> {
 
     fn walk(&mut self) -> Result<(), Overflow> {
         let root = self.stepper.root();
-        walk_sliced(self.vocab, root, self)?;
+        // The proofs are about this DFA's states: they live and go with it.
+        let mut proofs = std::mem::take(&mut self.stepper.dfa.slice_proofs);
+        let sliced = walk_sliced(self.vocab, root, self, &mut proofs);
+        self.stepper.dfa.slice_proofs = proofs;
+        sliced?;
         self.stepper.finish();
         self.error.take().map_or(Ok(()), Err)
     }

@@ -22,7 +22,9 @@ use super::leaf::Leaf;
 use super::program::{Op, OpId};
 use crate::ir::StructHasher;
 use crate::mask::{set_bit, MaskCache, StoredMask, Weigh};
-use crate::vocab::{walk_sliced, SliceProbe, Subtree, TokenId, TrieStep, TrieVisitor, Vocab};
+use crate::vocab::{
+    walk_sliced, SliceProbe, SliceProofs, Subtree, TokenId, TrieStep, TrieVisitor, Vocab,
+};
 
 /// A cached mask: text tokens in adaptive storage, plus the special tokens and (for a leaf
 /// part) the tokens left for the continuation to decide.
@@ -179,7 +181,8 @@ impl Runtime {
             uncertain: Vec::new(),
             max_cross: 0,
         };
-        let Ok(()) = walk_sliced(&self.vocab, (state, NO_EXIT), &mut walk);
+        let mut proofs = SliceProofs::default();
+        let Ok(()) = walk_sliced(&self.vocab, (state, NO_EXIT), &mut walk, &mut proofs);
         let specials: Vec<TokenId> = leaf
             .specials(state)
             .into_iter()

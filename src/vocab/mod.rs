@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use slice::TokenSlice;
-pub(crate) use slice::{walk_sliced, SliceProbe};
+pub(crate) use slice::{walk_sliced, SliceProbe, SliceProofs};
 pub use trie::{Subtree, TokenTrie, TrieStep, TrieVisitor};
 
 /// A token id, as inference engines pass them.

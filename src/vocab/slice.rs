@@ -185,6 +185,42 @@ fn prefix_table(pattern: &str) -> Vec<u16> {
         .collect()
 }
 
+/// What [`walk_sliced`] learnt about a client's states, kept across walks by a client whose
+/// state identities last (the Earley engine's row DFA of one grammar): each key-trie node of a
+/// JSON object is its own walk, and every one of them leaves the trie into the same free-text
+/// states, which were proven again at each node.
+#[derive(Debug)]
+pub(crate) struct SliceProofs {
+    slices: [Pairs; PATTERNS.len()],
+}
+
+impl Default for SliceProofs {
+    fn default() -> SliceProofs {
+        SliceProofs {
+            slices: std::array::from_fn(|_| Pairs::default()),
+        }
+    }
+}
+
+impl SliceProofs {
+    /// Bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        let pair = std::mem::size_of::<(SliceState, u32)>() + 1;
+        self.slices
+            .iter()
+            .map(|p| (p.proven.capacity() + p.failed.capacity()) * pair)
+            .sum()
+    }
+}
+
+/// (slice state, client identity) pairs: proven to survive every string of the slice from
+/// there (each reaches only proven pairs), or to die on some.
+#[derive(Debug, Default)]
+struct Pairs {
+    proven: FxHashSet<(SliceState, u32)>,
+    failed: FxHashSet<(SliceState, u32)>,
+}
+
 /// A trie-walk client that can also be stepped outside the walk, so [`walk_sliced`] can
 /// decide whole slices of tokens before walking.
 pub(crate) trait SliceProbe: TrieVisitor {
@@ -208,13 +244,17 @@ const MAX_VISITS: usize = 256;
 /// every string keeps the client alive after some first bytes: the slice's tokens starting
 /// with those are accepted at once, and only the slice's rest is walked under them. Inside a
 /// JSON string this visits ~5k tokens of Qwen3's 151k.
+///
+/// `proofs` holds what earlier walks of the same client states proved; it must be used with
+/// one meaning of [`SliceProbe::identity`] only.
 pub(crate) fn walk_sliced<V: SliceProbe>(
     vocab: &Vocab,
     root: V::State,
     v: &mut V,
+    proofs: &mut SliceProofs,
 ) -> Result<(), V::Error> {
-    for slice in vocab.slices() {
-        let (taken, decided) = decide_first_bytes(slice, &root, v)?;
+    for (k, slice) in vocab.slices().iter().enumerate() {
+        let (taken, decided) = decide_first_bytes(slice, &mut proofs.slices[k], &root, v)?;
         if taken.is_empty() {
             continue;
         }
@@ -245,14 +285,13 @@ pub(crate) fn walk_sliced<V: SliceProbe>(
 /// property name stays undecided.
 fn decide_first_bytes<V: SliceProbe>(
     slice: &TokenSlice,
+    pairs: &mut Pairs,
     root: &V::State,
     v: &mut V,
 ) -> Result<(ByteSet, ByteSet), V::Error> {
     let (mut taken, mut decided) = (ByteSet::EMPTY, ByteSet::EMPTY);
-    // Pairs proven to survive (each reaches only proven pairs), pairs that die, and the pairs
-    // of the current first byte.
-    let mut proven: FxHashSet<(SliceState, u32)> = FxHashSet::default();
-    let mut failed: FxHashSet<(SliceState, u32)> = FxHashSet::default();
+    let Pairs { proven, failed } = pairs;
+    // The pairs of the current first byte.
     let mut trail: Vec<(SliceState, u32)> = Vec::new();
     let mut stack: Vec<(SliceState, V::State)> = Vec::new();
     let mut visits = 0;
