@@ -243,15 +243,20 @@ pub(crate) fn text_not_in(
         g,
         enc,
         rest,
-        plain_escapable: None,
-        plain_wide: None,
+        plain_exits: [None; 2],
     };
     trie.node(&refs)
 }
 
-/// The characters JSON spells escaped in a key, and those beyond ASCII.
-const ESCAPED: [(char, char); 3] = [('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')];
-const WIDE: [(char, char); 1] = [('\u{80}', char::MAX)];
+/// Where a key leaves the trie of names on a character other than the ASCII ones JSON writes
+/// raw: the characters it escapes in a key, and those beyond ASCII.
+const EXITS: [(&str, &[(char, char)]); 2] = [
+    (
+        "an escaped character",
+        &[('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')],
+    ),
+    ("a wide character", &[('\u{80}', char::MAX)]),
+];
 
 /// The trie of [`text_not_in`]: at each node, the names' next characters continue the trie
 /// and any other character leaves it for free text.
@@ -260,11 +265,9 @@ struct NotIn<'a> {
     enc: &'a mut dyn TextEncoding,
     /// Any text.
     rest: ExprId,
-    /// The branches leaving on an escapable or a wide character at a node where no name goes
-    /// on with one: names are mostly ASCII and never escaped, so almost every node shares them
-    /// (built once instead of once per node).
-    plain_escapable: Option<ExprId>,
-    plain_wide: Option<ExprId>,
+    /// The [`EXITS`] branches of a node where no name goes on with one of their characters:
+    /// names are mostly ASCII and never escaped, so almost every node shares them.
+    plain_exits: [Option<ExprId>; 2],
 }
 
 impl NotIn<'_> {
@@ -279,17 +282,18 @@ impl NotIn<'_> {
         let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
         firsts.sort_unstable();
         firsts.dedup();
-        let escapable = |c: char| c < ' ' || c == '"' || c == '\\';
-        let (escaped, wide) = match firsts.iter().any(|&c| escapable(c) || c > '\x7f') {
-            true => (
-                self.leave_by_rule("an escaped character", &without(&ESCAPED, &firsts)),
-                self.leave_by_rule("a wide character", &without(&WIDE, &firsts)),
-            ),
-            false => (self.plain_escapable(), self.plain_wide()),
-        };
+        let plain = !firsts
+            .iter()
+            .any(|&c| EXITS.iter().any(|(_, ranges)| contains(ranges, c)));
+        for (i, (what, ranges)) in EXITS.into_iter().enumerate() {
+            let exit = match plain {
+                true => self.plain_exit(i),
+                false => self.leave_by_rule(what, &without(ranges, &firsts)),
+            };
+            branches.push(exit);
+        }
         let ascii = without(&[(' ', '!'), ('#', '['), (']', '\x7f')], &firsts);
-        let ascii = self.leave(&ascii);
-        branches.extend([escaped, ascii, wide]);
+        branches.push(self.leave(&ascii));
         for c in firsts {
             let tails: Vec<&[char]> = names
                 .iter()
@@ -312,11 +316,10 @@ impl NotIn<'_> {
         self.g.seq([first, self.rest])
     }
 
-    /// [`leave`](Self::leave) as one rule (per `what`, `"an escaped character"` or
-    /// `"a wide character"`): the CFG backend calls it instead of inlining a copy per node.
-    /// Inlined, each node counted the escapes' dozens of states in its size even though the
-    /// automaton builds them once, so a trie of a dozen names split into a dozen units that
-    /// each determinized the escapes again.
+    /// [`leave`](Self::leave) as one rule per exit: the CFG backend calls it instead of
+    /// inlining a copy per node. Inlined, each node counted the escapes' dozens of states in
+    /// its size even though the automaton builds them once, so a trie of a dozen names split
+    /// into a dozen units that each determinized the escapes again.
     fn leave_by_rule(&mut self, what: &str, ranges: &[(char, char)]) -> ExprId {
         let body = self.leave(ranges);
         let name = format!("json text after {what} {}", body.index());
@@ -331,24 +334,14 @@ impl NotIn<'_> {
         self.g.rule_ref(rule)
     }
 
-    fn plain_escapable(&mut self) -> ExprId {
-        match self.plain_escapable {
-            Some(e) => e,
-            None => {
-                let e = self.leave_by_rule("an escaped character", &ESCAPED);
-                *self.plain_escapable.insert(e)
-            }
+    /// Exit `i` of [`EXITS`] whole, built once per trie.
+    fn plain_exit(&mut self, i: usize) -> ExprId {
+        if let Some(e) = self.plain_exits[i] {
+            return e;
         }
-    }
-
-    fn plain_wide(&mut self) -> ExprId {
-        match self.plain_wide {
-            Some(e) => e,
-            None => {
-                let e = self.leave_by_rule("a wide character", &WIDE);
-                *self.plain_wide.insert(e)
-            }
-        }
+        let (what, ranges) = EXITS[i];
+        let e = self.leave_by_rule(what, ranges);
+        *self.plain_exits[i].insert(e)
     }
 }
 
