@@ -21,7 +21,8 @@
 //!    `context_depth` levels, as a canonical description): re-walk only the uncertain tokens
 //!    with those callers present (context expansion with the real parents instead of a static
 //!    follow set). What they accept is added; what completes past the outermost caller stays
-//!    uncertain and is checked against the full chart at run time.
+//!    uncertain and is checked against the full chart at run time (each such walk remembered
+//!    by the matcher for as long as the rows under its last row stay).
 //!
 //! Both levels hold exact facts (accepted tokens really are allowed, rejected ones never are),
 //! so a cache hit for a structurally equal item of another grammar is as good as a local one.
