@@ -236,8 +236,12 @@ impl Settled {
             .map(|(_, accepted)| &**accepted)
     }
 
-    fn insert(&mut self, row: u128, walked: &[Position], accepted: Vec<Position>) -> &[Position] {
+    /// Keeps a walk, unless it alone is over the budget.
+    fn insert(&mut self, row: u128, walked: &[Position], accepted: Vec<Position>) {
         let size = walked.len() + accepted.len();
+        if size > MAX_SETTLED_POSITIONS {
+            return;
+        }
         if self.positions + size > MAX_SETTLED_POSITIONS {
             self.clear();
         }
@@ -245,7 +249,6 @@ impl Settled {
         if let Some((w, a)) = self.walks.insert(row, (walked.into(), accepted.into())) {
             self.positions -= w.len() + a.len();
         }
-        &self.walks[&row].1
     }
 }
 
@@ -419,22 +422,22 @@ fn fill_cached(
         pending.dedup();
         pending.retain(|&p| !get_bit(out, trie.token_at(p)));
         let row = row_hash(chart.last_row());
-        let accepted = match scratch.settled.get(row, &pending) {
-            Some(accepted) => accepted,
+        match scratch.settled.get(row, &pending) {
+            Some(accepted) => accepted
+                .iter()
+                .for_each(|&p| set_bit(out, trie.token_at(p))),
             None => {
                 let mut accepted = Vec::new();
                 let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
                 walk_list(prog, vocab, chart, &mut dfa, &pending, |p, outcome| {
                     if matches!(outcome, Outcome::Accepted) {
+                        set_bit(out, trie.token_at(p));
                         accepted.push(p);
                     }
                 })?;
-                scratch.settled.insert(row, &pending, accepted)
+                scratch.settled.insert(row, &pending, accepted);
             }
-        };
-        accepted
-            .iter()
-            .for_each(|&p| set_bit(out, trie.token_at(p)));
+        }
     }
     scratch.pending = pending;
     Ok(())
