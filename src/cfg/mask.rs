@@ -944,7 +944,7 @@ fn walk_list(
                     if taken {
                         Outcome::Accepted
                     } else {
-                        Outcome::Failed { ext: last.ext }
+                        Outcome::Failed { ext: last.ext() }
                     },
                 )
             }
@@ -972,7 +972,8 @@ pub(crate) struct StateDfa {
     states: SliceInterner,
     /// Per state: its last row's EXT flag.
     ext: Vec<bool>,
-    /// `states.len() * n_classes` entries: a state, [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
+    /// `states.len() * n_classes` entries: a state with its EXT flag in [`EXT_BIT`] (read
+    /// together with the state, at every trie node), [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
     trans: Vec<u32>,
     n_classes: usize,
     scratch_rows: Vec<usize>,
@@ -987,6 +988,10 @@ const UNKNOWN: u32 = u32::MAX - 1;
 const IN_CHART: u32 = u32::MAX - 2;
 /// The state with no row above the base (every key of a pushed row has at least one row).
 const ROOT: u32 = 0;
+/// A transition's target has an EXT flag on its last row (the same bit as [`Node::EXT`]).
+const EXT_BIT: u32 = 1 << 31;
+/// Most states a DFA numbers: with [`EXT_BIT`] set, the largest id stays below the markers.
+const MAX_DFA_STATES: usize = (EXT_BIT - 3) as usize;
 const MAX_DFA_ROWS: usize = 8;
 const MAX_DFA_ITEMS: usize = 64;
 
@@ -1014,6 +1019,9 @@ impl StateDfa {
     /// the others are left out: a finished item pointing back one row would otherwise chain
     /// every row of a loop into the structure.
     fn intern(&mut self, prog: &Program, chart: &Chart) -> Option<u32> {
+        if self.ext.len() == MAX_DFA_STATES {
+            return None;
+        }
         let base = self.base;
         let last = chart.num_rows() - 1;
         let keep = |r: usize, it: &Item| r == last || prog.state(it.state).flags & CALLS != 0;
@@ -1099,16 +1107,49 @@ impl StateDfa {
     }
 }
 
-/// The walk's state at a trie node.
+/// The walk's state at a trie node, packed in one word: it is written and read at every trie
+/// node, and a struct of separate fields is stored piecewise and then reloaded whole, which
+/// stalls store forwarding. The low 31 bits are a [`StateDfa`] state or, with
+/// [`Node::IN_CHART`], the number of chart rows underneath this depth.
 #[derive(Clone, Copy)]
-struct Node {
-    /// The row structure at this depth, when it is a [`StateDfa`] state (the chart is then
-    /// not used).
-    dfa: Option<u32>,
-    /// Chart rows underneath this depth (when `dfa` is `None`).
-    rows: u32,
-    /// An EXT completion happened on the path after at least one byte.
-    ext: bool,
+struct Node(u64);
+
+impl Node {
+    /// An EXT completion happened on the path after at least one byte (the bit a known
+    /// transition carries for its target, so following one is an OR).
+    const EXT: u64 = EXT_BIT as u64;
+    /// The row structure is too large for the DFA: it lives in the chart.
+    const IN_CHART: u64 = 1 << 32;
+    const LOW: u64 = Node::EXT - 1;
+
+    fn state(id: u32, ext: bool) -> Node {
+        debug_assert!((id as usize) < MAX_DFA_STATES);
+        Node(id as u64 | if ext { Node::EXT } else { 0 })
+    }
+
+    fn chart(rows: usize, ext: bool) -> Node {
+        debug_assert!(rows as u64 <= Node::LOW, "a chart of 2^31 rows");
+        Node(rows as u64 | Node::IN_CHART | if ext { Node::EXT } else { 0 })
+    }
+
+    /// The node a known transition leads to: its target with the EXT flag of either.
+    fn follow(self, transition: u32) -> Node {
+        Node(transition as u64 | self.0 & Node::EXT)
+    }
+
+    /// The [`StateDfa`] state, unless the structure lives in the chart.
+    fn dfa(self) -> Option<u32> {
+        (self.0 & Node::IN_CHART == 0).then_some((self.0 & Node::LOW) as u32)
+    }
+
+    /// Chart rows underneath this depth (when [`Node::dfa`] is `None`).
+    fn rows(self) -> usize {
+        (self.0 & Node::LOW) as usize
+    }
+
+    fn ext(self) -> bool {
+        self.0 & Node::EXT != 0
+    }
 }
 
 /// Byte steps on top of a chart, memoized by [`StateDfa`]: the chart holds the walk's base
@@ -1144,10 +1185,9 @@ impl<'a> Stepper<'a> {
         } else {
             self.dfa.intern(self.prog, self.chart)
         };
-        Node {
-            dfa,
-            rows: self.start as u32,
-            ext: false,
+        match dfa {
+            Some(id) => Node::state(id, false),
+            None => Node::chart(self.start, false),
         }
     }
 
@@ -1155,7 +1195,7 @@ impl<'a> Stepper<'a> {
     /// transition is a table lookup, inlined into every walk; the rest goes to the chart.
     #[inline(always)]
     fn advance(&mut self, parent: &Node, byte: u8) -> Result<Option<Node>, Overflow> {
-        let Some(r) = parent.dfa else {
+        let Some(r) = parent.dfa() else {
             return self.advance_in_chart(parent, byte, None);
         };
         let slot =
@@ -1163,11 +1203,7 @@ impl<'a> Stepper<'a> {
         match self.dfa.trans[slot] {
             NO_ROW => Ok(None),
             UNKNOWN | IN_CHART => self.advance_in_chart(parent, byte, Some(slot)),
-            id => Ok(Some(Node {
-                dfa: Some(id),
-                rows: 0,
-                ext: parent.ext || self.dfa.ext[id as usize],
-            })),
+            known => Ok(Some(parent.follow(known))),
         }
     }
 
@@ -1182,9 +1218,9 @@ impl<'a> Stepper<'a> {
     ) -> Result<Option<Node>, Overflow> {
         // Under a node in the chart, everything stays in the chart: putting a DFA state back
         // would replace the rows its ancestors still stand on.
-        match parent.dfa {
+        match parent.dfa() {
             Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
-            None => self.chart.truncate(parent.rows as usize),
+            None => self.chart.truncate(parent.rows()),
         }
         if !self.chart.push_byte(self.prog, byte)? {
             if let Some(s) = slot {
@@ -1194,13 +1230,17 @@ impl<'a> Stepper<'a> {
         }
         let id = slot.and_then(|_| self.dfa.intern(self.prog, self.chart));
         if let Some(s) = slot {
-            self.dfa.trans[s] = id.unwrap_or(IN_CHART);
+            self.dfa.trans[s] = match id {
+                Some(id) if self.dfa.ext[id as usize] => id | EXT_BIT,
+                Some(id) => id,
+                None => IN_CHART,
+            };
         }
         let rows = self.chart.num_rows();
-        Ok(Some(Node {
-            dfa: id,
-            rows: rows as u32,
-            ext: parent.ext || self.chart.row_ext(rows - 1),
+        let ext = parent.ext() || self.chart.row_ext(rows - 1);
+        Ok(Some(match id {
+            Some(id) => Node::state(id, ext),
+            None => Node::chart(rows, ext),
         }))
     }
 
@@ -1268,7 +1308,7 @@ impl SliceProbe for TrieWalk<'_> {
 
     /// The DFA state: it fixes every later row. A structure too large for the DFA has none.
     fn identity(&self, s: &Node) -> Option<u32> {
-        s.dfa
+        s.dfa()
     }
 
     fn accepted(&mut self) -> &mut [u32] {
@@ -1280,7 +1320,7 @@ impl SliceProbe for TrieWalk<'_> {
 impl TrieVisitor for TrieWalk<'_> {
     type State = Node;
 
-    #[inline]
+    #[inline(always)]
     fn step(&mut self, parent: &Node, byte: u8, _: usize, subtree: Subtree) -> TrieStep<Node> {
         if self.error.is_some() {
             return TrieStep::Skip;
@@ -1288,7 +1328,7 @@ impl TrieVisitor for TrieWalk<'_> {
         match self.stepper.advance(parent, byte) {
             Ok(Some(next)) => TrieStep::Enter(next),
             Ok(None) => {
-                if parent.ext {
+                if parent.ext() {
                     if let Some(u) = self.uncertain.as_mut() {
                         // Ids, not positions: a walk may run over a slice's own trie.
                         u.extend_from_slice(subtree.tokens());
@@ -1303,7 +1343,7 @@ impl TrieVisitor for TrieWalk<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn tokens(&mut self, _: &Node, tokens: &[TokenId]) {
         tokens.iter().for_each(|&t| set_bit(self.accepted, t));
         if let Some((ids, longest)) = &mut self.listed {
