@@ -411,51 +411,15 @@ impl Vocab {
 
     /// Steps each of `tokens` from `root`, reusing the states of the prefix it shares with the
     /// previous token. Tokens sharing a prefix must be contiguous (trie order, or trie order
-    /// within each first byte): those behind a rejected prefix are then found by a galloping
-    /// search and reported at once, which is what keeps the thousands of tokens behind a space
-    /// cheap. Reports runs of tokens with whether all their bytes were taken, and the last
-    /// state reached (after the whole token, or before the rejected byte).
+    /// within each first byte); see [`walk_sorted`] for what is reported.
     pub(crate) fn walk_tokens<S: Clone, E>(
         &self,
         tokens: &[TokenId],
         root: S,
-        mut advance: impl FnMut(&S, u8) -> Result<Option<S>, E>,
-        mut report: impl FnMut(&[TokenId], bool, &S),
+        advance: impl FnMut(&S, u8) -> Result<Option<S>, E>,
+        report: impl FnMut(&[TokenId], bool, &S),
     ) -> Result<(), E> {
-        // path[d]: the state after the current token's first d bytes.
-        let mut path = vec![root];
-        let mut prev: &[u8] = &[];
-        let mut i = 0;
-        while i < tokens.len() {
-            let bytes = self.token_bytes(tokens[i]);
-            let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
-            prev = bytes;
-            path.truncate(common.min(path.len() - 1) + 1);
-            let mut taken = true;
-            while path.len() <= bytes.len() {
-                let d = path.len() - 1;
-                match advance(&path[d], bytes[d])? {
-                    Some(next) => path.push(next),
-                    None => {
-                        taken = false;
-                        break;
-                    }
-                }
-            }
-            let run = if taken {
-                1
-            } else {
-                1 + self.run_with_prefix(&tokens[i + 1..], &bytes[..path.len()])
-            };
-            report(&tokens[i..i + run], taken, &path[path.len() - 1]);
-            i += run;
-        }
-        Ok(())
-    }
-
-    /// How many of `tokens` (those with `prefix` contiguous at the start) start with `prefix`.
-    fn run_with_prefix(&self, tokens: &[TokenId], prefix: &[u8]) -> usize {
-        gallop(tokens, |t| self.token_bytes(*t).starts_with(prefix))
+        walk_sorted(tokens, |t| self.token_bytes(t), root, advance, report)
     }
 
     /// The token slices mask walks may take whole (see `slice.rs`), built on first use.
@@ -537,6 +501,52 @@ impl Vocab {
             _ => format!("<unused {token}>"),
         }
     }
+}
+
+/// Steps the byte string of each of `items` from `root`, reusing the states of the prefix it
+/// shares with the previous one, so items sharing a prefix must be contiguous. Those behind a
+/// rejected prefix are found by a galloping search and reported at once, which is what keeps
+/// the thousands of tokens behind a space cheap. Reports runs of items with whether all their
+/// bytes were taken, and the last state reached (after the whole string, or before the
+/// rejected byte). Nothing but the items' own bytes is read: a trie walk to a sparse list
+/// would touch every sibling on the way, each a cache miss.
+pub(crate) fn walk_sorted<'b, T: Copy, S: Clone, E>(
+    items: &[T],
+    bytes_of: impl Fn(T) -> &'b [u8],
+    root: S,
+    mut advance: impl FnMut(&S, u8) -> Result<Option<S>, E>,
+    mut report: impl FnMut(&[T], bool, &S),
+) -> Result<(), E> {
+    // path[d]: the state after the current item's first d bytes.
+    let mut path = vec![root];
+    let mut prev: &[u8] = &[];
+    let mut i = 0;
+    while i < items.len() {
+        let bytes = bytes_of(items[i]);
+        let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+        prev = bytes;
+        path.truncate(common.min(path.len() - 1) + 1);
+        let mut taken = true;
+        while path.len() <= bytes.len() {
+            let d = path.len() - 1;
+            match advance(&path[d], bytes[d])? {
+                Some(next) => path.push(next),
+                None => {
+                    taken = false;
+                    break;
+                }
+            }
+        }
+        let run = if taken {
+            1
+        } else {
+            let prefix = &bytes[..path.len()];
+            1 + gallop(&items[i + 1..], |&t| bytes_of(t).starts_with(prefix))
+        };
+        report(&items[i..i + run], taken, &path[path.len() - 1]);
+        i += run;
+    }
+    Ok(())
 }
 
 /// How many items at the start of `items` satisfy `pred` (which holds for a prefix of them),

@@ -5,16 +5,20 @@
 //! rejected byte skips the whole subtree below it (`subtree_end`), which is what makes a walk over
 //! a 150k-token vocabulary cheap (the llguidance paper, §"token trie").
 
-use super::{gallop, TokenId};
+use super::{walk_sorted, TokenId};
 
-/// One node: the byte leading into it from its parent, where its subtree ends, and the range of
-/// `tokens` that end exactly here (several ids can share the same bytes).
+/// One node: the byte leading into it from its parent, where its subtree ends, and where its
+/// tokens start and its subtree's end in `tokens` (the node's own ones, several ids with the
+/// same bytes, end where the next node's start). The subtree's token end is kept here rather
+/// than read from the node at `subtree_end`: a walk tests it at every node, and that node is
+/// far away in memory.
 #[derive(Clone, Copy, Debug)]
 struct Node {
-    byte: u8,
-    depth: u16,
-    subtree_end: u32,
     tokens_start: u32,
+    tokens_end: u32,
+    subtree_end: u32,
+    depth: u16,
+    byte: u8,
 }
 
 /// Prefix tree of the text tokens' bytes, in DFS order.
@@ -48,6 +52,10 @@ struct Node {
 pub struct TokenTrie {
     nodes: Vec<Node>,
     tokens: Vec<TokenId>,
+    /// The tokens' bytes in position order, token `p` ending at `text_ends[p + 1]`: list
+    /// walks read them in order instead of each token's bytes by id, far apart.
+    text: Vec<u8>,
+    text_ends: Vec<u32>,
     max_depth: usize,
 }
 
@@ -102,30 +110,37 @@ impl TokenTrie {
             .collect();
         sorted.sort_unstable();
         let mut nodes = vec![Node {
-            byte: 0,
-            depth: 0,
-            subtree_end: 0,
             tokens_start: 0,
+            tokens_end: 0,
+            subtree_end: 0,
+            depth: 0,
+            byte: 0,
         }];
         let mut out_tokens = Vec::with_capacity(sorted.len());
         // `path[d]` is the index of the open node at depth d along the current token's prefix.
         let mut path: Vec<usize> = vec![0];
         let mut prev: &[u8] = &[];
         let mut max_depth = 0;
+        let mut text = Vec::new();
+        let mut text_ends = vec![0];
         for (bytes, id) in sorted {
+            text.extend_from_slice(bytes);
+            text_ends.push(text.len() as u32);
             let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             // Close nodes deeper than the shared prefix: their subtrees are complete.
             while path.len() > common + 1 {
                 let closed = path.pop().unwrap();
                 nodes[closed].subtree_end = nodes.len() as u32;
+                nodes[closed].tokens_end = out_tokens.len() as u32;
             }
             for (d, &byte) in bytes.iter().enumerate().skip(common) {
                 path.push(nodes.len());
                 nodes.push(Node {
-                    byte,
-                    depth: (d + 1) as u16,
-                    subtree_end: 0,
                     tokens_start: out_tokens.len() as u32,
+                    tokens_end: 0,
+                    subtree_end: 0,
+                    depth: (d + 1) as u16,
+                    byte,
                 });
             }
             out_tokens.push(id);
@@ -134,17 +149,21 @@ impl TokenTrie {
         }
         while let Some(closed) = path.pop() {
             nodes[closed].subtree_end = nodes.len() as u32;
+            nodes[closed].tokens_end = out_tokens.len() as u32;
         }
         // A sentinel so `tokens_start` of node i+1 bounds node i's tokens and the subtree ranges.
         nodes.push(Node {
-            byte: 0,
-            depth: 0,
-            subtree_end: 0,
             tokens_start: out_tokens.len() as u32,
+            tokens_end: out_tokens.len() as u32,
+            subtree_end: 0,
+            depth: 0,
+            byte: 0,
         });
         TokenTrie {
             nodes,
             tokens: out_tokens,
+            text,
+            text_ends,
             max_depth,
         }
     }
@@ -171,8 +190,7 @@ impl TokenTrie {
     }
 
     fn subtree_positions(&self, node: usize) -> std::ops::Range<u32> {
-        let start = self.nodes[node].tokens_start;
-        start..self.nodes[self.nodes[node].subtree_end as usize].tokens_start
+        self.nodes[node].tokens_start..self.nodes[node].tokens_end
     }
 
     /// The token at a *position*: the tokens' index in depth-first order (byte order). A
@@ -202,54 +220,23 @@ impl TokenTrie {
         .map(|i| (self.nodes[i].byte, self.subtree_tokens(i)))
     }
 
-    /// Steps the tokens at `positions` (ascending) from `root`, along the trie: only nodes
-    /// leading to one of them are stepped, a subtree without any is passed over at once, and
-    /// a rejected byte settles every listed token below it. Reports runs of positions with
-    /// whether all their bytes were taken, and the last state reached (after the whole token,
-    /// or before the rejected byte).
+    /// Steps the tokens at `positions` (ascending) from `root`, as [`walk_sorted`] does: a
+    /// token shares the states of the prefix it has in common with the previous one, and a
+    /// rejected byte settles every listed token behind it.
     pub(crate) fn walk_positions<S: Clone, E>(
         &self,
         positions: &[u32],
         root: S,
-        mut advance: impl FnMut(&S, u8) -> Result<Option<S>, E>,
-        mut report: impl FnMut(&[u32], bool, &S),
+        advance: impl FnMut(&S, u8) -> Result<Option<S>, E>,
+        report: impl FnMut(&[u32], bool, &S),
     ) -> Result<(), E> {
-        let mut stack: Vec<S> = Vec::with_capacity(self.max_depth + 1);
-        stack.push(root);
-        let end = self.nodes.len() - 1;
-        // `positions[next..]` are the tokens not reported yet.
-        let mut next = 0;
-        let mut i = 1;
-        while i < end && next < positions.len() {
-            let node = self.nodes[i];
-            let subtree_end = self.nodes[node.subtree_end as usize].tokens_start;
-            if positions[next] >= subtree_end {
-                i = node.subtree_end as usize;
-                continue;
-            }
-            let depth = node.depth as usize;
-            stack.truncate(depth);
-            // Galloping: a node's own tokens are one or two, a rejected subtree's any number.
-            let up_to = |bound: u32| next + gallop(&positions[next..], |&p| p < bound);
-            match advance(&stack[depth - 1], node.byte)? {
-                None => {
-                    let run = up_to(subtree_end);
-                    report(&positions[next..run], false, &stack[depth - 1]);
-                    next = run;
-                    i = node.subtree_end as usize;
-                }
-                Some(state) => {
-                    let own = up_to(self.nodes[i + 1].tokens_start);
-                    if own > next {
-                        report(&positions[next..own], true, &state);
-                        next = own;
-                    }
-                    stack.push(state);
-                    i += 1;
-                }
-            }
-        }
-        Ok(())
+        walk_sorted(positions, |p| self.position_bytes(p), root, advance, report)
+    }
+
+    /// The bytes of the token at `position`.
+    fn position_bytes(&self, position: u32) -> &[u8] {
+        let p = position as usize;
+        &self.text[self.text_ends[p] as usize..self.text_ends[p + 1] as usize]
     }
 
     /// Visits the trie depth-first from `root`, skipping every subtree the visitor rejects.
