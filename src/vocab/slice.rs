@@ -6,6 +6,10 @@
 //! survives every byte string of a slice's language, the slice's tokens are allowed at once and
 //! only its small remainder trie is walked.
 
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use lru::LruCache;
 use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
@@ -29,7 +33,14 @@ pub struct TokenSlice {
     members: Box<[u32]>,
     /// The other text tokens.
     rest: TokenTrie,
+    /// [`TokenSlice::members_starting_with`] for the first-byte sets asked for last: every
+    /// string state of every grammar takes the same bytes, and the set costs a pass over the
+    /// tokens of the bytes left out (~50k when those are the non-ASCII ones).
+    recent: Mutex<LruCache<[u64; 4], Arc<[u32]>>>,
 }
+
+/// How many first-byte sets a slice remembers its members for (19 KiB each on Qwen3).
+const RECENT_FIRST_BYTES: usize = 8;
 
 const DEAD: u16 = u16::MAX;
 
@@ -82,6 +93,9 @@ impl TokenSlice {
             table: table.into(),
             members: words.into(),
             rest,
+            recent: Mutex::new(LruCache::new(
+                NonZeroUsize::new(RECENT_FIRST_BYTES).expect("non-zero"),
+            )),
         }
     }
 
@@ -98,9 +112,18 @@ impl TokenSlice {
         }
     }
 
-    /// Mask words with the slice's tokens that start with a byte of `first` set: bit by bit,
-    /// from whichever side has fewer tokens.
-    fn members_starting_with(&self, vocab: &Vocab, first: &ByteSet) -> Vec<u32> {
+    /// Mask words with the slice's tokens that start with a byte of `first` set.
+    fn members_starting_with(&self, vocab: &Vocab, first: &ByteSet) -> Arc<[u32]> {
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent
+            .get_or_insert(first.words(), || {
+                self.compute_members_starting_with(vocab, first).into()
+            })
+            .clone()
+    }
+
+    /// [`TokenSlice::members_starting_with`], bit by bit from whichever side has fewer tokens.
+    fn compute_members_starting_with(&self, vocab: &Vocab, first: &ByteSet) -> Vec<u32> {
         let groups = || vocab.trie().by_first_byte();
         let count = |inside: bool| -> usize {
             groups()
@@ -261,7 +284,7 @@ pub(crate) fn walk_sliced<V: SliceProbe>(
         let members = slice.members_starting_with(vocab, &taken);
         v.accepted()
             .iter_mut()
-            .zip(members)
+            .zip(members.iter())
             .for_each(|(a, m)| *a |= m);
         // Other first bytes in the whole trie, decided ones in the slice's rest.
         let mut filtered = FirstBytes {
@@ -291,8 +314,9 @@ fn decide_first_bytes<V: SliceProbe>(
 ) -> Result<(ByteSet, ByteSet), V::Error> {
     let (mut taken, mut decided) = (ByteSet::EMPTY, ByteSet::EMPTY);
     let Pairs { proven, failed } = pairs;
-    // The pairs of the current first byte.
+    // The pairs of the current first byte: explored, and met (explored or waiting).
     let mut trail: Vec<(SliceState, u32)> = Vec::new();
+    let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
     let mut stack: Vec<(SliceState, V::State)> = Vec::new();
     let mut visits = 0;
     // Client states met so far. The first byte taken explores the shared structure (a string's
@@ -311,17 +335,21 @@ fn decide_first_bytes<V: SliceProbe>(
             decided.insert(first);
             continue;
         };
+        let Some(id) = v.identity(&state) else {
+            continue;
+        };
         trail.clear();
+        met.clear();
         stack.clear();
-        stack.push((s, state));
+        if !proven.contains(&(s, id)) {
+            met.insert((s, id));
+            stack.push((s, state));
+        }
         while let Some((s, state)) = stack.pop() {
-            let Some(id) = v.identity(&state) else {
-                continue 'first;
-            };
+            let id = v
+                .identity(&state)
+                .expect("only states with an identity are stacked");
             let pair = (s, id);
-            if proven.contains(&pair) || trail.contains(&pair) {
-                continue;
-            }
             if failed.contains(&pair) || trail.len() == MAX_PAIRS || visits == MAX_VISITS {
                 continue 'first;
             }
@@ -333,14 +361,26 @@ fn decide_first_bytes<V: SliceProbe>(
             }
             visits += 1;
             trail.push(pair);
+            // Runs of bytes lead to the same pair (a character class): each pair is looked
+            // up once per run, and stacked once per first byte.
+            let mut previous = None;
             for byte in 0..=u8::MAX {
-                if let Some(next_s) = slice.next(s, byte) {
-                    match v.advance(&state, byte)? {
-                        Some(next) => stack.push((next_s, next)),
-                        None => {
-                            failed.insert(pair);
-                            continue 'first;
-                        }
+                let Some(next_s) = slice.next(s, byte) else {
+                    continue;
+                };
+                let Some(next) = v.advance(&state, byte)? else {
+                    failed.insert(pair);
+                    continue 'first;
+                };
+                // A state without an identity is never proven: this first byte is walked.
+                let Some(next_id) = v.identity(&next) else {
+                    continue 'first;
+                };
+                let next_pair = (next_s, next_id);
+                if previous != Some(next_pair) {
+                    previous = Some(next_pair);
+                    if !proven.contains(&next_pair) && met.insert(next_pair) {
+                        stack.push((next_s, next));
                     }
                 }
             }
