@@ -375,6 +375,11 @@ const UNROLL_MAX_STATES: u32 = 4096;
 /// string with `minLength: 20` took 20 walks of ~5 ms), while as a counted unit every position
 /// shares the loop's relaxed classification.
 const WIDE_UNROLL_MAX_COPIES: u32 = 4;
+/// A bounded repeat whose body reads at least this many distinct bytes counts as wide for
+/// [`WIDE_UNROLL_MAX_COPIES`]: an alphanumeric class (62 bytes; UUID-like patterns
+/// `[0-9A-Za-z]{8}-…`) unrolled made each position a state of its own whose first mask walked
+/// ~100k trie nodes; counted, the positions share the loop's relaxed classification.
+const WIDE_REPEAT_BYTES: usize = 32;
 const MAX_INLINE_DEPTH: usize = 200;
 /// An unbounded loop whose body reads at least this many distinct bytes (a JSON string's
 /// characters, a comment's) becomes its own unit: its states are dense (most tokens stay
@@ -569,7 +574,7 @@ impl<'a> Lowering<'a> {
 
     fn unrolls(&self, body: ExprId, min: u32, max: Option<u32>) -> bool {
         let copies = max.unwrap_or(min.saturating_add(1));
-        let max_copies = match self.width[body.index()].len() >= WIDE_LOOP_BYTES {
+        let max_copies = match self.width[body.index()].len() >= WIDE_REPEAT_BYTES {
             true => WIDE_UNROLL_MAX_COPIES,
             false => UNROLL_MAX_COPIES,
         };
