@@ -114,12 +114,14 @@ impl TokenSlice {
 
     /// Mask words with the slice's tokens that start with a byte of `first` set.
     fn members_starting_with(&self, vocab: &Vocab, first: &ByteSet) -> Arc<[u32]> {
-        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        recent
-            .get_or_insert(first.words(), || {
-                self.compute_members_starting_with(vocab, first).into()
-            })
-            .clone()
+        let recent = || self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(members) = recent().get(&first.words()) {
+            return members.clone();
+        }
+        // Computed unlocked: other threads' walks need other sets meanwhile.
+        let members: Arc<[u32]> = self.compute_members_starting_with(vocab, first).into();
+        recent().put(first.words(), members.clone());
+        members
     }
 
     /// [`TokenSlice::members_starting_with`], bit by bit from whichever side has fewer tokens.
@@ -317,7 +319,7 @@ fn decide_first_bytes<V: SliceProbe>(
     // The pairs of the current first byte: explored, and met (explored or waiting).
     let mut trail: Vec<(SliceState, u32)> = Vec::new();
     let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
-    let mut stack: Vec<(SliceState, V::State)> = Vec::new();
+    let mut stack: Vec<(SliceState, u32, V::State)> = Vec::new();
     let mut visits = 0;
     // Client states met so far. The first byte taken explores the shared structure (a string's
     // character loop and its UTF-8 states); a later one that needs many new states leads into
@@ -343,12 +345,9 @@ fn decide_first_bytes<V: SliceProbe>(
         stack.clear();
         if !proven.contains(&(s, id)) {
             met.insert((s, id));
-            stack.push((s, state));
+            stack.push((s, id, state));
         }
-        while let Some((s, state)) = stack.pop() {
-            let id = v
-                .identity(&state)
-                .expect("only states with an identity are stacked");
+        while let Some((s, id, state)) = stack.pop() {
             let pair = (s, id);
             if failed.contains(&pair) || trail.len() == MAX_PAIRS || visits == MAX_VISITS {
                 continue 'first;
@@ -380,7 +379,7 @@ fn decide_first_bytes<V: SliceProbe>(
                 if previous != Some(next_pair) {
                     previous = Some(next_pair);
                     if !proven.contains(&next_pair) && met.insert(next_pair) {
-                        stack.push((next_s, next));
+                        stack.push((next_s, next_id, next));
                     }
                 }
             }

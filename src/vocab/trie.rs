@@ -10,8 +10,8 @@ use super::{walk_sorted, TokenId};
 /// One node: the byte leading into it from its parent, where its subtree ends, and where its
 /// tokens start and its subtree's end in `tokens` (the node's own ones, several ids with the
 /// same bytes, end where the next node's start). The subtree's token end is kept here rather
-/// than read from the node at `subtree_end`: a walk tests it at every node, and that node is
-/// far away in memory.
+/// than read from the node at `subtree_end`, far away in memory: a walk collecting the tokens
+/// of the subtrees it rejects (uncertain tokens) reads it at each of them.
 #[derive(Clone, Copy, Debug)]
 struct Node {
     tokens_start: u32,
