@@ -206,3 +206,22 @@ fn shared_cache_across_grammars_and_evictions() {
     let tight = run(roomy.bytes / 8);
     assert!(tight.misses > roomy.misses, "{roomy:?} {tight:?}");
 }
+
+/// What may follow a unit is part of its cached classification: the same free-text unit
+/// closed by `>` in one grammar and by `)` in another shares its structural hash, but a token
+/// such as `world)` is rejected by the first unit's callers and accepted by the second's.
+/// Both grammars go through one compiler, so the second would find the first's entries if
+/// the key left the follow set out.
+#[test]
+fn follow_sets_key_shared_classifications() {
+    let vocab = common::qwen3();
+    let compiler = CfgCompiler::new(vocab, CfgConfig::new());
+    for (open, close) in [("<", ">"), ("(", ")")] {
+        let gbnf =
+            format!("root ::= \"{open}\" text \"{close}\" [.!]?\ntext ::= [^<>()\\x00-\\x1f]+\n");
+        let ir = ir(&gbnf);
+        let grammar = compiler.compile(&ir).unwrap();
+        let text = format!("{open}hello world{close}!");
+        check_engines(vocab, &ir, &[("shared", grammar)], &[&text]);
+    }
+}

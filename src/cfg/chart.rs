@@ -10,6 +10,7 @@
 //! recursion needs nothing special; ambiguity is bounded by deduplication within a row.
 
 use super::program::{Program, CALLS, COUNTED, DEAD, FINAL, MULTI};
+use crate::ir::ByteSet;
 
 /// An Earley item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -20,14 +21,16 @@ pub(crate) struct Item {
 }
 
 /// Origin of an item whose unit was entered outside the chart (the unknown context of a
-/// cached classification): completing it is recorded in the row's `ext` flag.
+/// cached classification): completing it is recorded in the row's `follow` set.
 pub(crate) const EXT: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
 struct Row {
     start: u32,
-    /// Some item with origin [`EXT`] completed in this row.
-    ext: bool,
+    /// The bytes that may follow the units of the items with origin [`EXT`] that completed in
+    /// this row ([`Program::follow`]): past such a completion, the unknown context may take
+    /// the next byte only if it is one of these.
+    follow: ByteSet,
 }
 
 /// Bounds on one row, so ambiguous grammars fail with an error instead of running away.
@@ -75,7 +78,8 @@ impl Chart {
             stamp: vec![0; prog.states.len()],
             limits,
         };
-        rows.iter().for_each(|row| chart.push_raw(row, false));
+        rows.iter()
+            .for_each(|row| chart.push_raw(row, ByteSet::EMPTY));
         chart
     }
 
@@ -84,7 +88,8 @@ impl Chart {
         // Stale stamps are harmless: a stamp only lets `add` skip the duplicate check when it
         // differs from the current row.
         self.truncate(0);
-        rows.iter().for_each(|row| self.push_raw(row, false));
+        rows.iter()
+            .for_each(|row| self.push_raw(row, ByteSet::EMPTY));
     }
 
     /// Number of rows (1 + units consumed, for a chart from [`Chart::new`]).
@@ -110,10 +115,10 @@ impl Chart {
         self.row(self.rows.len() - 1)
     }
 
-    /// Did an item with origin [`EXT`] complete in row `r`?
+    /// What may follow the [`EXT`] completions of row `r` (empty without any).
     #[inline]
-    pub fn row_ext(&self, r: usize) -> bool {
-        self.rows[r].ext
+    pub fn row_follow(&self, r: usize) -> &ByteSet {
+        &self.rows[r].follow
     }
 
     /// Drops rows past the first `n`.
@@ -150,10 +155,10 @@ impl Chart {
 
     /// Appends a row holding exactly `items`, without closing it: a row computed earlier on
     /// the same rows underneath, put back to continue from it.
-    pub fn push_raw(&mut self, items: &[Item], ext: bool) {
+    pub fn push_raw(&mut self, items: &[Item], follow: ByteSet) {
         self.rows.push(Row {
             start: self.items.len() as u32,
-            ext,
+            follow,
         });
         self.items.extend_from_slice(items);
     }
@@ -186,7 +191,7 @@ impl Chart {
     fn open_row(&mut self) {
         self.rows.push(Row {
             start: self.items.len() as u32,
-            ext: false,
+            follow: ByteSet::EMPTY,
         });
     }
 
@@ -260,7 +265,10 @@ impl Chart {
             }
             if is_complete(prog, &it) {
                 match it.origin {
-                    EXT => self.rows[here as usize].ext = true,
+                    EXT => {
+                        let row = &mut self.rows[here as usize];
+                        row.follow = row.follow.union(&prog.follow[st.unit as usize]);
+                    }
                     o if o == here => {}
                     o => work += self.complete(prog, st.unit, o as usize),
                 }

@@ -6,11 +6,14 @@
 //! is in the row too). So the mask is the union over scannable items of the tokens each can
 //! start, classified in two cached levels:
 //!
-//! 1. **Item level** (keyed by the state's structural hash): walk the whole token trie with a
-//!    chart holding only the item, its unit entered from an unknown context. A token is
-//!    *accepted* if the item's own derivations take all its bytes, *uncertain* if the unit
-//!    completes inside the token with bytes left over (those need the context), *rejected*
-//!    otherwise. The body of a counted loop is classified together with its loop, whose
+//! 1. **Item level** (keyed by the state's structural hash and what may follow its unit in
+//!    this grammar): walk the whole token trie with a chart holding only the item, its unit
+//!    entered from an unknown context. A token is *accepted* if the item's own derivations
+//!    take all its bytes, *uncertain* if the unit completes inside the token and the byte after
+//!    is one that may follow the unit in some caller (XGrammar's context expansion, as a
+//!    one-byte follow set: `Program::follow`), *rejected* otherwise. Without the follow set,
+//!    a string's content unit left every token with a newline or a tab after some text to the
+//!    context level: a JME key-trie step sent it 2,529 tokens (it accepted 159), now 871. The body of a counted loop is classified together with its loop, whose
 //!    counter is relaxed (XGrammar 2's repetition compression, done exactly: tokens shorter
 //!    than the iterations left cannot tell counters apart, longer ones become uncertain).
 //!    The walk memoizes Earley rows as a lazily built DFA, so dense regions (inside strings)
@@ -32,6 +35,7 @@
 //! sorted trie *positions* ([`TokenTrie::token_at`]), so re-walking one follows the trie,
 //! passing over subtrees without a listed token, instead of reading each token's bytes.
 
+use std::cell::Cell;
 use std::sync::{Arc, PoisonError};
 
 use smallvec::SmallVec;
@@ -39,7 +43,7 @@ use smallvec::SmallVec;
 use super::chart::{Chart, Item, Overflow, EXT};
 use super::program::{Program, SliceInterner, CALLS, COUNTED, FINAL, RELAXED, SCANS, SPECIALS};
 use super::CfgGrammar;
-use crate::ir::StructHasher;
+use crate::ir::{ByteSet, StructHasher};
 use crate::mask::{clear_bit, get_bit, iter_ones, set_bit, StoredMask, Weigh};
 use crate::vocab::{
     walk_sliced, SliceProbe, SliceProofs, Subtree, TokenId, TrieStep, TrieVisitor, Vocab,
@@ -50,6 +54,7 @@ const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
 const NEAR_DOMAIN: u64 = 0x6366_676c_6576_0003;
 const NEAR_CONTEXT_DOMAIN: u64 = 0x6366_676c_6576_0004;
 const SETTLED_DOMAIN: u64 = 0x6366_676c_6576_0005;
+const OUTER_DOMAIN: u64 = 0x6366_676c_6576_0006;
 
 /// A token's position in the vocabulary trie (see the module notes).
 type Position = u32;
@@ -543,7 +548,8 @@ impl Subject {
         }
     }
 
-    /// The item-level key.
+    /// The item-level key. The unit entered from the unknown context (the loop, if lifted)
+    /// adds what may follow it in this grammar: that decides which tokens are uncertain.
     fn key(&self, g: &CfgGrammar) -> u128 {
         let hashes = g.hashes();
         let mut h = StructHasher::new(LEVEL1_DOMAIN);
@@ -553,8 +559,18 @@ impl Subject {
             Some(l) => h.word(1).hash(hashes.state(l)),
             None => h.word(0),
         };
+        let outer = self.lifted.unwrap_or(self.item.state);
+        hash_follow(&mut h, &g.prog, outer);
         h.finish()
     }
+}
+
+/// Adds what may follow `state`'s unit ([`Program::follow`]) to a key.
+fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
+    let follow = &prog.follow[prog.state(state).unit as usize];
+    follow.words().iter().for_each(|&w| {
+        h.word(w);
+    });
 }
 
 /// Item level: the whole trie against the subject alone, the loop's counter (if any) relaxed.
@@ -742,14 +758,22 @@ fn context_key(
     }
     let hashes = g.hashes();
     let cap = cap(&g.vocab);
-    described.extend(found.iter().map(|(r, w)| {
-        (
-            *r,
-            hashes.state(w.state),
-            count_class(prog, w, cap),
-            w.origin,
-        )
-    }));
+    // An outermost caller's unit completes into the unknown context: what may follow it
+    // decides which tokens stay uncertain.
+    let state_key = |w: &Item| match w.origin {
+        EXT => {
+            let mut h = StructHasher::new(OUTER_DOMAIN);
+            h.hash(hashes.state(w.state));
+            hash_follow(&mut h, prog, w.state);
+            h.finish()
+        }
+        _ => hashes.state(w.state),
+    };
+    described.extend(
+        found
+            .iter()
+            .map(|(r, w)| (*r, state_key(w), count_class(prog, w, cap), w.origin)),
+    );
     described.sort_unstable();
     let top_origin = vrow(rows, k.origin);
     let mut h = StructHasher::new(LEVEL2_DOMAIN);
@@ -825,7 +849,7 @@ impl Context {
         let mut accepted = Vec::new();
         let mut still = Vec::new();
         with_shared(g, &self.rows, |chart, dfa| {
-            chart.push_raw(&[self.top], false);
+            chart.push_raw(&[self.top], ByteSet::EMPTY);
             walk_list(
                 &g.prog,
                 &g.vocab,
@@ -916,7 +940,8 @@ fn waits_for(prog: &Program, w: &Item, unit: u32) -> bool {
 enum Outcome {
     Accepted,
     /// Some byte was rejected; `ext` if an [`EXT`] completion happened after at least one byte
-    /// and before the rejected one.
+    /// and before the rejected one, followed by a byte that may follow it
+    /// ([`Program::follow`]): only then can the unknown context take the rest.
     Failed {
         ext: bool,
     },
@@ -933,18 +958,28 @@ fn walk_list(
 ) -> Result<(), Overflow> {
     let mut stepper = Stepper::new(prog, chart, dfa);
     let root = stepper.root();
+    // Whether the context may take the rest of the last rejected token: known to the stepper
+    // at the rejected byte, read when the run behind it is reported.
+    let context_may_continue = Cell::new(false);
     vocab.trie().walk_positions(
         positions,
         root,
-        |node, byte| stepper.advance(node, byte),
-        |run, taken, last| {
+        |node, byte| {
+            let next = stepper.advance(node, byte)?;
+            if next.is_none() {
+                context_may_continue.set(stepper.may_leave(node, byte));
+            }
+            Ok(next)
+        },
+        |run, taken, _| {
             for &p in run {
                 report(
                     p,
-                    if taken {
-                        Outcome::Accepted
-                    } else {
-                        Outcome::Failed { ext: last.ext() }
+                    match taken {
+                        true => Outcome::Accepted,
+                        false => Outcome::Failed {
+                            ext: context_may_continue.get(),
+                        },
                     },
                 )
             }
@@ -970,10 +1005,11 @@ pub(crate) struct StateDfa {
     base: usize,
     /// Per state: `[rows, len of each row.., items (state, origin, count).., EXT flag]`.
     states: SliceInterner,
-    /// Per state: its last row's EXT flag.
-    ext: Vec<bool>,
-    /// `states.len() * n_classes` entries: a state with its EXT flag in [`EXT_BIT`] (read
-    /// together with the state, at every trie node), [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
+    /// Per state: what may follow its last row's EXT completions.
+    follow: Vec<ByteSet>,
+    /// `states.len() * n_classes` entries: a state with [`EXT_BIT`] set when the source
+    /// row's EXT completions may be followed by the class (read together with the state, at
+    /// every trie node), [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
     trans: Vec<u32>,
     n_classes: usize,
     scratch_rows: Vec<usize>,
@@ -988,7 +1024,8 @@ const UNKNOWN: u32 = u32::MAX - 1;
 const IN_CHART: u32 = u32::MAX - 2;
 /// The state with no row above the base (every key of a pushed row has at least one row).
 const ROOT: u32 = 0;
-/// A transition's target has an EXT flag on its last row (the same bit as [`Node::EXT`]).
+/// A transition leaves an EXT completion for a byte that may follow it (the same bit as
+/// [`Node::EXT`]).
 const EXT_BIT: u32 = 1 << 31;
 /// Most states a DFA numbers: with [`EXT_BIT`] set, the largest id stays below the markers.
 const MAX_DFA_STATES: usize = (EXT_BIT - 3) as usize;
@@ -1005,7 +1042,7 @@ impl StateDfa {
         StateDfa {
             base,
             states,
-            ext: vec![false],
+            follow: vec![ByteSet::EMPTY],
             trans: vec![UNKNOWN; n_classes],
             n_classes,
             scratch_rows: Vec::new(),
@@ -1019,7 +1056,7 @@ impl StateDfa {
     /// the others are left out: a finished item pointing back one row would otherwise chain
     /// every row of a loop into the structure.
     fn intern(&mut self, prog: &Program, chart: &Chart) -> Option<u32> {
-        if self.ext.len() == MAX_DFA_STATES {
+        if self.follow.len() == MAX_DFA_STATES {
             return None;
         }
         let base = self.base;
@@ -1066,13 +1103,19 @@ impl StateDfa {
                 key.extend([it.state, origin, it.count]);
             }
         }
-        // The EXT flag last (after what `materialize` reads): a walk's root is a raw row,
-        // whose flag says nothing of its items, so it must not meet a closed row with the
-        // same items and a set flag.
-        key.push(chart.row_ext(last) as u32);
+        // The follow set last (after what `materialize` reads): a walk's root is a raw row,
+        // whose set says nothing of its items, so it must not meet a closed row with the
+        // same items and a set filled in.
+        let follow = *chart.row_follow(last);
+        key.extend(
+            follow
+                .words()
+                .iter()
+                .flat_map(|w| [*w as u32, (*w >> 32) as u32]),
+        );
         let (id, new) = self.states.intern(key);
         if new {
-            self.ext.push(chart.row_ext(last));
+            self.follow.push(follow);
             self.trans
                 .resize(self.trans.len() + self.n_classes, UNKNOWN);
         }
@@ -1083,13 +1126,13 @@ impl StateDfa {
     fn heap_bytes(&self) -> usize {
         self.trans.len() * 4
             + self.states.heap_bytes()
-            + self.ext.len()
+            + self.follow.len() * std::mem::size_of::<ByteSet>()
             + self.slice_proofs.heap_bytes()
     }
 
     /// Puts state `id`'s rows back on the chart, right above the base.
     fn materialize(&self, id: u32, chart: &mut Chart, items: &mut Vec<Item>) {
-        let (key, ext) = (self.states.get(id), self.ext[id as usize]);
+        let (key, follow) = (self.states.get(id), self.follow[id as usize]);
         chart.truncate(self.base);
         let n = key[0] as usize;
         let mut at = 1 + n;
@@ -1102,7 +1145,8 @@ impl StateDfa {
                 count: c[2],
             }));
             at += 3 * len;
-            chart.push_raw(items, r == n - 1 && ext);
+            let last = r == n - 1;
+            chart.push_raw(items, if last { follow } else { ByteSet::EMPTY });
         }
     }
 }
@@ -1115,8 +1159,8 @@ impl StateDfa {
 struct Node(u64);
 
 impl Node {
-    /// An EXT completion happened on the path after at least one byte (the bit a known
-    /// transition carries for its target, so following one is an OR).
+    /// An EXT completion happened on the path after at least one byte, followed by a byte
+    /// that may follow it (the bit a known transition carries, so following one is an OR).
     const EXT: u64 = EXT_BIT as u64;
     /// The row structure is too large for the DFA: it lives in the chart.
     const IN_CHART: u64 = 1 << 32;
@@ -1222,6 +1266,10 @@ impl<'a> Stepper<'a> {
             Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
             None => self.chart.truncate(parent.rows()),
         }
+        let leaves = self
+            .chart
+            .row_follow(self.chart.num_rows() - 1)
+            .contains(byte);
         if !self.chart.push_byte(self.prog, byte)? {
             if let Some(s) = slot {
                 self.dfa.trans[s] = NO_ROW;
@@ -1231,17 +1279,26 @@ impl<'a> Stepper<'a> {
         let id = slot.and_then(|_| self.dfa.intern(self.prog, self.chart));
         if let Some(s) = slot {
             self.dfa.trans[s] = match id {
-                Some(id) if self.dfa.ext[id as usize] => id | EXT_BIT,
+                Some(id) if leaves => id | EXT_BIT,
                 Some(id) => id,
                 None => IN_CHART,
             };
         }
         let rows = self.chart.num_rows();
-        let ext = parent.ext() || self.chart.row_ext(rows - 1);
+        let ext = parent.ext() || leaves;
         Ok(Some(match id {
             Some(id) => Node::state(id, ext),
             None => Node::chart(rows, ext),
         }))
+    }
+
+    /// May the unknown context take `byte` right after an EXT completion in `node`'s last row?
+    fn may_leave(&self, node: &Node, byte: u8) -> bool {
+        let follow = match node.dfa() {
+            Some(id) => &self.dfa.follow[id as usize],
+            None => self.chart.row_follow(node.rows() - 1),
+        };
+        node.ext() || follow.contains(byte)
     }
 
     /// Leaves a live chart as it was. A self-describing chart (base 0) may be left holding
@@ -1328,7 +1385,7 @@ impl TrieVisitor for TrieWalk<'_> {
         match self.stepper.advance(parent, byte) {
             Ok(Some(next)) => TrieStep::Enter(next),
             Ok(None) => {
-                if parent.ext() {
+                if self.uncertain.is_some() && self.stepper.may_leave(parent, byte) {
                     if let Some(u) = self.uncertain.as_mut() {
                         // Ids, not positions: a walk may run over a slice's own trie.
                         u.extend_from_slice(subtree.tokens());

@@ -295,6 +295,10 @@ pub(crate) struct Program {
     pub special_edges: Vec<(u32, u32)>,
     /// Special tokens the grammar names: content and vocabulary id.
     pub specials: Vec<(Box<str>, TokenId)>,
+    /// Per unit, the bytes that may come right after it completes, in any caller (a
+    /// superset). A token the unit alone rejects on a byte outside them, after completing,
+    /// is rejected in every context: the mask cache need not ask the context about it.
+    pub follow: Vec<ByteSet>,
 }
 
 impl Program {
@@ -343,6 +347,61 @@ impl Program {
             }
         }
         out
+    }
+
+    /// [`Program::follow`], by two fixpoints. A unit's first bytes: its start state's, and
+    /// its start's callees' (every byte when one can be empty). What may follow a call's
+    /// return state: its own bytes, its callees' first bytes, and, when it may end its unit,
+    /// whatever follows that unit; a unit is followed by what follows each of its calls. A
+    /// counted unit's state calls the body and returns to itself, so a body is followed by
+    /// its own first bytes and by what follows the loop.
+    fn follow_sets(&self) -> Vec<ByteSet> {
+        let n = self.units.len();
+        let callees_first = |s: u32, first: &[ByteSet]| {
+            self.calls_of(s).iter().fold(ByteSet::EMPTY, |acc, c| {
+                match self.units[c.unit as usize].nullable {
+                    true => ByteSet::FULL,
+                    false => acc.union(&first[c.unit as usize]),
+                }
+            })
+        };
+        let own: Vec<ByteSet> = self
+            .units
+            .iter()
+            .map(|u| self.first_bytes(u.start))
+            .collect();
+        let mut first = own.clone();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for u in 0..n {
+                let f = own[u].union(&callees_first(self.units[u].start, &first));
+                changed |= f != first[u];
+                first[u] = f;
+            }
+        }
+        let mut rets: Vec<(u32, u32)> = self.calls.iter().map(|c| (c.unit, c.ret)).collect();
+        rets.sort_unstable();
+        rets.dedup();
+        let next_own: Vec<ByteSet> = rets
+            .iter()
+            .map(|&(_, r)| self.first_bytes(r).union(&callees_first(r, &first)))
+            .collect();
+        let mut follow = vec![ByteSet::EMPTY; n];
+        changed = true;
+        while changed {
+            changed = false;
+            for (&(unit, ret), next) in rets.iter().zip(&next_own) {
+                let st = self.state(ret);
+                let mut f = follow[unit as usize].union(next);
+                if st.flags & (FINAL | COUNTED) != 0 {
+                    f = f.union(&follow[st.unit as usize]);
+                }
+                changed |= f != follow[unit as usize];
+                follow[unit as usize] = f;
+            }
+        }
+        follow
     }
 
     /// The special index of a vocabulary token, if the grammar names it.
@@ -992,6 +1051,7 @@ impl<'a> Lowering<'a> {
             calls: Vec::new(),
             special_edges: Vec::new(),
             specials: self.specials,
+            follow: Vec::new(),
         };
         // First pass: state offsets.
         let mut offset = Vec::with_capacity(order.len());
@@ -1124,6 +1184,7 @@ impl<'a> Lowering<'a> {
                 _ => unreachable!(),
             }
         }
+        prog.follow = prog.follow_sets();
         Ok(prog)
     }
 }
