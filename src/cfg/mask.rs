@@ -1003,7 +1003,8 @@ fn walk_list(
 /// states mean something only on top of those rows, and the DFA lives for one walk.
 pub(crate) struct StateDfa {
     base: usize,
-    /// Per state: `[rows, len of each row.., items (state, origin, count).., EXT flag]`.
+    /// Per state: `[rows, len of each row.., items (state, origin, count).., follow set of
+    /// the last row's EXT completions (8 words)]`.
     states: SliceInterner,
     /// Per state: what may follow its last row's EXT completions.
     follow: Vec<ByteSet>,
@@ -1176,7 +1177,8 @@ impl Node {
         Node(rows as u64 | Node::IN_CHART | if ext { Node::EXT } else { 0 })
     }
 
-    /// The node a known transition leads to: its target with the EXT flag of either.
+    /// The node a known transition leads to: its target, with [`Node::EXT`] set if it was
+    /// set here or the transition sets it.
     fn follow(self, transition: u32) -> Node {
         Node(transition as u64 | self.0 & Node::EXT)
     }
