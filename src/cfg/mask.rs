@@ -13,8 +13,9 @@
 //!    is one that may follow the unit in some caller (XGrammar's context expansion, as a
 //!    one-byte follow set: `Program::follow`), *rejected* otherwise. Without the follow set,
 //!    a string's content unit left every token with a newline or a tab after some text to the
-//!    context level: a JME key-trie step sent it 2,529 tokens (it accepted 159), now 871. The body of a counted loop is classified together with its loop, whose
-//!    counter is relaxed (XGrammar 2's repetition compression, done exactly: tokens shorter
+//!    context level: a JME key-trie step sent it 2,529 tokens (it accepted 159), now 871.
+//!    The body of a counted loop is classified together with its loop, whose counter is
+//!    relaxed (XGrammar 2's repetition compression, done exactly: tokens shorter
 //!    than the iterations left cannot tell counters apart, longer ones become uncertain).
 //!    The walk memoizes Earley rows as a lazily built DFA, so dense regions (inside strings)
 //!    cost a table lookup per trie node, and takes whole token slices (`vocab/slice.rs`) when
@@ -32,8 +33,9 @@
 //! Special tokens and EOS are decided directly from the last row.
 //!
 //! Token lists (uncertain tokens, a context's accepted ones, the run-time checks) are kept as
-//! sorted trie *positions* ([`TokenTrie::token_at`]), so re-walking one follows the trie,
-//! passing over subtrees without a listed token, instead of reading each token's bytes.
+//! sorted trie *positions* ([`TokenTrie::token_at`]): the trie keeps its tokens' bytes in that
+//! order, so re-walking a list reads them in order and steps each token from the prefix it
+//! shares with the previous one.
 
 use std::cell::Cell;
 use std::sync::{Arc, PoisonError};
@@ -1387,8 +1389,8 @@ impl TrieVisitor for TrieWalk<'_> {
         match self.stepper.advance(parent, byte) {
             Ok(Some(next)) => TrieStep::Enter(next),
             Ok(None) => {
-                if self.uncertain.is_some() && self.stepper.may_leave(parent, byte) {
-                    if let Some(u) = self.uncertain.as_mut() {
+                if let Some(u) = self.uncertain.as_mut() {
+                    if self.stepper.may_leave(parent, byte) {
                         // Ids, not positions: a walk may run over a slice's own trie.
                         u.extend_from_slice(subtree.tokens());
                     }
