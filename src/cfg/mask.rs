@@ -1376,6 +1376,10 @@ impl SliceProbe for TrieWalk<'_> {
         self.listed = None;
         self.accepted
     }
+
+    fn byte_class(&self, byte: u8) -> u8 {
+        self.stepper.prog.alphabet.class_of[byte as usize]
+    }
 }
 
 impl TrieVisitor for TrieWalk<'_> {

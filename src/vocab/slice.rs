@@ -29,14 +29,17 @@ const PATTERNS: [&str; 2] = [r"[^<]*", r#"[^\x00-\x1F"\\]*"#];
 pub struct TokenSlice {
     /// `256` entries per state: the next state, or [`DEAD`] when no prefix continues so.
     table: Box<[u16]>,
+    /// Bytes whose columns of `table` agree share a class.
+    classes: [u8; 256],
     /// Mask words: the text tokens inside the language.
-    members: Box<[u32]>,
+    members: Arc<[u32]>,
     /// The other text tokens.
     rest: TokenTrie,
     /// [`TokenSlice::members_starting_with`] for the first-byte sets asked for last: every
-    /// string state of every grammar takes the same bytes, and the set costs a pass over the
-    /// tokens of the bytes left out (~50k when those are the non-ASCII ones).
-    recent: Mutex<LruCache<[u64; 4], Arc<[u32]>>>,
+    /// string state of every grammar takes the same bytes, and a set costs a pass over the
+    /// tokens of the bytes where it differs from the nearest one known (~50k when those are
+    /// the non-ASCII ones).
+    recent: Mutex<LruCache<ByteSet, Arc<[u32]>>>,
 }
 
 /// How many first-byte sets a slice remembers its members for (19 KiB each on Qwen3).
@@ -90,6 +93,7 @@ impl TokenSlice {
                 .map(|t| (t, vocab.token_bytes(t))),
         );
         TokenSlice {
+            classes: column_classes(&table),
             table: table.into(),
             members: words.into(),
             rest,
@@ -115,39 +119,45 @@ impl TokenSlice {
     /// Mask words with the slice's tokens that start with a byte of `first` set.
     fn members_starting_with(&self, vocab: &Vocab, first: &ByteSet) -> Arc<[u32]> {
         let recent = || self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(members) = recent().get(&first.words()) {
-            return members.clone();
+        // Starting points: no member, every member, and the sets asked for last. Key-trie
+        // nodes of one object ask for sets a byte or two apart, so a recent set is usually
+        // one group of tokens away, where the others are ~50k.
+        let mut bases: Vec<(ByteSet, Option<Arc<[u32]>>)> = vec![
+            (ByteSet::EMPTY, None),
+            (ByteSet::FULL, Some(self.members.clone())),
+        ];
+        {
+            let mut recent = recent();
+            if let Some(members) = recent.get(first) {
+                return members.clone();
+            }
+            bases.extend(recent.iter().map(|(set, m)| (*set, Some(m.clone()))));
         }
         // Computed unlocked: other threads' walks need other sets meanwhile.
-        let members: Arc<[u32]> = self.compute_members_starting_with(vocab, first).into();
-        recent().put(first.words(), members.clone());
-        members
-    }
-
-    /// [`TokenSlice::members_starting_with`], bit by bit from whichever side has fewer tokens.
-    fn compute_members_starting_with(&self, vocab: &Vocab, first: &ByteSet) -> Vec<u32> {
         let groups = || vocab.trie().by_first_byte();
-        let count = |inside: bool| -> usize {
+        let cost = |base: &ByteSet| -> usize {
             groups()
-                .filter(|(b, _)| first.contains(*b) == inside)
+                .filter(|(b, _)| base.contains(*b) != first.contains(*b))
                 .map(|(_, ts)| ts.len())
                 .sum()
         };
-        if count(true) < count(false) {
-            let mut words = vec![0u32; self.members.len()];
-            for (_, tokens) in groups().filter(|(b, _)| first.contains(*b)) {
-                for &t in tokens.iter().filter(|&&t| get_bit(&self.members, t)) {
-                    set_bit(&mut words, t);
-                }
+        let (base, words) = bases
+            .into_iter()
+            .min_by_key(|(set, _)| cost(set))
+            .expect("two bases at least");
+        let mut words = words.map_or_else(|| vec![0; self.members.len()], |w| w.to_vec());
+        for (b, tokens) in groups().filter(|(b, _)| base.contains(*b) != first.contains(*b)) {
+            match first.contains(b) {
+                true => tokens
+                    .iter()
+                    .filter(|&&t| get_bit(&self.members, t))
+                    .for_each(|&t| set_bit(&mut words, t)),
+                false => tokens.iter().for_each(|&t| clear_bit(&mut words, t)),
             }
-            words
-        } else {
-            let mut words = self.members.to_vec();
-            for (_, tokens) in groups().filter(|(b, _)| !first.contains(*b)) {
-                tokens.iter().for_each(|&t| clear_bit(&mut words, t));
-            }
-            words
         }
+        let members: Arc<[u32]> = words.into();
+        recent().put(*first, members.clone());
+        members
     }
 
     /// The trie of the text tokens outside the slice.
@@ -210,6 +220,25 @@ fn prefix_table(pattern: &str) -> Vec<u16> {
         .collect()
 }
 
+/// Numbers the distinct columns of a 256-wide table: bytes every state treats alike.
+fn column_classes(table: &[u16]) -> [u8; 256] {
+    let column = |b: usize| {
+        table
+            .iter()
+            .skip(b)
+            .step_by(256)
+            .copied()
+            .collect::<Vec<u16>>()
+    };
+    let mut seen: FxHashMap<Vec<u16>, u8> = FxHashMap::default();
+    let mut classes = [0u8; 256];
+    for (b, class) in classes.iter_mut().enumerate() {
+        let next = seen.len() as u8;
+        *class = *seen.entry(column(b)).or_insert(next);
+    }
+    classes
+}
+
 /// What [`walk_sliced`] learnt about a client's states, kept across walks by a client whose
 /// state identities last (the Earley engine's row DFA of one grammar): each key-trie node of a
 /// JSON object is its own walk, and every one of them leaves the trie into the same free-text
@@ -233,7 +262,10 @@ impl SliceProofs {
         let pair = std::mem::size_of::<(SliceState, u32)>() + 1;
         self.slices
             .iter()
-            .map(|p| (p.proven.capacity() + p.failed.capacity()) * pair)
+            .map(|p| {
+                (p.proven.capacity() + p.failed.capacity()) * pair
+                    + p.classes.capacity() * std::mem::size_of::<(u8, ByteSet)>()
+            })
             .sum()
     }
 }
@@ -244,6 +276,9 @@ impl SliceProofs {
 struct Pairs {
     proven: FxHashSet<(SliceState, u32)>,
     failed: FxHashSet<(SliceState, u32)>,
+    /// Bytes alike to the slice and to the client, each class with its least byte (computed
+    /// on first use): exploring that byte stands for the class.
+    classes: Vec<(u8, ByteSet)>,
 }
 
 /// A trie-walk client that can also be stepped outside the walk, so [`walk_sliced`] can
@@ -257,6 +292,11 @@ pub(crate) trait SliceProbe: TrieVisitor {
     fn identity(&self, s: &Self::State) -> Option<u32>;
     /// The mask words of the tokens accepted so far.
     fn accepted(&mut self) -> &mut [u32];
+    /// A number per byte, shared only by bytes that every state treats alike (each byte its
+    /// own, by default).
+    fn byte_class(&self, byte: u8) -> u8 {
+        byte
+    }
 }
 
 /// Most (slice state, walk state) pairs explored per first byte before leaving it to the walk,
@@ -315,7 +355,14 @@ fn decide_first_bytes<V: SliceProbe>(
     v: &mut V,
 ) -> Result<(ByteSet, ByteSet), V::Error> {
     let (mut taken, mut decided) = (ByteSet::EMPTY, ByteSet::EMPTY);
-    let Pairs { proven, failed } = pairs;
+    if pairs.classes.is_empty() {
+        pairs.classes = joint_classes(slice, v);
+    }
+    let Pairs {
+        proven,
+        failed,
+        classes,
+    } = pairs;
     // The pairs of the current first byte: explored, and met (explored or waiting).
     let mut trail: Vec<(SliceState, u32)> = Vec::new();
     let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
@@ -326,15 +373,15 @@ fn decide_first_bytes<V: SliceProbe>(
     // a property name, and walking its subtree costs less than proving every state of the name
     // against every byte.
     let mut known: FxHashSet<u32> = FxHashSet::default();
-    'first: for first in 0..=u8::MAX {
+    'first: for &(first, alike) in classes.iter() {
         let mut new_states = 0;
         let max_new_states = if taken.is_empty() { 32 } else { 4 };
         let Some(s) = slice.next(slice.start(), first) else {
-            decided.insert(first);
+            decided = decided.union(&alike);
             continue;
         };
         let Some(state) = v.advance(root, first)? else {
-            decided.insert(first);
+            decided = decided.union(&alike);
             continue;
         };
         let Some(id) = v.identity(&state) else {
@@ -360,10 +407,10 @@ fn decide_first_bytes<V: SliceProbe>(
             }
             visits += 1;
             trail.push(pair);
-            // Runs of bytes lead to the same pair (a character class): each pair is looked
-            // up once per run, and stacked once per first byte.
+            // Runs of classes lead to the same pair (a string's characters): each pair is
+            // looked up once per run, and stacked once per first byte.
             let mut previous = None;
-            for byte in 0..=u8::MAX {
+            for &(byte, _) in classes.iter() {
                 let Some(next_s) = slice.next(s, byte) else {
                     continue;
                 };
@@ -385,10 +432,25 @@ fn decide_first_bytes<V: SliceProbe>(
             }
         }
         proven.extend(trail.drain(..));
-        taken.insert(first);
-        decided.insert(first);
+        taken = taken.union(&alike);
+        decided = decided.union(&alike);
     }
     Ok((taken, decided))
+}
+
+/// The classes of bytes that both the slice and the client treat alike, by least byte.
+fn joint_classes<V: SliceProbe>(slice: &TokenSlice, v: &V) -> Vec<(u8, ByteSet)> {
+    let mut index: FxHashMap<(u8, u8), usize> = FxHashMap::default();
+    let mut classes: Vec<(u8, ByteSet)> = Vec::new();
+    for b in 0..=u8::MAX {
+        let key = (v.byte_class(b), slice.classes[b as usize]);
+        let i = *index.entry(key).or_insert_with(|| {
+            classes.push((b, ByteSet::EMPTY));
+            classes.len() - 1
+        });
+        classes[i].1.insert(b);
+    }
+    classes
 }
 
 /// A walk restricted to some first bytes.
@@ -423,6 +485,31 @@ impl<V: TrieVisitor> TrieVisitor for FirstBytes<'_, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn members_starting_with_any_set_match_a_filter_of_the_members() {
+        let vocab = Vocab::embedded_qwen3().unwrap();
+        let slice = &vocab.slices()[1];
+        let ascii = ByteSet::range(0x20, 0x7E);
+        let without = |bytes: &[u8]| {
+            let mut left_out = ByteSet::EMPTY;
+            bytes.iter().for_each(|&b| left_out.insert(b));
+            ascii.intersection(&left_out.complement())
+        };
+        // A set, its neighbours a byte or two away (built from it), unrelated ones, and the
+        // set again after more than the remembered number of others.
+        let mut sets = vec![ascii, without(b"B"), without(b"BM"), ascii.complement()];
+        sets.extend((0..RECENT_FIRST_BYTES as u8).map(|i| without(&[b'a' + i])));
+        sets.extend([ByteSet::EMPTY, ByteSet::FULL, without(b"B")]);
+        for first in sets {
+            let members = slice.members_starting_with(&vocab, &first);
+            for t in 0..vocab.len() as TokenId {
+                let starts = vocab.token_bytes(t).first().is_some_and(|&b| first.contains(b));
+                let expected = get_bit(&slice.members, t) && starts;
+                assert_eq!(get_bit(&members, t), expected, "token {t} with {first:?}");
+            }
+        }
+    }
 
     #[test]
     fn members_and_rest_partition_the_text_tokens() {
