@@ -128,6 +128,22 @@ fn bounded_string() {
     );
 }
 
+/// Bounded loops (counted, past the unrolling limit) whose iterations a token does not fix:
+/// after `a`, `ab` may go on or a new iteration may start; `[a-z]+` may end after any letter.
+/// Near the bound the mask cache cannot count iterations along the trie and walks those tokens
+/// with the real counter.
+#[test]
+fn bounded_loops_over_ambiguous_bodies() {
+    let ab = format!("<{}>", "ab".repeat(20));
+    let a = format!("<{}>", "a".repeat(40));
+    let words = format!("({})", ["ab", "c"].repeat(6).join(" "));
+    check_oracle(
+        common::qwen3(),
+        r#"root ::= "<" ("ab" | "a" | "b" "c"?){1,40} ">" | "(" ([a-z]+ " "?){1,40} ")""#,
+        &[&ab, &a, "<abcabca>", &words],
+    );
+}
+
 /// A state whose first bytes differ: after `a` any string content (taken as a slice), after `b`
 /// only digits (walked), others rejected.
 #[test]

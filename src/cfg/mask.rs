@@ -57,6 +57,7 @@ const NEAR_DOMAIN: u64 = 0x6366_676c_6576_0003;
 const NEAR_CONTEXT_DOMAIN: u64 = 0x6366_676c_6576_0004;
 const SETTLED_DOMAIN: u64 = 0x6366_676c_6576_0005;
 const OUTER_DOMAIN: u64 = 0x6366_676c_6576_0006;
+const STARTS_DOMAIN: u64 = 0x6366_676c_6576_0007;
 
 /// A token's position in the vocabulary trie (see the module notes).
 type Position = u32;
@@ -75,10 +76,16 @@ pub(crate) enum CacheEntry {
         uncertain: Box<[Position]>,
     },
     /// What a loop with this many iterations left makes of an item-level entry's accepted
-    /// tokens (they stay inside the loop, so nothing else decides): the ones it cannot take,
-    /// or, when few iterations are left, the ones it can.
-    NearBound(NearBound),
+    /// tokens (they stay inside the loop, so nothing else decides): the ones it can take.
+    NearBound(StoredMask),
+    /// Per token id, the loop iterations it starts past the one in progress, for a lifted
+    /// subject ([`iteration_starts`]); [`UNKNOWN_STARTS`] where that is not one number.
+    Starts(Box<[u16]>),
 }
+
+/// A token whose iteration starts the table does not know (ambiguous boundaries on its path,
+/// a structure too deep for the row DFA, or a token the walk rejected).
+const UNKNOWN_STARTS: u16 = u16::MAX;
 
 impl Weigh for CacheEntry {
     fn weight(&self) -> usize {
@@ -93,8 +100,8 @@ impl Weigh for CacheEntry {
                     accepted,
                     uncertain,
                 } => (accepted.len() + uncertain.len()) * 4,
-                CacheEntry::NearBound(NearBound::Invalid(invalid)) => invalid.len() * 4,
-                CacheEntry::NearBound(NearBound::Valid(valid)) => valid.heap_bytes(),
+                CacheEntry::NearBound(valid) => valid.heap_bytes(),
+                CacheEntry::Starts(starts) => starts.len() * 2,
             }
     }
 }
@@ -106,17 +113,14 @@ pub(crate) struct VocabIndex {
     by_len: Box<[TokenId]>,
     /// Position of each token (`u32::MAX` for non-text ids).
     position: Box<[Position]>,
-    /// `nodes_upto[d]`: trie nodes of at most `d` bytes.
-    nodes_upto: Box<[usize]>,
 }
 
 impl VocabIndex {
     pub fn new(vocab: &Vocab) -> VocabIndex {
-        struct Order(Vec<u32>, u32, Vec<usize>);
+        struct Order(Vec<u32>, u32);
         impl TrieVisitor for Order {
             type State = ();
-            fn step(&mut self, _: &(), _: u8, depth: usize, _: Subtree) -> TrieStep<()> {
-                self.2[depth] += 1;
+            fn step(&mut self, _: &(), _: u8, _: usize, _: Subtree) -> TrieStep<()> {
                 TrieStep::Enter(())
             }
             fn tokens(&mut self, _: &(), tokens: &[TokenId]) {
@@ -126,16 +130,8 @@ impl VocabIndex {
                 }
             }
         }
-        let mut order = Order(
-            vec![u32::MAX; vocab.len()],
-            0,
-            vec![0; vocab.max_token_len() + 1],
-        );
+        let mut order = Order(vec![u32::MAX; vocab.len()], 0);
         vocab.trie().walk((), &mut order);
-        let mut nodes_upto = order.2;
-        for d in 1..nodes_upto.len() {
-            nodes_upto[d] += nodes_upto[d - 1];
-        }
         let mut by_len: Vec<TokenId> = (0..vocab.len() as TokenId)
             .filter(|&t| order.0[t as usize] != u32::MAX)
             .collect();
@@ -143,7 +139,6 @@ impl VocabIndex {
         VocabIndex {
             by_len: by_len.into(),
             position: order.0.into(),
-            nodes_upto: nodes_upto.into(),
         }
     }
 
@@ -152,13 +147,6 @@ impl VocabIndex {
         &self.by_len[..self
             .by_len
             .partition_point(|&t| vocab.token_bytes(t).len() > n as usize)]
-    }
-
-    /// Trie nodes (token prefixes) of at most `depth` bytes: what a walk that dies past that
-    /// depth visits.
-    fn nodes_upto(&self, depth: u32) -> usize {
-        let d = (depth as usize).min(self.nodes_upto.len() - 1);
-        self.nodes_upto[d]
     }
 
     /// Bytes of the longest token set in `words` (0 if none). Few set bits are read directly:
@@ -198,8 +186,7 @@ pub(crate) struct Scratch {
     scannable: Vec<Item>,
     pending: Vec<Position>,
     settled: Settled,
-    done: Vec<(u128, Option<u32>)>,
-    words: Vec<u32>,
+    done: Vec<u128>,
     explored: Vec<(u32, u32)>,
     found: Vec<(u32, Item)>,
     rows: Vec<u32>,
@@ -336,36 +323,33 @@ fn fill_cached(
         else {
             unreachable!("item keys hold item entries")
         };
-        if !scratch.done.contains(&(k1, subject.left)) {
-            match subject.left {
-                Some(left) if left < *longest => {
-                    let key = StructHasher::new(NEAR_DOMAIN)
-                        .hash(k1)
-                        .word(left as u64)
-                        .finish();
-                    let near = cached(g, key, || near_bound(g, &subject, left, accepted))?;
-                    let CacheEntry::NearBound(near) = &*near else {
+        // The accepted tokens this subject's loop can take, by the loop's counters when a token
+        // could reach its bound.
+        let near = match subject.left {
+            Some(left) if left < *longest => {
+                let counts = subject.loop_counts(g, chart);
+                let mut key = StructHasher::new(NEAR_DOMAIN);
+                key.hash(k1);
+                counts.iter().for_each(|&n| {
+                    key.word(n as u64);
+                });
+                Some((key.finish(), counts))
+            }
+            _ => None,
+        };
+        let done = near.as_ref().map_or(k1, |(key, _)| *key);
+        if !scratch.done.contains(&done) {
+            match &near {
+                Some((key, counts)) => {
+                    let near = cached(g, *key, || near_bound(g, &subject, counts, accepted))?;
+                    let CacheEntry::NearBound(valid) = &*near else {
                         unreachable!("near-bound keys hold near-bound entries")
                     };
-                    match near {
-                        NearBound::Invalid(invalid) if invalid.is_empty() => {
-                            accepted.or_into(out, vocab.text_mask())
-                        }
-                        NearBound::Invalid(invalid) => {
-                            let words = &mut scratch.words;
-                            words.resize(vocab.mask_words(), 0);
-                            accepted.write_to(words, vocab.text_mask());
-                            invalid
-                                .iter()
-                                .for_each(|&p| clear_bit(words, trie.token_at(p)));
-                            out.iter_mut().zip(words.iter()).for_each(|(o, w)| *o |= w);
-                        }
-                        NearBound::Valid(valid) => valid.or_into(out, vocab.text_mask()),
-                    }
+                    valid.or_into(out, vocab.text_mask());
                 }
-                _ => accepted.or_into(out, vocab.text_mask()),
+                None => accepted.or_into(out, vocab.text_mask()),
             }
-            scratch.done.push((k1, subject.left));
+            scratch.done.push(done);
         }
         if uncertain.is_empty() {
             continue;
@@ -508,10 +492,10 @@ struct Subject {
     item: Item,
     /// The loop's counted state.
     lifted: Option<u32>,
-    /// Fewest iterations the loop's items have left, when a token could use them all up
-    /// (fewer than `cap`).
+    /// Iterations the loop has left (the most, over its items), when a token could use them
+    /// all up (fewer than `cap`).
     left: Option<u32>,
-    /// Every loop item has reached its minimum: the context level may relax them too.
+    /// The loop, with one counter, has reached its minimum: the context level may relax it too.
     relax: bool,
 }
 
@@ -525,29 +509,50 @@ impl Subject {
             relax: false,
         };
         let unit = prog.state(k.state).unit;
-        let (mut lifted, mut left, mut relax) = (None, None, true);
+        let mut lifted = None;
         for w in chart.row(k.origin as usize) {
             if !waits_for(prog, w, unit) {
                 continue;
             }
-            let st = prog.state(w.state);
-            if st.flags & COUNTED == 0 || lifted.is_some_and(|l| l != w.state) {
+            if prog.state(w.state).flags & COUNTED == 0 || lifted.is_some_and(|l| l != w.state) {
                 return plain;
             }
             lifted = Some(w.state);
-            let c = prog.units[st.unit as usize].counted.expect("counted state");
-            if let Some(l) = c.left(w.count) {
-                left = Some(left.map_or(l, |m: u32| m.min(l)));
-            }
-            relax &= c.complete(w.count);
         }
-        let left = left.filter(|&l| l < cap(&g.vocab));
+        let Some(state) = lifted else {
+            return plain;
+        };
+        let counts = Subject { lifted, ..plain }.loop_counts(g, chart);
+        let c = prog.units[prog.state(state).unit as usize]
+            .counted
+            .expect("counted state");
+        // Derivations that reached this row after different numbers of iterations: a token
+        // fits if it fits one of them, so the most iterations left bound it.
+        let left = counts
+            .iter()
+            .map(|&n| c.left(n))
+            .try_fold(0, |most, l| l.map(|l| most.max(l)));
         Subject {
             item: *k,
             lifted,
-            left,
-            relax: relax && lifted.is_some(),
+            left: left.filter(|&l| l < cap(&g.vocab)),
+            relax: counts.len() == 1 && c.complete(counts[0]),
         }
+    }
+
+    /// The counters of the loop's items waiting for the subject (one per derivation that
+    /// reached its row after a different number of iterations).
+    fn loop_counts(&self, g: &CfgGrammar, chart: &Chart) -> SmallVec<[u32; 2]> {
+        let unit = g.prog.state(self.item.state).unit;
+        let mut counts = SmallVec::new();
+        for w in chart.row(self.item.origin as usize) {
+            let waiting = Some(w.state) == self.lifted && waits_for(&g.prog, w, unit);
+            if waiting && !counts.contains(&w.count) {
+                counts.push(w.count);
+            }
+        }
+        counts.sort_unstable();
+        counts
     }
 
     /// The item-level key. The unit entered from the unknown context (the loop, if lifted)
@@ -565,6 +570,31 @@ impl Subject {
         hash_follow(&mut h, &g.prog, outer);
         h.finish()
     }
+
+    /// The chart the subject is walked on: the item alone, its unit entered from an unknown
+    /// context, or the item under its loop's items with these counters.
+    fn rows(&self, counts: &[u32]) -> Vec<Vec<Item>> {
+        match self.lifted {
+            Some(l) => vec![
+                counts
+                    .iter()
+                    .map(|&count| Item {
+                        state: l,
+                        origin: EXT,
+                        count,
+                    })
+                    .collect(),
+                vec![Item {
+                    origin: 0,
+                    ..self.item
+                }],
+            ],
+            None => vec![vec![Item {
+                origin: EXT,
+                ..self.item
+            }]],
+        }
+    }
 }
 
 /// Adds what may follow `state`'s unit ([`Program::follow`]) to a key.
@@ -579,23 +609,7 @@ fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
 fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow> {
     let prog = &g.prog;
     let vocab = &g.vocab;
-    let rows = match subject.lifted {
-        Some(l) => vec![
-            vec![Item {
-                state: l,
-                origin: EXT,
-                count: RELAXED,
-            }],
-            vec![Item {
-                origin: 0,
-                ..subject.item
-            }],
-        ],
-        None => vec![vec![Item {
-            origin: EXT,
-            ..subject.item
-        }]],
-    };
+    let rows = subject.rows(&[RELAXED]);
     let mut words = vec![0u32; vocab.mask_words()];
     let mut uncertain = Vec::new();
     let listed = with_shared(g, &rows, |chart, dfa| {
@@ -619,25 +633,17 @@ fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow>
     })
 }
 
-/// A near-bound classification (see [`CacheEntry::NearBound`]).
-#[derive(Debug)]
-pub(crate) enum NearBound {
-    /// The accepted tokens the loop cannot take (positions).
-    Invalid(Box<[Position]>),
-    /// The accepted tokens the loop can take (all others cannot).
-    Valid(StoredMask),
-}
-
-/// What a lifted subject's loop with `left` iterations left makes of its accepted tokens, by
-/// whichever walk is shorter. Only tokens longer than `left` bytes can tell (an iteration reads
-/// a byte at least), so with many iterations left those few are re-walked with the real bound;
-/// with few left, a walk from the real bound dies a few bytes down every branch of the trie,
-/// and what it accepts is the answer. The lower bound does not matter: accepted tokens never
-/// complete the loop.
+/// What a lifted subject's loop, its items at `counts`, makes of its accepted tokens (see
+/// [`CacheEntry::NearBound`]): the ones it can take. An accepted token never completes the
+/// loop, so only the upper bound matters, and only through the iterations the token starts
+/// past the one in progress: each needs the counter below the bound, so the loop takes the
+/// token iff it starts fewer than the most iterations any item has left. The counts come from
+/// a table shared by every bound of every loop over the same body ([`iteration_starts`]); the
+/// few tokens it does not know are walked with the real counters.
 fn near_bound(
     g: &CfgGrammar,
     subject: &Subject,
-    left: u32,
+    counts: &[u32],
     accepted: &StoredMask,
 ) -> Result<CacheEntry, Overflow> {
     let (prog, vocab) = (&g.prog, &g.vocab);
@@ -645,47 +651,193 @@ fn near_bound(
     let c = prog.units[prog.state(l).unit as usize]
         .counted
         .expect("counted state");
-    let rows = [
-        vec![Item {
-            state: l,
-            origin: EXT,
-            count: c.max - left,
-        }],
-        vec![Item {
-            origin: 0,
-            ..subject.item
-        }],
-    ];
-    let long_tokens = g.index.longer_than(vocab, left);
-    // A listed token costs a sort and a walk; a trie node, a step (a few bytes past the
-    // bound, where every ASCII path dies).
-    if g.index.nodes_upto(left + 2) < long_tokens.len() * 4 {
-        let mut words = vec![0u32; vocab.mask_words()];
-        with_shared(g, &rows, |chart, dfa| {
-            TrieWalk::new(prog, vocab, chart, dfa, &mut words, None).walk()
-        })?;
-        return Ok(CacheEntry::NearBound(NearBound::Valid(stored(
-            &words,
-            vocab.text_mask(),
-        ))));
-    }
+    let left = subject.left.expect("near a bound");
+    let hashes = g.hashes();
+    let key = StructHasher::new(STARTS_DOMAIN)
+        .hash(hashes.state(subject.item.state))
+        .word(subject.item.count as u64)
+        .hash(hashes.state(prog.units[c.body as usize].start))
+        .finish();
+    let table = cached(g, key, || iteration_starts(g, subject))?;
+    let CacheEntry::Starts(starts) = &*table else {
+        unreachable!("starts keys hold starts entries")
+    };
     let mut words = vec![0u32; vocab.mask_words()];
     accepted.write_to(&mut words, vocab.text_mask());
-    let mut long: Vec<Position> = long_tokens
-        .iter()
-        .filter(|&&t| get_bit(&words, t))
-        .map(|&t| g.index.position(t))
-        .collect();
-    long.sort_unstable();
-    let mut invalid = Vec::new();
-    with_shared(g, &rows, |chart, dfa| {
-        walk_list(prog, vocab, chart, dfa, &long, |p, outcome| {
-            if !matches!(outcome, Outcome::Accepted) {
-                invalid.push(p);
+    let below = left.min(UNKNOWN_STARTS as u32) as u16;
+    // Unknown counts: a token of at most `left` bytes cannot start `left` iterations (each
+    // reads a byte, and the first byte continues the one in progress); longer ones are walked.
+    let mut unknown = Vec::new();
+    let long = g.index.longer_than(vocab, left);
+    if long.len() * 16 < vocab.len() {
+        // Far from the bound only a few long tokens can tell.
+        for &t in long {
+            match starts[t as usize] {
+                _ if !get_bit(&words, t) => {}
+                n if n < below => {}
+                UNKNOWN_STARTS => {
+                    clear_bit(&mut words, t);
+                    unknown.push(g.index.position(t));
+                }
+                _ => clear_bit(&mut words, t),
             }
-        })
+        }
+    } else {
+        // Near it most tokens can: one pass over the table.
+        for (i, (w, chunk)) in words.iter_mut().zip(starts.chunks(32)).enumerate() {
+            let (takes, unknowns) = starts_below(chunk, below);
+            let mut unknown_here = *w & unknowns;
+            *w &= takes;
+            while unknown_here != 0 {
+                let t = (i * 32) as TokenId + unknown_here.trailing_zeros();
+                unknown_here &= unknown_here - 1;
+                match vocab.token_bytes(t).len() as u32 > left {
+                    true => unknown.push(g.index.position(t)),
+                    false => *w |= 1 << (t % 32),
+                }
+            }
+        }
+    }
+    if !unknown.is_empty() {
+        unknown.sort_unstable();
+        let rows = subject.rows(counts);
+        let trie = vocab.trie();
+        with_shared(g, &rows, |chart, dfa| {
+            walk_list(prog, vocab, chart, dfa, &unknown, |p, outcome| {
+                if matches!(outcome, Outcome::Accepted) {
+                    set_bit(&mut words, trie.token_at(p));
+                }
+            })
+        })?;
+    }
+    Ok(CacheEntry::NearBound(stored(&words, vocab.text_mask())))
+}
+
+/// Bits of the tokens of a 32-token chunk that start fewer than `below` iterations, and of
+/// those the table does not know.
+#[inline]
+fn starts_below(chunk: &[u16], below: u16) -> (u32, u32) {
+    let mut lanes = [UNKNOWN_STARTS; 32];
+    lanes[..chunk.len()].copy_from_slice(chunk);
+    let (mut takes, mut unknowns) = (0u32, 0u32);
+    for (j, &n) in lanes.iter().enumerate() {
+        takes |= ((n < below) as u32) << j;
+        unknowns |= ((n == UNKNOWN_STARTS) as u32) << j;
+    }
+    (takes, unknowns)
+}
+
+/// The iteration starts table of a lifted subject: a walk of the whole trie with the loop
+/// relaxed, counting along each path the bytes read at an iteration boundary (where the only
+/// way on is a new iteration). Where a row both continues an iteration and could start one,
+/// the tokens below it get [`UNKNOWN_STARTS`].
+fn iteration_starts(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow> {
+    let (prog, vocab) = (&g.prog, &g.vocab);
+    let lifted = subject.lifted.expect("only loop bodies have bounds");
+    let rows = subject.rows(&[RELAXED]);
+    let mut starts = vec![UNKNOWN_STARTS; vocab.len()];
+    with_shared(g, &rows, |chart, dfa| {
+        let mut walk = StartsWalk {
+            stepper: Stepper::new(prog, chart, dfa),
+            lifted,
+            boundaries: Vec::new(),
+            starts: &mut starts,
+            error: None,
+        };
+        let root = walk.stepper.root();
+        vocab.trie().walk((root, 0), &mut walk);
+        walk.stepper.finish();
+        walk.error.map_or(Ok(()), Err)
     })?;
-    Ok(CacheEntry::NearBound(NearBound::Invalid(invalid.into())))
+    Ok(CacheEntry::Starts(starts.into()))
+}
+
+/// Where a row stands in the lifted loop's iterations.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Boundary {
+    /// Inside an iteration: the next byte continues it.
+    Inside,
+    /// Between iterations: the next byte starts one.
+    Between,
+    /// Both (or a structure the row DFA does not hold).
+    Unknown,
+}
+
+/// The walk of [`iteration_starts`]; its state is the row DFA's and the starts so far.
+struct StartsWalk<'a> {
+    stepper: Stepper<'a>,
+    lifted: u32,
+    /// Per row-DFA state, where it stands (`None`: not looked at yet).
+    boundaries: Vec<Option<Boundary>>,
+    starts: &'a mut [u16],
+    error: Option<Overflow>,
+}
+
+impl StartsWalk<'_> {
+    fn boundary(&mut self, node: &Node) -> Boundary {
+        let Some(id) = node.dfa() else {
+            return Boundary::Unknown;
+        };
+        let id = id as usize;
+        if id >= self.boundaries.len() {
+            self.boundaries.resize(id + 1, None);
+        }
+        if let Some(b) = self.boundaries[id] {
+            return b;
+        }
+        // The loop's item in the last row means an iteration just ended; any other item from
+        // an earlier row that can still read or call continues one.
+        let prog = self.stepper.prog;
+        let (here, last) = self.stepper.dfa.last_row(id as u32);
+        let (mut ended, mut continues) = (false, false);
+        for it in last {
+            if it.state == self.lifted && it.origin == EXT {
+                ended = true;
+            } else if it.origin != here && prog.state(it.state).flags & (SCANS | CALLS) != 0 {
+                continues = true;
+            }
+        }
+        let b = match (ended, continues) {
+            (false, _) => Boundary::Inside,
+            (true, false) => Boundary::Between,
+            (true, true) => Boundary::Unknown,
+        };
+        self.boundaries[id] = Some(b);
+        b
+    }
+}
+
+impl TrieVisitor for StartsWalk<'_> {
+    type State = (Node, u16);
+
+    fn step(
+        &mut self,
+        (parent, n): &(Node, u16),
+        byte: u8,
+        _: usize,
+        _: Subtree,
+    ) -> TrieStep<(Node, u16)> {
+        if self.error.is_some() {
+            return TrieStep::Skip;
+        }
+        let n = match (self.boundary(parent), *n) {
+            (_, UNKNOWN_STARTS) | (Boundary::Unknown, _) => UNKNOWN_STARTS,
+            (Boundary::Between, n) => (n + 1).min(UNKNOWN_STARTS - 1),
+            (Boundary::Inside, n) => n,
+        };
+        match self.stepper.advance(parent, byte) {
+            Ok(Some(next)) => TrieStep::Enter((next, n)),
+            Ok(None) => TrieStep::Skip,
+            Err(e) => {
+                self.error = Some(e);
+                TrieStep::Skip
+            }
+        }
+    }
+
+    fn tokens(&mut self, &(_, n): &(Node, u16), tokens: &[TokenId]) {
+        tokens.iter().for_each(|&t| self.starts[t as usize] = n);
+    }
 }
 
 /// Gathers `k`'s callers in the chart into `scratch` (callers of its unit in its origin row,
@@ -1131,6 +1283,24 @@ impl StateDfa {
             + self.states.heap_bytes()
             + self.follow.len() * std::mem::size_of::<ByteSet>()
             + self.slice_proofs.heap_bytes()
+    }
+
+    /// The number state `id`'s last row would have on the chart, and its items.
+    fn last_row(&self, id: u32) -> (u32, impl Iterator<Item = Item> + '_) {
+        let key = self.states.get(id);
+        let n = key[0] as usize;
+        let lens = &key[1..1 + n];
+        let (before, last) = match lens.split_last() {
+            Some((&last, before)) => (before.iter().sum::<u32>() as usize, last as usize),
+            None => (0, 0),
+        };
+        let at = 1 + n + 3 * before;
+        let items = key[at..at + 3 * last].chunks(3).map(|c| Item {
+            state: c[0],
+            origin: c[1],
+            count: c[2],
+        });
+        ((self.base + n.max(1) - 1) as u32, items)
     }
 
     /// Puts state `id`'s rows back on the chart, right above the base.

@@ -504,7 +504,10 @@ mod tests {
         for first in sets {
             let members = slice.members_starting_with(&vocab, &first);
             for t in 0..vocab.len() as TokenId {
-                let starts = vocab.token_bytes(t).first().is_some_and(|&b| first.contains(b));
+                let starts = vocab
+                    .token_bytes(t)
+                    .first()
+                    .is_some_and(|&b| first.contains(b));
                 let expected = get_bit(&slice.members, t) && starts;
                 assert_eq!(get_bit(&members, t), expected, "token {t} with {first:?}");
             }
