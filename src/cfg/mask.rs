@@ -15,8 +15,9 @@
 //!    a string's content unit left every token with a newline or a tab after some text to the
 //!    context level: a JME key-trie step sent it 2,529 tokens (it accepted 159), now 871.
 //!    The body of a counted loop is classified together with its loop, whose counter is
-//!    relaxed (XGrammar 2's repetition compression, done exactly: tokens shorter
-//!    than the iterations left cannot tell counters apart, longer ones become uncertain).
+//!    relaxed (XGrammar 2's repetition compression, done exactly): near the bound, the
+//!    accepted tokens that start too many iterations are dropped, by a table of the
+//!    iterations each token starts that one walk per loop body fills ([`iteration_starts`]).
 //!    The walk memoizes Earley rows as a lazily built DFA, so dense regions (inside strings)
 //!    cost a table lookup per trie node, and takes whole token slices (`vocab/slice.rs`) when
 //!    the item survives every string of one: inside a JSON string only ~5k of Qwen3's 151k
