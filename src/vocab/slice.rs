@@ -33,6 +33,9 @@ pub struct TokenSlice {
     classes: [u8; 256],
     /// Mask words: the text tokens inside the language.
     members: Arc<[u32]>,
+    /// The members starting with an ASCII byte, and those starting with another: the sets a
+    /// first walk asks for are near one of them (a string's characters, a UTF-8 lead byte).
+    halves: [(ByteSet, Arc<[u32]>); 2],
     /// The other text tokens.
     rest: TokenTrie,
     /// [`TokenSlice::members_starting_with`] for the first-byte sets asked for last: every
@@ -92,9 +95,16 @@ impl TokenSlice {
                 .filter(|&t| get_bit(vocab.text_mask(), t) && !get_bit(&words, t))
                 .map(|t| (t, vocab.token_bytes(t))),
         );
+        let ascii = ByteSet::range(0, 0x7F);
+        let half = |set: ByteSet| {
+            let mut half = vec![0; words.len()];
+            rebase(vocab, &words, &mut half, &ByteSet::EMPTY, &set);
+            (set, half.into())
+        };
         TokenSlice {
             classes: column_classes(&table),
             table: table.into(),
+            halves: [half(ascii), half(ascii.complement())],
             members: words.into(),
             rest,
             recent: Mutex::new(LruCache::new(
@@ -119,13 +129,14 @@ impl TokenSlice {
     /// Mask words with the slice's tokens that start with a byte of `first` set.
     fn members_starting_with(&self, vocab: &Vocab, first: &ByteSet) -> Arc<[u32]> {
         let recent = || self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        // Starting points: no member, every member, and the sets asked for last. Key-trie
-        // nodes of one object ask for sets a byte or two apart, so a recent set is usually
-        // one group of tokens away, where the others are ~50k.
+        // Starting points: no member, every member, the two halves, and the sets asked for
+        // last. Key-trie nodes of one object ask for sets a byte or two apart, so a recent set
+        // is usually one group of tokens away, where the others are ~50k.
         let mut bases: Vec<(ByteSet, Option<Arc<[u32]>>)> = vec![
             (ByteSet::EMPTY, None),
             (ByteSet::FULL, Some(self.members.clone())),
         ];
+        bases.extend(self.halves.iter().map(|(set, m)| (*set, Some(m.clone()))));
         {
             let mut recent = recent();
             if let Some(members) = recent.get(first) {
@@ -134,9 +145,10 @@ impl TokenSlice {
             bases.extend(recent.iter().map(|(set, m)| (*set, Some(m.clone()))));
         }
         // Computed unlocked: other threads' walks need other sets meanwhile.
-        let groups = || vocab.trie().by_first_byte();
         let cost = |base: &ByteSet| -> usize {
-            groups()
+            vocab
+                .trie()
+                .by_first_byte()
                 .filter(|(b, _)| base.contains(*b) != first.contains(*b))
                 .map(|(_, ts)| ts.len())
                 .sum()
@@ -146,15 +158,7 @@ impl TokenSlice {
             .min_by_key(|(set, _)| cost(set))
             .expect("two bases at least");
         let mut words = words.map_or_else(|| vec![0; self.members.len()], |w| w.to_vec());
-        for (b, tokens) in groups().filter(|(b, _)| base.contains(*b) != first.contains(*b)) {
-            match first.contains(b) {
-                true => tokens
-                    .iter()
-                    .filter(|&&t| get_bit(&self.members, t))
-                    .for_each(|&t| set_bit(&mut words, t)),
-                false => tokens.iter().for_each(|&t| clear_bit(&mut words, t)),
-            }
-        }
+        rebase(vocab, &self.members, &mut words, &base, first);
         let members: Arc<[u32]> = words.into();
         recent().put(*first, members.clone());
         members
@@ -218,6 +222,21 @@ fn prefix_table(pattern: &str) -> Vec<u16> {
     next.iter()
         .flat_map(|row| row.iter().map(|&t| if alive[t] { t as u16 } else { DEAD }))
         .collect()
+}
+
+/// Turns `words`, the `members` starting with a byte of `from`, into those starting with a
+/// byte of `to`: a pass over the tokens of the first bytes where the two sets differ.
+fn rebase(vocab: &Vocab, members: &[u32], words: &mut [u32], from: &ByteSet, to: &ByteSet) {
+    let differ = |b: u8| from.contains(b) != to.contains(b);
+    for (b, tokens) in vocab.trie().by_first_byte().filter(|(b, _)| differ(*b)) {
+        match to.contains(b) {
+            true => tokens
+                .iter()
+                .filter(|&&t| get_bit(members, t))
+                .for_each(|&t| set_bit(words, t)),
+            false => tokens.iter().for_each(|&t| clear_bit(words, t)),
+        }
+    }
 }
 
 /// Numbers the distinct columns of a 256-wide table: bytes every state treats alike.
@@ -496,9 +515,17 @@ mod tests {
             bytes.iter().for_each(|&b| left_out.insert(b));
             ascii.intersection(&left_out.complement())
         };
-        // A set, its neighbours a byte or two away (built from it), unrelated ones, and the
-        // set again after more than the remembered number of others.
-        let mut sets = vec![ascii, without(b"B"), without(b"BM"), ascii.complement()];
+        // A set, its neighbours a byte or two away (built from it), unrelated ones (UTF-8 lead
+        // bytes: near the non-ASCII half), and the set again after more than the remembered
+        // number of others.
+        let lead = ByteSet::range(0xC2, 0xF4);
+        let mut sets = vec![
+            ascii,
+            without(b"B"),
+            without(b"BM"),
+            ascii.complement(),
+            lead,
+        ];
         sets.extend((0..RECENT_FIRST_BYTES as u8).map(|i| without(&[b'a' + i])));
         sets.extend([ByteSet::EMPTY, ByteSet::FULL, without(b"B")]);
         for first in sets {
