@@ -1380,6 +1380,10 @@ struct Stepper<'a> {
     start: usize,
     dfa: &'a mut StateDfa,
     raw: Vec<Item>,
+    /// The DFA state last put back on the chart and its number of rows: stepping a byte only
+    /// adds a row above them, so the next unknown transition of the same state (the next
+    /// class a prover tries, the next child in the trie) cuts back to them instead.
+    on_chart: Option<(u32, usize)>,
 }
 
 impl<'a> Stepper<'a> {
@@ -1394,6 +1398,7 @@ impl<'a> Stepper<'a> {
             chart,
             dfa,
             raw: Vec::new(),
+            on_chart: None,
         }
     }
 
@@ -1437,9 +1442,16 @@ impl<'a> Stepper<'a> {
     ) -> Result<Option<Node>, Overflow> {
         // Under a node in the chart, everything stays in the chart: putting a DFA state back
         // would replace the rows its ancestors still stand on.
-        match parent.dfa() {
-            Some(id) => self.dfa.materialize(id, self.chart, &mut self.raw),
-            None => self.chart.truncate(parent.rows()),
+        match (parent.dfa(), self.on_chart) {
+            (Some(id), Some((on, rows))) if on == id => self.chart.truncate(rows),
+            (Some(id), _) => {
+                self.dfa.materialize(id, self.chart, &mut self.raw);
+                self.on_chart = Some((id, self.chart.num_rows()));
+            }
+            (None, _) => {
+                self.chart.truncate(parent.rows());
+                self.on_chart = None;
+            }
         }
         let leaves = self
             .chart
