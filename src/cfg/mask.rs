@@ -1560,8 +1560,8 @@ impl SliceProbe for TrieWalk<'_> {
         self.accepted
     }
 
-    fn byte_class(&self, byte: u8) -> u8 {
-        self.stepper.prog.alphabet.class_of[byte as usize]
+    fn byte_classes(&self) -> Option<&[u8; 256]> {
+        Some(&self.stepper.prog.alphabet.class_of)
     }
 }
 

@@ -31,8 +31,12 @@ pub struct TokenSlice {
     table: Box<[u16]>,
     /// Bytes whose columns of `table` agree share a class.
     classes: [u8; 256],
+    /// Every byte alone, as the classes of a client that tells all bytes apart.
+    singletons: Box<[(u8, ByteSet)]>,
     /// Mask words: the text tokens inside the language.
     members: Arc<[u32]>,
+    /// Text tokens per first byte: what rebasing a first-byte set costs.
+    tokens_by_first: [u32; 256],
     /// The members starting with an ASCII byte, and those starting with another: the sets a
     /// first walk asks for are near one of them (a string's characters, a UTF-8 lead byte).
     halves: [(ByteSet, Arc<[u32]>); 2],
@@ -101,8 +105,14 @@ impl TokenSlice {
             rebase(vocab, &words, &mut half, &ByteSet::EMPTY, &set);
             (set, half.into())
         };
+        let mut tokens_by_first = [0u32; 256];
+        for (b, tokens) in vocab.trie().by_first_byte() {
+            tokens_by_first[b as usize] = tokens.len() as u32;
+        }
         TokenSlice {
             classes: column_classes(&table),
+            singletons: (0..=u8::MAX).map(|b| (b, ByteSet::byte(b))).collect(),
+            tokens_by_first,
             table: table.into(),
             halves: [half(ascii), half(ascii.complement())],
             members: words.into(),
@@ -145,12 +155,13 @@ impl TokenSlice {
             bases.extend(recent.iter().map(|(set, m)| (*set, Some(m.clone()))));
         }
         // Computed unlocked: other threads' walks need other sets meanwhile.
-        let cost = |base: &ByteSet| -> usize {
-            vocab
-                .trie()
-                .by_first_byte()
-                .filter(|(b, _)| base.contains(*b) != first.contains(*b))
-                .map(|(_, ts)| ts.len())
+        let cost = |base: &ByteSet| -> u32 {
+            let differ = base
+                .union(first)
+                .intersection(&base.intersection(first).complement());
+            differ
+                .iter()
+                .map(|b| self.tokens_by_first[b as usize])
                 .sum()
         };
         let (base, words) = bases
@@ -295,8 +306,8 @@ impl SliceProofs {
 struct Pairs {
     proven: FxHashSet<(SliceState, u32)>,
     failed: FxHashSet<(SliceState, u32)>,
-    /// Bytes alike to the slice and to the client, each class with its least byte (computed
-    /// on first use): exploring that byte stands for the class.
+    /// Bytes alike to the slice and to a client with byte classes, each class with its least
+    /// byte (computed on first use): exploring that byte stands for the class.
     classes: Vec<(u8, ByteSet)>,
 }
 
@@ -311,10 +322,10 @@ pub(crate) trait SliceProbe: TrieVisitor {
     fn identity(&self, s: &Self::State) -> Option<u32>;
     /// The mask words of the tokens accepted so far.
     fn accepted(&mut self) -> &mut [u32];
-    /// A number per byte, shared only by bytes that every state treats alike (each byte its
-    /// own, by default).
-    fn byte_class(&self, byte: u8) -> u8 {
-        byte
+    /// A number per byte, shared only by bytes that every state treats alike (`None`: each
+    /// byte its own).
+    fn byte_classes(&self) -> Option<&[u8; 256]> {
+        None
     }
 }
 
@@ -374,14 +385,20 @@ fn decide_first_bytes<V: SliceProbe>(
     v: &mut V,
 ) -> Result<(ByteSet, ByteSet), V::Error> {
     let (mut taken, mut decided) = (ByteSet::EMPTY, ByteSet::EMPTY);
-    if pairs.classes.is_empty() {
-        pairs.classes = joint_classes(slice, v);
-    }
     let Pairs {
         proven,
         failed,
         classes,
     } = pairs;
+    let classes: &[(u8, ByteSet)] = match v.byte_classes() {
+        None => &slice.singletons,
+        Some(client) => {
+            if classes.is_empty() {
+                *classes = joint_classes(slice, client);
+            }
+            classes
+        }
+    };
     // The pairs of the current first byte: explored, and met (explored or waiting).
     let mut trail: Vec<(SliceState, u32)> = Vec::new();
     let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
@@ -458,16 +475,17 @@ fn decide_first_bytes<V: SliceProbe>(
 }
 
 /// The classes of bytes that both the slice and the client treat alike, by least byte.
-fn joint_classes<V: SliceProbe>(slice: &TokenSlice, v: &V) -> Vec<(u8, ByteSet)> {
-    let mut index: FxHashMap<(u8, u8), usize> = FxHashMap::default();
+fn joint_classes(slice: &TokenSlice, client: &[u8; 256]) -> Vec<(u8, ByteSet)> {
+    let slice_classes = slice.classes.iter().max().map_or(1, |&c| c as usize + 1);
+    let mut index = vec![u16::MAX; 256 * slice_classes];
     let mut classes: Vec<(u8, ByteSet)> = Vec::new();
     for b in 0..=u8::MAX {
-        let key = (v.byte_class(b), slice.classes[b as usize]);
-        let i = *index.entry(key).or_insert_with(|| {
+        let key = client[b as usize] as usize * slice_classes + slice.classes[b as usize] as usize;
+        if index[key] == u16::MAX {
+            index[key] = classes.len() as u16;
             classes.push((b, ByteSet::EMPTY));
-            classes.len() - 1
-        });
-        classes[i].1.insert(b);
+        }
+        classes[index[key] as usize].1.insert(b);
     }
     classes
 }
