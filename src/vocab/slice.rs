@@ -142,18 +142,23 @@ impl TokenSlice {
         // Starting points: no member, every member, the two halves, and the sets asked for
         // last. Key-trie nodes of one object ask for sets a byte or two apart, so a recent set
         // is usually one group of tokens away, where the others are ~50k.
-        let mut bases: Vec<(ByteSet, Option<Arc<[u32]>>)> = vec![
-            (ByteSet::EMPTY, None),
-            (ByteSet::FULL, Some(self.members.clone())),
-        ];
-        bases.extend(self.halves.iter().map(|(set, m)| (*set, Some(m.clone()))));
-        {
+        let remembered: Vec<(ByteSet, Arc<[u32]>)> = {
             let mut recent = recent();
             if let Some(members) = recent.get(first) {
                 return members.clone();
             }
-            bases.extend(recent.iter().map(|(set, m)| (*set, Some(m.clone()))));
-        }
+            recent.iter().map(|(set, m)| (*set, m.clone())).collect()
+        };
+        let mut bases: Vec<(ByteSet, Option<Arc<[u32]>>)> = vec![
+            (ByteSet::EMPTY, None),
+            (ByteSet::FULL, Some(self.members.clone())),
+        ];
+        bases.extend(
+            self.halves
+                .iter()
+                .chain(&remembered)
+                .map(|(set, m)| (*set, Some(m.clone()))),
+        );
         // Computed unlocked: other threads' walks need other sets meanwhile.
         let cost = |base: &ByteSet| -> u32 {
             let differ = base
