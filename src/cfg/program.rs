@@ -557,8 +557,9 @@ struct Lowering<'a> {
     vocab: &'a Vocab,
     options: &'a CompileOptions,
     recursive: Vec<bool>,
-    /// Recursive rules whose recursion is all in tail position: inlined as loops.
-    tail_recursive: Vec<bool>,
+    /// Rules built into their caller's automaton even when too big to inline
+    /// ([`jump_rules`]).
+    jumps: Vec<bool>,
     cost: Vec<u32>,
     /// Every byte some class or literal inside the expression reads.
     width: Vec<ByteSet>,
@@ -577,12 +578,13 @@ struct Lowering<'a> {
 impl<'a> Lowering<'a> {
     fn new(g: &'a Grammar, vocab: &'a Vocab, options: &'a CompileOptions) -> Self {
         let (recursive, tail_recursive) = recursive_rules(g);
+        let jumps = jump_rules(g, &recursive, tail_recursive);
         let mut me = Lowering {
             g,
             vocab,
             options,
             recursive,
-            tail_recursive,
+            jumps,
             cost: vec![0; g.exprs().len()],
             width: vec![ByteSet::EMPTY; g.exprs().len()],
             inline_rule: vec![false; g.rules().len()],
@@ -963,7 +965,7 @@ impl<'a> Lowering<'a> {
             &Expr::Rule(r) if self.inline_rule[r.index()] && depth <= MAX_INLINE_DEPTH => {
                 self.fragment(nfa, self.g.rule(r).body, depth + 1, next)?
             }
-            &Expr::Rule(r) if self.tail_recursive[r.index()] => {
+            &Expr::Rule(r) if self.jumps[r.index()] => {
                 // A right-linear rule is a loop in this automaton, not a call: a call per
                 // step of free text grows the Earley stack by one item per byte, so no two
                 // rows are alike and no mask is ever reused. Its body is built later
@@ -1252,6 +1254,42 @@ fn recursive_rules(g: &Grammar) -> (Vec<bool>, Vec<bool>) {
         }
     }
     (recursive, tail_only)
+}
+
+/// The rules built into their caller's automaton, never called: the tail-recursive ones
+/// (loops), and rules that are not recursive and referred to only as the last step of rule
+/// bodies. Such a rule continues where its referrer would have ended, so building it in place
+/// adds no stack, while a call per reference grew the Earley stack by an item at each one: an
+/// automaton written as right-linear rules (a pattern within a length, one rule per state)
+/// stacked an item per character.
+fn jump_rules(g: &Grammar, recursive: &[bool], mut jumps: Vec<bool>) -> Vec<bool> {
+    let n = g.rules().len();
+    let mut referred = vec![false; n];
+    let mut inside = vec![false; n];
+    let mut seen = FastSet::default();
+    let mut stack: Vec<(ExprId, bool)> = g.rules().iter().map(|r| (r.body, true)).collect();
+    while let Some((e, tail)) = stack.pop() {
+        if !seen.insert((e, tail)) {
+            continue;
+        }
+        match g.expr(e) {
+            Expr::Rule(r) => {
+                referred[r.index()] = true;
+                inside[r.index()] |= !tail;
+            }
+            Expr::Seq(xs) => {
+                let last = xs.len().saturating_sub(1);
+                stack.extend(xs.iter().enumerate().map(|(i, &x)| (x, tail && i == last)));
+            }
+            Expr::Alt(xs) => stack.extend(xs.iter().map(|&x| (x, tail))),
+            Expr::Repeat { body, .. } => stack.push((*body, false)),
+            _ => {}
+        }
+    }
+    for r in 0..n {
+        jumps[r] |= !recursive[r] && referred[r] && !inside[r];
+    }
+    jumps
 }
 
 /// Does `body` refer to the rules `member` selects only as its last step? (Through sequences'
@@ -1998,6 +2036,37 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         assert_eq!(flags("text"), (true, true));
         assert_eq!(flags("after"), (true, true));
         assert_eq!(flags("item"), (true, false));
+    }
+
+    /// A chain of rules each referred to as the last step of the one before (an automaton
+    /// written as rules), too long to inline: built in place, with no call, where calls
+    /// stacked an Earley item per rule.
+    #[test]
+    fn rules_referred_to_only_last_are_built_in_place() {
+        let mut text = String::from("root ::= \"<\" s0 \">\" | \"!\" s0 \"?\"\n");
+        for i in 0..300 {
+            text.push_str(&format!("s{i} ::= [a-z] s{} | \"\"\n", i + 1));
+        }
+        text.push_str("s300 ::= \"\"\n");
+        let g = crate::front::gbnf::gbnf_to_ir(&text, "g").unwrap();
+        let (recursive, tail) = recursive_rules(&g);
+        let jumps = jump_rules(&g, &recursive, tail);
+        let rule = |name: &str| g.rules().iter().position(|r| r.name == name).unwrap();
+        assert!(!jumps[rule("root")] && !jumps[rule("s0")]);
+        assert!((1..=300).all(|i| jumps[rule(&format!("s{i}"))]));
+        let vocab = Vocab::from_token_bytes(Vec::new(), &[], &[]).unwrap();
+        let options = CompileOptions {
+            max_states: 1 << 20,
+            max_dfa_states: 1 << 16,
+            deadline: None,
+            minimize: false,
+        };
+        let prog = compile(&g, &vocab, &options).unwrap();
+        // `s0` is referred to twice in the middle of `root`: one unit, called; the chain
+        // below it is that unit's automaton.
+        assert_eq!(prog.units.len(), 2);
+        let s0 = &prog.units[1];
+        assert!((s0.start..s0.end).all(|s| prog.state(s).flags & CALLS == 0));
     }
 
     #[test]
