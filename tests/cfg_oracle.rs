@@ -165,8 +165,19 @@ fn property_names_beside_additional_properties() {
         "nickname": {"type": "string"},
         "nation": {"type": "integer"}
     }, "additionalProperties": {"type": "string"}});
-    let ir = formwork::front::json_schema::compile_schema(
+    check_schema(
         &schema,
+        &[
+            r#"{"nickname":"Al","nation":7,"nam":"x","é名":"中文 <b>"}"#,
+            r#"{"name":"Zoë","namex":"y","":""}"#,
+        ],
+    );
+}
+
+/// [`check_engines`] on the grammar of a JSON Schema, on Qwen3.
+fn check_schema(schema: &serde_json::Value, texts: &[&str]) {
+    let ir = formwork::front::json_schema::compile_schema(
+        schema,
         &formwork::front::json_schema::JsonSchemaOptions::new(),
     )
     .unwrap()
@@ -176,13 +187,22 @@ fn property_names_beside_additional_properties() {
         .into_iter()
         .map(|(name, c)| (name, compile(vocab, c, &ir)))
         .collect();
-    check_engines(
-        vocab,
-        &ir,
-        &engines,
+    check_engines(vocab, &ir, &engines, texts);
+}
+
+/// Character automata (see `front::chars`): a pattern within lengths (one rule per state of
+/// their product) and keys split by the patterns they match.
+#[test]
+fn string_and_key_automata() {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "version": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+.*$", "maxLength": 12}
+    }, "patternProperties": {"^x-": {"type": "integer"}},
+    "additionalProperties": {"type": "string", "pattern": "[a-f]", "minLength": 2, "maxLength": 6}});
+    check_schema(
+        &schema,
         &[
-            r#"{"nickname":"Al","nation":7,"nam":"x","é名":"中文 <b>"}"#,
-            r#"{"name":"Zoë","namex":"y","":""}"#,
+            r#"{"version":"10.2-rc é","x-id":7,"note":"cafe"}"#,
+            r#"{"x-":0,"x":"\u0061b","é":"zzzza"}"#,
         ],
     );
 }

@@ -1266,43 +1266,38 @@ fn jump_rules(g: &Grammar, recursive: &[bool], mut jumps: Vec<bool>) -> Vec<bool
     let n = g.rules().len();
     let mut referred = vec![false; n];
     let mut inside = vec![false; n];
-    let mut seen = FastSet::default();
-    let mut stack: Vec<(ExprId, bool)> = g.rules().iter().map(|r| (r.body, true)).collect();
-    while let Some((e, tail)) = stack.pop() {
-        if !seen.insert((e, tail)) {
-            continue;
-        }
-        match g.expr(e) {
-            Expr::Rule(r) => {
-                referred[r.index()] = true;
-                inside[r.index()] |= !tail;
-            }
-            Expr::Seq(xs) => {
-                let last = xs.len().saturating_sub(1);
-                stack.extend(xs.iter().enumerate().map(|(i, &x)| (x, tail && i == last)));
-            }
-            Expr::Alt(xs) => stack.extend(xs.iter().map(|&x| (x, tail))),
-            Expr::Repeat { body, .. } => stack.push((*body, false)),
-            _ => {}
-        }
-    }
+    rule_references(g, g.rules().iter().map(|r| r.body), |r, tail| {
+        referred[r.index()] = true;
+        inside[r.index()] |= !tail;
+        true
+    });
     for r in 0..n {
         jumps[r] |= !recursive[r] && referred[r] && !inside[r];
     }
     jumps
 }
 
-/// Does `body` refer to the rules `member` selects only as its last step? (Through sequences'
-/// last parts and alternatives; never inside a repeat or before something else.)
+/// Does `body` refer to the rules `member` selects only as its last step?
 fn references_only_in_tail(g: &Grammar, body: ExprId, member: impl Fn(RuleId) -> bool) -> bool {
+    rule_references(g, [body], |r, tail| tail || !member(r))
+}
+
+/// Visits the rule references under `roots` with whether each is the last step of its root
+/// (through sequences' last parts and alternatives; never inside a repeat or before something
+/// else), until `visit` returns false; returns false if it did.
+fn rule_references(
+    g: &Grammar,
+    roots: impl IntoIterator<Item = ExprId>,
+    mut visit: impl FnMut(RuleId, bool) -> bool,
+) -> bool {
     let mut seen = FastSet::default();
-    let mut stack = vec![(body, true)];
+    let mut stack: Vec<(ExprId, bool)> = roots.into_iter().map(|e| (e, true)).collect();
     while let Some((e, tail)) = stack.pop() {
         if !seen.insert((e, tail)) {
             continue;
         }
         match g.expr(e) {
-            Expr::Rule(r) if member(*r) && !tail => return false,
+            Expr::Rule(r) if !visit(*r, tail) => return false,
             Expr::Seq(xs) => {
                 let last = xs.len().saturating_sub(1);
                 stack.extend(xs.iter().enumerate().map(|(i, &x)| (x, tail && i == last)));

@@ -41,8 +41,8 @@ pub trait TextEncoding {
     fn class(&mut self, g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId;
 }
 
-/// UTF-8 bytes, character by character.
-struct Utf8;
+/// UTF-8 bytes, character by character: regexes over raw text, and decoded strings.
+pub(crate) struct Utf8;
 
 impl TextEncoding for Utf8 {
     fn char(&mut self, g: &mut GrammarBuilder, c: char) -> ExprId {

@@ -29,6 +29,10 @@
 //! - **Negative zero**: `-0` is a JSON number equal to 0, so formwork allows it under
 //!   `minimum: 0`; llguidance does not. Differences there: formwork allows a token spelling a
 //!   prefix of `-0` (`-`, `-0`), llguidance does not.
+//! - **Exponents under bounds**: formwork compares a bounded number's value exactly, whatever
+//!   its notation (`1E5` is at least 1); llguidance's range expressions take no exponent.
+//!   Differences there: after a digit, formwork allows a token that goes on with digits or a
+//!   fraction into `e`/`E`, llguidance does not.
 
 use formwork::vocab::{TokenId, TokenKind};
 use formwork::Matcher;
@@ -56,16 +60,18 @@ enum Difference {
     Rfc8259String,
     CanonicalKey,
     NegativeZero,
+    BoundedExponent,
     EcmaPatternClass,
 }
 
 impl Difference {
-    const ALL: [Difference; 6] = [
+    const ALL: [Difference; 7] = [
         Difference::NonSpecialAddedToken,
         Difference::ForcedStretch,
         Difference::Rfc8259String,
         Difference::CanonicalKey,
         Difference::NegativeZero,
+        Difference::BoundedExponent,
         Difference::EcmaPatternClass,
     ];
 }
@@ -101,12 +107,18 @@ fn documented(
         || String::from_utf8_lossy(bytes)
             .chars()
             .any(|c| (c.is_alphanumeric() && !c.is_ascii()) || c == '\u{feff}' || c == '\u{85}');
+    let mantissa = bytes
+        .iter()
+        .take_while(|b| b.is_ascii_digit() || **b == b'.');
+    let exponent = before.last().is_some_and(u8::is_ascii_digit)
+        && matches!(bytes.get(mantissa.count()), Some(b'e' | b'E'));
     match formwork_allows {
         true if non_special_added => Some(Difference::NonSpecialAddedToken),
         true if forced.iter().any(|f| agrees(f)) => Some(Difference::ForcedStretch),
         true if rfc_string => Some(Difference::Rfc8259String),
         false if rfc_string && in_object_key(before) => Some(Difference::CanonicalKey),
         true if bytes == b"-" || bytes == b"-0" => Some(Difference::NegativeZero),
+        true if exponent => Some(Difference::BoundedExponent),
         _ if ecma_class => Some(Difference::EcmaPatternClass),
         _ => None,
     }

@@ -7,9 +7,9 @@ use super::numbers::{in_range, Bound, Decimal};
 use super::schema::{error, json_equal, Compiler};
 use super::shape::{kind_of, ArrayShape, Constraint, NumberShape, ObjectShape, Shape, StringShape};
 use crate::error::{CompileError, CompileErrorKind};
-use crate::front::regex::{utf8_class, TextEncoding};
+use crate::front::regex::Utf8;
 use crate::ir::reference::{Recognizer, Unit};
-use crate::ir::{ExprId, GrammarBuilder};
+use crate::ir::GrammarBuilder;
 
 /// How deeply intersections may nest (each level is a few stack frames).
 const MAX_INTERSECT_DEPTH: usize = 64;
@@ -52,25 +52,13 @@ fn counts_disjoint(a: (u64, Option<u64>), b: (u64, Option<u64>)) -> bool {
     a.1.is_some_and(|h| h < b.0) || b.1.is_some_and(|h| h < a.0)
 }
 
-/// Plain UTF-8 characters, to test a regex on a decoded string.
-struct Plain;
-
-impl TextEncoding for Plain {
-    fn char(&mut self, g: &mut GrammarBuilder, c: char) -> ExprId {
-        g.bytes(c.encode_utf8(&mut [0; 4]).as_bytes())
-    }
-    fn class(&mut self, g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
-        utf8_class(g, ranges)
-    }
-}
-
 /// Does the decoded string `text` match the constraint's regex? (Exact: the reference recognizer
 /// on the regex's own grammar.)
 pub(crate) fn matches(c: &Constraint, text: &str) -> Result<bool, CompileError> {
     let mut g = GrammarBuilder::new();
     let e = c
         .regex
-        .lower(&c.source, &mut g, &mut Plain)
+        .lower(&c.source, &mut g, &mut Utf8)
         .map_err(|e| e.or_at(crate::Location::JsonPointer(c.pointer.clone())))?;
     let start = g.rule("start");
     g.define(start, e)?;
@@ -85,10 +73,16 @@ impl Compiler<'_> {
         if let Some((_, s)) = o.properties.iter().find(|(k, _)| k == key) {
             return Ok(s.clone());
         }
-        match &o.key_pattern {
-            Some(c) if !matches(c, key)? => Ok(Shape::Never),
-            _ => Ok((*o.additional).clone()),
+        let mut shape: Option<Shape> = None;
+        for (c, s) in &o.patterns {
+            if matches(c, key)? {
+                shape = Some(match shape {
+                    Some(both) => self.intersect(&both, s, &c.pointer)?,
+                    None => s.clone(),
+                });
+            }
         }
+        Ok(shape.unwrap_or_else(|| (*o.additional).clone()))
     }
 
     /// The values both shapes admit.
@@ -219,22 +213,22 @@ impl Compiler<'_> {
                         .filter(|r| !x.required.contains(r))
                         .cloned(),
                 );
-                let key_pattern = match (&x.key_pattern, &y.key_pattern) {
-                    (Some(a), Some(b)) if a.source != b.source => {
+                // A name matching one side's patterns takes that side's pattern shapes and
+                // the other side's additional shape: exact while one side has none.
+                let patterns = match (x.patterns.is_empty(), y.patterns.is_empty()) {
+                    (true, _) => self.patterns_within(&y.patterns, &x.additional)?,
+                    (false, true) => self.patterns_within(&x.patterns, &y.additional)?,
+                    (false, false) => {
                         self.unsupported(
-                            &b.pointer,
-                            format!(
-                                "two patternProperties patterns ({} and {}) on one object",
-                                a.source, b.source
-                            ),
+                            &y.pointer,
+                            "`patternProperties` on both sides of an intersection",
                         )?;
-                        Some(a.clone())
+                        self.patterns_within(&x.patterns, &y.additional)?
                     }
-                    (a, b) => a.clone().or_else(|| b.clone()),
                 };
                 Shape::Object(ObjectShape {
                     properties,
-                    key_pattern,
+                    patterns,
                     required,
                     additional: Box::new(self.intersect(&x.additional, &y.additional, pointer)?),
                     min: x.min.max(y.min),
@@ -244,6 +238,18 @@ impl Compiler<'_> {
             }
             _ => Shape::Never,
         })
+    }
+
+    /// `patterns` with each shape narrowed to `within`.
+    fn patterns_within(
+        &mut self,
+        patterns: &[(Constraint, Shape)],
+        within: &Shape,
+    ) -> Result<Vec<(Constraint, Shape)>, CompileError> {
+        patterns
+            .iter()
+            .map(|(c, s)| Ok((c.clone(), self.intersect(s, within, &c.pointer)?)))
+            .collect()
     }
 
     /// Does `shape` admit the value `v`? Exact for every constraint a shape holds.

@@ -5,13 +5,56 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::numbers::{self, Bound, Decimal};
-use super::schema::{error, Compiler};
-use super::shape::{ArrayShape, ObjectShape, RefId, Shape, StringShape};
-use super::strings::{any_text, text_not_in, JsonText};
+use super::schema::{error, Compiler, MAX_KEY_PATTERNS};
+use super::shape::{ArrayShape, Constraint, ObjectShape, RefId, Shape, StringShape};
+use super::strings::{any_text, text_not_in, JsonText, Regex};
 use super::{PropertyOrder, Whitespace};
 use crate::error::{CompileError, CompileErrorKind, Location};
-use crate::front::regex::TextEncoding;
+use crate::front::chars::CharDfa;
 use crate::ir::{ByteSet, Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+
+/// Most states of the automaton of one string's constraints together (patterns, lengths,
+/// excluded values; see [`CharDfa`]), and of one key automaton: each state is a rule, and a
+/// length far past a pattern's own (`maxLength: 100000`) multiplies its states.
+const MAX_STRING_STATES: usize = 4096;
+
+/// The spelling of string contents: object keys' or values'.
+fn encoding<'e>(text: &'e mut JsonText, keys: &'e mut JsonText, key: bool) -> &'e mut JsonText {
+    match key {
+        true => keys,
+        false => text,
+    }
+}
+
+/// The undeclared names of `o` split by the set of patterns they match (bit `i`: pattern
+/// `i`), each nonempty set with the automaton of its names.
+fn key_classes(o: &ObjectShape, declared: &[&str]) -> Result<Vec<(usize, CharDfa)>, CompileError> {
+    debug_assert!(o.patterns.len() <= MAX_KEY_PATTERNS);
+    fn at(c: &Constraint) -> impl Fn(CompileError) -> CompileError + '_ {
+        move |e| e.or_at(Location::JsonPointer(c.pointer.clone()))
+    }
+    let automata = o
+        .patterns
+        .iter()
+        .map(|(c, _)| c.regex.automaton(MAX_STRING_STATES).map_err(at(c)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let undeclared = CharDfa::strings(declared).complement();
+    let mut classes = Vec::new();
+    for set in 0..1usize << automata.len() {
+        let mut keys = undeclared.clone();
+        for (i, ((c, _), dfa)) in o.patterns.iter().zip(&automata).enumerate() {
+            keys = match set >> i & 1 == 1 {
+                true => keys.intersect(dfa, MAX_STRING_STATES),
+                false => keys.intersect(&dfa.complement(), MAX_STRING_STATES),
+            }
+            .map_err(at(c))?;
+        }
+        if !keys.is_empty() {
+            classes.push((set, keys));
+        }
+    }
+    Ok(classes)
+}
 
 /// Builds the IR of shapes, one rule per `$ref` target.
 pub(crate) struct Lowering<'c, 'a, 'g> {
@@ -25,6 +68,8 @@ pub(crate) struct Lowering<'c, 'a, 'g> {
     ref_rules: HashMap<RefId, RuleId>,
     any_value: Option<RuleId>,
     depth: usize,
+    /// Character automata lowered so far (each one's rules get its number).
+    automata: usize,
 }
 
 impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
@@ -50,6 +95,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             ref_rules: HashMap::new(),
             any_value: None,
             depth: 0,
+            automata: 0,
         }
     }
 
@@ -267,67 +313,96 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
     }
 
     fn string_content(&mut self, s: &StringShape, key: bool) -> Result<ExprId, CompileError> {
-        let enc: &mut dyn TextEncoding = match key {
-            true => &mut self.keys,
-            false => &mut self.text,
-        };
         let max = s.max;
         if max.is_some_and(|m| m < s.min) {
             return Ok(self.g.nothing());
         }
-        if !s.exclude.is_empty() {
-            if s.regexes.is_empty() && s.min == 0 && max.is_none() {
-                let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
-                return Ok(text_not_in(self.g, enc, &names));
+        let enc = encoding(&mut self.text, &mut self.keys, key);
+        // The shapes with a direct form: a counted loop for lengths, a trie for excluded
+        // names, one regex (narrowed to the lengths when they bound its one repetition).
+        let unbounded = s.min == 0 && max.is_none();
+        if !s.exclude.is_empty() && s.regexes.is_empty() && unbounded {
+            let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
+            return Ok(text_not_in(self.g, enc, &names));
+        }
+        let single = match (s.regexes.as_slice(), s.exclude.is_empty()) {
+            ([], true) => return Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp))),
+            ([only], true) => {
+                let (lo, hi) = only.regex.char_len();
+                match lo >= s.min && max.is_none_or(|m| hi.is_some_and(|h| h <= m)) {
+                    true => Some((only, only.regex.clone())),
+                    false => only.regex.with_length(s.min, max).map(|r| (only, r)),
+                }
             }
-            let at = s.exclude_pointer.clone().unwrap_or_default();
-            self.c.unsupported(
-                &at,
-                "excluded string values together with a pattern, format or length",
-            )?;
-        }
-        let Some(first) = s.regexes.first() else {
-            return Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp)));
+            _ => None,
         };
-        for other in &s.regexes[1..] {
-            self.c.unsupported(
-                &other.pointer,
-                format!(
-                    "{} together with {}: formwork cannot intersect two regexes",
-                    other.source, first.source
-                ),
-            )?;
+        if let Some((c, regex)) = single {
+            return self.lower_regex(c, &regex, s, key);
         }
-        let mut regex = first.regex.clone();
-        let (lo, hi) = regex.char_len();
-        let implied = lo >= s.min && max.is_none_or(|m| hi.is_some_and(|h| h <= m));
-        if !implied {
-            match regex.with_length(s.min, max) {
-                Some(narrowed) => regex = narrowed,
-                None => {
-                    let at = s
-                        .length_pointer
-                        .clone()
-                        .unwrap_or_else(|| first.pointer.clone());
-                    self.c.unsupported(
-                        &at,
-                        format!(
-                            "string length bounds together with {}: formwork cannot intersect them",
-                            first.source
-                        ),
-                    )?;
+        match self.string_automaton(s) {
+            Ok(dfa) => {
+                self.automata += 1;
+                let name = format!("{}json string automaton {}", self.prefix, self.automata);
+                let enc = encoding(&mut self.text, &mut self.keys, key);
+                dfa.lower(&name, self.g, enc)
+            }
+            Err((at, e)) => {
+                // Lenient: the first regex alone, or the lengths alone.
+                self.c.tolerate(e.or_at(Location::JsonPointer(at)))?;
+                match s.regexes.first() {
+                    Some(c) => self.lower_regex(c, &c.regex, s, key),
+                    None => {
+                        let enc = encoding(&mut self.text, &mut self.keys, key);
+                        Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp)))
+                    }
                 }
             }
         }
-        match regex.lower(&first.source, self.g, enc) {
+    }
+
+    /// The strings every regex, the lengths and the exclusions of `s` admit, as one automaton;
+    /// on failure (a construct automata do not take, too many states), where and why.
+    fn string_automaton(&mut self, s: &StringShape) -> Result<CharDfa, (String, CompileError)> {
+        let length_at = || {
+            s.length_pointer
+                .clone()
+                .or_else(|| s.regexes.first().map(|c| c.pointer.clone()))
+                .unwrap_or_default()
+        };
+        let mut dfa =
+            CharDfa::length(s.min, s.max, MAX_STRING_STATES).map_err(|e| (length_at(), e))?;
+        for c in &s.regexes {
+            let at = |e| (c.pointer.clone(), e);
+            let regex = c.regex.automaton(MAX_STRING_STATES).map_err(at)?;
+            dfa = dfa.intersect(&regex, MAX_STRING_STATES).map_err(at)?;
+        }
+        if !s.exclude.is_empty() {
+            let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
+            let at = |e| (s.exclude_pointer.clone().unwrap_or_default(), e);
+            dfa = dfa
+                .intersect(&CharDfa::strings(&names).complement(), MAX_STRING_STATES)
+                .map_err(at)?;
+        }
+        Ok(dfa)
+    }
+
+    /// One regex, already narrowed to the string's lengths where it could be.
+    fn lower_regex(
+        &mut self,
+        c: &Constraint,
+        regex: &Regex,
+        s: &StringShape,
+        key: bool,
+    ) -> Result<ExprId, CompileError> {
+        let enc = encoding(&mut self.text, &mut self.keys, key);
+        match regex.lower(&c.source, self.g, enc) {
             Ok(e) => Ok(e),
             // Constructs found only while lowering (anchors inside, word boundaries).
             Err(e) if e.kind() == CompileErrorKind::Unsupported => {
-                self.c
-                    .unsupported(&first.pointer, e.message().to_string())?;
-                Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp)))
+                self.c.unsupported(&c.pointer, e.message().to_string())?;
+                Ok(any_text(self.g, enc, clamp(s.min), s.max.map(clamp)))
             }
-            Err(e) => Err(e.or_at(Location::JsonPointer(first.pointer.clone()))),
+            Err(e) => Err(e.or_at(Location::JsonPointer(c.pointer.clone()))),
         }
     }
 
@@ -390,7 +465,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
     }
 
     fn object(&mut self, o: &ObjectShape) -> Result<ExprId, CompileError> {
-        // Required properties the schema does not declare take the additional-properties shape.
+        // Required properties the schema does not declare take the shape their name gets there.
         let mut props: Vec<(String, Shape, bool)> = o
             .properties
             .iter()
@@ -398,13 +473,6 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             .collect();
         for r in &o.required {
             if !props.iter().any(|(k, _, _)| k == r) {
-                if let Some(c) = &o.key_pattern {
-                    // The pattern's keys would include this name a second time.
-                    let why = format!(
-                        "required property {r:?} is not declared next to patternProperties"
-                    );
-                    self.c.unsupported(&c.pointer, why)?;
-                }
                 let shape = self.c.schema_for(o, r)?;
                 props.push((r.clone(), shape, true));
             }
@@ -426,30 +494,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             let value = self.shape(s)?;
             members.push((self.g.seq([key, colon, value]), *req));
         }
-        let extra = match *o.additional {
-            Shape::Never => None,
-            ref add => {
-                let key = match &o.key_pattern {
-                    // Declared names never match the pattern (checked when reading the schema).
-                    Some(c) => self.string(
-                        &StringShape {
-                            regexes: vec![c.clone()],
-                            ..StringShape::default()
-                        },
-                        true,
-                    )?,
-                    None => {
-                        let names: Vec<&str> = declared.iter().map(String::as_str).collect();
-                        let quote = self.g.text("\"");
-                        let content = text_not_in(self.g, &mut self.keys, &names);
-                        self.g.seq([quote, content, quote])
-                    }
-                };
-                let colon = self.punct(":");
-                let value = self.shape(add)?;
-                Some(self.g.seq([key, colon, value]))
-            }
-        };
+        let extra = self.undeclared_members(o, &declared)?;
         let counts = Counts {
             min: o.min,
             max: o.max,
@@ -482,6 +527,64 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 self.unordered(&members, extra, counts)
             }
         }
+    }
+
+    /// The member an undeclared property is written as (`None`: none may be). Without
+    /// patterns, any other name with the additional shape; with them, one branch per set of
+    /// patterns a name may match, its key the names matching exactly those and its value
+    /// their shapes together (the additional shape for the names matching none).
+    fn undeclared_members(
+        &mut self,
+        o: &ObjectShape,
+        declared: &[String],
+    ) -> Result<Option<ExprId>, CompileError> {
+        let names: Vec<&str> = declared.iter().map(String::as_str).collect();
+        if o.patterns.is_empty() {
+            if matches!(*o.additional, Shape::Never) {
+                return Ok(None);
+            }
+            let content = text_not_in(self.g, &mut self.keys, &names);
+            let member = self.member(content, &o.additional.clone())?;
+            return Ok(Some(member));
+        }
+        let classes = match key_classes(o, &names) {
+            Ok(classes) => classes,
+            Err(e) => {
+                // Lenient: undeclared names not told apart, with any value.
+                self.c.tolerate(e)?;
+                let content = text_not_in(self.g, &mut self.keys, &names);
+                return Ok(Some(self.member(content, &Shape::Any)?));
+            }
+        };
+        let mut members = Vec::new();
+        for (set, keys) in classes {
+            let mut value: Option<Shape> = None;
+            for (i, (c, shape)) in o.patterns.iter().enumerate() {
+                if set >> i & 1 == 1 {
+                    value = Some(match value {
+                        Some(both) => self.c.intersect(&both, shape, &c.pointer)?,
+                        None => shape.clone(),
+                    });
+                }
+            }
+            let value = value.unwrap_or_else(|| (*o.additional).clone());
+            if matches!(value, Shape::Never) {
+                continue;
+            }
+            self.automata += 1;
+            let name = format!("{}json key automaton {}", self.prefix, self.automata);
+            let content = keys.lower(&name, self.g, &mut self.keys)?;
+            members.push(self.member(content, &value)?);
+        }
+        Ok((!members.is_empty()).then(|| self.g.alt(members)))
+    }
+
+    /// `"content": value`.
+    fn member(&mut self, content: ExprId, value: &Shape) -> Result<ExprId, CompileError> {
+        let quote = self.g.text("\"");
+        let colon = self.punct(":");
+        let value = self.shape(value)?;
+        Ok(self.g.seq([quote, content, quote, colon, value]))
     }
 
     /// Declared properties in schema order, then additional ones.

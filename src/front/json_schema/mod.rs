@@ -8,13 +8,17 @@
 //! `default`, `examples`, `$comment`, unknown keywords, ...) are ignored.
 //!
 //! Supported: `type` (and lists of types), `enum`, `const`, `properties`, `required`,
-//! `additionalProperties`, `minProperties`/`maxProperties`, `items`, `prefixItems`,
+//! `additionalProperties`, `patternProperties` (up to four patterns besides those matching
+//! every name), `minProperties`/`maxProperties`, `items`, `prefixItems`,
 //! `additionalItems` (draft 4–2019 tuples), `minItems`/`maxItems`, `minLength`/`maxLength`,
 //! `pattern`, `format` (date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri,
 //! uri-reference, json-pointer, relative-json-pointer), `minimum`/`maximum`/
 //! `exclusiveMinimum`/`exclusiveMaximum` (draft 4 booleans too), `anyOf`, `oneOf`, `allOf`,
 //! `$ref` to `#/...` pointers, `$anchor`s and `$id`s inside the document (recursion becomes
-//! recursive rules), `$defs`/`definitions`.
+//! recursive rules), `$defs`/`definitions`. Several constraints on one string (patterns,
+//! formats, lengths, excluded values) are intersected, and the names of undeclared properties
+//! split by the patterns they match, on automata over characters (`front::chars`), within a
+//! budget of states (a `Limit` error past it).
 //!
 //! Semantic choices (each keeps the grammar exact for what it admits):
 //! - **Property order**: [`PropertyOrder::Schema`] writes declared properties in schema order
@@ -32,11 +36,11 @@
 //!   ranges or lengths, a required property with disjoint values such as a `const` tag).
 //! - **`$ref` with siblings** is an intersection (2019-09 and later semantics).
 //!
-//! Unsupported (typed error): `not`, `if`/`then`/`else`, `patternProperties`, `propertyNames`,
-//! `dependencies`/`dependentRequired`/`dependentSchemas`, `contains`, `uniqueItems: true`,
-//! `multipleOf` other than 1, `unevaluated*`, `$dynamicRef`, references to other documents, and
-//! two regexes (or a regex and a length bound that is not implied) on one string unless the
-//! length can be pushed into the regex's single repetition.
+//! Unsupported (typed error): `not` (but for the exact cases), `if`/`then`/`else`,
+//! `propertyNames`, `dependencies`/`dependentRequired`/`dependentSchemas`, `contains`,
+//! `uniqueItems: true`, `multipleOf` other than 1, `unevaluated*`, `$dynamicRef`, references to
+//! other documents, and patterns with assertions other than `^`/`$` where they must be
+//! intersected.
 //!
 //! # Example
 //!

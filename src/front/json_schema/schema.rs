@@ -103,7 +103,11 @@ impl<'a> Compiler<'a> {
         pointer: &str,
         message: impl Into<String>,
     ) -> Result<(), CompileError> {
-        let e = error(CompileErrorKind::Unsupported, pointer, message);
+        self.tolerate(error(CompileErrorKind::Unsupported, pointer, message))
+    }
+
+    /// `e`, or with `lenient` a warning and the caller goes on without what failed.
+    pub fn tolerate(&mut self, e: CompileError) -> Result<(), CompileError> {
         match self.opts.lenient {
             true => {
                 self.warnings.push(e);
@@ -241,7 +245,7 @@ impl<'a> Compiler<'a> {
                 }),
                 Shape::Object(ObjectShape {
                     properties: vec![],
-                    key_pattern: None,
+                    patterns: Vec::new(),
                     required: vec![],
                     additional: Box::new(Shape::Any),
                     min: 0,
@@ -705,20 +709,15 @@ impl<'a> Compiler<'a> {
             None if self.opts.additional_properties => Shape::Any,
             None => Shape::Never,
         };
-        let mut key_pattern = None;
-        if let Some(Value::Object(patterns)) = map.get("patternProperties") {
-            self.pattern_properties(
-                patterns,
-                pointer,
-                depth,
-                &mut properties,
-                &mut additional,
-                &mut key_pattern,
-            )?;
-        }
+        let patterns = match map.get("patternProperties") {
+            Some(Value::Object(patterns)) => {
+                self.pattern_properties(patterns, pointer, depth, &mut properties, &mut additional)?
+            }
+            _ => Vec::new(),
+        };
         Ok(Shape::Object(ObjectShape {
             properties,
-            key_pattern,
+            patterns,
             required,
             additional: Box::new(additional),
             min: self.count(map, pointer, "minProperties")?.unwrap_or(0),
@@ -727,10 +726,11 @@ impl<'a> Compiler<'a> {
         }))
     }
 
-    /// `patternProperties`, where exact: one pattern that matches every name (its schema then
-    /// applies to every property), or one pattern with no additional properties allowed and no
-    /// declared name matching it (undeclared names must then match it). Other uses need the
-    /// complement of a regex, which formwork does not build.
+    /// `patternProperties`: each declared name takes the shapes of the patterns it matches,
+    /// and the patterns that match every name (`.*`, `""`) become the shape of every undeclared
+    /// name. The other patterns are returned with those shapes folded in: where they match,
+    /// their shapes apply instead of `additional` (the lowering splits the undeclared names
+    /// by which patterns they match, see [`MAX_KEY_PATTERNS`]).
     fn pattern_properties(
         &mut self,
         patterns: &Map<String, Value>,
@@ -738,57 +738,55 @@ impl<'a> Compiler<'a> {
         depth: usize,
         properties: &mut [(String, Shape)],
         additional: &mut Shape,
-        key_pattern: &mut Option<Constraint>,
-    ) -> Result<(), CompileError> {
+    ) -> Result<Vec<(Constraint, Shape)>, CompileError> {
         let here = format!("{pointer}/patternProperties");
-        let mut entries = patterns.iter();
-        let (Some((source, sub)), None) = (entries.next(), entries.next()) else {
-            if patterns.is_empty() {
-                return Ok(());
+        let mut every_name: Option<Shape> = None;
+        let mut out: Vec<(Constraint, Shape)> = Vec::new();
+        for (source, sub) in patterns {
+            let at = format!("{here}/{}", pointer_escape(source));
+            let value = self.build(sub, &at, depth + 1)?;
+            let regex = match Regex::pattern(source) {
+                Ok(r) => r,
+                Err(e) if e.kind() == CompileErrorKind::Unsupported => {
+                    self.unsupported(&at, e.message().to_string())?;
+                    continue;
+                }
+                Err(e) => return Err(e.or_at(Location::JsonPointer(at))),
+            };
+            let constraint = Constraint {
+                regex,
+                source: source.clone(),
+                pointer: at.clone(),
+            };
+            for (name, s) in properties.iter_mut() {
+                if constraint.regex.is_universal() || super::algebra::matches(&constraint, name)? {
+                    *s = self.intersect(s, &value, &at)?;
+                }
             }
-            return self.unsupported(
+            if constraint.regex.is_universal() {
+                every_name = Some(match every_name {
+                    Some(shape) => self.intersect(&shape, &value, &at)?,
+                    None => value,
+                });
+            } else if !matches!(value, Shape::Any) || !matches!(additional, Shape::Any) {
+                // With any value and any additional property, the pattern changes nothing.
+                out.push((constraint, value));
+            }
+        }
+        if let Some(every) = every_name {
+            for (c, s) in out.iter_mut() {
+                *s = self.intersect(s, &every, &c.pointer)?;
+            }
+            *additional = every;
+        }
+        if out.len() > MAX_KEY_PATTERNS {
+            self.unsupported(
                 &here,
-                "`patternProperties` with several patterns is not supported",
-            );
-        };
-        let at = format!("{here}/{}", pointer_escape(source));
-        let value = self.build(sub, &at, depth + 1)?;
-        let regex = match Regex::pattern(source) {
-            Ok(r) => r,
-            Err(e) if e.kind() == CompileErrorKind::Unsupported => {
-                return self.unsupported(&at, e.message().to_string())
-            }
-            Err(e) => return Err(e.or_at(Location::JsonPointer(at))),
-        };
-        let constraint = Constraint {
-            regex,
-            source: source.clone(),
-            pointer: at.clone(),
-        };
-        if constraint.regex.is_universal() {
-            for (_, s) in properties.iter_mut() {
-                *s = self.intersect(s, &value, &at)?;
-            }
-            *additional = value;
-            return Ok(());
+                format!("more than {MAX_KEY_PATTERNS} patterns in `patternProperties`"),
+            )?;
+            out.truncate(MAX_KEY_PATTERNS);
         }
-        if matches!(value, Shape::Any) && matches!(additional, Shape::Any) {
-            return Ok(());
-        }
-        if !matches!(additional, Shape::Never) {
-            return self.unsupported(&at, "`patternProperties` next to allowed additional properties needs a regex complement, which is not supported");
-        }
-        for (name, _) in properties.iter() {
-            if super::algebra::matches(&constraint, name)? {
-                return self.unsupported(
-                    &at,
-                    format!("declared property {name:?} also matches the pattern"),
-                );
-            }
-        }
-        *additional = value;
-        *key_pattern = Some(constraint);
-        Ok(())
+        Ok(out)
     }
 
     /// The table entry of a `$ref` string written at `pointer`.
@@ -925,7 +923,7 @@ fn exactly_one_present(sets: &[Vec<String>], pointer: &str) -> Option<Shape> {
                 .iter()
                 .map(|n| ((*n).clone(), Shape::Never))
                 .collect(),
-            key_pattern: None,
+            patterns: Vec::new(),
             required: present.to_vec(),
             additional: Box::new(Shape::Any),
             min: 0,
@@ -969,6 +967,10 @@ fn exactly_one_present(sets: &[Vec<String>], pointer: &str) -> Option<Shape> {
     }
     Some(Shape::any_of(branches))
 }
+
+/// Most patterns of one object's `patternProperties` (besides those matching every name): the
+/// lowering writes a key automaton for each set of them a name may match, `2^n` sets.
+pub(crate) const MAX_KEY_PATTERNS: usize = 4;
 
 /// Most branches "exactly one of these sets present" may expand to.
 const MAX_ONE_OF_COMBINATIONS: usize = 256;

@@ -71,11 +71,11 @@ pub(crate) struct ArrayShape {
 pub(crate) struct ObjectShape {
     /// Declared properties in schema order.
     pub properties: Vec<(String, Shape)>,
-    /// Undeclared properties' names must match this (`patternProperties` with
-    /// `additionalProperties: false`); `None`: any name.
-    pub key_pattern: Option<Constraint>,
+    /// `patternProperties` (none matching every name): an undeclared name takes the shapes of
+    /// the patterns it matches, all of them; declared names already carry them.
+    pub patterns: Vec<(Constraint, Shape)>,
     pub required: Vec<String>,
-    /// Values of properties not declared.
+    /// Values of properties neither declared nor matching a pattern.
     pub additional: Box<Shape>,
     pub min: u64,
     pub max: Option<u64>,

@@ -34,6 +34,7 @@ use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Lo
 
 use super::numbers::fixed_width_ranges;
 use crate::error::{CompileError, CompileErrorKind};
+use crate::front::chars::CharDfa;
 use crate::front::regex::{hir_to_ir, utf8_class, TextEncoding};
 use crate::ir::{ByteSet, ExprId, GrammarBuilder};
 
@@ -430,6 +431,11 @@ impl Regex {
             hir: parse_ecma(pattern)?,
             universal: false,
         })
+    }
+
+    /// The language as an automaton over characters, for intersections and complements.
+    pub fn automaton(&self, max_states: usize) -> Result<CharDfa, CompileError> {
+        CharDfa::from_hir(&self.hir, max_states)
     }
 
     /// The least and most characters a match has (`None`: unbounded).

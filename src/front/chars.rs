@@ -1,0 +1,1026 @@
+//! Deterministic automata over Unicode characters (scalar values).
+//!
+//! JSON Schema constrains the *decoded* string: a `pattern` together with `minLength` and
+//! `maxLength`, keys that must be none of the declared names. The grammar IR can concatenate
+//! and alternate but not intersect or complement, so those combinations are computed here on
+//! minimal DFAs and only the result is lowered, as right-linear rules whose characters the
+//! caller's [`TextEncoding`] spells.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use regex_syntax::hir::{Class, Hir, HirKind, Look};
+
+use crate::error::{CompileError, CompileErrorKind};
+use crate::front::regex::TextEncoding;
+use crate::ir::{ExprId, GrammarBuilder, RuleId};
+
+/// The missing transition.
+const DEAD: u32 = u32::MAX;
+
+/// Every character.
+const ALL: (char, char) = ('\0', char::MAX);
+
+/// A minimal DFA over characters, stored flat like regex-automata's dense DFAs.
+///
+/// Invariants after every constructor: the start state is 0, every state is reachable, and
+/// every state but the start of the empty language can reach acceptance (minimization merges
+/// the states that cannot with the implicit sink, which is [`DEAD`]). Lowering relies on it: a
+/// grammar built from a live state never admits a prefix that cannot be completed.
+#[derive(Clone, Debug)]
+pub(crate) struct CharDfa {
+    /// A sorted partition of all characters into ranges no transition tells apart; adjacent
+    /// ranges always differ in some state, so the partition is as coarse as it can be.
+    atoms: Vec<(char, char)>,
+    /// `next[state * atoms.len() + atom]`, [`DEAD`] where the string can no longer match.
+    next: Vec<u32>,
+    /// Whether each state ends a string of the language.
+    accept: Vec<bool>,
+}
+
+impl CharDfa {
+    /// The strings `hir` matches as a whole string (callers wrap search patterns in `.*`).
+    /// Captures are transparent; `^`/`$` (`Look::Start`/`End`) keep their meaning anywhere, so
+    /// where they are redundant they cost nothing and elsewhere they prune (`a^b` matches
+    /// nothing). Other assertions and byte classes are `Unsupported`; more than `max_states`
+    /// DFA states (or an NFA of more than twenty times that) is a `Limit` error.
+    pub fn from_hir(hir: &Hir, max_states: usize) -> Result<CharDfa, CompileError> {
+        let mut cuts = Vec::new();
+        class_cuts(hir, &mut cuts);
+        let atoms = partition(cuts);
+        let mut nfa = Nfa {
+            atoms: &atoms,
+            nodes: vec![Node::Match],
+            work: 0,
+            budget: max_states.saturating_mul(20),
+            seen: Vec::new(),
+            round: 0,
+        };
+        let start = nfa.compile(hir, 0)?;
+        let (next, accept) = nfa.determinize(start, max_states)?;
+        Ok(finish(atoms, next, accept))
+    }
+
+    /// Every string of `min..=max` characters (`None`: no upper bound); a `Limit` error if
+    /// counting to the larger bound takes more than `max_states` states.
+    pub fn length(min: u64, max: Option<u64>, max_states: usize) -> Result<CharDfa, CompileError> {
+        if max.is_some_and(|m| m < min) {
+            return Ok(CharDfa::nothing());
+        }
+        // State i: i characters read; the last one loops when there is no upper bound.
+        let states = usize::try_from(max.unwrap_or(min))
+            .ok()
+            .and_then(|last| last.checked_add(1))
+            .filter(|&n| n <= max_states)
+            .ok_or_else(|| too_many(max_states))?;
+        let next = (0..states)
+            .map(|i| match (i + 1 < states, max) {
+                (true, _) => i as u32 + 1,
+                (false, None) => i as u32,
+                (false, Some(_)) => DEAD,
+            })
+            .collect();
+        let accept = (0..states).map(|i| i as u64 >= min).collect();
+        Ok(finish(vec![ALL], next, accept))
+    }
+
+    /// Exactly these strings (a trie, then minimized: names share their suffixes too).
+    pub fn strings(strings: &[&str]) -> CharDfa {
+        let atoms = partition(
+            strings
+                .iter()
+                .flat_map(|s| s.chars())
+                .flat_map(|c| [c].into_iter().chain(after(c)))
+                .collect(),
+        );
+        let width = atoms.len();
+        let (mut next, mut accept) = (vec![DEAD; width], vec![false]);
+        for s in strings {
+            let mut at = 0;
+            for c in s.chars() {
+                let slot = at * width + atom_of(&atoms, c);
+                if next[slot] == DEAD {
+                    next[slot] = accept.len() as u32;
+                    accept.push(false);
+                    next.resize(next.len() + width, DEAD);
+                }
+                at = next[slot] as usize;
+            }
+            accept[at] = true;
+        }
+        finish(atoms, next, accept)
+    }
+
+    /// The strings both automata accept: the product on the common refinement of their atoms,
+    /// a `Limit` error past `max_states` pairs.
+    pub fn intersect(&self, other: &CharDfa, max_states: usize) -> Result<CharDfa, CompileError> {
+        let starts = self.atoms.iter().chain(&other.atoms).map(|a| a.0).collect();
+        let atoms = partition(starts);
+        let pairs: Vec<(usize, usize)> = atoms
+            .iter()
+            .map(|&(lo, _)| (self.atom(lo), other.atom(lo)))
+            .collect();
+        let (wa, wb) = (self.atoms.len(), other.atoms.len());
+        let mut states = States::new(max_states);
+        states.id((0, 0))?;
+        let mut next = Vec::new();
+        let mut i = 0;
+        while let Some(&(x, y)) = states.keys.get(i) {
+            for &(a, b) in &pairs {
+                let (tx, ty) = (self.next[x * wa + a], other.next[y * wb + b]);
+                next.push(match tx == DEAD || ty == DEAD {
+                    true => DEAD,
+                    false => states.id((tx as usize, ty as usize))?,
+                });
+            }
+            i += 1;
+        }
+        let accept = states
+            .keys
+            .iter()
+            .map(|&(x, y)| self.accept[x] && other.accept[y])
+            .collect();
+        Ok(finish(atoms, next, accept))
+    }
+
+    /// Every string the automaton rejects, including those it would die on (they go to an
+    /// accepting sink).
+    pub fn complement(&self) -> CharDfa {
+        let sink = self.accept.len() as u32;
+        let next = self
+            .next
+            .iter()
+            .map(|&t| if t == DEAD { sink } else { t })
+            .chain(std::iter::repeat_n(sink, self.atoms.len()))
+            .collect();
+        let accept = self.accept.iter().map(|a| !a).chain([true]).collect();
+        finish(self.atoms.clone(), next, accept)
+    }
+
+    /// True if no string is accepted; exact, since every state left can reach acceptance
+    /// unless the language is empty.
+    pub fn is_empty(&self) -> bool {
+        !self.accept.iter().any(|&a| a)
+    }
+
+    /// Whether `s` is in the language: how tests compare languages (the front end only lowers).
+    #[cfg(test)]
+    pub fn matches(&self, s: &str) -> bool {
+        let mut at = 0;
+        for c in s.chars() {
+            match self.next[at * self.atoms.len() + self.atom(c)] {
+                DEAD => return false,
+                t => at = t as usize,
+            }
+        }
+        self.accept[at]
+    }
+
+    /// The language as right-linear grammar IR, one rule `{name} state {i}` per state (all are
+    /// live, see [`CharDfa`]): the empty string if the state accepts, and for each target state
+    /// one class of the characters going there, then the target's rule. Returns a reference to the start
+    /// rule, or [`GrammarBuilder::nothing`] for the empty language. `name` must be new in `g`
+    /// (a rule defined twice is the error of [`GrammarBuilder::define`]).
+    pub fn lower(
+        &self,
+        name: &str,
+        g: &mut GrammarBuilder,
+        enc: &mut dyn TextEncoding,
+    ) -> Result<ExprId, CompileError> {
+        if self.is_empty() {
+            return Ok(g.nothing());
+        }
+        let width = self.atoms.len();
+        let rules: Vec<RuleId> = (0..self.accept.len())
+            .map(|i| g.rule(&format!("{name} state {i}")))
+            .collect();
+        for (s, &rule) in rules.iter().enumerate() {
+            let row = &self.next[s * width..(s + 1) * width];
+            let mut arcs: Vec<(u32, Vec<(char, char)>)> = Vec::new();
+            for (a, (&t, &(lo, hi))) in row.iter().zip(&self.atoms).enumerate() {
+                if t == DEAD {
+                    continue;
+                }
+                // Consecutive atoms are adjacent characters (across the surrogate gap too), so
+                // a run of them to one target is one range.
+                let run = a > 0 && row[a - 1] == t;
+                match arcs.iter_mut().find(|arc| arc.0 == t) {
+                    Some((_, ranges)) if run => {
+                        if let Some(last) = ranges.last_mut() {
+                            last.1 = hi;
+                        }
+                    }
+                    Some((_, ranges)) => ranges.push((lo, hi)),
+                    None => arcs.push((t, vec![(lo, hi)])),
+                }
+            }
+            let mut branches = Vec::with_capacity(arcs.len() + 1);
+            if self.accept[s] {
+                branches.push(g.empty());
+            }
+            for (t, ranges) in arcs {
+                let class = shared_class(name, enc.class(g, &ranges), g)?;
+                let then = g.rule_ref(rules[t as usize]);
+                branches.push(g.seq([class, then]));
+            }
+            let body = g.alt(branches);
+            g.define(rule, body)?;
+        }
+        Ok(g.rule_ref(rules[0]))
+    }
+
+    /// The empty language.
+    fn nothing() -> CharDfa {
+        CharDfa {
+            atoms: vec![ALL],
+            next: vec![DEAD],
+            accept: vec![false],
+        }
+    }
+
+    /// Index of the atom holding `c`.
+    fn atom(&self, c: char) -> usize {
+        atom_of(&self.atoms, c)
+    }
+}
+
+/// The error of a construction that outgrew its state budget.
+fn too_many(max_states: usize) -> CompileError {
+    CompileError::unplaced(
+        CompileErrorKind::Limit,
+        format!("the character automaton needs more than {max_states} states"),
+    )
+}
+
+/// The error of a regex construct that has no meaning over whole decoded strings here.
+fn unsupported(what: &str) -> CompileError {
+    CompileError::unplaced(
+        CompileErrorKind::Unsupported,
+        format!("{what} is not supported"),
+    )
+}
+
+/// The character after `c` in scalar values, skipping the surrogates.
+fn after(c: char) -> Option<char> {
+    match c {
+        '\u{d7ff}' => Some('\u{e000}'),
+        c => char::from_u32(c as u32 + 1),
+    }
+}
+
+/// The atoms whose starts are `cuts` (and `'\0'`).
+fn partition(mut cuts: Vec<char>) -> Vec<(char, char)> {
+    cuts.push('\0');
+    cuts.sort_unstable();
+    cuts.dedup();
+    let ends = cuts.iter().skip(1).map(|&c| {
+        // Below a cut: `c - 1`, or U+D7FF below U+E000.
+        char::from_u32((c as u32).saturating_sub(1)).unwrap_or('\u{d7ff}')
+    });
+    cuts.iter().copied().zip(ends.chain([char::MAX])).collect()
+}
+
+/// Index of the atom holding `c` (atoms start at `'\0'`, so one always does).
+fn atom_of(atoms: &[(char, char)], c: char) -> usize {
+    atoms.partition_point(|a| a.0 <= c).saturating_sub(1)
+}
+
+/// Adds where each class range and literal character of `hir` begins and ends to `cuts`.
+fn class_cuts(hir: &Hir, cuts: &mut Vec<char>) {
+    let mut range = |lo: char, hi: char| cuts.extend([lo].into_iter().chain(after(hi)));
+    match hir.kind() {
+        HirKind::Literal(lit) => String::from_utf8_lossy(&lit.0)
+            .chars()
+            .for_each(|c| range(c, c)),
+        HirKind::Class(Class::Unicode(c)) => c.iter().for_each(|r| range(r.start(), r.end())),
+        HirKind::Repetition(rep) => class_cuts(&rep.sub, cuts),
+        HirKind::Capture(cap) => class_cuts(&cap.sub, cuts),
+        HirKind::Concat(hs) | HirKind::Alternation(hs) => {
+            hs.iter().for_each(|h| class_cuts(h, cuts))
+        }
+        HirKind::Empty | HirKind::Look(_) | HirKind::Class(Class::Bytes(_)) => {}
+    }
+}
+
+/// A Thompson NFA node; nodes are built back to front, each knowing its continuation.
+enum Node {
+    /// One character of these sorted atom spans (inclusive), then the node.
+    Char(Vec<(u32, u32)>, u32),
+    /// Any of these nodes, without input.
+    Split(Vec<u32>),
+    /// The node, if nothing has been read yet.
+    Start(u32),
+    /// The node, after which nothing more may be read.
+    End(u32),
+    /// The whole string matched.
+    Match,
+}
+
+/// A Thompson NFA over atoms, built from a `Hir` and then determinized.
+struct Nfa<'a> {
+    /// The alphabet: every class and literal of the `Hir` is a union of these.
+    atoms: &'a [(char, char)],
+    /// Node 0 is [`Node::Match`].
+    nodes: Vec<Node>,
+    /// Nodes built and sub-expressions visited: repetition counts multiply both, so this is
+    /// what must be bounded, before memory runs out.
+    work: usize,
+    /// The most `work` allowed.
+    budget: usize,
+    /// Closure visit marks, `round` meaning visited in this closure (clearing per closure
+    /// was quadratic).
+    seen: Vec<u32>,
+    round: u32,
+}
+
+impl Nfa<'_> {
+    /// Adds a node, within the budget.
+    fn push(&mut self, node: Node) -> Result<u32, CompileError> {
+        self.spend()?;
+        self.nodes.push(node);
+        Ok(self.nodes.len() as u32 - 1)
+    }
+
+    /// Counts one unit of work, failing past the budget.
+    fn spend(&mut self) -> Result<(), CompileError> {
+        self.work += 1;
+        match self.work > self.budget {
+            true => Err(CompileError::unplaced(
+                CompileErrorKind::Limit,
+                format!("the regex needs more than {} automaton nodes", self.budget),
+            )),
+            false => Ok(()),
+        }
+    }
+
+    /// The entry of `hir` followed by node `next`.
+    fn compile(&mut self, hir: &Hir, next: u32) -> Result<u32, CompileError> {
+        self.spend()?;
+        match hir.kind() {
+            HirKind::Empty => Ok(next),
+            HirKind::Literal(lit) => {
+                let text = std::str::from_utf8(&lit.0)
+                    .map_err(|_| unsupported("a literal that is not UTF-8 text"))?;
+                text.chars().rev().try_fold(next, |at, c| {
+                    let a = atom_of(self.atoms, c) as u32;
+                    self.push(Node::Char(vec![(a, a)], at))
+                })
+            }
+            HirKind::Class(Class::Unicode(class)) => {
+                let atom = |c| atom_of(self.atoms, c) as u32;
+                let spans = class
+                    .iter()
+                    .map(|r| (atom(r.start()), atom(r.end())))
+                    .collect();
+                self.push(Node::Char(spans, next))
+            }
+            HirKind::Class(Class::Bytes(_)) => Err(unsupported("a byte class")),
+            HirKind::Look(Look::Start) => self.push(Node::Start(next)),
+            HirKind::Look(Look::End) => self.push(Node::End(next)),
+            HirKind::Look(look) => Err(unsupported(&format!("the assertion {look:?}"))),
+            HirKind::Capture(cap) => self.compile(&cap.sub, next),
+            HirKind::Concat(parts) => parts
+                .iter()
+                .rev()
+                .try_fold(next, |at, p| self.compile(p, at)),
+            HirKind::Alternation(branches) => {
+                let entries = branches
+                    .iter()
+                    .map(|b| self.compile(b, next))
+                    .collect::<Result<_, _>>()?;
+                self.push(Node::Split(entries))
+            }
+            HirKind::Repetition(rep) => {
+                let mut at = match rep.max {
+                    // `x{0,k}` nested: (x(x(...)?)?)?.
+                    Some(max) => {
+                        let mut at = next;
+                        for _ in rep.min..max {
+                            let body = self.compile(&rep.sub, at)?;
+                            at = self.push(Node::Split(vec![body, next]))?;
+                        }
+                        at
+                    }
+                    None => {
+                        let back = self.push(Node::Split(Vec::new()))?;
+                        let body = self.compile(&rep.sub, back)?;
+                        self.nodes[back as usize] = Node::Split(vec![body, next]);
+                        back
+                    }
+                };
+                for _ in 0..rep.min {
+                    at = self.compile(&rep.sub, at)?;
+                }
+                Ok(at)
+            }
+        }
+    }
+
+    /// The character nodes reachable from `seeds` without input, and whether the string may
+    /// end here. Each node is visited twice at most: before and after passing an `End`.
+    fn closure(&mut self, seeds: &[u32], at_start: bool) -> (Vec<u32>, bool) {
+        if self.round == u32::MAX {
+            self.seen.fill(0);
+            self.round = 0;
+        }
+        self.round += 1;
+        self.seen.resize(self.nodes.len() * 2, 0);
+        let mut stack: Vec<(u32, bool)> = seeds.iter().map(|&s| (s, false)).collect();
+        let (mut chars, mut accept) = (Vec::new(), false);
+        while let Some((q, ended)) = stack.pop() {
+            let mark = &mut self.seen[q as usize * 2 + ended as usize];
+            if std::mem::replace(mark, self.round) == self.round {
+                continue;
+            }
+            match &self.nodes[q as usize] {
+                Node::Char(..) if !ended => chars.push(q),
+                Node::Char(..) => {}
+                Node::Split(xs) => stack.extend(xs.iter().map(|&x| (x, ended))),
+                Node::Start(x) if at_start => stack.push((*x, ended)),
+                Node::Start(_) => {}
+                Node::End(x) => stack.push((*x, true)),
+                Node::Match => accept = true,
+            }
+        }
+        chars.sort_unstable();
+        (chars, accept)
+    }
+
+    /// Subset construction: the transition table and acceptance of the reachable subsets.
+    fn determinize(
+        &mut self,
+        start: u32,
+        max_states: usize,
+    ) -> Result<(Vec<u32>, Vec<bool>), CompileError> {
+        let width = self.atoms.len();
+        let mut states = States::new(max_states);
+        let first = self.closure(&[start], true);
+        states.id(first)?;
+        let mut next = Vec::new();
+        let mut i = 0;
+        while let Some((set, _)) = states.keys.get(i).cloned() {
+            let mut row = vec![DEAD; width];
+            // Between consecutive span edges every atom leads to the same subset.
+            let mut cuts = vec![0, width as u32];
+            for &q in &set {
+                if let Node::Char(spans, _) = &self.nodes[q as usize] {
+                    cuts.extend(spans.iter().flat_map(|&(lo, hi)| [lo, hi + 1]));
+                }
+            }
+            cuts.sort_unstable();
+            cuts.dedup();
+            for w in cuts.windows(2) {
+                let targets: Vec<u32> = set
+                    .iter()
+                    .filter_map(|&q| match &self.nodes[q as usize] {
+                        Node::Char(spans, to) => {
+                            let k = spans.partition_point(|s| s.1 < w[0]);
+                            spans.get(k).is_some_and(|s| s.0 <= w[0]).then_some(*to)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let key = self.closure(&targets, false);
+                if !key.0.is_empty() || key.1 {
+                    let id = states.id(key)?;
+                    row[w[0] as usize..w[1] as usize].fill(id);
+                }
+            }
+            next.extend(row);
+            i += 1;
+        }
+        let accept = states.keys.iter().map(|k| k.1).collect();
+        Ok((next, accept))
+    }
+}
+
+/// Numbers the states of a construction by key, refusing more than `max`.
+struct States<K> {
+    /// The id of each key seen.
+    ids: HashMap<K, u32>,
+    /// The key of each id: also the worklist, processed in id order.
+    keys: Vec<K>,
+    /// The most states allowed.
+    max: usize,
+}
+
+impl<K: Clone + Eq + Hash> States<K> {
+    /// No state yet.
+    fn new(max: usize) -> Self {
+        States {
+            ids: HashMap::new(),
+            keys: Vec::new(),
+            max,
+        }
+    }
+
+    /// The id of `key`, numbering it if new.
+    fn id(&mut self, key: K) -> Result<u32, CompileError> {
+        if let Some(&id) = self.ids.get(&key) {
+            return Ok(id);
+        }
+        if self.keys.len() >= self.max {
+            return Err(too_many(self.max));
+        }
+        let id = self.keys.len() as u32;
+        self.ids.insert(key.clone(), id);
+        self.keys.push(key);
+        Ok(id)
+    }
+}
+
+/// `class` (one character, spelled as the encoding does) as a rule of its own, shared by every
+/// state that reads it: inlined, each state's edge copied the spelling's states (a JSON
+/// string's escapes, dozens per class), and a pattern within a length, a few hundred states,
+/// took 100 ms to compile. The backend still inlines a small spelling.
+fn shared_class(name: &str, class: ExprId, g: &mut GrammarBuilder) -> Result<ExprId, CompileError> {
+    let rule_name = format!("{name} char {}", class.index());
+    let rule = match g.find_rule(&rule_name) {
+        Some(rule) => rule,
+        None => {
+            let rule = g.rule(&rule_name);
+            g.define(rule, class)?;
+            rule
+        }
+    };
+    Ok(g.rule_ref(rule))
+}
+
+/// The minimal, trimmed, canonically numbered (breadth first from the start, atom by atom)
+/// automaton of the language of `next`/`accept`.
+fn finish(atoms: Vec<(char, char)>, next: Vec<u32>, accept: Vec<bool>) -> CharDfa {
+    let (atoms, next) = merge_atoms(atoms, next, accept.len());
+    let width = atoms.len();
+    let block = minimize(width, &next, &accept);
+    let dead = block[accept.len()];
+    if block[0] == dead {
+        return CharDfa::nothing();
+    }
+    let mut id = vec![DEAD; accept.len() + 1];
+    id[block[0]] = 0;
+    let mut reps = vec![0];
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(&s) = reps.get(i) {
+        for &t in &next[s * width..(s + 1) * width] {
+            let b = if t == DEAD { dead } else { block[t as usize] };
+            if b != dead && id[b] == DEAD {
+                id[b] = reps.len() as u32;
+                reps.push(t as usize);
+            }
+            out.push(if b == dead { DEAD } else { id[b] });
+        }
+        i += 1;
+    }
+    let accept: Vec<bool> = reps.iter().map(|&s| accept[s]).collect();
+    let (atoms, next) = merge_atoms(atoms, out, accept.len());
+    CharDfa {
+        atoms,
+        next,
+        accept,
+    }
+}
+
+/// Joins adjacent atoms that every state treats alike.
+fn merge_atoms(
+    atoms: Vec<(char, char)>,
+    next: Vec<u32>,
+    states: usize,
+) -> (Vec<(char, char)>, Vec<u32>) {
+    let width = atoms.len();
+    let same = |a: usize| (0..states).all(|s| next[s * width + a] == next[s * width + a - 1]);
+    let mut kept: Vec<usize> = Vec::with_capacity(width);
+    let mut merged: Vec<(char, char)> = Vec::with_capacity(width);
+    for (a, &atom) in atoms.iter().enumerate() {
+        match merged.last_mut() {
+            Some(last) if same(a) => last.1 = atom.1,
+            _ => {
+                kept.push(a);
+                merged.push(atom);
+            }
+        }
+    }
+    if kept.len() == width {
+        return (atoms, next);
+    }
+    let rows = next.chunks(width.max(1));
+    let next = rows.flat_map(|row| kept.iter().map(|&a| row[a])).collect();
+    (merged, next)
+}
+
+/// The block of each state (and of a sink `n` standing for [`DEAD`]) in the coarsest
+/// partition respecting acceptance and transitions. Hopcroft's algorithm: a block that splits
+/// off re-enters the worklist only if it is the smaller half, so each state is handled
+/// O(log n) times, where Moore's rounds took O(n) on the long chains of `length`.
+fn minimize(width: usize, next: &[u32], accept: &[bool]) -> Vec<usize> {
+    let n = accept.len() + 1;
+    let target = |s: usize, a: usize| match next.get(s * width + a) {
+        // The sink's row is past the table's end.
+        Some(&t) if s + 1 < n && t != DEAD => t as usize,
+        _ => n - 1,
+    };
+    // Predecessors `(atom, source)` of each state, packed by state.
+    let mut from = vec![0usize; n + 1];
+    for s in 0..n {
+        (0..width).for_each(|a| from[target(s, a) + 1] += 1);
+    }
+    for s in 0..n {
+        from[s + 1] += from[s];
+    }
+    let mut fill = from.clone();
+    let mut preds = vec![(0u32, 0u32); n * width];
+    for s in 0..n {
+        for a in 0..width {
+            let t = target(s, a);
+            preds[fill[t]] = (a as u32, s as u32);
+            fill[t] += 1;
+        }
+    }
+    // Blocks are ranges `first..end` of `elems`; marked states gather in `first..mid`.
+    let accepting = |s: &usize| accept.get(*s).copied().unwrap_or(false);
+    let mut elems: Vec<usize> = (0..n)
+        .filter(accepting)
+        .chain((0..n).filter(|s| !accepting(s)))
+        .collect();
+    let mut loc = vec![0; n];
+    let mut block = vec![0; n];
+    let (mut first, mut end) = (Vec::new(), Vec::new());
+    let split_at = (0..n).filter(accepting).count();
+    for (lo, hi) in [(0, split_at), (split_at, n)] {
+        if lo < hi {
+            for (i, &s) in elems.iter().enumerate().take(hi).skip(lo) {
+                (loc[s], block[s]) = (i, first.len());
+            }
+            first.push(lo);
+            end.push(hi);
+        }
+    }
+    let mut mid = first.clone();
+    let mut work: Vec<usize> = (0..first.len()).collect();
+    let mut queued = vec![true; first.len()];
+    let (mut pairs, mut touched) = (Vec::new(), Vec::new());
+    while let Some(b) = work.pop() {
+        queued[b] = false;
+        pairs.clear();
+        for &t in &elems[first[b]..end[b]] {
+            pairs.extend_from_slice(&preds[from[t]..from[t + 1]]);
+        }
+        pairs.sort_unstable();
+        for group in pairs.chunk_by(|x, y| x.0 == y.0) {
+            for &(_, s) in group {
+                let (s, x) = (s as usize, block[s as usize]);
+                let (i, m) = (loc[s], mid[x]);
+                if i < m {
+                    continue;
+                }
+                if m == first[x] {
+                    touched.push(x);
+                }
+                elems.swap(i, m);
+                (loc[elems[i]], loc[elems[m]], mid[x]) = (i, m, m + 1);
+            }
+            for x in touched.drain(..) {
+                if mid[x] == end[x] {
+                    mid[x] = first[x];
+                    continue;
+                }
+                let y = first.len();
+                first.push(first[x]);
+                end.push(mid[x]);
+                mid.push(first[x]);
+                (first[x], mid[x]) = (end[y], end[y]);
+                for &s in &elems[first[y]..end[y]] {
+                    block[s] = y;
+                }
+                let add = match queued[x] || end[y] - first[y] <= end[x] - first[x] {
+                    true => y,
+                    false => x,
+                };
+                queued.push(false);
+                queued[add] = true;
+                work.push(add);
+            }
+        }
+    }
+    block
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::regex::Utf8;
+    use crate::ir::reference::{Recognizer, Unit};
+    use crate::ir::Expr;
+
+    /// xorshift64: deterministic and dependency-free.
+    struct Rng(u64);
+
+    impl Rng {
+        /// A number in `0..n` (0 for `n == 0`).
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Characters beyond the patterns' own: multi-byte ones, both sides of the surrogate gap,
+    /// controls, and the Kelvin sign that `(?i)k` matches.
+    const EXTRA: &str = "abcxzAZK09-_.:@ \n\t\0\x1féü😀\u{FFFF}\u{E000}\u{D7FF}\u{10FFFF}\u{212A}";
+
+    /// The automaton of a regex in regex-syntax's own (Unicode) dialect.
+    fn dfa(pattern: &str) -> CharDfa {
+        let hir = regex_syntax::Parser::new().parse(pattern).unwrap();
+        CharDfa::from_hir(&hir, 4096).unwrap()
+    }
+
+    /// A walk through the automaton's transitions, a character at a time, stopping at random
+    /// in an accepting state: strings of the language, which random strings rarely are (their
+    /// mutations are strings just outside it).
+    fn walk(d: &CharDfa, rng: &mut Rng) -> String {
+        let (mut s, mut at, width) = (String::new(), 0, d.atoms.len());
+        for _ in 0..14 {
+            let row = &d.next[at * width..(at + 1) * width];
+            let mut targets: Vec<u32> = row.iter().copied().filter(|&t| t != DEAD).collect();
+            targets.sort_unstable();
+            targets.dedup();
+            if targets.is_empty() || (d.accept[at] && rng.below(3) == 0) {
+                break;
+            }
+            // A target first, then an atom to it: `\w` has hundreds of atoms, `@` one.
+            let t = targets[rng.below(targets.len())];
+            let arcs: Vec<usize> = (0..width).filter(|&a| row[a] == t).collect();
+            let a = arcs[rng.below(arcs.len())];
+            let (lo, hi) = d.atoms[a];
+            let inside =
+                char::from_u32(lo as u32 + rng.below((hi as u32 - lo as u32 + 1) as usize) as u32);
+            s.push([lo, hi, inside.unwrap_or(lo)][rng.below(3)]);
+            at = d.next[at * width + a] as usize;
+        }
+        s
+    }
+
+    /// `count` test strings for `d`: random ones over `alphabet`, walks, and walks with one
+    /// character inserted, deleted or replaced; plus the empty string.
+    fn samples(d: &CharDfa, alphabet: &[char], rng: &mut Rng, count: usize) -> Vec<String> {
+        let mut out = vec![String::new()];
+        while out.len() < count {
+            let mut s: Vec<char> = match rng.below(3) {
+                0 => (0..rng.below(9))
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect(),
+                _ => walk(d, rng).chars().collect(),
+            };
+            if rng.below(2) == 0 {
+                let (i, c) = (rng.below(s.len() + 1), alphabet[rng.below(alphabet.len())]);
+                match rng.below(3) {
+                    0 => s.insert(i, c),
+                    _ if i == s.len() => {}
+                    1 => drop(s.remove(i)),
+                    _ => s[i] = c,
+                }
+            }
+            out.push(s.into_iter().collect());
+        }
+        out
+    }
+
+    /// [`EXTRA`] and the characters of `extra` (a pattern's own literals, among others).
+    fn alphabet(extra: &str) -> Vec<char> {
+        let mut chars: Vec<char> = EXTRA.chars().chain(extra.chars()).collect();
+        chars.sort_unstable();
+        chars.dedup();
+        chars
+    }
+
+    /// Patterns of the kind JSON Schemas hold, and some that stress classes and repetition.
+    const PATTERNS: &[&str] = &[
+        r"^[a-z]+$",
+        r"^[A-Z][a-z0-9_-]{2,7}$",
+        r"(?s:.)*[0-9a-fA-F]+(?s:.)*",
+        r"^(\d+\.\d+\.\d+.*)$",
+        r"^x-",
+        r"^x-(?s:.)*",
+        r"^([a-z0-9-]+):([a-z0-9\.-]+):([a-z0-9-]+)?:([a-z0-9-]+)$",
+        r"^\S+$",
+        r"é+ü?",
+        r"^$",
+        r"a|b*c",
+        r"^[^\x00-\x1f]*$",
+        r"[\x{10000}-\x{10FFFF}]x",
+        r"(ab){2,4}",
+        r"^\w+@\w+\.\w{2,3}$",
+        r"(?i)abk",
+        r"[^a]*a[^a]*",
+        r"(a|ab)(c|bcd)(d*)",
+        r"\d{3}-\d{4}",
+        r"(?s:.)*(?:😀|\x{FFFF})(?s:.)*",
+        r"[\x{D7FF}\x{E000}]+",
+        r"[^\x{E000}]b",
+        r"a{0,3}b{2,}",
+        r"(?:ab|a)*b?",
+    ];
+
+    /// Anchors where they are not redundant keep their meaning rather than being dropped.
+    const ANCHORED: &[&str] = &[
+        r"a^b",
+        r"(?s:.)*(^a|b)c(?s:.)*",
+        r"a$|b",
+        r"(a|$)b",
+        r"x(^|y)z",
+        r"(?:^a)?b",
+        r"a(?:$)?",
+        r"(?:a$)*",
+    ];
+
+    #[test]
+    fn chars_from_hir_agrees_with_regex() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for &p in PATTERNS.iter().chain(ANCHORED) {
+            let d = dfa(p);
+            let re = regex::Regex::new(&format!("^(?:{p})$")).unwrap();
+            let (mut yes, mut no) = (0, 0);
+            for s in samples(&d, &alphabet(p), &mut rng, 3000) {
+                assert_eq!(d.matches(&s), re.is_match(&s), "{p} on {s:?}");
+                *if re.is_match(&s) { &mut yes } else { &mut no } += 1;
+            }
+            if PATTERNS.contains(&p) {
+                assert!(yes > 0 && no > 0, "{p}: {yes} matches, {no} others");
+            }
+        }
+    }
+
+    #[test]
+    fn chars_from_hir_rejects_what_it_cannot_mean() {
+        for p in [r"(?m)^a", r"\bword", r"a\B", r"(?-u:[a-z])"] {
+            let hir = regex_syntax::Parser::new().parse(p).unwrap();
+            let err = CharDfa::from_hir(&hir, 4096).unwrap_err();
+            assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{p}");
+        }
+    }
+
+    #[test]
+    fn chars_operations_agree_with_their_definitions() {
+        let mut rng = Rng(7);
+        let named = ["ab", "abc", "", "é😀"];
+        let mut check = |what: &str, d: &CharDfa, want: &dyn Fn(&str) -> bool| {
+            let mut strings = samples(d, &alphabet("abcfg09"), &mut rng, 2000);
+            strings.extend(named.iter().map(|s| s.to_string()));
+            for s in strings {
+                assert_eq!(d.matches(&s), want(&s), "{what} on {s:?}");
+            }
+        };
+        let lower = dfa(r"^[a-z]+$");
+        let hex = dfa(r"(?s:.)*[0-9a-fA-F]+(?s:.)*");
+        let names = CharDfa::strings(&named);
+        let len = |min, max| CharDfa::length(min, max, 64).unwrap();
+        let both = lower.intersect(&hex, 4096).unwrap();
+        check("lower ∩ hex", &both, &|s| {
+            lower.matches(s) && hex.matches(s)
+        });
+        check("¬lower", &lower.complement(), &|s| !lower.matches(s));
+        check("¬¬hex", &hex.complement().complement(), &|s| {
+            hex.matches(s)
+        });
+        let count = |s: &str| s.chars().count();
+        check("2..=5", &len(2, Some(5)), &|s| (2..=5).contains(&count(s)));
+        check("3..", &len(3, None), &|s| count(s) >= 3);
+        check("0..=0", &len(0, Some(0)), &str::is_empty);
+        check("names", &names, &|s| named.contains(&s));
+        let short = lower.intersect(&len(0, Some(3)), 4096).unwrap();
+        check("lower, ≤3", &short, &|s| {
+            lower.matches(s) && count(s) <= 3
+        });
+        let other = lower.complement().intersect(&names.complement(), 4096);
+        let other_key = |s: &str| !lower.matches(s) && !named.contains(&s);
+        check("¬lower ∩ ¬names", &other.unwrap(), &other_key);
+        // Minimal and trimmed: the textbook four states, one for `a*`, `length` a chain.
+        assert_eq!(dfa(r"(?:a|b)*abb").accept.len(), 4);
+        assert_eq!(dfa(r"a*").accept.len(), 1);
+        assert_eq!(CharDfa::length(2, Some(5), 64).unwrap().accept.len(), 6);
+        assert_eq!(CharDfa::strings(&["ab", "cb"]).accept.len(), 3);
+    }
+
+    #[test]
+    fn chars_emptiness() {
+        assert!(dfa(r"^a$").intersect(&dfa(r"^b$"), 64).unwrap().is_empty());
+        assert!(dfa(r"(?s).*").complement().is_empty());
+        assert!(CharDfa::length(3, Some(2), 64).unwrap().is_empty());
+        assert!(CharDfa::strings(&[]).is_empty());
+        assert!(dfa(r"a^b").is_empty());
+        assert!(!dfa(r"^a$").is_empty());
+        assert!(CharDfa::strings(&[""]).matches(""));
+        assert!(!dfa(r"a*").complement().is_empty());
+    }
+
+    /// The grammar of `d` under the name `t`, and the expression of its language.
+    fn lowered(d: &CharDfa) -> (GrammarBuilder, ExprId) {
+        let mut g = GrammarBuilder::new();
+        let e = d.lower("t", &mut g, &mut Utf8).unwrap();
+        (g, e)
+    }
+
+    /// The reference recognizer of `e` as the start rule.
+    fn recognizer(mut g: GrammarBuilder, e: ExprId) -> Recognizer {
+        let start = g.rule("start");
+        g.define(start, e).unwrap();
+        Recognizer::new(&g.finish(start).unwrap())
+    }
+
+    #[test]
+    fn chars_lowering_matches_the_automaton() {
+        let mut rng = Rng(42);
+        let dfas = [
+            dfa(r"^[A-Z][a-z0-9_-]{2,7}$"),
+            dfa(r"[\x{D7FF}\x{E000}]+é?"),
+            dfa(r"(?s:.)*[😀é](?s:.)*")
+                .intersect(&CharDfa::length(0, Some(4), 64).unwrap(), 4096)
+                .unwrap(),
+            dfa(r"^[a-z]+$")
+                .complement()
+                .intersect(&CharDfa::strings(&["ab", "x"]).complement(), 4096)
+                .unwrap(),
+            dfa(r"(?:a|b)*abb"),
+        ];
+        for d in &dfas {
+            let (g, e) = lowered(d);
+            let rules = (0..)
+                .take_while(|i| g.find_rule(&format!("t state {i}")).is_some())
+                .count();
+            assert_eq!(rules, d.accept.len());
+            let rec = recognizer(g, e);
+            for s in samples(d, &alphabet("Aabxz09_-"), &mut rng, 400) {
+                // At each character, the grammar goes on exactly when the automaton is alive:
+                // it never admits a prefix that cannot be completed.
+                let (mut chart, mut at, width) = (rec.start(), Some(0), d.atoms.len());
+                for c in s.chars() {
+                    let pushed = c
+                        .encode_utf8(&mut [0; 4])
+                        .bytes()
+                        .all(|b| chart.push(&rec, Unit::Byte(b)));
+                    at = at
+                        .map(|q| d.next[q * width + d.atom(c)])
+                        .filter(|&t| t != DEAD)
+                        .map(|t| t as usize);
+                    assert_eq!(pushed, at.is_some(), "{s:?} at {c:?}");
+                    if !pushed {
+                        break;
+                    }
+                }
+                assert_eq!(
+                    at.is_some() && chart.is_accepting(&rec),
+                    d.matches(&s),
+                    "{s:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn chars_lowering_the_empty_language_is_nothing() {
+        let d = dfa(r"^a{3}$")
+            .intersect(&CharDfa::length(0, Some(2), 64).unwrap(), 64)
+            .unwrap();
+        assert!(d.is_empty());
+        let (g, e) = lowered(&d);
+        assert_eq!(g.expr(e), &Expr::Nothing);
+        assert_eq!(g.find_rule("t state 0"), None);
+        let rec = recognizer(g, e);
+        let mut chart = rec.start();
+        assert!(!chart.is_accepting(&rec));
+        assert!(!chart.push(&rec, Unit::Byte(b'a')));
+        // A name already used is the builder's error, not a panic.
+        let (mut g, _) = lowered(&dfa("ab"));
+        let err = dfa("ab").lower("t", &mut g, &mut Utf8).unwrap_err();
+        assert_eq!(err.kind(), CompileErrorKind::Invalid);
+    }
+
+    #[test]
+    fn chars_limits() {
+        let limit = |r: Result<CharDfa, CompileError>| r.unwrap_err().kind();
+        assert_eq!(
+            limit(CharDfa::length(0, Some(1_000_000), 4096)),
+            CompileErrorKind::Limit
+        );
+        assert_eq!(
+            limit(CharDfa::length(u64::MAX, None, 4096)),
+            CompileErrorKind::Limit
+        );
+        assert!(CharDfa::length(0, Some(4095), 4096).is_ok());
+        for p in [r"(a|b)*a(a|b){20}", r"(?:a{1000}){1000}"] {
+            let hir = regex_syntax::Parser::new().parse(p).unwrap();
+            assert_eq!(
+                limit(CharDfa::from_hir(&hir, 4096)),
+                CompileErrorKind::Limit,
+                "{p}"
+            );
+        }
+        let six = dfa(r"(a|b)*a(a|b){5}");
+        assert_eq!(six.accept.len(), 64);
+        assert_eq!(
+            limit(six.intersect(&dfa(r"(?:(?:a|b){3})*"), 100)),
+            CompileErrorKind::Limit
+        );
+    }
+}
