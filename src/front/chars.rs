@@ -178,14 +178,16 @@ impl CharDfa {
 
     /// The language as right-linear grammar IR, one rule `{name} state {i}` per state (all are
     /// live, see [`CharDfa`]): the empty string if the state accepts, and for each target state
-    /// one class of the characters going there, then the target's rule. Returns a reference to the start
-    /// rule, or [`GrammarBuilder::nothing`] for the empty language. `name` must be new in `g`
-    /// (a rule defined twice is the error of [`GrammarBuilder::define`]).
+    /// one class of the characters going there, then the target's rule; a state that takes
+    /// every string is `any_text` (the caller's expression for it). Returns a reference to the
+    /// start rule, or [`GrammarBuilder::nothing`] for the empty language. `name` must be new in
+    /// `g` (a rule defined twice is the error of [`GrammarBuilder::define`]).
     pub fn lower(
         &self,
         name: &str,
         g: &mut GrammarBuilder,
         enc: &mut dyn TextEncoding,
+        any_text: ExprId,
     ) -> Result<ExprId, CompileError> {
         if self.is_empty() {
             return Ok(g.nothing());
@@ -196,6 +198,13 @@ impl CharDfa {
             .collect();
         for (s, &rule) in rules.iter().enumerate() {
             let row = &self.next[s * width..(s + 1) * width];
+            // The state that takes every string (a name past what the patterns tell apart):
+            // the caller's shared text, which the mask cache knows from every other string,
+            // instead of a loop of this automaton's own.
+            if self.accept[s] && row.iter().all(|&t| t == s as u32) {
+                g.define(rule, any_text)?;
+                continue;
+            }
             let mut arcs: Vec<(u32, Vec<(char, char)>)> = Vec::new();
             for (a, (&t, &(lo, hi))) in row.iter().zip(&self.atoms).enumerate() {
                 if t == DEAD {
@@ -219,7 +228,7 @@ impl CharDfa {
                 branches.push(g.empty());
             }
             for (t, ranges) in arcs {
-                let class = shared_class(name, enc.class(g, &ranges), g)?;
+                let class = enc.class(g, &ranges);
                 let then = g.rule_ref(rules[t as usize]);
                 branches.push(g.seq([class, then]));
             }
@@ -527,23 +536,6 @@ impl<K: Clone + Eq + Hash> States<K> {
         self.keys.push(key);
         Ok(id)
     }
-}
-
-/// `class` (one character, spelled as the encoding does) as a rule of its own, shared by every
-/// state that reads it: inlined, each state's edge copied the spelling's states (a JSON
-/// string's escapes, dozens per class), and a pattern within a length, a few hundred states,
-/// took 100 ms to compile. The backend still inlines a small spelling.
-fn shared_class(name: &str, class: ExprId, g: &mut GrammarBuilder) -> Result<ExprId, CompileError> {
-    let rule_name = format!("{name} char {}", class.index());
-    let rule = match g.find_rule(&rule_name) {
-        Some(rule) => rule,
-        None => {
-            let rule = g.rule(&rule_name);
-            g.define(rule, class)?;
-            rule
-        }
-    };
-    Ok(g.rule_ref(rule))
 }
 
 /// The minimal, trimmed, canonically numbered (breadth first from the start, atom by atom)
@@ -917,8 +909,15 @@ mod tests {
     /// The grammar of `d` under the name `t`, and the expression of its language.
     fn lowered(d: &CharDfa) -> (GrammarBuilder, ExprId) {
         let mut g = GrammarBuilder::new();
-        let e = d.lower("t", &mut g, &mut Utf8).unwrap();
+        let any = any_utf8(&mut g);
+        let e = d.lower("t", &mut g, &mut Utf8, any).unwrap();
         (g, e)
+    }
+
+    /// Any string, as UTF-8.
+    fn any_utf8(g: &mut GrammarBuilder) -> ExprId {
+        let char = Utf8.class(g, &[ALL]);
+        g.repeat(char, 0, None)
     }
 
     /// The reference recognizer of `e` as the start rule.
@@ -992,7 +991,8 @@ mod tests {
         assert!(!chart.push(&rec, Unit::Byte(b'a')));
         // A name already used is the builder's error, not a panic.
         let (mut g, _) = lowered(&dfa("ab"));
-        let err = dfa("ab").lower("t", &mut g, &mut Utf8).unwrap_err();
+        let any = any_utf8(&mut g);
+        let err = dfa("ab").lower("t", &mut g, &mut Utf8, any).unwrap_err();
         assert_eq!(err.kind(), CompileErrorKind::Invalid);
     }
 

@@ -344,7 +344,8 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 self.automata += 1;
                 let name = format!("{}json string automaton {}", self.prefix, self.automata);
                 let enc = encoding(&mut self.text, &mut self.keys, key);
-                dfa.lower(&name, self.g, enc)
+                let any = any_text(self.g, enc, 0, None);
+                dfa.lower(&name, self.g, enc, any)
             }
             Err((at, e)) => {
                 // Lenient: the first regex alone, or the lengths alone.
@@ -573,7 +574,8 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             }
             self.automata += 1;
             let name = format!("{}json key automaton {}", self.prefix, self.automata);
-            let content = keys.lower(&name, self.g, &mut self.keys)?;
+            let any = any_text(self.g, &mut self.keys, 0, None);
+            let content = keys.lower(&name, self.g, &mut self.keys, any)?;
             members.push(self.member(content, &value)?);
         }
         Ok((!members.is_empty()).then(|| self.g.alt(members)))
