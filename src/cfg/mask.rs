@@ -77,8 +77,13 @@ pub(crate) enum CacheEntry {
         uncertain: Box<[Position]>,
     },
     /// What a loop with this many iterations left makes of an item-level entry's accepted
-    /// tokens (they stay inside the loop, so nothing else decides): the ones it can take.
-    NearBound(StoredMask),
+    /// tokens: the ones it takes, and those it does not take but that may leave it after an
+    /// iteration and go on in the context (`g` ending `[a-z]{8}`, then `d` starting the next
+    /// repetition of an enclosing loop), for the whole chart to decide.
+    NearBound {
+        valid: StoredMask,
+        uncertain: Box<[Position]>,
+    },
     /// Per token id, the loop iterations it starts past the one in progress, for a lifted
     /// subject ([`iteration_starts`]); [`UNKNOWN_STARTS`] where that is not one number.
     Starts(Box<[u16]>),
@@ -101,7 +106,9 @@ impl Weigh for CacheEntry {
                     accepted,
                     uncertain,
                 } => (accepted.len() + uncertain.len()) * 4,
-                CacheEntry::NearBound(valid) => valid.heap_bytes(),
+                CacheEntry::NearBound { valid, uncertain } => {
+                    valid.heap_bytes() + uncertain.len() * 4
+                }
                 CacheEntry::Starts(starts) => starts.len() * 2,
             }
     }
@@ -343,10 +350,11 @@ fn fill_cached(
             match &near {
                 Some((key, counts)) => {
                     let near = cached(g, *key, || near_bound(g, &subject, counts, accepted))?;
-                    let CacheEntry::NearBound(valid) = &*near else {
+                    let CacheEntry::NearBound { valid, uncertain } = &*near else {
                         unreachable!("near-bound keys hold near-bound entries")
                     };
                     valid.or_into(out, vocab.text_mask());
+                    pending.extend_from_slice(uncertain);
                 }
                 None => accepted.or_into(out, vocab.text_mask()),
             }
@@ -635,12 +643,14 @@ fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow>
 }
 
 /// What a lifted subject's loop, its items at `counts`, makes of its accepted tokens (see
-/// [`CacheEntry::NearBound`]): the ones it can take. An accepted token never completes the
-/// loop, so only the upper bound matters, and only through the iterations the token starts
-/// past the one in progress: each needs the counter below the bound, so the loop takes the
-/// token iff it starts fewer than the most iterations any item has left. The counts come from
-/// a table shared by every bound of every loop over the same body ([`iteration_starts`]); the
-/// few tokens it does not know are walked with the real counters.
+/// [`CacheEntry::NearBound`]): the ones it can take. An accepted token has a way through
+/// the relaxed loop that never completes it, so only the upper bound matters, and only
+/// through the iterations the token starts past the one in progress: each needs the counter
+/// below the bound, so the loop takes the token iff it starts fewer than the most iterations
+/// any item has left. The counts come from a table shared by every bound of every loop over
+/// the same body ([`iteration_starts`]); the tokens it does not know, among them those that
+/// may also leave the loop and go on in the context, are walked with the real counters, and
+/// those left to the context are the entry's uncertain ones.
 fn near_bound(
     g: &CfgGrammar,
     subject: &Subject,
@@ -695,19 +705,30 @@ fn near_bound(
             }
         }
     }
+    let mut uncertain = Vec::new();
     if !unknown.is_empty() {
         unknown.sort_unstable();
         let rows = subject.rows(counts);
         let trie = vocab.trie();
         with_shared(g, &rows, |chart, dfa| {
-            walk_list(prog, vocab, chart, dfa, &unknown, |p, outcome| {
-                if matches!(outcome, Outcome::Accepted) {
-                    set_bit(&mut words, trie.token_at(p));
-                }
-            })
+            walk_list(
+                prog,
+                vocab,
+                chart,
+                dfa,
+                &unknown,
+                |p, outcome| match outcome {
+                    Outcome::Accepted => set_bit(&mut words, trie.token_at(p)),
+                    Outcome::Failed { ext: true } => uncertain.push(p),
+                    Outcome::Failed { ext: false } => {}
+                },
+            )
         })?;
     }
-    Ok(CacheEntry::NearBound(stored(&words, vocab.text_mask())))
+    Ok(CacheEntry::NearBound {
+        valid: stored(&words, vocab.text_mask()),
+        uncertain: uncertain.into(),
+    })
 }
 
 /// Bits of the tokens of a 32-token chunk that start fewer than `below` iterations, and of
@@ -832,7 +853,10 @@ impl TrieVisitor for StartsWalk<'_> {
         }
     }
 
-    fn tokens(&mut self, &(_, n): &(Node, u16), tokens: &[TokenId]) {
+    fn tokens(&mut self, &(node, n): &(Node, u16), tokens: &[TokenId]) {
+        // A token that may also leave the loop after an iteration and go on in the context
+        // is not decided by the iterations it starts inside it.
+        let n = if node.ext() { UNKNOWN_STARTS } else { n };
         tokens.iter().for_each(|&t| self.starts[t as usize] = n);
     }
 }
