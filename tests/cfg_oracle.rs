@@ -156,6 +156,17 @@ fn bounded_loops_repeated_by_an_enclosing_loop() {
     );
 }
 
+/// Loops over one body with different bounds (a UUID-like pattern) share the item level's
+/// relaxed walk; each bound is then applied with its own counter.
+#[test]
+fn loops_of_one_body_with_different_bounds() {
+    check_oracle(
+        common::qwen3(),
+        r#"root ::= "\"" [0-9A-Za-z]{8} "-" [0-9A-Za-z]{4} "-" [0-9A-Za-z]{2,12} "\"""#,
+        &[r#""1234abcd-EF01-xyz789abc012""#, r#""Certific-ateX-Id""#],
+    );
+}
+
 /// A state whose first bytes differ: after `a` any string content (taken as a slice), after `b`
 /// only digits (walked), others rejected.
 #[test]

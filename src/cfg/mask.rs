@@ -337,7 +337,8 @@ fn fill_cached(
             Some(left) if left < *longest => {
                 let counts = subject.loop_counts(g, chart);
                 let mut key = StructHasher::new(NEAR_DOMAIN);
-                key.hash(k1);
+                let lifted = subject.lifted.expect("only loops have iterations left");
+                key.hash(k1).hash(g.hashes().state(lifted));
                 counts.iter().for_each(|&n| {
                     key.word(n as u64);
                 });
@@ -571,10 +572,10 @@ impl Subject {
         let mut h = StructHasher::new(LEVEL1_DOMAIN);
         h.hash(hashes.state(self.item.state))
             .word(self.item.count as u64);
-        match self.lifted {
-            Some(l) => h.word(1).hash(hashes.state(l)),
-            None => h.word(0),
-        };
+        // A lifted loop is named by its body, the item's unit, alone: this level relaxes its
+        // bounds, so the loops of `[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-…` share one walk. Keys
+        // built on this one that use the bounds add the loop's own hash.
+        h.word(self.lifted.is_some() as u64);
         let outer = self.lifted.unwrap_or(self.item.state);
         hash_follow(&mut h, &g.prog, outer);
         h.finish()

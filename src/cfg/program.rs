@@ -428,16 +428,15 @@ const INLINE_RULE_MAX: u32 = 256;
 const SPLIT_EXPR_MAX: u32 = 4096;
 const UNROLL_MAX_COPIES: u32 = 32;
 const UNROLL_MAX_STATES: u32 = 4096;
-/// Copies of a repeat of a wide body (`minLength`/`maxLength` on a JSON string) are unrolled
-/// only up to this: unrolled, every position is its own automaton state with its own mask walk
-/// (a schema of 40 strings with `maxLength: 24` compiled to 194k states, each walk ~6 ms; one
-/// string with `minLength: 20` took 20 walks of ~5 ms), while as a counted unit every position
-/// shares the loop's relaxed classification.
-const WIDE_UNROLL_MAX_COPIES: u32 = 4;
+/// Copies of a repeat of a wide body (`minLength`/`maxLength` on a JSON string, `[0-9A-Za-z]{4}`)
+/// are unrolled only up to this, an optional one: unrolled, every position is its own automaton
+/// state with its own mask walk (a schema of 40 strings with `maxLength: 24` compiled to 194k
+/// states, each walk ~6 ms; the four-character groups of a UUID pattern cost a walk of the
+/// alphanumeric tokens, ~300 µs, at each character), while as a counted unit every position,
+/// and every loop over the same body, shares the loop's relaxed classification.
+const WIDE_UNROLL_MAX_COPIES: u32 = 1;
 /// A bounded repeat whose body reads at least this many distinct bytes counts as wide for
-/// [`WIDE_UNROLL_MAX_COPIES`]: an alphanumeric class (62 bytes; UUID-like patterns
-/// `[0-9A-Za-z]{8}-…`) unrolled made each position a state of its own whose first mask walked
-/// ~100k trie nodes; counted, the positions share the loop's relaxed classification.
+/// [`WIDE_UNROLL_MAX_COPIES`].
 const WIDE_REPEAT_BYTES: usize = 32;
 const MAX_INLINE_DEPTH: usize = 200;
 /// An unbounded loop whose body reads at least this many distinct bytes (a JSON string's
