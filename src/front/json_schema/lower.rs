@@ -56,6 +56,31 @@ fn key_classes(o: &ObjectShape, declared: &[&str]) -> Result<Vec<(usize, CharDfa
     Ok(classes)
 }
 
+/// The strings every regex, the lengths and the exclusions of `s` admit, as one automaton;
+/// on failure (a construct automata do not take, too many states), where and why.
+fn string_automaton(s: &StringShape) -> Result<CharDfa, (String, CompileError)> {
+    let length_at = || {
+        s.length_pointer
+            .clone()
+            .or_else(|| s.regexes.first().map(|c| c.pointer.clone()))
+            .unwrap_or_default()
+    };
+    let mut dfa = CharDfa::length(s.min, s.max, MAX_STRING_STATES).map_err(|e| (length_at(), e))?;
+    for c in &s.regexes {
+        let at = |e| (c.pointer.clone(), e);
+        let regex = c.regex.automaton(MAX_STRING_STATES).map_err(at)?;
+        dfa = dfa.intersect(&regex, MAX_STRING_STATES).map_err(at)?;
+    }
+    if !s.exclude.is_empty() {
+        let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
+        let at = |e| (s.exclude_pointer.clone().unwrap_or_default(), e);
+        dfa = dfa
+            .intersect(&CharDfa::strings(&names).complement(), MAX_STRING_STATES)
+            .map_err(at)?;
+    }
+    Ok(dfa)
+}
+
 /// Builds the IR of shapes, one rule per `$ref` target.
 pub(crate) struct Lowering<'c, 'a, 'g> {
     pub c: &'c mut Compiler<'a>,
@@ -339,7 +364,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         if let Some((c, regex)) = single {
             return self.lower_regex(c, &regex, s, key);
         }
-        match self.string_automaton(s) {
+        match string_automaton(s) {
             Ok(dfa) => {
                 self.automata += 1;
                 let name = format!("{}json string automaton {}", self.prefix, self.automata);
@@ -359,32 +384,6 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 }
             }
         }
-    }
-
-    /// The strings every regex, the lengths and the exclusions of `s` admit, as one automaton;
-    /// on failure (a construct automata do not take, too many states), where and why.
-    fn string_automaton(&mut self, s: &StringShape) -> Result<CharDfa, (String, CompileError)> {
-        let length_at = || {
-            s.length_pointer
-                .clone()
-                .or_else(|| s.regexes.first().map(|c| c.pointer.clone()))
-                .unwrap_or_default()
-        };
-        let mut dfa =
-            CharDfa::length(s.min, s.max, MAX_STRING_STATES).map_err(|e| (length_at(), e))?;
-        for c in &s.regexes {
-            let at = |e| (c.pointer.clone(), e);
-            let regex = c.regex.automaton(MAX_STRING_STATES).map_err(at)?;
-            dfa = dfa.intersect(&regex, MAX_STRING_STATES).map_err(at)?;
-        }
-        if !s.exclude.is_empty() {
-            let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
-            let at = |e| (s.exclude_pointer.clone().unwrap_or_default(), e);
-            dfa = dfa
-                .intersect(&CharDfa::strings(&names).complement(), MAX_STRING_STATES)
-                .map_err(at)?;
-        }
-        Ok(dfa)
     }
 
     /// One regex, already narrowed to the string's lengths where it could be.
