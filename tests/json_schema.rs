@@ -287,9 +287,9 @@ fn string_constraints_intersect() {
     }));
     except.yes(&[r#""b""#, r#""ab""#, r#""cc""#]);
     except.no(&[r#""a""#, r#""bc""#, r#""abc""#, r#""""#]);
-    // A huge length stays a counted repeat where the pattern's one repetition takes it.
+    // A huge length stays a counted repeat where the pattern's one repetition takes it (past
+    // the automaton's budget, `errors_name_their_json_pointer` has the typed error).
     assert_compact(json!({"type": "string", "pattern": "^(a|b)*a(a|b){12}$", "maxLength": 100000}));
-    // Past the automaton's budget: a typed error at the pattern (errors_name_their_json_pointer).
 }
 
 #[test]

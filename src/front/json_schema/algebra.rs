@@ -73,14 +73,26 @@ impl Compiler<'_> {
         if let Some((_, s)) = o.properties.iter().find(|(k, _)| k == key) {
             return Ok(s.clone());
         }
+        let mut matching = vec![false; o.patterns.len()];
+        for (m, (c, _)) in matching.iter_mut().zip(&o.patterns) {
+            *m = matches(c, key)?;
+        }
+        self.undeclared_shape(o, &matching)
+    }
+
+    /// The shape of an undeclared name of `o` matching the patterns marked in `matching`:
+    /// all their shapes, or the additional shape if it matches none.
+    pub fn undeclared_shape(
+        &mut self,
+        o: &ObjectShape,
+        matching: &[bool],
+    ) -> Result<Shape, CompileError> {
         let mut shape: Option<Shape> = None;
-        for (c, s) in &o.patterns {
-            if matches(c, key)? {
-                shape = Some(match shape {
-                    Some(both) => self.intersect(&both, s, &c.pointer)?,
-                    None => s.clone(),
-                });
-            }
+        for ((c, s), _) in o.patterns.iter().zip(matching).filter(|(_, &m)| m) {
+            shape = Some(match shape {
+                Some(both) => self.intersect(&both, s, &c.pointer)?,
+                None => s.clone(),
+            });
         }
         Ok(shape.unwrap_or_else(|| (*o.additional).clone()))
     }

@@ -38,16 +38,17 @@ fn key_classes(o: &ObjectShape, declared: &[&str]) -> Result<Vec<(usize, CharDfa
         .iter()
         .map(|(c, _)| c.regex.automaton(MAX_STRING_STATES).map_err(at(c)))
         .collect::<Result<Vec<_>, _>>()?;
+    let complements: Vec<CharDfa> = automata.iter().map(CharDfa::complement).collect();
     let undeclared = CharDfa::strings(declared).complement();
     let mut classes = Vec::new();
     for set in 0..1usize << automata.len() {
         let mut keys = undeclared.clone();
-        for (i, ((c, _), dfa)) in o.patterns.iter().zip(&automata).enumerate() {
-            keys = match set >> i & 1 == 1 {
-                true => keys.intersect(dfa, MAX_STRING_STATES),
-                false => keys.intersect(&dfa.complement(), MAX_STRING_STATES),
-            }
-            .map_err(at(c))?;
+        for (i, (c, _)) in o.patterns.iter().enumerate() {
+            let dfa = match set >> i & 1 == 1 {
+                true => &automata[i],
+                false => &complements[i],
+            };
+            keys = keys.intersect(dfa, MAX_STRING_STATES).map_err(at(c))?;
         }
         if !keys.is_empty() {
             classes.push((set, keys));
@@ -558,16 +559,8 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         };
         let mut members = Vec::new();
         for (set, keys) in classes {
-            let mut value: Option<Shape> = None;
-            for (i, (c, shape)) in o.patterns.iter().enumerate() {
-                if set >> i & 1 == 1 {
-                    value = Some(match value {
-                        Some(both) => self.c.intersect(&both, shape, &c.pointer)?,
-                        None => shape.clone(),
-                    });
-                }
-            }
-            let value = value.unwrap_or_else(|| (*o.additional).clone());
+            let matching: Vec<bool> = (0..o.patterns.len()).map(|i| set >> i & 1 == 1).collect();
+            let value = self.c.undeclared_shape(o, &matching)?;
             if matches!(value, Shape::Never) {
                 continue;
             }
