@@ -1474,23 +1474,22 @@ impl<'a> Stepper<'a> {
                 self.on_chart = None;
             }
         }
-        let leaves = self
-            .chart
-            .row_follow(self.chart.num_rows() - 1)
-            .contains(byte);
+        let row = self.chart.num_rows() - 1;
+        let leaves = self.chart.row_follow(row).contains(byte);
         if !self.chart.push_byte(self.prog, byte)? {
             if let Some(s) = slot {
-                self.dfa.trans[s] = NO_ROW;
+                self.record(s, row, NO_ROW);
             }
             return Ok(None);
         }
         let id = slot.and_then(|_| self.dfa.intern(self.prog, self.chart));
         if let Some(s) = slot {
-            self.dfa.trans[s] = match id {
+            let transition = match id {
                 Some(id) if leaves => id | EXT_BIT,
                 Some(id) => id,
                 None => IN_CHART,
             };
+            self.record(s, row, transition);
         }
         let rows = self.chart.num_rows();
         let ext = parent.ext() || leaves;
@@ -1498,6 +1497,43 @@ impl<'a> Stepper<'a> {
             Some(id) => Node::state(id, ext),
             None => Node::chart(rows, ext),
         }))
+    }
+
+    /// Records `transition` at `slot`, and for every class not known yet from the same state
+    /// that its last row (the chart's `row`) cannot tell from the slot's: a class with the
+    /// same program transition for each item and on the same side of the row's follow set
+    /// pushes the same row. A JSON grammar has a class per letter of its property names, and
+    /// most rows treat them alike; a slice proof asks a state for every class.
+    fn record(&mut self, slot: usize, row: usize, transition: u32) {
+        let Stepper {
+            prog, chart, dfa, ..
+        } = self;
+        let n = dfa.n_classes;
+        let (first, class) = (slot - slot % n, slot % n);
+        let follow = chart.row_follow(row);
+        let leaves = |c: usize| !follow.intersection(&prog.alphabet.sets[c]).is_empty();
+        let leaves_here = leaves(class);
+        let mut scanners: SmallVec<[u32; 16]> = chart
+            .row(row)
+            .iter()
+            .filter(|it| prog.state(it.state).flags & SCANS != 0)
+            .map(|it| it.state)
+            .collect();
+        scanners.sort_unstable();
+        scanners.dedup();
+        let entries: SmallVec<[(&[u32], u32); 16]> = scanners
+            .iter()
+            .map(|&s| (prog.entries(s), prog.entry(s, class)))
+            .collect();
+        dfa.trans[slot] = transition;
+        for c in 0..n {
+            if dfa.trans[first + c] == UNKNOWN
+                && entries.iter().all(|&(e, here)| e[c] == here)
+                && leaves(c) == leaves_here
+            {
+                dfa.trans[first + c] = transition;
+            }
+        }
     }
 
     /// May the unknown context take `byte` right after an EXT completion in `node`'s last row?

@@ -330,6 +330,13 @@ impl Program {
         self.trans[s as usize * self.n_classes() + class]
     }
 
+    /// State `s`'s transition entries, one per class.
+    #[inline]
+    pub fn entries(&self, s: u32) -> &[u32] {
+        let n = self.n_classes();
+        &self.trans[s as usize * n..(s as usize + 1) * n]
+    }
+
     /// The targets of a transition entry.
     #[inline]
     pub fn targets(&self, entry: u32) -> &[u32] {
