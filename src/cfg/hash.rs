@@ -11,7 +11,7 @@
 //! complete. Structures that are equal but numbered differently may hash differently, which
 //! only costs sharing.
 
-use super::program::{tarjan, Program, DEAD, MULTI};
+use super::program::{tarjan, Program, DEAD, MULTI, SCANS};
 use crate::ir::{ByteSet, StructHasher};
 
 const UNIT_DOMAIN: u64 = 0x6366_6775_6e69_7401; // "cfgunit"
@@ -130,7 +130,7 @@ fn unit_local_hash(
         };
         h.word(prog.state(s).flags as u64);
         h.word(edges.bytes.len() as u64);
-        for (set, t) in &edges.bytes {
+        for (_, set, t) in &edges.bytes {
             set.words().iter().for_each(|&w| {
                 h.word(w);
             });
@@ -156,8 +156,8 @@ fn unit_local_hash(
 /// A state's edges in canonical order (buffers reused from state to state).
 #[derive(Default)]
 struct Edges<'a> {
-    /// Bytes grouped by target, ordered by least byte.
-    bytes: Vec<(ByteSet, u32)>,
+    /// Bytes grouped by target, ordered by least byte (the group's first class) and target.
+    bytes: Vec<(usize, ByteSet, u32)>,
     specials: Vec<(&'a str, u32)>,
     calls: Vec<((u64, u128), u32)>,
 }
@@ -169,8 +169,9 @@ fn canonical_edges<'a>(
     out: &mut Edges<'a>,
 ) {
     out.bytes.clear();
-    for c in 0..prog.n_classes() {
-        let e = prog.entry(s, c);
+    let scans = prog.state(s).flags & SCANS != 0;
+    // Classes are numbered by least byte, so a group's first class orders it by least byte.
+    for (c, &e) in prog.entries(s).iter().enumerate().filter(|_| scans) {
         if e == DEAD {
             continue;
         }
@@ -183,14 +184,13 @@ fn canonical_edges<'a>(
         };
         // A state has a few targets: a scan beats hashing them.
         for &t in targets {
-            match out.bytes.iter_mut().find(|(_, u)| *u == t) {
-                Some((group, _)) => *group = group.union(&set),
-                None => out.bytes.push((set, t)),
+            match out.bytes.iter_mut().find(|(_, _, u)| *u == t) {
+                Some((_, group, _)) => *group = group.union(&set),
+                None => out.bytes.push((c, set, t)),
             }
         }
     }
-    out.bytes
-        .sort_unstable_by_key(|(set, t)| (set.iter().next(), *t));
+    out.bytes.sort_unstable_by_key(|&(first, _, t)| (first, t));
     out.specials.clear();
     out.specials.extend(
         prog.specials_of(s)

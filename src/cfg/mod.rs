@@ -45,7 +45,7 @@ mod mask;
 mod program;
 
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{CompileError, CompileErrorKind};
@@ -263,13 +263,15 @@ impl CfgCompiler {
         let row_limits = self.config.row_limits();
         let initial = Chart::new(&prog, row_limits)
             .map_err(|Overflow(msg)| CompileError::unplaced(CompileErrorKind::Limit, msg))?;
+        // The cache keys: every first walk needs them, so they are part of the grammar.
+        let hashes = hash::Hashes::new(&prog);
         Ok(Arc::new(CfgGrammar {
+            hashes,
             prog,
             vocab: self.vocab.clone(),
             config: self.config.clone(),
             cache: self.cache.clone(),
             index: self.index.clone(),
-            hashes: OnceLock::new(),
             walks: Mutex::new(None),
             initial,
         }))
@@ -288,7 +290,7 @@ pub struct CfgGrammar {
     config: CfgConfig,
     cache: Arc<MaskCache<u128, CacheEntry>>,
     index: Arc<mask::VocabIndex>,
-    hashes: OnceLock<hash::Hashes>,
+    hashes: hash::Hashes,
     walks: Mutex<Option<mask::SharedWalks>>,
     initial: Chart,
 }
@@ -321,7 +323,7 @@ impl CfgGrammar {
     }
 
     fn hashes(&self) -> &hash::Hashes {
-        self.hashes.get_or_init(|| hash::Hashes::new(&self.prog))
+        &self.hashes
     }
 }
 
