@@ -68,8 +68,9 @@ type Position = u32;
 pub(crate) enum CacheEntry {
     Item {
         accepted: StoredMask,
-        /// Byte length of the longest accepted token.
-        longest: u32,
+        /// Byte length of the longest accepted token, for a loop body's item (the only one
+        /// asked how close a token comes to a bound).
+        longest: Option<u32>,
         uncertain: Box<[Position]>,
     },
     Context {
@@ -334,7 +335,7 @@ fn fill_cached(
         // The accepted tokens this subject's loop can take, by the loop's counters when a token
         // could reach its bound.
         let near = match subject.left {
-            Some(left) if left < *longest => {
+            Some(left) if longest.is_some_and(|longest| left < longest) => {
                 let counts = subject.loop_counts(g, chart);
                 let mut key = StructHasher::new(NEAR_DOMAIN);
                 let lifted = subject.lifted.expect("only loops have iterations left");
@@ -626,14 +627,15 @@ fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow>
         let mut walk = TrieWalk::new(prog, vocab, chart, dfa, &mut words, Some(&mut uncertain));
         walk.walk().map(|()| walk.listed.take())
     })?;
+    let in_loop = subject.lifted.is_some();
     let (accepted, longest) = match listed {
         Some((mut ids, longest)) => {
             ids.sort_unstable();
-            (StoredMask::Accepted(ids.into()), longest)
+            (StoredMask::Accepted(ids.into()), in_loop.then_some(longest))
         }
         None => (
             stored(&words, vocab.text_mask()),
-            g.index.longest(vocab, &words),
+            in_loop.then(|| g.index.longest(vocab, &words)),
         ),
     };
     Ok(CacheEntry::Item {
