@@ -167,6 +167,31 @@ fn loops_of_one_body_with_different_bounds() {
     );
 }
 
+/// Bounded strings (`maxLength`) count their iterations by characters, read off the string
+/// slice's tokens: multibyte characters (some split across tokens), escapes near the bound,
+/// lengths reached exactly. A bounded loop whose iterations are not single characters
+/// (`ab`) cannot be counted so, and is walked.
+#[test]
+fn bounded_strings_counted_by_characters() {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": 5},
+        "b": {"type": "string", "minLength": 2, "maxLength": 9}
+    }});
+    check_schema(
+        &schema,
+        &[
+            r#"{"a":"日本語ab","b":"é\n\"x🎉yz"}"#,
+            r#"{"a":"","b":"ñandú día"}"#,
+            r#"{"a":"🎉🎉🎉🎉🎉","b":"\u00e9\t"}"#,
+        ],
+    );
+    check_oracle(
+        common::qwen3(),
+        r#"root ::= "<" ("ab" | "é" | "c"){0,7} ">""#,
+        &["<abéccabé>", "<ééééééé>", "<>"],
+    );
+}
+
 /// A state whose first bytes differ: after `a` any string content (taken as a slice), after `b`
 /// only digits (walked), others rejected.
 #[test]

@@ -41,6 +41,7 @@
 use std::cell::Cell;
 use std::sync::{Arc, PoisonError};
 
+use rustc_hash::FxHashSet;
 use smallvec::SmallVec;
 
 use super::chart::{Chart, Item, Overflow, EXT};
@@ -49,7 +50,8 @@ use super::CfgGrammar;
 use crate::ir::{ByteSet, StructHasher};
 use crate::mask::{clear_bit, get_bit, iter_ones, set_bit, StoredMask, Weigh};
 use crate::vocab::{
-    walk_sliced, SliceProbe, SliceProofs, Subtree, TokenId, TrieStep, TrieVisitor, Vocab,
+    walk_sliced, SliceProbe, SliceProofs, SliceState, Subtree, TokenId, TokenSlice, TrieStep,
+    TrieVisitor, Vocab,
 };
 
 const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
@@ -122,6 +124,9 @@ pub(crate) struct VocabIndex {
     by_len: Box<[TokenId]>,
     /// Position of each token (`u32::MAX` for non-text ids).
     position: Box<[Position]>,
+    /// Per token id, the UTF-8 characters its bytes start (bytes that are not continuation
+    /// bytes), saturated.
+    characters: Box<[u16]>,
 }
 
 impl VocabIndex {
@@ -145,9 +150,19 @@ impl VocabIndex {
             .filter(|&t| order.0[t as usize] != u32::MAX)
             .collect();
         by_len.sort_by_key(|&t| std::cmp::Reverse(vocab.token_bytes(t).len()));
+        let characters = (0..vocab.len() as TokenId)
+            .map(|t| {
+                let starts = vocab
+                    .token_bytes(t)
+                    .iter()
+                    .filter(|&&b| !is_continuation(b));
+                starts.count().min(UNKNOWN_STARTS as usize - 1) as u16
+            })
+            .collect();
         VocabIndex {
             by_len: by_len.into(),
             position: order.0.into(),
+            characters,
         }
     }
 
@@ -766,7 +781,24 @@ fn iteration_starts(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Ove
             error: None,
         };
         let root = walk.stepper.root();
-        vocab.trie().walk((root, 0), &mut walk);
+        let mut counted = None;
+        for slice in vocab.slices() {
+            if let Some(root_starts) = walk.starts_with_characters(slice, root)? {
+                counted = Some((slice, root_starts));
+                break;
+            }
+        }
+        match counted {
+            Some((slice, root_starts)) => {
+                for t in iter_ones(slice.members()) {
+                    let first_continues = !root_starts && !is_continuation(vocab.token_bytes(t)[0]);
+                    walk.starts[t as usize] =
+                        g.index.characters[t as usize] - u16::from(first_continues);
+                }
+                slice.rest().walk((root, 0), &mut walk);
+            }
+            None => vocab.trie().walk((root, 0), &mut walk),
+        }
         walk.stepper.finish();
         walk.error.map_or(Ok(()), Err)
     })?;
@@ -825,6 +857,70 @@ impl StartsWalk<'_> {
         };
         self.boundaries[id] = Some(b);
         b
+    }
+}
+
+/// Most (slice state, row state) pairs [`StartsWalk::starts_with_characters`] explores.
+const MAX_CHARACTER_PAIRS: usize = 64;
+
+/// Is `byte` a UTF-8 continuation byte (one that starts no character)?
+fn is_continuation(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
+}
+
+impl StartsWalk<'_> {
+    /// Does every string of `slice` that the relaxed loop takes from `root` start an iteration
+    /// exactly at each byte after the first that starts a UTF-8 character (a loop over single
+    /// characters, as a string's)? Then each of the slice's tokens the loop takes starts as
+    /// many iterations as it has characters, less the first when it continues the iteration
+    /// in progress, and only the slice's rest needs a walk. `Some(whether the root's first
+    /// byte starts an iteration)` if so.
+    ///
+    /// Explores the pairs of slice and row states those strings reach: every byte the slice
+    /// allows from a pair is rejected by the loop (no token the loop takes passes there), or
+    /// starts an iteration iff it starts a character, from a known boundary, without leaving
+    /// the loop. At the root only the boundary matters: between iterations any first byte
+    /// starts one (a continuation byte cannot come first), inside one none does.
+    fn starts_with_characters(
+        &mut self,
+        slice: &TokenSlice,
+        root: Node,
+    ) -> Result<Option<bool>, Overflow> {
+        let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
+        let mut stack = vec![(slice.start(), root, true)];
+        let mut root_starts = false;
+        while let Some((s, node, at_root)) = stack.pop() {
+            let between = match self.boundary(&node) {
+                Boundary::Between => true,
+                Boundary::Inside => false,
+                Boundary::Unknown => return Ok(None),
+            };
+            if at_root {
+                root_starts = between;
+            }
+            for byte in 0..=u8::MAX {
+                let Some(next_s) = slice.next(s, byte) else {
+                    continue;
+                };
+                let Some(next) = self.stepper.advance(&node, byte)? else {
+                    continue;
+                };
+                let Some(id) = next.dfa() else {
+                    return Ok(None);
+                };
+                let counted_right = at_root || between != is_continuation(byte);
+                if next.ext() || !counted_right {
+                    return Ok(None);
+                }
+                if met.insert((next_s, id)) {
+                    if met.len() > MAX_CHARACTER_PAIRS {
+                        return Ok(None);
+                    }
+                    stack.push((next_s, next, false));
+                }
+            }
+        }
+        Ok(Some(root_starts))
     }
 }
 

@@ -15,8 +15,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use slice::TokenSlice;
-pub(crate) use slice::{walk_sliced, SliceProbe, SliceProofs};
+pub(crate) use slice::{walk_sliced, SliceProbe, SliceProofs, SliceState, TokenSlice};
 pub use trie::{Subtree, TokenTrie, TrieStep, TrieVisitor};
 
 /// A token id, as inference engines pass them.

@@ -180,6 +180,11 @@ impl TokenSlice {
         members
     }
 
+    /// Mask words: the text tokens inside the language.
+    pub fn members(&self) -> &[u32] {
+        &self.members
+    }
+
     /// The trie of the text tokens outside the slice.
     pub fn rest(&self) -> &TokenTrie {
         &self.rest
