@@ -192,6 +192,23 @@ fn bounded_strings_counted_by_characters() {
     );
 }
 
+/// URIs and names restricted to alphanumerics: their walks take the ASCII slices (a URI's
+/// unreserved characters, alphanumerics) for the first bytes they allow and walk the rest.
+#[test]
+fn ascii_slices() {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "home": {"type": "string", "format": "uri"}
+    }, "patternProperties": {"^[A-Z][A-Za-z0-9]*$": {"type": "integer"}},
+    "additionalProperties": false});
+    check_schema(
+        &schema,
+        &[
+            r#"{"home":"https://user@example.org:8080/a-b_c.d~e/%7E?q=1&r=(x)#top","Abc123":4}"#,
+            r#"{"home":"urn:isbn:0451450523","Zed":0,"Q9":-7}"#,
+        ],
+    );
+}
+
 /// A state whose first bytes differ: after `a` any string content (taken as a slice), after `b`
 /// only digits (walked), others rejected.
 #[test]
