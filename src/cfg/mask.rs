@@ -1155,6 +1155,11 @@ pub(crate) struct SharedWalks {
 /// Most bytes a grammar's shared row DFA keeps; past it the next walk starts a new one.
 const SHARED_DFA_BYTES: usize = 4 << 20;
 
+/// States a grammar's shared row DFA has room for from the start: a JSON schema's first
+/// walks make a few hundred to a few thousand, and growing the table by doubling copied it
+/// (~3% of a JSON schema's first walks).
+const SHARED_DFA_ROOM: usize = 2048;
+
 /// Runs `walk` on a chart holding exactly `rows`, with the grammar's shared row DFA.
 fn with_shared<R>(
     g: &CfgGrammar,
@@ -1167,7 +1172,7 @@ fn with_shared<R>(
         .unwrap_or_else(PoisonError::into_inner)
         .take();
     let mut shared = lent.unwrap_or_else(|| SharedWalks {
-        dfa: StateDfa::new(0, g.prog.n_classes()),
+        dfa: StateDfa::new(0, g.prog.n_classes()).with_room(SHARED_DFA_ROOM),
         chart: Chart::from_rows(&g.prog, g.config.row_limits(), &[]),
     });
     shared.chart.reset(rows);
@@ -1324,6 +1329,13 @@ impl StateDfa {
             scratch_key: Vec::new(),
             slice_proofs: SliceProofs::default(),
         }
+    }
+
+    /// The DFA with room for `states` states before its transition table grows.
+    fn with_room(mut self, states: usize) -> StateDfa {
+        self.trans.reserve(states * self.n_classes);
+        self.follow.reserve(states);
+        self
     }
 
     /// The state of the chart's last row, if its structure is small enough. Below the last
