@@ -117,7 +117,8 @@ impl Weigh for CacheEntry {
     }
 }
 
-/// Orders of the vocabulary's text tokens the cache needs, computed once per compiler.
+/// What the cache needs to know of the vocabulary's text tokens (orders, character counts),
+/// computed once per compiler.
 #[derive(Debug)]
 pub(crate) struct VocabIndex {
     /// Longest first (for counters near their bound).
@@ -791,7 +792,9 @@ fn iteration_starts(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Ove
         match counted {
             Some((slice, root_starts)) => {
                 for t in iter_ones(slice.members()) {
-                    let first_continues = !root_starts && !is_continuation(vocab.token_bytes(t)[0]);
+                    let first = vocab.token_bytes(t).first();
+                    let first_continues =
+                        !root_starts && !first.is_some_and(|&b| is_continuation(b));
                     walk.starts[t as usize] =
                         g.index.characters[t as usize] - u16::from(first_continues);
                 }
@@ -858,17 +861,7 @@ impl StartsWalk<'_> {
         self.boundaries[id] = Some(b);
         b
     }
-}
 
-/// Most (slice state, row state) pairs [`StartsWalk::starts_with_characters`] explores.
-const MAX_CHARACTER_PAIRS: usize = 64;
-
-/// Is `byte` a UTF-8 continuation byte (one that starts no character)?
-fn is_continuation(byte: u8) -> bool {
-    byte & 0xC0 == 0x80
-}
-
-impl StartsWalk<'_> {
     /// Does every string of `slice` that the relaxed loop takes from `root` start an iteration
     /// exactly at each byte after the first that starts a UTF-8 character (a loop over single
     /// characters, as a string's)? Then each of the slice's tokens the loop takes starts as
@@ -922,6 +915,14 @@ impl StartsWalk<'_> {
         }
         Ok(Some(root_starts))
     }
+}
+
+/// Most (slice state, row state) pairs [`StartsWalk::starts_with_characters`] explores.
+const MAX_CHARACTER_PAIRS: usize = 64;
+
+/// Is `byte` a UTF-8 continuation byte (one that starts no character)?
+fn is_continuation(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
 }
 
 impl TrieVisitor for StartsWalk<'_> {
