@@ -1731,6 +1731,10 @@ impl SliceProbe for TrieWalk<'_> {
     fn byte_classes(&self) -> Option<&[u8; 256]> {
         Some(&self.stepper.prog.alphabet.class_of)
     }
+
+    fn tries_slice(&self, k: usize) -> bool {
+        self.stepper.prog.slices & 1 << k != 0
+    }
 }
 
 impl TrieVisitor for TrieWalk<'_> {

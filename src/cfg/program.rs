@@ -299,9 +299,51 @@ pub(crate) struct Program {
     /// superset). A token the unit alone rejects on a byte outside them, after completing,
     /// is rejected in every context: the mask cache need not ask the context about it.
     pub follow: Vec<ByteSet>,
+    /// Bit `k`: the vocabulary's slice `k` is worth a proof in this grammar
+    /// ([`Program::slices_worth_trying`]).
+    pub slices: u32,
 }
 
 impl Program {
+    /// The slices a mask walk of this program should try: the text slices always, a narrower
+    /// one only if some state takes (itself or through the units it calls) every byte its
+    /// strings start with but not every byte the slice before it starts with (a URI's
+    /// characters, names limited by a pattern). Other grammars would only fail its proof at
+    /// every walk where no slice fits (JSON keys, numbers).
+    pub fn slices_worth_trying(&self, vocab: &Vocab, unit_first: &[ByteSet]) -> u32 {
+        let first: Vec<ByteSet> = vocab.slices().iter().map(|s| s.first_bytes()).collect();
+        // Per slice, the classes holding one of its first bytes: a state takes them all, by
+        // its own edges or through a callee, or it cannot take the slice (most states fail
+        // on the first class looked at).
+        let needed: Vec<Vec<usize>> = first
+            .iter()
+            .map(|f| {
+                (0..self.n_classes())
+                    .filter(|&c| !self.alphabet.sets[c].intersection(f).is_empty())
+                    .collect()
+            })
+            .collect();
+        let takes = |s: u32, k: usize| {
+            let mut callees = None;
+            needed[k].iter().all(|&c| {
+                self.entry(s, c) != DEAD || {
+                    let from_callees =
+                        callees.get_or_insert_with(|| self.callees_first(s, unit_first));
+                    let bytes = self.alphabet.sets[c].intersection(&first[k]);
+                    from_callees.intersection(&bytes) == bytes
+                }
+            })
+        };
+        let scanning = (0..self.states.len() as u32).filter(|&s| self.state(s).flags & SCANS != 0);
+        let mut worth = 0b11;
+        for k in 2..first.len() {
+            if scanning.clone().any(|s| takes(s, k) && !takes(s, k - 1)) {
+                worth |= 1 << k;
+            }
+        }
+        worth
+    }
+
     #[inline]
     pub fn n_classes(&self) -> usize {
         self.alphabet.sets.len()
@@ -356,22 +398,9 @@ impl Program {
         out
     }
 
-    /// [`Program::follow`], by two fixpoints. A unit's first bytes: its start state's, and
-    /// its start's callees' (every byte when one can be empty). What may follow a call's
-    /// return state: its own bytes, its callees' first bytes, and, when it may end its unit,
-    /// whatever follows that unit; a unit is followed by what follows each of its calls. A
-    /// counted unit's state calls the body and returns to itself, so a body is followed by
-    /// its own first bytes and by what follows the loop.
-    fn follow_sets(&self) -> Vec<ByteSet> {
-        let n = self.units.len();
-        let callees_first = |s: u32, first: &[ByteSet]| {
-            self.calls_of(s).iter().fold(ByteSet::EMPTY, |acc, c| {
-                match self.units[c.unit as usize].nullable {
-                    true => ByteSet::FULL,
-                    false => acc.union(&first[c.unit as usize]),
-                }
-            })
-        };
+    /// Per unit, the bytes its strings may start with, by a fixpoint: its start state's, and
+    /// its start's callees' (every byte when one can be empty).
+    fn unit_first_sets(&self) -> Vec<ByteSet> {
         let own: Vec<ByteSet> = self
             .units
             .iter()
@@ -381,21 +410,43 @@ impl Program {
         let mut changed = true;
         while changed {
             changed = false;
-            for u in 0..n {
-                let f = own[u].union(&callees_first(self.units[u].start, &first));
+            for u in 0..self.units.len() {
+                let f = own[u].union(&self.callees_first(self.units[u].start, &first));
                 changed |= f != first[u];
                 first[u] = f;
             }
         }
+        first
+    }
+
+    /// The bytes the units `s` calls may start with, by `first` (any byte if one is
+    /// nullable).
+    fn callees_first(&self, s: u32, first: &[ByteSet]) -> ByteSet {
+        self.calls_of(s).iter().fold(ByteSet::EMPTY, |acc, c| {
+            match self.units[c.unit as usize].nullable {
+                true => ByteSet::FULL,
+                false => acc.union(&first[c.unit as usize]),
+            }
+        })
+    }
+
+    /// [`Program::follow`], by a fixpoint over the units' `first` bytes
+    /// ([`Program::unit_first_sets`]). What may follow a call's return state: its own bytes,
+    /// its callees' first bytes, and, when it may end its unit, whatever follows that unit; a
+    /// unit is followed by what follows each of its calls. A counted unit's state calls the
+    /// body and returns to itself, so a body is followed by its own first bytes and by what
+    /// follows the loop.
+    fn follow_sets(&self, first: &[ByteSet]) -> Vec<ByteSet> {
+        let n = self.units.len();
         let mut rets: Vec<(u32, u32)> = self.calls.iter().map(|c| (c.unit, c.ret)).collect();
         rets.sort_unstable();
         rets.dedup();
         let next_own: Vec<ByteSet> = rets
             .iter()
-            .map(|&(_, r)| self.first_bytes(r).union(&callees_first(r, &first)))
+            .map(|&(_, r)| self.first_bytes(r).union(&self.callees_first(r, first)))
             .collect();
         let mut follow = vec![ByteSet::EMPTY; n];
-        changed = true;
+        let mut changed = true;
         while changed {
             changed = false;
             for (&(unit, ret), next) in rets.iter().zip(&next_own) {
@@ -473,7 +524,11 @@ pub(crate) fn compile(
     while let Some(u) = lower.queue.pop_front() {
         lower.build_unit(u)?;
     }
-    lower.finish(start)
+    let mut prog = lower.finish(start)?;
+    let unit_first = prog.unit_first_sets();
+    prog.follow = prog.follow_sets(&unit_first);
+    prog.slices = prog.slices_worth_trying(vocab, &unit_first);
+    Ok(prog)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -1060,6 +1115,7 @@ impl<'a> Lowering<'a> {
             special_edges: Vec::new(),
             specials: self.specials,
             follow: Vec::new(),
+            slices: 0,
         };
         // First pass: state offsets.
         let mut offset = Vec::with_capacity(order.len());
@@ -1192,7 +1248,6 @@ impl<'a> Lowering<'a> {
                 _ => unreachable!(),
             }
         }
-        prog.follow = prog.follow_sets();
         Ok(prog)
     }
 }
@@ -2055,6 +2110,15 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         let rule = |name: &str| g.rules().iter().position(|r| r.name == name).unwrap();
         assert!(!jumps[rule("root")] && !jumps[rule("s0")]);
         assert!((1..=300).all(|i| jumps[rule(&format!("s{i}"))]));
+        let prog = compile_for_test(&g);
+        // `s0` is referred to twice in the middle of `root`: one unit, called; the chain
+        // below it is that unit's automaton.
+        assert_eq!(prog.units.len(), 2);
+        let s0 = &prog.units[1];
+        assert!((s0.start..s0.end).all(|s| prog.state(s).flags & CALLS == 0));
+    }
+
+    fn compile_for_test(g: &Grammar) -> Program {
         let vocab = Vocab::from_token_bytes(Vec::new(), &[], &[]).unwrap();
         let options = CompileOptions {
             max_states: 1 << 20,
@@ -2062,12 +2126,33 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
             deadline: None,
             minimize: false,
         };
-        let prog = compile(&g, &vocab, &options).unwrap();
-        // `s0` is referred to twice in the middle of `root`: one unit, called; the chain
-        // below it is that unit's automaton.
-        assert_eq!(prog.units.len(), 2);
-        let s0 = &prog.units[1];
-        assert!((s0.start..s0.end).all(|s| prog.state(s).flags & CALLS == 0));
+        compile(g, &vocab, &options).unwrap()
+    }
+
+    /// The ASCII slices are tried where some state takes every byte they start with and not
+    /// every byte of the broader slice (itself or through what it calls): a URI's characters,
+    /// names limited to alphanumerics and `_`; not JSON keys, numbers or plain strings.
+    #[test]
+    fn ascii_slices_are_tried_where_a_state_could_take_them() {
+        let slices = |gbnf: &str| {
+            compile_for_test(&crate::front::gbnf::gbnf_to_ir(gbnf, "g").unwrap()).slices
+        };
+        let (unreserved, alphanumeric) = (1 << 2, 1 << 3);
+        assert_eq!(slices(r#"root ::= "\"" [^"\\]* "\"""#), 0b11);
+        assert_eq!(
+            slices(r#"root ::= "\"" [A-Za-z0-9._~-]+ "\"""#) & unreserved,
+            unreserved
+        );
+        assert_eq!(slices(r#"root ::= [A-Za-z0-9_]+"#), 0b11 | alphanumeric);
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "count": {"type": "integer"}, "name": {"type": "string"}}});
+        let json = crate::front::json_schema::compile_schema(
+            &schema,
+            &crate::front::json_schema::JsonSchemaOptions::new(),
+        )
+        .unwrap()
+        .grammar;
+        assert_eq!(compile_for_test(&json).slices, 0b11);
     }
 
     #[test]

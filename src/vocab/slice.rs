@@ -186,6 +186,15 @@ impl TokenSlice {
         members
     }
 
+    /// The bytes the language's strings start with.
+    pub fn first_bytes(&self) -> ByteSet {
+        let mut first = ByteSet::EMPTY;
+        (0..=u8::MAX)
+            .filter(|&b| self.next(self.start(), b).is_some())
+            .for_each(|b| first.insert(b));
+        first
+    }
+
     /// Mask words: the text tokens inside the language.
     pub fn members(&self) -> &[u32] {
         &self.members
@@ -343,6 +352,11 @@ pub(crate) trait SliceProbe: TrieVisitor {
     fn byte_classes(&self) -> Option<&[u8; 256]> {
         None
     }
+    /// Is slice `k` of the vocabulary worth a proof for this client (`false`: no state of
+    /// it could take the slice where a broader one fails, so the proof would only fail)?
+    fn tries_slice(&self, _k: usize) -> bool {
+        true
+    }
 }
 
 /// Most (slice state, walk state) pairs explored per first byte before leaving it to the walk,
@@ -365,6 +379,9 @@ pub(crate) fn walk_sliced<V: SliceProbe>(
     proofs: &mut SliceProofs,
 ) -> Result<(), V::Error> {
     for (k, slice) in vocab.slices().iter().enumerate() {
+        if !v.tries_slice(k) {
+            continue;
+        }
         let (taken, decided) = decide_first_bytes(slice, &mut proofs.slices[k], &root, v)?;
         if taken.is_empty() {
             continue;
