@@ -169,9 +169,13 @@ fn canonical_edges<'a>(
     out: &mut Edges<'a>,
 ) {
     out.bytes.clear();
-    let scans = prog.state(s).flags & SCANS != 0;
+    // A state without byte edges has no entry to look at.
+    let entries: &[u32] = match prog.state(s).flags & SCANS != 0 {
+        true => prog.entries(s),
+        false => &[],
+    };
     // Classes are numbered by least byte, so a group's first class orders it by least byte.
-    for (c, &e) in prog.entries(s).iter().enumerate().filter(|_| scans) {
+    for (c, &e) in entries.iter().enumerate() {
         if e == DEAD {
             continue;
         }
