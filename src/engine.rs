@@ -62,6 +62,7 @@ use crate::front::gbnf::gbnf_to_ir;
 use crate::front::json_schema::{compile_schema, JsonSchemaOptions};
 use crate::front::tags::TagDispatch;
 use crate::ir::{Grammar, GrammarBuilder};
+use crate::limits::Limits;
 use crate::mask::CacheStats;
 use crate::matcher::{MatchError, Matcher};
 use crate::ops::{fits_operators, lower, LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
@@ -91,6 +92,7 @@ pub struct EngineConfig {
     lower: LowerConfig,
     cfg: CfgConfig,
     backend: BackendChoice,
+    limits: Limits,
 }
 
 impl Default for EngineConfig {
@@ -100,6 +102,7 @@ impl Default for EngineConfig {
             lower: LowerConfig::new(),
             cfg: CfgConfig::new(),
             backend: BackendChoice::Auto,
+            limits: Limits::new(),
         }
     }
 }
@@ -133,6 +136,12 @@ impl EngineConfig {
         self.backend = choice;
         self
     }
+
+    /// The ceilings every compilation and matcher of the engine works under.
+    pub fn limits(mut self, limits: Limits) -> EngineConfig {
+        self.limits = limits;
+        self
+    }
 }
 
 /// Vocabulary, mask caches, structure factory, router. See the [module docs](self).
@@ -147,6 +156,7 @@ pub struct Engine {
     sources: Vec<(String, String)>,
     lower: LowerConfig,
     backend: BackendChoice,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for Engine {
@@ -180,6 +190,7 @@ impl Engine {
             sources: Vec::new(),
             lower: config.lower,
             backend: config.backend,
+            limits: config.limits,
         }
     }
 
@@ -382,6 +393,11 @@ impl Engine {
     /// The vocabulary and global mask cache shared by every matcher.
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
+    }
+
+    /// The ceilings this engine's compilations and matchers work under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The vocabulary.

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::limits::LimitExceeded;
+
 /// What kind of problem a [`CompileError`] reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -85,6 +87,7 @@ pub struct CompileError {
     kind: CompileErrorKind,
     location: Location,
     message: String,
+    limit: Option<LimitExceeded>,
 }
 
 impl CompileError {
@@ -94,7 +97,32 @@ impl CompileError {
             kind,
             location,
             message: message.into(),
+            limit: None,
         }
+    }
+
+    /// A `Limit` error: `exceeded` at `location`, `what` naming the part of the input that
+    /// reached it.
+    ///
+    /// ```
+    /// use formwork::{CompileError, CompileErrorKind, LimitKind, Limits, Location};
+    ///
+    /// let exceeded = Limits::new().nesting(2).check(LimitKind::Nesting, 3).unwrap_err();
+    /// let e = CompileError::over_limit(exceeded, Location::JsonPointer("/items/items".into()), "schema");
+    /// assert_eq!(e.kind(), CompileErrorKind::Limit);
+    /// assert_eq!(e.limit().unwrap().kind, LimitKind::Nesting);
+    /// assert_eq!(e.to_string(), "#/items/items: schema: nesting limit: 3 > 2");
+    /// ```
+    pub fn over_limit(exceeded: LimitExceeded, location: Location, what: &str) -> CompileError {
+        CompileError {
+            limit: Some(exceeded),
+            ..CompileError::new(CompileErrorKind::Limit, location, format!("{what}: {exceeded}"))
+        }
+    }
+
+    /// The limit reached, for a `Limit` error raised by [`Limits`](crate::limits::Limits).
+    pub fn limit(&self) -> Option<&LimitExceeded> {
+        self.limit.as_ref()
     }
 
     /// An error with no particular location.
@@ -137,11 +165,11 @@ impl CompileError {
             Location::Text { col, .. } => format!(" (column {col} of it)"),
             _ => String::new(),
         };
-        CompileError::new(
-            self.kind,
+        CompileError {
+            message: format!("{context}: {}{inside}", self.message),
             location,
-            format!("{context}: {}{inside}", self.message),
-        )
+            ..self
+        }
     }
 
     /// The same error placed at `location` if it had no place yet.

@@ -15,6 +15,7 @@ pub mod error;
 pub mod front;
 pub mod gpu;
 pub mod ir;
+pub mod limits;
 pub mod mask;
 pub mod maskbench;
 pub mod matcher;
@@ -25,4 +26,5 @@ pub mod vocab;
 
 pub use engine::{Constraint, Engine};
 pub use error::{CompileError, CompileErrorKind, Location};
+pub use limits::{LimitExceeded, LimitKind, Limits};
 pub use matcher::{MatchError, MatchErrorKind, Matcher};

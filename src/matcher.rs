@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::limits::LimitExceeded;
 use crate::vocab::TokenId;
 
 /// The kind of a [`MatchError`].
@@ -41,8 +42,9 @@ pub enum MatchErrorKind {
         /// Words given.
         got: usize,
     },
-    /// A backend limit was hit (e.g. too many parallel parses); the state is unchanged.
-    Limit(String),
+    /// A limit of [`Limits`](crate::limits::Limits) was reached (too many simultaneous
+    /// readings, too much work for one mask); the state is unchanged.
+    Limit(LimitExceeded),
 }
 
 /// Why a [`Matcher`] call failed. A failed call never changes the matcher's state.
@@ -108,7 +110,7 @@ impl fmt::Display for MatchError {
             MatchErrorKind::MaskSize { expected, got } => {
                 write!(f, "mask buffer has {got} words, expected {expected}")
             }
-            MatchErrorKind::Limit(what) => write!(f, "limit reached: {what}"),
+            MatchErrorKind::Limit(exceeded) => write!(f, "{exceeded}"),
         }
     }
 }

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use formwork::gpu::{BatchFiller, FillConfig, FillError};
 use formwork::vocab::TokenId;
-use formwork::{MatchError, MatchErrorKind, Matcher};
+use formwork::{LimitExceeded, LimitKind, MatchError, MatchErrorKind, Matcher};
 use mask_only::{FillOnly, MaskOnly};
 use mixed::Mixed;
 
@@ -128,10 +128,11 @@ impl FillOnly for Tagged {
         self.calls.fetch_add(1, Ordering::Relaxed);
         out.fill(self.id);
         if self.fail {
-            return Err(MatchError::new(MatchErrorKind::Limit(format!(
-                "row {}",
-                self.id
-            ))));
+            return Err(MatchError::new(MatchErrorKind::Limit(LimitExceeded {
+                kind: LimitKind::MaskWork,
+                value: self.id as u64,
+                max: 0,
+            })));
         }
         Ok(())
     }
@@ -183,7 +184,7 @@ fn failing_matchers_report_the_lowest_row_and_leave_their_rows_empty() {
     let mut out = vec![0; 40 * 3];
     match filler.fill(&mut matchers, &mut out) {
         Err(FillError::Matcher { row: 9, error }) => {
-            assert_eq!(error.kind(), &MatchErrorKind::Limit("row 10".into()))
+            assert!(matches!(error.kind(), MatchErrorKind::Limit(e) if e.value == 10))
         }
         other => panic!("expected row 9's error, got {other:?}"),
     }

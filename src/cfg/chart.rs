@@ -11,6 +11,7 @@
 
 use super::program::{Program, CALLS, COUNTED, DEAD, FINAL, MULTI};
 use crate::ir::ByteSet;
+use crate::limits::{LimitExceeded, LimitKind};
 
 /// An Earley item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,7 +43,7 @@ pub(crate) struct RowLimits {
 
 /// A row went past [`RowLimits`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Overflow(pub String);
+pub(crate) struct Overflow(pub LimitExceeded);
 
 /// Earley rows over one program.
 #[derive(Clone, Debug)]
@@ -274,12 +275,19 @@ impl Chart {
                 }
             }
             let size = self.items.len() - start;
-            if size > self.limits.max_items || work > self.limits.max_work {
-                return Err(Overflow(format!(
-                    "an Earley row grew past {} items / {} steps of work (the grammar is too \
-                     ambiguous here; see CfgConfig::max_row_items)",
-                    self.limits.max_items, self.limits.max_work
-                )));
+            if size > self.limits.max_items {
+                return Err(Overflow(LimitExceeded {
+                    kind: LimitKind::Readings,
+                    value: size as u64,
+                    max: self.limits.max_items as u64,
+                }));
+            }
+            if work > self.limits.max_work {
+                return Err(Overflow(LimitExceeded {
+                    kind: LimitKind::MaskWork,
+                    value: work as u64,
+                    max: self.limits.max_work as u64,
+                }));
             }
         }
         Ok(())

@@ -48,7 +48,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::error::{CompileError, CompileErrorKind};
+use crate::error::{CompileError, Location};
 use crate::ir::{ByteSet, Grammar};
 use crate::mask::{CacheStats, MaskCache};
 use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
@@ -262,7 +262,7 @@ impl CfgCompiler {
         let prog = program::compile(grammar, &self.vocab, &options)?;
         let row_limits = self.config.row_limits();
         let initial = Chart::new(&prog, row_limits)
-            .map_err(|Overflow(msg)| CompileError::unplaced(CompileErrorKind::Limit, msg))?;
+            .map_err(|Overflow(e)| CompileError::over_limit(e, Location::None, "the first Earley row"))?;
         // The cache keys: every first walk needs them, so they are part of the grammar.
         let hashes = hash::Hashes::new(&prog);
         Ok(Arc::new(CfgGrammar {

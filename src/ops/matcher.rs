@@ -6,6 +6,7 @@ use super::cursor::{Threads, Walker, MAX_THREADS};
 use super::leaf::{Unit, SPECIAL_BASE};
 use super::masks::{leaf_of, Runtime};
 use super::program::Program;
+use crate::limits::{LimitExceeded, LimitKind};
 use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
 use crate::vocab::{TokenId, TokenKind};
 
@@ -106,9 +107,11 @@ impl OpsMatcher {
                 return Err(Ok(i));
             }
             if threads.len() > MAX_THREADS {
-                return Err(Err(MatchError::new(MatchErrorKind::Limit(format!(
-                    "more than {MAX_THREADS} simultaneous readings of the input"
-                )))));
+                return Err(Err(MatchError::new(MatchErrorKind::Limit(LimitExceeded {
+                    kind: LimitKind::Readings,
+                    value: threads.len() as u64,
+                    max: MAX_THREADS as u64,
+                }))));
             }
         }
         Ok(threads)

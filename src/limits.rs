@@ -1,0 +1,308 @@
+//! Ceilings on what one untrusted input may cost: the one place where every limit of every
+//! front end and backend is configured.
+//!
+//! A server compiles schemas, grammars, regexes, tool lists and requests written by strangers.
+//! Each of them must end in bounded time and memory, on a small thread stack, whatever its
+//! shape: an input past a ceiling is a [`CompileErrorKind::Limit`](crate::CompileErrorKind)
+//! error (or, while matching, a [`MatchErrorKind::Limit`](crate::MatchErrorKind)) that names
+//! the limit, the value reached and the place, never a crash or an unbounded wait. Limits are
+//! checked before or during the work, not after it.
+//!
+//! # Example
+//!
+//! ```
+//! use formwork::limits::{LimitKind, Limits};
+//! use std::time::Duration;
+//!
+//! let limits = Limits::new()
+//!     .nesting(64)
+//!     .compile_time(Some(Duration::from_millis(500)));
+//! assert_eq!(limits.get(LimitKind::Nesting), 64);
+//! assert_eq!(limits.get(LimitKind::CompileTime), 500);
+//! ```
+
+use std::cell::Cell;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Which limit was reached. Each names one field of [`Limits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LimitKind {
+    /// How deeply structures may nest (schemas, grammar expressions, regex groups, templates,
+    /// requests).
+    Nesting,
+    /// Size in bytes of one input text or schema.
+    InputBytes,
+    /// Expressions of the grammar a front end produces, and rules of one grammar.
+    GrammarSize,
+    /// States of any one automaton built while compiling.
+    AutomatonStates,
+    /// Branches of one alternation (enum values, tool names, forbidden strings).
+    Alternatives,
+    /// Wall-clock time of one compilation, in milliseconds.
+    CompileTime,
+    /// Work units one mask or one consumed token may spend (trie nodes, Earley items).
+    MaskWork,
+    /// Consumed tokens a matcher keeps for rollback.
+    History,
+    /// Simultaneous readings of the input while matching (operator threads, items of one
+    /// Earley row): how ambiguous the input may be at one position.
+    Readings,
+}
+
+impl LimitKind {
+    /// The name used in error messages and in the README's limits table.
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitKind::Nesting => "nesting",
+            LimitKind::InputBytes => "input bytes",
+            LimitKind::GrammarSize => "grammar size",
+            LimitKind::AutomatonStates => "automaton states",
+            LimitKind::Alternatives => "alternatives",
+            LimitKind::CompileTime => "compile time (ms)",
+            LimitKind::MaskWork => "mask work",
+            LimitKind::History => "history",
+            LimitKind::Readings => "readings",
+        }
+    }
+}
+
+impl fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A limit that was reached: which one, the value the input needed (at least) and the ceiling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitExceeded {
+    /// The limit.
+    pub kind: LimitKind,
+    /// What the input reached when it was stopped (a lower bound of what it needed).
+    pub value: u64,
+    /// The configured ceiling.
+    pub max: u64,
+}
+
+impl fmt::Display for LimitExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} limit: {} > {}", self.kind, self.value, self.max)
+    }
+}
+
+/// Every ceiling on compile and match work, with defaults meant for a server: generous for
+/// real schemas and grammars, far below what exhausts a machine.
+///
+/// Defaults: nesting 128, input 8 MiB, grammar size 2,000,000 expressions, 100,000 states
+/// per automaton, 100,000 alternatives, 10 s per compilation, 50,000,000 work units per mask,
+/// a history of 1,000,000 tokens per matcher and 100,000 simultaneous readings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    nesting: usize,
+    input_bytes: usize,
+    grammar_size: usize,
+    automaton_states: usize,
+    alternatives: usize,
+    compile_time: Option<Duration>,
+    mask_work: u64,
+    history: usize,
+    readings: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            nesting: 128,
+            input_bytes: 8 << 20,
+            grammar_size: 2_000_000,
+            automaton_states: 100_000,
+            alternatives: 100_000,
+            compile_time: Some(Duration::from_secs(10)),
+            mask_work: 50_000_000,
+            history: 1_000_000,
+            readings: 100_000,
+        }
+    }
+}
+
+impl Limits {
+    /// The defaults (see the type's docs).
+    pub fn new() -> Limits {
+        Limits::default()
+    }
+
+    /// Deepest nesting of any structure in an input.
+    pub fn nesting(mut self, depth: usize) -> Limits {
+        self.nesting = depth;
+        self
+    }
+
+    /// Largest input text or schema, in bytes.
+    pub fn input_bytes(mut self, bytes: usize) -> Limits {
+        self.input_bytes = bytes;
+        self
+    }
+
+    /// Most expressions (or rules) in one grammar.
+    pub fn grammar_size(mut self, n: usize) -> Limits {
+        self.grammar_size = n;
+        self
+    }
+
+    /// Most states of one automaton built at compile time.
+    pub fn automaton_states(mut self, n: usize) -> Limits {
+        self.automaton_states = n;
+        self
+    }
+
+    /// Most branches of one alternation.
+    pub fn alternatives(mut self, n: usize) -> Limits {
+        self.alternatives = n;
+        self
+    }
+
+    /// Wall-clock budget of one compilation (`None`: unbounded).
+    pub fn compile_time(mut self, budget: Option<Duration>) -> Limits {
+        self.compile_time = budget;
+        self
+    }
+
+    /// Work units one `fill_mask` or `consume` may spend.
+    pub fn mask_work(mut self, units: u64) -> Limits {
+        self.mask_work = units;
+        self
+    }
+
+    /// Consumed tokens a matcher keeps for rollback; older ones can no longer be rolled back.
+    pub fn history(mut self, tokens: usize) -> Limits {
+        self.history = tokens;
+        self
+    }
+
+    /// Most simultaneous readings of the input at one position while matching.
+    pub fn readings(mut self, n: usize) -> Limits {
+        self.readings = n;
+        self
+    }
+
+    /// The ceiling of `kind` as a number (`CompileTime` in milliseconds, `u64::MAX` when
+    /// unbounded).
+    pub fn get(&self, kind: LimitKind) -> u64 {
+        match kind {
+            LimitKind::Nesting => self.nesting as u64,
+            LimitKind::InputBytes => self.input_bytes as u64,
+            LimitKind::GrammarSize => self.grammar_size as u64,
+            LimitKind::AutomatonStates => self.automaton_states as u64,
+            LimitKind::Alternatives => self.alternatives as u64,
+            LimitKind::CompileTime => self
+                .compile_time
+                .map_or(u64::MAX, |d| d.as_millis().min(u64::MAX as u128) as u64),
+            LimitKind::MaskWork => self.mask_work,
+            LimitKind::History => self.history as u64,
+            LimitKind::Readings => self.readings as u64,
+        }
+    }
+
+    /// `Ok` if `value` is within the ceiling of `kind`, else what was exceeded.
+    pub fn check(&self, kind: LimitKind, value: u64) -> Result<(), LimitExceeded> {
+        let max = self.get(kind);
+        match value > max {
+            true => Err(LimitExceeded { kind, value, max }),
+            false => Ok(()),
+        }
+    }
+
+    /// A deadline for one compilation starting now.
+    pub(crate) fn deadline(&self) -> Deadline {
+        Deadline::after(self.compile_time)
+    }
+}
+
+/// The end of one compilation's time budget, checked inside long loops.
+///
+/// Reading the clock costs ~20 ns, so [`tick`](Self::tick) reads it once per
+/// [`TICKS_PER_READ`] calls: loops call it once per unit of work, however small.
+#[derive(Clone, Debug)]
+pub(crate) struct Deadline {
+    started: Instant,
+    at: Option<Instant>,
+    ticks: Cell<u32>,
+}
+
+/// How many [`Deadline::tick`] calls share one reading of the clock.
+pub(crate) const TICKS_PER_READ: u32 = 1024;
+
+impl Deadline {
+    /// A deadline `budget` from now (`None`: never).
+    pub(crate) fn after(budget: Option<Duration>) -> Deadline {
+        let started = Instant::now();
+        Deadline {
+            started,
+            at: budget.and_then(|b| started.checked_add(b)),
+            ticks: Cell::new(0),
+        }
+    }
+
+    /// A deadline that never passes.
+    pub(crate) fn never() -> Deadline {
+        Deadline::after(None)
+    }
+
+    /// `Err` once the deadline has passed (reads the clock every time).
+    pub(crate) fn check(&self) -> Result<(), LimitExceeded> {
+        match self.at {
+            Some(at) if Instant::now() >= at => Err(self.exceeded()),
+            _ => Ok(()),
+        }
+    }
+
+    /// One unit of work: `Err` once the deadline has passed (reads the clock every
+    /// [`TICKS_PER_READ`] calls).
+    #[inline]
+    pub(crate) fn tick(&self) -> Result<(), LimitExceeded> {
+        let t = self.ticks.get().wrapping_add(1);
+        self.ticks.set(t);
+        match t % TICKS_PER_READ == 0 {
+            true => self.check(),
+            false => Ok(()),
+        }
+    }
+
+    fn exceeded(&self) -> LimitExceeded {
+        let millis = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
+        LimitExceeded {
+            kind: LimitKind::CompileTime,
+            value: millis(self.started.elapsed()),
+            max: self.at.map_or(u64::MAX, |at| millis(at - self.started)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_names_the_limit_and_values() {
+        let limits = Limits::new().alternatives(10);
+        assert!(limits.check(LimitKind::Alternatives, 10).is_ok());
+        let e = limits.check(LimitKind::Alternatives, 11).unwrap_err();
+        assert_eq!((e.kind, e.value, e.max), (LimitKind::Alternatives, 11, 10));
+        assert_eq!(e.to_string(), "alternatives limit: 11 > 10");
+    }
+
+    #[test]
+    fn a_passed_deadline_is_seen_within_one_read() {
+        let d = Deadline::after(Some(Duration::ZERO));
+        assert!(d.check().is_err());
+        let first_err = (1..=TICKS_PER_READ).position(|_| d.tick().is_err());
+        assert_eq!(first_err, Some(TICKS_PER_READ as usize - 1));
+        assert!(Deadline::never().check().is_ok());
+    }
+
+    #[test]
+    fn unbounded_time_reads_as_max() {
+        assert_eq!(Limits::new().compile_time(None).get(LimitKind::CompileTime), u64::MAX);
+    }
+}
