@@ -24,7 +24,13 @@ pub mod request;
 pub mod template;
 pub mod vocab;
 
-pub use engine::{Constraint, Engine};
+pub use engine::{
+    BackendChoice, BackendKind, Constraint, ConstraintMatcher, Engine, EngineCacheStats,
+    EngineConfig,
+};
+pub use front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
+pub use front::tags::{TagDispatch, Tool, ToolFormat};
+pub use vocab::{TokenId, Vocab, VocabConfig, VocabError, VocabErrorKind};
 pub use error::{CompileError, CompileErrorKind, Location};
 pub use limits::{LimitExceeded, LimitKind, Limits};
 pub use matcher::{MatchError, MatchErrorKind, Matcher};
