@@ -211,7 +211,8 @@ struct MaskbenchArgs {
     /// Write this run's expected-results file (counts and each file's status).
     #[arg(long)]
     write_expected: Option<PathBuf>,
-    /// Print the summary as JSON (and each failing file as a JSON line).
+    /// Print each file's figures as a JSON line (with the reason when it did not pass), then
+    /// the summary as JSON.
     #[arg(long)]
     json: bool,
     /// List every schema that did not pass, with the reason.
@@ -374,13 +375,12 @@ fn maskbench_command(args: &MaskbenchArgs) -> Result<ExitCode, String> {
         .iter()
         .filter(|r| r.status != Status::Passing);
     if args.json {
-        if args.failures {
-            for r in failing {
-                println!(
-                    "{}",
-                    json!({"file": r.name, "status": r.status.name(), "detail": r.detail})
-                );
+        for r in &report.results {
+            let mut line = r.figures();
+            if r.status != Status::Passing {
+                line["detail"] = json!(r.detail);
             }
+            println!("{line}");
         }
         let mut summary = report.summary();
         summary["seconds"] = json!(elapsed.as_secs_f64());
@@ -396,29 +396,7 @@ fn maskbench_command(args: &MaskbenchArgs) -> Result<ExitCode, String> {
             report.results.len(),
             elapsed.as_secs_f64()
         );
-        for s in Status::ALL {
-            println!("{:<20} {}", format!("{}:", s.name()), report.count(s));
-        }
-        println!(
-            "routes:              {} operators, {} earley",
-            report.routed(BackendKind::Operators),
-            report.routed(BackendKind::Earley)
-        );
-        println!(
-            "mask:                p50 {:.1} µs, p99 {:.1} µs ({} masks)",
-            report.mask_quantile(0.5) as f64 / 1e3,
-            report.mask_quantile(0.99) as f64 / 1e3,
-            report
-                .results
-                .iter()
-                .map(|r| r.mask_ns.len())
-                .sum::<usize>()
-        );
-        println!(
-            "compile:             p50 {:.2} ms, p99 {:.2} ms",
-            report.compile_quantile(0.5) as f64 / 1e6,
-            report.compile_quantile(0.99) as f64 / 1e6
-        );
+        print!("{}", report.text());
     }
     if let Some(path) = &args.write_expected {
         let text = serde_json::to_string_pretty(&report.expected()).expect("JSON");
