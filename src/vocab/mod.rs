@@ -306,6 +306,7 @@ impl Vocab {
                 VocabError::new(VocabErrorKind::Config, format!("special id {s} >= {n}"))
             })?;
             *kind = TokenKind::Special;
+            // `kinds` has one entry per token: `s` was just found in it.
             specials.insert(String::from_utf8_lossy(&tokens[s as usize]).into_owned(), s);
         }
         for (i, t) in tokens.iter().enumerate() {
@@ -542,6 +543,7 @@ impl Vocab {
                 }
             }
             fn tokens(&mut self, &depth: &usize, tokens: &[TokenId]) {
+                // The trie reports only nodes where tokens end.
                 self.best = Some((depth, tokens[0]));
             }
         }
