@@ -372,3 +372,25 @@ fn mask_width_has_a_ceiling_on_every_constructor() {
     assert_eq!((wide.len(), wide.mask_width()), (151_669, 152_064));
     assert_eq!(wide.eos_tokens(), &[151_645, 151_643]);
 }
+
+/// The `tokenizers` crate panics on some malformed files (fuzzing found an `expect` in its
+/// decoder deserializer and slice indexing in its BPE merges); both are `Parse` errors here.
+#[test]
+fn malformed_files_the_tokenizers_crate_panics_on_are_parse_errors() {
+    let text = String::from_utf8(tiny_tokenizer(|_| {})).unwrap();
+    let broken_decoder = text.replacen(
+        "\"decoder\":{\"type\":\"ByteLevel\"",
+        "\"decoder\":{\"type\":\"ByteLevel\"]",
+        1,
+    );
+    assert_ne!(broken_decoder, text);
+    let e = load(broken_decoder.as_bytes()).unwrap_err();
+    assert_eq!(e.kind(), &VocabErrorKind::Parse, "{e}");
+    let merges = tiny_tokenizer(|f| {
+        f["model"]["continuing_subword_prefix"] = "####".into();
+        f["model"]["vocab"]["h"] = 300.into();
+        f["model"]["merges"] = serde_json::json!(["h e"]);
+    });
+    let e = load(&merges).unwrap_err();
+    assert_eq!(e.kind(), &VocabErrorKind::Parse, "{e}");
+}

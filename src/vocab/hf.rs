@@ -7,7 +7,9 @@ use tokenizers::pre_tokenizers::metaspace::PrependScheme;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::Tokenizer;
 
-use super::{check_width, TokenId, TokenKind, Vocab, VocabConfig, VocabError, VocabErrorKind};
+use super::{
+    check_width, without_panics, TokenId, TokenKind, Vocab, VocabConfig, VocabError, VocabErrorKind,
+};
 
 /// How the tokenizer spells bytes in its pieces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +32,9 @@ const WELL_KNOWN_EOS: &[&str] = &[
 ];
 
 pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Vocab, VocabError> {
-    let mut tokenizer = Tokenizer::from_bytes(json).map_err(|e| {
+    let parsed =
+        without_panics(|| Tokenizer::from_bytes(json)).and_then(|r| r.map_err(|e| e.to_string()));
+    let mut tokenizer = parsed.map_err(|e| {
         VocabError::new(
             VocabErrorKind::Parse,
             format!("{source}: not a tokenizer.json: {e}"),

@@ -502,10 +502,16 @@ impl Vocab {
     /// contents in the text (`<|im_end|>`) become those special tokens.
     pub fn encode(&self, text: &str) -> Result<Vec<TokenId>, VocabError> {
         match &self.inner.tokenizer {
-            Some(tok) => tok
-                .encode(text, false)
-                .map(|e| e.get_ids().to_vec())
-                .map_err(|e| VocabError::new(VocabErrorKind::Encode, format!("encode: {e}"))),
+            Some(tok) => {
+                let encoded = without_panics(|| tok.encode(text, false))
+                    .and_then(|r| r.map_err(|e| e.to_string()));
+                encoded.map(|e| e.get_ids().to_vec()).map_err(|e| {
+                    VocabError::new(
+                        VocabErrorKind::Encode,
+                        format!("{}: encode: {e}", self.source()),
+                    )
+                })
+            }
             None => self.encode_greedy(text.as_bytes()),
         }
     }
@@ -567,6 +573,21 @@ impl Vocab {
             _ => format!("<unused {token}>"),
         }
     }
+}
+
+/// Runs a call into the `tokenizers` crate, turning a panic into an error message. The crate
+/// panics on some malformed files (found by fuzzing 0.23.2: an `expect` in its decoder
+/// deserializer, slice indexing while it builds BPE merges); a tokenizer file is input, so
+/// its panic must be the file's typed error, not the server's end.
+pub(crate) fn without_panics<T>(call: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        format!("the tokenizers crate panicked: {message}")
+    })
 }
 
 /// `Err` when `width` ids (a mask width, or a token id + 1 read from a tokenizer file) is past
