@@ -92,6 +92,14 @@ fn raw(data: &[u8]) -> Option<(&[u8], &[u8])> {
     })
 }
 
+/// With `FORMWORK_FUZZ_SHOW` set, prints what an input compiles, so a reproducer (often a
+/// generated input) can be reported as the regex, schema or grammar it stands for.
+fn show(what: &str, source: &dyn std::fmt::Display) {
+    if std::env::var_os("FORMWORK_FUZZ_SHOW").is_some() {
+        eprintln!("{what}: {source}");
+    }
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -114,6 +122,7 @@ pub fn regex(data: &[u8]) {
         }
     };
     let mut u = Unstructured::new(rest);
+    show("regex", &pattern);
     let Ok(constraint) = engine(backend(&mut u)).compile_regex(&pattern) else {
         return;
     };
@@ -181,14 +190,16 @@ pub fn json_schema(data: &[u8]) {
     };
     let mut u = Unstructured::new(rest);
     let options = schema_options(&mut u);
+    show("schema", &schema);
     let engine = engine(backend(&mut u));
     let Ok(constraint) = engine.compile_json_schema(&schema, &options) else {
         return;
     };
     let drive = drive(&constraint, &mut u, false);
     if drive.accepting && !drive.limited {
+        // Syntax only: RFC 8259 puts no bound on exponents (serde_json's f64 would).
         assert!(
-            serde_json::from_slice::<serde_json::Value>(&drive.output).is_ok(),
+            serde_json::from_slice::<serde::de::IgnoredAny>(&drive.output).is_ok(),
             "accepted output is not JSON: {:?}",
             String::from_utf8_lossy(&drive.output)
         );
@@ -207,6 +218,7 @@ pub fn gbnf(data: &[u8]) {
         }
     };
     let mut u = Unstructured::new(rest);
+    show("gbnf", &grammar);
     let Ok(constraint) = engine(backend(&mut u)).compile_gbnf(&grammar, "fuzz.gbnf") else {
         return;
     };
@@ -229,6 +241,7 @@ pub fn tags(data: &[u8]) {
             (spec, &data[used..])
         }
     };
+    show("tags", &spec);
     let Ok(dispatch) = TagDispatch::from_spec(&spec) else {
         return;
     };
@@ -313,6 +326,7 @@ pub fn templates(data: &[u8]) {
             };
         }
     }
+    show("request", &request);
     let compiled = match request.trim_start().starts_with('{') {
         true => engine.compile_json_request(&request),
         false => engine.compile(&request),
@@ -377,6 +391,7 @@ pub fn matcher(data: &[u8]) {
             let Ok(pattern) = gen::regex(&mut u, 3) else {
                 return;
             };
+            show("regex", &pattern);
             (engine.compile_regex(&pattern), false)
         }
         1 => {
@@ -384,12 +399,14 @@ pub fn matcher(data: &[u8]) {
                 return;
             };
             let options = schema_options(&mut u);
+            show("schema", &schema);
             (engine.compile_json_schema(&schema, &options), false)
         }
         _ => {
             let Ok(grammar) = gen::gbnf(&mut u) else {
                 return;
             };
+            show("gbnf", &grammar);
             (engine.compile_gbnf(&grammar, "fuzz.gbnf"), true)
         }
     };
