@@ -21,13 +21,7 @@ use serde_json::json;
 const CACHE_BUDGET: usize = 64 << 20;
 
 fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .unwrap_or(0.0);
-    kb / 1024.0
+    formwork_testkit::rss_bytes() as f64 / (1 << 20) as f64
 }
 
 fn arg(name: &str, default: usize) -> usize {

@@ -18,6 +18,7 @@ use formwork::{
     Limits, MatchErrorKind, Matcher, TagDispatch, TokenId, Vocab,
 };
 use formwork_testkit::drive::Checked;
+use formwork_testkit::rss_bytes;
 use serde_json::{json, Value};
 
 /// The smallest worker stack a server may use.
@@ -376,15 +377,6 @@ fn template_chain_of_100k_rules() {
 // ---------------------------------------------------------------------------------------
 // Memory in a long-running server.
 
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// 3,000 template requests, each with a distinct 20 KB string argument: each retained
 /// ~470 KB (1.4 GB here). The tables a request fills must be bounded in bytes; RSS may grow
 /// by the cache budget and a constant, far below what the requests would retain.
@@ -542,6 +534,21 @@ fn gbnf_of_6_mib() {
     });
 }
 
+/// `pattern` compiled on `backend`, or `None` for a compile-time or automaton-size limit.
+fn regex_on(
+    case: &str,
+    backend: BackendChoice,
+    limits: Limits,
+    pattern: &str,
+) -> Option<Constraint> {
+    let result = engine_on(backend, limits).compile_regex(pattern);
+    compiled_or_limited(
+        case,
+        result,
+        &[LimitKind::CompileTime, LimitKind::AutomatonStates],
+    )
+}
+
 /// Ambiguous counted repeats (every mask took 0.5–1.8 s and grew with the step): under a
 /// mask-work budget each mask is a result or a `MaskWork` limit, on both backends, and a
 /// token the mask allowed is consumed.
@@ -559,12 +566,7 @@ fn ambiguous_counted_repeats_bound_each_mask() {
             let case = format!("{pattern} on {backend:?}");
             on_small_stack(&case, || {
                 let limits = short_budget().mask_work(2_000_000);
-                let result = engine_on(backend, limits).compile_regex(pattern);
-                let Some(c) = compiled_or_limited(
-                    &case,
-                    result,
-                    &[LimitKind::CompileTime, LimitKind::AutomatonStates],
-                ) else {
+                let Some(c) = regex_on(&case, backend, limits, pattern) else {
                     return;
                 };
                 let mut m = c.matcher();
@@ -610,12 +612,7 @@ fn nested_counted_repeats(backend: BackendChoice) {
     for pattern in ["(a{0,50}){0,200}", "(a{0,100}){0,1000}"] {
         let case = format!("{pattern} on {backend:?}");
         on_small_stack(&case, || {
-            let result = engine_on(backend, short_budget()).compile_regex(pattern);
-            let Some(c) = compiled_or_limited(
-                &case,
-                result,
-                &[LimitKind::CompileTime, LimitKind::AutomatonStates],
-            ) else {
+            let Some(c) = regex_on(&case, backend, short_budget(), pattern) else {
                 return;
             };
             let mut m = c.matcher();

@@ -14,3 +14,14 @@ pub mod targets;
 pub mod vocab;
 
 pub use targets::{Target, TARGETS};
+
+/// The resident set size of this process in bytes (`VmRSS` of `/proc/self/status`; 0 where
+/// there is none), for the memory tests and measurements.
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
