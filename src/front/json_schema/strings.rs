@@ -32,7 +32,6 @@
 use regex_syntax::ast::{self, Ast, ClassSet, ClassSetItem};
 use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition};
 
-use super::numbers::fixed_width_ranges;
 use crate::error::{CompileError, CompileErrorKind};
 use crate::front::chars::CharDfa;
 use crate::front::regex::{hir_to_ir, utf8_class, TextEncoding};
@@ -132,17 +131,20 @@ fn raw_ranges(ranges: &[(char, char)]) -> Vec<(char, char)> {
 /// construction track every overlapping `\u00..` prefix, ten times the states of the minimal
 /// automaton.
 fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
-    let raw = utf8_class(g, &raw_ranges(ranges));
+    // Sorted and disjoint whatever the caller passed: the code units below must not overlap.
+    let class = ClassUnicode::new(ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)));
+    let ranges: Vec<(char, char)> = class.iter().map(|r| (r.start(), r.end())).collect();
+    let raw = utf8_class(g, &raw_ranges(&ranges));
     let mut letters = ByteSet::EMPTY;
     for (c, letter) in SHORT_ESCAPES {
-        if contains(ranges, c) {
+        if contains(&ranges, c) {
             letters.insert(letter);
         }
     }
     // Code units after `\u`, each with what follows it (a high surrogate: the low one).
     let empty = g.empty();
     let mut units: Vec<(u32, u32, ExprId)> = Vec::new();
-    for &(lo, hi) in ranges {
+    for &(lo, hi) in &ranges {
         let (lo, hi) = (lo as u32, hi as u32);
         for (a, b) in [(0, 0xD7FF), (0xE000, 0xFFFF)] {
             let (a, b) = (lo.max(a), hi.min(b));
@@ -150,18 +152,8 @@ fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
                 units.push((a, b, empty));
             }
         }
-        let (a, b) = (lo.max(0x10000), hi);
-        if a <= b {
-            // A surrogate pair: ten high bits in D800–DBFF, ten low bits in DC00–DFFF.
-            let (va, vb) = (a - 0x10000, b - 0x10000);
-            for seq in fixed_width_ranges(&[va >> 10, va & 0x3FF], &[vb >> 10, vb & 0x3FF], 1024) {
-                let u = g.text("\\u");
-                let low = hex_trie(g, &[(0xDC00 + seq[1].0, 0xDC00 + seq[1].1, empty)], 4);
-                let pair = g.seq([u, low]);
-                units.push((0xD800 + seq[0].0, 0xD800 + seq[0].1, pair));
-            }
-        }
     }
+    units.extend(surrogate_pairs(g, &ranges));
     units.sort_unstable_by_key(|u| u.0);
     let short = g.class(letters);
     let u = g.text("u");
@@ -173,11 +165,58 @@ fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
     g.alt([raw, escaped])
 }
 
-/// `digits` hex digits (either case) spelling a value of one of `units` (disjoint, sorted
-/// `(lo, hi, then)`, values below `16^digits`), then that unit's `then`. Each digit starts one
-/// branch at most: digits whose whole block lies in one unit share a branch, the others branch
-/// into the trie of their block.
+/// The `\u` spellings of the characters of `ranges` (sorted, disjoint) beyond the BMP: for
+/// each run of high surrogates followed by the same low ones, the run and then `\u` and the
+/// trie of those low surrogates. Two characters may share a high surrogate (😀 and 😂 are
+/// D83D DE00 and D83D DE02), so the lows are gathered per high surrogate first: one unit per
+/// character range would give the trie overlapping units.
+fn surrogate_pairs(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> Vec<(u32, u32, ExprId)> {
+    // A surrogate pair: ten high bits in D800–DBFF, ten low bits in DC00–DFFF.
+    let mut lows: Vec<Vec<(u32, u32)>> = Vec::new();
+    for &(lo, hi) in ranges {
+        let (a, b) = ((lo as u32).max(0x10000), hi as u32);
+        if a > b {
+            continue;
+        }
+        lows.resize(1024, Vec::new());
+        let (va, vb) = (a - 0x10000, b - 0x10000);
+        for high in va >> 10..=vb >> 10 {
+            let first = if high == va >> 10 { va & 0x3FF } else { 0 };
+            let last = if high == vb >> 10 { vb & 0x3FF } else { 0x3FF };
+            lows[high as usize].push((first, last));
+        }
+    }
+    let empty = g.empty();
+    let mut units = Vec::new();
+    let mut high = 0;
+    while high < lows.len() {
+        let run = lows[high..]
+            .iter()
+            .take_while(|l| **l == lows[high])
+            .count();
+        if !lows[high].is_empty() {
+            let low_units: Vec<(u32, u32, ExprId)> = lows[high]
+                .iter()
+                .map(|&(a, b)| (0xDC00 + a, 0xDC00 + b, empty))
+                .collect();
+            let u = g.text("\\u");
+            let low = hex_trie(g, &low_units, 4);
+            let pair = g.seq([u, low]);
+            let first = 0xD800 + high as u32;
+            units.push((first, first + run as u32 - 1, pair));
+        }
+        high += run;
+    }
+    units
+}
+
+/// `digits` hex digits (either case, `digits` from 1 to 4) spelling a value of one of `units`
+/// (disjoint, sorted `(lo, hi, then)`, values below `16^digits`), then that unit's `then`.
+/// Each digit starts one branch at most: digits whose whole block lies in one unit share a
+/// branch, the others branch into the trie of their block. Recursion: `digits` levels at most.
 fn hex_trie(g: &mut GrammarBuilder, units: &[(u32, u32, ExprId)], digits: u32) -> ExprId {
+    debug_assert!((1..=4).contains(&digits));
+    debug_assert!(units.windows(2).all(|w| w[0].1 < w[1].0), "overlapping units");
     let block = 16u32.pow(digits - 1);
     let mut whole: Vec<(ExprId, ByteSet)> = Vec::new();
     let mut branches = Vec::new();
@@ -188,17 +227,22 @@ fn hex_trie(g: &mut GrammarBuilder, units: &[(u32, u32, ExprId)], digits: u32) -
             .filter(|u| u.0 <= hi && u.1 >= lo)
             .map(|&(a, b, then)| (a.max(lo) - lo, b.min(hi) - lo, then))
             .collect();
-        match inside.as_slice() {
-            [] => {}
-            &[(0, b, then)] if b == block - 1 => match whole.iter_mut().find(|w| w.0 == then) {
-                Some(w) => w.1 = w.1.union(&hex_digits(d, d)),
-                None => whole.push((then, hex_digits(d, d))),
-            },
+        let then = match inside.as_slice() {
+            [] => continue,
+            &[(0, b, then)] if b == block - 1 => then,
+            // The last digit with several units on it: they overlapped, which the callers
+            // rule out; each unit's continuation keeps the language exact all the same.
+            _ if digits == 1 => g.alt(inside.iter().map(|u| u.2)),
             _ => {
                 let digit = g.class(hex_digits(d, d));
                 let rest = hex_trie(g, &inside, digits - 1);
                 branches.push(g.seq([digit, rest]));
+                continue;
             }
+        };
+        match whole.iter_mut().find(|w| w.0 == then) {
+            Some(w) => w.1 = w.1.union(&hex_digits(d, d)),
+            None => whole.push((then, hex_digits(d, d))),
         }
     }
     let any = g.class(hex_digits(0, 15));
