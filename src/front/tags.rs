@@ -46,6 +46,7 @@ use serde_json::{json, Value};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::json_schema::{schema_expr, JsonSchemaOptions, Whitespace};
 use crate::ir::{ByteSet, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::limits::{Deadline, Limits};
 
 /// A tool the model may call: its name and the JSON Schema of its arguments.
 #[derive(Clone, Debug, PartialEq)]
@@ -386,11 +387,26 @@ impl TagDispatch {
         Ok(d)
     }
 
-    /// The grammar. Errors: a schema's (its pointer prefixed by `/tags/i/bodies/j/schema`), a
-    /// trigger that is empty or contains another trigger, stop or forbidden sequence (`Invalid`),
-    /// too many special tokens (`Limit`).
+    /// The grammar, within the default [`Limits`]. Errors: a schema's (its pointer prefixed
+    /// by `/tags/i/bodies/j/schema`), a trigger that is empty or contains another trigger,
+    /// stop or forbidden sequence (`Invalid`), too many special tokens (`Limit`).
     pub fn compile(&self) -> Result<Grammar, CompileError> {
-        Builder::new(self)?.build()
+        self.compile_with(&Limits::new())
+    }
+
+    /// [`compile`](Self::compile) within `limits` (its compile-time budget starting now).
+    pub fn compile_with(&self, limits: &Limits) -> Result<Grammar, CompileError> {
+        self.compile_within(limits, &limits.deadline())
+    }
+
+    /// [`compile_with`](Self::compile_with) against a deadline that spans more than the front
+    /// end (the engine's, for the whole compilation).
+    pub(crate) fn compile_within(
+        &self,
+        limits: &Limits,
+        deadline: &Deadline,
+    ) -> Result<Grammar, CompileError> {
+        Builder::new(self)?.build(limits, deadline)
     }
 }
 
@@ -560,7 +576,7 @@ impl<'d> Builder<'d> {
         self.g.seq(parts)
     }
 
-    fn build(mut self) -> Result<Grammar, CompileError> {
+    fn build(mut self, limits: &Limits, deadline: &Deadline) -> Result<Grammar, CompileError> {
         let d = self.d;
         // Free-text rules: [called?][automaton state][utf-8 state].
         let copies = if d.require_call { 2 } else { 1 };
@@ -585,13 +601,15 @@ impl<'d> Builder<'d> {
                     &d.options,
                     &mut self.g,
                     &format!("tag {i} body {j}: "),
+                    limits,
+                    deadline,
                 )
                 .map_err(|e| match e.location() {
-                    Location::JsonPointer(p) => CompileError::new(
-                        e.kind(),
-                        Location::JsonPointer(format!("{at}{p}")),
-                        e.message(),
-                    ),
+                    // Moved, not rebuilt: a `Limit` error keeps the limit it reached.
+                    Location::JsonPointer(p) => {
+                        let place = Location::JsonPointer(format!("{at}{p}"));
+                        e.within(place, &format!("tag {i} body {j}"))
+                    }
                     _ => e,
                 })?;
                 let prefix = self.pieces(&body.prefix);
