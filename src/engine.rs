@@ -59,10 +59,10 @@ use serde_json::Value;
 use crate::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::gbnf::gbnf_to_ir;
-use crate::front::json_schema::{compile_schema, JsonSchemaOptions};
+use crate::front::json_schema::{compile_schema_within, JsonSchemaOptions};
 use crate::front::tags::TagDispatch;
 use crate::ir::{Grammar, GrammarBuilder};
-use crate::limits::Limits;
+use crate::limits::{LimitKind, Limits};
 use crate::mask::CacheStats;
 use crate::matcher::{MatchError, Matcher};
 use crate::ops::{fits_operators, lower, LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
@@ -280,7 +280,8 @@ impl Engine {
         schema: &Value,
         options: &JsonSchemaOptions,
     ) -> Result<Constraint, CompileError> {
-        let compiled = compile_schema(schema, options)?;
+        let deadline = self.limits.deadline();
+        let compiled = compile_schema_within(schema, options, &self.limits, &deadline)?;
         let mut constraint = self.compile_grammar(&compiled.grammar)?;
         constraint.warnings = compiled.warnings.into();
         Ok(constraint)
@@ -293,7 +294,8 @@ impl Engine {
 
     /// Compiles a tag dispatch (free text with tool calls, see [`crate::front::tags`]).
     pub fn compile_tags(&self, dispatch: &TagDispatch) -> Result<Constraint, CompileError> {
-        self.compile_grammar(&dispatch.compile()?)
+        let deadline = self.limits.deadline();
+        self.compile_grammar(&dispatch.compile_within(&self.limits, &deadline)?)
     }
 
     /// Compiles an IR grammar through the router: the entry point every grammar-shaped input
@@ -357,6 +359,14 @@ impl Engine {
     fn builtin_grammar(&self, builtin: Builtin) -> Result<Grammar, CompileError> {
         match builtin {
             Builtin::JsonSchema(text) => {
+                let place = Location::Text {
+                    source: "<json_schema>".into(),
+                    line: 1,
+                    col: 1,
+                };
+                self.limits
+                    .check(LimitKind::InputBytes, text.len() as u64)
+                    .map_err(|e| CompileError::over_limit(e, place, "schema text"))?;
                 let schema: Value = serde_json::from_str(text).map_err(|e| {
                     CompileError::new(
                         CompileErrorKind::Syntax,
@@ -368,7 +378,8 @@ impl Engine {
                         format!("invalid JSON: {e}"),
                     )
                 })?;
-                Ok(compile_schema(&schema, &JsonSchemaOptions::new())?.grammar)
+                let (options, deadline) = (JsonSchemaOptions::new(), self.limits.deadline());
+                Ok(compile_schema_within(&schema, &options, &self.limits, &deadline)?.grammar)
             }
             Builtin::Gbnf(text) => gbnf_to_ir(text, "<gbnf>"),
             Builtin::Regex(pattern) => regex_grammar(pattern),
