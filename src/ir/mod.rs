@@ -764,3 +764,128 @@ impl GrammarBuilder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::reference::{Recognizer, Unit};
+    use super::*;
+
+    /// Runs `f` on a thread with the smallest stack a server may give a worker.
+    fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let thread = std::thread::Builder::new().stack_size(256 << 10);
+        thread.spawn(f).unwrap().join().unwrap()
+    }
+
+    #[test]
+    fn a_chain_of_100000_rules_is_walked_without_recursion() {
+        let n = 100_000;
+        let accepted = on_small_stack(move || {
+            let mut g = GrammarBuilder::new();
+            let rules: Vec<RuleId> = (0..=n).map(|i| g.rule(&format!("r{i}"))).collect();
+            let x = g.bytes(b"x");
+            for i in 0..n {
+                let next = g.rule_ref(rules[i + 1]);
+                let body = g.seq([x, next]);
+                g.define(rules[i], body).unwrap();
+            }
+            let y = g.bytes(b"y");
+            g.define(rules[n], y).unwrap();
+            let g = g.finish(rules[0]).unwrap();
+            assert!(!g.is_recursive());
+            let rec = Recognizer::new(&g);
+            let mut chart = rec.start();
+            (0..n).all(|_| chart.push(&rec, Unit::Byte(b'x')))
+                && chart.push(&rec, Unit::Byte(b'y'))
+                && chart.is_accepting(&rec)
+        });
+        assert!(accepted);
+        // A cycle at the end of a long chain is found.
+        let mut g = GrammarBuilder::new();
+        let rules: Vec<RuleId> = (0..1000).map(|i| g.rule(&format!("r{i}"))).collect();
+        for i in 0..1000 {
+            let next = g.rule_ref(rules[(i + 1).min(999)]);
+            g.define(rules[i], next).unwrap();
+        }
+        assert!(g.finish(rules[0]).unwrap().is_recursive());
+    }
+
+    #[test]
+    fn expressions_deeper_than_the_guarantee_are_a_limit() {
+        let err = on_small_stack(|| {
+            let mut g = GrammarBuilder::new();
+            let (mut e, y) = (g.bytes(b"x"), g.bytes(b"y"));
+            for _ in 0..100_000 {
+                let s = g.seq([y, e]);
+                e = g.alt([s, y]);
+            }
+            // Past the limit the builder stopped growing.
+            assert!(g.len() < 2 * MAX_EXPR_DEPTH as usize + 10);
+            let root = g.rule("root");
+            g.define(root, e).unwrap_err()
+        });
+        let limit = err.limit().unwrap();
+        let max = MAX_EXPR_DEPTH as u64;
+        assert_eq!(
+            (limit.kind, limit.value, limit.max),
+            (LimitKind::Nesting, max + 1, max)
+        );
+        // At the guarantee, a grammar builds.
+        let mut g = GrammarBuilder::new();
+        let mut e = g.bytes(b"x");
+        for _ in 1..MAX_EXPR_DEPTH {
+            e = g.repeat(e, 0, Some(1));
+        }
+        let root = g.rule("root");
+        g.define(root, e).unwrap();
+        assert!(g.finish(root).is_ok());
+    }
+
+    #[test]
+    fn sharing_cannot_multiply_what_the_builder_holds() {
+        let limits = Limits::new().grammar_size(100_000).input_bytes(100_000);
+        // A sequence of itself doubles its parts with each step...
+        let mut g = GrammarBuilder::with_limits(&limits);
+        let (letter, zero) = (
+            g.class(ByteSet::range(b'a', b'z')),
+            g.class(ByteSet::byte(b'0')),
+        );
+        let mut s = g.seq([letter, zero]);
+        for _ in 0..60 {
+            s = g.seq([s, s]);
+        }
+        let limit = *g.check().unwrap_err().limit().unwrap();
+        assert_eq!((limit.kind, limit.max), (LimitKind::GrammarSize, 100_000));
+        // ... and so does a literal joined with itself.
+        let mut g = GrammarBuilder::with_limits(&limits);
+        let mut s = g.bytes(b"ab");
+        for _ in 0..60 {
+            s = g.seq([s, s]);
+        }
+        let limit = *g.check().unwrap_err().limit().unwrap();
+        assert_eq!((limit.kind, limit.max), (LimitKind::InputBytes, 100_000));
+        // A long run of literals is joined once.
+        let mut g = GrammarBuilder::with_limits(&limits);
+        let parts: Vec<ExprId> = (0..20_000u32)
+            .map(|i| g.bytes(&[b'a' + (i % 3) as u8]))
+            .collect();
+        let joined = g.seq(parts);
+        assert!(matches!(g.expr(joined), Expr::Bytes(b) if b.len() == 20_000));
+        assert_eq!(g.len(), 4);
+    }
+
+    #[test]
+    fn the_recognizer_refuses_expansions_past_the_grammar_size() {
+        let mut g = GrammarBuilder::new();
+        let a = g.bytes(b"a");
+        let many = g.repeat(a, 3_000_000, None);
+        let start = g.rule("start");
+        g.define(start, many).unwrap();
+        let grammar = g.finish(start).unwrap();
+        let err = reference::Recognizer::try_new(&grammar, &Limits::new())
+            .err()
+            .unwrap();
+        assert_eq!(err.limit().unwrap().kind, LimitKind::GrammarSize);
+        let small = Limits::new().grammar_size(10_000_000);
+        assert!(reference::Recognizer::try_new(&grammar, &small).is_ok());
+    }
+}
