@@ -5,8 +5,10 @@
 mod common;
 
 use common::stack::on_small_stack;
+use formwork::engine::{Engine, EngineConfig};
 use formwork::front::gbnf::gbnf_to_ir;
 use formwork::ir::reference::{Recognizer, Unit};
+use formwork::vocab::Vocab;
 use formwork::{CompileError, CompileErrorKind, LimitKind, Limits, Location};
 
 fn accepts(gbnf: &str, input: &[u8]) -> bool {
@@ -263,4 +265,45 @@ fn long_rule_chains_compile_on_a_small_stack() {
         all && chart.push(&rec, Unit::Byte(b'y')) && chart.is_accepting(&rec)
     });
     assert!(accepted);
+}
+
+fn engine(limits: Limits) -> Engine {
+    let tokens = ["a", "b", "x", "</s>"]
+        .map(|t| t.as_bytes().to_vec())
+        .to_vec();
+    let vocab = Vocab::from_token_bytes(tokens, &[3], &[3]).unwrap();
+    Engine::with_config(vocab, EngineConfig::new().limits(limits))
+}
+
+#[test]
+fn the_engine_applies_its_limits() {
+    let engine = engine(Limits::new().nesting(4).input_bytes(1000).grammar_size(40));
+    let err = engine
+        .compile_gbnf("root ::= (((((\"a\")))))", "t.gbnf")
+        .unwrap_err();
+    assert_eq!(limit_at(&err, 1), (LimitKind::Nesting, 5, 4, 14));
+    assert!(engine
+        .compile_gbnf("root ::= (((\"a\")))*", "t.gbnf")
+        .is_ok());
+    let err = engine
+        .compile_gbnf(&format!("root ::= \"{}\"", "a".repeat(1000)), "t.gbnf")
+        .unwrap_err();
+    assert_eq!(
+        err.limit().map(|l| (l.kind, l.value, l.max)),
+        Some((LimitKind::InputBytes, 1011, 1000))
+    );
+    let rules: String = (0..50)
+        .map(|i| format!("r{i} ::= \"{i}\" r{}\n", i + 1))
+        .collect();
+    let err = engine
+        .compile_gbnf(&format!("root ::= r0\n{rules}r50 ::= \"z\""), "t.gbnf")
+        .unwrap_err();
+    // Each rule `rI ::= "I" rJ` adds three expressions: the 41st is in the body of r13.
+    let (kind, _, max, _) = limit_at(&err, 15);
+    assert_eq!((kind, max), (LimitKind::GrammarSize, 40));
+    // Built-in requests use the same limits.
+    let err = engine
+        .compile(r#"gbnf(grammar: "root ::= ((((\"a\"))))?")"#)
+        .unwrap_err();
+    assert_eq!(err.limit().map(|l| l.kind), Some(LimitKind::Nesting));
 }
