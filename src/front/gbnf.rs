@@ -253,6 +253,8 @@ struct Lowering<'a> {
     first_use: HashMap<String, usize>,
 }
 
+// The pairs come from pest's parse of `grammar/gbnf.pest`: which children a pair has, in which
+// order, is the grammar's, and that is what the `expect`s and `unreachable!`s below rely on.
 impl Lowering<'_> {
     fn at(&self, offset: usize) -> Location {
         Location::in_text(self.source, self.text, offset)

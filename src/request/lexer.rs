@@ -99,7 +99,10 @@ impl<'a> Lexer<'a> {
         loop {
             match bytes.get(i) {
                 None | Some(b'\n') => {
-                    return Err(LexError::new(start, "unterminated string: expected a closing quote"))
+                    return Err(LexError::new(
+                        start,
+                        "unterminated string: expected a closing quote",
+                    ))
                 }
                 Some(b'"') => break,
                 Some(b'\\') => {
@@ -118,6 +121,7 @@ impl<'a> Lexer<'a> {
                                     "`\\u` takes `{hex}` naming a Unicode scalar value",
                                 ));
                             }
+                            // `valid` implies a `}` was found.
                             i += 2 + close.unwrap() + 1;
                         }
                         _ => {

@@ -109,11 +109,11 @@ impl<'a> Request<'a> {
     /// use formwork::request::Request;
     /// use formwork::{LimitKind, Limits};
     ///
-    /// let limits = Limits::new().nesting(2);
+    /// let limits = Limits::new().nesting(4);
     /// assert!(Request::parse_with("a(b: [c(d: [])])", &limits).is_ok());
-    /// let err = Request::parse_with("a(b: [c(d: [e])])", &limits).unwrap_err();
+    /// let err = Request::parse_with("a(b: [c(d: [e(f: 1)])])", &limits).unwrap_err();
     /// assert_eq!(err.limit().unwrap().kind, LimitKind::Nesting);
-    /// assert_eq!(err.to_string(), "<request>:1:8: request: brackets: nesting limit: 3 > 2");
+    /// assert_eq!(err.to_string(), "<request>:1:14: request: brackets: nesting limit: 5 > 4");
     /// ```
     pub fn parse_with(text: &'a str, limits: &Limits) -> Result<Request<'a>, CompileError> {
         check_length(text, limits)?;
@@ -486,6 +486,7 @@ fn json_call(
             ))
         }
     };
+    // The match above let only one-key objects through.
     let (name, args_json) = object.iter().next().unwrap();
     if name.starts_with('$') {
         return Err(shape_error(
@@ -533,6 +534,7 @@ fn json_value(
             }
             NodeKind::List(tree.close(items.len() as u32))
         }
+        // One key, checked before it is read.
         Json::Object(o) if o.len() == 1 && o.keys().next().unwrap().starts_with('$') => {
             let (key, v) = o.iter().next().unwrap();
             let p = format!("{pointer}/{}", pointer_token(key));

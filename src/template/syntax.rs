@@ -118,6 +118,9 @@ enum Node {
     Arg(ArgDecl),
 }
 
+/// Builds a rule's node from one node per symbol of its body, of the kinds the body names
+/// (earlgrey calls the action of the rule it completed): what the destructuring and the
+/// `unreachable!`s of the actions rely on.
 type Action = fn(&[Token], Vec<Node>) -> Node;
 
 /// The grammar of template files: (head, body symbols, action building the node).
@@ -530,22 +533,24 @@ fn late_error(
 /// starting with a rule fails there.
 fn rule_heads(kinds: &[Kind]) -> Vec<usize> {
     let mut heads = Vec::new();
+    // The last `(`: parameter lists hold no parentheses, so it opens the one a `) ::=` closes.
+    let mut open = None;
     for (i, &k) in kinds.iter().enumerate() {
-        if k != Kind::Define || i == 0 {
-            continue;
-        }
-        let head = match kinds[i - 1] {
-            Kind::Ident => Some(i - 1),
-            // Parameter lists hold no parentheses: the nearest `(` opens this one.
-            Kind::RParen => kinds[..i - 1]
-                .iter()
-                .rposition(|&k| k == Kind::LParen)
-                .filter(|&open| open > 0 && kinds[open - 1] == Kind::Ident)
-                .map(|open| open - 1),
-            _ => None,
-        };
-        if let Some(head) = head.filter(|&h| heads.last().is_none_or(|&last| h > last)) {
-            heads.push(head);
+        match k {
+            Kind::LParen => open = Some(i),
+            Kind::Define if i > 0 => {
+                let head = match kinds[i - 1] {
+                    Kind::Ident => Some(i - 1),
+                    Kind::RParen => open
+                        .filter(|&o| o > 0 && kinds[o - 1] == Kind::Ident)
+                        .map(|o| o - 1),
+                    _ => None,
+                };
+                if let Some(head) = head.filter(|&h| heads.last().is_none_or(|&last| h > last)) {
+                    heads.push(head);
+                }
+            }
+            _ => {}
         }
     }
     match heads.first() {
