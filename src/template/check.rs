@@ -54,7 +54,8 @@ pub(crate) struct RParam {
     pub default: Option<ParamDefault>,
 }
 
-/// A resolved expression: names replaced by rule and parameter indices.
+/// A resolved expression: names replaced by rule and parameter indices. Shaped like the
+/// syntax tree it resolves, so its drop recurses as deep (bounded by the lexer's check).
 pub(crate) struct RExpr {
     pub kind: RKind,
     pub at: usize,

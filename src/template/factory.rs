@@ -23,7 +23,9 @@ use crate::limits::{Deadline, LimitExceeded, LimitKind};
 use crate::ops::{lower, LeafOp, Program, RegexCompiler, Unit};
 use crate::vocab::{TokenId, Vocab};
 
-/// A structure's recipe: what instantiation assembles, given the request's arguments.
+/// A structure's recipe: what instantiation assembles, given the request's arguments. Its
+/// drop recurses once per level, which `check::annotate` bounds: a recipe is no deeper than
+/// its structure with the rules it uses inlined (`Limits::nesting`).
 #[derive(Clone, Debug)]
 pub(crate) enum Piece {
     /// Literal units; `expr` is their IR in the factory's grammar.

@@ -63,6 +63,8 @@ pub(crate) enum DefaultExpr {
     EmptyList(usize),
 }
 
+/// An expression of a rule body. Its drop recurses once per level, which the lexer's nesting
+/// check bounds (`Limits::nesting`; each group is at most two levels of the tree).
 #[derive(Clone, Debug)]
 pub(crate) struct Expr {
     pub kind: ExprKind,
