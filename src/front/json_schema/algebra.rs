@@ -65,7 +65,7 @@ pub(crate) fn matches(c: &Constraint, text: &str) -> Result<bool, CompileError> 
         .map_err(|e| e.or_at(crate::Location::JsonPointer(c.pointer.clone())))?;
     let start = g.rule("start");
     g.define(start, e)?;
-    let rec = Recognizer::new(&g.finish(start)?);
+    let rec = Recognizer::try_new(&g.finish(start)?, &crate::limits::Limits::default())?;
     let mut chart = rec.start();
     Ok(text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec))
 }
