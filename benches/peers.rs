@@ -26,9 +26,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use formwork::mask::get_bit;
-use formwork::vocab::{TokenId, TokenKind, Vocab};
-use formwork::Matcher;
+use formwork::bitmask::get_bit;
+use formwork::vocab::{TokenKind, Vocab};
+use formwork::{Matcher, TokenId};
 use serde::{Deserialize, Serialize};
 use workloads::{Case, Formwork, Size, Spec, Workload};
 

@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let done: usize = forced.iter().map(|&t| vocab.token_bytes(t).len()).sum();
     for token in vocab.encode(&output[done..])? {
         matcher.fill_mask(&mut mask)?;
-        let allowed = formwork::mask::get_bit(&mask, token);
+        let allowed = formwork::bitmask::get_bit(&mask, token);
         let count: u32 = mask.iter().map(|w| w.count_ones()).sum();
         println!(
             "{:>24} allowed={allowed} ({count} tokens allowed)",

@@ -56,6 +56,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::base::token::TokenId;
 use crate::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::gbnf::gbnf_to_ir_limited;
@@ -68,7 +69,7 @@ use crate::matcher::{MatchError, Matcher};
 use crate::ops::{fits_operators, lower, LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
 use crate::request::{Builtin, Request};
 use crate::template::{read_templates, StructureFactory};
-use crate::vocab::{TokenId, Vocab};
+use crate::vocab::Vocab;
 
 /// Default byte budget of the global mask cache.
 pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;

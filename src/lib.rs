@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+mod base;
 pub mod cfg;
 pub mod engine;
 pub mod error;
@@ -24,6 +25,9 @@ pub mod request;
 pub mod template;
 pub mod vocab;
 
+pub use base::bitmask;
+pub use base::byteset::ByteSet;
+pub use base::token::TokenId;
 pub use engine::{
     BackendChoice, BackendKind, Constraint, ConstraintMatcher, Engine, EngineCacheStats,
     EngineConfig,
@@ -33,4 +37,4 @@ pub use front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
 pub use front::tags::{TagDispatch, Tool, ToolFormat};
 pub use limits::{LimitExceeded, LimitKind, Limits};
 pub use matcher::{MatchError, MatchErrorKind, Matcher};
-pub use vocab::{TokenId, Vocab, VocabConfig, VocabError, VocabErrorKind};
+pub use vocab::{Vocab, VocabConfig, VocabError, VocabErrorKind};

@@ -46,9 +46,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
+use crate::base::bitmask::get_bit;
+use crate::base::token::TokenId;
 use crate::engine::{BackendKind, Engine};
 use crate::front::json_schema::JsonSchemaOptions;
-use crate::mask::get_bit;
 use crate::matcher::{MatchErrorKind, Matcher};
 
 /// One instance of a schema.
@@ -307,11 +308,7 @@ impl CaseResult {
 }
 
 /// The last `chars` characters of the text of `tokens`, for locating a step.
-fn text_before(
-    vocab: &crate::vocab::Vocab,
-    tokens: &[crate::vocab::TokenId],
-    chars: usize,
-) -> String {
+fn text_before(vocab: &crate::vocab::Vocab, tokens: &[TokenId], chars: usize) -> String {
     let start = tokens.len().saturating_sub(chars);
     let bytes: Vec<u8> = tokens[start..]
         .iter()

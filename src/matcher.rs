@@ -3,8 +3,8 @@
 
 use std::fmt;
 
+use crate::base::token::TokenId;
 use crate::limits::LimitExceeded;
-use crate::vocab::TokenId;
 
 /// The kind of a [`MatchError`].
 #[derive(Clone, Debug, PartialEq, Eq)]

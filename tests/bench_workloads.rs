@@ -6,7 +6,7 @@
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
-use formwork::mask::get_bit;
+use formwork::bitmask::get_bit;
 use workloads::{Formwork, Size};
 
 #[test]

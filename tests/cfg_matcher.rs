@@ -12,9 +12,9 @@ use std::time::Duration;
 use cfg_support::*;
 use formwork::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
 use formwork::ir::reference::{token_units, Recognizer};
-use formwork::ir::{ByteSet, GrammarBuilder};
-use formwork::vocab::{TokenId, TokenKind, Vocab};
-use formwork::{CompileErrorKind, MatchErrorKind, Matcher};
+use formwork::ir::GrammarBuilder;
+use formwork::vocab::{TokenKind, Vocab};
+use formwork::{ByteSet, CompileErrorKind, MatchErrorKind, Matcher, TokenId};
 
 /// Random walks sampling only allowed tokens: every sampled token is accepted by the reference
 /// recognizer, a live state never has an empty mask, and a walk that samples EOS has produced a
@@ -425,7 +425,7 @@ fn ambiguity_hits_row_limits() {
     assert!(m.is_accepting());
     let mut out = vec![0u32; vocab.mask_words()];
     match m.fill_mask(&mut out) {
-        Ok(()) => assert!(formwork::mask::get_bit(&out, a)),
+        Ok(()) => assert!(formwork::bitmask::get_bit(&out, a)),
         Err(e) => assert!(matches!(e.kind(), MatchErrorKind::Limit(_))),
     }
 }

@@ -7,8 +7,8 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use formwork::bitmask::get_bit;
 use formwork::engine::{BackendKind, Constraint, ConstraintMatcher, Engine};
-use formwork::mask::get_bit;
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, Location, Matcher};
 

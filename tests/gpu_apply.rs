@@ -6,8 +6,8 @@
 mod common;
 
 use common::rng::Rng;
+use formwork::bitmask::get_bit;
 use formwork::gpu::{apply_bitmask, ApplyConfig, ApplyError, Logit};
-use formwork::mask::get_bit;
 use half::{bf16, f16};
 
 /// Test access to a logit type: build one from f32, compare bit patterns.

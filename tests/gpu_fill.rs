@@ -15,8 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use formwork::gpu::{BatchFiller, FillConfig, FillError};
-use formwork::vocab::TokenId;
-use formwork::{LimitExceeded, LimitKind, MatchError, MatchErrorKind, Matcher};
+use formwork::{LimitExceeded, LimitKind, MatchError, MatchErrorKind, Matcher, TokenId};
 use mask_only::{FillOnly, MaskOnly};
 use mixed::Mixed;
 

@@ -11,8 +11,8 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use formwork::bitmask::{get_bit, iter_ones};
 use formwork::engine::BackendChoice;
-use formwork::mask::{get_bit, iter_ones};
 use formwork::{
     CompileError, CompileErrorKind, Constraint, Engine, EngineConfig, JsonSchemaOptions, LimitKind,
     Limits, MatchErrorKind, Matcher, TagDispatch, TokenId, Vocab,

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use common::rng::Rng;
 use common::walk::checked_walks;
+use formwork::bitmask::{get_bit, iter_ones};
 use formwork::ir::GrammarBuilder;
-use formwork::mask::{get_bit, iter_ones};
 use formwork::ops::{lower, LowerConfig, OpsMatcher, ProgramBuilder, RegexCompiler, Runtime};
-use formwork::vocab::{TokenId, Vocab};
-use formwork::{CompileErrorKind, MatchErrorKind, Matcher};
+use formwork::vocab::Vocab;
+use formwork::{CompileErrorKind, MatchErrorKind, Matcher, TokenId};
 
 fn matcher(vocab: &Vocab, pattern: &str) -> OpsMatcher {
     let runtime = Runtime::new(vocab.clone(), 128 << 20);

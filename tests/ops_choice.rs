@@ -9,8 +9,8 @@ use std::sync::Arc;
 use common::oracle::assert_masks_match_oracle;
 use formwork::ir::{ExprId, Grammar, GrammarBuilder};
 use formwork::ops::{Leaf, OpsMatcher, Program, ProgramBuilder, Runtime, Unit};
-use formwork::vocab::{TokenId, Vocab};
-use formwork::CompileErrorKind;
+use formwork::vocab::Vocab;
+use formwork::{CompileErrorKind, TokenId};
 
 /// `"[" (one of strings) "]"` as an operator program with a choice leaf, and as IR.
 fn bracketed(strings: &[&[u8]]) -> (Arc<Program>, Grammar) {

@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use common::oracle::assert_masks_match_oracle;
 use formwork::front::regex::regex_to_ir;
-use formwork::ir::{ByteSet, ExprId, Grammar, GrammarBuilder};
+use formwork::ir::{ExprId, Grammar, GrammarBuilder};
 use formwork::ops::{
     leaf::Terminator, lower, Leaf, LowerConfig, OpsMatcher, ProgramBuilder, Runtime, Unit,
 };
 use formwork::vocab::Vocab;
+use formwork::ByteSet;
 
 fn grammar_of(build: impl FnOnce(&mut GrammarBuilder) -> ExprId) -> (Grammar, ExprId) {
     let mut g = GrammarBuilder::new();

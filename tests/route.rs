@@ -42,7 +42,7 @@ fn assert_same_masks(
         assert!(
             ma == oracle.words(),
             "{label} {text:?} step {step}: operator mask differs from the oracle ({} vs {} tokens)",
-            formwork::mask::iter_ones(&ma).count(),
+            formwork::bitmask::iter_ones(&ma).count(),
             oracle.iter().count()
         );
         assert!(

@@ -7,7 +7,7 @@ mod common;
 use common::oracle::assert_masks_match_oracle;
 use common::rng::Rng;
 use common::walk::{checked_walks, rejection_point};
-use formwork::mask::get_bit;
+use formwork::bitmask::get_bit;
 use formwork::Matcher;
 use serde_json::Value;
 

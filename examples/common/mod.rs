@@ -4,8 +4,8 @@
 use std::error::Error;
 use std::time::Instant;
 
+use formwork::bitmask::get_bit;
 use formwork::engine::{Constraint, Engine};
-use formwork::mask::get_bit;
 use formwork::vocab::Vocab;
 use formwork::Matcher;
 

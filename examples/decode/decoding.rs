@@ -13,8 +13,8 @@ use std::error::Error;
 use std::time::{Duration, Instant};
 
 use formwork::gpu::{apply_bitmask, ApplyConfig, BatchFiller, Logit};
-use formwork::vocab::{TokenId, TokenKind, Vocab};
-use formwork::Matcher;
+use formwork::vocab::{TokenKind, Vocab};
+use formwork::{Matcher, TokenId};
 use half::{bf16, f16};
 
 /// A logits element type the stand-in writes and the sampler reads.

@@ -9,8 +9,8 @@ use std::error::Error;
 
 use formwork::engine::{BackendKind, Constraint, Engine};
 use formwork::front::json_schema::JsonSchemaOptions;
-use formwork::vocab::{TokenId, Vocab};
-use formwork::Matcher;
+use formwork::vocab::Vocab;
+use formwork::{Matcher, TokenId};
 use regex::bytes::Regex as BytesRegex;
 use regex::Regex;
 use serde_json::{json, Value};

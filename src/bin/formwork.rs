@@ -11,8 +11,8 @@ use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace}
 use formwork::front::tags::TagDispatch;
 use formwork::maskbench::{self, HarnessConfig, Status};
 use formwork::template::StructureFactory;
-use formwork::vocab::{TokenId, TokenKind, Vocab, VocabConfig};
-use formwork::{Limits, Matcher};
+use formwork::vocab::{TokenKind, Vocab, VocabConfig};
+use formwork::{Limits, Matcher, TokenId};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -616,7 +616,7 @@ fn walk(
             .fill_mask(&mut mask)
             .map_err(|e| format!("mask at step {step}: {e}"))?;
         let mask_ns = started.elapsed().as_nanos() as u64;
-        let allowed = formwork::mask::get_bit(&mask, token);
+        let allowed = formwork::bitmask::get_bit(&mask, token);
         report_step(out, vocab, args, step, Some(token), allowed, &mask, mask_ns)?;
         if !allowed {
             rejected_at = Some(step);
@@ -651,7 +651,7 @@ fn walk(
             let eos = vocab
                 .eos_tokens()
                 .iter()
-                .any(|&t| formwork::mask::get_bit(&mask, t));
+                .any(|&t| formwork::bitmask::get_bit(&mask, t));
             if accepting && !eos {
                 eprintln!("warning: the matcher accepts but its mask does not allow EOS");
             }
@@ -722,7 +722,7 @@ fn report_step(
             obj["eos"] = json!(true);
         }
         if args.dump_masks {
-            obj["mask"] = json!(formwork::mask::iter_ones(mask).collect::<Vec<_>>());
+            obj["mask"] = json!(formwork::bitmask::iter_ones(mask).collect::<Vec<_>>());
         }
         writeln!(out, "{obj}")?;
     } else if args.trace {

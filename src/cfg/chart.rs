@@ -10,7 +10,7 @@
 //! recursion needs nothing special; ambiguity is bounded by deduplication within a row.
 
 use super::program::{Program, CALLS, COUNTED, DEAD, FINAL, MULTI};
-use crate::ir::ByteSet;
+use crate::base::byteset::ByteSet;
 use crate::limits::{LimitExceeded, LimitKind};
 
 /// An Earley item.

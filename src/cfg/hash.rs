@@ -12,7 +12,8 @@
 //! only costs sharing.
 
 use super::program::{tarjan, Program, DEAD, MULTI, SCANS};
-use crate::ir::{ByteSet, StructHasher};
+use crate::base::byteset::ByteSet;
+use crate::ir::StructHasher;
 
 const UNIT_DOMAIN: u64 = 0x6366_6775_6e69_7401; // "cfgunit"
 const SCC_DOMAIN: u64 = 0x6366_6773_6363_0002;

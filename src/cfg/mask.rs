@@ -47,11 +47,14 @@ use smallvec::SmallVec;
 use super::chart::{Chart, Item, Overflow, EXT};
 use super::program::{Program, SliceInterner, CALLS, COUNTED, FINAL, RELAXED, SCANS, SPECIALS};
 use super::CfgGrammar;
-use crate::ir::{ByteSet, StructHasher};
-use crate::mask::{clear_bit, get_bit, iter_ones, set_bit, StoredMask, Weigh};
+use crate::base::bitmask::{clear_bit, get_bit, iter_ones, set_bit};
+use crate::base::byteset::ByteSet;
+use crate::base::token::TokenId;
+use crate::ir::StructHasher;
+use crate::mask::{StoredMask, Weigh};
 use crate::vocab::{
-    walk_sliced, SliceProbe, SliceProofs, SliceState, Subtree, TokenId, TokenSlice, TrieStep,
-    TrieVisitor, Vocab,
+    walk_sliced, SliceProbe, SliceProofs, SliceState, Subtree, TokenSlice, TrieStep, TrieVisitor,
+    Vocab,
 };
 
 const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;

@@ -31,7 +31,7 @@
 //! let mut mask = vec![0u32; vocab.mask_words()];
 //! for t in vocab.encode("((x").unwrap() {
 //!     m.fill_mask(&mut mask).unwrap();
-//!     assert!(formwork::mask::get_bit(&mask, t));
+//!     assert!(formwork::bitmask::get_bit(&mask, t));
 //!     m.consume(t).unwrap();
 //! }
 //! assert_eq!(m.forced_bytes(), b"))");
@@ -48,11 +48,14 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::base::bitmask::set_bit;
+use crate::base::byteset::ByteSet;
+use crate::base::token::TokenId;
 use crate::error::{CompileError, Location};
-use crate::ir::{ByteSet, Grammar};
+use crate::ir::Grammar;
 use crate::mask::{CacheStats, MaskCache};
 use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
-use crate::vocab::{TokenId, TokenKind, Vocab};
+use crate::vocab::{TokenKind, Vocab};
 
 use chart::{Chart, Overflow, RowLimits};
 use mask::CacheEntry;
@@ -434,10 +437,7 @@ impl Matcher for CfgMatcher {
         }
         if self.eos > 0 {
             out.fill(0);
-            g.vocab
-                .eos_tokens()
-                .iter()
-                .for_each(|&t| crate::mask::set_bit(out, t));
+            g.vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
             return Ok(());
         }
         mask::fill(g, self.chart.get_mut(), &mut self.scratch, out).map_err(Self::limit)

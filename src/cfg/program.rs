@@ -23,14 +23,12 @@ use std::time::Instant;
 
 use smallvec::SmallVec;
 
+use crate::base::byteset::ByteSet;
+use crate::base::collections::{FastMap, FastSet};
+use crate::base::token::TokenId;
 use crate::error::{CompileError, CompileErrorKind};
-use crate::ir::{ByteSet, Expr, ExprId, Grammar, RuleId};
-use crate::vocab::{TokenId, Vocab};
-
-/// The compiler's and the walks' internal maps: keys are small integers and short integer
-/// slices no adversary chooses, so a fast non-cryptographic hash (rustc's Fx) instead of SipHash.
-pub(crate) type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
-pub(crate) type FastSet<K> = rustc_hash::FxHashSet<K>;
+use crate::ir::{Expr, ExprId, Grammar, RuleId};
+use crate::vocab::Vocab;
 
 /// Interns `u32` slices: ids in insertion order, all slices in one arena (no allocation per
 /// slice). Determinization interns state sets with it, minimization signatures, the trie

@@ -9,9 +9,10 @@
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
 use regex_syntax::utf8::Utf8Sequences;
 
+use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::guarded;
-use crate::ir::{ByteSet, ExprId, GrammarBuilder};
+use crate::ir::{ExprId, GrammarBuilder};
 use crate::limits::{LimitExceeded, LimitKind, Limits};
 
 /// Parses `pattern` and adds its language to `g`, returning the expression.

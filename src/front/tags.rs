@@ -50,10 +50,11 @@ use aho_corasick::{Anchored, MatchKind};
 use rustc_hash::FxHashMap;
 use serde_json::{json, Value};
 
+use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::tick;
 use crate::front::json_schema::{schema_expr, JsonSchemaOptions, Whitespace};
-use crate::ir::{ByteSet, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::ir::{ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 
 /// A tool the model may call: its name and the JSON Schema of its arguments.

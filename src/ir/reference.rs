@@ -8,11 +8,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{ByteSet, Expr, ExprId, Grammar};
+use crate::base::byteset::ByteSet;
+
+use super::{Expr, ExprId, Grammar};
+use crate::base::token::TokenId;
 use crate::error::{CompileError, Location};
 use crate::limits::{LimitExceeded, LimitKind, Limits};
 use crate::mask::TokenMask;
-use crate::vocab::{Subtree, TokenId, TokenKind, TrieStep, TrieVisitor, Vocab};
+use crate::vocab::{Subtree, TokenKind, TrieStep, TrieVisitor, Vocab};
 
 /// An input unit: a byte of text or a special token (by content).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

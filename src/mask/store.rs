@@ -1,8 +1,8 @@
 //! Adaptive storage for cached masks (XGrammar §3.2): a mask is kept as whichever of three forms
 //! is smallest.
 
-use super::{clear_bit, iter_ones, set_bit};
-use crate::vocab::TokenId;
+use crate::base::bitmask::{clear_bit, iter_ones, set_bit};
+use crate::base::token::TokenId;
 
 /// How many bitset words cost as much to write as one listed id (measured on Qwen3's 4,748
 /// words: writing a Rejected list of ~2,000 ids took 4x a 19 KB copy).

@@ -12,9 +12,9 @@ use regex_automata::dfa::{dense, Automaton};
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 
+use crate::base::token::TokenId;
 use crate::error::{CompileError, CompileErrorKind};
 use crate::ir::StructHasher;
-use crate::vocab::TokenId;
 
 /// Units at or above this value are special tokens (`unit - SPECIAL_BASE` is the token id).
 pub(crate) const SPECIAL_BASE: u32 = 256;

@@ -14,8 +14,9 @@ use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir, Repetition};
 
 use super::leaf::{dfa_from_hir, Leaf, Terminator, Unit};
 use super::program::{OpId, Program, ProgramBuilder};
+use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind};
-use crate::ir::{ByteSet, Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::vocab::Vocab;
 
 /// States a one-character class may take (the largest Unicode classes need a few hundred).
@@ -70,7 +71,7 @@ impl LowerConfig {
 ///
 /// let vocab = Vocab::from_token_bytes(vec![b"a".to_vec(), b"<|end|>".to_vec()], &[1], &[]).unwrap();
 /// let mut g = GrammarBuilder::new();
-/// let text = g.class(formwork::ir::ByteSet::range(b'a', b'z'));
+/// let text = g.class(formwork::ByteSet::range(b'a', b'z'));
 /// let body = g.repeat(text, 0, None);
 /// let end = g.special("<|end|>");
 /// let root = g.seq([body, end]);

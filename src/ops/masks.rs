@@ -20,11 +20,11 @@ use std::sync::Arc;
 use super::cursor::{Thread, Threads, Walker};
 use super::leaf::Leaf;
 use super::program::{Op, OpId};
+use crate::base::bitmask::set_bit;
+use crate::base::token::TokenId;
 use crate::ir::StructHasher;
-use crate::mask::{set_bit, MaskCache, StoredMask, Weigh};
-use crate::vocab::{
-    walk_sliced, SliceProbe, SliceProofs, Subtree, TokenId, TrieStep, TrieVisitor, Vocab,
-};
+use crate::mask::{MaskCache, StoredMask, Weigh};
+use crate::vocab::{walk_sliced, SliceProbe, SliceProofs, Subtree, TrieStep, TrieVisitor, Vocab};
 
 /// A cached mask: text tokens in adaptive storage, plus the special tokens and (for a leaf
 /// part) the tokens left for the continuation to decide.

@@ -6,9 +6,11 @@ use super::cursor::{Threads, Walker, MAX_THREADS};
 use super::leaf::{Unit, SPECIAL_BASE};
 use super::masks::{leaf_of, Runtime};
 use super::program::Program;
+use crate::base::bitmask::set_bit;
+use crate::base::token::TokenId;
 use crate::limits::{LimitExceeded, LimitKind};
 use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
-use crate::vocab::{TokenId, TokenKind};
+use crate::vocab::TokenKind;
 
 /// Longest forced stretch computed for jump-forward.
 const MAX_FORCED: usize = 4096;
@@ -152,10 +154,7 @@ impl Matcher for OpsMatcher {
         }
         if self.terminated {
             out.fill(0);
-            vocab
-                .eos_tokens()
-                .iter()
-                .for_each(|&t| crate::mask::set_bit(out, t));
+            vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
             return Ok(());
         }
         self.runtime

@@ -16,12 +16,13 @@ use std::sync::Arc;
 use super::check::{Files, RArg, RExpr, RKind, RRule};
 use super::tables::WriteTable;
 use super::{FactoryBuilder, Param, ParamDefault, StructId, Structure, StructureFactory};
+use crate::base::token::TokenId;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::regex::regex_to_ir;
 use crate::ir::{Expr, ExprId, GrammarBuilder};
 use crate::limits::{Deadline, LimitExceeded, LimitKind};
 use crate::ops::{lower, LeafOp, Program, RegexCompiler, Unit};
-use crate::vocab::{TokenId, Vocab};
+use crate::vocab::Vocab;
 
 /// A structure's recipe: what instantiation assembles, given the request's arguments. Its
 /// drop recurses once per level, which `check::annotate` bounds: a recipe is no deeper than

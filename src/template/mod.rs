@@ -49,11 +49,12 @@ use std::sync::Arc;
 pub(crate) use factory::{Fragment, Piece};
 use tables::{NameMap, WriteTable};
 
+use crate::base::token::TokenId;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::Grammar;
 use crate::limits::Limits;
 use crate::ops::{LeafOp, LowerConfig, RegexCompiler, Unit};
-use crate::vocab::{TokenId, Vocab};
+use crate::vocab::Vocab;
 
 /// Index of a structure in a [`StructureFactory`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -8,8 +8,9 @@ use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::Tokenizer;
 
 use super::{
-    check_width, without_panics, TokenId, TokenKind, Vocab, VocabConfig, VocabError, VocabErrorKind,
+    check_width, without_panics, TokenKind, Vocab, VocabConfig, VocabError, VocabErrorKind,
 };
+use crate::base::token::TokenId;
 
 /// How the tokenizer spells bytes in its pieces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

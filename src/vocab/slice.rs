@@ -16,9 +16,10 @@ use regex_automata::util::start;
 use regex_automata::Anchored;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{Subtree, TokenId, TokenTrie, TrieStep, TrieVisitor, Vocab};
-use crate::ir::ByteSet;
-use crate::mask::{clear_bit, get_bit, set_bit};
+use super::{Subtree, TokenTrie, TrieStep, TrieVisitor, Vocab};
+use crate::base::bitmask::{clear_bit, get_bit, set_bit};
+use crate::base::byteset::ByteSet;
+use crate::base::token::TokenId;
 
 /// The byte languages tried, broadest first: free text that cannot start a tag, the raw
 /// characters of a JSON string, a URI's unreserved characters (URIs, host names, most

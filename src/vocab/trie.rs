@@ -5,7 +5,8 @@
 //! rejected byte skips the whole subtree below it (`subtree_end`), which is what makes a walk over
 //! a 150k-token vocabulary cheap (the llguidance paper, §"token trie").
 
-use super::{walk_sorted, TokenId};
+use crate::base::sorted::walk_sorted;
+use crate::base::token::TokenId;
 
 /// One node: the byte leading into it from its parent, where its subtree ends, and where its
 /// tokens start and its subtree's end in `tokens` (the node's own ones, several ids with the

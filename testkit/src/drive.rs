@@ -16,7 +16,7 @@
 use std::sync::OnceLock;
 
 use arbitrary::Unstructured;
-use formwork::mask::{get_bit, iter_ones};
+use formwork::bitmask::{get_bit, iter_ones};
 use formwork::{ConstraintMatcher, MatchErrorKind, Matcher, TokenId, Vocab};
 
 /// One operation of a drive.

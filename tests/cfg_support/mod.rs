@@ -9,8 +9,8 @@ use formwork::front::gbnf::gbnf_to_ir;
 use formwork::ir::reference::{Chart, Recognizer};
 use formwork::ir::Grammar;
 use formwork::mask::TokenMask;
-use formwork::vocab::{TokenId, Vocab};
-use formwork::Matcher;
+use formwork::vocab::Vocab;
+use formwork::{Matcher, TokenId};
 
 /// JSON (RFC 8259, any whitespace).
 pub const JSON: &str = r#"

@@ -34,8 +34,9 @@
 //!   Differences there: after a digit, formwork allows a token that goes on with digits or a
 //!   fraction into `e`/`E`, llguidance does not.
 
-use formwork::vocab::{TokenId, TokenKind};
-use formwork::Matcher;
+use formwork::{Matcher, TokenId};
+
+use formwork::vocab::TokenKind;
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::TokEnv;
 use llguidance::ParserFactory;

@@ -2,8 +2,7 @@
 //! filling, worker pools) without a grammar: the state decides the mask, every other step is a
 //! no-op. Shared by `tests/gpu_fill.rs` and `benches/batch.rs` through `#[path]`.
 
-use formwork::vocab::TokenId;
-use formwork::{MatchError, Matcher};
+use formwork::{MatchError, Matcher, TokenId};
 
 /// What a [`MaskOnly`] matcher writes each step.
 pub trait FillOnly: Send {

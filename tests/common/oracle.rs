@@ -2,8 +2,8 @@
 
 use formwork::ir::reference::{Chart, Recognizer};
 use formwork::ir::Grammar;
-use formwork::vocab::{TokenId, Vocab};
-use formwork::Matcher;
+use formwork::vocab::Vocab;
+use formwork::{Matcher, TokenId};
 
 /// Walks `tokens` through `matcher` and the reference chart; at every step (and after the
 /// last token) the matcher's mask must equal the oracle's bit for bit.
@@ -48,7 +48,7 @@ fn compare(
     let expected = chart.mask(rec, vocab);
     matcher.fill_mask(out).unwrap();
     if out != expected.words() {
-        let got: Vec<TokenId> = formwork::mask::iter_ones(out).collect();
+        let got: Vec<TokenId> = formwork::bitmask::iter_ones(out).collect();
         let want: Vec<TokenId> = expected.iter().collect();
         let extra: Vec<String> = got
             .iter()

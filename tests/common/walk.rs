@@ -1,11 +1,11 @@
 //! Driving matchers like a model would: seeded random walks over allowed tokens, and checking
 //! where an invalid output is rejected (against the reference recognizer's verdict).
 
+use formwork::bitmask::{get_bit, iter_ones};
 use formwork::ir::reference::Recognizer;
 use formwork::ir::Grammar;
-use formwork::mask::{get_bit, iter_ones};
-use formwork::vocab::{TokenId, Vocab};
-use formwork::Matcher;
+use formwork::vocab::Vocab;
+use formwork::{Matcher, TokenId};
 
 use super::rng::Rng;
 

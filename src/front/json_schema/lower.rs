@@ -11,10 +11,11 @@ use super::schema::{error, over, Compiler, MAX_KEY_PATTERNS};
 use super::shape::{ArrayShape, Constraint, ObjectShape, RefId, Shape, StringShape};
 use super::strings::{any_text, text_not_in, JsonText, Regex};
 use super::{PropertyOrder, Whitespace};
+use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::{guarded, tick};
-use crate::ir::{ByteSet, Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
 
 /// Most states of the automaton of one string's constraints together (patterns, lengths,

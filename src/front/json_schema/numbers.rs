@@ -10,8 +10,9 @@
 
 use std::cmp::Ordering;
 
+use crate::base::byteset::ByteSet;
 use crate::front::guard::guarded;
-use crate::ir::{ByteSet, ExprId, GrammarBuilder};
+use crate::ir::{ExprId, GrammarBuilder};
 
 /// An exact decimal: sign, integer digits (no leading zeros; `[0]` below one) and fraction digits
 /// (no trailing zeros). Zero is never negative.

@@ -36,12 +36,13 @@ use regex_syntax::hir::{
     Capture, Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition,
 };
 
+use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::{guarded, tick};
 use crate::limits::{Deadline, LimitExceeded, LimitKind};
 use crate::front::regex::{hir_to_ir, utf8_class, TextEncoding};
-use crate::ir::{ByteSet, ExprId, GrammarBuilder};
+use crate::ir::{ExprId, GrammarBuilder};
 
 /// Every Unicode scalar value.
 pub(crate) const ANY_CHAR: (char, char) = ('\0', char::MAX);
