@@ -34,7 +34,8 @@ pub use engine::{
 };
 pub use error::{CompileError, CompileErrorKind, Location};
 pub use front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
-pub use front::tags::{TagDispatch, Tool, ToolFormat};
+pub use front::tags::{TagDispatch, ToolFormat};
+pub use front::tool::Tool;
 pub use limits::{LimitExceeded, LimitKind, Limits};
 pub use matcher::{MatchError, MatchErrorKind, Matcher};
 pub use vocab::{Vocab, VocabConfig, VocabError, VocabErrorKind};

@@ -6,11 +6,11 @@ mod common;
 
 use formwork::engine::{BackendChoice, BackendKind, Constraint, Engine, EngineConfig};
 use formwork::front::json_schema::{JsonSchemaOptions, Whitespace};
-use formwork::front::tags::{TagDispatch, Tool, ToolFormat};
+use formwork::front::tags::{TagDispatch, ToolFormat};
 use formwork::ir::reference::Recognizer;
 use formwork::ir::Grammar;
 use formwork::vocab::Vocab;
-use formwork::{CompileErrorKind, Matcher};
+use formwork::{CompileErrorKind, Matcher, Tool};
 use serde_json::json;
 
 fn engine(choice: BackendChoice) -> Engine {

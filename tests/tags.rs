@@ -7,10 +7,10 @@ mod common;
 use common::rng::Rng;
 use formwork::front::bfcl;
 use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
-use formwork::front::tags::{Piece, TagDispatch, Tool, ToolFormat};
+use formwork::front::tags::{Piece, TagDispatch, ToolFormat};
 use formwork::ir::reference::{token_units, Recognizer, Unit};
 use formwork::ir::Grammar;
-use formwork::{CompileErrorKind, LimitKind, Limits};
+use formwork::{CompileErrorKind, LimitKind, Limits, Tool};
 use serde_json::{json, Value};
 
 fn data(name: &str) -> String {

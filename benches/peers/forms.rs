@@ -6,7 +6,8 @@
 //!   outlines vocabulary gives each special token a private-use code point (U+E000 + its
 //!   index) and the regexes name those, so special tokens stay symbols text cannot spell.
 
-use formwork::front::tags::{Tool, ToolFormat};
+use formwork::front::tags::ToolFormat;
+use formwork::Tool;
 use serde_json::{json, Value};
 
 use crate::workloads::{flatten, Spec};

@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use formwork::engine::Engine;
 use formwork::front::bfcl;
 use formwork::front::json_schema::JsonSchemaOptions;
-use formwork::front::tags::{TagDispatch, Tool, ToolFormat};
+use formwork::front::tags::{TagDispatch, ToolFormat};
 use formwork::vocab::Vocab;
-use formwork::{CompileError, Matcher};
+use formwork::{CompileError, Matcher, Tool};
 use serde_json::Value;
 
 #[path = "../../tests/common/rng.rs"]

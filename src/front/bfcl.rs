@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::guarded;
-use crate::front::tags::Tool;
+use crate::front::tool::Tool;
 
 /// The JSON Schema type of a BFCL type name; `None` for "any value".
 fn json_type(name: &str) -> Result<Option<&'static str>, ()> {

@@ -7,3 +7,4 @@ pub mod json_schema;
 pub mod regex;
 mod guard;
 pub mod tags;
+pub mod tool;

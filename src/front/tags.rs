@@ -25,7 +25,8 @@
 //! # Example
 //!
 //! ```
-//! use formwork::front::tags::{TagDispatch, Tool, ToolFormat};
+//! use formwork::front::tags::{TagDispatch, ToolFormat};
+//! use formwork::Tool;
 //! use formwork::ir::reference::{Recognizer, Unit};
 //!
 //! let tools = [Tool::new("get_weather", serde_json::json!({
@@ -52,29 +53,12 @@ use serde_json::{json, Value};
 
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::bfcl;
 use crate::front::guard::tick;
 use crate::front::json_schema::{schema_expr, JsonSchemaOptions, Whitespace};
+use crate::front::tool::Tool;
 use crate::ir::{ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
-
-/// A tool the model may call: its name and the JSON Schema of its arguments.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Tool {
-    /// Function name.
-    pub name: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: Value,
-}
-
-impl Tool {
-    /// A tool.
-    pub fn new(name: impl Into<String>, parameters: Value) -> Tool {
-        Tool {
-            name: name.into(),
-            parameters,
-        }
-    }
-}
 
 /// Part of a sequence: text bytes, or a special token by its content.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -366,7 +350,7 @@ impl TagDispatch {
                     tools.push(Tool::new(name, params));
                 }
                 _ => {
-                    let mapped = crate::front::bfcl::tools(&Value::Array(vec![entry.clone()]))
+                    let mapped = bfcl::tools(&Value::Array(vec![entry.clone()]))
                         .map_err(|e| {
                             let at = match e.location() {
                                 Location::JsonPointer(p) => {
@@ -411,7 +395,8 @@ impl TagDispatch {
     /// follow. The tool-calling APIs these formats come from reject such lists too.
     ///
     /// ```
-    /// use formwork::front::tags::{TagDispatch, Tool, ToolFormat};
+    /// use formwork::front::tags::{TagDispatch, ToolFormat};
+    /// use formwork::Tool;
     /// use formwork::{CompileErrorKind, Location};
     ///
     /// let tools = [Tool::new("f", serde_json::json!({})), Tool::new("f", serde_json::json!({}))];
