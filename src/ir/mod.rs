@@ -37,6 +37,7 @@
 //! [`GrammarBuilder::define`]) return the `Limit` error, so a front end needs no check of its
 //! own to stay within these bounds; it may call [`GrammarBuilder::check`] to stop early.
 
+pub(crate) mod graph;
 mod hash;
 pub mod reference;
 
@@ -44,8 +45,8 @@ use std::collections::HashMap;
 
 pub use hash::StructHasher;
 
-use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::base::byteset::ByteSet;
+use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::{LimitExceeded, LimitKind, Limits};
 
 /// Deepest expression a [`Grammar`] holds (see the [module docs](self)): about four times the
@@ -182,67 +183,6 @@ impl Grammar {
     /// The start rule.
     pub fn start(&self) -> RuleId {
         self.start
-    }
-
-    /// True if some rule reaches itself through references (a stack is needed, unless the
-    /// recursion is only through repeats the IR already expresses).
-    pub fn is_recursive(&self) -> bool {
-        // Kahn's algorithm on the rule reference graph: the rules left when no rule without
-        // unvisited callers remains are exactly those on or behind a cycle. Iterative: rule
-        // chains are as long as the grammar.
-        let refs = self.rule_graph();
-        let mut callers = vec![0u32; self.rules.len()];
-        for callees in refs {
-            for c in callees {
-                callers[c.index()] += 1;
-            }
-        }
-        let mut ready: Vec<usize> = (0..self.rules.len()).filter(|&r| callers[r] == 0).collect();
-        let mut done = 0;
-        while let Some(r) = ready.pop() {
-            done += 1;
-            for c in &refs[r] {
-                callers[c.index()] -= 1;
-                if callers[c.index()] == 0 {
-                    ready.push(c.index());
-                }
-            }
-        }
-        done < self.rules.len()
-    }
-
-    /// The rules referenced directly inside `expr` (not following references).
-    pub fn rule_refs(&self, expr: ExprId) -> Vec<RuleId> {
-        self.collect_rule_refs(expr, &mut vec![u32::MAX; self.exprs.len()], 0)
-    }
-
-    /// [`rule_refs`](Self::rule_refs) of every rule's body, in rule order.
-    pub fn rule_graph(&self) -> &[Vec<RuleId>] {
-        self.rule_graph.get_or_init(|| {
-            // One visit mark array for all rules (a fresh one per rule was quadratic).
-            let mut seen = vec![u32::MAX; self.exprs.len()];
-            (0..self.rules.len())
-                .map(|i| self.collect_rule_refs(self.rules[i].body, &mut seen, i as u32))
-                .collect()
-        })
-    }
-
-    /// Rules referenced inside `expr`, marking visited expressions with `mark` in `seen`.
-    fn collect_rule_refs(&self, expr: ExprId, seen: &mut [u32], mark: u32) -> Vec<RuleId> {
-        let mut out = Vec::new();
-        let mut stack = vec![expr];
-        while let Some(e) = stack.pop() {
-            if std::mem::replace(&mut seen[e.index()], mark) == mark {
-                continue;
-            }
-            match self.expr(e) {
-                Expr::Rule(r) => out.push(*r),
-                Expr::Seq(xs) | Expr::Alt(xs) => stack.extend(xs.iter().copied()),
-                Expr::Repeat { body, .. } => stack.push(*body),
-                _ => {}
-            }
-        }
-        out
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use super::syntax::{ArgValue, DefaultExpr, Expr, ExprKind, KindExpr, Name, RuleDef};
 use super::{ParamDefault, ParamKind, StructId};
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::ir::graph::callees_first;
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 
 /// The template files being compiled, for turning byte offsets into `file:line:col`.
@@ -543,57 +544,20 @@ fn refs(e: &RExpr) -> Vec<(usize, usize)> {
 /// naming the cycle. Otherwise the rules in an order where each comes after those it refers to.
 fn check_recursion(files: &Files, rules: &[RRule]) -> Result<Vec<usize>, CompileError> {
     let edges: Vec<Vec<(usize, usize)>> = rules.iter().map(|r| refs(&r.body)).collect();
-    // Depth-first search on an explicit stack (rule chains are as long as the templates),
-    // which is the path, to name the cycle: (rule, next edge to follow).
-    const NEW: u8 = 0;
-    const ON_PATH: u8 = 1;
-    const DONE: u8 = 2;
-    let mut state = vec![NEW; rules.len()];
-    let mut order = Vec::with_capacity(rules.len());
-    for root in 0..rules.len() {
-        if state[root] != NEW {
-            continue;
-        }
-        state[root] = ON_PATH;
-        let mut path: Vec<(usize, usize)> = vec![(root, 0)];
-        while let Some((r, edge)) = path.last_mut() {
-            let r = *r;
-            let Some(&(next, at)) = edges[r].get(*edge) else {
-                state[r] = DONE;
-                order.push(r);
-                path.pop();
-                continue;
-            };
-            *edge += 1;
-            match state[next] {
-                NEW => {
-                    state[next] = ON_PATH;
-                    path.push((next, 0));
-                }
-                ON_PATH => {
-                    let start = path.iter().position(|&(x, _)| x == next).unwrap_or(0);
-                    let cycle: Vec<&str> = path[start..]
-                        .iter()
-                        .map(|&(x, _)| x)
-                        .chain(std::iter::once(next))
-                        .map(|x| rules[x].name.as_str())
-                        .collect();
-                    return Err(files.error(
-                        CompileErrorKind::NotRegular,
-                        rules[r].file,
-                        at,
-                        format!(
-                            "rule `{}` is recursive ({}): templates are finite-state; use `*`/`+` for repetition, or a structure-typed parameter so the request bounds the nesting",
-                            rules[next].name,
-                            cycle.join(" -> ")
-                        ),
-                    ));
-                }
-                _ => {}
-            }
-        }
-    }
-    Ok(order)
+    callees_first(rules.len(), |r, i| edges[r].get(i).map(|&(next, _)| next)).map_err(|cycle| {
+        let (r, (next, at)) = (cycle.from, edges[cycle.from][cycle.edge]);
+        let names: Vec<&str> = cycle.path.iter().map(|&x| rules[x].name.as_str()).collect();
+        files.error(
+            CompileErrorKind::NotRegular,
+            rules[r].file,
+            at,
+            format!(
+                "rule `{}` is recursive ({}): templates are finite-state; use `*`/`+` for repetition, or a structure-typed parameter so the request bounds the nesting",
+                rules[next].name,
+                names.join(" -> ")
+            ),
+        )
+    })
 }
 
 /// What [`annotate`] computes for an expression.
