@@ -8,3 +8,4 @@ pub mod regex;
 mod guard;
 pub mod tags;
 pub mod tool;
+pub(crate) mod int_range;

@@ -1,5 +1,7 @@
 //! Integer ranges as regexes: `lo..hi` → the decimal numerals in range, no leading zeros.
 
+use crate::front::int_range::uint_sequences;
+
 /// A regex (alternation of digit-class runs) whose language is the decimal numerals of the
 /// integers in `lo..=hi`: no leading zeros, no `+`, no `-0`. `None` if `lo > hi`.
 ///
@@ -30,66 +32,25 @@ pub fn int_range_regex(lo: i64, hi: i64) -> Option<String> {
     Some(parts.join("|"))
 }
 
-/// Alternatives for `lo..=hi`, split by numeral length.
+/// Alternatives for `lo..=hi`, one per digit sequence of [`uint_sequences`]: single digits
+/// as themselves, other positions as classes, a trailing run of any digits counted.
 fn unsigned(lo: u128, hi: u128, out: &mut Vec<String>) {
-    let mut from = lo;
-    while from <= hi {
-        let len = from.to_string().len() as u32;
-        let top = 10u128.pow(len) - 1;
-        let to = hi.min(top);
-        same_length(
-            from.to_string().as_bytes(),
-            to.to_string().as_bytes(),
-            String::new(),
-            out,
-        );
-        from = to + 1;
-    }
-}
-
-/// Alternatives for the numerals between `a` and `b` (equal length, `a <= b`), after `prefix`.
-/// Recurses once per digit: at most 40 deep for 128-bit magnitudes.
-fn same_length(a: &[u8], b: &[u8], prefix: String, out: &mut Vec<String>) {
-    let Some((&a0, a_rest)) = a.split_first() else {
-        out.push(prefix);
-        return;
-    };
-    let (&b0, b_rest) = b.split_first().expect("equal lengths");
-    let n = a_rest.len();
-    if a0 == b0 {
-        return same_length(a_rest, b_rest, format!("{prefix}{}", a0 as char), out);
-    }
-    let any_digits = |n: usize| match n {
-        0 => String::new(),
-        1 => "[0-9]".to_string(),
-        n => format!("[0-9]{{{n}}}"),
-    };
-    let class = |x: u8, y: u8| {
-        if x == y {
-            (x as char).to_string()
-        } else {
-            format!("[{}-{}]", x as char, y as char)
+    let digits = |n: u128| -> Vec<u8> { n.to_string().bytes().map(|b| b - b'0').collect() };
+    for seq in uint_sequences(&digits(lo), Some(&digits(hi))) {
+        let any = seq.iter().rev().take_while(|&&r| r == (0, 9)).count();
+        let mut regex = String::new();
+        for &(x, y) in &seq[..seq.len() - any] {
+            match x == y {
+                true => regex.push((b'0' + x) as char),
+                false => regex.push_str(&format!("[{x}-{y}]")),
+            }
         }
-    };
-    // The low end keeps `a0` with the tail a_rest..=99..9, unless that is every tail.
-    let mut mid_lo = a0;
-    if a_rest.iter().any(|&d| d != b'0') {
-        let nines = vec![b'9'; n];
-        same_length(a_rest, &nines, format!("{prefix}{}", a0 as char), out);
-        mid_lo = a0 + 1;
-    }
-    let high_full = b_rest.iter().all(|&d| d == b'9');
-    let mid_hi = if high_full { b0 } else { b0 - 1 };
-    if mid_lo <= mid_hi {
-        out.push(format!(
-            "{prefix}{}{}",
-            class(mid_lo, mid_hi),
-            any_digits(n)
-        ));
-    }
-    if !high_full {
-        let zeros = vec![b'0'; n];
-        same_length(&zeros, b_rest, format!("{prefix}{}", b0 as char), out);
+        match any {
+            0 => {}
+            1 => regex.push_str("[0-9]"),
+            n => regex.push_str(&format!("[0-9]{{{n}}}")),
+        }
+        out.push(regex);
     }
 }
 

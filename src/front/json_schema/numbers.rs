@@ -12,6 +12,7 @@ use std::cmp::Ordering;
 
 use crate::base::byteset::ByteSet;
 use crate::front::guard::guarded;
+use crate::front::int_range::uint_sequences;
 use crate::ir::{ExprId, GrammarBuilder};
 
 /// An exact decimal: sign, integer digits (no leading zeros; `[0]` below one) and fraction digits
@@ -229,77 +230,6 @@ pub(crate) fn in_range(v: &Decimal, lo: Option<&Bound>, hi: Option<&Bound>) -> b
     above && below
 }
 
-/// Fixed-width digit strings (one base, most significant first) between `lo` and `hi`
-/// inclusive, as sequences of per-position digit ranges, like `regex_syntax::utf8`'s sequences.
-///
-/// ```text
-/// 1 2 3 ..= 4 5 6  →  1 [2] [3-9] | 1 [3-9] [0-9] | [2-3] [0-9] [0-9] | 4 [0-4] [0-9] | 4 5 [0-6]
-/// ```
-pub(crate) fn fixed_width_ranges(lo: &[u32], hi: &[u32], base: u32) -> Vec<Vec<(u32, u32)>> {
-    let mut out = Vec::new();
-    split(lo, hi, base, &mut Vec::new(), &mut out);
-    out
-}
-
-/// Recursion: one level per digit (a bound's digits, a few hundred at most for an `f64`),
-/// each guarded.
-fn split(
-    lo: &[u32],
-    hi: &[u32],
-    base: u32,
-    prefix: &mut Vec<(u32, u32)>,
-    out: &mut Vec<Vec<(u32, u32)>>,
-) {
-    guarded(|| split_step(lo, hi, base, prefix, out))
-}
-
-fn split_step(
-    lo: &[u32],
-    hi: &[u32],
-    base: u32,
-    prefix: &mut Vec<(u32, u32)>,
-    out: &mut Vec<Vec<(u32, u32)>>,
-) {
-    let Some((&l, lo_rest)) = lo.split_first() else {
-        out.push(prefix.clone());
-        return;
-    };
-    // Cannot fail: every caller passes bounds of one width, and each step shortens both.
-    let (&h, hi_rest) = hi.split_first().expect("equal widths");
-    let full = |prefix: &[(u32, u32)], first: (u32, u32)| -> Vec<(u32, u32)> {
-        let mut v = prefix.to_vec();
-        v.push(first);
-        v.extend(std::iter::repeat_n((0, base - 1), lo_rest.len()));
-        v
-    };
-    if l == h {
-        prefix.push((l, l));
-        split(lo_rest, hi_rest, base, prefix, out);
-        prefix.pop();
-        return;
-    }
-    let lo_min = lo_rest.iter().all(|&d| d == 0);
-    let hi_max = hi_rest.iter().all(|&d| d == base - 1);
-    let mut first = l;
-    if !lo_min {
-        let top = vec![base - 1; lo_rest.len()];
-        prefix.push((l, l));
-        split(lo_rest, &top, base, prefix, out);
-        prefix.pop();
-        first = l + 1;
-    }
-    let last = if hi_max { h } else { h - 1 };
-    if first <= last {
-        out.push(full(prefix, (first, last)));
-    }
-    if !hi_max {
-        let bottom = vec![0; hi_rest.len()];
-        prefix.push((h, h));
-        split(&bottom, hi_rest, base, prefix, out);
-        prefix.pop();
-    }
-}
-
 fn digit_class(g: &mut GrammarBuilder, lo: u8, hi: u8) -> ExprId {
     g.class(ByteSet::range(b'0' + lo, b'0' + hi))
 }
@@ -323,28 +253,9 @@ pub(crate) fn class_run(g: &mut GrammarBuilder, classes: &[ExprId]) -> ExprId {
 /// Canonical unsigned integers (no leading zeros) in `[lo, hi]`, `lo >= 1`.
 fn uint_range(g: &mut GrammarBuilder, lo: &[u8], hi: Option<&[u8]>) -> ExprId {
     let mut branches = Vec::new();
-    let max_len = hi.map_or(lo.len(), <[u8]>::len);
-    for len in lo.len()..=max_len {
-        let a: Vec<u32> = match len == lo.len() {
-            true => lo.iter().map(|&d| d as u32).collect(),
-            false => std::iter::once(1)
-                .chain(std::iter::repeat_n(0, len - 1))
-                .collect(),
-        };
-        let b: Vec<u32> = match hi {
-            Some(h) if h.len() == len => h.iter().map(|&d| d as u32).collect(),
-            _ => vec![9; len],
-        };
-        if len == lo.len() && hi.is_some_and(|h| h.len() == len) && a > b {
-            continue;
-        }
-        for seq in fixed_width_ranges(&a, &b, 10) {
-            let classes: Vec<ExprId> = seq
-                .iter()
-                .map(|&(l, h)| digit_class(g, l as u8, h as u8))
-                .collect();
-            branches.push(class_run(g, &classes));
-        }
+    for seq in uint_sequences(lo, hi) {
+        let classes: Vec<ExprId> = seq.iter().map(|&(l, h)| digit_class(g, l, h)).collect();
+        branches.push(class_run(g, &classes));
     }
     if hi.is_none() {
         // Every longer number: [1-9][0-9]{len,}.
