@@ -1,7 +1,7 @@
 //! Batch mask filling and CPU apply on the Qwen3 vocabulary (151,936-wide masks, 4,748 words).
 //!
 //! `fill_mixed` fills batches of 1, 16, 64 and 256 real matchers: row `i` runs constraint
-//! `i % 6` of the decode example's mixed batch (`examples/decode/mixed.rs`: the three shipped
+//! `i % 6` of the decode example's mixed batch (`testkit/src/mixed.rs`: the three shipped
 //! templates and a regex on the operator backend, a recursive JSON schema and a GBNF grammar on
 //! the Earley backend), a different number of tokens into a valid text. The states do not
 //! change between iterations, so this is a warm-cache step; `pool` is the `BatchFiller`,
@@ -16,12 +16,6 @@
 //!
 //! Run: `cargo bench --bench batch`.
 
-#[path = "../tests/common/mask_only.rs"]
-mod mask_only;
-#[path = "../examples/decode/mixed.rs"]
-#[allow(dead_code)]
-mod mixed;
-
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +24,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use formwork::gpu::{apply_bitmask, ApplyConfig, BatchFiller, FillConfig};
 use formwork::vocab::Vocab;
 use formwork::{MatchError, Matcher};
+use formwork_testkit::mask_only::{FillOnly, MaskOnly};
+use formwork_testkit::mixed;
 use half::bf16;
-use mask_only::{FillOnly, MaskOnly};
 
 /// A matcher whose every step answers a precomputed mask (a warm-cache step at its cheapest).
 struct Cached(Arc<[u32]>);

@@ -5,11 +5,6 @@
 //!
 //! Run: `cargo bench --bench cfg`.
 
-#[path = "../tests/cfg_support/mod.rs"]
-mod cfg_support;
-#[path = "../tests/common/llg_env.rs"]
-mod llg_env;
-
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -18,6 +13,7 @@ use formwork::cfg::{CfgCompiler, CfgConfig, CfgGrammar};
 use formwork::front::gbnf::gbnf_to_ir;
 use formwork::vocab::Vocab;
 use formwork::{Matcher, TokenId};
+use formwork_testkit::{grammars, llg};
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::TokEnv;
 use llguidance::ParserFactory;
@@ -55,8 +51,8 @@ fn workloads() -> [Workload; 2] {
     [
         Workload {
             name: "json",
-            gbnf: cfg_support::json_gbnf_as_lark_reads_it(),
-            lark: cfg_support::JSON_LARK,
+            gbnf: grammars::json_gbnf_as_lark_reads_it(),
+            lark: grammars::JSON_LARK,
             text: JSON_TEXT,
         },
         Workload {
@@ -71,7 +67,7 @@ fn workloads() -> [Workload; 2] {
 fn llg_env(vocab: &Vocab) -> TokEnv {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("data/tokenizers/qwen3/tokenizer.json.gz");
-    llg_env::tok_env(&path, vocab.mask_width())
+    llg::tok_env(&path, vocab.mask_width())
 }
 
 fn llg_matcher(factory: &ParserFactory, lark: &str) -> llguidance::Matcher {

@@ -12,11 +12,6 @@
 //! `--engine`), so peak RSS is that engine's on that workload alone and caches start cold at
 //! each workload.
 
-#[path = "../tests/common/llg_env.rs"]
-mod llg_env;
-#[path = "workloads/mod.rs"]
-mod workloads;
-
 #[path = "peers/forms.rs"]
 mod forms;
 
@@ -29,8 +24,9 @@ use std::time::{Duration, Instant};
 use formwork::bitmask::get_bit;
 use formwork::vocab::{TokenKind, Vocab};
 use formwork::{Matcher, TokenId};
+use formwork_testkit::llg;
+use formwork_testkit::workloads::{self, Case, Formwork, Size, Spec, Workload};
 use serde::{Deserialize, Serialize};
-use workloads::{Case, Formwork, Size, Spec, Workload};
 
 const ENGINES: [&str; 3] = ["formwork", "llguidance", "outlines-core"];
 
@@ -436,7 +432,7 @@ fn child(args: &Args) {
     let mut engine: Box<dyn Engine> = match engine_name {
         "formwork" => Box::new(Formwork::new(vocab.clone())),
         "llguidance" => {
-            let env = llg_env::tok_env(&args.tokenizer, vocab.mask_width());
+            let env = llg::tok_env(&args.tokenizer, vocab.mask_width());
             Box::new(Llg {
                 factory: llguidance::ParserFactory::new_simple(&env).unwrap(),
             })

@@ -3,11 +3,8 @@
 //! end. A schema formwork cannot compile is not a case formwork can run; those are counted
 //! and must stay few (the bench reports them too).
 
-#[path = "../benches/workloads/mod.rs"]
-mod workloads;
-
 use formwork::bitmask::get_bit;
-use workloads::{Formwork, Size};
+use formwork_testkit::workloads::{self, Formwork, Size};
 
 #[test]
 fn every_quick_reference_is_accepted_by_formwork() {

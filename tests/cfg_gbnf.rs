@@ -2,20 +2,17 @@
 //! (checked by running strings through the reference recognizer on the produced IR), and bad
 //! grammars give typed errors at exact positions.
 
-mod common;
-
-use common::stack::on_small_stack;
 use formwork::engine::{Engine, EngineConfig};
 use formwork::front::gbnf::gbnf_to_ir;
 use formwork::ir::reference::{Recognizer, Unit};
 use formwork::vocab::Vocab;
 use formwork::{CompileError, CompileErrorKind, LimitKind, Limits, Location};
+use formwork_testkit::oracle::Lang;
+use formwork_testkit::stack::on_small_stack;
 
 fn accepts(gbnf: &str, input: &[u8]) -> bool {
     let g = gbnf_to_ir(gbnf, "t.gbnf").unwrap_or_else(|e| panic!("{e}"));
-    let rec = Recognizer::new(&g);
-    let mut chart = rec.start();
-    input.iter().all(|&b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+    Lang::new(&g).accepts_bytes(input)
 }
 
 fn language(gbnf: &str, yes: &[&str], no: &[&str]) {

@@ -6,17 +6,13 @@
 //! The grammars are written so the languages agree: llguidance's `%ignore` allows no
 //! whitespace before the first lexeme or after the last, so neither does the GBNF.
 
-mod cfg_support;
-mod common;
-#[path = "common/llg.rs"]
-mod llg;
-
-use cfg_support::*;
 use formwork::cfg::CfgConfig;
 use formwork::engine::Engine;
 use formwork::front::json_schema::JsonSchemaOptions;
 use formwork::maskbench;
 use formwork::Matcher;
+use formwork_testkit::grammars::*;
+use formwork_testkit::tokenizers;
 use llguidance::api::TopLevelGrammar;
 
 /// A schema-shaped grammar: fixed keys, bounded strings and arrays.
@@ -37,8 +33,8 @@ ws   ::= [ \t\n\r]*
 "#;
 
 fn differential(lark: &str, gbnf: &str, texts: &[&str]) {
-    let ours = compile(common::qwen3(), CfgConfig::new(), &ir(gbnf));
-    llg::differential(
+    let ours = compile(tokenizers::qwen3(), CfgConfig::new(), &ir(gbnf));
+    formwork_testkit::llg::differential(
         || TopLevelGrammar::from_lark(lark.to_string()),
         || Box::new(ours.matcher()),
         texts,
@@ -77,7 +73,7 @@ fn schema_shaped_masks_match_llguidance() {
 #[test]
 fn maskbench_sample_masks_match_llguidance() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/maskbench-sample");
-    let engine = Engine::new(common::qwen3().clone());
+    let engine = Engine::new(tokenizers::qwen3().clone());
     let options = JsonSchemaOptions::new();
     let mut compared = 0;
     for case in maskbench::load(&dir).unwrap().iter().step_by(5) {
@@ -104,7 +100,7 @@ fn maskbench_sample_masks_match_llguidance() {
             }),
         );
         eprintln!("{}", case.name);
-        llg::differential(
+        formwork_testkit::llg::differential(
             || TopLevelGrammar::from_json_schema(schema.clone()),
             || Box::new(constraint.matcher()),
             &[&text],
@@ -115,7 +111,7 @@ fn maskbench_sample_masks_match_llguidance() {
 }
 
 fn accepts(constraint: &formwork::Constraint, text: &str) -> bool {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let mut m = constraint.matcher();
     vocab
         .encode(text)

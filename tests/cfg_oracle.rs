@@ -3,16 +3,15 @@
 //! expansion) and with the plain trie walk; on Qwen3, and JSON also on Mistral (SentencePiece
 //! byte fallback).
 
-mod cfg_support;
-mod common;
-
-use cfg_support::*;
 use formwork::cfg::{CfgCompiler, CfgConfig};
+use formwork_testkit::grammars::*;
+use formwork_testkit::oracle::*;
+use formwork_testkit::tokenizers;
 
 #[test]
 fn json_qwen3() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         JSON,
         &[
             r#"{"a": [1, -2.5e3, true, null], "b": {"c": "x\u00e9\n"}}"#,
@@ -26,7 +25,7 @@ fn json_qwen3() {
 #[test]
 fn json_mistral() {
     check_oracle(
-        common::mistral(),
+        tokenizers::mistral(),
         JSON,
         &[
             r#"{"a": [1, 2.5, "ü"], "b": null}"#,
@@ -38,7 +37,7 @@ fn json_mistral() {
 #[test]
 fn arithmetic() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         ARITH,
         &[
             "1 + 2*3",
@@ -52,7 +51,7 @@ fn arithmetic() {
 #[test]
 fn c_like() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         CLIKE,
         &[
             "int main() {\n  int x = 1;\n  while (x < 10) {\n    x = x * 2;\n  }\n  return x;\n}\n",
@@ -64,7 +63,7 @@ fn c_like() {
 #[test]
 fn left_recursive() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         LEFTREC,
         &["1+2*3-4/5", "(a[1]+b[(2)])*c[3-4]", "12345*678"],
     );
@@ -73,7 +72,7 @@ fn left_recursive() {
 #[test]
 fn ambiguous() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         AMBIGUOUS,
         &["1+2*3+4*5", "(a+b)*(c+d)+e", "<<x>x<>>x<x>", "xxxx"],
     );
@@ -82,7 +81,7 @@ fn ambiguous() {
 #[test]
 fn right_linear() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         RIGHT_LINEAR,
         &[
             "Hello, world! <call>[ab,[c],d]</call>\nthen more <call>x</call>",
@@ -95,7 +94,7 @@ fn right_linear() {
 #[test]
 fn special_tokens() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         SPECIALS,
         &[
             "<think>\nshort thought</think>\n\nThe answer is 42.<|im_end|>",
@@ -109,7 +108,7 @@ fn large_repeats() {
     let many_a = format!("({})", "a".repeat(150));
     let items = format!("<{}>", vec!["ab"; 52].join(","));
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         REPEATS,
         &["(aaa)", &many_a, "[0123456789]", "[]", &items],
     );
@@ -118,7 +117,7 @@ fn large_repeats() {
 #[test]
 fn bounded_string() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         BOUNDED_STRING,
         &[
             r#"{"name": "Zoë Ångström\tnée Byron"}"#,
@@ -138,7 +137,7 @@ fn bounded_loops_over_ambiguous_bodies() {
     let a = format!("<{}>", "a".repeat(40));
     let words = format!("({})", ["ab", "c"].repeat(6).join(" "));
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         r#"root ::= "<" ("ab" | "a" | "b" "c"?){1,40} ">" | "(" ([a-z]+ " "?){1,40} ")""#,
         &[&ab, &a, "<abcabca>", &words],
     );
@@ -150,7 +149,7 @@ fn bounded_loops_over_ambiguous_bodies() {
 #[test]
 fn bounded_loops_repeated_by_an_enclosing_loop() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         r#"root ::= "\"" ([A-Za-z0-9+/]{8})* ([A-Za-z0-9+/]{8} | [A-Za-z0-9+/]{3} "=") "\"""#,
         &[r#""SGVsbG8gd29ybGQaSGV=""#, r#""aGVsbG8g+/29ybGQabc=""#],
     );
@@ -161,7 +160,7 @@ fn bounded_loops_repeated_by_an_enclosing_loop() {
 #[test]
 fn loops_of_one_body_with_different_bounds() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         r#"root ::= "\"" [0-9A-Za-z]{8} "-" [0-9A-Za-z]{4} "-" [0-9A-Za-z]{2,12} "\"""#,
         &[r#""1234abcd-EF01-xyz789abc012""#, r#""Certific-ateX-Id""#],
     );
@@ -186,7 +185,7 @@ fn bounded_strings_counted_by_characters() {
         ],
     );
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         r#"root ::= "<" ("ab" | "é" | "c"){0,7} ">""#,
         &["<abéccabé>", "<ééééééé>", "<>"],
     );
@@ -214,7 +213,7 @@ fn ascii_slices() {
 #[test]
 fn slices_by_first_byte() {
     check_oracle(
-        common::qwen3(),
+        tokenizers::qwen3(),
         r#"root ::= "\"" ( "a" [^"\\]* | "b" [0-9]* ) "\"" "#,
         &[r#""ab c é""#, r#""b12""#, r#""a""#],
     );
@@ -247,7 +246,7 @@ fn check_schema(schema: &serde_json::Value, texts: &[&str]) {
     )
     .unwrap()
     .grammar;
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let engines: Vec<_> = configs()
         .into_iter()
         .map(|(name, c)| (name, compile(vocab, c, &ir)))
@@ -278,7 +277,7 @@ fn string_and_key_automata() {
 /// evicted and recomputed. Masks stay exact.
 #[test]
 fn shared_cache_across_grammars_and_evictions() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let array_of_strings = JSON.replace(
         "root    ::= ws value ws",
         "root    ::= \"[\" ws string ( ws \",\" ws number )* ws \"]\"",
@@ -315,7 +314,7 @@ fn shared_cache_across_grammars_and_evictions() {
 /// the key left the follow set out.
 #[test]
 fn follow_sets_key_shared_classifications() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let compiler = CfgCompiler::new(vocab, CfgConfig::new());
     for (open, close) in [("<", ">"), ("(", ")")] {
         let gbnf =

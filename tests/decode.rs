@@ -1,22 +1,15 @@
-//! The decode example's loop (`examples/decode/`) on a mixed batch over both backends: every
+//! The decode example's loop (`testkit/src/decode.rs`) on a mixed batch over both backends: every
 //! output it produces passes a validator independent of formwork, whatever the sampling and the
 //! logits type; overlapping the fill with the forward pass changes nothing; and the validators
 //! themselves accept the samples and reject broken outputs.
 
-#[path = "../examples/decode/decoding.rs"]
-#[allow(dead_code)]
-mod decoding;
-#[path = "../examples/decode/mixed.rs"]
-#[allow(dead_code)]
-mod mixed;
-
 use std::sync::OnceLock;
 
-use decoding::{decode, Applier, CpuApplier, DecodeConfig, Float, Row, StandIn};
 use formwork::gpu::{BatchFiller, FillConfig};
 use formwork::Matcher;
+use formwork_testkit::decode::{decode, Applier, CpuApplier, DecodeConfig, Float, Row, StandIn};
+use formwork_testkit::mixed::{self, Mixed};
 use half::bf16;
-use mixed::Mixed;
 
 fn mixed() -> &'static Mixed {
     static M: OnceLock<Mixed> = OnceLock::new();

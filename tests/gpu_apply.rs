@@ -3,11 +3,9 @@
 //! than the mask, explicit vocabulary sizes and index lists; bad shapes are typed errors that
 //! leave the logits alone.
 
-mod common;
-
-use common::rng::Rng;
 use formwork::bitmask::get_bit;
 use formwork::gpu::{apply_bitmask, ApplyConfig, ApplyError, Logit};
+use formwork_testkit::rng::Rng;
 use half::{bf16, f16};
 
 /// Test access to a logit type: build one from f32, compare bit patterns.

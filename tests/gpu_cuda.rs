@@ -4,16 +4,14 @@
 //! Tests that need a library or a device print that they skipped and why.
 #![cfg(feature = "cuda")]
 
-mod common;
-
 use std::sync::Arc;
 
-use common::rng::Rng;
 use cudarc::driver::{CudaStream, DeviceRepr, ValidAsZeroBits};
 use formwork::gpu::cuda::{
     compile_apply_kernel, open_device, ApplyKernel, CudaError, DeviceBitmask, DeviceLogit,
 };
 use formwork::gpu::{apply_bitmask, ApplyConfig, ApplyError};
+use formwork_testkit::rng::Rng;
 use half::{bf16, f16};
 
 /// Says why a test did not run its device part, on the real stderr (the test harness captures

@@ -4,20 +4,14 @@
 //! Earley), stepped along valid texts; every row is written once per step by its own matcher;
 //! failures, bad shapes and panics are reported without losing the pool.
 
-mod common;
-#[path = "common/mask_only.rs"]
-mod mask_only;
-#[path = "../examples/decode/mixed.rs"]
-#[allow(dead_code)]
-mod mixed;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use formwork::gpu::{BatchFiller, FillConfig, FillError};
 use formwork::{LimitExceeded, LimitKind, MatchError, MatchErrorKind, Matcher, TokenId};
-use mask_only::{FillOnly, MaskOnly};
-use mixed::Mixed;
+use formwork_testkit::mask_only::{FillOnly, MaskOnly};
+use formwork_testkit::mixed::Mixed;
+use formwork_testkit::tokenizers;
 
 fn mixed() -> &'static Mixed {
     static M: OnceLock<Mixed> = OnceLock::new();
@@ -67,7 +61,7 @@ fn assert_varied(masks: &[u32], words: usize) {
 
 #[test]
 fn batch_fill_equals_sequential_fill_on_64_mixed_matchers() {
-    let words = common::qwen3().mask_words();
+    let words = tokenizers::qwen3().mask_words();
     let (mut matchers, mut rest) = mixed_batch();
     let mut filler = BatchFiller::new(FillConfig::new().threads(3));
     let mut out = vec![u32::MAX; matchers.len() * words];
@@ -94,7 +88,7 @@ fn batch_fill_equals_sequential_fill_on_64_mixed_matchers() {
 
 #[test]
 fn overlapped_fill_gives_the_synchronous_result_and_returns_the_forward_pass() {
-    let words = common::qwen3().mask_words();
+    let words = tokenizers::qwen3().mask_words();
     let (mut matchers, mut rest) = mixed_batch();
     let (mut twins, mut twin_rest) = mixed_batch();
     let mut filler = BatchFiller::new(FillConfig::new().threads(2));

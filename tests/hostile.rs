@@ -5,8 +5,6 @@
 //! --test hostile -- --nocapture`); times are measured, never asserted. The slow classes run
 //! under a short compile budget so their expected outcome, a `CompileTime` limit, comes fast.
 
-mod common;
-
 use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -19,6 +17,7 @@ use formwork::{
 };
 use formwork_testkit::drive::Checked;
 use formwork_testkit::rss_bytes;
+use formwork_testkit::tokenizers;
 use serde_json::{json, Value};
 
 /// The smallest worker stack a server may use.
@@ -43,7 +42,7 @@ fn on_small_stack<T: Send>(case: &str, f: impl FnOnce() -> T + Send) -> T {
 }
 
 fn qwen3() -> Vocab {
-    common::qwen3().clone()
+    tokenizers::qwen3().clone()
 }
 
 fn engine(limits: Limits) -> Engine {
@@ -86,7 +85,7 @@ fn assert_limit(case: &str, e: &CompileError, limits: &[LimitKind]) {
 /// Walks `text` through a fresh matcher of `constraint` with every step's contract checked;
 /// true if every token was allowed and the matcher accepts at the end.
 fn accepts(constraint: &Constraint, text: &str) -> bool {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let tokens = vocab.encode(text).expect("tokenize");
     let (taken, drive) = Checked::new(vocab, constraint.matcher(), true).walk(&tokens);
     assert!(!drive.limited, "a limit stopped the walk of {text:?}");
@@ -559,7 +558,7 @@ fn ambiguous_counted_repeats_bound_each_mask() {
         "(a|aa){0,20000}",
         "[a-z]{0,12000}[a-z]{0,12000}",
     ];
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let a = vocab.encode("a").expect("tokenize")[0];
     for pattern in patterns {
         for backend in [BackendChoice::Operators, BackendChoice::Earley] {
@@ -608,7 +607,7 @@ fn ambiguous_counted_repeats_bound_each_mask() {
 /// a counted repeat (`(a{0,50}){0,200}` allowed a token `consume` refused past 4,096
 /// readings), on both backends.
 fn nested_counted_repeats(backend: BackendChoice) {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     for pattern in ["(a{0,50}){0,200}", "(a{0,100}){0,1000}"] {
         let case = format!("{pattern} on {backend:?}");
         on_small_stack(&case, || {
@@ -660,7 +659,7 @@ fn nested_counted_repeats_on_earley() {
 /// After EOS, both backends allow only EOS and treat consuming it alike, as the mask says.
 #[test]
 fn eos_after_eos_is_the_same_on_both_backends() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let eos = vocab.eos_tokens()[0];
     let tokens = vocab.encode("ab").expect("tokenize");
     let mut outcomes = Vec::new();
@@ -702,7 +701,7 @@ fn eos_after_eos_is_the_same_on_both_backends() {
 /// no more (history grew 100–360 bytes per token with no cap).
 #[test]
 fn history_is_capped_by_the_limit() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let a = vocab.encode("a").expect("tokenize")[0];
     for backend in [BackendChoice::Operators, BackendChoice::Earley] {
         let case = format!("history cap on {backend:?}");

@@ -1,51 +1,24 @@
 //! JSON Schema front end: each keyword against the reference recognizer (the exact language of
 //! the grammar), errors with their JSON pointers, and a fixed MaskBench sample with a ratchet.
 
-mod common;
 
 use formwork::front::json_schema::{
     compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder, Whitespace,
 };
-use formwork::ir::reference::{Recognizer, Unit};
 use formwork::ir::Grammar;
 use formwork::{CompileError, CompileErrorKind, Engine, LimitKind, Limits, Location};
+use formwork_testkit::oracle::Lang;
+use formwork_testkit::tokenizers;
 use serde_json::{json, Value};
 
 /// The language of a schema, as a membership test.
-struct Lang(Recognizer);
+fn schema_lang(schema: Value) -> Lang {
+    schema_lang_with(schema, &JsonSchemaOptions::new())
+}
 
-impl Lang {
-    fn new(schema: Value) -> Lang {
-        Lang::with(schema, &JsonSchemaOptions::new())
-    }
-
-    fn with(schema: Value, opts: &JsonSchemaOptions) -> Lang {
-        let compiled = compile_schema(&schema, opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
-        Lang(Recognizer::new(&compiled.grammar))
-    }
-
-    fn of(grammar: &Grammar) -> Lang {
-        Lang(Recognizer::new(grammar))
-    }
-
-    fn accepts(&self, text: &str) -> bool {
-        let mut chart = self.0.start();
-        text.bytes().all(|b| chart.push(&self.0, Unit::Byte(b))) && chart.is_accepting(&self.0)
-    }
-
-    #[track_caller]
-    fn yes(&self, texts: &[&str]) {
-        for t in texts {
-            assert!(self.accepts(t), "should accept {t}");
-        }
-    }
-
-    #[track_caller]
-    fn no(&self, texts: &[&str]) {
-        for t in texts {
-            assert!(!self.accepts(t), "should reject {t}");
-        }
-    }
+fn schema_lang_with(schema: Value, opts: &JsonSchemaOptions) -> Lang {
+    let compiled = compile_schema(&schema, opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    Lang::new(&compiled.grammar)
 }
 
 fn error_of(schema: Value, opts: &JsonSchemaOptions) -> (CompileErrorKind, String) {
@@ -60,10 +33,10 @@ fn error_of(schema: Value, opts: &JsonSchemaOptions) -> (CompileErrorKind, Strin
 
 #[test]
 fn types_and_type_lists() {
-    let l = Lang::new(json!({"type": ["string", "null"]}));
+    let l = schema_lang(json!({"type": ["string", "null"]}));
     l.yes(&["null", r#""x""#, r#""""#]);
     l.no(&["1", "true", "[]", "{}", "nul"]);
-    let any = Lang::new(json!({"description": "anything"}));
+    let any = schema_lang(json!({"description": "anything"}));
     any.yes(&[
         "1",
         "-2.5e3",
@@ -73,11 +46,11 @@ fn types_and_type_lists() {
         r#""\u00e9""#,
     ]);
     any.no(&["01", "tru", "{a:1}", "[1,]"]);
-    let b = Lang::new(json!({"type": "boolean"}));
+    let b = schema_lang(json!({"type": "boolean"}));
     b.yes(&["true", "false"]);
     b.no(&["null", "0"]);
     // Type-specific keywords do not constrain other types.
-    let l = Lang::new(json!({"minLength": 2}));
+    let l = schema_lang(json!({"minLength": 2}));
     l.yes(&["1", r#""ab""#, "null"]);
     l.no(&[r#""a""#]);
 }
@@ -89,7 +62,7 @@ fn objects_properties_required_additional() {
         "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
         "required": ["a"]
     });
-    let l = Lang::new(schema.clone());
+    let l = schema_lang(schema.clone());
     l.yes(&[
         r#"{"a":1}"#,
         r#"{"a":1,"b":"x"}"#,
@@ -106,7 +79,7 @@ fn objects_properties_required_additional() {
         r#"{"a":1,"\u0061":2}"#,
         r#"{"b":"x","a":1}"#,
     ]);
-    let closed = Lang::with(
+    let closed = schema_lang_with(
         schema.clone(),
         &JsonSchemaOptions::new().additional_properties(false),
     );
@@ -121,7 +94,7 @@ fn objects_properties_required_additional() {
         r#"{"a":1,"\u001F":0}"#,
         r#"{"a":1,"\u000a":0}"#,
     ]);
-    let typed_extra = Lang::new(
+    let typed_extra = schema_lang(
         json!({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2}),
     );
     typed_extra.yes(&[r#"{"x":1}"#, r#"{"x":1,"y":2}"#]);
@@ -141,7 +114,7 @@ fn objects_properties_required_additional() {
         .iter()
         .map(|n| (n.to_string(), json!({"type": "integer"})))
         .collect();
-    let l = Lang::new(
+    let l = schema_lang(
         json!({"type": "object", "properties": properties, "additionalProperties": {"type": "string"}}),
     );
     let object = |name: &str, value: &str| format!("{{{}:{value}}}", Value::from(name));
@@ -166,7 +139,7 @@ fn objects_properties_required_additional() {
         l.no(&[&object(name, "1")]);
     }
     // A required property that is not declared takes the additional-properties schema.
-    let l = Lang::new(
+    let l = schema_lang(
         json!({"type": "object", "required": ["id"], "additionalProperties": {"type": "string"}}),
     );
     l.yes(&[r#"{"id":"7"}"#, r#"{"id":"7","x":"y"}"#]);
@@ -175,7 +148,7 @@ fn objects_properties_required_additional() {
 
 #[test]
 fn property_counts_with_optional_properties() {
-    let l = Lang::new(json!({
+    let l = schema_lang(json!({
         "type": "object",
         "properties": {"a": {"const": 1}, "b": {"const": 2}, "c": {"const": 3}},
         "additionalProperties": false,
@@ -189,7 +162,7 @@ fn property_counts_with_optional_properties() {
 #[test]
 fn pattern_properties() {
     // A pattern matching every name: its schema applies to every property.
-    let all = Lang::new(
+    let all = schema_lang(
         json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "enum": [1]}}, "patternProperties": {".*": {"minimum": 0}}}),
     );
     all.yes(&[r#"{"a":1,"c":2}"#, r#"{"x":0}"#]);
@@ -202,7 +175,7 @@ fn pattern_properties() {
         r#"{"a":1,"b":[1]}"#,
     ]);
     // One pattern, no additional properties: undeclared names must match it.
-    let closed = Lang::new(json!({
+    let closed = schema_lang(json!({
         "type": "object",
         "properties": {"id": {"type": "string"}},
         "patternProperties": {"^x-[a-z]+$": {"type": "boolean"}},
@@ -222,7 +195,7 @@ fn pattern_properties() {
     ]);
     // Next to additional properties: names matching the pattern take its schema, the others
     // the additional one (the pattern's complement).
-    let open = Lang::new(json!({
+    let open = schema_lang(json!({
         "type": "object",
         "properties": {"x-id": {"enum": [true, "s"]}},
         "patternProperties": {"^x-": {"type": "boolean"}},
@@ -240,7 +213,7 @@ fn pattern_properties() {
         r#"{"x":false}"#,
     ]);
     // Several patterns: a name matching two takes both schemas.
-    let two = Lang::new(json!({
+    let two = schema_lang(json!({
         "type": "object",
         "patternProperties": {
             "^a": {"type": "integer"},
@@ -251,7 +224,7 @@ fn pattern_properties() {
     two.yes(&[r#"{"a":1,"xb":10.5}"#, r#"{"ab":12}"#, "{}"]);
     two.no(&[r#"{"ab":5}"#, r#"{"ab":12.5}"#, r#"{"c":1}"#, r#"{"xb":9}"#]);
     // A required name nobody declares takes the schema of the patterns it matches.
-    let required = Lang::new(json!({
+    let required = schema_lang(json!({
         "type": "object",
         "required": ["n1"],
         "patternProperties": {"^n[0-9]$": {"type": "null"}}
@@ -265,11 +238,11 @@ fn pattern_properties() {
 #[test]
 fn string_constraints_intersect() {
     // Search semantics within a length: a hex digit somewhere, at most 4 characters.
-    let hex = Lang::new(json!({"type": "string", "pattern": "[0-9a-f]+", "maxLength": 4}));
+    let hex = schema_lang(json!({"type": "string", "pattern": "[0-9a-f]+", "maxLength": 4}));
     hex.yes(&[r#""a""#, r#""zz0z""#, r#""Ab""#]);
     hex.no(&[r#""zzzzz0""#, r#""zz""#, r#""""#, r#""01234""#]);
     // Several variable parts under both bounds.
-    let parts = Lang::new(json!({
+    let parts = schema_lang(json!({
         "type": "string",
         "pattern": "^([a-z]+):([a-z0-9.-]+)$",
         "minLength": 5,
@@ -278,18 +251,18 @@ fn string_constraints_intersect() {
     parts.yes(&[r#""ab:cd""#, r#""a:b.c-d""#, r#""abc:1.0""#]);
     parts.no(&[r#""a:b""#, r#""abcd:1.0""#, r#""ab:c""#, r#""AB:cd""#]);
     // Two patterns (allOf) and a format with a length.
-    let both = Lang::new(json!({"allOf": [
+    let both = schema_lang(json!({"allOf": [
         {"type": "string", "pattern": "^[a-z0-9]+$"},
         {"pattern": "[0-9]"},
         {"pattern": "^.{2,3}$"}
     ]}));
     both.yes(&[r#""a1""#, r#""1bc""#, r#""99""#]);
     both.no(&[r#""ab""#, r#""a1b2""#, r#""1""#, r#""A1""#]);
-    let date = Lang::new(json!({"type": "string", "format": "date", "maxLength": 10}));
+    let date = schema_lang(json!({"type": "string", "format": "date", "maxLength": 10}));
     date.yes(&[r#""2024-02-29""#]);
     date.no(&[r#""2024-2-29""#, r#""x""#]);
     // Excluded values next to a pattern (`not` with `enum`).
-    let except = Lang::new(json!({
+    let except = schema_lang(json!({
         "type": "string",
         "pattern": "^[a-c]{1,2}$",
         "not": {"enum": ["a", "bc"]}
@@ -303,7 +276,7 @@ fn string_constraints_intersect() {
 
 #[test]
 fn one_of_required_sets() {
-    let l = Lang::new(json!({
+    let l = schema_lang(json!({
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
         "oneOf": [{"required": ["a"]}, {"required": ["b", "c"]}]
@@ -316,25 +289,25 @@ fn one_of_required_sets() {
     ]);
     l.no(&["{}", r#"{"b":1}"#, r#"{"a":1,"b":2,"c":3}"#]);
     // Non-objects match every branch, so none passes.
-    let l = Lang::new(json!({"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}));
+    let l = schema_lang(json!({"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}));
     l.yes(&[r#"{"b":[]}"#]);
     l.no(&["1", r#""s""#, "null", r#"{"a":1,"b":2}"#]);
 }
 
 #[test]
 fn not_where_exact() {
-    let l = Lang::new(json!({"not": {"type": ["string", "null"]}}));
+    let l = schema_lang(json!({"not": {"type": ["string", "null"]}}));
     l.yes(&["1", "true", "[]", "{}"]);
     l.no(&[r#""s""#, "null"]);
     // Objects lacking a property, and anything that is not an object.
-    let l = Lang::new(json!({"not": {"required": ["a"]}}));
+    let l = schema_lang(json!({"not": {"required": ["a"]}}));
     l.yes(&["{}", r#"{"b":1}"#, "3"]);
     l.no(&[r#"{"a":1}"#, r#"{"b":1,"a":2}"#]);
     // Excluded strings in every spelling.
-    let l = Lang::new(json!({"type": "string", "not": {"enum": ["ab", "c"]}}));
+    let l = schema_lang(json!({"type": "string", "not": {"enum": ["ab", "c"]}}));
     l.yes(&[r#""a""#, r#""abc""#, r#""""#, r#""C""#]);
     l.no(&[r#""ab""#, r#""\u0061b""#, r#""c""#]);
-    let l = Lang::new(json!({"not": {"const": true}}));
+    let l = schema_lang(json!({"not": {"const": true}}));
     l.yes(&["false", "null", "0"]);
     l.no(&["true"]);
     let (kind, pointer) = error_of(
@@ -360,7 +333,7 @@ fn any_property_order() {
     let opts = JsonSchemaOptions::new()
         .property_order(PropertyOrder::Any)
         .additional_properties(false);
-    let l = Lang::with(
+    let l = schema_lang_with(
         json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}}, "required": ["a", "c"]}),
         &opts,
     );
@@ -391,10 +364,10 @@ fn any_property_order() {
 #[test]
 fn whitespace_compact_and_flexible() {
     let schema = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}});
-    let compact = Lang::new(schema.clone());
+    let compact = schema_lang(schema.clone());
     compact.yes(&[r#"{"a":[1,2]}"#]);
     compact.no(&[r#"{"a": [1,2]}"#, r#"{ "a":[1,2]}"#]);
-    let flex = Lang::with(
+    let flex = schema_lang_with(
         schema,
         &JsonSchemaOptions::new().whitespace(Whitespace::Flexible { max_run: Some(2) }),
     );
@@ -409,23 +382,23 @@ fn whitespace_compact_and_flexible() {
 
 #[test]
 fn arrays_items_prefix_counts() {
-    let l = Lang::new(
+    let l = schema_lang(
         json!({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}),
     );
     l.yes(&["[1]", "[1,2,3]"]);
     l.no(&["[]", "[1,2,3,4]", "[\"a\"]"]);
-    let t = Lang::new(
+    let t = schema_lang(
         json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false}),
     );
     t.yes(&["[]", "[\"a\"]", "[\"a\",1]"]);
     t.no(&["[1]", "[\"a\",1,2]", "[\"a\",\"b\"]"]);
-    let t = Lang::new(
+    let t = schema_lang(
         json!({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "null"}, "minItems": 2}),
     );
     t.yes(&["[\"a\",null]", "[\"a\",null,null]"]);
     t.no(&["[\"a\"]", "[\"a\",1]"]);
     // Draft 4 tuples.
-    let d4 = Lang::new(
+    let d4 = schema_lang(
         json!({"type": "array", "items": [{"type": "integer"}, {"type": "boolean"}], "additionalItems": false}),
     );
     d4.yes(&["[1,true]", "[1]"]);
@@ -443,17 +416,17 @@ fn assert_compact(schema: Value) {
 
 #[test]
 fn enum_and_const() {
-    let l = Lang::new(json!({"enum": ["red", 1, null, {"k": [true]}]}));
+    let l = schema_lang(json!({"enum": ["red", 1, null, {"k": [true]}]}));
     l.yes(&[r#""red""#, "1", "null", r#"{"k":[true]}"#]);
     l.no(&[r#""Red""#, "2", "1.0", "true", r#"{"k":[false]}"#, "01"]);
     // A non-integral constant in each notation of its value.
-    let half = Lang::new(json!({"const": 0.5}));
+    let half = schema_lang(json!({"const": 0.5}));
     half.yes(&["0.5", "0.50", "5e-1", "5.0E-1"]);
     half.no(&["0.51", ".5", "1"]);
-    let c = Lang::new(json!({"const": "a\"b\n"}));
+    let c = schema_lang(json!({"const": "a\"b\n"}));
     c.yes(&[r#""a\"b\n""#]);
     // An enum filtered by its sibling keywords.
-    let f = Lang::new(json!({"type": "string", "enum": ["a", "bb", 3], "maxLength": 1}));
+    let f = schema_lang(json!({"type": "string", "enum": ["a", "bb", 3], "maxLength": 1}));
     f.yes(&[r#""a""#]);
     f.no(&[r#""bb""#, "3"]);
     let (kind, pointer) = error_of(
@@ -468,13 +441,13 @@ fn enum_and_const() {
 
 #[test]
 fn any_of_one_of_all_of() {
-    let l = Lang::new(
+    let l = schema_lang(
         json!({"anyOf": [{"type": "integer", "maximum": 0}, {"type": "integer", "minimum": 10}]}),
     );
     l.yes(&["-5", "0", "10", "12"]);
     l.no(&["5", "1"]);
     // oneOf with disjoint branches: types, and a discriminating const.
-    let o = Lang::new(json!({"oneOf": [
+    let o = schema_lang(json!({"oneOf": [
         {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["kind", "r"], "additionalProperties": false},
         {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "number"}}, "required": ["kind"], "additionalProperties": false},
         {"type": "string"}
@@ -499,7 +472,7 @@ fn any_of_one_of_all_of() {
         &Location::JsonPointer("/properties/v/oneOf".into())
     );
     // allOf merges objects and bounds.
-    let a = Lang::new(json!({"allOf": [
+    let a = schema_lang(json!({"allOf": [
         {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "required": ["a"]},
         {"properties": {"a": {"maximum": 5}, "b": {"type": "boolean"}}, "required": ["b"]}
     ]}));
@@ -510,7 +483,7 @@ fn any_of_one_of_all_of() {
         r#"{"b":true}"#,
         r#"{"a":-1,"b":true}"#,
     ]);
-    let a = Lang::new(json!({"type": "string", "allOf": [{"minLength": 2}, {"maxLength": 3}]}));
+    let a = schema_lang(json!({"type": "string", "allOf": [{"minLength": 2}, {"maxLength": 3}]}));
     a.yes(&[r#""ab""#, r#""abc""#]);
     a.no(&[r#""a""#, r#""abcd""#]);
 }
@@ -521,7 +494,7 @@ fn refs_defs_and_recursion() {
         "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"], "additionalProperties": false}},
         "$ref": "#/$defs/node"
     });
-    let l = Lang::new(tree);
+    let l = schema_lang(tree);
     l.yes(&[
         r#"{"v":1}"#,
         r#"{"v":1,"kids":[{"v":2},{"v":3,"kids":[{"v":4,"kids":[]}]}]}"#,
@@ -531,17 +504,17 @@ fn refs_defs_and_recursion() {
         r#"{"v":1,"kids":[{"v":"x"}]}"#,
     ]);
     // Recursion through a oneOf whose disjointness is decided above the recursion.
-    let r = Lang::new(
+    let r = schema_lang(
         json!({"$defs": {"r": {"oneOf": [{"type": "string"}, {"type": "object", "properties": {"ios": {"$ref": "#/$defs/r"}}, "required": ["ios"], "additionalProperties": false}]}}, "$ref": "#/$defs/r"}),
     );
     r.yes(&[r#""x""#, r#"{"ios":{"ios":"y"}}"#]);
     r.no(&[r#"{"ios":1}"#, "{}"]);
-    let d4 = Lang::new(
+    let d4 = schema_lang(
         json!({"definitions": {"s": {"type": "string"}}, "type": "array", "items": {"$ref": "#/definitions/s"}}),
     );
     d4.yes(&[r#"["a","b"]"#]);
     d4.no(&["[1]"]);
-    let anchors = Lang::new(
+    let anchors = schema_lang(
         json!({"$id": "https://x.example/s.json", "$defs": {"a": {"$anchor": "thing", "type": "null"}}, "properties": {"p": {"$ref": "#thing"}, "q": {"$ref": "https://x.example/s.json#/$defs/a"}}}),
     );
     anchors.yes(&[r#"{"p":null,"q":null}"#]);
@@ -560,20 +533,20 @@ fn refs_defs_and_recursion() {
 
 #[test]
 fn patterns_search_semantics_and_ecma_classes() {
-    let l = Lang::new(json!({"type": "string", "pattern": "b+c"}));
+    let l = schema_lang(json!({"type": "string", "pattern": "b+c"}));
     l.yes(&[r#""bc""#, r#""abbcd""#, r#""xx bc""#]);
     l.no(&[r#""b c""#, r#""cb""#]);
-    let l = Lang::new(json!({"type": "string", "pattern": "^\\d{3}$"}));
+    let l = schema_lang(json!({"type": "string", "pattern": "^\\d{3}$"}));
     l.yes(&[r#""123""#, r#""\u0031\u0032\u0033""#]);
     // ECMA \d is ASCII: Arabic-Indic digits do not match.
     l.no(&[r#""1234""#, r#""12""#, "\"\u{663}\u{663}\u{663}\""]);
-    let l = Lang::new(json!({"type": "string", "pattern": "^a|b$"}));
+    let l = schema_lang(json!({"type": "string", "pattern": "^a|b$"}));
     l.yes(&[r#""ax""#, r#""xb""#]);
     l.no(&[r#""xa""#, r#""bx""#]);
-    let l = Lang::new(json!({"type": "string", "pattern": "^(x$|y)"}));
+    let l = schema_lang(json!({"type": "string", "pattern": "^(x$|y)"}));
     l.yes(&[r#""x""#, r#""yz""#]);
     l.no(&[r#""xz""#]);
-    let l = Lang::new(json!({"type": "string", "pattern": "^a.c$"}));
+    let l = schema_lang(json!({"type": "string", "pattern": "^a.c$"}));
     l.yes(&[r#""abc""#, r#""a\"c""#, r#""a\tc""#]);
     l.no(&[r#""a\nc""#, r#""a\rc""#, r#""ac""#]);
 }
@@ -581,7 +554,7 @@ fn patterns_search_semantics_and_ecma_classes() {
 #[test]
 fn pattern_matches_decoded_text_in_every_spelling() {
     // The regex sees decoded characters: a quote, a backslash and a newline.
-    let l = Lang::new(json!({"type": "string", "pattern": "^\"\\\\\\n$"}));
+    let l = schema_lang(json!({"type": "string", "pattern": "^\"\\\\\\n$"}));
     l.yes(&[
         r#""\"\\\n""#,
         r#""\u0022\u005c\u000a""#,
@@ -589,7 +562,7 @@ fn pattern_matches_decoded_text_in_every_spelling() {
     ]);
     // Raw quotes, raw backslashes and raw control characters are never JSON.
     l.no(&["\"\"\\\n\"", "\"\\\"\\\\\n\""]);
-    let slash = Lang::new(json!({"type": "string", "pattern": "^/é😀$"}));
+    let slash = schema_lang(json!({"type": "string", "pattern": "^/é😀$"}));
     slash.yes(&[
         "\"/é😀\"",
         r#""\/\u00e9\ud83d\ude00""#,
@@ -601,7 +574,7 @@ fn pattern_matches_decoded_text_in_every_spelling() {
 
 #[test]
 fn lengths_count_characters() {
-    let l = Lang::new(json!({"type": "string", "minLength": 2, "maxLength": 3}));
+    let l = schema_lang(json!({"type": "string", "minLength": 2, "maxLength": 3}));
     l.yes(&[
         r#""ab""#,
         "\"é😀\"",
@@ -616,10 +589,10 @@ fn lengths_count_characters() {
         r#""\ud83d""#,
     ]);
     // A length pushed into the pattern's single repetition.
-    let p = Lang::new(json!({"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 4}));
+    let p = schema_lang(json!({"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 4}));
     p.yes(&[r#""a""#, r#""ab-9""#]);
     p.no(&[r#""ab-9x""#, r#""9ab""#]);
-    let p = Lang::new(
+    let p = schema_lang(
         json!({"type": "string", "pattern": "^([0-9]{2}:)+$|^x$", "minLength": 1, "maxLength": 6}),
     );
     p.yes(&[r#""12:""#, r#""12:34:""#, r#""x""#]);
@@ -648,7 +621,7 @@ fn integer_ranges_exhaustive() {
         if let Some(h) = hi {
             schema[if xhi { "exclusiveMaximum" } else { "maximum" }] = json!(h);
         }
-        let lang = Lang::new(schema.clone());
+        let lang = schema_lang(schema.clone());
         for v in -300i64..=300 {
             let inside = lo.is_none_or(|l| if xlo { v > l } else { v >= l })
                 && hi.is_none_or(|h| if xhi { v < h } else { v <= h });
@@ -660,7 +633,7 @@ fn integer_ranges_exhaustive() {
         lang.no(&["007", "+5", "1e1", "1.5", "--1"]);
     }
     // Fractional bounds on integers round inwards.
-    let l = Lang::new(json!({"type": "integer", "minimum": -2.5, "maximum": 3.5}));
+    let l = schema_lang(json!({"type": "integer", "minimum": -2.5, "maximum": 3.5}));
     l.yes(&["-2", "3"]);
     l.no(&["-3", "4"]);
 }
@@ -701,7 +674,7 @@ fn number_ranges() {
     for bounds in cases {
         let mut schema = bounds.clone();
         schema["type"] = json!("number");
-        let lang = Lang::new(schema.clone());
+        let lang = schema_lang(schema.clone());
         let get = |k: &str| bounds.get(k).and_then(Value::as_f64);
         let zero_bound = get("minimum") == Some(0.0) || get("exclusiveMinimum") == Some(0.0);
         for t in &literals {
@@ -721,7 +694,7 @@ fn number_ranges() {
 
 #[test]
 fn formats() {
-    let f = |name: &str| Lang::new(json!({"type": "string", "format": name}));
+    let f = |name: &str| schema_lang(json!({"type": "string", "format": name}));
     let s = |x: &str| format!("\"{x}\"");
     let check = |name: &str, good: &[&str], bad: &[&str]| {
         let l = f(name);
@@ -1037,7 +1010,7 @@ fn astral_characters_and_unicode_properties_in_patterns() {
             schema.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
             let grammar = small_stack_compile(&schema, &Limits::new())
                 .unwrap_or_else(|e| panic!("{schema}: {e}"));
-            let lang = Lang::of(&grammar);
+            let lang = Lang::new(&grammar);
             let fits = |t: &str| {
                 let chars = serde_json::from_str::<String>(t).unwrap().chars().count();
                 extra.get("maxLength").is_none() || chars <= 3
@@ -1052,7 +1025,7 @@ fn astral_characters_and_unicode_properties_in_patterns() {
 /// token, for raw characters and for escaped surrogate pairs.
 #[test]
 fn astral_pattern_masks_match_the_oracle() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let engine = Engine::new(vocab.clone());
     let cases = [
         (json!({"type": "string", "pattern": "^[😀😂]$"}), [r#""😀""#, r#""\ud83d\ude02""#]),
@@ -1068,7 +1041,7 @@ fn astral_pattern_masks_match_the_oracle() {
             let mut m = constraint.matcher();
             let tokens = vocab.encode(text).unwrap();
             let label = format!("{schema} on {text}");
-            common::oracle::assert_masks_match_oracle(&label, vocab, &grammar, &mut m, &tokens);
+            formwork_testkit::oracle::assert_masks_match_oracle(&label, vocab, &grammar, &mut m, &tokens);
         }
     }
 }
@@ -1116,14 +1089,14 @@ fn long_reference_chains() {
         assert_linked(&g, 100_000);
     }
     let direct = small_stack_compile(&ref_chain("", 1000), &Limits::new()).unwrap();
-    Lang::of(&direct).yes(&["7", "-12"]);
-    Lang::of(&direct).no(&["1.5", "\"7\"", "[]"]);
+    Lang::new(&direct).yes(&["7", "-12"]);
+    Lang::new(&direct).no(&["1.5", "\"7\"", "[]"]);
     let props = small_stack_compile(&ref_chain("properties", 1000), &Limits::new()).unwrap();
-    Lang::of(&props).yes(&["{}", r#"{"x":{}}"#, r#"{"x":{"x":{},"y":3}}"#]);
-    Lang::of(&props).no(&[r#"{"x":1}"#, "[]", r#"{"x":{"x":[]}}"#]);
+    Lang::new(&props).yes(&["{}", r#"{"x":{}}"#, r#"{"x":{"x":{},"y":3}}"#]);
+    Lang::new(&props).no(&[r#"{"x":1}"#, "[]", r#"{"x":{"x":[]}}"#]);
     let items = small_stack_compile(&ref_chain("items", 1000), &Limits::new()).unwrap();
-    Lang::of(&items).yes(&["[]", "[[],[[]]]"]);
-    Lang::of(&items).no(&["[1]", "[[1]]", "{}"]);
+    Lang::new(&items).yes(&["[]", "[[],[[]]]"]);
+    Lang::new(&items).no(&["[1]", "[[1]]", "{}"]);
     let n = 100_000;
     // A chain of references that must each be intersected with a sibling keyword is resolved
     // inside the schema before it: its links nest, up to the nesting limit.
@@ -1157,8 +1130,8 @@ fn long_reference_chains() {
         "b": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}]}},
         "enum": [5, "s", null], "$ref": "#/$defs/a"});
     let g = small_stack_compile(&cycle, &Limits::new()).unwrap();
-    Lang::of(&g).yes(&["\"s\"", "null"]);
-    Lang::of(&g).no(&["5"]);
+    Lang::new(&g).yes(&["\"s\"", "null"]);
+    Lang::new(&g).no(&["5"]);
 }
 
 /// A schema nested `levels` deep (the root is level 1) through `via`; the pointer of its
@@ -1218,8 +1191,8 @@ fn nesting_limit_on_a_small_stack() {
     assert_eq!(limit_at(&e), (LimitKind::Nesting, "/pattern".to_string()));
     let deep_pattern = json!({"type": "string", "pattern": groups(2000), "maxLength": 5});
     let g = small_stack_compile(&deep_pattern, &Limits::new().nesting(2001)).unwrap();
-    Lang::of(&g).yes(&["\"a\""]);
-    Lang::of(&g).no(&["\"b\"", "\"aa\""]);
+    Lang::new(&g).yes(&["\"a\""]);
+    Lang::new(&g).no(&["\"b\"", "\"aa\""]);
 }
 
 /// Lists are held to `Limits::alternatives`, and long work to the compile-time budget.
@@ -1238,8 +1211,8 @@ fn alternatives_and_compile_time() {
     assert_eq!(limit_at(&e), (LimitKind::Alternatives, "/anyOf".to_string()));
     // Within the limit, an enum compiles to one branch per value.
     let g = small_stack_compile(&json!({"enum": strings(100_000)}), &Limits::new()).unwrap();
-    Lang::of(&g).yes(&["\"value 0\"", "\"value 99999\""]);
-    Lang::of(&g).no(&["\"value 100000\"", "\"value\""]);
+    Lang::new(&g).yes(&["\"value 0\"", "\"value 99999\""]);
+    Lang::new(&g).no(&["\"value 100000\"", "\"value\""]);
     // A budget already spent stops the front end inside its loops.
     let spent = Limits::new().compile_time(Some(std::time::Duration::ZERO));
     for schema in [
@@ -1257,7 +1230,7 @@ fn alternatives_and_compile_time() {
 #[test]
 fn engine_paths_honour_the_engine_limits() {
     let config = formwork::EngineConfig::new().limits(Limits::new().nesting(4));
-    let engine = Engine::with_config(common::qwen3().clone(), config);
+    let engine = Engine::with_config(tokenizers::qwen3().clone(), config);
     let (ok, _) = nested("items", 4);
     let (deep, innermost) = nested("items", 5);
     engine.compile_json_schema(&ok, &JsonSchemaOptions::new()).unwrap();

@@ -1,17 +1,16 @@
 //! Operator matcher behaviour beyond single masks: random walks validated by the `regex`
 //! crate, cache sharing between constraints, rollback, jump-forward, and bad input.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::rng::Rng;
-use common::walk::checked_walks;
 use formwork::bitmask::{get_bit, iter_ones};
 use formwork::ir::GrammarBuilder;
 use formwork::ops::{lower, LowerConfig, OpsMatcher, ProgramBuilder, RegexCompiler, Runtime};
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, MatchErrorKind, Matcher, TokenId};
+use formwork_testkit::rng::Rng;
+use formwork_testkit::tokenizers;
+use formwork_testkit::walk::checked_walks;
 
 fn matcher(vocab: &Vocab, pattern: &str) -> OpsMatcher {
     let runtime = Runtime::new(vocab.clone(), 128 << 20);
@@ -20,7 +19,7 @@ fn matcher(vocab: &Vocab, pattern: &str) -> OpsMatcher {
 
 #[test]
 fn random_walks_produce_full_regex_matches() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let patterns = [
         r"\d+(\.\d+)*",
         r"[a-z]{1,12}( [a-z]{1,12}){0,4}\.",
@@ -51,7 +50,7 @@ fn random_walks_produce_full_regex_matches() {
 
 #[test]
 fn a_second_constraint_reaching_the_same_operator_state_hits_the_cache() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let runtime = Runtime::new(vocab.clone(), 64 << 20);
     // Two different programs: different literal heads, the same free-text Wait after them.
     let program = |head: &str| {
@@ -95,7 +94,7 @@ fn a_second_constraint_reaching_the_same_operator_state_hits_the_cache() {
 fn crossing_tokens_share_the_continuation_entry_across_positions() {
     // Write "N. " followed by free text until <|im_end|>, three times: tokens like " The" cross
     // from the Write into the Wait; their check is cached once, not once per position.
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let runtime = Runtime::new(vocab.clone(), 64 << 20);
     let mut g = GrammarBuilder::new();
     let ch = formwork::front::regex::regex_to_ir(r"(?s:.)", &mut g).unwrap();
@@ -135,7 +134,7 @@ fn crossing_tokens_share_the_continuation_entry_across_positions() {
 
 #[test]
 fn rejected_and_unknown_tokens_leave_the_state_unchanged() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let mut m = matcher(vocab, r"[0-9]+(\.[0-9]+)*");
     m.consume_all(&vocab.encode("12.").unwrap()).unwrap();
     let mut before = vec![0u32; vocab.mask_words()];
@@ -171,7 +170,7 @@ fn rejected_and_unknown_tokens_leave_the_state_unchanged() {
 
 #[test]
 fn rollback_restores_earlier_masks_and_eos_terminates() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let mut m = matcher(vocab, r"[a-z]+(, [a-z]+)*");
     let tokens = vocab.encode("alpha, beta, gamma").unwrap();
     let mut masks = Vec::new();
@@ -212,7 +211,7 @@ fn rollback_restores_earlier_masks_and_eos_terminates() {
 
 #[test]
 fn forced_tokens_jump_forward_over_literals() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let mut m = matcher(vocab, r#"\{"name": "[a-z]+", "ok": (true|false)\}"#);
     assert_eq!(m.forced_bytes(), br#"{"name": ""#);
     let forced = m.forced_tokens();
@@ -278,7 +277,7 @@ fn bad_regexes_are_typed_errors_naming_the_construct() {
 
 #[test]
 fn unknown_special_tokens_and_malformed_programs_are_errors() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let mut g = GrammarBuilder::new();
     let s = g.special("<|no_such_token|>");
     let start = g.rule("start");

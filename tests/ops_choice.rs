@@ -2,15 +2,14 @@
 //! oracle's for the alternation of the strings, inside operator programs, on Qwen3 and on a
 //! byte vocabulary where the set uses every byte value.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::oracle::assert_masks_match_oracle;
 use formwork::ir::{ExprId, Grammar, GrammarBuilder};
 use formwork::ops::{Leaf, OpsMatcher, Program, ProgramBuilder, Runtime, Unit};
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, TokenId};
+use formwork_testkit::oracle::assert_masks_match_oracle;
+use formwork_testkit::tokenizers;
 
 /// `"[" (one of strings) "]"` as an operator program with a choice leaf, and as IR.
 fn bracketed(strings: &[&[u8]]) -> (Arc<Program>, Grammar) {
@@ -49,7 +48,7 @@ fn check(vocab: &Vocab, strings: &[&[u8]], texts: &[Vec<TokenId>]) {
 
 #[test]
 fn choice_leaves_match_the_oracle_on_qwen3() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let enc = |s: &str| vocab.encode(s).unwrap();
     let ids: Vec<&[u8]> = ["1", "1.1", "1.10", "10", "2", "2.1.1"]
         .iter()

@@ -2,11 +2,8 @@
 //! valid texts, for regexes and operator compositions, on the Qwen3 and Mistral vocabularies,
 //! with DFA fusion on (the default) and off (pure operator compositions).
 
-mod common;
-
 use std::sync::Arc;
 
-use common::oracle::assert_masks_match_oracle;
 use formwork::front::regex::regex_to_ir;
 use formwork::ir::{ExprId, Grammar, GrammarBuilder};
 use formwork::ops::{
@@ -14,6 +11,8 @@ use formwork::ops::{
 };
 use formwork::vocab::Vocab;
 use formwork::ByteSet;
+use formwork_testkit::oracle::assert_masks_match_oracle;
+use formwork_testkit::tokenizers;
 
 fn grammar_of(build: impl FnOnce(&mut GrammarBuilder) -> ExprId) -> (Grammar, ExprId) {
     let mut g = GrammarBuilder::new();
@@ -137,12 +136,12 @@ fn regex_suite(vocab: &Vocab) {
 
 #[test]
 fn regexes_on_qwen3() {
-    regex_suite(common::qwen3());
+    regex_suite(tokenizers::qwen3());
 }
 
 #[test]
 fn regexes_on_mistral() {
-    regex_suite(common::mistral());
+    regex_suite(tokenizers::mistral());
 }
 
 /// UTF-8 text: any character, as the IR's byte sequences.
@@ -152,7 +151,7 @@ fn utf8_char(g: &mut GrammarBuilder) -> ExprId {
 
 #[test]
 fn chat_turn_with_special_tokens_lowers_to_write_and_wait() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let (grammar, root) = grammar_of(|g| {
         let open = g.special("<|im_start|>");
         let role = g.text("assistant\n");
@@ -178,7 +177,7 @@ fn chat_turn_with_special_tokens_lowers_to_write_and_wait() {
 
 #[test]
 fn outline_sections_with_special_separators() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let (grammar, root) = grammar_of(|g| {
         let ch = utf8_char(g);
         let text = g.repeat(ch, 0, None);
@@ -281,7 +280,7 @@ fn check_wait_program(vocab: &Vocab, terminator: &str, after: &str, texts: &[&st
 #[test]
 fn wait_with_multibyte_text_terminators() {
     check_wait_program(
-        common::qwen3(),
+        tokenizers::qwen3(),
         "</tool_call>",
         "\nDONE",
         &[
@@ -289,13 +288,18 @@ fn wait_with_multibyte_text_terminators() {
             "</tool_call>\nDONE",
         ],
     );
-    check_wait_program(common::mistral(), "]]", ";", &["a]b]];", "]];"]);
-    check_wait_program(common::qwen3(), "aab", "!", &["aaaab!", "abaab!", "xaab!"]);
+    check_wait_program(tokenizers::mistral(), "]]", ";", &["a]b]];", "]];"]);
+    check_wait_program(
+        tokenizers::qwen3(),
+        "aab",
+        "!",
+        &["aaaab!", "abaab!", "xaab!"],
+    );
 }
 
 #[test]
 fn composed_regex_pieces_cross_operator_boundaries() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let (grammar, root) = grammar_of(|g| {
         let word = regex_to_ir(r"[a-z]+", g).unwrap();
         let comma = g.text(", ");
@@ -319,7 +323,7 @@ fn composed_regex_pieces_cross_operator_boundaries() {
 #[test]
 fn handwritten_operator_program_matches_the_oracle() {
     // \d+(\.\d+)* built from operators by hand (the WGrammar paper's example), ASCII digits.
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let digit = Arc::new(formwork::ops::RegexCompiler::new().leaf(r"[0-9]").unwrap());
     let mut p = ProgramBuilder::new();
     let d = p.leaf(digit.clone());

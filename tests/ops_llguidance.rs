@@ -1,17 +1,14 @@
 //! The operator backend against llguidance 1.9 on the same regexes and tokenizer (Qwen3):
 //! masks equal at every step up to the documented differences (`common/llg.rs`).
 
-mod common;
-#[path = "common/llg.rs"]
-mod llg;
-
 use formwork::ops::{OpsMatcher, RegexCompiler, Runtime};
+use formwork_testkit::tokenizers;
 use llguidance::api::TopLevelGrammar;
 
 fn differential(pattern: &str, texts: &[&str]) {
-    let runtime = Runtime::new(common::qwen3().clone(), 256 << 20);
+    let runtime = Runtime::new(tokenizers::qwen3().clone(), 256 << 20);
     let program = RegexCompiler::new().compile(pattern).unwrap();
-    llg::differential(
+    formwork_testkit::llg::differential(
         || TopLevelGrammar::from_regex(pattern),
         || Box::new(OpsMatcher::new(runtime.clone(), program.clone())),
         texts,

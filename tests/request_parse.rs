@@ -2,14 +2,12 @@
 //! a JSON pointer) and what was expected, and binding type-checks every argument against its
 //! parameter's kind.
 
-mod common;
-
-use common::stack::on_small_stack;
 use formwork::ir::reference::{Recognizer, Unit};
 use formwork::request::Request;
 use formwork::template::StructureFactory;
 use formwork::vocab::Vocab;
 use formwork::{CompileError, CompileErrorKind, LimitKind, Limits, Location};
+use formwork_testkit::stack::on_small_stack;
 use serde_json::json;
 
 fn at(line: usize, col: usize) -> Location {

@@ -2,8 +2,6 @@
 //! the Earley backend (and both equal the reference recognizer's), and the router sends regular
 //! grammars to operators and recursive ones to Earley.
 
-mod common;
-
 use formwork::engine::{BackendChoice, BackendKind, Constraint, Engine, EngineConfig};
 use formwork::front::json_schema::{JsonSchemaOptions, Whitespace};
 use formwork::front::tags::{TagDispatch, ToolFormat};
@@ -11,10 +9,14 @@ use formwork::ir::reference::Recognizer;
 use formwork::ir::Grammar;
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, Matcher, Tool};
+use formwork_testkit::tokenizers;
 use serde_json::json;
 
 fn engine(choice: BackendChoice) -> Engine {
-    Engine::with_config(common::qwen3().clone(), EngineConfig::new().backend(choice))
+    Engine::with_config(
+        tokenizers::qwen3().clone(),
+        EngineConfig::new().backend(choice),
+    )
 }
 
 /// Walks `text` on both constraints and the oracle: at every step, and at the end, the two
@@ -64,7 +66,7 @@ fn assert_same_masks(
 /// `routed_to`: operators for small regular grammars, Earley past the size where it compiles
 /// faster).
 fn check_grammar(label: &str, grammar: &Grammar, texts: &[&str], routed_to: BackendKind) {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let ops = engine(BackendChoice::Operators)
         .compile_grammar(grammar)
         .unwrap();
@@ -151,7 +153,7 @@ ws   ::= " "?
             .compile_regex(pattern)
             .unwrap();
         for text in texts {
-            assert_same_masks(pattern, common::qwen3(), &grammar, &ops, &earley, text);
+            assert_same_masks(pattern, tokenizers::qwen3(), &grammar, &ops, &earley, text);
         }
     }
 }
@@ -170,7 +172,7 @@ fn router_sends_recursive_grammars_to_earley() {
     assert_eq!(c.backend(), BackendKind::Earley);
     let mut m = c.matcher();
     let text = r#"{"v":1,"kids":[{"kids":[{"v":2}]},{}]}"#;
-    m.consume_all(&common::qwen3().encode(text).unwrap())
+    m.consume_all(&tokenizers::qwen3().encode(text).unwrap())
         .unwrap();
     assert!(m.is_accepting());
     // A GBNF expression grammar (left recursion).
@@ -200,7 +202,7 @@ factor ::= [0-9]+ | "(" expr ")"
 #[test]
 fn builtin_requests_reach_the_router_and_templates_shadow_them() {
     let mut engine = engine(BackendChoice::Auto);
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let schema = engine
         .compile(r##"json_schema(schema: "{\"type\": \"array\", \"items\": {\"$ref\": \"#\"}}")"##)
         .unwrap();
@@ -253,7 +255,7 @@ fn tool_calls_compile_through_the_router() {
     assert_eq!(c.backend(), BackendKind::Earley);
     let mut m = c.matcher();
     let text = r#"Sure. <function=get_weather>{"city":"Oslo"}</function> Done."#;
-    m.consume_all(&common::qwen3().encode(text).unwrap())
+    m.consume_all(&tokenizers::qwen3().encode(text).unwrap())
         .unwrap();
     assert!(m.is_accepting());
 }

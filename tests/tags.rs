@@ -2,15 +2,15 @@
 //! tools checked with the independent `jsonschema` validator, and seeded random walks on the
 //! Qwen3 vocabulary (sampling only tokens of `Chart::mask`) whose calls must parse and validate.
 
-mod common;
 
-use common::rng::Rng;
+use formwork_testkit::rng::Rng;
 use formwork::front::bfcl;
 use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
 use formwork::front::tags::{Piece, TagDispatch, ToolFormat};
 use formwork::ir::reference::{token_units, Recognizer, Unit};
-use formwork::ir::Grammar;
 use formwork::{CompileErrorKind, LimitKind, Limits, Tool};
+use formwork_testkit::oracle::Lang;
+use formwork_testkit::tokenizers;
 use serde_json::{json, Value};
 
 fn data(name: &str) -> String {
@@ -74,24 +74,6 @@ fn example(schema: &Value, depth: usize) -> Value {
         Some("string") if schema.get("maxLength") == Some(&json!(1)) => json!("q"),
         Some("string") => json!("Caf\u{e9} \"quoted\"\n"),
         _ => json!({"any": [1, null]}),
-    }
-}
-
-struct Lang(Recognizer);
-
-impl Lang {
-    fn new(g: &Grammar) -> Lang {
-        Lang(Recognizer::new(g))
-    }
-
-    fn accepts_units(&self, units: &[Unit]) -> bool {
-        let mut chart = self.0.start();
-        units.iter().all(|u| chart.push(&self.0, *u)) && chart.is_accepting(&self.0)
-    }
-
-    fn accepts(&self, text: &str) -> bool {
-        let units: Vec<Unit> = text.bytes().map(Unit::Byte).collect();
-        self.accepts_units(&units)
     }
 }
 
@@ -323,7 +305,7 @@ fn configuration_errors() {
 /// drawn from the exact mask, and every finished output's calls parse and validate.
 #[test]
 fn random_walks_on_qwen3_validate() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let tools = multiple_tools();
     let grammar = TagDispatch::for_tools(ToolFormat::Qwen, &tools)
         .require_call(true)

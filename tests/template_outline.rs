@@ -3,12 +3,11 @@
 //! from the request accepts, and invalid outputs are rejected exactly where the text leaves
 //! the language.
 
-mod common;
-
-use common::oracle::assert_masks_match_oracle;
-use common::rng::Rng;
-use common::walk::{checked_walks, rejection_point, special_re};
 use formwork::Matcher;
+use formwork_testkit::oracle::assert_masks_match_oracle;
+use formwork_testkit::rng::Rng;
+use formwork_testkit::tokenizers;
+use formwork_testkit::walk::{checked_walks, rejection_point, special_re};
 
 /// A document's section tree: (id, children).
 struct Sec(&'static str, Vec<Sec>);
@@ -69,7 +68,7 @@ fn tree() -> Vec<Sec> {
 
 #[test]
 fn masks_equal_the_oracle_at_every_step() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let cases: Vec<(Vec<Sec>, Vec<&str>)> = vec![
         (
             vec![Sec("1", vec![Sec("1.1", vec![])]), Sec("2", vec![])],
@@ -90,8 +89,10 @@ fn masks_equal_the_oracle_at_every_step() {
     ];
     for (sections, texts) in cases {
         let req = request(&sections);
-        let constraint = common::template_engine().compile(&req).unwrap();
-        let grammar = common::template_engine().request_grammar(&req).unwrap();
+        let constraint = formwork_testkit::template_engine().compile(&req).unwrap();
+        let grammar = formwork_testkit::template_engine()
+            .request_grammar(&req)
+            .unwrap();
         for text in texts {
             let tokens = vocab.encode(text).unwrap();
             let mut m = constraint.matcher();
@@ -104,14 +105,15 @@ fn masks_equal_the_oracle_at_every_step() {
             );
             let eos = vocab.eos_tokens()[0];
             m.consume(eos).unwrap();
-            assert!(expected_regex(&sections).is_match(&common::walk::render_text(vocab, &tokens)));
+            assert!(expected_regex(&sections)
+                .is_match(&formwork_testkit::walk::render_text(vocab, &tokens)));
         }
     }
 }
 
 #[test]
 fn random_walks_follow_the_section_tree() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let mut rng = Rng::new(0xf1);
     for sections in [
         tree(),
@@ -120,7 +122,7 @@ fn random_walks_follow_the_section_tree() {
     ] {
         let req = request(&sections);
         let re = expected_regex(&sections);
-        let constraint = common::template_engine().compile(&req).unwrap();
+        let constraint = formwork_testkit::template_engine().compile(&req).unwrap();
         let matcher = || Box::new(constraint.matcher()) as Box<dyn Matcher>;
         let ended = checked_walks(vocab, matcher, &mut rng, 12, 400, |out| {
             match re.is_match(out) {
@@ -134,10 +136,12 @@ fn random_walks_follow_the_section_tree() {
 
 #[test]
 fn invalid_outputs_are_rejected_where_they_leave_the_language() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let req = request(&tree());
-    let constraint = common::template_engine().compile(&req).unwrap();
-    let grammar = common::template_engine().request_grammar(&req).unwrap();
+    let constraint = formwork_testkit::template_engine().compile(&req).unwrap();
+    let grammar = formwork_testkit::template_engine()
+        .request_grammar(&req)
+        .unwrap();
     let vs = "<|vision_start|>";
     let rec = |id: &str| format!("{vs}{id} T<|vision_pad|>S<|vision_end|>\n");
     let reject = |text: &str| rejection_point(vocab, &grammar, &mut constraint.matcher(), text);
@@ -197,9 +201,12 @@ fn invalid_outputs_are_rejected_where_they_leave_the_language() {
 #[test]
 fn ids_are_literal_writes_with_jump_forward() {
     // The id is forced after `<|vision_start|>`: jump-forward offers it.
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let req = request(&[Sec("3.14", vec![])]);
-    let mut m = common::template_engine().compile(&req).unwrap().matcher();
+    let mut m = formwork_testkit::template_engine()
+        .compile(&req)
+        .unwrap()
+        .matcher();
     assert_eq!(m.forced_bytes(), b"");
     let forced = m.forced_tokens();
     assert_eq!(

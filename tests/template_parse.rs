@@ -2,15 +2,15 @@
 //! and the reference recognizer), the shipped templates' structures, and errors with exact
 //! positions and kinds for bad templates.
 
-mod common;
-
-use common::stack::on_small_stack;
 use formwork::ir::reference::{Recognizer, Unit};
 use formwork::ir::Grammar;
 use formwork::request::Request;
 use formwork::template::{ParamKind, StructureFactory};
 use formwork::vocab::Vocab;
 use formwork::{CompileError, CompileErrorKind, LimitKind, Limits, Location};
+use formwork_testkit::oracle::Lang;
+use formwork_testkit::stack::on_small_stack;
+use formwork_testkit::tokenizers;
 
 /// A small vocabulary with a few special tokens (masks are not what these tests look at).
 fn vocab() -> Vocab {
@@ -50,9 +50,7 @@ fn units(s: &str) -> Vec<Unit<'_>> {
 }
 
 fn accepts(g: &Grammar, s: &str) -> bool {
-    let rec = Recognizer::new(g);
-    let mut chart = rec.start();
-    units(s).into_iter().all(|u| chart.push(&rec, u)) && chart.is_accepting(&rec)
+    Lang::new(g).accepts_units(&units(s))
 }
 
 fn assert_language(text: &str, request: &str, yes: &[&str], no: &[&str]) {
@@ -188,7 +186,7 @@ fn calls_inside_templates_forward_parameters_and_strings() {
 
 #[test]
 fn shipped_templates_build_on_qwen3() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/templates");
     let f = StructureFactory::builder(vocab).path(dir).build().unwrap();
     let sig = |n: &str| f.signature(n).unwrap();

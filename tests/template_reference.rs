@@ -2,14 +2,13 @@
 //! random walks whose JSON parses with topics and references from the request's sets, and
 //! invalid outputs rejected where they leave the language.
 
-mod common;
-
 use std::collections::HashSet;
 
-use common::oracle::assert_masks_match_oracle;
-use common::rng::Rng;
-use common::walk::{checked_walks, rejection_point};
 use formwork::Matcher;
+use formwork_testkit::oracle::assert_masks_match_oracle;
+use formwork_testkit::rng::Rng;
+use formwork_testkit::tokenizers;
+use formwork_testkit::walk::{checked_walks, rejection_point};
 use serde_json::Value;
 
 fn request(topics: (i64, i64), ids: &[&str]) -> String {
@@ -64,7 +63,7 @@ fn check_output(out: &[u8], topics: (i64, i64), ids: &[&str]) -> Result<(), Stri
 
 #[test]
 fn masks_equal_the_oracle_at_every_step() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let ids = ["1", "1.1", "2", "2.1.1", "10"];
     let cases = [
         (
@@ -78,8 +77,10 @@ fn masks_equal_the_oracle_at_every_step() {
     ];
     for (topics, texts) in cases {
         let req = request(topics, &ids);
-        let constraint = common::template_engine().compile(&req).unwrap();
-        let grammar = common::template_engine().request_grammar(&req).unwrap();
+        let constraint = formwork_testkit::template_engine().compile(&req).unwrap();
+        let grammar = formwork_testkit::template_engine()
+            .request_grammar(&req)
+            .unwrap();
         for text in texts {
             check_output(text.as_bytes(), topics, &ids).unwrap();
             let tokens = vocab.encode(text).unwrap();
@@ -97,7 +98,7 @@ fn masks_equal_the_oracle_at_every_step() {
 
 #[test]
 fn random_walks_give_json_with_ids_from_the_request() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let mut rng = Rng::new(0x2ef);
     let many: Vec<String> = (1..=12)
         .flat_map(|s| {
@@ -117,7 +118,7 @@ fn random_walks_give_json_with_ids_from_the_request() {
         ((95, 105), &["x"][..]),
     ] {
         let req = request(topics, ids);
-        let constraint = common::template_engine().compile(&req).unwrap();
+        let constraint = formwork_testkit::template_engine().compile(&req).unwrap();
         let matcher = || Box::new(constraint.matcher()) as Box<dyn Matcher>;
         let ended = checked_walks(vocab, matcher, &mut rng, 20, 300, |out| {
             check_output(out, topics, ids).map_err(|e| format!("{req}: {e}"))
@@ -128,11 +129,13 @@ fn random_walks_give_json_with_ids_from_the_request() {
 
 #[test]
 fn invalid_outputs_are_rejected_where_they_leave_the_language() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let ids = ["1", "1.1", "2", "2.1.1"];
     let req = request((1, 3), &ids);
-    let constraint = common::template_engine().compile(&req).unwrap();
-    let grammar = common::template_engine().request_grammar(&req).unwrap();
+    let constraint = formwork_testkit::template_engine().compile(&req).unwrap();
+    let grammar = formwork_testkit::template_engine()
+        .request_grammar(&req)
+        .unwrap();
     let reject = |text: &str| rejection_point(vocab, &grammar, &mut constraint.matcher(), text);
     let rejected_bytes = |text: &str| {
         let (_, t) = reject(text).unwrap_or_else(|| panic!("{text} was not rejected"));
@@ -149,10 +152,10 @@ fn invalid_outputs_are_rejected_where_they_leave_the_language() {
     let from_zero = request((0, 12), &ids);
     let (_, t) = rejection_point(
         vocab,
-        &common::template_engine()
+        &formwork_testkit::template_engine()
             .request_grammar(&from_zero)
             .unwrap(),
-        &mut common::template_engine()
+        &mut formwork_testkit::template_engine()
             .compile(&from_zero)
             .unwrap()
             .matcher(),

@@ -2,13 +2,12 @@
 //! one of the request's tools with arguments following that tool's parameters, and invalid
 //! calls rejected where they leave the language.
 
-mod common;
-
-use common::oracle::assert_masks_match_oracle;
-use common::rng::Rng;
-use common::walk::{checked_walks, rejection_point};
 use formwork::bitmask::get_bit;
 use formwork::Matcher;
+use formwork_testkit::oracle::assert_masks_match_oracle;
+use formwork_testkit::rng::Rng;
+use formwork_testkit::tokenizers;
+use formwork_testkit::walk::{checked_walks, rejection_point};
 use serde_json::Value;
 
 /// A parameter's value kind, as the test (the independent checker) understands it.
@@ -122,11 +121,13 @@ fn check_output(out: &[u8], tools: &[Tool]) -> Result<(), String> {
 
 #[test]
 fn masks_equal_the_oracle_at_every_step() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let tools = tools();
     let req = request(&tools);
-    let constraint = common::template_engine().compile(&req).unwrap();
-    let grammar = common::template_engine().request_grammar(&req).unwrap();
+    let constraint = formwork_testkit::template_engine().compile(&req).unwrap();
+    let grammar = formwork_testkit::template_engine()
+        .request_grammar(&req)
+        .unwrap();
     for text in [
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"unit\": \"celsius\", \"days\": 7}}\n</tool_call>",
         "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
@@ -141,11 +142,11 @@ fn masks_equal_the_oracle_at_every_step() {
 
 #[test]
 fn tool_call_is_ordinary_text_in_qwen3() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let tool_call = vocab.encode("<tool_call>").unwrap();
     assert_eq!(tool_call.len(), 1, "Qwen3 has an added token for it");
     assert!(!vocab.is_special(tool_call[0]));
-    let mut m = common::template_engine()
+    let mut m = formwork_testkit::template_engine()
         .compile(&request(&tools()))
         .unwrap()
         .matcher();
@@ -160,7 +161,7 @@ fn tool_call_is_ordinary_text_in_qwen3() {
 
 #[test]
 fn random_walks_call_one_of_the_tools_with_its_parameters() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let mut rng = Rng::new(0x7001);
     let all = tools();
     for tools in [
@@ -169,7 +170,7 @@ fn random_walks_call_one_of_the_tools_with_its_parameters() {
         vec![all[2].clone(), all[0].clone()],
     ] {
         let req = request(&tools);
-        let constraint = common::template_engine().compile(&req).unwrap();
+        let constraint = formwork_testkit::template_engine().compile(&req).unwrap();
         let matcher = || Box::new(constraint.matcher()) as Box<dyn Matcher>;
         let ended = checked_walks(vocab, matcher, &mut rng, 16, 600, |out| {
             check_output(out, &tools).map_err(|e| format!("{req}: {e}"))
@@ -180,10 +181,12 @@ fn random_walks_call_one_of_the_tools_with_its_parameters() {
 
 #[test]
 fn invalid_calls_are_rejected_where_they_leave_the_language() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let req = request(&tools());
-    let constraint = common::template_engine().compile(&req).unwrap();
-    let grammar = common::template_engine().request_grammar(&req).unwrap();
+    let constraint = formwork_testkit::template_engine().compile(&req).unwrap();
+    let grammar = formwork_testkit::template_engine()
+        .request_grammar(&req)
+        .unwrap();
     let call = |json: &str| format!("<tool_call>\n{json}\n</tool_call>");
     let rejected_bytes = |text: &str| {
         let (_, t) = rejection_point(vocab, &grammar, &mut constraint.matcher(), text)

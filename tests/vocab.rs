@@ -1,9 +1,8 @@
 //! Token bytes are exact: for every shipped tokenizer, the bytes of `encode(s)` concatenate back
 //! to `s`; specials, EOS and the trie agree with the tokenizer files.
 
-mod common;
-
 use formwork::vocab::{TokenKind, Vocab, VocabConfig, VocabErrorKind};
+use formwork_testkit::tokenizers;
 
 /// A few hundred varied strings: ASCII, JSON, code, CJK, emoji, leading and double spaces,
 /// newlines, and their combinations.
@@ -91,7 +90,7 @@ fn sample_has_a_few_hundred_strings() {
 
 #[test]
 fn qwen3_round_trip_specials_and_eos() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     check_round_trip(vocab);
     assert_eq!(vocab.len(), 151_669);
     assert_eq!(vocab.mask_width(), 151_936);
@@ -117,7 +116,7 @@ fn qwen3_round_trip_specials_and_eos() {
 
 #[test]
 fn llama3_round_trip() {
-    let vocab = Vocab::from_file(common::tokenizer_path("llama3")).unwrap();
+    let vocab = Vocab::from_file(tokenizers::tokenizer_path("llama3")).unwrap();
     check_round_trip(&vocab);
     assert_eq!(vocab.len(), 128_256);
     assert_eq!(vocab.special_id("<|eot_id|>"), Some(128_009));
@@ -126,7 +125,7 @@ fn llama3_round_trip() {
 
 #[test]
 fn mistral_round_trip_and_byte_fallback() {
-    let vocab = Vocab::from_file(common::tokenizer_path("mistral-7b-v0.1")).unwrap();
+    let vocab = Vocab::from_file(tokenizers::tokenizer_path("mistral-7b-v0.1")).unwrap();
     check_round_trip(&vocab);
     assert_eq!(vocab.len(), 32_000);
     assert_eq!(vocab.eos_tokens(), &[2]);
@@ -147,7 +146,7 @@ fn mistral_round_trip_and_byte_fallback() {
 
 #[test]
 fn gpt2_round_trip() {
-    let vocab = Vocab::from_file(common::tokenizer_path("gpt2")).unwrap();
+    let vocab = Vocab::from_file(tokenizers::tokenizer_path("gpt2")).unwrap();
     check_round_trip(&vocab);
     assert_eq!(vocab.len(), 50_257);
     assert_eq!(vocab.eos_tokens(), &[50_256]);
@@ -155,7 +154,7 @@ fn gpt2_round_trip() {
 
 #[test]
 fn mask_width_and_eos_are_configurable() {
-    let path = common::tokenizer_path("gpt2");
+    let path = tokenizers::tokenizer_path("gpt2");
     let vocab = Vocab::from_file_with(
         &path,
         VocabConfig::new()
@@ -201,7 +200,7 @@ fn missing_and_corrupt_tokenizer_files_are_typed_errors() {
 #[test]
 fn trie_walk_skips_rejected_subtrees() {
     use formwork::vocab::{Subtree, TrieStep, TrieVisitor};
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     // Count tokens that are all ASCII digits, visiting as few nodes as possible.
     struct Digits {
         visited: usize,

@@ -10,7 +10,7 @@ use formwork::front::tags::ToolFormat;
 use formwork::Tool;
 use serde_json::{json, Value};
 
-use crate::workloads::{flatten, Spec};
+use formwork_testkit::workloads::{flatten, Spec};
 
 /// The special tokens the workloads name, in the order of their private-use code points.
 pub const SPECIALS: [&str; 3] = ["<|vision_start|>", "<|vision_pad|>", "<|vision_end|>"];

@@ -1,19 +1,64 @@
-//! What formwork's fuzz targets run, shared by the libFuzzer binaries in `fuzz/` and the
-//! corpus replay test (`tests/fuzz_corpus.rs`), so a crash found by fuzzing is a failing
-//! `cargo test` once its input is committed under `fuzz/corpus/<target>/` or
-//! `fuzz/regressions/<target>/`.
+//! What formwork's tests, benches, examples and fuzz targets share: one crate instead of files
+//! included into each other with `#[path]`.
 //!
-//! Each target takes the fuzzer's bytes and returns normally on any typed error: it panics
-//! only when formwork broke a rule of its boundary (a panic inside formwork, a mask that
-//! allows a token `consume` refuses, a rollback or fork that does not restore the masks, a
-//! verdict an independent oracle disagrees with).
+//! - The fuzz targets ([`targets`], [`drive`], [`gen`], the synthetic [`vocab`]), shared by the
+//!   libFuzzer binaries in `fuzz/` and the corpus replay test (`tests/fuzz_corpus.rs`), so a
+//!   crash found by fuzzing is a failing `cargo test` once its input is committed under
+//!   `fuzz/corpus/<target>/` or `fuzz/regressions/<target>/`. Each target takes the fuzzer's
+//!   bytes and returns normally on any typed error: it panics only when formwork broke a rule
+//!   of its boundary (a panic inside formwork, a mask that allows a token `consume` refuses, a
+//!   rollback or fork that does not restore the masks, a verdict an independent oracle
+//!   disagrees with).
+//! - The test support: the shipped [`tokenizers`], one seeded [`rng`], the reference
+//!   recognizer as the one [`oracle`] (membership and mask comparison), random [`walk`]s, the
+//!   oracle tests' [`grammars`], a small-[`stack`] runner, a [`mask_only`] matcher.
+//! - The workloads: the peers bench's cases ([`workloads`]); with feature `decode`, the decode
+//!   loop and mixed batch of `examples/decode` (`decode`, `mixed`); with feature `peers`,
+//!   llguidance beside formwork (`llg`).
 
 pub mod drive;
 pub mod gen;
+pub mod grammars;
+pub mod mask_only;
+pub mod oracle;
+pub mod rng;
+pub mod stack;
 pub mod targets;
+pub mod tokenizers;
 pub mod vocab;
+pub mod walk;
+pub mod workloads;
+
+#[cfg(feature = "decode")]
+pub mod decode;
+#[cfg(feature = "peers")]
+pub mod llg;
+#[cfg(feature = "decode")]
+pub mod mixed;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use formwork::engine::Engine;
 
 pub use targets::{Target, TARGETS};
+
+/// A path inside the formwork repository (`rel` from its root), where the shipped data,
+/// templates and tokenizers are.
+pub fn repo_path(rel: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join(rel)
+}
+
+/// An engine on Qwen3 with the shipped templates registered, built once per process.
+pub fn template_engine() -> &'static Engine {
+    static E: OnceLock<Engine> = OnceLock::new();
+    E.get_or_init(|| {
+        let mut e = Engine::new(tokenizers::qwen3().clone());
+        e.register_templates([repo_path("templates")])
+            .expect("the shipped templates compile");
+        e
+    })
+}
 
 /// The resident set size of this process in bytes (`VmRSS` of `/proc/self/status`; 0 where
 /// there is none), for the memory tests and measurements.

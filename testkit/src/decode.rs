@@ -1,4 +1,4 @@
-//! The decode loop of the example (shared with `tests/decode.rs`): a stand-in model, mask
+//! The decode loop of `examples/decode` (shared with `tests/decode.rs`): a stand-in model, mask
 //! filling overlapped with its forward pass, apply, sampling, jump-forward.
 //!
 //! A step, for the sequences still running:

@@ -1,6 +1,6 @@
 //! The workloads of `cargo bench --bench peers` (`formwork bench`): fixed, seeded cases, each
 //! with a reference output every engine must accept. Shared with `tests/bench_workloads.rs`
-//! (which checks formwork accepts every reference) through `#[path]`.
+//! (which checks formwork accepts every reference).
 //!
 //! - *outline*: WGrammar Figure 1 (`templates/outline.fw`): generated section trees (depth
 //!   ≤ 3, 5–60 sections) with titles and summaries from a word list.
@@ -14,8 +14,6 @@
 //! The generated workloads come from a fixed seed; the copied data is under `benches/data/`
 //! (see `SOURCE.txt` there and `scripts/make_bench_data.py`).
 
-#![allow(dead_code)]
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -27,10 +25,7 @@ use formwork::vocab::Vocab;
 use formwork::{CompileError, Matcher, Tool};
 use serde_json::Value;
 
-#[path = "../../tests/common/rng.rs"]
-mod rng;
-
-use rng::Rng;
+use crate::rng::Rng;
 
 /// formwork as the bench and the CI test drive it: one engine with the shipped templates;
 /// its router picks the backend of every case.
@@ -161,7 +156,7 @@ pub fn flatten(sections: &[Section]) -> Vec<&Section> {
 }
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::repo_path("")
 }
 
 fn read(path: &Path) -> String {

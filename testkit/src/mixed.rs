@@ -147,7 +147,7 @@ impl Mixed {
     pub fn new() -> Result<Mixed, Box<dyn Error>> {
         let vocab = Vocab::embedded_qwen3()?;
         let mut engine = Engine::new(vocab.clone());
-        engine.register_templates([concat!(env!("CARGO_MANIFEST_DIR"), "/templates")])?;
+        engine.register_templates([crate::repo_path("templates")])?;
         let schema = task_schema();
         let specs = vec![
             Spec {

@@ -8,12 +8,11 @@
 //! (the `regex` crate, `serde_json` + `jsonschema`, a hand-written parser); the exit status is 1
 //! if any fails or does not finish.
 //!
+//! The decode loop and the mixed batch live in `formwork-testkit` (`testkit/src/decode.rs`,
+//! `testkit/src/mixed.rs`), shared with `tests/decode.rs`, `tests/gpu_fill.rs` and
+//! `benches/batch.rs`.
+//!
 //! `cargo run --release --example decode [-- --rows 24 --temperature 0 --dtype bf16 --sync]`
-
-mod decoding;
-// Shared with the tests and the batch bench, which use the samples this example does not.
-#[allow(dead_code)]
-mod mixed;
 
 use std::error::Error;
 use std::process::ExitCode;
@@ -24,8 +23,10 @@ use formwork::gpu::{BatchFiller, FillConfig};
 use formwork::vocab::Vocab;
 use half::{bf16, f16};
 
-use decoding::{decode, percentiles, Applier, CpuApplier, DecodeConfig, Float, StandIn};
-use mixed::Mixed;
+use formwork_testkit::decode::{
+    decode, percentiles, Applier, CpuApplier, DecodeConfig, Float, StandIn,
+};
+use formwork_testkit::mixed::{self, Mixed};
 
 #[derive(Parser, Debug)]
 #[command(about = "Constrained decoding of a mixed batch with a stand-in model")]
@@ -227,7 +228,7 @@ mod gpu_path {
     use formwork::vocab::Vocab;
     use half::{bf16, f16};
 
-    use super::decoding::{Applier, Float, Times};
+    use formwork_testkit::decode::{Applier, Float, Times};
 
     /// A logits type the stand-in and the kernel handle, moved to and from the device as the
     /// integer type of its bits (cudarc copies `f16`/`bf16` only with its `f16` feature).
