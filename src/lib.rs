@@ -18,7 +18,6 @@ pub mod gpu;
 pub mod ir;
 pub mod limits;
 pub mod mask;
-pub mod maskbench;
 pub mod matcher;
 pub mod ops;
 pub mod request;

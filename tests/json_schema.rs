@@ -889,55 +889,6 @@ fn pathological_schemas_stay_bounded() {
     assert_eq!(e.limit().map(|l| l.kind), Some(LimitKind::GrammarSize));
 }
 
-/// The MaskBench sample through the same harness as `formwork maskbench` (the engine's router,
-/// a mask before every token of each valid instance, EOS at the end, each invalid instance
-/// rejected): compared with `expected.json`, a ratchet — passing may only grow, a file that
-/// passed must pass, and a strict grammar never accepts an invalid instance.
-#[test]
-fn maskbench_sample_ratchet() {
-    sample_ratchet(JsonSchemaOptions::new(), "expected.json", true);
-}
-
-/// The same with lenient compilation (dropped keywords may let invalid instances through:
-/// their count may only fall).
-#[test]
-fn maskbench_sample_ratchet_lenient() {
-    sample_ratchet(
-        JsonSchemaOptions::new().lenient(true),
-        "expected-lenient.json",
-        false,
-    );
-}
-
-fn sample_ratchet(options: JsonSchemaOptions, expected: &str, sound: bool) {
-    use formwork::maskbench::{self, HarnessConfig, Status};
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/maskbench-sample");
-    let cases = maskbench::load(&dir).unwrap();
-    assert_eq!(cases.len(), 155);
-    let engine = formwork::Engine::new(formwork::vocab::Vocab::embedded_qwen3().unwrap());
-    let config = HarnessConfig::new().schema_options(options);
-    let report = maskbench::run(&engine, &cases, &config, |_| {});
-    for r in report
-        .results
-        .iter()
-        .filter(|r| r.status != Status::Passing)
-    {
-        println!("{} {}: {}", r.status.name(), r.name, r.detail);
-    }
-    println!("{}", report.summary());
-    if sound {
-        assert_eq!(
-            report.count(Status::InvalidationError),
-            0,
-            "a strict grammar accepted an invalid instance"
-        );
-    }
-    let expected: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join(expected)).unwrap()).unwrap();
-    let regressions = report.compare(&expected).unwrap();
-    assert!(regressions.is_empty(), "{}", regressions.join("\n"));
-}
-
 // Untrusted input: every case below compiles on a thread with the smallest stack a server may
 // give its workers, and ends in a correct grammar or a typed `Limit` error at its place.
 

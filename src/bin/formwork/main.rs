@@ -1,4 +1,7 @@
-//! The `formwork` command line: inspect a vocabulary, check a text against a constraint.
+//! The `formwork` command line: inspect a vocabulary, check a text against a constraint, run
+//! MaskBench.
+
+mod maskbench;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -9,10 +12,10 @@ use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use formwork::engine::{BackendChoice, BackendKind, Constraint, Engine, EngineConfig};
 use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
 use formwork::front::tags::TagDispatch;
-use formwork::maskbench::{self, HarnessConfig, Status};
 use formwork::template::StructureFactory;
 use formwork::vocab::{TokenKind, Vocab, VocabConfig};
 use formwork::{Limits, Matcher, TokenId};
+use maskbench::{HarnessConfig, Status};
 use serde_json::json;
 
 #[derive(Parser)]
