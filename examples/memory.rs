@@ -13,9 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
-use formwork::cfg::CfgConfig;
-use formwork::engine::BackendChoice;
-use formwork::{Engine, EngineConfig, JsonSchemaOptions, Matcher, Vocab};
+use formwork::{BackendChoice, CfgConfig, Engine, EngineConfig, JsonSchemaOptions, Matcher, Vocab};
 use serde_json::json;
 
 const CACHE_BUDGET: usize = 64 << 20;

@@ -18,7 +18,7 @@
 //! # Example
 //!
 //! ```
-//! use formwork::engine::Engine;
+//! use formwork::Engine;
 //! use formwork::vocab::Vocab;
 //! use formwork::Matcher;
 //!
@@ -45,7 +45,7 @@
 //! assert_eq!(err.kind(), formwork::CompileErrorKind::Unsupported);
 //! // Built-ins need no template; a recursive grammar runs on Earley.
 //! let nested = engine.compile(r#"gbnf(grammar: "root ::= \"[\" root? \"]\"")"#).unwrap();
-//! assert_eq!(nested.backend(), formwork::engine::BackendKind::Earley);
+//! assert_eq!(nested.backend(), formwork::BackendKind::Earley);
 //! let mut m = nested.matcher();
 //! m.consume_all(&[0, 0, 4, 4, 5]).unwrap(); // [[]] EOS
 //! assert!(m.is_terminated());
@@ -145,7 +145,7 @@ impl EngineConfig {
     }
 }
 
-/// Vocabulary, mask caches, structure factory, router. See the [module docs](self).
+/// Vocabulary, mask caches, structure factory, router. See the [crate docs](crate).
 pub struct Engine {
     runtime: Arc<Runtime>,
     regex: Arc<RegexCompiler>,
@@ -271,8 +271,7 @@ impl Engine {
     /// a lenient compilation are on [`Constraint::warnings`].
     ///
     /// ```
-    /// use formwork::engine::{BackendKind, Engine};
-    /// use formwork::front::json_schema::JsonSchemaOptions;
+    /// use formwork::{BackendKind, Engine, JsonSchemaOptions};
     /// use formwork::vocab::Vocab;
     /// use serde_json::json;
     ///
@@ -329,7 +328,7 @@ impl Engine {
     /// The router: the backend [`compile_grammar`](Self::compile_grammar) picks for `grammar`.
     ///
     /// A structural check, linear in the grammar, that builds nothing
-    /// ([`crate::ops::fits_operators`]): a grammar with no rule reaching itself is regular, and
+    /// (`ops::fits_operators`): a grammar with no rule reaching itself is regular, and
     /// `ops::lower` turns it into a program of the same size (rules inlined once per
     /// expression, bounded repeats kept as counters, never unrolled), so it takes the operator
     /// backend — unless it has an alternation of many branches too big to fuse into one DFA

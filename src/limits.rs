@@ -11,7 +11,7 @@
 //! # Example
 //!
 //! ```
-//! use formwork::limits::{LimitKind, Limits};
+//! use formwork::{LimitKind, Limits};
 //! use std::time::Duration;
 //!
 //! let limits = Limits::new()

@@ -4,7 +4,7 @@
 
 use formwork::engine::{Engine, EngineConfig};
 use formwork::front::gbnf::gbnf_to_ir;
-use formwork::ir::reference::{Recognizer, Unit};
+use formwork::ir::recognizer::{Recognizer, Unit};
 use formwork::vocab::Vocab;
 use formwork::{CompileError, CompileErrorKind, LimitKind, Limits, Location};
 use formwork_testkit::oracle::Lang;

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use cfg_support::*;
 use formwork::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
-use formwork::ir::reference::{token_units, Recognizer};
+use formwork::ir::recognizer::Recognizer;
+use formwork::ir::reference::token_units;
 use formwork::ir::GrammarBuilder;
 use formwork::vocab::{TokenKind, Vocab};
 use formwork::{ByteSet, CompileErrorKind, MatchErrorKind, Matcher, TokenId};
@@ -114,7 +115,7 @@ fn text_token_not_in(mask: &formwork::mask::TokenMask, vocab: &Vocab) -> TokenId
 /// Where the reference recognizer rejects a token's bytes.
 fn failing_byte(
     rec: &Recognizer,
-    chart: &formwork::ir::reference::Chart,
+    chart: &formwork::ir::recognizer::Chart,
     vocab: &Vocab,
     t: TokenId,
 ) -> usize {
@@ -384,7 +385,7 @@ fn counted_repeats_stay_small() {
     let rec = Recognizer::new(&ir("root ::= [a-z]{0,1000}"));
     let mut chart = rec.start();
     for _ in 0..998 {
-        chart.push(&rec, formwork::ir::reference::Unit::Byte(b'a'));
+        chart.push(&rec, formwork::ir::recognizer::Unit::Byte(b'a'));
     }
     assert_same_mask(
         &mask,

@@ -2,7 +2,7 @@
 //! a JSON pointer) and what was expected, and binding type-checks every argument against its
 //! parameter's kind.
 
-use formwork::ir::reference::{Recognizer, Unit};
+use formwork::ir::recognizer::{Recognizer, Unit};
 use formwork::request::Request;
 use formwork::template::StructureFactory;
 use formwork::vocab::Vocab;

@@ -5,7 +5,7 @@
 use formwork::engine::{BackendChoice, BackendKind, Constraint, Engine, EngineConfig};
 use formwork::front::json_schema::{JsonSchemaOptions, Whitespace};
 use formwork::front::tags::{TagDispatch, ToolFormat};
-use formwork::ir::reference::Recognizer;
+use formwork::ir::recognizer::Recognizer;
 use formwork::ir::Grammar;
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, Matcher, Tool};

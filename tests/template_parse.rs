@@ -2,7 +2,7 @@
 //! and the reference recognizer), the shipped templates' structures, and errors with exact
 //! positions and kinds for bad templates.
 
-use formwork::ir::reference::{Recognizer, Unit};
+use formwork::ir::recognizer::{Recognizer, Unit};
 use formwork::ir::Grammar;
 use formwork::request::Request;
 use formwork::template::{ParamKind, StructureFactory};

@@ -5,9 +5,8 @@ use std::error::Error;
 use std::time::Instant;
 
 use formwork::bitmask::get_bit;
-use formwork::engine::{Constraint, Engine};
 use formwork::vocab::Vocab;
-use formwork::Matcher;
+use formwork::{Constraint, Engine, Matcher};
 
 /// The Qwen3 vocabulary with the shipped templates registered (start-up, done once).
 pub fn engine() -> Result<Engine, Box<dyn Error>> {

@@ -784,7 +784,7 @@ fn minimize(
 mod tests {
     use super::*;
     use crate::front::regex::Utf8;
-    use crate::ir::reference::{Recognizer, Unit};
+    use crate::ir::recognizer::{Recognizer, Unit};
     use crate::ir::Expr;
 
     /// A deadline that never passes, for as long as a test needs it (a `Deadline` counts its

@@ -50,6 +50,8 @@ use parser::{GbnfParser, Rule};
 /// assert_eq!(err.kind(), CompileErrorKind::Undefined);
 /// assert_eq!(err.to_string(), "list.gbnf:1:10: rule `item` is used but never defined");
 /// ```
+// Within the default limits: for formwork's tests; the engine passes its own.
+#[cfg(feature = "internals")]
 pub fn gbnf_to_ir(text: &str, source: &str) -> Result<Grammar, CompileError> {
     let limits = Limits::default();
     gbnf_to_ir_limited(text, source, &limits, &limits.deadline())

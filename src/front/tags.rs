@@ -25,9 +25,9 @@
 //! # Example
 //!
 //! ```
-//! use formwork::front::tags::{TagDispatch, ToolFormat};
+//! use formwork::tags::{TagDispatch, ToolFormat};
 //! use formwork::Tool;
-//! use formwork::ir::reference::{Recognizer, Unit};
+//! use formwork::ir::recognizer::{Recognizer, Unit};
 //!
 //! let tools = [Tool::new("get_weather", serde_json::json!({
 //!     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
@@ -290,12 +290,12 @@ impl TagDispatch {
     ///
     /// `tools` is an OpenAI-style list (`{"type": "function", "function": {"name",
     /// "parameters"}}`, parameters in standard JSON Schema) or a BFCL function list (`{"name",
-    /// "parameters"}`, BFCL's type names mapped by [`crate::front::bfcl`]). `harmony` takes its
+    /// "parameters"}`, BFCL's type names mapped to JSON Schema's). `harmony` takes its
     /// markers as special tokens, `harmony-text` as text. `require_call` and `forbid` (text
     /// sequences free text may not contain) are optional.
     ///
     /// ```
-    /// use formwork::front::tags::TagDispatch;
+    /// use formwork::tags::TagDispatch;
     ///
     /// let spec = serde_json::json!({"format": "qwen", "tools": [{"type": "function",
     ///     "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}]});
@@ -395,7 +395,7 @@ impl TagDispatch {
     /// follow. The tool-calling APIs these formats come from reject such lists too.
     ///
     /// ```
-    /// use formwork::front::tags::{TagDispatch, ToolFormat};
+    /// use formwork::tags::{TagDispatch, ToolFormat};
     /// use formwork::Tool;
     /// use formwork::{CompileErrorKind, Location};
     ///

@@ -5,7 +5,7 @@
 //! unbounded repeats and rule references. Unicode is compiled away by the front ends (a
 //! character class becomes an alternation of UTF-8 byte sequences), so both backends work on
 //! bytes. Equal sub-expressions get the same [`ExprId`] inside one grammar; backends key their
-//! caches by structural hashes built with [`StructHasher`].
+//! caches by structural hashes of its expressions.
 //!
 //! # Guarantees for the passes that walk a grammar
 //!
@@ -39,11 +39,18 @@
 
 pub(crate) mod graph;
 mod hash;
+pub mod recognizer;
+// The test oracle, for formwork's own tests only.
+#[cfg(feature = "internals")]
 pub mod reference;
 
 use std::collections::HashMap;
 
+// The backends' cache keys; public to formwork's own tests.
+#[cfg(feature = "internals")]
 pub use hash::StructHasher;
+#[cfg(not(feature = "internals"))]
+pub(crate) use hash::StructHasher;
 
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
@@ -574,7 +581,7 @@ impl GrammarBuilder {
 
 #[cfg(test)]
 mod tests {
-    use super::reference::{Recognizer, Unit};
+    use super::recognizer::{Recognizer, Unit};
     use super::*;
 
     /// Runs `f` on a thread with the smallest stack a server may give a worker.
@@ -688,11 +695,11 @@ mod tests {
         let start = g.rule("start");
         g.define(start, many).unwrap();
         let grammar = g.finish(start).unwrap();
-        let err = reference::Recognizer::try_new(&grammar, &Limits::new())
+        let err = recognizer::Recognizer::try_new(&grammar, &Limits::new())
             .err()
             .unwrap();
         assert_eq!(err.limit().unwrap().kind, LimitKind::GrammarSize);
         let small = Limits::new().grammar_size(10_000_000);
-        assert!(reference::Recognizer::try_new(&grammar, &small).is_ok());
+        assert!(recognizer::Recognizer::try_new(&grammar, &small).is_ok());
     }
 }

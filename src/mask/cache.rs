@@ -12,7 +12,7 @@ pub trait Weigh {
     fn weight(&self) -> usize;
 }
 
-/// Counters of a [`MaskCache`].
+/// Counters of one of the engine's bounded mask caches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
     /// Lookups answered from the cache.
@@ -159,7 +159,8 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
         }
     }
 
-    /// Drops every entry (counters are kept).
+    /// Drops every entry (counters are kept). For tests.
+    #[cfg(feature = "internals")]
     pub fn clear(&self) {
         for s in self.shards.iter() {
             let mut s = s.lock().unwrap_or_else(|p| p.into_inner());

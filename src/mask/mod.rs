@@ -19,7 +19,7 @@ use crate::base::token::TokenId;
 /// # Example
 ///
 /// ```
-/// use formwork::mask::TokenMask;
+/// use formwork::TokenMask;
 ///
 /// let mut a = TokenMask::new(70);
 /// a.insert(3);

@@ -101,7 +101,8 @@ impl StoredMask {
         }
     }
 
-    /// Number of allowed ids.
+    /// Number of allowed ids. For tests.
+    #[cfg(feature = "internals")]
     pub fn count(&self, universe: &[u32]) -> usize {
         match self {
             StoredMask::Accepted(ids) => ids.len(),

@@ -108,7 +108,8 @@ impl Leaf {
     /// # Example
     ///
     /// ```
-    /// use formwork::ops::{Leaf, RegexCompiler, Terminator};
+    /// use formwork::ops::leaf::Terminator;
+    /// use formwork::ops::{Leaf, RegexCompiler};
     ///
     /// let text = RegexCompiler::new().leaf(r"(?s:.)*").unwrap();
     /// let wait = Leaf::wait(&text, &[Terminator::Text(b"</a>".to_vec())]).unwrap();

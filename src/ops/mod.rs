@@ -16,8 +16,8 @@ mod masks;
 mod matcher;
 pub mod program;
 
-pub use leaf::{Leaf, Terminator, Unit};
-pub use lower::{fits_operators, lower, LowerConfig, RegexCompiler, DEFAULT_DFA_STATE_LIMIT};
+pub use leaf::{Leaf, Unit};
+pub use lower::{fits_operators, lower, LowerConfig, RegexCompiler};
 pub use masks::Runtime;
 pub use matcher::OpsMatcher;
 pub(crate) use program::LeafOp;

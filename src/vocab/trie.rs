@@ -196,7 +196,7 @@ impl TokenTrie {
 
     /// The token at a *position*: the tokens' index in depth-first order (byte order). A
     /// subtree's tokens are a range of positions, so a token list kept as sorted positions can
-    /// be walked along the trie ([`TokenTrie::walk_positions`]).
+    /// be walked along the trie (`TokenTrie::walk_positions`).
     #[inline]
     pub fn token_at(&self, position: u32) -> TokenId {
         self.tokens[position as usize]

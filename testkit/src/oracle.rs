@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use formwork::cfg::CfgGrammar;
-use formwork::ir::reference::{Chart, Recognizer, Unit};
+use formwork::ir::recognizer::{Chart, Recognizer, Unit};
 use formwork::ir::Grammar;
 use formwork::mask::TokenMask;
 use formwork::vocab::Vocab;

@@ -2,7 +2,7 @@
 //! where an invalid output is rejected (against the reference recognizer's verdict).
 
 use formwork::bitmask::{get_bit, iter_ones};
-use formwork::ir::reference::Recognizer;
+use formwork::ir::recognizer::Recognizer;
 use formwork::ir::Grammar;
 use formwork::vocab::Vocab;
 use formwork::{Matcher, TokenId};

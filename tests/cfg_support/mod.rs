@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use formwork::cfg::{CfgCompiler, CfgConfig, CfgGrammar};
 use formwork::front::gbnf::gbnf_to_ir;
-use formwork::ir::reference::{Chart, Recognizer};
+use formwork::ir::recognizer::{Chart, Recognizer};
 use formwork::ir::Grammar;
 use formwork::mask::TokenMask;
 use formwork::vocab::Vocab;

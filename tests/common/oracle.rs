@@ -1,6 +1,6 @@
 //! Differential driving: a matcher against the reference recognizer, step by step.
 
-use formwork::ir::reference::{Chart, Recognizer};
+use formwork::ir::recognizer::{Chart, Recognizer};
 use formwork::ir::Grammar;
 use formwork::vocab::Vocab;
 use formwork::{Matcher, TokenId};

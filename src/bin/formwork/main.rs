@@ -9,12 +9,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use formwork::engine::{BackendChoice, BackendKind, Constraint, Engine, EngineConfig};
-use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
-use formwork::front::tags::TagDispatch;
 use formwork::template::StructureFactory;
 use formwork::vocab::{TokenKind, Vocab, VocabConfig};
-use formwork::{Limits, Matcher, TokenId};
+use formwork::{
+    BackendChoice, BackendKind, Constraint, Engine, EngineConfig, JsonSchemaOptions, Limits,
+    Matcher, PropertyOrder, TagDispatch, TokenId, Whitespace,
+};
 use maskbench::{HarnessConfig, Status};
 use serde_json::json;
 

@@ -14,7 +14,7 @@ use crate::error::{CompileError, CompileErrorKind};
 use crate::front::guard::guarded;
 use crate::front::regex::Utf8;
 use crate::limits::LimitKind;
-use crate::ir::reference::{Recognizer, Unit};
+use crate::ir::recognizer::{Recognizer, Unit};
 use crate::ir::GrammarBuilder;
 
 /// How many shape pairs one `disjoint` question may look at before answering "maybe not"

@@ -58,8 +58,8 @@
 //! # Example
 //!
 //! ```
-//! use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
-//! use formwork::ir::reference::{Recognizer, Unit};
+//! use formwork::json_schema::{compile_schema, JsonSchemaOptions};
+//! use formwork::ir::recognizer::{Recognizer, Unit};
 //!
 //! let schema = serde_json::json!({
 //!     "type": "object",
@@ -119,7 +119,7 @@ pub enum PropertyOrder {
 /// (see [`compile_schema_with`]), the same for every front end.
 ///
 /// ```
-/// use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
+/// use formwork::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
 ///
 /// let opts = JsonSchemaOptions::new()
 ///     .whitespace(Whitespace::Flexible { max_run: Some(4) })
@@ -219,7 +219,7 @@ pub fn compile_schema(
 /// [`compile_schema`] within `limits` (its compile-time budget starting now).
 ///
 /// ```
-/// use formwork::front::json_schema::{compile_schema_with, JsonSchemaOptions};
+/// use formwork::json_schema::{compile_schema_with, JsonSchemaOptions};
 /// use formwork::{LimitKind, Limits, Location};
 ///
 /// let schema = serde_json::json!({"type": "array", "items": {"type": "array", "items": {}}});

@@ -1,0 +1,466 @@
+//! A deliberately plain Earley recognizer over the IR: membership of a sequence of bytes and
+//! special tokens in a grammar's language. The JSON Schema front end asks it whether a
+//! property name matches a pattern; stepped token by token (`ir::reference`, for formwork's
+//! own tests) it is the oracle every backend is tested against, bit for bit.
+//!
+//! It shares nothing with the backends' fast paths: the grammar is expanded into textbook BNF
+//! (repeats unrolled into chains of optional copies), items are `(production, dot, origin)`
+//! triples in hash sets, and nullable symbols are handled the Aycock–Horspool way. It is slow
+//! and obviously right; that is its job.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{Expr, ExprId, Grammar};
+use crate::base::byteset::ByteSet;
+use crate::error::{CompileError, Location};
+use crate::limits::{LimitExceeded, LimitKind, Limits};
+
+/// An input unit: a byte of text or a special token (by content).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit<'a> {
+    /// A text byte.
+    Byte(u8),
+    /// A special token.
+    Special(&'a str),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Symbol {
+    Class(ByteSet),
+    Special(usize),
+    Nt(usize),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Item {
+    prod: u32,
+    dot: u32,
+    origin: u32,
+}
+
+/// Items already in the set being built: a linear scan while small (most sets hold a handful
+/// of items, and the oracle builds one set per trie node), a hash set past that.
+#[derive(Default)]
+struct Seen {
+    small: Vec<Item>,
+    large: HashSet<Item>,
+}
+
+impl Seen {
+    fn insert(&mut self, it: Item) -> bool {
+        if self.large.is_empty() {
+            if self.small.contains(&it) {
+                return false;
+            }
+            self.small.push(it);
+            if self.small.len() > 32 {
+                self.large.extend(self.small.drain(..));
+            }
+            true
+        } else {
+            self.large.insert(it)
+        }
+    }
+}
+
+/// The recognizer for one grammar.
+///
+/// # Example
+///
+/// ```
+/// use formwork::ir::{GrammarBuilder, recognizer::{Recognizer, Unit}};
+///
+/// // a(b|c)*d
+/// let mut g = GrammarBuilder::new();
+/// let (a, b, c, d) = (g.bytes(b"a"), g.bytes(b"b"), g.bytes(b"c"), g.bytes(b"d"));
+/// let b_or_c = g.alt([b, c]);
+/// let middle = g.repeat(b_or_c, 0, None);
+/// let e = g.seq([a, middle, d]);
+/// let start = g.rule("start");
+/// g.define(start, e).unwrap();
+/// let rec = Recognizer::new(&g.finish(start).unwrap());
+/// let mut chart = rec.start();
+/// for b in b"abcb" { assert!(chart.push(&rec, Unit::Byte(*b))); }
+/// assert!(!chart.is_accepting(&rec));
+/// assert!(!chart.push(&rec, Unit::Byte(b'x'))); // dead: not pushed
+/// assert!(chart.push(&rec, Unit::Byte(b'd')));
+/// assert!(chart.is_accepting(&rec));
+/// ```
+pub struct Recognizer {
+    prods: Vec<(usize, Vec<Symbol>)>,
+    by_lhs: Vec<Vec<u32>>,
+    nullable: Vec<bool>,
+    specials: HashMap<String, usize>,
+    start: usize,
+}
+
+/// An Earley chart: one item set per consumed unit.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    sets: Vec<Vec<Item>>,
+}
+
+impl Recognizer {
+    /// Expands `grammar` into BNF, for tests: a grammar past the default
+    /// [`Limits::grammar_size`] (unrolled repeats count every copy) is a bug of the test.
+    /// On untrusted grammars use [`try_new`](Self::try_new).
+    pub fn new(grammar: &Grammar) -> Recognizer {
+        Recognizer::try_new(grammar, &Limits::default())
+            .unwrap_or_else(|e| panic!("the oracle's grammar is too large: {e}"))
+    }
+
+    /// Expands `grammar` into BNF, unless the expansion (productions plus symbols, with
+    /// bounded repeats unrolled) exceeds [`Limits::grammar_size`].
+    ///
+    /// ```
+    /// use formwork::ir::{GrammarBuilder, recognizer::Recognizer};
+    /// use formwork::{LimitKind, Limits};
+    ///
+    /// let mut g = GrammarBuilder::new();
+    /// let a = g.bytes(b"a");
+    /// let many = g.repeat(a, 0, Some(4_000_000_000));
+    /// let start = g.rule("start");
+    /// g.define(start, many).unwrap();
+    /// let err = Recognizer::try_new(&g.finish(start).unwrap(), &Limits::new()).err().unwrap();
+    /// assert_eq!(err.limit().unwrap().kind, LimitKind::GrammarSize);
+    /// ```
+    pub fn try_new(grammar: &Grammar, limits: &Limits) -> Result<Recognizer, CompileError> {
+        let mut b = Expand {
+            grammar,
+            prods: Vec::new(),
+            nts: 0,
+            nt_of: vec![NO_NT; grammar.exprs().len()],
+            specials: HashMap::new(),
+            size: 0,
+            max_size: limits.get(LimitKind::GrammarSize),
+        };
+        let start_nt = b
+            .expand(grammar.rule(grammar.start()).body)
+            .map_err(|e| CompileError::over_limit(e, Location::None, "reference recognizer"))?;
+        let mut by_lhs = vec![Vec::new(); b.nts];
+        for (i, (lhs, _)) in b.prods.iter().enumerate() {
+            by_lhs[*lhs].push(i as u32);
+        }
+        let nullable = nullable(b.nts, &b.prods);
+        Ok(Recognizer {
+            prods: b.prods,
+            by_lhs,
+            nullable,
+            specials: b.specials,
+            start: start_nt,
+        })
+    }
+
+    /// The chart before any input.
+    pub fn start(&self) -> Chart {
+        let mut set = Vec::new();
+        let mut seen = Seen::default();
+        for &p in &self.by_lhs[self.start] {
+            let it = Item {
+                prod: p,
+                dot: 0,
+                origin: 0,
+            };
+            if seen.insert(it) {
+                set.push(it);
+            }
+        }
+        let mut chart = Chart { sets: vec![] };
+        self.close(&mut chart, set, seen);
+        chart
+    }
+
+    fn close(&self, chart: &mut Chart, mut set: Vec<Item>, mut seen: Seen) {
+        let here = chart.sets.len() as u32;
+        let mut i = 0;
+        while i < set.len() {
+            let it = set[i];
+            i += 1;
+            let (lhs, rhs) = &self.prods[it.prod as usize];
+            match rhs.get(it.dot as usize) {
+                Some(Symbol::Nt(n)) => {
+                    for &p in &self.by_lhs[*n] {
+                        let new = Item {
+                            prod: p,
+                            dot: 0,
+                            origin: here,
+                        };
+                        if seen.insert(new) {
+                            set.push(new);
+                        }
+                    }
+                    if self.nullable[*n] {
+                        let new = Item {
+                            dot: it.dot + 1,
+                            ..it
+                        };
+                        if seen.insert(new) {
+                            set.push(new);
+                        }
+                    }
+                }
+                Some(_) => {}
+                // A completion in its own set derived the empty string: the prediction of a
+                // nullable symbol already advanced its waiters (Aycock–Horspool).
+                None if it.origin == here => {}
+                None => {
+                    for w in &chart.sets[it.origin as usize] {
+                        let waits = matches!(
+                            self.prods[w.prod as usize].1.get(w.dot as usize),
+                            Some(Symbol::Nt(n)) if n == lhs
+                        );
+                        if waits {
+                            let new = Item {
+                                dot: w.dot + 1,
+                                ..*w
+                            };
+                            if seen.insert(new) {
+                                set.push(new);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        chart.sets.push(set);
+    }
+
+    fn matches(&self, sym: &Symbol, unit: Unit) -> bool {
+        match (sym, unit) {
+            (Symbol::Class(c), Unit::Byte(b)) => c.contains(b),
+            (Symbol::Special(i), Unit::Special(s)) => self.specials.get(s) == Some(i),
+            _ => false,
+        }
+    }
+}
+
+impl Chart {
+    /// Consumes `unit`; returns false (and leaves the chart unchanged) if no parse continues.
+    pub fn push(&mut self, rec: &Recognizer, unit: Unit) -> bool {
+        // A chart always holds its start set: `start` builds it and `pop` never removes it.
+        let last = self.sets.last().expect("chart has a set");
+        let mut set = Vec::new();
+        let mut seen = Seen::default();
+        for it in last {
+            if let Some(sym) = rec.prods[it.prod as usize].1.get(it.dot as usize) {
+                if rec.matches(sym, unit) {
+                    let new = Item {
+                        dot: it.dot + 1,
+                        ..*it
+                    };
+                    if seen.insert(new) {
+                        set.push(new);
+                    }
+                }
+            }
+        }
+        if set.is_empty() {
+            return false;
+        }
+        rec.close(self, set, seen);
+        true
+    }
+
+    /// Undoes the last `push`.
+    pub fn pop(&mut self) {
+        if self.sets.len() > 1 {
+            self.sets.pop();
+        }
+    }
+
+    /// Number of units consumed.
+    pub fn len(&self) -> usize {
+        self.sets.len() - 1
+    }
+
+    /// True before any unit was consumed.
+    pub fn is_empty(&self) -> bool {
+        self.sets.len() == 1
+    }
+
+    /// True if the units consumed form a complete string of the language.
+    pub fn is_accepting(&self, rec: &Recognizer) -> bool {
+        // Never empty: see `push`.
+        self.sets.last().unwrap().iter().any(|it| {
+            it.origin == 0
+                && rec.prods[it.prod as usize].0 == rec.start
+                && it.dot as usize == rec.prods[it.prod as usize].1.len()
+        })
+    }
+}
+
+/// Which nonterminals derive the empty string: a worklist over productions, each waiting for
+/// its count of not-yet-nullable symbols to reach zero (linear, where a fixpoint over all
+/// productions took a pass per link of a rule chain).
+fn nullable(nts: usize, prods: &[(usize, Vec<Symbol>)]) -> Vec<bool> {
+    let mut nullable = vec![false; nts];
+    let mut waiting: Vec<usize> = prods.iter().map(|(_, rhs)| rhs.len()).collect();
+    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); nts];
+    let mut ready: Vec<usize> = Vec::new();
+    for (p, (lhs, rhs)) in prods.iter().enumerate() {
+        if rhs.is_empty() {
+            ready.push(*lhs);
+        }
+        // A production with a terminal never becomes nullable: its count never reaches zero.
+        for sym in rhs {
+            if let Symbol::Nt(n) = sym {
+                uses[*n].push(p as u32);
+            }
+        }
+    }
+    while let Some(n) = ready.pop() {
+        if std::mem::replace(&mut nullable[n], true) {
+            continue;
+        }
+        for &p in &uses[n] {
+            let p = p as usize;
+            waiting[p] -= 1;
+            if waiting[p] == 0 {
+                ready.push(prods[p].0);
+            }
+        }
+    }
+    nullable
+}
+
+/// No nonterminal yet.
+const NO_NT: u32 = u32::MAX;
+
+struct Expand<'a> {
+    grammar: &'a Grammar,
+    prods: Vec<(usize, Vec<Symbol>)>,
+    nts: usize,
+    /// The nonterminal of each expression (index = `ExprId`), `NO_NT` until reached.
+    nt_of: Vec<u32>,
+    specials: HashMap<String, usize>,
+    /// Productions plus symbols so far, against `max_size`.
+    size: u64,
+    max_size: u64,
+}
+
+impl Expand<'_> {
+    fn fresh(&mut self) -> usize {
+        self.nts += 1;
+        self.nts - 1
+    }
+
+    /// The nonterminal of `e`, and whether it was new.
+    fn nt(&mut self, e: ExprId) -> (usize, bool) {
+        match self.nt_of[e.index()] {
+            NO_NT => {
+                let n = self.fresh();
+                self.nt_of[e.index()] = n as u32;
+                (n, true)
+            }
+            n => (n as usize, false),
+        }
+    }
+
+    /// Counts `n` more productions and symbols against the budget, before they are built.
+    fn grow(&mut self, n: u64) -> Result<(), LimitExceeded> {
+        self.size = self.size.saturating_add(n);
+        match self.size > self.max_size {
+            true => Err(LimitExceeded {
+                kind: LimitKind::GrammarSize,
+                value: self.size,
+                max: self.max_size,
+            }),
+            false => Ok(()),
+        }
+    }
+
+    /// Gives every expression reachable from `root` (through rule references) its
+    /// nonterminal and productions; returns `root`'s. Iterative: an expression's productions
+    /// need only its children's nonterminals, which are numbered when first met, so no
+    /// expression waits for its children to be expanded (rule chains are as long as the
+    /// grammar).
+    fn expand(&mut self, root: ExprId) -> Result<usize, LimitExceeded> {
+        let (root_nt, _) = self.nt(root);
+        let mut todo = vec![root];
+        let grammar = self.grammar;
+        while let Some(e) = todo.pop() {
+            let n = self.nt_of[e.index()] as usize;
+            let mut child = |b: &mut Self, x: ExprId| {
+                let (nt, new) = b.nt(x);
+                if new {
+                    todo.push(x);
+                }
+                Symbol::Nt(nt)
+            };
+            match grammar.expr(e) {
+                Expr::Empty => {
+                    self.grow(1)?;
+                    self.prods.push((n, vec![]));
+                }
+                Expr::Nothing => {}
+                Expr::Bytes(bytes) => {
+                    self.grow(1 + bytes.len() as u64)?;
+                    let rhs = bytes
+                        .iter()
+                        .map(|&x| Symbol::Class(ByteSet::byte(x)))
+                        .collect();
+                    self.prods.push((n, rhs));
+                }
+                Expr::Class(c) => {
+                    self.grow(2)?;
+                    self.prods.push((n, vec![Symbol::Class(*c)]));
+                }
+                Expr::Special(s) => {
+                    self.grow(2)?;
+                    let next = self.specials.len();
+                    let idx = *self.specials.entry(s.to_string()).or_insert(next);
+                    self.prods.push((n, vec![Symbol::Special(idx)]));
+                }
+                Expr::Seq(xs) => {
+                    self.grow(1 + xs.len() as u64)?;
+                    let rhs = xs.iter().map(|&x| child(self, x)).collect();
+                    self.prods.push((n, rhs));
+                }
+                Expr::Alt(xs) => {
+                    self.grow(2 * xs.len() as u64)?;
+                    for &x in xs.iter() {
+                        let s = child(self, x);
+                        self.prods.push((n, vec![s]));
+                    }
+                }
+                &Expr::Repeat { body, min, max } => {
+                    // The copies below: `min` symbols, then per optional copy two productions
+                    // of three symbols in all (or one loop of that size).
+                    let optional = max.map_or(1, |max| max.saturating_sub(min) as u64);
+                    self.grow(1 + min as u64 + 5 * optional)?;
+                    let b = child(self, body);
+                    // tail: `body*` as T -> ε | body T, or `body{0,k}` as a chain of k optionals.
+                    let tail = match max {
+                        None => {
+                            let t = self.fresh();
+                            self.prods.push((t, vec![]));
+                            self.prods.push((t, vec![b.clone(), Symbol::Nt(t)]));
+                            Some(t)
+                        }
+                        Some(max) => {
+                            let mut next: Option<usize> = None;
+                            for _ in min..max {
+                                let t = self.fresh();
+                                self.prods.push((t, vec![]));
+                                let mut rhs = vec![b.clone()];
+                                rhs.extend(next.map(Symbol::Nt));
+                                self.prods.push((t, rhs));
+                                next = Some(t);
+                            }
+                            next
+                        }
+                    };
+                    let mut rhs: Vec<Symbol> = (0..min).map(|_| b.clone()).collect();
+                    rhs.extend(tail.map(Symbol::Nt));
+                    self.prods.push((n, rhs));
+                }
+                &Expr::Rule(r) => {
+                    self.grow(2)?;
+                    let body = child(self, grammar.rule(r).body);
+                    self.prods.push((n, vec![body]));
+                }
+            }
+        }
+        Ok(root_nt)
+    }
+}
