@@ -15,41 +15,8 @@
 //! the operator backend, recursive ones run on the Earley backend ([`crate::cfg`]), whose
 //! cross-grammar mask cache the engine shares between all requests.
 //!
-//! # Example
 //!
-//! ```
-//! use formwork::Engine;
-//! use formwork::vocab::Vocab;
-//! use formwork::Matcher;
-//!
-//! let tokens = ["[", "1", ".", "2", "]", "</s>"];
-//! let vocab = Vocab::from_token_bytes(
-//!     tokens.iter().map(|t| t.as_bytes().to_vec()).collect(), &[5], &[5],
-//! ).unwrap();
-//! let mut engine = Engine::new(vocab);
-//! engine
-//!     .register_template_source("ids.fw", r#"pick(ids: choice) ::= "[" ids "]""#)
-//!     .unwrap();
-//! let constraint = engine.compile(r#"pick(ids: {"1.2", "2"})"#).unwrap();
-//! let mut m = constraint.matcher();
-//! let mut mask = vec![0u32; 1];
-//! m.fill_mask(&mut mask).unwrap();
-//! assert_eq!(mask[0], 0b000001); // "["
-//! m.consume(0).unwrap();
-//! m.fill_mask(&mut mask).unwrap();
-//! assert_eq!(mask[0], 0b001010); // "1" or "2"
-//! m.consume_all(&[1, 2, 3, 4, 5]).unwrap(); // 1.2] EOS
-//! assert!(m.is_terminated());
-//! // No template and no built-in of that name:
-//! let err = engine.compile("outline(sections: [])").unwrap_err();
-//! assert_eq!(err.kind(), formwork::CompileErrorKind::Unsupported);
-//! // Built-ins need no template; a recursive grammar runs on Earley.
-//! let nested = engine.compile(r#"gbnf(grammar: "root ::= \"[\" root? \"]\"")"#).unwrap();
-//! assert_eq!(nested.backend(), formwork::BackendKind::Earley);
-//! let mut m = nested.matcher();
-//! m.consume_all(&[0, 0, 4, 4, 5]).unwrap(); // [[]] EOS
-//! assert!(m.is_terminated());
-//! ```
+//! The usage pattern and an example are in the [crate docs](crate).
 
 use std::path::Path;
 use std::sync::Arc;

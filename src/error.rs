@@ -88,6 +88,8 @@ pub struct CompileError {
     location: Location,
     message: String,
     limit: Option<LimitExceeded>,
+    /// The error [`within`](CompileError::within) moved here, with its own location.
+    cause: Option<Box<CompileError>>,
 }
 
 impl CompileError {
@@ -98,6 +100,7 @@ impl CompileError {
             location,
             message: message.into(),
             limit: None,
+            cause: None,
         }
     }
 
@@ -169,10 +172,13 @@ impl CompileError {
             Location::Text { col, .. } => format!(" (column {col} of it)"),
             _ => String::new(),
         };
+        let message = format!("{context}: {}{inside}", self.message);
         CompileError {
-            message: format!("{context}: {}{inside}", self.message),
+            kind: self.kind,
             location,
-            ..self
+            message,
+            limit: self.limit,
+            cause: Some(Box::new(self)),
         }
     }
 
@@ -194,4 +200,47 @@ impl fmt::Display for CompileError {
     }
 }
 
-impl std::error::Error for CompileError {}
+/// The chain of causes: an error moved by [`within`](CompileError::within) has the original
+/// (with its own location) as its source, and a `Limit` error the [`LimitExceeded`].
+impl std::error::Error for CompileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match (&self.cause, &self.limit) {
+            (Some(cause), _) => Some(cause.as_ref()),
+            (None, Some(limit)) => Some(limit),
+            (None, None) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+    use crate::limits::{LimitKind, Limits};
+
+    #[test]
+    fn causes_are_chained() {
+        let exceeded = Limits::new()
+            .nesting(2)
+            .check(LimitKind::Nesting, 3)
+            .unwrap_err();
+        let inner = CompileError::over_limit(exceeded, Location::None, "regex");
+        let limit = inner
+            .source()
+            .expect("a limit error has its limit as source");
+        assert_eq!(limit.to_string(), exceeded.to_string());
+        let outer = inner
+            .clone()
+            .within(Location::in_text("t.fw", "x", 0), "in `x`");
+        let cause = outer.source().expect("the moved error is the source");
+        assert_eq!(cause.to_string(), inner.to_string());
+        assert_eq!(
+            cause.source().map(|l| l.to_string()),
+            Some(exceeded.to_string())
+        );
+        assert!(CompileError::unplaced(CompileErrorKind::Syntax, "x")
+            .source()
+            .is_none());
+    }
+}

@@ -91,6 +91,8 @@ impl fmt::Display for LimitExceeded {
     }
 }
 
+impl std::error::Error for LimitExceeded {}
+
 /// Every ceiling on compile and match work, with defaults meant for a server: generous for
 /// real schemas and grammars, far below what exhausts a machine.
 ///

@@ -115,7 +115,15 @@ impl fmt::Display for MatchError {
     }
 }
 
-impl std::error::Error for MatchError {}
+/// A `Limit` error has the [`LimitExceeded`] as its source.
+impl std::error::Error for MatchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            MatchErrorKind::Limit(exceeded) => Some(exceeded),
+            _ => None,
+        }
+    }
+}
 
 /// A constraint's state during decoding.
 ///
@@ -201,3 +209,27 @@ macro_rules! forward_matcher {
 }
 
 forward_matcher!(&mut M, Box<M>);
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+    use crate::limits::{LimitKind, Limits};
+
+    #[test]
+    fn a_limit_error_has_the_limit_as_source() {
+        let exceeded = Limits::new()
+            .readings(4)
+            .check(LimitKind::Readings, 5)
+            .unwrap_err();
+        let e = MatchError::new(MatchErrorKind::Limit(exceeded));
+        assert_eq!(
+            e.source().map(|s| s.to_string()),
+            Some(exceeded.to_string())
+        );
+        assert!(MatchError::new(MatchErrorKind::Terminated)
+            .source()
+            .is_none());
+    }
+}

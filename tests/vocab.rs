@@ -393,3 +393,13 @@ fn malformed_files_the_tokenizers_crate_panics_on_are_parse_errors() {
     let e = load(&merges).unwrap_err();
     assert_eq!(e.kind(), &VocabErrorKind::Parse, "{e}");
 }
+
+/// A tokenizer file that cannot be read names the file, and the system's error is its source.
+#[test]
+fn a_missing_file_has_the_io_error_as_source() {
+    let e = Vocab::from_file("/nonexistent/tokenizer.json").unwrap_err();
+    assert_eq!(e.kind(), &VocabErrorKind::Io);
+    assert!(e.to_string().starts_with("/nonexistent/tokenizer.json: "));
+    let source = std::error::Error::source(&e).expect("an io error");
+    assert!(source.downcast_ref::<std::io::Error>().is_some());
+}

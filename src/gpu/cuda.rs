@@ -110,7 +110,16 @@ impl fmt::Display for CudaError {
     }
 }
 
-impl std::error::Error for CudaError {}
+/// A driver or apply failure has the underlying error as its source.
+impl std::error::Error for CudaError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CudaError::Driver(e) => Some(e),
+            CudaError::Apply(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<DriverError> for CudaError {
     fn from(e: DriverError) -> CudaError {

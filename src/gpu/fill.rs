@@ -49,7 +49,15 @@ impl fmt::Display for FillError {
     }
 }
 
-impl std::error::Error for FillError {}
+/// A matcher's failure has the [`MatchError`] as its source.
+impl std::error::Error for FillError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FillError::Matcher { error, .. } => Some(error),
+            FillError::Shape { .. } => None,
+        }
+    }
+}
 
 /// Options of a [`BatchFiller`].
 #[derive(Clone, Debug)]

@@ -52,7 +52,10 @@ pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Voc
     tokenizer
         .with_truncation(None)
         .map(|t| t.with_padding(None))
-        .map_err(|e| VocabError::new(VocabErrorKind::Parse, format!("{source}: {e}")))?;
+        .map_err(|e| {
+            let message = format!("{source}: {e}");
+            VocabError::new(VocabErrorKind::Parse, message).caused_by(e)
+        })?;
 
     let model_vocab = tokenizer.get_vocab(false);
     let added = tokenizer.get_added_tokens_decoder();
@@ -217,6 +220,7 @@ fn eos_ids(
                 VocabErrorKind::Parse,
                 format!("{source}: tokenizer_config.json: {e}"),
             )
+            .caused_by(e)
         })?;
         let name = match &value["eos_token"] {
             serde_json::Value::String(s) => Some(s.as_str()),

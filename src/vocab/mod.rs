@@ -49,7 +49,9 @@ fn gunzip_if_compressed<'a>(
     flate2::read::GzDecoder::new(raw)
         .take(MAX_TOKENIZER_BYTES as u64 + 1)
         .read_to_end(&mut out)
-        .map_err(|e| VocabError::new(VocabErrorKind::Parse, format!("{source}: bad gzip: {e}")))?;
+        .map_err(|e| {
+            VocabError::new(VocabErrorKind::Parse, format!("{source}: bad gzip: {e}")).caused_by(e)
+        })?;
     if out.len() > MAX_TOKENIZER_BYTES {
         return Err(VocabError::new(
             VocabErrorKind::Config,
@@ -87,11 +89,12 @@ pub enum VocabErrorKind {
 }
 
 /// An error loading or using a vocabulary. It names the file (when there is one) and what was
-/// wrong.
+/// wrong; an error of the file system, gzip, JSON or the `tokenizers` crate is its source.
 #[derive(Clone, Debug)]
 pub struct VocabError {
     kind: VocabErrorKind,
     message: String,
+    cause: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl VocabError {
@@ -99,7 +102,17 @@ impl VocabError {
         VocabError {
             kind,
             message: message.into(),
+            cause: None,
         }
+    }
+
+    /// The same error with `cause` as its [`source`](std::error::Error::source).
+    pub(crate) fn caused_by(
+        mut self,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> VocabError {
+        self.cause = Some(Arc::from(cause.into()));
+        self
     }
 
     /// What went wrong.
@@ -114,7 +127,13 @@ impl fmt::Display for VocabError {
     }
 }
 
-impl std::error::Error for VocabError {}
+impl std::error::Error for VocabError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// Options for loading a vocabulary.
 ///
@@ -258,8 +277,9 @@ impl Vocab {
         config: VocabConfig,
     ) -> Result<Vocab, VocabError> {
         let path = path.as_ref();
-        let raw = std::fs::read(path)
-            .map_err(|e| VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display())))?;
+        let raw = std::fs::read(path).map_err(|e| {
+            VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display())).caused_by(e)
+        })?;
         let config = match config.config_json {
             Some(_) => config,
             None => {
