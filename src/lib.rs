@@ -29,7 +29,7 @@ pub use engine::{
     EngineConfig,
 };
 pub use front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
-pub use front::tags::{TagDispatch, Tool, ToolFormat};
+pub use front::tags::{Piece, Tag, TagBody, TagDispatch, Tool, ToolFormat};
 pub use vocab::{TokenId, Vocab, VocabConfig, VocabError, VocabErrorKind};
 pub use error::{CompileError, CompileErrorKind, Location};
 pub use limits::{LimitExceeded, LimitKind, Limits};
