@@ -71,45 +71,49 @@ pub fn compile_error(py: Python<'_>, e: &CompileError) -> PyErr {
     }
 }
 
-/// A [`MatchError`] as `formwork.errors.MatchError` (`LimitError` for a limit).
+/// A [`MatchError`] as `formwork.errors.MatchError` (`MatchLimitError` for a limit).
 pub fn match_error(py: Python<'_>, e: &MatchError) -> PyErr {
+    match_error_in_row(py, e, None)
+}
+
+/// As [`match_error`], with the batch row whose matcher failed.
+fn match_error_in_row(py: Python<'_>, e: &MatchError, row: Option<usize>) -> PyErr {
     let attrs = PyDict::new(py);
     let filled = (|| -> PyResult<&'static str> {
-        Ok(match e.kind() {
+        if let Some(row) = row {
+            attrs.set_item("row", row)?;
+        }
+        let (kind, class) = match e.kind() {
             MatchErrorKind::Rejected {
                 token,
                 step,
                 at_byte,
             } => {
-                attrs.set_item("kind", "Rejected")?;
                 attrs.set_item("token", token)?;
                 attrs.set_item("step", step)?;
                 attrs.set_item("at_byte", at_byte)?;
-                "MatchError"
+                ("Rejected", "MatchError")
             }
             MatchErrorKind::TextRejected { step, at_byte } => {
-                attrs.set_item("kind", "TextRejected")?;
                 attrs.set_item("step", step)?;
                 attrs.set_item("at_byte", at_byte)?;
-                "MatchError"
+                ("TextRejected", "MatchError")
             }
             MatchErrorKind::UnknownToken { token, .. } => {
-                attrs.set_item("kind", "UnknownToken")?;
                 attrs.set_item("token", token)?;
-                "MatchError"
+                ("UnknownToken", "MatchError")
             }
             MatchErrorKind::Limit(l) => {
-                attrs.set_item("kind", "Limit")?;
                 attrs.set_item("limit", (l.kind.name(), l.value, l.max))?;
-                "MatchLimitError"
+                ("Limit", "MatchLimitError")
             }
-            other => {
-                let name = format!("{other:?}");
-                let name = name.split([' ', '{', '(']).next().unwrap_or("");
-                attrs.set_item("kind", name)?;
-                "MatchError"
-            }
-        })
+            MatchErrorKind::Terminated => ("Terminated", "MatchError"),
+            MatchErrorKind::RollbackTooFar { .. } => ("RollbackTooFar", "MatchError"),
+            MatchErrorKind::MaskSize { .. } => ("MaskSize", "MatchError"),
+            _ => ("Other", "MatchError"),
+        };
+        attrs.set_item("kind", kind)?;
+        Ok(class)
     })();
     match filled {
         Ok(class) => raise(py, class, e.to_string(), &attrs),
@@ -132,15 +136,10 @@ pub fn apply_error(e: &ApplyError) -> PyErr {
 }
 
 /// A failed batch fill: a bad shape is a `ValueError`, a matcher's failure its `MatchError`
-/// (with the row).
+/// (with `row`).
 pub fn fill_error(py: Python<'_>, e: &FillError) -> PyErr {
     match e {
-        FillError::Matcher { row, error } => {
-            let err = match_error(py, error);
-            // The row is what a caller needs to find the request; best effort.
-            let _ = err.value(py).setattr("row", row);
-            err
-        }
+        FillError::Matcher { row, error } => match_error_in_row(py, error, Some(*row)),
         other => pyo3::exceptions::PyValueError::new_err(other.to_string()),
     }
 }
