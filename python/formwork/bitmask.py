@@ -110,6 +110,8 @@ def _apply_torch(logits: Any, bitmask: Any, vocab_size: Optional[int], indices: 
     import torch
 
     rows = _rows(logits)
+    if not _is_torch(bitmask):
+        bitmask = torch.from_numpy(bitmask)
     masks = bitmask.to(logits.device, non_blocking=True).reshape(-1, bitmask.shape[-1])
     _check_rows(rows.shape[0], masks.shape[0], indices)
     vocab = _vocab(rows.shape[-1], masks.shape[1], vocab_size)
@@ -147,15 +149,11 @@ def apply_token_bitmask_inplace(
     model's head) are masked too, as vLLM's and llguidance's kernels do; xgrammar leaves them.
     """
     idx = None if indices is None else [int(i) for i in indices]
+    if _native._apply_token_bitmask_cpu(logits, bitmask, vocab_size, idx):
+        return
     if _is_torch(logits):
-        native = logits.device.type == "cpu" and logits.is_contiguous() and _is_torch(bitmask) and bitmask.device.type == "cpu"
-        if native and bitmask.is_contiguous() and _native._apply_token_bitmask_cpu(logits, bitmask, vocab_size, idx):
-            return
         _apply_torch(logits, bitmask, vocab_size, idx)
         return
-    if logits.flags.c_contiguous and not _is_torch(bitmask) and bitmask.flags.c_contiguous:
-        if _native._apply_token_bitmask_cpu(logits, bitmask, vocab_size, idx):
-            return
     if _is_torch(bitmask):
         bitmask = bitmask.cpu().numpy()
     _apply_numpy(logits, bitmask, vocab_size, idx)

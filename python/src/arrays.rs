@@ -7,7 +7,8 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
 
 /// Element types the bindings read or write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +20,19 @@ pub enum DType {
     BF16,
     /// Anything else (its name, for messages and for the Python-side fallbacks).
     Other,
+}
+
+impl DType {
+    fn name(self) -> &'static str {
+        match self {
+            DType::I32 => "int32",
+            DType::U32 => "uint32",
+            DType::F32 => "float32",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::Other => "other",
+        }
+    }
 }
 
 /// A C-contiguous, writable host buffer.
@@ -73,31 +87,72 @@ impl HostArray {
 
 fn dtype_of(name: &str) -> DType {
     match name {
-        "<i4" | "=i4" | "torch.int32" => DType::I32,
-        "<u4" | "=u4" | "torch.uint32" => DType::U32,
-        "<f4" | "=f4" | "torch.float32" => DType::F32,
-        "<f2" | "=f2" | "torch.float16" => DType::F16,
-        "torch.bfloat16" => DType::BF16,
+        "<i4" | "=i4" => DType::I32,
+        "<u4" | "=u4" => DType::U32,
+        "<f4" | "=f4" => DType::F32,
+        "<f2" | "=f2" => DType::F16,
         _ => DType::Other,
     }
 }
 
-/// The host buffer of `obj` (a numpy array or a CPU torch tensor).
+/// Why an array is not a plain host buffer: the caller raises, or falls back to array
+/// operations (a CUDA tensor, a strided view).
+pub enum NotHost {
+    Device(String),
+    Strided,
+    Error(PyErr),
+}
+
+impl From<PyErr> for NotHost {
+    fn from(e: PyErr) -> NotHost {
+        NotHost::Error(e)
+    }
+}
+
+impl NotHost {
+    fn into_err(self, what: &str) -> PyErr {
+        match self {
+            NotHost::Device(device) => {
+                PyValueError::new_err(format!("{what} must be on the CPU, it is on {device}"))
+            }
+            NotHost::Strided => PyValueError::new_err(format!(
+                "{what} must be C-contiguous (np.ascontiguousarray / .contiguous())"
+            )),
+            NotHost::Error(e) => e,
+        }
+    }
+}
+
+/// The host buffer of `obj` (a numpy array or a CPU torch tensor), or an error.
 pub fn host_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HostArray> {
+    view(obj, what).map_err(|e| e.into_err(what))
+}
+
+/// The host buffer of `obj`, or `None` for a tensor on another device or a strided view.
+pub fn host_array_or_none(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<HostArray>> {
+    match view(obj, what) {
+        Ok(a) => Ok(Some(a)),
+        Err(NotHost::Device(_) | NotHost::Strided) => Ok(None),
+        Err(NotHost::Error(e)) => Err(e),
+    }
+}
+
+fn view(obj: &Bound<'_, PyAny>, what: &str) -> Result<HostArray, NotHost> {
     let py = obj.py();
     if let Some(interface) = obj.getattr_opt(intern!(py, "__array_interface__"))? {
-        return numpy_array(&interface.cast_into::<PyDict>()?, what);
+        return numpy_array(&interface.cast_into::<PyDict>().map_err(PyErr::from)?, what);
     }
     if obj.getattr_opt(intern!(py, "data_ptr"))?.is_some() {
-        return torch_tensor(obj, what);
+        return torch_tensor(obj);
     }
     Err(PyTypeError::new_err(format!(
         "{what} must be a numpy array or a torch tensor, got {}",
         obj.get_type().name()?
-    )))
+    ))
+    .into())
 }
 
-fn numpy_array(interface: &Bound<'_, PyDict>, what: &str) -> PyResult<HostArray> {
+fn numpy_array(interface: &Bound<'_, PyDict>, what: &str) -> Result<HostArray, NotHost> {
     let item = |key: &str| -> PyResult<Bound<'_, PyAny>> {
         interface
             .get_item(key)?
@@ -105,25 +160,22 @@ fn numpy_array(interface: &Bound<'_, PyDict>, what: &str) -> PyResult<HostArray>
     };
     let (addr, readonly): (usize, bool) = item("data")?.extract()?;
     if readonly {
-        return Err(PyValueError::new_err(format!("{what} is read-only")));
+        return Err(PyValueError::new_err(format!("{what} is read-only")).into());
     }
     let shape: Vec<usize> = item("shape")?.extract()?;
     let dtype_name: String = item("typestr")?.extract()?;
-    let dtype = dtype_of(&dtype_name);
     // numpy reports `strides: None` exactly for C-contiguous arrays.
     if let Some(strides) = interface.get_item("strides")?.filter(|s| !s.is_none()) {
         let itemsize = dtype_name[2..].parse::<usize>().unwrap_or(0);
         let strides: Vec<usize> = strides.extract()?;
         if strides != contiguous_strides(&shape, itemsize) {
-            return Err(PyValueError::new_err(format!(
-                "{what} must be C-contiguous (np.ascontiguousarray)"
-            )));
+            return Err(NotHost::Strided);
         }
     }
     Ok(HostArray {
         addr,
         shape,
-        dtype,
+        dtype: dtype_of(&dtype_name),
         dtype_name,
     })
 }
@@ -138,34 +190,57 @@ fn contiguous_strides(shape: &[usize], itemsize: usize) -> Vec<usize> {
     strides
 }
 
-fn torch_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HostArray> {
+/// torch's dtype objects, compared by identity (formatting a dtype's name costs more than
+/// the rest of a small call).
+fn torch_dtype(dtype: &Bound<'_, PyAny>) -> PyResult<DType> {
+    static DTYPES: PyOnceLock<Vec<(Py<PyAny>, DType)>> = PyOnceLock::new();
+    let py = dtype.py();
+    let known = DTYPES.get_or_try_init(py, || -> PyResult<_> {
+        let torch = py.import("torch")?;
+        [
+            ("int32", DType::I32),
+            ("uint32", DType::U32),
+            ("float32", DType::F32),
+            ("float16", DType::F16),
+            ("bfloat16", DType::BF16),
+        ]
+        .into_iter()
+        .filter_map(|(name, d)| torch.getattr(name).ok().map(|t| Ok((t.unbind(), d))))
+        .collect()
+    })?;
+    Ok(known
+        .iter()
+        .find(|(t, _)| dtype.is(t))
+        .map_or(DType::Other, |&(_, d)| d))
+}
+
+fn torch_tensor(obj: &Bound<'_, PyAny>) -> Result<HostArray, NotHost> {
     let py = obj.py();
     let device = obj
         .getattr(intern!(py, "device"))?
         .getattr(intern!(py, "type"))?;
-    if device.extract::<String>()? != "cpu" {
-        return Err(PyValueError::new_err(format!(
-            "{what} must be on the CPU, it is on {device}"
-        )));
+    let device: String = device.extract()?;
+    if device != "cpu" {
+        return Err(NotHost::Device(device));
     }
     if !obj
         .call_method0(intern!(py, "is_contiguous"))?
         .extract::<bool>()?
     {
-        return Err(PyValueError::new_err(format!(
-            "{what} must be contiguous (.contiguous())"
-        )));
+        return Err(NotHost::Strided);
     }
-    let dtype_name = obj.getattr(intern!(py, "dtype"))?.str()?.to_string();
-    let shape: Vec<usize> = obj
-        .getattr(intern!(py, "shape"))?
-        .cast_into::<PyTuple>()?
-        .extract()?;
+    let dtype_obj = obj.getattr(intern!(py, "dtype"))?;
+    let dtype = torch_dtype(&dtype_obj)?;
+    let dtype_name = match dtype {
+        DType::Other => dtype_obj.str()?.to_string(),
+        known => format!("torch.{}", known.name()),
+    };
+    let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
     let addr: usize = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
     Ok(HostArray {
         addr,
         shape,
-        dtype: dtype_of(&dtype_name),
+        dtype,
         dtype_name,
     })
 }

@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use crate::arrays::{host_array, DType, HostArray};
+use crate::arrays::{host_array, host_array_or_none, DType, HostArray};
 use crate::compiler::CompiledGrammar;
 use crate::errors::{fill_error, match_error};
 
@@ -478,9 +478,10 @@ pub fn fill_next_token_bitmasks(
     batch_fill(py, default_filler(), &matchers, bitmask, indices)
 }
 
-/// The CPU apply behind ``apply_token_bitmask_inplace`` for float32, float16 and bfloat16
-/// host arrays: returns ``False``, touching nothing, for another dtype (the caller falls back
-/// to array operations).
+/// The CPU apply behind ``apply_token_bitmask_inplace``: masks C-contiguous float32,
+/// float16 and bfloat16 host logits with the GIL released. Returns ``False``, touching
+/// nothing, for anything else (another dtype, a strided view, a CUDA tensor): the caller
+/// falls back to array operations.
 #[pyfunction]
 #[pyo3(signature = (logits, bitmask, vocab_size=None, indices=None))]
 pub fn _apply_token_bitmask_cpu(
@@ -490,11 +491,15 @@ pub fn _apply_token_bitmask_cpu(
     vocab_size: Option<usize>,
     indices: Option<Vec<u32>>,
 ) -> PyResult<bool> {
-    let logits = host_array(logits, "logits")?;
+    let Some(logits) = host_array_or_none(logits, "logits")? else {
+        return Ok(false);
+    };
     if !matches!(logits.dtype, DType::F32 | DType::F16 | DType::BF16) {
         return Ok(false);
     }
-    let mask = host_array(bitmask, "bitmask")?;
+    let Some(mask) = host_array_or_none(bitmask, "bitmask")? else {
+        return Ok(false);
+    };
     let (_, row_len) = logits.rows_and_width("logits")?;
     let (_, row_words) = mask.rows_and_width("bitmask")?;
     // SAFETY: both arrays are borrowed for this call, checked C-contiguous and writable, of

@@ -99,6 +99,10 @@ def test_apply_numpy(dtype) -> None:
     row = logits[1].copy()
     formwork.apply_token_bitmask_inplace(row, bitmask[1])
     assert np.array_equal(row, expected[1])
+    # A strided view is masked in place through numpy operations.
+    wide = np.repeat(logits, 2, axis=1)
+    formwork.apply_token_bitmask_inplace(wide[:, ::2], bitmask)
+    assert np.array_equal(wide[:, ::2], expected) and np.array_equal(wide[:, 1::2], logits)
     with pytest.raises(ValueError):
         formwork.apply_token_bitmask_inplace(logits.copy(), bitmask[:2])
     with pytest.raises(ValueError):
@@ -121,6 +125,9 @@ def test_apply_torch_cpu_matches_numpy() -> None:
     view = wide[:, ::2]
     formwork.apply_token_bitmask_inplace(view, torch.from_numpy(bitmask[:, :2]))
     assert torch.isinf(wide[:, ::2]).sum() > 0 and not torch.isinf(wide[:, 1::2]).any()
+    mixed = torch.from_numpy(logits.copy())
+    formwork.apply_token_bitmask_inplace(mixed, bitmask, vocab_size=97)  # numpy bitmask
+    assert torch.equal(torch.isinf(mixed), torch.from_numpy(np.isinf(expected)))
     assert formwork.allocate_token_bitmask(2, 100).dtype == torch.int32  # torch imported: torch
 
 
