@@ -25,6 +25,7 @@ def test_json_schema_options(compiler: formwork.GrammarCompiler) -> None:
     assert not accepts(compact, '{"name": "Ada", "age": 36}')
     assert not accepts(compact, '{"name":"Ada","age":-1}')
     assert compact.backend in ("operators", "earley") and compact.warnings == []
+    assert compact.tokenizer_info.vocab_size == compiler.tokenizer_info.vocab_size
     assert "CompiledGrammar(" in repr(compact)
     free = compiler.compile_json_schema(json.dumps(PERSON), any_whitespace=True)
     assert accepts(free, '{ "name" : "Ada",\n  "age": 36 }')
@@ -160,6 +161,10 @@ def test_tool_call_formats(compiler: formwork.GrammarCompiler) -> None:
         harmony, '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}<|call|>'
     )
     assert not accepts(harmony, "<think>")
+    # Harmony's markers as special tokens need a vocabulary that has them (o200k_harmony).
+    with pytest.raises(formwork.UnknownSpecialTokenError) as e:
+        compiler.compile_tool_calls([WEATHER_TOOL], format="harmony")
+    assert "<|" in str(e.value)
     with pytest.raises(formwork.InvalidError) as e:
         compiler.compile_tool_calls([WEATHER_TOOL], format="xml")
     assert e.value.pointer == "/format"
