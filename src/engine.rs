@@ -58,11 +58,11 @@ use serde_json::Value;
 
 use crate::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
 use crate::error::{CompileError, CompileErrorKind, Location};
-use crate::front::gbnf::gbnf_to_ir;
-use crate::front::json_schema::{compile_schema, JsonSchemaOptions};
+use crate::front::gbnf::gbnf_to_ir_limited;
+use crate::front::json_schema::{compile_schema_within, JsonSchemaOptions};
 use crate::front::tags::TagDispatch;
 use crate::ir::{Grammar, GrammarBuilder};
-use crate::limits::Limits;
+use crate::limits::{Deadline, LimitKind, Limits};
 use crate::mask::CacheStats;
 use crate::matcher::{MatchError, Matcher};
 use crate::ops::{fits_operators, lower, LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
@@ -218,7 +218,8 @@ impl Engine {
     fn rebuild(&mut self, added: Vec<(String, String)>) -> Result<(), CompileError> {
         let mut builder = StructureFactory::builder(&self.runtime.vocab)
             .regex_compiler(self.regex.clone())
-            .lower_config(self.lower);
+            .lower_config(self.lower)
+            .limits(self.limits.clone());
         for (name, text) in self.sources.iter().chain(&added) {
             builder = builder.source(name, text);
         }
@@ -229,19 +230,28 @@ impl Engine {
 
     /// Compiles a request in the text form (see [`crate::request`]).
     pub fn compile(&self, request: &str) -> Result<Constraint, CompileError> {
-        self.compile_request(&Request::parse(request)?)
+        let deadline = self.limits.deadline();
+        self.compile_request(&Request::parse_with(request, &self.limits)?, &deadline)
     }
 
     /// Compiles a request in the JSON form (see [`crate::request`]).
     pub fn compile_json_request(&self, json: &str) -> Result<Constraint, CompileError> {
-        self.compile_request(&Request::parse_json(json)?)
+        let deadline = self.limits.deadline();
+        self.compile_request(&Request::parse_json_with(json, &self.limits)?, &deadline)
     }
 
-    fn compile_request(&self, request: &Request) -> Result<Constraint, CompileError> {
+    fn compile_request(
+        &self,
+        request: &Request,
+        deadline: &Deadline,
+    ) -> Result<Constraint, CompileError> {
         match self.route_request(request)? {
-            RequestRoute::Template => Ok(self.ops(Arc::new(request.instantiate(&self.factory)?))),
+            RequestRoute::Template => {
+                let program = request.instantiate_within(&self.factory, deadline)?;
+                Ok(self.ops(Arc::new(program)))
+            }
             RequestRoute::Builtin(Builtin::Regex(pattern)) => self.compile_regex(pattern),
-            RequestRoute::Builtin(b) => self.compile_grammar(&self.builtin_grammar(b)?),
+            RequestRoute::Builtin(b) => self.compile_grammar(&self.builtin_grammar(b, deadline)?),
         }
     }
 
@@ -280,7 +290,8 @@ impl Engine {
         schema: &Value,
         options: &JsonSchemaOptions,
     ) -> Result<Constraint, CompileError> {
-        let compiled = compile_schema(schema, options)?;
+        let deadline = self.limits.deadline();
+        let compiled = compile_schema_within(schema, options, &self.limits, &deadline)?;
         let mut constraint = self.compile_grammar(&compiled.grammar)?;
         constraint.warnings = compiled.warnings.into();
         Ok(constraint)
@@ -288,12 +299,14 @@ impl Engine {
 
     /// Compiles a llama.cpp GBNF grammar (start rule `root`; `source` names it in errors).
     pub fn compile_gbnf(&self, text: &str, source: &str) -> Result<Constraint, CompileError> {
-        self.compile_grammar(&gbnf_to_ir(text, source)?)
+        let deadline = self.limits.deadline();
+        self.compile_grammar(&gbnf_to_ir_limited(text, source, &self.limits, &deadline)?)
     }
 
     /// Compiles a tag dispatch (free text with tool calls, see [`crate::front::tags`]).
     pub fn compile_tags(&self, dispatch: &TagDispatch) -> Result<Constraint, CompileError> {
-        self.compile_grammar(&dispatch.compile()?)
+        let deadline = self.limits.deadline();
+        self.compile_grammar(&dispatch.compile_within(&self.limits, &deadline)?)
     }
 
     /// Compiles an IR grammar through the router: the entry point every grammar-shaped input
@@ -334,10 +347,13 @@ impl Engine {
     /// The grammar IR of a text request: the same language its constraint accepts, for the
     /// reference recognizer and the CFG backend.
     pub fn request_grammar(&self, request: &str) -> Result<Grammar, CompileError> {
-        let request = Request::parse(request)?;
+        let deadline = self.limits.deadline();
+        let request = Request::parse_with(request, &self.limits)?;
         match self.route_request(&request)? {
-            RequestRoute::Template => request.instantiate_ir(&self.factory),
-            RequestRoute::Builtin(b) => self.builtin_grammar(b),
+            RequestRoute::Template => {
+                request.instantiate_ir_within(&self.factory, &self.limits, &deadline)
+            }
+            RequestRoute::Builtin(b) => self.builtin_grammar(b, &deadline),
         }
     }
 
@@ -354,9 +370,21 @@ impl Engine {
         }
     }
 
-    fn builtin_grammar(&self, builtin: Builtin) -> Result<Grammar, CompileError> {
+    fn builtin_grammar(
+        &self,
+        builtin: Builtin,
+        deadline: &Deadline,
+    ) -> Result<Grammar, CompileError> {
         match builtin {
             Builtin::JsonSchema(text) => {
+                let place = Location::Text {
+                    source: "<json_schema>".into(),
+                    line: 1,
+                    col: 1,
+                };
+                self.limits
+                    .check(LimitKind::InputBytes, text.len() as u64)
+                    .map_err(|e| CompileError::over_limit(e, place, "schema text"))?;
                 let schema: Value = serde_json::from_str(text).map_err(|e| {
                     CompileError::new(
                         CompileErrorKind::Syntax,
@@ -368,9 +396,10 @@ impl Engine {
                         format!("invalid JSON: {e}"),
                     )
                 })?;
-                Ok(compile_schema(&schema, &JsonSchemaOptions::new())?.grammar)
+                let options = JsonSchemaOptions::new();
+                Ok(compile_schema_within(&schema, &options, &self.limits, deadline)?.grammar)
             }
-            Builtin::Gbnf(text) => gbnf_to_ir(text, "<gbnf>"),
+            Builtin::Gbnf(text) => gbnf_to_ir_limited(text, "<gbnf>", &self.limits, deadline),
             Builtin::Regex(pattern) => regex_grammar(pattern),
         }
     }

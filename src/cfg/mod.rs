@@ -261,8 +261,9 @@ impl CfgCompiler {
         };
         let prog = program::compile(grammar, &self.vocab, &options)?;
         let row_limits = self.config.row_limits();
-        let initial = Chart::new(&prog, row_limits)
-            .map_err(|Overflow(e)| CompileError::over_limit(e, Location::None, "the first Earley row"))?;
+        let initial = Chart::new(&prog, row_limits).map_err(|Overflow(e)| {
+            CompileError::over_limit(e, Location::None, "the first Earley row")
+        })?;
         // The cache keys: every first walk needs them, so they are part of the grammar.
         let hashes = hash::Hashes::new(&prog);
         Ok(Arc::new(CfgGrammar {

@@ -5,4 +5,5 @@ pub(crate) mod chars;
 pub mod gbnf;
 pub mod json_schema;
 pub mod regex;
+mod guard;
 pub mod tags;
