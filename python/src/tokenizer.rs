@@ -112,7 +112,7 @@ impl TokenizerInfo {
     ) -> PyResult<TokenizerInfo> {
         let vocab = py
             .detach(|| {
-                Vocab::from_tokenizer_json(json.as_bytes(), source, config(vocab_size, stop_tokens))
+                Vocab::from_json_bytes(json.as_bytes(), source, config(vocab_size, stop_tokens))
             })
             .map_err(|e| vocab_error(py, &e))?;
         Ok(TokenizerInfo { vocab })

@@ -291,26 +291,6 @@ impl Vocab {
         hf::load(&json, source, config)
     }
 
-    /// Loads a HuggingFace `tokenizer.json` (or a gzip of it) held in memory, e.g. what a
-    /// `transformers` tokenizer serializes to; `source` names it in errors. EOS comes from
-    /// `config` (or well-known end tokens).
-    ///
-    /// ```
-    /// use formwork::vocab::{Vocab, VocabConfig};
-    ///
-    /// let json = std::fs::read("data/tokenizers/gpt2/tokenizer.json.gz").unwrap();
-    /// let vocab = Vocab::from_tokenizer_json(&json, "gpt2", VocabConfig::new()).unwrap();
-    /// assert_eq!((vocab.len(), vocab.source()), (50_257, "gpt2"));
-    /// assert!(Vocab::from_tokenizer_json(b"{", "broken", VocabConfig::new()).is_err());
-    /// ```
-    pub fn from_tokenizer_json(
-        json: &[u8],
-        source: &str,
-        config: VocabConfig,
-    ) -> Result<Vocab, VocabError> {
-        hf::load(&gunzip_if_compressed(json, source)?, source, config)
-    }
-
     /// Builds a vocabulary from raw token bytes (id = index), for tests and for engines that
     /// already hold the bytes. `special` lists the ids that are special symbols.
     pub fn from_token_bytes(
