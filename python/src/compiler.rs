@@ -2,13 +2,13 @@
 //! templates and requests.
 
 use std::path::PathBuf;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Condvar, Mutex, PoisonError, RwLock};
 
 use formwork::{
     CompileError, CompileErrorKind, Constraint, Engine, EngineConfig, JsonSchemaOptions, Location,
     Piece, PropertyOrder, Tag, TagBody, TagDispatch, Whitespace,
 };
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use serde_json::Value;
@@ -27,14 +27,51 @@ use crate::tokenizer::TokenizerInfo;
 /// texts.
 ///
 /// Differences from ``xgrammar.GrammarCompiler``: ``cache_bytes`` bounds the mask cache
-/// (xgrammar: ``cache_limit_bytes`` bounds its compiled-grammar cache); ``max_threads`` is
-/// accepted and unused (one compilation runs on one thread: call from several threads to
-/// compile in parallel); ``compile_grammar`` reads llama.cpp GBNF.
+/// (xgrammar: ``cache_limit_bytes`` bounds its compiled-grammar cache); one compilation runs
+/// on its calling thread, and ``max_threads`` bounds how many run at once (xgrammar: threads
+/// inside one compilation); ``compile_grammar`` reads llama.cpp GBNF.
 #[pyclass(module = "formwork", frozen)]
 pub struct GrammarCompiler {
     engine: RwLock<Engine>,
     tokenizer: Py<TokenizerInfo>,
     max_threads: usize,
+    slots: Slots,
+}
+
+/// A counting semaphore: compilations of one compiler past `max_threads` wait for a slot, so
+/// a server's request pool larger than its cores does not oversubscribe them.
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+/// A taken slot, given back when dropped (also when the compilation panics).
+struct Slot<'a>(&'a Slots);
+
+impl Slots {
+    fn new(n: usize) -> Slots {
+        Slots {
+            free: Mutex::new(n),
+            freed: Condvar::new(),
+        }
+    }
+
+    fn take(&self) -> Slot<'_> {
+        let free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut free = self
+            .freed
+            .wait_while(free, |n| *n == 0)
+            .unwrap_or_else(PoisonError::into_inner);
+        *free -= 1;
+        Slot(self)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        self.0.freed.notify_one();
+    }
 }
 
 /// A compiled constraint: create one :class:`GrammarMatcher` per sequence from it. Immutable
@@ -75,14 +112,18 @@ fn json_value(py: Python<'_>, doc: &Bound<'_, PyAny>, source: &str) -> PyResult<
 }
 
 impl GrammarCompiler {
-    /// Runs `compile` on the engine with the GIL released and wraps the result.
+    /// Runs `compile` on the engine in one of the `max_threads` slots, with the GIL released,
+    /// and wraps the result.
     fn compile_with(
         &self,
         py: Python<'_>,
         compile: impl FnOnce(&Engine) -> Result<Constraint, CompileError> + Send,
     ) -> PyResult<CompiledGrammar> {
         let constraint = py
-            .detach(|| compile(&self.engine.read().unwrap_or_else(PoisonError::into_inner)))
+            .detach(|| {
+                let _slot = self.slots.take();
+                compile(&self.engine.read().unwrap_or_else(PoisonError::into_inner))
+            })
             .map_err(|e| compile_error(py, &e))?;
         Ok(CompiledGrammar {
             constraint,
@@ -93,8 +134,9 @@ impl GrammarCompiler {
 
 #[pymethods]
 impl GrammarCompiler {
-    /// A compiler for ``tokenizer_info``. ``cache_bytes``: byte budget of the global mask
-    /// cache (default 256 MiB).
+    /// A compiler for ``tokenizer_info``. ``max_threads``: how many compilations run at once
+    /// (each on its calling thread; more wait, GIL released). ``cache_bytes``: byte budget of
+    /// the shared mask cache (default 256 MiB).
     #[new]
     #[pyo3(signature = (tokenizer_info, *, max_threads=8, cache_bytes=None))]
     fn new(
@@ -103,6 +145,9 @@ impl GrammarCompiler {
         max_threads: usize,
         cache_bytes: Option<usize>,
     ) -> PyResult<GrammarCompiler> {
+        if max_threads == 0 {
+            return Err(PyValueError::new_err("max_threads must be at least 1"));
+        }
         let mut config = EngineConfig::new();
         if let Some(bytes) = cache_bytes {
             config = config.cache_bytes(bytes);
@@ -113,6 +158,7 @@ impl GrammarCompiler {
             engine: RwLock::new(engine),
             tokenizer: tokenizer_info,
             max_threads,
+            slots: Slots::new(max_threads),
         })
     }
 
@@ -122,7 +168,7 @@ impl GrammarCompiler {
         self.tokenizer.clone_ref(py)
     }
 
-    /// As given to the constructor (compilation uses the calling thread).
+    /// How many compilations may run at once.
     #[getter]
     fn max_threads(&self) -> usize {
         self.max_threads

@@ -1,6 +1,7 @@
 """GrammarCompiler: every front end, the options, and typed errors with their places."""
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -204,6 +205,19 @@ def test_register_templates_from_paths_and_sources(qwen3: formwork.TokenizerInfo
     assert accepts(c.compile_request("yes"), "yes")
     assert c.get_cache_size_bytes() >= 0
     assert "GrammarCompiler(" in repr(c)
+
+
+def test_max_threads_bounds_concurrent_compilations_without_changing_results(qwen3: formwork.TokenizerInfo) -> None:
+    patterns = [f"(a|b){{{n}}}c[0-9]{{1,{n}}}" for n in range(1, 13)]
+    for max_threads in (1, 3):
+        c = formwork.GrammarCompiler(qwen3, max_threads=max_threads)
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            compiled = list(pool.map(c.compile_regex, patterns))
+        for n, grammar in enumerate(compiled, start=1):
+            assert accepts(grammar, "a" * n + "c" + "7" * n)
+            assert not accepts(grammar, "a" * (n + 1) + "c7")
+    with pytest.raises(ValueError):
+        formwork.GrammarCompiler(qwen3, max_threads=0)
 
 
 def test_template_and_request_errors_carry_places(qwen3: formwork.TokenizerInfo, compiler: formwork.GrammarCompiler) -> None:
