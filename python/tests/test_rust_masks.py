@@ -47,7 +47,12 @@ Compile = Callable[[formwork.GrammarCompiler], formwork.CompiledGrammar]
 
 
 # The CLI reads schemas, grammars and tag specs from files: written per test.
-FILES = {"{schema}": ("schema.json", json.dumps(SCHEMA)), "{gbnf}": ("arith.gbnf", GBNF), "{tags}": ("tags.json", json.dumps(TOOLS))}
+FILES = {
+    "{schema}": ("schema.json", json.dumps(SCHEMA)),
+    "{gbnf}": ("arith.gbnf", GBNF),
+    "{tags}": ("tags.json", json.dumps(TOOLS)),
+    "{llama}": ("llama.json", json.dumps({**TOOLS, "format": "llama31", "require_call": True})),
+}
 TEMPLATES = str(REPO / "templates")
 
 # (label, how Python compiles it, the CLI's constraint flags, a text in the language)
@@ -77,6 +82,12 @@ CASES: List[Tuple[str, Compile, List[str], str]] = [
         lambda c: c.compile_tool_calls(TOOLS["tools"], format="qwen"),
         ["--tags", "{tags}"],
         'Ok.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>',
+    ),
+    (
+        "Llama 3.1 tool calls",
+        lambda c: c.compile_tool_calls(TOOLS["tools"], format="llama31", require_call=True),
+        ["--tags", "{llama}"],
+        'Checking. <function=get_weather>{"city":"Oslo"}</function>',
     ),
     (
         "template request (text form)",
