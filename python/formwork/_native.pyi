@@ -1,25 +1,40 @@
-"""Type stubs of formwork's native module (PyO3). Docstrings live on the objects themselves."""
+"""Type stubs of formwork's native module (PyO3). Docstrings live on the objects themselves
+(``help(formwork.GrammarMatcher)``); the classes cannot be subclassed."""
 
 import os
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union, final
 
-ArrayLike = Any  # a numpy.ndarray or torch.Tensor
-PathLike = Union[str, "os.PathLike[str]"]
+__all__ = [
+    "TokenizerInfo",
+    "GrammarCompiler",
+    "CompiledGrammar",
+    "GrammarMatcher",
+    "BatchGrammarMatcher",
+    "fill_next_token_bitmasks",
+    "_apply_token_bitmask_cpu",
+    "shipped_templates",
+    "_time_native_step",
+    "_time_native_batch",
+]
 
+_ArrayLike = Any  # a numpy.ndarray or torch.Tensor
+_PathLike = Union[str, "os.PathLike[str]"]
+
+@final
 class TokenizerInfo:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         encoded_vocab: List[Union[bytes, str]],
         *,
         vocab_size: Optional[int] = None,
         stop_token_ids: Optional[List[int]] = None,
         special_token_ids: Optional[List[int]] = None,
-    ) -> None: ...
+    ) -> "TokenizerInfo": ...
     @staticmethod
     def qwen3() -> "TokenizerInfo": ...
     @staticmethod
     def from_tokenizer_json(
-        path: PathLike, *, vocab_size: Optional[int] = None, stop_tokens: Optional[List[str]] = None
+        path: _PathLike, *, vocab_size: Optional[int] = None, stop_tokens: Optional[List[str]] = None
     ) -> "TokenizerInfo": ...
     @staticmethod
     def from_tokenizer_json_str(
@@ -48,6 +63,7 @@ class TokenizerInfo:
     def token_bytes(self, token_id: int) -> bytes: ...
     def encode(self, text: str) -> List[int]: ...
 
+@final
 class CompiledGrammar:
     @property
     def tokenizer_info(self) -> TokenizerInfo: ...
@@ -56,14 +72,15 @@ class CompiledGrammar:
     @property
     def warnings(self) -> List[str]: ...
 
+@final
 class GrammarCompiler:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         tokenizer_info: TokenizerInfo,
         *,
         max_threads: int = 8,
         cache_bytes: Optional[int] = None,
-    ) -> None: ...
+    ) -> "GrammarCompiler": ...
     @property
     def tokenizer_info(self) -> TokenizerInfo: ...
     @property
@@ -94,16 +111,17 @@ class GrammarCompiler:
         forbid: Optional[List[str]] = None,
     ) -> CompiledGrammar: ...
     def register_templates(
-        self, templates: Union[PathLike, Sequence[PathLike], Mapping[str, str]]
+        self, templates: Union[_PathLike, Sequence[_PathLike], Mapping[str, str]]
     ) -> None: ...
     def structures(self) -> List[str]: ...
     def compile_request(self, request: Union[str, Dict[str, Any]]) -> CompiledGrammar: ...
 
+@final
 class GrammarMatcher:
-    def __init__(self, compiled_grammar: CompiledGrammar, *, max_rollback_tokens: int = -1) -> None: ...
+    def __new__(cls, compiled_grammar: CompiledGrammar, *, max_rollback_tokens: int = ...) -> "GrammarMatcher": ...
     def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool: ...
     def accept_string(self, input_str: Union[str, bytes], *, debug_print: bool = False) -> bool: ...
-    def fill_next_token_bitmask(self, bitmask: ArrayLike, index: int = 0, *, debug_print: bool = False) -> bool: ...
+    def fill_next_token_bitmask(self, bitmask: _ArrayLike, index: int = 0, *, debug_print: bool = False) -> bool: ...
     def find_jump_forward_string(self) -> str: ...
     def forced_token_ids(self) -> List[int]: ...
     def validate_tokens(self, token_ids: Sequence[int]) -> int: ...
@@ -119,12 +137,13 @@ class GrammarMatcher:
     @property
     def compiled_grammar(self) -> CompiledGrammar: ...
 
+@final
 class BatchGrammarMatcher:
-    def __init__(self, max_threads: Optional[Union[int, Literal["auto"]]] = None) -> None: ...
+    def __new__(cls, max_threads: Optional[Union[int, Literal["auto"]]] = None) -> "BatchGrammarMatcher": ...
     def batch_fill_next_token_bitmask(
         self,
         matchers: Sequence[GrammarMatcher],
-        bitmask: ArrayLike,
+        bitmask: _ArrayLike,
         indices: Optional[Sequence[int]] = None,
         debug_print: bool = False,
     ) -> None: ...
@@ -142,11 +161,11 @@ class BatchGrammarMatcher:
     ) -> None: ...
 
 def fill_next_token_bitmasks(
-    matchers: Sequence[GrammarMatcher], bitmask: ArrayLike, indices: Optional[Sequence[int]] = None
+    matchers: Sequence[GrammarMatcher], bitmask: _ArrayLike, indices: Optional[Sequence[int]] = None
 ) -> None: ...
 def shipped_templates() -> Dict[str, str]: ...
 def _apply_token_bitmask_cpu(
-    logits: ArrayLike, bitmask: ArrayLike, vocab_size: Optional[int] = None, indices: Optional[List[int]] = None
+    logits: _ArrayLike, bitmask: _ArrayLike, vocab_size: Optional[int] = None, indices: Optional[List[int]] = None
 ) -> bool: ...
-def _time_native_step(matcher: GrammarMatcher, logits: ArrayLike, bitmask: ArrayLike, iterations: int) -> Tuple[float, float]: ...
-def _time_native_batch(matchers: Sequence[GrammarMatcher], bitmask: ArrayLike, threads: int, iterations: int) -> float: ...
+def _time_native_step(matcher: GrammarMatcher, logits: _ArrayLike, bitmask: _ArrayLike, iterations: int) -> Tuple[float, float]: ...
+def _time_native_batch(matchers: Sequence[GrammarMatcher], bitmask: _ArrayLike, threads: int, iterations: int) -> float: ...

@@ -1,9 +1,13 @@
-"""The public surface: docstrings on every public name, stubs for every native name, and the
-xgrammar names an integration ports by renaming."""
+"""The public surface: docstrings on every public name, stubs for every native name with the
+runtime's signatures (mypy's stubtest), and the xgrammar names an integration ports by renaming."""
 
 import ast
 import inspect
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import formwork
 import formwork._native as native
@@ -44,6 +48,14 @@ def test_the_stub_declares_every_native_name_and_member() -> None:
             for member in public_members(obj):
                 assert member in declared[name], f"{name}.{member} is not in _native.pyi"
     assert set(declared) == set(names), set(declared) ^ set(names)
+
+
+def test_the_stub_signatures_match_the_runtime() -> None:
+    pytest.importorskip("mypy.stubtest", reason="mypy is not installed: stub signatures are not checked")
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "formwork._native"], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_xgrammar_names_are_all_here() -> None:
