@@ -574,4 +574,11 @@ impl Matcher for ConstraintMatcher {
             Inner::Earley(m) => m.reset(),
         }
     }
+
+    fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+        match &mut self.inner {
+            Inner::Ops(m) => m.consume_bytes(bytes),
+            Inner::Earley(m) => m.consume_bytes(bytes),
+        }
+    }
 }

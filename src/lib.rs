@@ -186,7 +186,7 @@ pub use engine::{
 };
 pub use error::{CompileError, CompileErrorKind, Location};
 pub use front::json_schema::{self, JsonSchemaOptions, PropertyOrder, Whitespace};
-pub use front::tags::{self, TagDispatch, ToolFormat};
+pub use front::tags::{self, Piece, Tag, TagBody, TagDispatch, ToolFormat};
 pub use front::tool::Tool;
 pub use limits::{LimitExceeded, LimitKind, Limits};
 pub use mask::{CacheStats, TokenMask};

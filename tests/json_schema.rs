@@ -1,7 +1,6 @@
 //! JSON Schema front end: each keyword against the reference recognizer (the exact language of
 //! the grammar), errors with their JSON pointers, and a fixed MaskBench sample with a ratchet.
 
-
 use formwork::front::json_schema::{
     compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder, Whitespace,
 };
@@ -906,7 +905,10 @@ fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 
 /// The limit a `Limit` error reached and the JSON pointer it names.
 fn limit_at(e: &CompileError) -> (LimitKind, String) {
-    let kind = e.limit().unwrap_or_else(|| panic!("not a typed limit: {e}")).kind;
+    let kind = e
+        .limit()
+        .unwrap_or_else(|| panic!("not a typed limit: {e}"))
+        .kind;
     match e.location() {
         Location::JsonPointer(p) => (kind, p.clone()),
         other => panic!("no pointer: {other:?} ({e})"),
@@ -915,7 +917,9 @@ fn limit_at(e: &CompileError) -> (LimitKind, String) {
 
 /// The grammar of `schema` compiled on a small stack within `limits`.
 fn small_stack_compile(schema: &Value, limits: &Limits) -> Result<Grammar, CompileError> {
-    on_small_stack(|| compile_schema_with(schema, &JsonSchemaOptions::new(), limits).map(|c| c.grammar))
+    on_small_stack(|| {
+        compile_schema_with(schema, &JsonSchemaOptions::new(), limits).map(|c| c.grammar)
+    })
 }
 
 /// Patterns whose characters lie beyond the BMP, several under one high surrogate (😀 and 😂
@@ -926,8 +930,23 @@ fn astral_characters_and_unicode_properties_in_patterns() {
     let cases: &[(&str, &[&str], &[&str])] = &[
         (
             "^[😀😂]$",
-            &[r#""😀""#, r#""😂""#, r#""\ud83d\ude00""#, r#""\uD83D\uDE02""#, r#""\uD83D\ude00""#],
-            &[r#""😁""#, r#""\ud83d\ude01""#, r#""\ud83d""#, r#""\ude00""#, r#""\ud83c\ude00""#, r#""a""#, r#""😀😂""#, r#""""#],
+            &[
+                r#""😀""#,
+                r#""😂""#,
+                r#""\ud83d\ude00""#,
+                r#""\uD83D\uDE02""#,
+                r#""\uD83D\ude00""#,
+            ],
+            &[
+                r#""😁""#,
+                r#""\ud83d\ude01""#,
+                r#""\ud83d""#,
+                r#""\ude00""#,
+                r#""\ud83c\ude00""#,
+                r#""a""#,
+                r#""😀😂""#,
+                r#""""#,
+            ],
         ),
         (
             "^[😀-😏🙀a]+$",
@@ -941,8 +960,20 @@ fn astral_characters_and_unicode_properties_in_patterns() {
         ),
         (
             "^[^\\p{L}]$",
-            &[r#""1""#, r#""😀""#, r#""\ud83d\ude00""#, r#""\u0031""#, r#""\n""#],
-            &[r#""a""#, r#""\u0061""#, r#""𝐀""#, r#""\ud835\udc00""#, r#""é""#],
+            &[
+                r#""1""#,
+                r#""😀""#,
+                r#""\ud83d\ude00""#,
+                r#""\u0031""#,
+                r#""\n""#,
+            ],
+            &[
+                r#""a""#,
+                r#""\u0061""#,
+                r#""𝐀""#,
+                r#""\ud835\udc00""#,
+                r#""é""#,
+            ],
         ),
         (
             "\\p{N}",
@@ -958,7 +989,10 @@ fn astral_characters_and_unicode_properties_in_patterns() {
     for (pattern, yes, no) in cases {
         for extra in [json!({}), json!({"maxLength": 3})] {
             let mut schema = json!({"type": "string", "pattern": pattern});
-            schema.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            schema
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
             let grammar = small_stack_compile(&schema, &Limits::new())
                 .unwrap_or_else(|e| panic!("{schema}: {e}"));
             let lang = Lang::new(&grammar);
@@ -979,20 +1013,29 @@ fn astral_pattern_masks_match_the_oracle() {
     let vocab = tokenizers::qwen3();
     let engine = Engine::new(vocab.clone());
     let cases = [
-        (json!({"type": "string", "pattern": "^[😀😂]$"}), [r#""😀""#, r#""\ud83d\ude02""#]),
+        (
+            json!({"type": "string", "pattern": "^[😀😂]$"}),
+            [r#""😀""#, r#""\ud83d\ude02""#],
+        ),
         (
             json!({"type": "string", "pattern": "^[^\\p{L}]+$", "maxLength": 4}),
             [r#""1😂""#, r#""\uD83D\uDE00!""#],
         ),
     ];
     for (schema, texts) in cases {
-        let grammar = compile_schema(&schema, &JsonSchemaOptions::new()).unwrap().grammar;
-        let constraint = engine.compile_json_schema(&schema, &JsonSchemaOptions::new()).unwrap();
+        let grammar = compile_schema(&schema, &JsonSchemaOptions::new())
+            .unwrap()
+            .grammar;
+        let constraint = engine
+            .compile_json_schema(&schema, &JsonSchemaOptions::new())
+            .unwrap();
         for text in texts {
             let mut m = constraint.matcher();
             let tokens = vocab.encode(text).unwrap();
             let label = format!("{schema} on {text}");
-            formwork_testkit::oracle::assert_masks_match_oracle(&label, vocab, &grammar, &mut m, &tokens);
+            formwork_testkit::oracle::assert_masks_match_oracle(
+                &label, vocab, &grammar, &mut m, &tokens,
+            );
         }
     }
 }
@@ -1018,12 +1061,19 @@ fn ref_chain(via: &str, n: usize) -> Value {
 
 /// Each link `n{i}` of a chain of `n` is one rule that calls the next one's.
 fn assert_linked(g: &Grammar, n: usize) {
-    let rule_of: std::collections::HashMap<&str, usize> =
-        g.rules().iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
+    let rule_of: std::collections::HashMap<&str, usize> = g
+        .rules()
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.as_str(), i))
+        .collect();
     let link = |i: usize| rule_of[format!("ref #/$defs/n{i}").as_str()];
     for i in 0..n {
         let calls = g.rule_refs(g.rules()[link(i)].body);
-        assert!(calls.iter().any(|r| r.index() == link(i + 1)), "n{i} calls {calls:?}");
+        assert!(
+            calls.iter().any(|r| r.index() == link(i + 1)),
+            "n{i} calls {calls:?}"
+        );
     }
 }
 
@@ -1034,7 +1084,8 @@ fn assert_linked(g: &Grammar, n: usize) {
 #[test]
 fn long_reference_chains() {
     // Linear, but seconds on a busy machine: the result is what is checked, not the time.
-    let untimed = Limits::new().compile_time(None);
+    // 100,000 links are past the default grammar size (tested on its own), raised here.
+    let untimed = Limits::new().compile_time(None).grammar_size(8_000_000);
     for via in ["", "properties", "items"] {
         let g = small_stack_compile(&ref_chain(via, 100_000), &untimed).unwrap();
         assert_linked(&g, 100_000);
@@ -1059,15 +1110,21 @@ fn long_reference_chains() {
     defs.insert(format!("n{n}"), json!({"items": {"type": "integer"}}));
     let sibling = json!({"$defs": defs, "$ref": "#/$defs/n0"});
     let e = small_stack_compile(&sibling, &Limits::new()).unwrap_err();
-    assert_eq!(limit_at(&e), (LimitKind::Nesting, "/$defs/n128".to_string()));
-    let short: Value = serde_json::from_str(
-        &sibling.to_string().replace("\"n1000\":{\"$ref\":\"#/$defs/n1001\",\"type\":\"array\"}", "\"n1000\":{}"),
-    )
+    assert_eq!(
+        limit_at(&e),
+        (LimitKind::Nesting, "/$defs/n128".to_string())
+    );
+    let short: Value = serde_json::from_str(&sibling.to_string().replace(
+        "\"n1000\":{\"$ref\":\"#/$defs/n1001\",\"type\":\"array\"}",
+        "\"n1000\":{}",
+    ))
     .unwrap();
     let e = small_stack_compile(&short, &Limits::new().nesting(2000)).map(|g| g.rules().len());
     assert!(e.is_ok(), "{e:?}");
     // `allOf` of many references intersects them all, one nesting level each.
-    let refs: Vec<Value> = (0..200).map(|i| json!({"$ref": format!("#/$defs/n{i}")})).collect();
+    let refs: Vec<Value> = (0..200)
+        .map(|i| json!({"$ref": format!("#/$defs/n{i}")}))
+        .collect();
     let mut defs = serde_json::Map::new();
     for i in 0..200 {
         defs.insert(format!("n{i}"), json!({"type": "array"}));
@@ -1092,9 +1149,18 @@ fn nested(via: &str, levels: usize) -> (Value, String) {
     for _ in 1..levels {
         let (outer, step) = match via {
             "items" => (json!({"type": "array", "items": schema}), "/items"),
-            "properties" => (json!({"type": "object", "properties": {"a": schema}}), "/properties/a"),
-            "additionalProperties" => (json!({"type": "object", "additionalProperties": schema}), "/additionalProperties"),
-            "prefixItems" => (json!({"type": "array", "prefixItems": [schema]}), "/prefixItems/0"),
+            "properties" => (
+                json!({"type": "object", "properties": {"a": schema}}),
+                "/properties/a",
+            ),
+            "additionalProperties" => (
+                json!({"type": "object", "additionalProperties": schema}),
+                "/additionalProperties",
+            ),
+            "prefixItems" => (
+                json!({"type": "array", "prefixItems": [schema]}),
+                "/prefixItems/0",
+            ),
             "anyOf" => (json!({"anyOf": [schema, {"type": "null"}]}), "/anyOf/0"),
             "oneOf" => (json!({"oneOf": [schema]}), "/oneOf/0"),
             _ => (json!({"allOf": [schema]}), "/allOf/0"),
@@ -1109,7 +1175,15 @@ fn nested(via: &str, levels: usize) -> (Value, String) {
 /// limit the schema compiles, past it the error names the limit and the innermost schema.
 #[test]
 fn nesting_limit_on_a_small_stack() {
-    let kinds = ["items", "properties", "additionalProperties", "prefixItems", "anyOf", "oneOf", "allOf"];
+    let kinds = [
+        "items",
+        "properties",
+        "additionalProperties",
+        "prefixItems",
+        "anyOf",
+        "oneOf",
+        "allOf",
+    ];
     for via in kinds {
         let (at_limit, _) = nested(via, 128);
         small_stack_compile(&at_limit, &Limits::new()).unwrap_or_else(|e| panic!("{via}: {e}"));
@@ -1136,9 +1210,16 @@ fn nesting_limit_on_a_small_stack() {
     let e = small_stack_compile(&json!({"const": {"a": value}}), &Limits::new()).unwrap_err();
     assert_eq!(limit_at(&e), (LimitKind::Nesting, "/const".to_string()));
     let groups = |n: usize| format!("^{}a{}$", "(".repeat(n), ")".repeat(n));
-    small_stack_compile(&json!({"type": "string", "pattern": groups(127)}), &Limits::new()).unwrap();
-    let e = small_stack_compile(&json!({"type": "string", "pattern": groups(129)}), &Limits::new())
-        .unwrap_err();
+    small_stack_compile(
+        &json!({"type": "string", "pattern": groups(127)}),
+        &Limits::new(),
+    )
+    .unwrap();
+    let e = small_stack_compile(
+        &json!({"type": "string", "pattern": groups(129)}),
+        &Limits::new(),
+    )
+    .unwrap_err();
     assert_eq!(limit_at(&e), (LimitKind::Nesting, "/pattern".to_string()));
     let deep_pattern = json!({"type": "string", "pattern": groups(2000), "maxLength": 5});
     let g = small_stack_compile(&deep_pattern, &Limits::new().nesting(2001)).unwrap();
@@ -1149,17 +1230,28 @@ fn nesting_limit_on_a_small_stack() {
 /// Lists are held to `Limits::alternatives`, and long work to the compile-time budget.
 #[test]
 fn alternatives_and_compile_time() {
-    let strings = |n: usize| -> Vec<Value> { (0..n).map(|i| json!(format!("value {i}"))).collect() };
+    let strings =
+        |n: usize| -> Vec<Value> { (0..n).map(|i| json!(format!("value {i}"))).collect() };
     let big = json!({"enum": strings(200_000)});
     let e = small_stack_compile(&big, &Limits::new()).unwrap_err();
     assert_eq!(limit_at(&e), (LimitKind::Alternatives, "/enum".to_string()));
-    assert_eq!(e.limit().map(|l| (l.value, l.max)), Some((200_000, 100_000)));
+    assert_eq!(
+        e.limit().map(|l| (l.value, l.max)),
+        Some((200_000, 100_000))
+    );
     let not = json!({"type": "string", "not": {"enum": strings(200_000)}});
     let e = small_stack_compile(&not, &Limits::new()).unwrap_err();
     assert_eq!(limit_at(&e).0, LimitKind::Alternatives);
     let branches: Vec<Value> = (0..1000).map(|i| json!({"const": i})).collect();
-    let e = small_stack_compile(&json!({"anyOf": branches}), &Limits::new().alternatives(999)).unwrap_err();
-    assert_eq!(limit_at(&e), (LimitKind::Alternatives, "/anyOf".to_string()));
+    let e = small_stack_compile(
+        &json!({"anyOf": branches}),
+        &Limits::new().alternatives(999),
+    )
+    .unwrap_err();
+    assert_eq!(
+        limit_at(&e),
+        (LimitKind::Alternatives, "/anyOf".to_string())
+    );
     // Within the limit, an enum compiles to one branch per value.
     let g = small_stack_compile(&json!({"enum": strings(100_000)}), &Limits::new()).unwrap();
     Lang::new(&g).yes(&["\"value 0\"", "\"value 99999\""]);
@@ -1172,7 +1264,11 @@ fn alternatives_and_compile_time() {
         json!({"type": "object", "properties": strings(20_000).iter().map(|v| (v.as_str().unwrap().to_string(), json!({}))).collect::<serde_json::Map<_, _>>(), "additionalProperties": false}),
     ] {
         let e = small_stack_compile(&schema, &spent).unwrap_err();
-        assert_eq!(e.limit().map(|l| l.kind), Some(LimitKind::CompileTime), "{e}");
+        assert_eq!(
+            e.limit().map(|l| l.kind),
+            Some(LimitKind::CompileTime),
+            "{e}"
+        );
     }
 }
 
@@ -1184,11 +1280,18 @@ fn engine_paths_honour_the_engine_limits() {
     let engine = Engine::with_config(tokenizers::qwen3().clone(), config);
     let (ok, _) = nested("items", 4);
     let (deep, innermost) = nested("items", 5);
-    engine.compile_json_schema(&ok, &JsonSchemaOptions::new()).unwrap();
-    let e = engine.compile_json_schema(&deep, &JsonSchemaOptions::new()).unwrap_err();
+    engine
+        .compile_json_schema(&ok, &JsonSchemaOptions::new())
+        .unwrap();
+    let e = engine
+        .compile_json_schema(&deep, &JsonSchemaOptions::new())
+        .unwrap_err();
     assert_eq!(limit_at(&e), (LimitKind::Nesting, innermost.clone()));
     let request = |schema: &Value| {
-        let text = schema.to_string().replace('\\', "\\\\").replace('"', "\\\"");
+        let text = schema
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
         format!("json_schema(schema: \"{text}\")")
     };
     engine.compile(&request(&ok)).unwrap();

@@ -2,15 +2,14 @@
 //! tools checked with the independent `jsonschema` validator, and seeded random walks on the
 //! Qwen3 vocabulary (sampling only tokens of `Chart::mask`) whose calls must parse and validate.
 
-
-use formwork_testkit::rng::Rng;
 use formwork::front::bfcl;
 use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
 use formwork::front::tags::{Piece, TagDispatch, ToolFormat};
-use formwork::ir::reference::token_units;
 use formwork::ir::recognizer::{Recognizer, Unit};
+use formwork::ir::reference::token_units;
 use formwork::{CompileErrorKind, LimitKind, Limits, Tool};
 use formwork_testkit::oracle::Lang;
+use formwork_testkit::rng::Rng;
 use formwork_testkit::tokenizers;
 use serde_json::{json, Value};
 
@@ -415,22 +414,33 @@ fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 
 /// The limit a `Limit` error reached and where.
 fn limit_at(e: &formwork::CompileError) -> (LimitKind, formwork::Location) {
-    let kind = e.limit().unwrap_or_else(|| panic!("not a typed limit: {e}")).kind;
+    let kind = e
+        .limit()
+        .unwrap_or_else(|| panic!("not a typed limit: {e}"))
+        .kind;
     (kind, e.location().clone())
 }
 
 const FORMATS: [ToolFormat; 4] = [
     ToolFormat::Llama31,
     ToolFormat::Qwen,
-    ToolFormat::Harmony { special_markers: true },
-    ToolFormat::Harmony { special_markers: false },
+    ToolFormat::Harmony {
+        special_markers: true,
+    },
+    ToolFormat::Harmony {
+        special_markers: false,
+    },
 ];
 
 /// `n` pseudo-random lower-case strings of `len` bytes.
 fn random_strings(n: usize, len: usize, seed: u64) -> Vec<String> {
     let mut rng = Rng::new(seed);
     (0..n)
-        .map(|_| (0..len).map(|_| (b'a' + rng.below(26) as u8) as char).collect())
+        .map(|_| {
+            (0..len)
+                .map(|_| (b'a' + rng.below(26) as u8) as char)
+                .collect()
+        })
         .collect()
 }
 
@@ -440,19 +450,27 @@ fn random_strings(n: usize, len: usize, seed: u64) -> Vec<String> {
 fn forbidden_sequences_stay_proportional() {
     let tools = [Tool::new("f", json!({"type": "object"}))];
     let with = |strings: &[String]| {
-        strings.iter().fold(TagDispatch::for_tools(ToolFormat::Qwen, &tools), |d, s| {
-            d.forbid(vec![Piece::text(s)])
-        })
+        strings
+            .iter()
+            .fold(TagDispatch::for_tools(ToolFormat::Qwen, &tools), |d, s| {
+                d.forbid(vec![Piece::text(s)])
+            })
     };
     let huge = with(&random_strings(10_000, 200, 1));
     let e = on_small_stack(|| huge.compile()).unwrap_err();
     let forbid = formwork::Location::JsonPointer("/forbid".into());
     assert_eq!(limit_at(&e), (LimitKind::AutomatonStates, forbid));
     // Under the limit: one rule per automaton state reached (at most one per byte), not one
-    // per state and UTF-8 decoding state.
+    // per state and UTF-8 decoding state. 60,000 bytes of forbidden text is past the default
+    // grammar size (a limit of its own, with its own test), raised here.
     let d = with(&random_strings(300, 200, 2));
-    let g = on_small_stack(|| d.compile()).unwrap();
-    assert!(g.rules().len() < 300 * 200 + 100, "{} rules", g.rules().len());
+    let roomy = Limits::new().grammar_size(8_000_000);
+    let g = on_small_stack(|| d.compile_with(&roomy)).unwrap();
+    assert!(
+        g.rules().len() < 300 * 200 + 100,
+        "{} rules",
+        g.rules().len()
+    );
     // The language, on a list the reference recognizer takes in quickly.
     let strings = random_strings(50, 12, 3);
     let lang = Lang::new(&on_small_stack(|| with(&strings).compile()).unwrap());
@@ -479,16 +497,27 @@ fn duplicate_tool_names_are_invalid() {
         Tool::new("get", json!({"type": "string"})),
     ];
     for format in FORMATS {
-        let e = TagDispatch::for_tools(format, &tools).compile().unwrap_err();
+        let e = TagDispatch::for_tools(format, &tools)
+            .compile()
+            .unwrap_err();
         assert_eq!(e.kind(), CompileErrorKind::Invalid, "{format:?}");
-        assert_eq!(e.location(), &formwork::Location::JsonPointer("/tools/2".into()));
+        assert_eq!(
+            e.location(),
+            &formwork::Location::JsonPointer("/tools/2".into())
+        );
         assert!(e.message().contains("\"get\""), "{e}");
     }
     let spec = json!({"format": "llama31", "tools": [
         {"type": "function", "function": {"name": "a", "parameters": {}}},
         {"name": "a", "parameters": {"type": "dict", "properties": {}}}]});
-    let e = TagDispatch::from_spec(&spec).unwrap().compile().unwrap_err();
-    assert_eq!(e.location(), &formwork::Location::JsonPointer("/tools/1".into()));
+    let e = TagDispatch::from_spec(&spec)
+        .unwrap()
+        .compile()
+        .unwrap_err();
+    assert_eq!(
+        e.location(),
+        &formwork::Location::JsonPointer("/tools/1".into())
+    );
 }
 
 /// Tool parameters go through the JSON Schema front end with the dispatch's limits: patterns
@@ -501,11 +530,14 @@ fn tool_parameters_within_limits_on_a_small_stack() {
         deep = json!({"type": "array", "items": deep});
     }
     let tools = [
-        Tool::new("emoji", json!({"type": "object", "properties": {
+        Tool::new(
+            "emoji",
+            json!({"type": "object", "properties": {
             "face": {"type": "string", "pattern": "^[😀😂]$"},
             "word": {"type": "string", "pattern": "^\\p{Letter}+$", "maxLength": 8},
             "other": {"type": "string", "pattern": "[^\\p{L}]"}},
-            "required": ["face"]})),
+            "required": ["face"]}),
+        ),
         Tool::new("deep", json!({"type": "object", "properties": {"d": deep}})),
     ];
     for format in FORMATS {
@@ -538,7 +570,9 @@ fn tool_parameters_within_limits_on_a_small_stack() {
 #[test]
 fn special_tokens_never_start_forbidden_text() {
     let tools = multiple_tools();
-    let harmony = ToolFormat::Harmony { special_markers: true };
+    let harmony = ToolFormat::Harmony {
+        special_markers: true,
+    };
     let g = TagDispatch::for_tools(harmony, &tools)
         .forbid(vec![Piece::text("\u{1}z")])
         .compile()
@@ -546,7 +580,15 @@ fn special_tokens_never_start_forbidden_text() {
     let lang = Lang::new(&g);
     let sp = Unit::Special;
     let text = |s: &str| s.bytes().map(Unit::Byte).collect::<Vec<_>>();
-    let message = |body: &str| [vec![sp("<|channel|>")], text("analysis"), vec![sp("<|message|>")], text(body)].concat();
+    let message = |body: &str| {
+        [
+            vec![sp("<|channel|>")],
+            text("analysis"),
+            vec![sp("<|message|>")],
+            text(body),
+        ]
+        .concat()
+    };
     assert!(lang.accepts_units(&message("zebra")));
     assert!(lang.accepts_units(&message("\u{1}y z")));
     assert!(!lang.accepts_units(&message("a\u{1}zebra")));

@@ -576,6 +576,29 @@ impl Matcher for CfgMatcher {
         self.history.clear();
         self.eos = 0;
     }
+
+    fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+        if self.eos > 0 {
+            return Err(MatchError::new(MatchErrorKind::Terminated));
+        }
+        let prog = &self.grammar.prog;
+        let chart = self.chart.get_mut();
+        let rows = chart.num_rows();
+        for (at_byte, &b) in bytes.iter().enumerate() {
+            let failure = match chart.push_byte(prog, b) {
+                Ok(true) => continue,
+                Ok(false) => MatchError::new(MatchErrorKind::TextRejected {
+                    step: self.history.len(),
+                    at_byte,
+                }),
+                Err(o) => Self::limit(o),
+            };
+            chart.truncate(rows);
+            return Err(failure);
+        }
+        self.history.push(rows as u32);
+        Ok(())
+    }
 }
 
 /// Canonical tokens of `bytes` (the tokenizer's own encoding when it reproduces the bytes

@@ -121,7 +121,10 @@ impl CharDfa {
         let max_states = budget.states_for(width);
         // The trie has a state per character at most, besides its root: checked before the
         // table is allocated.
-        let chars = strings.iter().map(|s| s.chars().count() as u64).sum::<u64>();
+        let chars = strings
+            .iter()
+            .map(|s| s.chars().count() as u64)
+            .sum::<u64>();
         if chars.saturating_add(1) > max_states as u64 {
             return Err(too_many(chars.saturating_add(1), max_states));
         }
@@ -413,7 +416,11 @@ impl Nfa<'_> {
                     value: self.work as u64,
                     max: self.budget as u64,
                 };
-                Err(CompileError::over_limit(exceeded, Location::None, "the regex's automaton nodes"))
+                Err(CompileError::over_limit(
+                    exceeded,
+                    Location::None,
+                    "the regex's automaton nodes",
+                ))
             }
             false => Ok(()),
         }
@@ -968,10 +975,17 @@ mod tests {
         check("lower ∩ hex", &both, &|s| {
             lower.matches(s) && hex.matches(s)
         });
-        check("¬lower", &lower.complement(never()).unwrap(), &|s| !lower.matches(s));
-        check("¬¬hex", &hex.complement(never()).unwrap().complement(never()).unwrap(), &|s| {
-            hex.matches(s)
+        check("¬lower", &lower.complement(never()).unwrap(), &|s| {
+            !lower.matches(s)
         });
+        check(
+            "¬¬hex",
+            &hex.complement(never())
+                .unwrap()
+                .complement(never())
+                .unwrap(),
+            &|s| hex.matches(s),
+        );
         let count = |s: &str| s.chars().count();
         check("2..=5", &len(2, Some(5)), &|s| (2..=5).contains(&count(s)));
         check("3..", &len(3, None), &|s| count(s) >= 3);
@@ -981,19 +995,37 @@ mod tests {
         check("lower, ≤3", &short, &|s| {
             lower.matches(s) && count(s) <= 3
         });
-        let other = lower.complement(never()).unwrap().intersect(&names.complement(never()).unwrap(), &budget(4096));
+        let other = lower
+            .complement(never())
+            .unwrap()
+            .intersect(&names.complement(never()).unwrap(), &budget(4096));
         let other_key = |s: &str| !lower.matches(s) && !named.contains(&s);
         check("¬lower ∩ ¬names", &other.unwrap(), &other_key);
         // Minimal and trimmed: the textbook four states, one for `a*`, `length` a chain.
         assert_eq!(dfa(r"(?:a|b)*abb").accept.len(), 4);
         assert_eq!(dfa(r"a*").accept.len(), 1);
-        assert_eq!(CharDfa::length(2, Some(5), &budget(64)).unwrap().accept.len(), 6);
-        assert_eq!(CharDfa::strings(&["ab", "cb"], &budget(4096)).unwrap().accept.len(), 3);
+        assert_eq!(
+            CharDfa::length(2, Some(5), &budget(64))
+                .unwrap()
+                .accept
+                .len(),
+            6
+        );
+        assert_eq!(
+            CharDfa::strings(&["ab", "cb"], &budget(4096))
+                .unwrap()
+                .accept
+                .len(),
+            3
+        );
     }
 
     #[test]
     fn chars_emptiness() {
-        assert!(dfa(r"^a$").intersect(&dfa(r"^b$"), &budget(64)).unwrap().is_empty());
+        assert!(dfa(r"^a$")
+            .intersect(&dfa(r"^b$"), &budget(64))
+            .unwrap()
+            .is_empty());
         assert!(dfa(r"(?s).*").complement(never()).unwrap().is_empty());
         assert!(CharDfa::length(3, Some(2), &budget(64)).unwrap().is_empty());
         assert!(CharDfa::strings(&[], &budget(4096)).unwrap().is_empty());
@@ -1031,11 +1063,21 @@ mod tests {
             dfa(r"^[A-Z][a-z0-9_-]{2,7}$"),
             dfa(r"[\x{D7FF}\x{E000}]+é?"),
             dfa(r"(?s:.)*[😀é](?s:.)*")
-                .intersect(&CharDfa::length(0, Some(4), &budget(64)).unwrap(), &budget(4096))
+                .intersect(
+                    &CharDfa::length(0, Some(4), &budget(64)).unwrap(),
+                    &budget(4096),
+                )
                 .unwrap(),
             dfa(r"^[a-z]+$")
-                .complement(never()).unwrap()
-                .intersect(&CharDfa::strings(&["ab", "x"], &budget(4096)).unwrap().complement(never()).unwrap(), &budget(4096))
+                .complement(never())
+                .unwrap()
+                .intersect(
+                    &CharDfa::strings(&["ab", "x"], &budget(4096))
+                        .unwrap()
+                        .complement(never())
+                        .unwrap(),
+                    &budget(4096),
+                )
                 .unwrap(),
             dfa(r"(?:a|b)*abb"),
         ];
@@ -1076,7 +1118,10 @@ mod tests {
     #[test]
     fn chars_lowering_the_empty_language_is_nothing() {
         let d = dfa(r"^a{3}$")
-            .intersect(&CharDfa::length(0, Some(2), &budget(64)).unwrap(), &budget(64))
+            .intersect(
+                &CharDfa::length(0, Some(2), &budget(64)).unwrap(),
+                &budget(64),
+            )
             .unwrap();
         assert!(d.is_empty());
         let (g, e) = lowered(&d);
@@ -1089,7 +1134,9 @@ mod tests {
         // A name already used is the builder's error, not a panic.
         let (mut g, _) = lowered(&dfa("ab"));
         let any = any_utf8(&mut g);
-        let err = dfa("ab").lower("t", &mut g, &mut Utf8, any, never()).unwrap_err();
+        let err = dfa("ab")
+            .lower("t", &mut g, &mut Utf8, any, never())
+            .unwrap_err();
         assert_eq!(err.kind(), CompileErrorKind::Invalid);
     }
 

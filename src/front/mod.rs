@@ -3,9 +3,9 @@
 pub mod bfcl;
 pub(crate) mod chars;
 pub mod gbnf;
+mod guard;
+pub(crate) mod int_range;
 pub mod json_schema;
 pub mod regex;
-mod guard;
 pub mod tags;
 pub mod tool;
-pub(crate) mod int_range;

@@ -158,7 +158,11 @@ fn parse(pattern: &str, nesting: u64) -> Result<Hir, CompileError> {
                             value: u64::from(limit) + 1,
                             max: u64::from(limit),
                         };
-                        return CompileError::over_limit(exceeded, place(s.line, s.column), "regex");
+                        return CompileError::over_limit(
+                            exceeded,
+                            place(s.line, s.column),
+                            "regex",
+                        );
                     }
                     other => (CompileErrorKind::Syntax, other.to_string()),
                 };

@@ -350,16 +350,15 @@ impl TagDispatch {
                     tools.push(Tool::new(name, params));
                 }
                 _ => {
-                    let mapped = bfcl::tools(&Value::Array(vec![entry.clone()]))
-                        .map_err(|e| {
-                            let at = match e.location() {
-                                Location::JsonPointer(p) => {
-                                    format!("/tools/{i}{}", p.strip_prefix("/0").unwrap_or(p))
-                                }
-                                _ => format!("/tools/{i}"),
-                            };
-                            CompileError::new(e.kind(), Location::JsonPointer(at), e.message())
-                        })?;
+                    let mapped = bfcl::tools(&Value::Array(vec![entry.clone()])).map_err(|e| {
+                        let at = match e.location() {
+                            Location::JsonPointer(p) => {
+                                format!("/tools/{i}{}", p.strip_prefix("/0").unwrap_or(p))
+                            }
+                            _ => format!("/tools/{i}"),
+                        };
+                        CompileError::new(e.kind(), Location::JsonPointer(at), e.message())
+                    })?;
                     tools.extend(mapped);
                 }
             }
@@ -435,7 +434,11 @@ const MAX_SPECIALS: usize = 1 << 12;
 
 /// The bytes the automaton reads for the special token of index `i` (below [`MAX_SPECIALS`]).
 fn encode_special(i: usize) -> [u8; 3] {
-    [SPECIAL_MARK, 0x80 | (i >> 6 & 0x3F) as u8, 0x80 | (i & 0x3F) as u8]
+    [
+        SPECIAL_MARK,
+        0x80 | (i >> 6 & 0x3F) as u8,
+        0x80 | (i & 0x3F) as u8,
+    ]
 }
 
 /// UTF-8 decoding states: 0 at a character boundary, 1..=3 continuation bytes still due, 4..=7
@@ -514,10 +517,13 @@ impl<'d> Builder<'d> {
             })
             .chain(d.stops.iter().flatten())
             .chain(d.forbidden.iter().flatten());
-        let specials_in = d.free_specials.iter().chain(all_pieces.filter_map(|p| match p {
-            Piece::Special(s) => Some(s),
-            Piece::Text(_) => None,
-        }));
+        let specials_in = d
+            .free_specials
+            .iter()
+            .chain(all_pieces.filter_map(|p| match p {
+                Piece::Special(s) => Some(s),
+                Piece::Text(_) => None,
+            }));
         for s in specials_in {
             if !index.contains_key(s) {
                 index.insert(s.clone(), specials.len());
@@ -530,7 +536,11 @@ impl<'d> Builder<'d> {
                 value: specials.len() as u64,
                 max: MAX_SPECIALS as u64,
             };
-            return Err(CompileError::over_limit(exceeded, Location::None, "special tokens of one tag dispatch"));
+            return Err(CompileError::over_limit(
+                exceeded,
+                Location::None,
+                "special tokens of one tag dispatch",
+            ));
         }
         // Every special was indexed above.
         let encode = |seq: &[Piece]| -> Vec<u8> {
@@ -553,7 +563,11 @@ impl<'d> Builder<'d> {
             .collect();
         // The automaton has a state per byte of the sequences at most, and one to start.
         let mut states = 1u64;
-        for (list, at) in [(&triggers, "/tags"), (&stops, "/stops"), (&forbidden, "/forbid")] {
+        for (list, at) in [
+            (&triggers, "/tags"),
+            (&stops, "/stops"),
+            (&forbidden, "/forbid"),
+        ] {
             states += list.iter().map(|p| p.len() as u64).sum::<u64>();
             limits
                 .check(LimitKind::AutomatonStates, states)
@@ -601,7 +615,7 @@ impl<'d> Builder<'d> {
             d,
             limits,
             deadline,
-            g: GrammarBuilder::new(),
+            g: GrammarBuilder::with_limits(limits),
             dfa,
             triggers,
             stops,

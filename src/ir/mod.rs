@@ -11,13 +11,15 @@
 //!
 //! The grammars come from untrusted text, so the IR bounds what a pass over it may meet:
 //!
-//! - **Expression depth is at most [`MAX_EXPR_DEPTH`].** The depth of an expression is 1 for a
+//! - **Expression depth is at most [`max_expr_depth`]** of the builder's [`Limits::nesting`]
+//!   ([`MAX_EXPR_DEPTH`] at the defaults). The depth of an expression is 1 for a
 //!   leaf (bytes, class, special, empty, nothing, and a [`Expr::Rule`] reference: references are
 //!   not followed) and 1 + the deepest child for a sequence, an alternation or a repeat.
 //!   [`GrammarBuilder`] checks it as each node is built (O(children), like hash-consing), so a
 //!   pass that recurses over the children of one expression recurses at most
-//!   `MAX_EXPR_DEPTH` deep; keep such a pass's frame under ~128 bytes for a 256 KiB stack, or
-//!   use an explicit stack.
+//!   `MAX_EXPR_DEPTH` deep at the default limits; keep such a pass's frame under ~128 bytes
+//!   for a 256 KiB stack, or use an explicit stack (a server that raises the nesting limit
+//!   raises this bound with it).
 //! - **Rule chains are not bounded** except by the grammar's size: a pass that follows
 //!   [`Expr::Rule`] references (inlining, reachability, the recognizer's expansion) must not
 //!   recurse along them (a chain of 100,000 rules is a valid grammar). Use an explicit stack or
@@ -56,10 +58,27 @@ use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::{LimitExceeded, LimitKind, Limits};
 
-/// Deepest expression a [`Grammar`] holds (see the [module docs](self)): about four times the
-/// deepest nesting a front end lets through at the default [`Limits::nesting`] (a JSON
-/// Schema `items` level is four IR levels).
-pub const MAX_EXPR_DEPTH: u32 = 1024;
+/// Deepest expression a [`Grammar`] holds at the default [`Limits`] (see the
+/// [module docs](self) and [`max_expr_depth`]).
+pub const MAX_EXPR_DEPTH: u32 = EXPR_LEVELS_PER_NESTING * 128;
+
+/// IR levels one level of front-end nesting may take (a JSON Schema `items` level takes four).
+const EXPR_LEVELS_PER_NESTING: u32 = 8;
+
+/// Deepest expression a builder under `limits` accepts: [`EXPR_LEVELS_PER_NESTING`] per level
+/// of [`Limits::nesting`], so raising that limit lets the front ends' deeper output through.
+///
+/// ```
+/// use formwork::ir::{max_expr_depth, MAX_EXPR_DEPTH};
+/// use formwork::Limits;
+///
+/// assert_eq!(max_expr_depth(&Limits::new()), MAX_EXPR_DEPTH);
+/// assert_eq!(max_expr_depth(&Limits::new().nesting(1000)), 8000);
+/// ```
+pub fn max_expr_depth(limits: &Limits) -> u32 {
+    let nesting = limits.get(LimitKind::Nesting);
+    (nesting.saturating_mul(EXPR_LEVELS_PER_NESTING as u64)).min(u32::MAX as u64) as u32
+}
 
 /// Index of an expression in a [`Grammar`]'s arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -197,8 +216,10 @@ impl Grammar {
 /// [module docs](self).
 pub struct GrammarBuilder {
     exprs: Vec<Expr>,
-    /// [`MAX_EXPR_DEPTH`]-bounded depth of each expression (index = `ExprId`).
+    /// [`max_depth`](Self::max_depth)-bounded depth of each expression (index = `ExprId`).
     depths: Vec<u32>,
+    /// [`max_expr_depth`] of the builder's limits.
+    max_depth: u32,
     /// Parts of all sequences and alternations built.
     parts: usize,
     /// Bytes of all byte strings built, against `max_bytes` (`Limits::input_bytes`).
@@ -256,6 +277,7 @@ impl GrammarBuilder {
         GrammarBuilder {
             exprs: Vec::new(),
             depths: Vec::new(),
+            max_depth: max_expr_depth(limits),
             parts: 0,
             bytes: 0,
             max_bytes: limits.get(LimitKind::InputBytes).min(usize::MAX as u64) as usize,
@@ -292,7 +314,7 @@ impl GrammarBuilder {
         };
         let over = self
             .limit(LimitKind::GrammarSize, self.exprs.len() + 1, self.max_size)
-            .or_else(|| self.limit(LimitKind::Nesting, depth as usize, MAX_EXPR_DEPTH as usize))
+            .or_else(|| self.limit(LimitKind::Nesting, depth as usize, self.max_depth as usize))
             .or_else(|| self.limit(LimitKind::InputBytes, self.bytes + literal, self.max_bytes));
         if let Some(exceeded) = over {
             self.exceeded.get_or_insert(exceeded);

@@ -250,6 +250,25 @@ impl Matcher for OpsMatcher {
         self.history.clear();
         self.terminated = false;
     }
+
+    fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+        if self.terminated {
+            return Err(MatchError::new(MatchErrorKind::Terminated));
+        }
+        let units = bytes.iter().map(|&b| b as u32);
+        match Self::advance(&self.program, &self.threads, units, &mut self.scratch) {
+            Ok(threads) => {
+                let before = std::mem::replace(&mut self.threads, threads);
+                self.history.push(before);
+                Ok(())
+            }
+            Err(Ok(at_byte)) => Err(MatchError::new(MatchErrorKind::TextRejected {
+                step: self.history.len(),
+                at_byte,
+            })),
+            Err(Err(limit)) => Err(limit),
+        }
+    }
 }
 
 /// Canonical tokens for a forced stretch of units: text runs through the tokenizer, special

@@ -13,9 +13,9 @@ use super::shape::{kind_of, ArrayShape, Constraint, NumberShape, ObjectShape, Sh
 use crate::error::{CompileError, CompileErrorKind};
 use crate::front::guard::guarded;
 use crate::front::regex::Utf8;
-use crate::limits::LimitKind;
 use crate::ir::recognizer::{Recognizer, Unit};
 use crate::ir::GrammarBuilder;
+use crate::limits::LimitKind;
 
 /// How many shape pairs one `disjoint` question may look at before answering "maybe not"
 /// (recursive schemas and wide unions would otherwise make it exponential).
@@ -298,12 +298,22 @@ impl Compiler<'_> {
     /// when the schema was read), a branch, or one reference (at most
     /// [`Limits::nesting`](crate::Limits) of those nested), each guarded; a reference met
     /// again for the same value made no progress and admits nothing there.
-    pub fn accepts(&mut self, shape: &Shape, v: &Value, pointer: &str) -> Result<bool, CompileError> {
+    pub fn accepts(
+        &mut self,
+        shape: &Shape,
+        v: &Value,
+        pointer: &str,
+    ) -> Result<bool, CompileError> {
         self.tick(pointer)?;
         guarded(|| self.accepts_step(shape, v, pointer))
     }
 
-    fn accepts_step(&mut self, shape: &Shape, v: &Value, pointer: &str) -> Result<bool, CompileError> {
+    fn accepts_step(
+        &mut self,
+        shape: &Shape,
+        v: &Value,
+        pointer: &str,
+    ) -> Result<bool, CompileError> {
         Ok(match shape {
             Shape::Any => true,
             Shape::Never => false,

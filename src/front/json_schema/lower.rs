@@ -145,7 +145,8 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
     /// The budget of one character automaton.
     fn budget(&self) -> Budget<'a> {
         Budget {
-            max_states: MAX_STRING_STATES.min(self.c.limits.get(LimitKind::AutomatonStates) as usize),
+            max_states: MAX_STRING_STATES
+                .min(self.c.limits.get(LimitKind::AutomatonStates) as usize),
             deadline: self.c.deadline,
         }
     }

@@ -245,7 +245,7 @@ pub(crate) fn compile_schema_within(
     limits: &Limits,
     deadline: &Deadline,
 ) -> Result<SchemaGrammar, CompileError> {
-    let mut g = GrammarBuilder::new();
+    let mut g = GrammarBuilder::with_limits(limits);
     let (body, warnings) = schema_expr(schema, options, &mut g, "", limits, deadline)?;
     let start = g.rule("json schema");
     g.define(start, body)?;

@@ -484,11 +484,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// The union over the schema's types (all types without `type`) of each type's keywords.
-    fn typed(
-        &mut self,
-        map: &Map<String, Value>,
-        pointer: &str,
-    ) -> Result<Shape, CompileError> {
+    fn typed(&mut self, map: &Map<String, Value>, pointer: &str) -> Result<Shape, CompileError> {
         let types: Vec<&str> = match map.get("type") {
             None => {
                 let specific = map.keys().any(|k| type_of_keyword(k).is_some());
@@ -698,11 +694,7 @@ impl<'a> Compiler<'a> {
         Ok(Shape::String(shape))
     }
 
-    fn array(
-        &mut self,
-        map: &Map<String, Value>,
-        pointer: &str,
-    ) -> Result<Shape, CompileError> {
+    fn array(&mut self, map: &Map<String, Value>, pointer: &str) -> Result<Shape, CompileError> {
         let mut prefix = Vec::new();
         let (tuple_key, rest_key) = match map.get("items") {
             Some(Value::Array(_)) => ("items", "additionalItems"),
@@ -733,11 +725,7 @@ impl<'a> Compiler<'a> {
         }))
     }
 
-    fn object(
-        &mut self,
-        map: &Map<String, Value>,
-        pointer: &str,
-    ) -> Result<Shape, CompileError> {
+    fn object(&mut self, map: &Map<String, Value>, pointer: &str) -> Result<Shape, CompileError> {
         let mut properties = Vec::new();
         if let Some(p) = map.get("properties") {
             let at = format!("{pointer}/properties");
@@ -812,7 +800,12 @@ impl<'a> Compiler<'a> {
         additional: &mut Shape,
     ) -> Result<Vec<(Constraint, Shape)>, CompileError> {
         let here = format!("{pointer}/patternProperties");
-        self.within(LimitKind::Alternatives, patterns.len(), &here, "patternProperties")?;
+        self.within(
+            LimitKind::Alternatives,
+            patterns.len(),
+            &here,
+            "patternProperties",
+        )?;
         let mut every_name: Option<Shape> = None;
         let mut out: Vec<(Constraint, Shape)> = Vec::new();
         for (source, sub) in patterns {
@@ -1003,8 +996,14 @@ impl<'a> Compiler<'a> {
                 }
             }
             &Recipe::Both(a, b) => {
-                let sa = self.refs[a].shape.clone().ok_or_else(|| self.cycle_error(a))?;
-                let sb = self.refs[b].shape.clone().ok_or_else(|| self.cycle_error(b))?;
+                let sa = self.refs[a]
+                    .shape
+                    .clone()
+                    .ok_or_else(|| self.cycle_error(a))?;
+                let sb = self.refs[b]
+                    .shape
+                    .clone()
+                    .ok_or_else(|| self.cycle_error(b))?;
                 self.intersect(&sa, &sb, name.trim_start_matches('#'))?
             }
         };
@@ -1213,7 +1212,8 @@ fn index_ids(root: &Value, deadline: &Deadline) -> Result<HashMap<String, String
                     }
                 }
                 if let Some(Value::String(a)) = map.get("$anchor") {
-                    out.entry(format!("#{a}")).or_insert_with(|| pointer.clone());
+                    out.entry(format!("#{a}"))
+                        .or_insert_with(|| pointer.clone());
                 }
                 // Reversed, so the first of equal ids, in document order, is recorded.
                 for (k, x) in map.iter().rev() {

@@ -40,9 +40,9 @@ use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::{guarded, tick};
-use crate::limits::{Deadline, LimitExceeded, LimitKind};
 use crate::front::regex::{hir_to_ir, utf8_class, TextEncoding};
 use crate::ir::{ExprId, GrammarBuilder};
+use crate::limits::{Deadline, LimitExceeded, LimitKind};
 
 /// Every Unicode scalar value.
 pub(crate) const ANY_CHAR: (char, char) = ('\0', char::MAX);
@@ -223,7 +223,10 @@ fn surrogate_pairs(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> Vec<(u32,
 /// branch, the others branch into the trie of their block. Recursion: `digits` levels at most.
 fn hex_trie(g: &mut GrammarBuilder, units: &[(u32, u32, ExprId)], digits: u32) -> ExprId {
     debug_assert!((1..=4).contains(&digits));
-    debug_assert!(units.windows(2).all(|w| w[0].1 < w[1].0), "overlapping units");
+    debug_assert!(
+        units.windows(2).all(|w| w[0].1 < w[1].0),
+        "overlapping units"
+    );
     let block = 16u32.pow(digits - 1);
     let mut whole: Vec<(ExprId, ByteSet)> = Vec::new();
     let mut branches = Vec::new();
@@ -568,7 +571,11 @@ fn narrow(branch: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
     let Some(i) = var else {
         // No variable part: the branch has one length, inside the bounds or not.
         let inside = fixed_len >= min && max.is_none_or(|m| fixed_len <= m);
-        return Some(if inside { clone_hir(branch) } else { Hir::fail() });
+        return Some(if inside {
+            clone_hir(branch)
+        } else {
+            Hir::fail()
+        });
     };
     let mut var_part = &parts[i];
     while let HirKind::Capture(c) = var_part.kind() {
@@ -748,7 +755,9 @@ fn parse_ecma(pattern: &str, nesting: usize) -> Result<Hir, CompileError> {
                 K::UnsupportedLookAround | K::UnsupportedBackreference => {
                     CompileErrorKind::Unsupported
                 }
-                K::NestLimitExceeded(_) => return nesting_error(pattern, limit, e.span().start.column),
+                K::NestLimitExceeded(_) => {
+                    return nesting_error(pattern, limit, e.span().start.column)
+                }
                 _ => CompileErrorKind::Syntax,
             };
             regex_error(pattern, kind, e.kind(), e.span().start.column)
