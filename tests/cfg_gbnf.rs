@@ -4,7 +4,7 @@
 
 use formwork::engine::{Engine, EngineConfig};
 use formwork::front::gbnf::gbnf_to_ir;
-use formwork::ir::recognizer::{Recognizer, Unit};
+use formwork::ir::recognizer::{Recognizer, Terminal};
 use formwork::vocab::Vocab;
 use formwork::{CompileError, CompileErrorKind, LimitKind, Limits, Location};
 use formwork_testkit::oracle::Lang;
@@ -85,12 +85,12 @@ fn special_tokens_by_content() {
     let rec = Recognizer::new(&g);
     let mut chart = rec.start();
     assert!(
-        !chart.push(&rec, Unit::Byte(b'<')),
+        !chart.push(&rec, Terminal::Byte(b'<')),
         "a special token never matches as text"
     );
-    assert!(chart.push(&rec, Unit::Special("<|im_start|>")));
-    assert!(chart.push(&rec, Unit::Byte(b'x')));
-    assert!(chart.push(&rec, Unit::Special("<think>")));
+    assert!(chart.push(&rec, Terminal::Special("<|im_start|>")));
+    assert!(chart.push(&rec, Terminal::Byte(b'x')));
+    assert!(chart.push(&rec, Terminal::Special("<think>")));
     assert!(chart.is_accepting(&rec));
 }
 
@@ -258,8 +258,8 @@ fn long_rule_chains_compile_on_a_small_stack() {
         assert!(!g.is_recursive());
         let rec = Recognizer::new(&g);
         let mut chart = rec.start();
-        let all = (0..n).all(|_| chart.push(&rec, Unit::Byte(b'x')));
-        all && chart.push(&rec, Unit::Byte(b'y')) && chart.is_accepting(&rec)
+        let all = (0..n).all(|_| chart.push(&rec, Terminal::Byte(b'x')));
+        all && chart.push(&rec, Terminal::Byte(b'y')) && chart.is_accepting(&rec)
     });
     assert!(accepted);
 }

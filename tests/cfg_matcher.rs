@@ -385,7 +385,7 @@ fn counted_repeats_stay_small() {
     let rec = Recognizer::new(&ir("root ::= [a-z]{0,1000}"));
     let mut chart = rec.start();
     for _ in 0..998 {
-        chart.push(&rec, formwork::ir::recognizer::Unit::Byte(b'a'));
+        chart.push(&rec, formwork::ir::recognizer::Terminal::Byte(b'a'));
     }
     assert_same_mask(
         &mask,

@@ -7,7 +7,7 @@
 use formwork::engine::{BackendKind, Constraint};
 use formwork::front::gbnf::gbnf_to_ir;
 use formwork::front::json_schema::compile_schema;
-use formwork::ir::recognizer::{Chart, Recognizer, Unit};
+use formwork::ir::recognizer::{Chart, Recognizer, Terminal};
 use formwork::ir::Grammar;
 use formwork::vocab::Vocab;
 use formwork::{JsonSchemaOptions, MatchErrorKind, Matcher, TokenId};
@@ -152,14 +152,14 @@ fn consumed_text_gives_the_oracle_mask_after_every_chunk_and_rolls_back_per_call
             for part in &case.output {
                 match part {
                     Part::Special(content) => {
-                        assert!(chart.push(&rec, Unit::Special(content)));
+                        assert!(chart.push(&rec, Terminal::Special(content)));
                         m.consume(vocab.special_id(content).unwrap()).unwrap();
                         steps += 1;
                     }
                     Part::Text(text) => {
                         for chunk in chunks(text.as_bytes(), &mut rng) {
                             for &b in chunk {
-                                assert!(chart.push(&rec, Unit::Byte(b)), "{label}: not in L");
+                                assert!(chart.push(&rec, Terminal::Byte(b)), "{label}: not in L");
                             }
                             m.consume_bytes(chunk)
                                 .unwrap_or_else(|e| panic!("{label}: {chunk:?}: {e}"));
@@ -246,15 +246,15 @@ fn rejected_text_names_the_failing_byte_and_changes_nothing() {
         for p in &case.output[..leading] {
             let Part::Special(s) = p else { unreachable!() };
             m.consume(vocab.special_id(s).unwrap()).unwrap();
-            assert!(chart.push(&rec, Unit::Special(s)));
+            assert!(chart.push(&rec, Terminal::Special(s)));
         }
         // A prefix of the text, then a byte the oracle rejects at that point, then more text.
         let cut = text.len() / 2;
         let prefix = &text.as_bytes()[..cut];
         let mut probe = chart.clone();
-        assert!(prefix.iter().all(|&b| probe.push(&rec, Unit::Byte(b))));
+        assert!(prefix.iter().all(|&b| probe.push(&rec, Terminal::Byte(b))));
         let wrong = (0..=255u8)
-            .find(|&b| !probe.clone().push(&rec, Unit::Byte(b)))
+            .find(|&b| !probe.clone().push(&rec, Terminal::Byte(b)))
             .unwrap();
         let bad = [prefix, &[wrong], text.as_bytes()].concat();
         let before = mask_of(&mut m, vocab);

@@ -2,7 +2,7 @@
 //! a JSON pointer) and what was expected, and binding type-checks every argument against its
 //! parameter's kind.
 
-use formwork::ir::recognizer::{Recognizer, Unit};
+use formwork::ir::recognizer::{Recognizer, Terminal};
 use formwork::request::Request;
 use formwork::template::StructureFactory;
 use formwork::vocab::Vocab;
@@ -421,7 +421,7 @@ fn request_nesting_is_limited_at_the_bracket() {
         let rec = Recognizer::new(&g);
         let mut chart = rec.start();
         let text = format!("{}{}", "(1".repeat(levels), ")".repeat(levels));
-        text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+        text.bytes().all(|b| chart.push(&rec, Terminal::Byte(b))) && chart.is_accepting(&rec)
     });
     assert!(accepted);
     // One bracket more, in the text and in the JSON form.
@@ -467,7 +467,7 @@ fn binding_does_not_recurse_over_the_request() {
         let rec = Recognizer::new(&g);
         let mut chart = rec.start();
         let text = format!("{}{}", "(1".repeat(levels), ")".repeat(levels));
-        text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+        text.bytes().all(|b| chart.push(&rec, Terminal::Byte(b))) && chart.is_accepting(&rec)
     });
     assert!(ok);
     // Choices among instances nest in the IR: past its depth guarantee, a typed error.

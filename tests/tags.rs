@@ -5,7 +5,7 @@
 use formwork::front::bfcl;
 use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
 use formwork::front::tags::{Piece, TagDispatch, ToolFormat};
-use formwork::ir::recognizer::{Recognizer, Unit};
+use formwork::ir::recognizer::{Recognizer, Terminal};
 use formwork::ir::reference::token_units;
 use formwork::{CompileErrorKind, LimitKind, Limits, Tool};
 use formwork_testkit::oracle::Lang;
@@ -177,7 +177,7 @@ fn llama_format_accepts_calls_and_rejects_the_rest() {
         assert!(!lang.accepts(&bad), "should reject {bad}");
     }
     // Invalid UTF-8 is not text.
-    let units: Vec<Unit> = b"ok \xff".iter().map(|&b| Unit::Byte(b)).collect();
+    let units: Vec<Terminal> = b"ok \xff".iter().map(|&b| Terminal::Byte(b)).collect();
     assert!(!lang.accepts_units(&units));
 }
 
@@ -221,8 +221,8 @@ fn harmony_with_special_or_text_markers() {
         .compile()
         .unwrap(),
     );
-    let sp = Unit::Special;
-    let text = |s: &str| s.bytes().map(Unit::Byte).collect::<Vec<_>>();
+    let sp = Terminal::Special;
+    let text = |s: &str| s.bytes().map(Terminal::Byte).collect::<Vec<_>>();
     let mut call = vec![sp("<|channel|>")];
     call.extend(text(&format!("commentary to=functions.{} ", t.name)));
     call.extend([sp("<|constrain|>")]);
@@ -242,7 +242,7 @@ fn harmony_with_special_or_text_markers() {
         "<|channel|>commentary to=functions.{} <|constrain|>json<|message|>{a}<|call|>",
         t.name
     ));
-    let wrong_name: Vec<Unit> = [
+    let wrong_name: Vec<Terminal> = [
         vec![sp("<|channel|>")],
         text("commentary to=functions.nope "),
         vec![sp("<|constrain|>")],
@@ -370,8 +370,8 @@ fn random_walks_on_qwen3_validate() {
                 "a masked-in token was rejected"
             );
             out.extend(token_units(vocab, pick).iter().map(|u| match u {
-                Unit::Byte(b) => *b,
-                Unit::Special(_) => panic!("no special token belongs in this output"),
+                Terminal::Byte(b) => *b,
+                Terminal::Special(_) => panic!("no special token belongs in this output"),
             }));
         }
     }
@@ -578,8 +578,8 @@ fn special_tokens_never_start_forbidden_text() {
         .compile()
         .unwrap();
     let lang = Lang::new(&g);
-    let sp = Unit::Special;
-    let text = |s: &str| s.bytes().map(Unit::Byte).collect::<Vec<_>>();
+    let sp = Terminal::Special;
+    let text = |s: &str| s.bytes().map(Terminal::Byte).collect::<Vec<_>>();
     let message = |body: &str| {
         [
             vec![sp("<|channel|>")],

@@ -2,7 +2,7 @@
 //! and the reference recognizer), the shipped templates' structures, and errors with exact
 //! positions and kinds for bad templates.
 
-use formwork::ir::recognizer::{Recognizer, Unit};
+use formwork::ir::recognizer::{Recognizer, Terminal};
 use formwork::ir::Grammar;
 use formwork::request::Request;
 use formwork::template::{ParamKind, StructureFactory};
@@ -36,16 +36,16 @@ fn grammar(text: &str, request: &str) -> Grammar {
 }
 
 /// The input as recognizer units: `<|name|>` is a special token, the rest bytes.
-fn units(s: &str) -> Vec<Unit<'_>> {
+fn units(s: &str) -> Vec<Terminal<'_>> {
     let mut out = Vec::new();
     let mut rest = s;
     while let Some(start) = rest.find("<|") {
-        out.extend(rest[..start].bytes().map(Unit::Byte));
+        out.extend(rest[..start].bytes().map(Terminal::Byte));
         let end = start + rest[start..].find("|>").unwrap() + 2;
-        out.push(Unit::Special(&rest[start..end]));
+        out.push(Terminal::Special(&rest[start..end]));
         rest = &rest[end..];
     }
-    out.extend(rest.bytes().map(Unit::Byte));
+    out.extend(rest.bytes().map(Terminal::Byte));
     out
 }
 
@@ -96,9 +96,9 @@ fn literals_classes_regexes_and_specials() {
     let g = grammar(t, "eos");
     let rec = Recognizer::new(&g);
     let mut chart = rec.start();
-    assert!(chart.push(&rec, Unit::Byte(b'x')));
-    assert!(!chart.clone().push(&rec, Unit::Byte(b'<')));
-    assert!(chart.push(&rec, Unit::Special("</s>")) && chart.is_accepting(&rec));
+    assert!(chart.push(&rec, Terminal::Byte(b'x')));
+    assert!(!chart.clone().push(&rec, Terminal::Byte(b'<')));
+    assert!(chart.push(&rec, Terminal::Special("</s>")) && chart.is_accepting(&rec));
     let f = factory(t).unwrap();
     assert_eq!(f.special_tokens().get("</s>"), Some(&4));
     assert_eq!(f.special_tokens().len(), 3);

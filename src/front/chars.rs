@@ -71,7 +71,7 @@ impl CharDfa {
         let atoms = partition(class_cuts(hir));
         let mut nfa = Nfa {
             atoms: &atoms,
-            nodes: vec![Node::Match],
+            nodes: vec![NfaNode::Match],
             spans: HashMap::new(),
             work: 0,
             budget: budget.max_states.saturating_mul(20),
@@ -363,7 +363,7 @@ fn class_cuts(hir: &Hir) -> Vec<char> {
 }
 
 /// A Thompson NFA node; nodes are built back to front, each knowing its continuation.
-enum Node {
+enum NfaNode {
     /// One character of these sorted atom spans (inclusive, shared by the copies of a class
     /// that repetitions make), then the node.
     Char(Rc<[(u32, u32)]>, u32),
@@ -381,8 +381,8 @@ enum Node {
 struct Nfa<'a> {
     /// The alphabet: every class and literal of the `Hir` is a union of these.
     atoms: &'a [(char, char)],
-    /// Node 0 is [`Node::Match`].
-    nodes: Vec<Node>,
+    /// NfaNode 0 is [`NfaNode::Match`].
+    nodes: Vec<NfaNode>,
     /// The atom spans of each class of the `Hir` (by address), computed once.
     spans: HashMap<*const ClassUnicode, Rc<[(u32, u32)]>>,
     /// Nodes built and sub-expressions visited: repetition counts multiply both, so this is
@@ -399,7 +399,7 @@ struct Nfa<'a> {
 
 impl Nfa<'_> {
     /// Adds a node, within the budget.
-    fn push(&mut self, node: Node) -> Result<u32, CompileError> {
+    fn push(&mut self, node: NfaNode) -> Result<u32, CompileError> {
         self.spend()?;
         self.nodes.push(node);
         Ok(self.nodes.len() as u32 - 1)
@@ -441,7 +441,7 @@ impl Nfa<'_> {
                     .map_err(|_| unsupported("a literal that is not UTF-8 text"))?;
                 text.chars().rev().try_fold(next, |at, c| {
                     let a = atom_of(self.atoms, c) as u32;
-                    self.push(Node::Char(Rc::from([(a, a)]), at))
+                    self.push(NfaNode::Char(Rc::from([(a, a)]), at))
                 })
             }
             HirKind::Class(Class::Unicode(class)) => {
@@ -457,11 +457,11 @@ impl Nfa<'_> {
                             .collect()
                     })
                     .clone();
-                self.push(Node::Char(spans, next))
+                self.push(NfaNode::Char(spans, next))
             }
             HirKind::Class(Class::Bytes(_)) => Err(unsupported("a byte class")),
-            HirKind::Look(Look::Start) => self.push(Node::Start(next)),
-            HirKind::Look(Look::End) => self.push(Node::End(next)),
+            HirKind::Look(Look::Start) => self.push(NfaNode::Start(next)),
+            HirKind::Look(Look::End) => self.push(NfaNode::End(next)),
             HirKind::Look(look) => Err(unsupported(&format!("the assertion {look:?}"))),
             HirKind::Capture(cap) => self.compile(&cap.sub, next),
             HirKind::Concat(parts) => parts
@@ -473,7 +473,7 @@ impl Nfa<'_> {
                     .iter()
                     .map(|b| self.compile(b, next))
                     .collect::<Result<_, _>>()?;
-                self.push(Node::Split(entries))
+                self.push(NfaNode::Split(entries))
             }
             HirKind::Repetition(rep) => {
                 let mut at = match rep.max {
@@ -482,14 +482,14 @@ impl Nfa<'_> {
                         let mut at = next;
                         for _ in rep.min..max {
                             let body = self.compile(&rep.sub, at)?;
-                            at = self.push(Node::Split(vec![body, next]))?;
+                            at = self.push(NfaNode::Split(vec![body, next]))?;
                         }
                         at
                     }
                     None => {
-                        let back = self.push(Node::Split(Vec::new()))?;
+                        let back = self.push(NfaNode::Split(Vec::new()))?;
                         let body = self.compile(&rep.sub, back)?;
-                        self.nodes[back as usize] = Node::Split(vec![body, next]);
+                        self.nodes[back as usize] = NfaNode::Split(vec![body, next]);
                         back
                     }
                 };
@@ -518,13 +518,13 @@ impl Nfa<'_> {
                 continue;
             }
             match &self.nodes[q as usize] {
-                Node::Char(..) if !ended => chars.push(q),
-                Node::Char(..) => {}
-                Node::Split(xs) => stack.extend(xs.iter().map(|&x| (x, ended))),
-                Node::Start(x) if at_start => stack.push((*x, ended)),
-                Node::Start(_) => {}
-                Node::End(x) => stack.push((*x, true)),
-                Node::Match => accept = true,
+                NfaNode::Char(..) if !ended => chars.push(q),
+                NfaNode::Char(..) => {}
+                NfaNode::Split(xs) => stack.extend(xs.iter().map(|&x| (x, ended))),
+                NfaNode::Start(x) if at_start => stack.push((*x, ended)),
+                NfaNode::Start(_) => {}
+                NfaNode::End(x) => stack.push((*x, true)),
+                NfaNode::Match => accept = true,
             }
         }
         chars.sort_unstable();
@@ -549,7 +549,7 @@ impl Nfa<'_> {
             // Between consecutive span edges every atom leads to the same subset.
             let mut cuts = vec![0, width as u32];
             for &q in &set {
-                if let Node::Char(spans, _) = &self.nodes[q as usize] {
+                if let NfaNode::Char(spans, _) = &self.nodes[q as usize] {
                     cuts.extend(spans.iter().flat_map(|&(lo, hi)| [lo, hi + 1]));
                 }
             }
@@ -560,7 +560,7 @@ impl Nfa<'_> {
                 let targets: Vec<u32> = set
                     .iter()
                     .filter_map(|&q| match &self.nodes[q as usize] {
-                        Node::Char(spans, to) => {
+                        NfaNode::Char(spans, to) => {
                             let k = spans.partition_point(|s| s.1 < w[0]);
                             spans.get(k).is_some_and(|s| s.0 <= w[0]).then_some(*to)
                         }
@@ -791,7 +791,7 @@ fn minimize(
 mod tests {
     use super::*;
     use crate::front::regex::Utf8;
-    use crate::ir::recognizer::{Recognizer, Unit};
+    use crate::ir::recognizer::{Recognizer, Terminal};
     use crate::ir::Expr;
 
     /// A deadline that never passes, for as long as a test needs it (a `Deadline` counts its
@@ -1096,7 +1096,7 @@ mod tests {
                     let pushed = c
                         .encode_utf8(&mut [0; 4])
                         .bytes()
-                        .all(|b| chart.push(&rec, Unit::Byte(b)));
+                        .all(|b| chart.push(&rec, Terminal::Byte(b)));
                     at = at
                         .map(|q| d.next[q * width + d.atom(c)])
                         .filter(|&t| t != DEAD)
@@ -1130,7 +1130,7 @@ mod tests {
         let rec = recognizer(g, e);
         let mut chart = rec.start();
         assert!(!chart.is_accepting(&rec));
-        assert!(!chart.push(&rec, Unit::Byte(b'a')));
+        assert!(!chart.push(&rec, Terminal::Byte(b'a')));
         // A name already used is the builder's error, not a panic.
         let (mut g, _) = lowered(&dfa("ab"));
         let any = any_utf8(&mut g);

@@ -73,7 +73,7 @@ pub(crate) fn gbnf_to_ir_limited(
     let file = GbnfParser::parse(Rule::file, text)
         .map_err(|e| syntax_error(e, text, source))?
         .next();
-    let mut lower = Lowering {
+    let mut lower = GbnfLowering {
         text,
         source,
         g: GrammarBuilder::with_limits(limits),
@@ -242,7 +242,7 @@ fn check_nesting(text: &str, source: &str, limits: &Limits) -> Result<(), Compil
     Ok(())
 }
 
-struct Lowering<'a> {
+struct GbnfLowering<'a> {
     text: &'a str,
     source: &'a str,
     g: GrammarBuilder,
@@ -257,7 +257,7 @@ struct Lowering<'a> {
 
 // The pairs come from pest's parse of `grammar/gbnf.pest`: which children a pair has, in which
 // order, is the grammar's, and that is what the `expect`s and `unreachable!`s below rely on.
-impl Lowering<'_> {
+impl GbnfLowering<'_> {
     fn at(&self, offset: usize) -> Location {
         Location::in_text(self.source, self.text, offset)
     }

@@ -114,7 +114,7 @@ pub fn hir_to_ir(
     g: &mut GrammarBuilder,
     encoding: &mut dyn TextEncoding,
 ) -> Result<ExprId, CompileError> {
-    Lowering {
+    RegexLowering {
         pattern,
         g,
         encoding,
@@ -189,13 +189,13 @@ struct Edges {
     end: bool,
 }
 
-struct Lowering<'a> {
+struct RegexLowering<'a> {
     pattern: &'a str,
     g: &'a mut GrammarBuilder,
     encoding: &'a mut dyn TextEncoding,
 }
 
-impl Lowering<'_> {
+impl RegexLowering<'_> {
     fn unsupported(&self, what: &str) -> CompileError {
         CompileError::new(
             CompileErrorKind::Unsupported,

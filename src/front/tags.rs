@@ -27,7 +27,7 @@
 //! ```
 //! use formwork::tags::{TagDispatch, ToolFormat};
 //! use formwork::Tool;
-//! use formwork::ir::recognizer::{Recognizer, Unit};
+//! use formwork::ir::recognizer::{Recognizer, Terminal};
 //!
 //! let tools = [Tool::new("get_weather", serde_json::json!({
 //!     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
@@ -36,7 +36,7 @@
 //! let rec = Recognizer::new(&grammar);
 //! let accepts = |text: &str| {
 //!     let mut chart = rec.start();
-//!     text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+//!     text.bytes().all(|b| chart.push(&rec, Terminal::Byte(b))) && chart.is_accepting(&rec)
 //! };
 //! assert!(accepts(r#"Let me check. <function=get_weather>{"city":"Oslo"}</function>"#));
 //! assert!(!accepts(r#"<function=get_time>{}</function>"#));

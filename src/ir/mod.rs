@@ -603,7 +603,7 @@ impl GrammarBuilder {
 
 #[cfg(test)]
 mod tests {
-    use super::recognizer::{Recognizer, Unit};
+    use super::recognizer::{Recognizer, Terminal};
     use super::*;
 
     /// Runs `f` on a thread with the smallest stack a server may give a worker.
@@ -630,8 +630,8 @@ mod tests {
             assert!(!g.is_recursive());
             let rec = Recognizer::new(&g);
             let mut chart = rec.start();
-            (0..n).all(|_| chart.push(&rec, Unit::Byte(b'x')))
-                && chart.push(&rec, Unit::Byte(b'y'))
+            (0..n).all(|_| chart.push(&rec, Terminal::Byte(b'x')))
+                && chart.push(&rec, Terminal::Byte(b'y'))
                 && chart.is_accepting(&rec)
         });
         assert!(accepted);

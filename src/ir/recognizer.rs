@@ -15,9 +15,10 @@ use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, Location};
 use crate::limits::{LimitExceeded, LimitKind, Limits};
 
-/// An input unit: a byte of text or a special token (by content).
+/// A terminal of a grammar, the unit the recognizer reads: a byte of text or a special token
+/// (by content).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unit<'a> {
+pub enum Terminal<'a> {
     /// A text byte.
     Byte(u8),
     /// A special token.
@@ -68,7 +69,7 @@ impl Seen {
 /// # Example
 ///
 /// ```
-/// use formwork::ir::{GrammarBuilder, recognizer::{Recognizer, Unit}};
+/// use formwork::ir::{GrammarBuilder, recognizer::{Recognizer, Terminal}};
 ///
 /// // a(b|c)*d
 /// let mut g = GrammarBuilder::new();
@@ -80,10 +81,10 @@ impl Seen {
 /// g.define(start, e).unwrap();
 /// let rec = Recognizer::new(&g.finish(start).unwrap());
 /// let mut chart = rec.start();
-/// for b in b"abcb" { assert!(chart.push(&rec, Unit::Byte(*b))); }
+/// for b in b"abcb" { assert!(chart.push(&rec, Terminal::Byte(*b))); }
 /// assert!(!chart.is_accepting(&rec));
-/// assert!(!chart.push(&rec, Unit::Byte(b'x'))); // dead: not pushed
-/// assert!(chart.push(&rec, Unit::Byte(b'd')));
+/// assert!(!chart.push(&rec, Terminal::Byte(b'x'))); // dead: not pushed
+/// assert!(chart.push(&rec, Terminal::Byte(b'd')));
 /// assert!(chart.is_accepting(&rec));
 /// ```
 pub struct Recognizer {
@@ -225,10 +226,10 @@ impl Recognizer {
         chart.sets.push(set);
     }
 
-    fn matches(&self, sym: &Symbol, unit: Unit) -> bool {
+    fn matches(&self, sym: &Symbol, unit: Terminal) -> bool {
         match (sym, unit) {
-            (Symbol::Class(c), Unit::Byte(b)) => c.contains(b),
-            (Symbol::Special(i), Unit::Special(s)) => self.specials.get(s) == Some(i),
+            (Symbol::Class(c), Terminal::Byte(b)) => c.contains(b),
+            (Symbol::Special(i), Terminal::Special(s)) => self.specials.get(s) == Some(i),
             _ => false,
         }
     }
@@ -236,7 +237,7 @@ impl Recognizer {
 
 impl Chart {
     /// Consumes `unit`; returns false (and leaves the chart unchanged) if no parse continues.
-    pub fn push(&mut self, rec: &Recognizer, unit: Unit) -> bool {
+    pub fn push(&mut self, rec: &Recognizer, unit: Terminal) -> bool {
         // A chart always holds its start set: `start` builds it and `pop` never removes it.
         let last = self.sets.last().expect("chart has a set");
         let mut set = Vec::new();

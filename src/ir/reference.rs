@@ -3,7 +3,7 @@
 //! token by token through the vocabulary's trie. Compiled for formwork's own tests (feature
 //! `internals`), never called by production code.
 
-use super::recognizer::{Chart, Recognizer, Unit};
+use super::recognizer::{Chart, Recognizer, Terminal};
 use crate::base::token::TokenId;
 use crate::mask::TokenMask;
 use crate::vocab::{Subtree, TokenKind, TrieStep, TrieVisitor, Vocab};
@@ -38,7 +38,7 @@ impl Chart {
                     self.chart.pop();
                     self.depth -= 1;
                 }
-                if self.chart.push(self.rec, Unit::Byte(byte)) {
+                if self.chart.push(self.rec, Terminal::Byte(byte)) {
                     self.depth += 1;
                     TrieStep::Enter(())
                 } else {
@@ -58,7 +58,7 @@ impl Chart {
         vocab.trie().walk((), &mut walk);
         for (content, id) in vocab.specials() {
             let mut c = self.clone();
-            if c.push(rec, Unit::Special(content)) {
+            if c.push(rec, Terminal::Special(content)) {
                 mask.insert(id);
             }
         }
@@ -70,15 +70,15 @@ impl Chart {
 }
 
 /// The units of a token: its bytes, or the special symbol.
-pub fn token_units(vocab: &Vocab, token: TokenId) -> Vec<Unit<'_>> {
+pub fn token_units(vocab: &Vocab, token: TokenId) -> Vec<Terminal<'_>> {
     match vocab.kind(token) {
         Some(TokenKind::Text) => vocab
             .token_bytes(token)
             .iter()
-            .map(|&b| Unit::Byte(b))
+            .map(|&b| Terminal::Byte(b))
             .collect(),
         Some(TokenKind::Special) => {
-            vec![Unit::Special(
+            vec![Terminal::Special(
                 std::str::from_utf8(vocab.token_bytes(token)).unwrap_or(""),
             )]
         }

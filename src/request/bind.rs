@@ -22,7 +22,7 @@ use crate::template::{
 /// What a binding assembles.
 trait Target {
     /// A finished part.
-    type Node: Copy;
+    type Part: Copy;
     /// A sequence being built. Sequences nest strictly: one opened inside another is closed
     /// before the outer one is used again.
     type Seq;
@@ -31,13 +31,13 @@ trait Target {
     fn lit(&mut self, seq: &mut Self::Seq, units: &[Unit], expr: ExprId);
     fn text(&mut self, seq: &mut Self::Seq, text: &[u8]);
     fn fragment(&mut self, seq: &mut Self::Seq, index: u32, expr: ExprId);
-    fn push(&mut self, seq: &mut Self::Seq, node: Self::Node);
-    fn close(&mut self, seq: Self::Seq) -> Self::Node;
+    fn push(&mut self, seq: &mut Self::Seq, node: Self::Part);
+    fn close(&mut self, seq: Self::Seq) -> Self::Part;
     /// One of at least two strings.
-    fn choice(&mut self, strings: &[&str]) -> Result<Self::Node, CompileError>;
-    fn regex(&mut self, pattern: &str) -> Result<Self::Node, CompileError>;
-    fn alt(&mut self, branches: &[Self::Node]) -> Self::Node;
-    fn repeat(&mut self, body: Self::Node, min: u32, max: Option<u32>) -> Self::Node;
+    fn choice(&mut self, strings: &[&str]) -> Result<Self::Part, CompileError>;
+    fn regex(&mut self, pattern: &str) -> Result<Self::Part, CompileError>;
+    fn alt(&mut self, branches: &[Self::Part]) -> Self::Part;
+    fn repeat(&mut self, body: Self::Part, min: u32, max: Option<u32>) -> Self::Part;
 }
 
 pub(super) fn instantiate(
@@ -81,7 +81,7 @@ fn bind<T: Target>(
     locate: &dyn Fn(u32) -> Location,
     target: T,
     deadline: &Deadline,
-) -> Result<(T, T::Node), CompileError> {
+) -> Result<(T, T::Part), CompileError> {
     let mut binder = Binder {
         factory,
         tree,
@@ -102,7 +102,7 @@ struct Binder<'f, 't, T: Target> {
     target: T,
     /// Nodes already built for an argument value: a parameter used several times (after
     /// inlining) builds its choice leaf or regex once.
-    memo: SmallVec<[(NodeId, T::Node); 4]>,
+    memo: SmallVec<[(NodeId, T::Part); 4]>,
     deadline: &'t Deadline,
 }
 
@@ -199,10 +199,10 @@ impl<'f, 't, T: Target> Binder<'f, 't, T> {
     }
 
     /// Structure `id` with the call's arguments, as one node.
-    fn run(&mut self, id: StructId, call: NodeId) -> Result<T::Node, CompileError> {
+    fn run(&mut self, id: StructId, call: NodeId) -> Result<T::Part, CompileError> {
         let mut seqs = vec![self.target.open()];
         let mut frames: Vec<Frame<'f>> = Vec::new();
-        let mut nodes: Vec<T::Node> = Vec::new();
+        let mut nodes: Vec<T::Part> = Vec::new();
         let mut steps: Vec<Step<'f, 't>> = Vec::with_capacity(32);
         self.structure(id, call, &mut frames, &mut steps)?;
         while let Some(step) = steps.pop() {
@@ -352,7 +352,7 @@ impl<'f, 't, T: Target> Binder<'f, 't, T> {
     }
 
     /// The alternation of `nodes[base..]`, emitted into the innermost sequence.
-    fn alt(&mut self, nodes: &mut Vec<T::Node>, base: usize, seqs: &mut [T::Seq]) {
+    fn alt(&mut self, nodes: &mut Vec<T::Part>, base: usize, seqs: &mut [T::Seq]) {
         let node = self.target.alt(&nodes[base..]);
         nodes.truncate(base);
         let seq = seqs.last_mut().expect("an open sequence");
@@ -473,8 +473,8 @@ impl<'f, 't, T: Target> Binder<'f, 't, T> {
     fn node_for(
         &mut self,
         value: NodeId,
-        build: impl FnOnce(&mut T) -> Result<T::Node, CompileError>,
-    ) -> Result<T::Node, CompileError> {
+        build: impl FnOnce(&mut T) -> Result<T::Part, CompileError>,
+    ) -> Result<T::Part, CompileError> {
         if let Some(&(_, node)) = self.memo.iter().find(|(k, _)| *k == value) {
             return Ok(node);
         }
@@ -504,7 +504,7 @@ impl<'f, 't, T: Target> Binder<'f, 't, T> {
         seq: &mut T::Seq,
         frames: &mut Vec<Frame<'f>>,
         steps: &mut Vec<Step<'f, 't>>,
-        nodes: &[T::Node],
+        nodes: &[T::Part],
     ) -> Result<(), CompileError> {
         let tree = self.tree;
         let Some(value) = value else {
@@ -637,7 +637,7 @@ impl OpsTarget<'_> {
 }
 
 impl Target for OpsTarget<'_> {
-    type Node = OpId;
+    type Part = OpId;
     type Seq = OpsSeq;
 
     fn open(&mut self) -> OpsSeq {
@@ -755,7 +755,7 @@ impl IrTarget<'_> {
 }
 
 impl Target for IrTarget<'_> {
-    type Node = ExprId;
+    type Part = ExprId;
     type Seq = Vec<ExprId>;
 
     fn open(&mut self) -> Vec<ExprId> {

@@ -104,9 +104,9 @@ pub(crate) enum ArgValue {
     Str(Vec<u8>, usize),
 }
 
-/// A node while evaluating the parse forest.
+/// What evaluating one node of the parse forest gives.
 #[derive(Clone, Debug)]
-enum Node {
+enum Evaluated {
     Tok(usize),
     Rules(Vec<RuleDef>),
     Rule(RuleDef),
@@ -123,7 +123,7 @@ enum Node {
 /// Builds a rule's node from one node per symbol of its body, of the kinds the body names
 /// (earlgrey calls the action of the rule it completed): what the destructuring and the
 /// `unreachable!`s of the actions rely on.
-type Action = fn(&[Token], Vec<Node>) -> Node;
+type Action = fn(&[Token], Vec<Evaluated>) -> Evaluated;
 
 /// The grammar of template files: (head, body symbols, action building the node).
 const RULES: &[(&str, &[&str], Action)] = &[
@@ -132,14 +132,14 @@ const RULES: &[(&str, &[&str], Action)] = &[
         let rule = rule(n.pop());
         let mut rules = rules(n.pop());
         rules.push(rule);
-        Node::Rules(rules)
+        Evaluated::Rules(rules)
     }),
     ("rules", &["rule"], |_, mut n| {
-        Node::Rules(vec![rule(n.pop())])
+        Evaluated::Rules(vec![rule(n.pop())])
     }),
     ("rule", &["name", "::=", "alt"], |t, n| {
         let [name, _, body] = arr(n);
-        Node::Rule(RuleDef {
+        Evaluated::Rule(RuleDef {
             name: name_of(t, &name),
             params: Vec::new(),
             body: expr(body),
@@ -150,10 +150,10 @@ const RULES: &[(&str, &[&str], Action)] = &[
         &["name", "(", "params", ")", "::=", "alt"],
         |t, n| {
             let [name, _, params, _, _, body] = arr(n);
-            let Node::Params(params) = params else {
+            let Evaluated::Params(params) = params else {
                 unreachable!()
             };
-            Node::Rule(RuleDef {
+            Evaluated::Rule(RuleDef {
                 name: name_of(t, &name),
                 params,
                 body: expr(body),
@@ -162,33 +162,33 @@ const RULES: &[(&str, &[&str], Action)] = &[
     ),
     ("params", &["params", ",", "param"], |_, n| {
         let [params, _, param] = arr(n);
-        let (Node::Params(mut params), Node::Param(param)) = (params, param) else {
+        let (Evaluated::Params(mut params), Evaluated::Param(param)) = (params, param) else {
             unreachable!()
         };
         params.push(param);
-        Node::Params(params)
+        Evaluated::Params(params)
     }),
     ("params", &["param"], |_, n| {
-        let [Node::Param(p)] = arr(n) else {
+        let [Evaluated::Param(p)] = arr(n) else {
             unreachable!()
         };
-        Node::Params(vec![p])
+        Evaluated::Params(vec![p])
     }),
     ("param", &["name", ":", "kind"], |t, n| {
-        let [name, _, Node::Kind(kind)] = arr(n) else {
+        let [name, _, Evaluated::Kind(kind)] = arr(n) else {
             unreachable!()
         };
-        Node::Param(ParamDecl {
+        Evaluated::Param(ParamDecl {
             name: name_of(t, &name),
             kind,
             default: None,
         })
     }),
     ("param", &["name", ":", "kind", "=", "default"], |t, n| {
-        let [name, _, Node::Kind(kind), _, Node::Default(d)] = arr(n) else {
+        let [name, _, Evaluated::Kind(kind), _, Evaluated::Default(d)] = arr(n) else {
             unreachable!()
         };
-        Node::Param(ParamDecl {
+        Evaluated::Param(ParamDecl {
             name: name_of(t, &name),
             kind,
             default: Some(d),
@@ -196,22 +196,22 @@ const RULES: &[(&str, &[&str], Action)] = &[
     }),
     ("default", &["string"], |t, n| {
         let (bytes, at) = string_of(t, &first(n));
-        Node::Default(DefaultExpr::Str(bytes, at))
+        Evaluated::Default(DefaultExpr::Str(bytes, at))
     }),
     ("default", &["[]"], |t, n| {
-        Node::Default(DefaultExpr::EmptyList(t[tok(&first(n))].start))
+        Evaluated::Default(DefaultExpr::EmptyList(t[tok(&first(n))].start))
     }),
     ("kind", &["names"], |_, n| {
-        let Node::Names(names) = first(n) else {
+        let Evaluated::Names(names) = first(n) else {
             unreachable!()
         };
-        Node::Kind(KindExpr::Names(names))
+        Evaluated::Kind(KindExpr::Names(names))
     }),
     ("kind", &["name", "<", "names", ">"], |t, n| {
-        let [ctor, _, Node::Names(elems), _] = arr(n) else {
+        let [ctor, _, Evaluated::Names(elems), _] = arr(n) else {
             unreachable!()
         };
-        Node::Kind(KindExpr::Generic {
+        Evaluated::Kind(KindExpr::Generic {
             ctor: name_of(t, &ctor),
             elems,
             sep: None,
@@ -221,10 +221,10 @@ const RULES: &[(&str, &[&str], Action)] = &[
         "kind",
         &["name", "<", "names", ",", "string", ">"],
         |t, n| {
-            let [ctor, _, Node::Names(elems), _, sep, _] = arr(n) else {
+            let [ctor, _, Evaluated::Names(elems), _, sep, _] = arr(n) else {
                 unreachable!()
             };
-            Node::Kind(KindExpr::Generic {
+            Evaluated::Kind(KindExpr::Generic {
                 ctor: name_of(t, &ctor),
                 elems,
                 sep: Some(string_of(t, &sep)),
@@ -232,14 +232,14 @@ const RULES: &[(&str, &[&str], Action)] = &[
         },
     ),
     ("names", &["names", "|", "name"], |t, n| {
-        let [Node::Names(mut names), _, name] = arr(n) else {
+        let [Evaluated::Names(mut names), _, name] = arr(n) else {
             unreachable!()
         };
         names.push(name_of(t, &name));
-        Node::Names(names)
+        Evaluated::Names(names)
     }),
     ("names", &["name"], |t, n| {
-        Node::Names(vec![name_of(t, &first(n))])
+        Evaluated::Names(vec![name_of(t, &first(n))])
     }),
     ("alt", &["alt", "|", "seq"], |_, n| {
         let [left, _, right] = arr(n);
@@ -252,7 +252,7 @@ const RULES: &[(&str, &[&str], Action)] = &[
             }
             _ => vec![left, right],
         };
-        Node::Expr(Expr {
+        Evaluated::Expr(Expr {
             kind: ExprKind::Alt(branches),
             at,
         })
@@ -269,7 +269,7 @@ const RULES: &[(&str, &[&str], Action)] = &[
             }
             _ => vec![left, right],
         };
-        Node::Expr(Expr {
+        Evaluated::Expr(Expr {
             kind: ExprKind::Seq(items),
             at,
         })
@@ -306,7 +306,7 @@ const RULES: &[(&str, &[&str], Action)] = &[
     }),
     ("atom", &["name"], |t, n| text_atom(t, n, ExprKind::Ref)),
     ("atom", &["name", "(", "args", ")"], |t, n| {
-        let [name, _, Node::Args(args), _] = arr(n) else {
+        let [name, _, Evaluated::Args(args), _] = arr(n) else {
             unreachable!()
         };
         let name = name_of(t, &name);
@@ -314,24 +314,24 @@ const RULES: &[(&str, &[&str], Action)] = &[
     }),
     ("atom", &["(", "alt", ")"], |_, n| {
         let [_, inner, _] = arr(n);
-        Node::Expr(expr(inner))
+        Evaluated::Expr(expr(inner))
     }),
     ("args", &["args", ",", "arg"], |_, n| {
-        let [Node::Args(mut args), _, Node::Arg(arg)] = arr(n) else {
+        let [Evaluated::Args(mut args), _, Evaluated::Arg(arg)] = arr(n) else {
             unreachable!()
         };
         args.push(arg);
-        Node::Args(args)
+        Evaluated::Args(args)
     }),
     ("args", &["arg"], |_, n| {
-        let [Node::Arg(arg)] = arr(n) else {
+        let [Evaluated::Arg(arg)] = arr(n) else {
             unreachable!()
         };
-        Node::Args(vec![arg])
+        Evaluated::Args(vec![arg])
     }),
     ("arg", &["name", ":", "name"], |t, n| {
         let [name, _, value] = arr(n);
-        Node::Arg(ArgDecl {
+        Evaluated::Arg(ArgDecl {
             name: name_of(t, &name),
             value: ArgValue::Param(name_of(t, &value)),
         })
@@ -339,31 +339,31 @@ const RULES: &[(&str, &[&str], Action)] = &[
     ("arg", &["name", ":", "string"], |t, n| {
         let [name, _, value] = arr(n);
         let (bytes, at) = string_of(t, &value);
-        Node::Arg(ArgDecl {
+        Evaluated::Arg(ArgDecl {
             name: name_of(t, &name),
             value: ArgValue::Str(bytes, at),
         })
     }),
 ];
 
-fn arr<const N: usize>(nodes: Vec<Node>) -> [Node; N] {
+fn arr<const N: usize>(nodes: Vec<Evaluated>) -> [Evaluated; N] {
     nodes
         .try_into()
         .expect("a rule's action gets one node per symbol")
 }
 
-fn first(nodes: Vec<Node>) -> Node {
+fn first(nodes: Vec<Evaluated>) -> Evaluated {
     nodes.into_iter().next().expect("a symbol")
 }
 
-fn tok(node: &Node) -> usize {
+fn tok(node: &Evaluated) -> usize {
     match node {
-        Node::Tok(i) => *i,
+        Evaluated::Tok(i) => *i,
         _ => unreachable!("a terminal"),
     }
 }
 
-fn name_of(tokens: &[Token], node: &Node) -> Name {
+fn name_of(tokens: &[Token], node: &Evaluated) -> Name {
     let t = &tokens[tok(node)];
     Name {
         text: t.text().to_string(),
@@ -371,7 +371,7 @@ fn name_of(tokens: &[Token], node: &Node) -> Name {
     }
 }
 
-fn string_of(tokens: &[Token], node: &Node) -> (Vec<u8>, usize) {
+fn string_of(tokens: &[Token], node: &Evaluated) -> (Vec<u8>, usize) {
     let t = &tokens[tok(node)];
     match &t.value {
         Value::Bytes(b) => (b.clone(), t.start),
@@ -379,48 +379,48 @@ fn string_of(tokens: &[Token], node: &Node) -> (Vec<u8>, usize) {
     }
 }
 
-fn int_of(tokens: &[Token], node: &Node) -> u32 {
+fn int_of(tokens: &[Token], node: &Evaluated) -> u32 {
     match tokens[tok(node)].value {
         Value::Int(n) => n,
         _ => unreachable!("an integer token"),
     }
 }
 
-fn rule(node: Option<Node>) -> RuleDef {
+fn rule(node: Option<Evaluated>) -> RuleDef {
     match node {
-        Some(Node::Rule(r)) => r,
+        Some(Evaluated::Rule(r)) => r,
         _ => unreachable!(),
     }
 }
 
-fn rules(node: Option<Node>) -> Vec<RuleDef> {
+fn rules(node: Option<Evaluated>) -> Vec<RuleDef> {
     match node {
-        Some(Node::Rules(r)) => r,
+        Some(Evaluated::Rules(r)) => r,
         _ => unreachable!(),
     }
 }
 
-fn expr(node: Node) -> Expr {
+fn expr(node: Evaluated) -> Expr {
     match node {
-        Node::Expr(e) => e,
+        Evaluated::Expr(e) => e,
         _ => unreachable!("an expression"),
     }
 }
 
-fn atom(kind: ExprKind, at: usize) -> Node {
-    Node::Expr(Expr { kind, at })
+fn atom(kind: ExprKind, at: usize) -> Evaluated {
+    Evaluated::Expr(Expr { kind, at })
 }
 
-fn text_atom(tokens: &[Token], nodes: Vec<Node>, make: fn(String) -> ExprKind) -> Node {
+fn text_atom(tokens: &[Token], nodes: Vec<Evaluated>, make: fn(String) -> ExprKind) -> Evaluated {
     let t = &tokens[tok(&first(nodes))];
     atom(make(t.text().to_string()), t.start)
 }
 
-fn repeat(mut nodes: Vec<Node>, min: u32, max: Option<u32>) -> Node {
+fn repeat(mut nodes: Vec<Evaluated>, min: u32, max: Option<u32>) -> Evaluated {
     nodes.truncate(1);
     let body = expr(first(nodes));
     let at = body.at;
-    Node::Expr(Expr {
+    Evaluated::Expr(Expr {
         kind: ExprKind::Repeat {
             body: Box::new(body),
             min,
@@ -663,7 +663,7 @@ fn run_earley(
     };
     let mut forest = earlgrey::EarleyForest::new(|_, index: &str| {
         // Lexemes are the token indices `Feed` gave.
-        Node::Tok(index.parse().expect("lexemes are token indices"))
+        Evaluated::Tok(index.parse().expect("lexemes are token indices"))
     });
     for &(head, body, action) in RULES {
         forest.action(&format!("{head} -> {}", body.join(" ")), move |nodes| {
@@ -671,7 +671,7 @@ fn run_earley(
         });
     }
     match forest.eval(&trees) {
-        Ok(Node::Rules(rules)) => Parsed::Rules(rules),
+        Ok(Evaluated::Rules(rules)) => Parsed::Rules(rules),
         other => unreachable!("the start symbol evaluates to rules: {other:?}"),
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use formwork::cfg::CfgGrammar;
-use formwork::ir::recognizer::{Chart, Recognizer, Unit};
+use formwork::ir::recognizer::{Chart, Recognizer, Terminal};
 use formwork::ir::Grammar;
 use formwork::mask::TokenMask;
 use formwork::vocab::Vocab;
@@ -23,14 +23,14 @@ impl Lang {
     }
 
     /// Is the sequence of bytes and special tokens in the language?
-    pub fn accepts_units(&self, units: &[Unit]) -> bool {
+    pub fn accepts_units(&self, units: &[Terminal]) -> bool {
         let mut chart = self.0.start();
         units.iter().all(|u| chart.push(&self.0, *u)) && chart.is_accepting(&self.0)
     }
 
     /// Are these bytes (no special tokens) in the language?
     pub fn accepts_bytes(&self, bytes: &[u8]) -> bool {
-        let units: Vec<Unit> = bytes.iter().map(|&b| Unit::Byte(b)).collect();
+        let units: Vec<Terminal> = bytes.iter().map(|&b| Terminal::Byte(b)).collect();
         self.accepts_units(&units)
     }
 

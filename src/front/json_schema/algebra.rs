@@ -9,11 +9,13 @@ use serde_json::Value;
 
 use super::numbers::{in_range, Bound, Decimal};
 use super::schema::{error, json_equal, Compiler};
-use super::shape::{kind_of, ArrayShape, Constraint, NumberShape, ObjectShape, Shape, StringShape};
+use super::shape::{
+    kind_of, ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape,
+};
 use crate::error::{CompileError, CompileErrorKind};
 use crate::front::guard::guarded;
 use crate::front::regex::Utf8;
-use crate::ir::recognizer::{Recognizer, Unit};
+use crate::ir::recognizer::{Recognizer, Terminal};
 use crate::ir::GrammarBuilder;
 use crate::limits::LimitKind;
 
@@ -57,7 +59,7 @@ fn counts_disjoint(a: (u64, Option<u64>), b: (u64, Option<u64>)) -> bool {
 
 /// Does the decoded string `text` match the constraint's regex? (Exact: the reference recognizer
 /// on the regex's own grammar.)
-pub(crate) fn matches(c: &Constraint, text: &str) -> Result<bool, CompileError> {
+pub(crate) fn matches(c: &RegexConstraint, text: &str) -> Result<bool, CompileError> {
     let mut g = GrammarBuilder::new();
     let e = c
         .regex
@@ -67,7 +69,7 @@ pub(crate) fn matches(c: &Constraint, text: &str) -> Result<bool, CompileError> 
     g.define(start, e)?;
     let rec = Recognizer::try_new(&g.finish(start)?, &crate::limits::Limits::default())?;
     let mut chart = rec.start();
-    Ok(text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec))
+    Ok(text.bytes().all(|b| chart.push(&rec, Terminal::Byte(b))) && chart.is_accepting(&rec))
 }
 
 /// Where each declared property of `o` is in `o.properties`, for lookups by name that would
@@ -284,9 +286,9 @@ impl Compiler<'_> {
     /// `patterns` with each shape narrowed to `within`.
     fn patterns_within(
         &mut self,
-        patterns: &[(Constraint, Shape)],
+        patterns: &[(RegexConstraint, Shape)],
         within: &Shape,
-    ) -> Result<Vec<(Constraint, Shape)>, CompileError> {
+    ) -> Result<Vec<(RegexConstraint, Shape)>, CompileError> {
         patterns
             .iter()
             .map(|(c, s)| Ok((c.clone(), self.intersect(s, within, &c.pointer)?)))

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::algebra::property_index;
 use super::numbers::{self, Bound, Decimal};
 use super::schema::{error, over, Compiler, MAX_KEY_PATTERNS};
-use super::shape::{ArrayShape, Constraint, ObjectShape, RefId, Shape, StringShape};
+use super::shape::{ArrayShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape};
 use super::strings::{any_text, text_not_in, JsonText, Regex};
 use super::{PropertyOrder, Whitespace};
 use crate::base::byteset::ByteSet;
@@ -40,7 +40,7 @@ fn key_classes(
     budget: &Budget,
 ) -> Result<Vec<(usize, CharDfa)>, CompileError> {
     debug_assert!(o.patterns.len() <= MAX_KEY_PATTERNS);
-    fn at(c: &Constraint) -> impl Fn(CompileError) -> CompileError + '_ {
+    fn at(c: &RegexConstraint) -> impl Fn(CompileError) -> CompileError + '_ {
         move |e| e.or_at(Location::JsonPointer(c.pointer.clone()))
     }
     let automata = o
@@ -97,7 +97,7 @@ fn string_automaton(s: &StringShape, budget: &Budget) -> Result<CharDfa, (String
 }
 
 /// Builds the IR of shapes, one rule per `$ref` target.
-pub(crate) struct Lowering<'c, 'a, 'g> {
+pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     pub c: &'c mut Compiler<'a>,
     g: &'g mut GrammarBuilder,
     /// Prefix of every rule name, so several schemas can share one builder.
@@ -115,7 +115,7 @@ pub(crate) struct Lowering<'c, 'a, 'g> {
     automata: usize,
 }
 
-impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
+impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     pub fn new(c: &'c mut Compiler<'a>, g: &'g mut GrammarBuilder, prefix: &str) -> Self {
         let ws = match c.opts.whitespace {
             Whitespace::Compact => g.empty(),
@@ -128,7 +128,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 g.repeat(class, 0, max_run)
             }
         };
-        Lowering {
+        SchemaLowering {
             c,
             g,
             prefix: prefix.to_string(),
@@ -427,7 +427,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
     /// One regex, already narrowed to the string's lengths where it could be.
     fn lower_regex(
         &mut self,
-        c: &Constraint,
+        c: &RegexConstraint,
         regex: &Regex,
         s: &StringShape,
         key: bool,

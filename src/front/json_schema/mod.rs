@@ -59,7 +59,7 @@
 //!
 //! ```
 //! use formwork::json_schema::{compile_schema, JsonSchemaOptions};
-//! use formwork::ir::recognizer::{Recognizer, Unit};
+//! use formwork::ir::recognizer::{Recognizer, Terminal};
 //!
 //! let schema = serde_json::json!({
 //!     "type": "object",
@@ -71,7 +71,7 @@
 //! let rec = Recognizer::new(&compiled.grammar);
 //! let accepts = |text: &str| {
 //!     let mut chart = rec.start();
-//!     text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+//!     text.bytes().all(|b| chart.push(&rec, Terminal::Byte(b))) && chart.is_accepting(&rec)
 //! };
 //! assert!(accepts(r#"{"name":"Ada","age":36}"#));
 //! assert!(!accepts(r#"{"name":"Ada","age":-1}"#));
@@ -272,7 +272,7 @@ pub(crate) fn schema_expr(
 ) -> Result<(ExprId, Vec<CompileError>), CompileError> {
     let mut c = schema::Compiler::new(schema, options, limits, deadline)?;
     let shape = c.build(schema, "")?;
-    let mut lw = lower::Lowering::new(&mut c, g, prefix);
+    let mut lw = lower::SchemaLowering::new(&mut c, g, prefix);
     let body = lw.root(&shape)?;
     Ok((body, c.warnings))
 }

@@ -8,7 +8,9 @@ use serde_json::{Map, Value};
 
 use super::formats;
 use super::numbers::{Bound, Decimal};
-use super::shape::{ArrayShape, Constraint, NumberShape, ObjectShape, RefId, Shape, StringShape};
+use super::shape::{
+    ArrayShape, NumberShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape,
+};
 use super::strings::Regex;
 use super::JsonSchemaOptions;
 use crate::error::{CompileError, CompileErrorKind, Location};
@@ -657,7 +659,7 @@ impl<'a> Compiler<'a> {
                 ));
             };
             match Regex::pattern(p, self.limits.get(LimitKind::Nesting) as usize) {
-                Ok(regex) => shape.regexes.push(Constraint {
+                Ok(regex) => shape.regexes.push(RegexConstraint {
                     regex,
                     source: p.clone(),
                     pointer: at,
@@ -672,7 +674,7 @@ impl<'a> Compiler<'a> {
             let at = format!("{pointer}/format");
             let name = f.as_str().unwrap_or_default();
             if let Some(regex) = formats::format_regex(name) {
-                shape.regexes.push(Constraint {
+                shape.regexes.push(RegexConstraint {
                     regex: regex.clone(),
                     source: format!("format {name:?}"),
                     pointer: at.clone(),
@@ -798,7 +800,7 @@ impl<'a> Compiler<'a> {
         pointer: &str,
         properties: &mut [(String, Shape)],
         additional: &mut Shape,
-    ) -> Result<Vec<(Constraint, Shape)>, CompileError> {
+    ) -> Result<Vec<(RegexConstraint, Shape)>, CompileError> {
         let here = format!("{pointer}/patternProperties");
         self.within(
             LimitKind::Alternatives,
@@ -807,7 +809,7 @@ impl<'a> Compiler<'a> {
             "patternProperties",
         )?;
         let mut every_name: Option<Shape> = None;
-        let mut out: Vec<(Constraint, Shape)> = Vec::new();
+        let mut out: Vec<(RegexConstraint, Shape)> = Vec::new();
         for (source, sub) in patterns {
             let at = format!("{here}/{}", pointer_escape(source));
             let value = self.build(sub, &at)?;
@@ -819,7 +821,7 @@ impl<'a> Compiler<'a> {
                 }
                 Err(e) => return Err(e.or_at(Location::JsonPointer(at))),
             };
-            let constraint = Constraint {
+            let constraint = RegexConstraint {
                 regex,
                 source: source.clone(),
                 pointer: at.clone(),

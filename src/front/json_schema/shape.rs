@@ -46,7 +46,7 @@ pub(crate) struct NumberShape {
 
 /// A regex constraint and the JSON pointer of the keyword it came from.
 #[derive(Clone)]
-pub(crate) struct Constraint {
+pub(crate) struct RegexConstraint {
     pub regex: Regex,
     pub source: String,
     pub pointer: String,
@@ -57,7 +57,7 @@ pub(crate) struct StringShape {
     pub min: u64,
     pub max: Option<u64>,
     /// Every regex must match (`pattern`, `format`).
-    pub regexes: Vec<Constraint>,
+    pub regexes: Vec<RegexConstraint>,
     /// Where `minLength`/`maxLength` were, for errors.
     pub length_pointer: Option<String>,
     /// Values excluded (`not` with `enum`/`const`), with the pointer of the `not`.
@@ -80,7 +80,7 @@ pub(crate) struct ObjectShape {
     pub properties: Vec<(String, Shape)>,
     /// `patternProperties` (none matching every name): an undeclared name takes the shapes of
     /// the patterns it matches, all of them; declared names already carry them.
-    pub patterns: Vec<(Constraint, Shape)>,
+    pub patterns: Vec<(RegexConstraint, Shape)>,
     pub required: Vec<String>,
     /// Values of properties neither declared nor matching a pattern.
     pub additional: Box<Shape>,
