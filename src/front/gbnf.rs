@@ -402,6 +402,7 @@ impl GbnfLowering<'_> {
     }
 
     /// A primary other than a group.
+    // Long: one match over the primary kinds of the GBNF syntax (literal, class, reference, token).
     fn atom(&mut self, pair: Pair<Rule>) -> Result<ExprId, CompileError> {
         let at = pair.as_span().start();
         Ok(match pair.as_rule() {

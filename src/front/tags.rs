@@ -156,6 +156,7 @@ impl TagDispatch {
     /// The tool-call format `format` for `tools` (one trigger per format; the body picks the
     /// tool). Arguments are compact JSON with no undeclared properties unless
     /// [`schema_options`](Self::schema_options) says otherwise.
+    // Long: one match over the tool-call formats, each spelling out its format's pieces.
     pub fn for_tools(format: ToolFormat, tools: &[Tool]) -> TagDispatch {
         let t = Piece::text;
         let s = |x: &str, special: bool| {
@@ -484,64 +485,8 @@ impl<'d> Builder<'d> {
         limits: &'d Limits,
         deadline: &'d Deadline,
     ) -> Result<Builder<'d>, CompileError> {
-        let count = |n: usize, at: &str, what: &str| {
-            limits
-                .check(LimitKind::Alternatives, n as u64)
-                .map_err(|e| over(e, at, what))
-        };
-        count(d.tool_names.len(), "/tools", "tools")?;
-        count(d.tags.len(), "/tags", "tags")?;
-        count(d.stops.len(), "/stops", "stop sequences")?;
-        count(d.forbidden.len(), "/forbid", "forbidden sequences")?;
-        let mut names: HashMap<&str, usize> = HashMap::new();
-        for (j, name) in d.tool_names.iter().enumerate() {
-            if let Some(i) = names.insert(name, j) {
-                return Err(CompileError::new(
-                    CompileErrorKind::Invalid,
-                    Location::JsonPointer(format!("/tools/{j}")),
-                    format!("tool {j} is named {name:?} like tool {i}: a call could not say which tool it calls"),
-                ));
-            }
-        }
-        let mut specials: Vec<String> = Vec::new();
-        let mut index: HashMap<String, usize> = HashMap::new();
-        let all_pieces = d
-            .tags
-            .iter()
-            .flat_map(|t| {
-                t.begin.iter().chain(
-                    t.bodies
-                        .iter()
-                        .flat_map(|b| b.prefix.iter().chain(&b.suffix)),
-                )
-            })
-            .chain(d.stops.iter().flatten())
-            .chain(d.forbidden.iter().flatten());
-        let specials_in = d
-            .free_specials
-            .iter()
-            .chain(all_pieces.filter_map(|p| match p {
-                Piece::Special(s) => Some(s),
-                Piece::Text(_) => None,
-            }));
-        for s in specials_in {
-            if !index.contains_key(s) {
-                index.insert(s.clone(), specials.len());
-                specials.push(s.clone());
-            }
-        }
-        if specials.len() > MAX_SPECIALS {
-            let exceeded = LimitExceeded {
-                kind: LimitKind::Alternatives,
-                value: specials.len() as u64,
-                max: MAX_SPECIALS as u64,
-            };
-            return Err(CompileError::over_limit(
-                exceeded,
-                Location::None,
-                "special tokens of one tag dispatch",
-            ));
-        }
+        check_counts_and_names(d, limits)?;
+        let index = index_specials(d)?;
         // Every special was indexed above.
         let encode = |seq: &[Piece]| -> Vec<u8> {
             let mut out = Vec::new();
@@ -591,26 +536,7 @@ impl<'d> Builder<'d> {
                 CompileError::unplaced(CompileErrorKind::Limit, format!("tag automaton: {e}"))
             })?;
         tick(deadline)?;
-        // A trigger must not contain another sequence: read through the automaton, no
-        // sequence may end before its last byte, and none but itself at it.
-        for (i, t) in triggers.iter().enumerate() {
-            let start = start_state(&dfa);
-            let mut sid = start;
-            for (k, &b) in t.iter().enumerate() {
-                tick(deadline)?;
-                sid = dfa.next_state(Anchored::No, sid, b);
-                let others = match k + 1 == t.len() {
-                    true => (0..dfa.match_len(sid))
-                        .map(|m| dfa.match_pattern(sid, m).as_usize())
-                        .find(|&j| j != i),
-                    false if dfa.is_match(sid) => Some(dfa.match_pattern(sid, 0).as_usize()),
-                    false => None,
-                };
-                if let Some(j) = others {
-                    return Err(invalid_trigger(i, format!("trigger {i} contains another trigger, stop or forbidden sequence ({j}), so it could never be written")));
-                }
-            }
-        }
+        check_triggers(&dfa, &triggers, deadline)?;
         Ok(Builder {
             d,
             limits,
@@ -654,6 +580,9 @@ impl<'d> Builder<'d> {
             .map_err(|e| CompileError::over_limit(e, Location::None, "the tag dispatch's grammar"))
     }
 
+    // Long: the bodies, compiled once per tag, then the free-text rules from one worklist (a
+    // rule per call-seen flag, automaton state and UTF-8 state), any of which may end in a
+    // trigger and its body; the worklist's tables stay local to it.
     fn build(mut self) -> Result<Grammar, CompileError> {
         let d = self.d;
         // Bodies, compiled once per tag.
@@ -760,6 +689,101 @@ impl<'d> Builder<'d> {
         self.g.define(root, first)?;
         self.g.finish(root)
     }
+}
+
+/// The dispatch's lists within [`LimitKind::Alternatives`], and no two tools of one name (a
+/// call could not say which it calls).
+fn check_counts_and_names(d: &TagDispatch, limits: &Limits) -> Result<(), CompileError> {
+    let count = |n: usize, at: &str, what: &str| {
+        limits
+            .check(LimitKind::Alternatives, n as u64)
+            .map_err(|e| over(e, at, what))
+    };
+    count(d.tool_names.len(), "/tools", "tools")?;
+    count(d.tags.len(), "/tags", "tags")?;
+    count(d.stops.len(), "/stops", "stop sequences")?;
+    count(d.forbidden.len(), "/forbid", "forbidden sequences")?;
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for (j, name) in d.tool_names.iter().enumerate() {
+        if let Some(i) = names.insert(name, j) {
+            return Err(CompileError::new(
+                CompileErrorKind::Invalid,
+                Location::JsonPointer(format!("/tools/{j}")),
+                format!("tool {j} is named {name:?} like tool {i}: a call could not say which tool it calls"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Numbers every special token the dispatch names (free text's first, then the sequences'),
+/// at most [`MAX_SPECIALS`], each encoded as three bytes inside the sequences' automaton.
+fn index_specials(d: &TagDispatch) -> Result<HashMap<String, usize>, CompileError> {
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let all_pieces = d
+        .tags
+        .iter()
+        .flat_map(|t| {
+            t.begin.iter().chain(
+                t.bodies
+                    .iter()
+                    .flat_map(|b| b.prefix.iter().chain(&b.suffix)),
+            )
+        })
+        .chain(d.stops.iter().flatten())
+        .chain(d.forbidden.iter().flatten());
+    let specials_in = d
+        .free_specials
+        .iter()
+        .chain(all_pieces.filter_map(|p| match p {
+            Piece::Special(s) => Some(s),
+            Piece::Text(_) => None,
+        }));
+    for s in specials_in {
+        if !index.contains_key(s) {
+            index.insert(s.clone(), index.len());
+        }
+    }
+    if index.len() > MAX_SPECIALS {
+        let exceeded = LimitExceeded {
+            kind: LimitKind::Alternatives,
+            value: index.len() as u64,
+            max: MAX_SPECIALS as u64,
+        };
+        return Err(CompileError::over_limit(
+            exceeded,
+            Location::None,
+            "special tokens of one tag dispatch",
+        ));
+    }
+    Ok(index)
+}
+
+/// A trigger must not contain another sequence: read through the automaton, no sequence may
+/// end before its last byte, and none but itself at it.
+fn check_triggers(
+    dfa: &DFA,
+    triggers: &[Vec<u8>],
+    deadline: &Deadline,
+) -> Result<(), CompileError> {
+    for (i, t) in triggers.iter().enumerate() {
+        let mut sid = start_state(dfa);
+        for (k, &b) in t.iter().enumerate() {
+            tick(deadline)?;
+            sid = dfa.next_state(Anchored::No, sid, b);
+            let others = match k + 1 == t.len() {
+                true => (0..dfa.match_len(sid))
+                    .map(|m| dfa.match_pattern(sid, m).as_usize())
+                    .find(|&j| j != i),
+                false if dfa.is_match(sid) => Some(dfa.match_pattern(sid, 0).as_usize()),
+                false => None,
+            };
+            if let Some(j) = others {
+                return Err(invalid_trigger(i, format!("trigger {i} contains another trigger, stop or forbidden sequence ({j}), so it could never be written")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The start of the automaton. Cannot fail: the DFA's builder makes unanchored searches by

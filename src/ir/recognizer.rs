@@ -375,6 +375,8 @@ impl Expand<'_> {
     /// need only its children's nonterminals, which are numbered when first met, so no
     /// expression waits for its children to be expanded (rule chains are as long as the
     /// grammar).
+    // Long: one match over the expression kinds, each writing its BNF productions; the explicit
+    // work list is shared by all of them.
     fn expand(&mut self, root: ExprId) -> Result<usize, LimitExceeded> {
         let (root_nt, _) = self.nt(root);
         let mut todo = vec![root];

@@ -199,6 +199,9 @@ impl<'f, 't, T: Target> Binder<'f, 't, T> {
     }
 
     /// Structure `id` with the call's arguments, as one node.
+    // Long: one explicit-stack interpreter over the recipes (requests nest as deeply as their
+    // input, so no recursion); every arm updates the same four stacks (sequences, frames,
+    // waiting parts, steps), which separate functions would all have to take.
     fn run(&mut self, id: StructId, call: NodeId) -> Result<T::Part, CompileError> {
         let mut seqs = vec![self.target.open()];
         let mut frames: Vec<Frame<'f>> = Vec::new();
@@ -497,6 +500,7 @@ impl<'f, 't, T: Target> Binder<'f, 't, T> {
 
     /// Emits the argument `value` of `param` into `seq`, or schedules the steps that emit it
     /// (instances of structures; `nodes` is where an alternation's branches will wait).
+    // Long: one match over the pairs of parameter kind and argument kind a request may bind.
     fn argument(
         &mut self,
         param: &'f Param,

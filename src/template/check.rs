@@ -378,6 +378,8 @@ impl Checker<'_> {
     }
 
     /// A leaf of a body: literals, references and calls.
+    // Long: one match over the leaf kinds of a template body (literal, regex, parameter,
+    // reference, call with its arguments), each checked against the same scope and parameters.
     fn atom(
         &self,
         file: usize,
@@ -572,6 +574,8 @@ struct Summary {
 /// Fills in every expression's [`RExpr::uses`], and checks that no rule, inlined, nests deeper
 /// than `limits.nesting` (the factory's recipes and the IR have that shape). Rules are visited
 /// in `order` (callees first), so a reference reads its callee's summary.
+// Long: one post-order pass per rule on an explicit stack (bodies nest as deeply as the
+// templates), summarising each node from its children's summaries in the same loop.
 fn annotate(
     files: &Files,
     rules: &mut [RRule],

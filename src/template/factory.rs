@@ -105,6 +105,9 @@ struct Build<'a> {
 }
 
 /// The factory of the checked `rules`, with the options of `options`.
+// Long: the factory's stages in order: each structure's recipe over the shared builder, the
+// grammar finished once, each fragment lowered to an operator program, the structures indexed
+// by name; every stage reads the tables the one before left in `Build`.
 pub(crate) fn build(
     files: &Files,
     rules: Vec<RRule>,
@@ -306,6 +309,8 @@ impl Build<'_> {
 
     /// The recipe of `e` in rule `owner` expanded with `subst`. Iterative: calls are inlined,
     /// and chains of rules are as long as the templates.
+    // Long: one explicit-stack expansion of a recipe (calls are inlined, rule chains are as long
+    // as the templates); every arm works on the same step, value and open-sequence stacks.
     fn piece(&mut self, owner: usize, e: &RExpr, subst: SubstId) -> Result<Piece, CompileError> {
         let rules = self.rules;
         let mut steps = vec![PieceStep::Visit { owner, e, subst }];

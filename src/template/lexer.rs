@@ -245,6 +245,7 @@ impl Lexer<'_> {
         }
     }
 
+    // Long: one match over the first character of each token kind of the template language.
     fn next(&mut self) -> Result<Option<Token>, CompileError> {
         self.skip_blanks();
         let start = self.pos;

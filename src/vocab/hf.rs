@@ -32,6 +32,9 @@ const WELL_KNOWN_EOS: &[&str] = &[
     "<eos>",
 ];
 
+// Long: the steps of reading a tokenizer.json in order (parse, piece encoding, truncation
+// off, the bytes of every model and added token, specials, EOS, mask width), each with its
+// own typed error.
 pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Vocab, VocabError> {
     let parsed =
         without_panics(|| Tokenizer::from_bytes(json)).and_then(|r| r.map_err(|e| e.to_string()));

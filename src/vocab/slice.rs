@@ -412,6 +412,8 @@ pub(crate) fn walk_sliced<V: SliceProbe>(
 /// pairs of slice and client states per first byte, with a budget: inside a string or free text
 /// both loop back after a character, so a few pairs settle it; a byte that leads into a
 /// property name stays undecided.
+// Long: one budgeted exploration of (slice state, client state) pairs per first byte; its
+// worklist, budget and per-byte verdicts are shared by every step.
 fn decide_first_bytes<V: SliceProbe>(
     slice: &TokenSlice,
     pairs: &mut Pairs,

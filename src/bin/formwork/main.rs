@@ -603,6 +603,8 @@ fn templates_check_command(out: &mut impl Write, args: &TemplatesCheckArgs) -> O
 
 /// Steps `tokens` through `matcher`, reporting per the output flags. Exit 0 if every token
 /// was allowed and the matcher accepts at the end, 1 otherwise.
+// Long: the step loop of `check` and what it prints for each output flag (--trace, --json,
+// --dump-masks) at each step and at the end.
 fn walk(
     out: &mut impl Write,
     vocab: &Vocab,

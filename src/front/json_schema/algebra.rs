@@ -151,6 +151,7 @@ impl Compiler<'_> {
         }
     }
 
+    // Long: one match over pairs of shape kinds; each arm is the intersection of one pair.
     fn intersect_inner(
         &mut self,
         a: &Shape,
@@ -310,6 +311,7 @@ impl Compiler<'_> {
         guarded(|| self.accepts_step(shape, v, pointer))
     }
 
+    // Long: one match over the shape kinds, each checking one JSON value against its keywords.
     fn accepts_step(
         &mut self,
         shape: &Shape,
@@ -450,6 +452,7 @@ impl Compiler<'_> {
         guarded(|| self.disjoint_step(a, b, budget, pointer))
     }
 
+    // Long: one match over pairs of shape kinds; each arm decides one pair.
     fn disjoint_step(
         &mut self,
         a: &Shape,

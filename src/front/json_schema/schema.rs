@@ -262,6 +262,8 @@ impl<'a> Compiler<'a> {
     /// The values `not` keeps, for the forms formwork can complement exactly: `true`/`false`/`{}`,
     /// `type`, `required`, and `enum`/`const` of null, booleans and strings (several keywords:
     /// the union of their complements). `None` when unsupported and lenient (nothing kept out).
+    // Long: one match over the keywords `not` can complement exactly, each a small case of
+    // the same union.
     fn complement(&mut self, n: &Value, pointer: &str) -> Result<Option<Shape>, CompileError> {
         let map = match n {
             Value::Bool(b) => return Ok(Some(if *b { Shape::Never } else { Shape::Any })),
