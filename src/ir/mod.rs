@@ -65,8 +65,9 @@ pub const MAX_EXPR_DEPTH: u32 = EXPR_LEVELS_PER_NESTING * 128;
 /// IR levels one level of front-end nesting may take (a JSON Schema `items` level takes four).
 const EXPR_LEVELS_PER_NESTING: u32 = 8;
 
-/// Deepest expression a builder under `limits` accepts: [`EXPR_LEVELS_PER_NESTING`] per level
-/// of [`Limits::nesting`], so raising that limit lets the front ends' deeper output through.
+/// Deepest expression a builder under `limits` accepts: 8 IR levels
+/// (`EXPR_LEVELS_PER_NESTING`) per level of [`Limits::nesting`], so raising that limit lets
+/// the front ends' deeper output through.
 ///
 /// ```
 /// use formwork::ir::{max_expr_depth, MAX_EXPR_DEPTH};
