@@ -7,9 +7,9 @@ use tokenizers::pre_tokenizers::metaspace::PrependScheme;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::Tokenizer;
 
-use super::{
-    check_width, without_panics, TokenKind, Vocab, VocabConfig, VocabError, VocabErrorKind,
-};
+use super::config::VocabConfig;
+use super::error::{check_width, without_panics, VocabError, VocabErrorKind};
+use super::token_kind::TokenKind;
 use crate::base::token::TokenId;
 
 /// How the tokenizer spells bytes in its pieces.
@@ -35,7 +35,22 @@ const WELL_KNOWN_EOS: &[&str] = &[
 // Long: the steps of reading a tokenizer.json in order (parse, piece encoding, truncation
 // off, the bytes of every model and added token, specials, EOS, mask width), each with its
 // own typed error.
-pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Vocab, VocabError> {
+/// What a tokenizer file holds, for `Vocab::assemble`.
+pub(super) struct Loaded<'s> {
+    pub tokens: Vec<Vec<u8>>,
+    pub kinds: Vec<TokenKind>,
+    pub specials: HashMap<String, TokenId>,
+    pub eos: Vec<TokenId>,
+    pub mask_width: usize,
+    pub tokenizer: Tokenizer,
+    pub source: &'s str,
+}
+
+pub(super) fn load<'s>(
+    json: &[u8],
+    source: &'s str,
+    config: VocabConfig,
+) -> Result<Loaded<'s>, VocabError> {
     let parsed =
         without_panics(|| Tokenizer::from_bytes(json)).and_then(|r| r.map_err(|e| e.to_string()));
     let mut tokenizer = parsed.map_err(|e| {
@@ -120,15 +135,15 @@ pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Voc
 
     let eos = eos_ids(&config, &specials, source)?;
     let mask_width = config.mask_width.unwrap_or(size);
-    Vocab::assemble(
+    Ok(Loaded {
         tokens,
         kinds,
         specials,
         eos,
         mask_width,
-        Some(tokenizer),
-        source.to_string(),
-    )
+        tokenizer,
+        source,
+    })
 }
 
 fn piece_encoding(tokenizer: &Tokenizer) -> Option<PieceEncoding> {

@@ -6,8 +6,11 @@
 //! tokenizer's added tokens are symbols, not text: they match only where a constraint names them.
 //! A non-special added token (Qwen3's `<tool_call>`) is ordinary text.
 
+mod config;
+mod error;
 mod hf;
 mod slice;
+mod token_kind;
 mod trie;
 
 use std::collections::HashMap;
@@ -18,17 +21,12 @@ use std::sync::{Arc, OnceLock};
 use crate::base::sorted::walk_sorted;
 use crate::base::token::TokenId;
 
+pub use config::{VocabConfig, MAX_MASK_WIDTH, MAX_TOKENIZER_BYTES};
+use error::{check_width, without_panics};
+pub use error::{VocabError, VocabErrorKind};
 pub(crate) use slice::{walk_sliced, SliceProbe, SliceProofs, SliceState, TokenSlice};
+pub use token_kind::TokenKind;
 pub use trie::{Subtree, TokenTrie, TrieStep, TrieVisitor};
-
-/// The widest mask (and so the largest token id + 1) a vocabulary may have: 2^24 ids, a
-/// 2 MiB mask. The largest model vocabularies have about 2^18 tokens; a wider value in a
-/// tokenizer file or a configuration is an error, not an allocation of its size.
-pub const MAX_MASK_WIDTH: usize = 1 << 24;
-
-/// The largest `tokenizer.json` a gzip may inflate to: 256 MiB, ten times the largest real
-/// ones (Qwen3's is 11 MiB).
-pub const MAX_TOKENIZER_BYTES: usize = 256 << 20;
 
 /// The Qwen3 tokenizer shipped inside the crate (gzip of the original `tokenizer.json`).
 const EMBEDDED_QWEN3_TOKENIZER: &[u8] =
@@ -59,128 +57,6 @@ fn gunzip_if_compressed<'a>(
         ));
     }
     Ok(std::borrow::Cow::Owned(out))
-}
-
-/// What a token id stands for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TokenKind {
-    /// Ordinary text: its bytes.
-    Text,
-    /// A special token (`special: true`): a symbol that never matches as text.
-    Special,
-    /// An id inside the mask width with no token behind it; never allowed.
-    Unused,
-}
-
-/// The kind of a [`VocabError`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum VocabErrorKind {
-    /// The tokenizer file could not be read.
-    Io,
-    /// The file is not a tokenizer the `tokenizers` crate can load (corrupt, truncated, not JSON).
-    Parse,
-    /// The tokenizer's piece encoding is not one formwork can turn back into bytes.
-    UnsupportedEncoding,
-    /// A configuration value is inconsistent (mask width too small, unknown EOS, ...).
-    Config,
-    /// Text could not be tokenized.
-    Encode,
-}
-
-/// An error loading or using a vocabulary. It names the file (when there is one) and what was
-/// wrong; an error of the file system, gzip, JSON or the `tokenizers` crate is its source.
-#[derive(Clone, Debug)]
-pub struct VocabError {
-    kind: VocabErrorKind,
-    message: String,
-    cause: Option<Arc<dyn std::error::Error + Send + Sync>>,
-}
-
-impl VocabError {
-    pub(crate) fn new(kind: VocabErrorKind, message: impl Into<String>) -> VocabError {
-        VocabError {
-            kind,
-            message: message.into(),
-            cause: None,
-        }
-    }
-
-    /// The same error with `cause` as its [`source`](std::error::Error::source).
-    pub(crate) fn caused_by(
-        mut self,
-        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> VocabError {
-        self.cause = Some(Arc::from(cause.into()));
-        self
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> &VocabErrorKind {
-        &self.kind
-    }
-}
-
-impl fmt::Display for VocabError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for VocabError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.cause
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
-
-/// Options for loading a vocabulary.
-///
-/// # Example
-///
-/// ```no_run
-/// use formwork::vocab::{Vocab, VocabConfig};
-///
-/// let vocab = Vocab::from_file_with(
-///     "tokenizer.json",
-///     VocabConfig::new().mask_width(Some(151_936)).eos(Some(vec!["<|im_end|>".into()])),
-/// ).unwrap();
-/// assert_eq!(vocab.mask_width(), 151_936);
-/// ```
-#[derive(Clone, Debug, Default)]
-pub struct VocabConfig {
-    mask_width: Option<usize>,
-    eos: Option<Vec<String>>,
-    config_json: Option<Vec<u8>>,
-}
-
-impl VocabConfig {
-    /// Default options: mask width = the tokenizer's size, EOS from `tokenizer_config.json` beside
-    /// the tokenizer (or well-known end tokens).
-    pub fn new() -> VocabConfig {
-        VocabConfig::default()
-    }
-
-    /// The model's vocabulary size, when larger than the tokenizer's (padding rows in the
-    /// embedding matrix). Ids past the tokenizer are never allowed. At most
-    /// [`MAX_MASK_WIDTH`].
-    pub fn mask_width(mut self, width: Option<usize>) -> VocabConfig {
-        self.mask_width = width;
-        self
-    }
-
-    /// The end-of-sequence tokens, by content (e.g. `<|im_end|>`), overriding the config.
-    pub fn eos(mut self, tokens: Option<Vec<String>>) -> VocabConfig {
-        self.eos = tokens;
-        self
-    }
-
-    /// The contents of a `tokenizer_config.json` to read EOS from.
-    pub fn config_json(mut self, json: Option<Vec<u8>>) -> VocabConfig {
-        self.config_json = json;
-        self
-    }
 }
 
 /// A model vocabulary as formwork sees it: per token its exact bytes and kind, the EOS ids, the
@@ -262,7 +138,7 @@ impl Vocab {
                 .config_json
                 .or_else(|| Some(EMBEDDED_QWEN3_CONFIG.to_vec())),
         };
-        hf::load(&json, "embedded:qwen3", config)
+        Vocab::from_loaded(hf::load(&json, "embedded:qwen3", config)?)
     }
 
     /// Loads a HuggingFace `tokenizer.json` (or a gzip of it). A `tokenizer_config.json` in the
@@ -308,7 +184,7 @@ impl Vocab {
         config: VocabConfig,
     ) -> Result<Vocab, VocabError> {
         let json = gunzip_if_compressed(json, source)?;
-        hf::load(&json, source, config)
+        Vocab::from_loaded(hf::load(&json, source, config)?)
     }
 
     /// Builds a vocabulary from raw token bytes (id = index), for tests and for engines that
@@ -342,6 +218,20 @@ impl Vocab {
             n,
             None,
             "bytes".into(),
+        )
+    }
+
+    fn from_loaded(l: hf::Loaded) -> Result<Vocab, VocabError> {
+        let source = l.source.to_string();
+        let tokenizer = Some(l.tokenizer);
+        Vocab::assemble(
+            l.tokens,
+            l.kinds,
+            l.specials,
+            l.eos,
+            l.mask_width,
+            tokenizer,
+            source,
         )
     }
 
@@ -592,34 +482,5 @@ impl Vocab {
             }
             _ => format!("<unused {token}>"),
         }
-    }
-}
-
-/// Runs a call into the `tokenizers` crate, turning a panic into an error message. The crate
-/// panics on some malformed files (found by fuzzing 0.23.2: an `expect` in its decoder
-/// deserializer, slice indexing while it builds BPE merges); a tokenizer file is input, so
-/// its panic must be the file's typed error, not the server's end.
-pub(crate) fn without_panics<T>(call: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).map_err(|panic| {
-        let message = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("no message");
-        format!("the tokenizers crate panicked: {message}")
-    })
-}
-
-/// `Err` when `width` ids (a mask width, or a token id + 1 read from a tokenizer file) is past
-/// [`MAX_MASK_WIDTH`], before anything of that size is allocated.
-pub(crate) fn check_width(width: usize, source: &str, what: &str) -> Result<(), VocabError> {
-    match width > MAX_MASK_WIDTH {
-        true => Err(VocabError::new(
-            VocabErrorKind::Config,
-            format!(
-                "{source}: {what} {width} is past the widest supported mask ({MAX_MASK_WIDTH} ids)"
-            ),
-        )),
-        false => Ok(()),
     }
 }
