@@ -3,7 +3,7 @@
 pub mod bfcl;
 pub(crate) mod chars;
 pub mod gbnf;
-mod guard;
+pub(crate) mod guard;
 pub(crate) mod int_range;
 pub mod json_schema;
 pub mod regex;

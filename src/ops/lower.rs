@@ -16,6 +16,10 @@ use super::leaf::{dfa_from_hir, Leaf, Terminator, Unit};
 use super::program::{OpId, Program, ProgramBuilder};
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind};
+// `op`, `size` and `hir` recurse along the grammar (nested expressions, rule chains as long as
+// the grammar is large): each step on a fresh stack segment when this one runs low, so a
+// 100,000-rule chain routes and lowers on a 256 KiB thread.
+use crate::front::guard::guarded;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::vocab::Vocab;
 
@@ -175,12 +179,14 @@ struct Lowering<'a> {
 
 impl Lowering<'_> {
     fn op(&mut self, e: ExprId) -> Result<OpId, CompileError> {
-        if let Some(&op) = self.ops.get(&e) {
-            return Ok(op);
-        }
-        let op = self.lower_uncached(e)?;
-        self.ops.insert(e, op);
-        Ok(op)
+        guarded(|| {
+            if let Some(&op) = self.ops.get(&e) {
+                return Ok(op);
+            }
+            let op = self.lower_uncached(e)?;
+            self.ops.insert(e, op);
+            Ok(op)
+        })
     }
 
     fn lower_uncached(&mut self, e: ExprId) -> Result<OpId, CompileError> {
@@ -387,76 +393,80 @@ impl Lowering<'_> {
     /// [`Self::expanded_size`], or with each one-character class counted as one node
     /// (`chars_as_leaves`: such a class is always one leaf, however many UTF-8 ranges it has).
     fn size(&mut self, e: ExprId, chars_as_leaves: bool) -> u64 {
-        fn memo<'m>(
-            me: &'m mut Lowering<'_>,
-            chars_as_leaves: bool,
-        ) -> &'m mut HashMap<ExprId, u64> {
-            match chars_as_leaves {
-                true => &mut me.leaf_sizes,
-                false => &mut me.sizes,
+        guarded(|| {
+            fn memo<'m>(
+                me: &'m mut Lowering<'_>,
+                chars_as_leaves: bool,
+            ) -> &'m mut HashMap<ExprId, u64> {
+                match chars_as_leaves {
+                    true => &mut me.leaf_sizes,
+                    false => &mut me.sizes,
+                }
             }
-        }
-        if let Some(&n) = memo(self, chars_as_leaves).get(&e) {
-            return n;
-        }
-        // A recursive reference never fuses: count it as unbounded while it is being sized.
-        memo(self, chars_as_leaves).insert(e, u64::MAX);
-        let n = match self.grammar.expr(e).clone() {
-            _ if chars_as_leaves && self.is_one_char(e) => 1,
-            Expr::Empty | Expr::Nothing | Expr::Class(_) | Expr::Special(_) => 1,
-            Expr::Bytes(b) => b.len() as u64,
-            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().fold(1u64, |acc, &x| {
-                acc.saturating_add(self.size(x, chars_as_leaves))
-            }),
-            Expr::Repeat { body, min, max } => {
-                let copies = max.unwrap_or(min).saturating_add(1) as u64;
-                self.size(body, chars_as_leaves).saturating_mul(copies)
+            if let Some(&n) = memo(self, chars_as_leaves).get(&e) {
+                return n;
             }
-            Expr::Rule(r) => self.size(self.grammar.rule(r).body, chars_as_leaves),
-        };
-        memo(self, chars_as_leaves).insert(e, n);
-        n
+            // A recursive reference never fuses: count it as unbounded while it is being sized.
+            memo(self, chars_as_leaves).insert(e, u64::MAX);
+            let n = match self.grammar.expr(e).clone() {
+                _ if chars_as_leaves && self.is_one_char(e) => 1,
+                Expr::Empty | Expr::Nothing | Expr::Class(_) | Expr::Special(_) => 1,
+                Expr::Bytes(b) => b.len() as u64,
+                Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().fold(1u64, |acc, &x| {
+                    acc.saturating_add(self.size(x, chars_as_leaves))
+                }),
+                Expr::Repeat { body, min, max } => {
+                    let copies = max.unwrap_or(min).saturating_add(1) as u64;
+                    self.size(body, chars_as_leaves).saturating_mul(copies)
+                }
+                Expr::Rule(r) => self.size(self.grammar.rule(r).body, chars_as_leaves),
+            };
+            memo(self, chars_as_leaves).insert(e, n);
+            n
+        })
     }
 
     /// The sub-expression as a byte regex HIR, if it has no special tokens and no recursion.
     fn hir(&mut self, e: ExprId) -> Result<Option<Hir>, CompileError> {
-        Ok(match self.grammar.expr(e).clone() {
-            Expr::Empty => Some(Hir::empty()),
-            Expr::Nothing => Some(Hir::fail()),
-            Expr::Bytes(b) => Some(Hir::literal(b)),
-            Expr::Class(c) => Some(class_hir(c)),
-            Expr::Special(_) => None,
-            Expr::Seq(xs) | Expr::Alt(xs) => {
-                let mut parts = Vec::with_capacity(xs.len());
-                for &x in xs.iter() {
-                    match self.hir(x)? {
-                        Some(h) => parts.push(h),
-                        None => return Ok(None),
+        guarded(|| {
+            Ok(match self.grammar.expr(e).clone() {
+                Expr::Empty => Some(Hir::empty()),
+                Expr::Nothing => Some(Hir::fail()),
+                Expr::Bytes(b) => Some(Hir::literal(b)),
+                Expr::Class(c) => Some(class_hir(c)),
+                Expr::Special(_) => None,
+                Expr::Seq(xs) | Expr::Alt(xs) => {
+                    let mut parts = Vec::with_capacity(xs.len());
+                    for &x in xs.iter() {
+                        match self.hir(x)? {
+                            Some(h) => parts.push(h),
+                            None => return Ok(None),
+                        }
                     }
+                    Some(if matches!(self.grammar.expr(e), Expr::Seq(_)) {
+                        Hir::concat(parts)
+                    } else {
+                        Hir::alternation(parts)
+                    })
                 }
-                Some(if matches!(self.grammar.expr(e), Expr::Seq(_)) {
-                    Hir::concat(parts)
-                } else {
-                    Hir::alternation(parts)
-                })
-            }
-            Expr::Repeat { body, min, max } => self.hir(body)?.map(|sub| {
-                Hir::repetition(Repetition {
-                    min,
-                    max,
-                    greedy: true,
-                    sub: Box::new(sub),
-                })
-            }),
-            Expr::Rule(r) => {
-                if self.path.contains(&r) {
-                    return Ok(None);
+                Expr::Repeat { body, min, max } => self.hir(body)?.map(|sub| {
+                    Hir::repetition(Repetition {
+                        min,
+                        max,
+                        greedy: true,
+                        sub: Box::new(sub),
+                    })
+                }),
+                Expr::Rule(r) => {
+                    if self.path.contains(&r) {
+                        return Ok(None);
+                    }
+                    self.path.push(r);
+                    let h = self.hir(self.grammar.rule(r).body);
+                    self.path.pop();
+                    h?
                 }
-                self.path.push(r);
-                let h = self.hir(self.grammar.rule(r).body);
-                self.path.pop();
-                h?
-            }
+            })
         })
     }
 }

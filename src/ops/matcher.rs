@@ -54,7 +54,9 @@ pub struct OpsMatcher {
     program: Arc<Program>,
     threads: Threads,
     history: Vec<Threads>,
-    terminated: bool,
+    /// EOS tokens consumed: the last `eos` steps of the history (more than one when EOS is
+    /// consumed again, as the mask then allows and the Earley matcher counts).
+    eos: usize,
     scratch: Threads,
 }
 
@@ -63,7 +65,7 @@ impl std::fmt::Debug for OpsMatcher {
         f.debug_struct("OpsMatcher")
             .field("threads", &self.threads.len())
             .field("consumed", &self.history.len())
-            .field("terminated", &self.terminated)
+            .field("eos", &self.eos)
             .finish()
     }
 }
@@ -77,7 +79,7 @@ impl OpsMatcher {
             program,
             threads,
             history: Vec::new(),
-            terminated: false,
+            eos: 0,
             scratch: Threads::new(),
         }
     }
@@ -152,7 +154,7 @@ impl Matcher for OpsMatcher {
                 got: out.len(),
             }));
         }
-        if self.terminated {
+        if self.eos > 0 {
             out.fill(0);
             vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
             return Ok(());
@@ -170,8 +172,13 @@ impl Matcher for OpsMatcher {
                 mask_width: vocab.mask_width(),
             })
         })?;
-        if self.terminated {
-            return Err(MatchError::new(MatchErrorKind::Terminated));
+        if self.eos > 0 {
+            if !vocab.is_eos(token) {
+                return Err(MatchError::new(MatchErrorKind::Terminated));
+            }
+            self.history.push(self.threads.clone());
+            self.eos += 1;
+            return Ok(());
         }
         let (program, threads, scratch) = (&self.program, &self.threads, &mut self.scratch);
         let stepped = match kind {
@@ -196,7 +203,7 @@ impl Matcher for OpsMatcher {
             // A special token the program does not name here may still end the sequence.
             Err(Ok(_)) if vocab.is_eos(token) && self.is_accepting() => {
                 self.history.push(self.threads.clone());
-                self.terminated = true;
+                self.eos = 1;
                 Ok(())
             }
             Err(Ok(at_byte)) => Err(self.reject(token, at_byte)),
@@ -209,7 +216,7 @@ impl Matcher for OpsMatcher {
             return Ok(());
         };
         self.threads = self.history.drain(keep..).next().expect("n >= 1 snapshots");
-        self.terminated = false;
+        self.eos = self.eos.saturating_sub(n);
         Ok(())
     }
 
@@ -218,11 +225,11 @@ impl Matcher for OpsMatcher {
     }
 
     fn is_terminated(&self) -> bool {
-        self.terminated
+        self.eos > 0
     }
 
     fn forced_bytes(&self) -> Vec<u8> {
-        if self.terminated {
+        if self.eos > 0 {
             return Vec::new();
         }
         self.forced_units()
@@ -234,7 +241,7 @@ impl Matcher for OpsMatcher {
     }
 
     fn forced_tokens(&self) -> Vec<TokenId> {
-        if self.terminated {
+        if self.eos > 0 {
             return Vec::new();
         }
         let (units, reaches_end) = self.forced_units();
@@ -248,11 +255,11 @@ impl Matcher for OpsMatcher {
     fn reset(&mut self) {
         self.threads = Walker::new(&self.program).initial();
         self.history.clear();
-        self.terminated = false;
+        self.eos = 0;
     }
 
     fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
-        if self.terminated {
+        if self.eos > 0 {
             return Err(MatchError::new(MatchErrorKind::Terminated));
         }
         let units = bytes.iter().map(|&b| b as u32);
