@@ -80,8 +80,10 @@
 
 mod algebra;
 mod formats;
+mod keywords;
 mod lower;
 mod numbers;
+mod refs;
 mod schema;
 mod shape;
 mod strings;

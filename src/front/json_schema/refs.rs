@@ -1,0 +1,270 @@
+//! `$ref`: resolving references (JSON pointers, `$id`s and `$anchor`s) to table entries,
+//! building each entry once, intersections of references, and where chains of plain
+//! references end.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use super::schema::{error, pointer_escape, Compiler, Recipe, RefDef};
+use super::shape::{RefId, Shape};
+use crate::error::{CompileError, CompileErrorKind};
+use crate::front::guard::tick;
+use crate::limits::{Deadline, LimitKind};
+
+impl Compiler<'_> {
+    /// The table entry of a `$ref` string written at `pointer`.
+    pub(super) fn ref_id(&mut self, reference: &str, pointer: &str) -> Result<RefId, CompileError> {
+        let undefined = || {
+            error(
+                CompileErrorKind::Undefined,
+                pointer,
+                format!("`$ref` {reference:?} does not resolve in this document"),
+            )
+        };
+        let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
+        let base_pointer = match base {
+            "" => String::new(),
+            b => self.ids.get(b).cloned().ok_or_else(undefined)?,
+        };
+        let fragment = percent_decode(fragment);
+        let target = if fragment.is_empty() || fragment.starts_with('/') {
+            format!("{base_pointer}{fragment}")
+        } else {
+            self.ids
+                .get(&format!("#{fragment}"))
+                .cloned()
+                .ok_or_else(undefined)?
+        };
+        if self.root.pointer(&target).is_none() {
+            return Err(undefined());
+        }
+        if let Some(&id) = self.ref_ids.get(&target) {
+            return Ok(id);
+        }
+        let id = self.refs.len();
+        self.refs.push(RefDef {
+            name: format!("#{target}"),
+            bases: vec![id],
+            recipe: Recipe::Pointer(target.clone()),
+            shape: None,
+            building: false,
+        });
+        self.ref_ids.insert(target, id);
+        Ok(id)
+    }
+
+    /// The table entry for the intersection of two entries. Intersecting `n` references makes
+    /// entries of every size up to `n` (each holds its sorted references and a name), so `n`
+    /// is held to the nesting limit: the intersection is resolved as that many nested ones.
+    pub fn both_id(&mut self, a: RefId, b: RefId, pointer: &str) -> Result<RefId, CompileError> {
+        let mut bases = self.refs[a].bases.clone();
+        bases.extend(&self.refs[b].bases);
+        bases.sort_unstable();
+        bases.dedup();
+        if bases == self.refs[a].bases {
+            return Ok(a);
+        }
+        if bases == self.refs[b].bases {
+            return Ok(b);
+        }
+        if let Some(&id) = self.both_ids.get(&bases) {
+            return Ok(id);
+        }
+        let what = "intersection of `$ref`s";
+        self.within(LimitKind::Nesting, bases.len(), pointer, what)?;
+        let id = self.refs.len();
+        let name = bases
+            .iter()
+            .map(|&r| self.refs[r].name.as_str())
+            .collect::<Vec<_>>()
+            .join(" & ");
+        self.refs.push(RefDef {
+            name,
+            bases: bases.clone(),
+            recipe: Recipe::Both(a, b),
+            shape: None,
+            building: false,
+        });
+        self.both_ids.insert(bases, id);
+        Ok(id)
+    }
+
+    /// Is the entry's shape being built right now (a reference to it is recursion)?
+    pub fn is_building(&self, id: RefId) -> bool {
+        self.refs[id].building
+    }
+
+    /// The error of a reference whose shape is needed while it is being built.
+    pub fn cycle_error(&self, id: RefId) -> CompileError {
+        error(
+            CompileErrorKind::Invalid,
+            self.refs[id].name.trim_start_matches('#'),
+            "`$ref` cycle with no object or array in between (the schema has no finite instance)",
+        )
+    }
+
+    /// The shape of a table entry, built on first use. An intersection's parts are resolved
+    /// first, from an explicit stack (they were made before it, so they form no cycle); a
+    /// pointer's schema is built one nesting level below the schema being built, if any.
+    pub fn resolve(&mut self, id: RefId) -> Result<Rc<Shape>, CompileError> {
+        let mut pending = vec![id];
+        while let Some(&top) = pending.last() {
+            if self.refs[top].shape.is_some() {
+                pending.pop();
+                continue;
+            }
+            if let Recipe::Both(a, b) = self.refs[top].recipe {
+                let parts: Vec<RefId> = [a, b]
+                    .into_iter()
+                    .filter(|&r| self.refs[r].shape.is_none())
+                    .collect();
+                if !parts.is_empty() && !self.refs[top].building {
+                    // Marked, so that the parts' own building cannot ask for it as if done.
+                    self.refs[top].building = true;
+                    pending.extend(parts);
+                    continue;
+                }
+                self.refs[top].building = false;
+            }
+            let shape = self.build_entry(top)?;
+            self.refs[top].shape = Some(Rc::new(shape));
+            pending.pop();
+        }
+        match &self.refs[id].shape {
+            Some(s) => Ok(s.clone()),
+            None => Err(self.cycle_error(id)),
+        }
+    }
+
+    /// The shape of entry `id`, whose intersection parts (if any) are resolved.
+    pub(super) fn build_entry(&mut self, id: RefId) -> Result<Shape, CompileError> {
+        if std::mem::replace(&mut self.refs[id].building, true) {
+            return Err(self.cycle_error(id));
+        }
+        let name = self.refs[id].name.clone();
+        let shape = match &self.refs[id].recipe {
+            Recipe::Pointer(p) => {
+                let p = p.clone();
+                match self.root.pointer(&p) {
+                    Some(node) => self.build(node, &p)?,
+                    // Checked when the reference was made; a missing target is no value.
+                    None => Shape::Never,
+                }
+            }
+            &Recipe::Both(a, b) => {
+                let sa = self.refs[a]
+                    .shape
+                    .clone()
+                    .ok_or_else(|| self.cycle_error(a))?;
+                let sb = self.refs[b]
+                    .shape
+                    .clone()
+                    .ok_or_else(|| self.cycle_error(b))?;
+                self.intersect(&sa, &sb, name.trim_start_matches('#'))?
+            }
+        };
+        self.refs[id].building = false;
+        Ok(shape)
+    }
+
+    /// The shape `r` stands for, following chains of plain references (`a` is `{"$ref": b}`)
+    /// in a loop rather than a recursion: the first shape that is not a reference, `Never`
+    /// for a chain that comes back to itself (no value), or the reference where the chain
+    /// meets one still being built.
+    /// Each chain is walked once: its links remember where it ends.
+    pub fn deref(&mut self, r: RefId) -> Result<Rc<Shape>, CompileError> {
+        let mut walked = HashSet::new();
+        let mut at = r;
+        let end = loop {
+            if self.is_building(at) {
+                return Ok(Rc::new(Shape::Ref(at)));
+            }
+            if let Some(&end) = self.chain_end.get(&at) {
+                break end;
+            }
+            if !walked.insert(at) {
+                break None;
+            }
+            let name = self.refs[at].name.clone();
+            self.tick(name.trim_start_matches('#'))?;
+            match *self.resolve(at)? {
+                Shape::Ref(next) => at = next,
+                _ => break Some(at),
+            }
+        };
+        for link in walked {
+            self.chain_end.insert(link, end);
+        }
+        match end {
+            Some(end) => self.resolve(end),
+            None => Ok(Rc::new(Shape::Never)),
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The pointer of every `$anchor` (as `#name`) and `$id` of the document, walked with an
+/// explicit stack (the document may nest as deeply as its caller could build it).
+pub(super) fn index_ids(
+    root: &Value,
+    deadline: &Deadline,
+) -> Result<HashMap<String, String>, CompileError> {
+    let mut out = HashMap::new();
+    let mut stack = vec![(root, String::new())];
+    while let Some((v, pointer)) = stack.pop() {
+        tick(deadline)?;
+        match v {
+            Value::Object(map) => {
+                for key in ["$id", "id"] {
+                    if let Some(Value::String(id)) = map.get(key) {
+                        out.entry(id.clone()).or_insert_with(|| pointer.clone());
+                        // The document's own base URI with an empty fragment.
+                        if let Some(base) = id.strip_suffix('#') {
+                            out.entry(base.to_string())
+                                .or_insert_with(|| pointer.clone());
+                        }
+                    }
+                }
+                if let Some(Value::String(a)) = map.get("$anchor") {
+                    out.entry(format!("#{a}"))
+                        .or_insert_with(|| pointer.clone());
+                }
+                // Reversed, so the first of equal ids, in document order, is recorded.
+                for (k, x) in map.iter().rev() {
+                    stack.push((x, format!("{pointer}/{}", pointer_escape(k))));
+                }
+            }
+            Value::Array(xs) => {
+                for (i, x) in xs.iter().enumerate().rev() {
+                    stack.push((x, format!("{pointer}/{i}")));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
