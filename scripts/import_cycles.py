@@ -24,9 +24,9 @@ import sys
 LAYERS = [
     {"base"},
     {"limits", "error"},
-    {"vocab", "mask"},
+    {"vocab", "mask", "automata"},
     {"ir"},
-    {"front", "automata"},
+    {"front"},
     {"matcher"},
     {"ops", "cfg"},
     {"template", "request"},

@@ -132,6 +132,7 @@
 
 #![warn(missing_docs)]
 
+mod automata;
 mod base;
 pub mod gpu;
 pub mod ir;

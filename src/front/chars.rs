@@ -12,8 +12,9 @@ use std::rc::Rc;
 
 use regex_syntax::hir::{Class, ClassUnicode, Hir, HirKind, Look};
 
+use crate::automata::minimize::hopcroft;
 use crate::error::{CompileError, CompileErrorKind, Location};
-use crate::front::guard::{guarded, tick};
+use crate::front::guard::{guarded, over_time, tick};
 use crate::front::regex::TextEncoding;
 use crate::ir::{ExprId, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitExceeded, LimitKind};
@@ -685,9 +686,8 @@ fn merge_atoms(
 }
 
 /// The block of each state (and of a sink `n` standing for [`DEAD`]) in the coarsest
-/// partition respecting acceptance and transitions. Hopcroft's algorithm: a block that splits
-/// off re-enters the worklist only if it is the smaller half, so each state is handled
-/// O(log n) times, where Moore's rounds took O(n) on the long chains of `length`.
+/// partition respecting acceptance and transitions: Hopcroft's refinement of the complete
+/// automaton, the sink made a state so that every state that cannot accept joins it.
 fn minimize(
     width: usize,
     next: &[u32],
@@ -695,96 +695,23 @@ fn minimize(
     deadline: &Deadline,
 ) -> Result<Vec<usize>, CompileError> {
     let n = accept.len() + 1;
-    let target = |s: usize, a: usize| match next.get(s * width + a) {
-        // The sink's row is past the table's end.
-        Some(&t) if s + 1 < n && t != DEAD => t as usize,
-        _ => n - 1,
-    };
-    // Predecessors `(atom, source)` of each state, packed by state.
-    let mut from = vec![0usize; n + 1];
-    for s in 0..n {
-        (0..width).for_each(|a| from[target(s, a) + 1] += 1);
-    }
-    for s in 0..n {
-        from[s + 1] += from[s];
-    }
-    let mut fill = from.clone();
-    let mut preds = vec![(0u32, 0u32); n * width];
+    let sink = (n - 1) as u32;
+    let mut edges = Vec::with_capacity(n * width);
     for s in 0..n {
         for a in 0..width {
-            let t = target(s, a);
-            preds[fill[t]] = (a as u32, s as u32);
-            fill[t] += 1;
+            // The sink's row is past the table's end.
+            let t = match next.get(s * width + a) {
+                Some(&t) if s + 1 < n && t != DEAD => t,
+                _ => sink,
+            };
+            edges.push((a as u32, s as u32, t));
         }
     }
-    // Blocks are ranges `first..end` of `elems`; marked states gather in `first..mid`.
-    let accepting = |s: &usize| accept.get(*s).copied().unwrap_or(false);
-    let mut elems: Vec<usize> = (0..n)
-        .filter(accepting)
-        .chain((0..n).filter(|s| !accepting(s)))
+    let finals: Vec<bool> = (0..n)
+        .map(|s| accept.get(s).copied().unwrap_or(false))
         .collect();
-    let mut loc = vec![0; n];
-    let mut block = vec![0; n];
-    let (mut first, mut end) = (Vec::new(), Vec::new());
-    let split_at = (0..n).filter(accepting).count();
-    for (lo, hi) in [(0, split_at), (split_at, n)] {
-        if lo < hi {
-            for (i, &s) in elems.iter().enumerate().take(hi).skip(lo) {
-                (loc[s], block[s]) = (i, first.len());
-            }
-            first.push(lo);
-            end.push(hi);
-        }
-    }
-    let mut mid = first.clone();
-    let mut work: Vec<usize> = (0..first.len()).collect();
-    let mut queued = vec![true; first.len()];
-    let (mut pairs, mut touched) = (Vec::new(), Vec::new());
-    while let Some(b) = work.pop() {
-        tick(deadline)?;
-        queued[b] = false;
-        pairs.clear();
-        for &t in &elems[first[b]..end[b]] {
-            pairs.extend_from_slice(&preds[from[t]..from[t + 1]]);
-        }
-        pairs.sort_unstable();
-        for group in pairs.chunk_by(|x, y| x.0 == y.0) {
-            for &(_, s) in group {
-                let (s, x) = (s as usize, block[s as usize]);
-                let (i, m) = (loc[s], mid[x]);
-                if i < m {
-                    continue;
-                }
-                if m == first[x] {
-                    touched.push(x);
-                }
-                elems.swap(i, m);
-                (loc[elems[i]], loc[elems[m]], mid[x]) = (i, m, m + 1);
-            }
-            for x in touched.drain(..) {
-                if mid[x] == end[x] {
-                    mid[x] = first[x];
-                    continue;
-                }
-                let y = first.len();
-                first.push(first[x]);
-                end.push(mid[x]);
-                mid.push(first[x]);
-                (first[x], mid[x]) = (end[y], end[y]);
-                for &s in &elems[first[y]..end[y]] {
-                    block[s] = y;
-                }
-                let add = match queued[x] || end[y] - first[y] <= end[x] - first[x] {
-                    true => y,
-                    false => x,
-                };
-                queued.push(false);
-                queued[add] = true;
-                work.push(add);
-            }
-        }
-    }
-    Ok(block)
+    let (block, _) = hopcroft(&finals, &edges, deadline).map_err(over_time)?;
+    Ok(block.into_iter().map(|b| b as usize).collect())
 }
 
 #[cfg(test)]
