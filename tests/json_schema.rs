@@ -1273,3 +1273,28 @@ fn engine_paths_honour_the_engine_limits() {
     let astral = json!({"type": "string", "pattern": "^[😀😂]$"});
     engine.compile(&request(&astral)).unwrap();
 }
+
+// Tails (issue 20): string shapes whose grammar, as written, made every mask a walk of the
+// whole vocabulary through many readings at once.
+
+fn grammar_of(schema: Value) -> Grammar {
+    compile_schema(&schema, &JsonSchemaOptions::new())
+        .unwrap_or_else(|e| panic!("{schema}: {e}"))
+        .grammar
+}
+
+#[test]
+fn patterns_every_string_matches_constrain_nothing() {
+    let plain = grammar_of(json!({"type": "string"}));
+    for pattern in ["[A-Za-z0-9_-]*", "^a*", "x?", "", "(?:b*)|c"] {
+        let g = grammar_of(json!({"type": "string", "pattern": pattern}));
+        assert_eq!(
+            (g.exprs().len(), g.rules().len()),
+            (plain.exprs().len(), plain.rules().len()),
+            "{pattern:?} should compile to the plain string"
+        );
+    }
+    // One that is not universal stays.
+    let g = grammar_of(json!({"type": "string", "pattern": "^a*$"}));
+    Lang::of(&g).no(&[r#""b""#]);
+}
