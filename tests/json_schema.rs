@@ -7,7 +7,7 @@ use formwork::front::json_schema::{
     compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder, Whitespace,
 };
 use formwork::ir::reference::{Recognizer, Unit};
-use formwork::ir::Grammar;
+use formwork::ir::{Expr, Grammar};
 use formwork::{CompileError, CompileErrorKind, Engine, LimitKind, Limits, Location};
 use serde_json::{json, Value};
 
@@ -1283,6 +1283,14 @@ fn grammar_of(schema: Value) -> Grammar {
         .grammar
 }
 
+/// Rules lowered from character automata (one per state).
+fn automaton_states(g: &Grammar) -> usize {
+    g.rules()
+        .iter()
+        .filter(|r| r.name.contains("json string automaton"))
+        .count()
+}
+
 #[test]
 fn patterns_every_string_matches_constrain_nothing() {
     let plain = grammar_of(json!({"type": "string"}));
@@ -1297,4 +1305,53 @@ fn patterns_every_string_matches_constrain_nothing() {
     // One that is not universal stays.
     let g = grammar_of(json!({"type": "string", "pattern": "^a*$"}));
     Lang::of(&g).no(&[r#""b""#]);
+}
+
+#[test]
+fn ambiguous_patterns_become_minimal_automata() {
+    // Searched `.+`: two states, the second taking every string. As a grammar of the search
+    // (`.*[^\n\r\u2028\u2029].*`) each position was one more reading.
+    let g = grammar_of(json!({"type": "string", "pattern": ".+"}));
+    assert_eq!(automaton_states(&g), 2);
+    let takes_any_text = |body| matches!(g.expr(body), Expr::Repeat { max: None, .. });
+    let any_text = g
+        .rules()
+        .iter()
+        .filter(|r| r.name.contains("json string automaton") && takes_any_text(r.body))
+        .count();
+    assert_eq!(
+        any_text, 1,
+        "the state after a character is the shared any-text"
+    );
+    let l = Lang::of(&g);
+    l.yes(&[
+        r#""a""#,
+        r#""\n a""#,
+        "\"\u{2028}x\"",
+        r#""\u2028x""#,
+        r#""\r\n\t""#,
+    ]);
+    l.no(&[
+        r#""""#,
+        r#""\n""#,
+        "\"\u{2028}\"",
+        r#""\r\n""#,
+        r#""\u000a\u2029""#,
+    ]);
+    // A nested repetition under `^` (MaskBench's URL pattern, 100 ms masks): a small DFA.
+    let url = r"^(https?:\/\/)?([\da-z\.-]+)\.([a-z\.]{2,6})([\/\w \.-]*)*\/?";
+    let g = grammar_of(json!({"type": "string", "pattern": url}));
+    let states = automaton_states(&g);
+    assert!((1..40).contains(&states), "{states} states");
+    let l = Lang::of(&g);
+    l.yes(&[
+        r#""https://www.example.com/path/to""#,
+        r#""a.bc""#,
+        r#""x.yz anything \" goes""#,
+    ]);
+    l.no(&[r#""https://""#, r#""abc""#, r#""A.bc""#]);
+    // Anchored at both ends with no repetition of a repetition: lowered as it reads (a counted
+    // loop, whose masks are shared by every count).
+    let g = grammar_of(json!({"type": "string", "pattern": "^[0-9a-f]{8}$"}));
+    assert_eq!(automaton_states(&g), 0);
 }

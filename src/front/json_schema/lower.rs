@@ -398,16 +398,22 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             _ => None,
         };
         if let Some((c, regex)) = single {
+            if regex.is_ambiguous() {
+                match regex.automaton(&self.budget()) {
+                    Ok(dfa) => return self.lower_automaton(&dfa, key),
+                    // Too big or not expressible as an automaton (a word boundary): the
+                    // regex as it reads, exact all the same.
+                    Err(e) if e.kind() == CompileErrorKind::Unsupported => {}
+                    Err(e)
+                        if e.limit()
+                            .is_some_and(|l| l.kind == LimitKind::AutomatonStates) => {}
+                    Err(e) => return Err(e.or_at(Location::JsonPointer(c.pointer.clone()))),
+                }
+            }
             return self.lower_regex(c, &regex, s, key);
         }
         match string_automaton(s, &self.budget()) {
-            Ok(dfa) => {
-                self.automata += 1;
-                let name = format!("{}json string automaton {}", self.prefix, self.automata);
-                let enc = encoding(&mut self.text, &mut self.keys, key);
-                let any = any_text(self.g, enc, 0, None);
-                dfa.lower(&name, self.g, enc, any, self.c.deadline)
-            }
+            Ok(dfa) => self.lower_automaton(&dfa, key),
             Err((at, e)) => {
                 // Lenient: the first regex alone, or the lengths alone.
                 self.c.tolerate(e.or_at(Location::JsonPointer(at)))?;
@@ -420,6 +426,16 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 }
             }
         }
+    }
+
+    /// String contents of `dfa`'s language, one rule per state; a state that takes every
+    /// string is the shared any-text expression, which the vocabulary's slices know.
+    fn lower_automaton(&mut self, dfa: &CharDfa, key: bool) -> Result<ExprId, CompileError> {
+        self.automata += 1;
+        let name = format!("{}json string automaton {}", self.prefix, self.automata);
+        let enc = encoding(&mut self.text, &mut self.keys, key);
+        let any = any_text(self.g, enc, 0, None);
+        dfa.lower(&name, self.g, enc, any, self.c.deadline)
     }
 
     /// One regex, already narrowed to the string's lengths where it could be.

@@ -453,6 +453,8 @@ fn without(ranges: &[(char, char)], minus: &[char]) -> Vec<(char, char)> {
 pub(crate) struct Regex {
     hir: Arc<Hir>,
     universal: bool,
+    /// See [`Regex::is_ambiguous`].
+    ambiguous: bool,
 }
 
 impl Regex {
@@ -470,6 +472,7 @@ impl Regex {
             ])))),
         });
         let mut universal = false;
+        let mut ambiguous = nests_unbounded_repetitions(&hir);
         let wrapped = branches
             .into_iter()
             .map(|b| {
@@ -478,6 +481,7 @@ impl Regex {
                 let end = b.properties().look_set_suffix().contains(Look::End);
                 // A branch that matches the empty string with a free side matches every string.
                 universal |= b.properties().minimum_len() == Some(0) && !(start && end);
+                ambiguous |= !(start && end);
                 if !start {
                     parts.push(any.clone());
                 }
@@ -491,6 +495,7 @@ impl Regex {
         Ok(Regex {
             hir: Arc::new(Hir::alternation(wrapped)),
             universal,
+            ambiguous,
         })
     }
 
@@ -499,11 +504,22 @@ impl Regex {
         self.universal
     }
 
+    /// True if the regex, written as grammar as it reads, matches a text in many ways at
+    /// once: a branch searched for (the `.*` around it restarts a match at every character)
+    /// or a repetition of an unbounded repetition (`([^/]+/?)+`). A parser following every
+    /// reading carries them all at each step and cannot reuse a mask from one position to the
+    /// next; the minimal automaton has one state there (MaskBench: `.+`, a URL pattern with
+    /// `([/\w .-]*)*`, 20–110 ms per mask). Unanchored, a `pattern` is rarely anything else.
+    pub fn is_ambiguous(&self) -> bool {
+        self.ambiguous
+    }
+
     /// A regex that must match the whole string (the `format` definitions, formwork's own).
     pub fn whole(pattern: &str) -> Result<Regex, CompileError> {
         Ok(Regex {
             hir: Arc::new(parse_ecma(pattern, FORMAT_NESTING)?),
             universal: false,
+            ambiguous: false,
         })
     }
 
@@ -541,8 +557,32 @@ impl Regex {
         Some(Regex {
             hir: Arc::new(Hir::alternation(narrowed)),
             universal: false,
+            ambiguous: self.ambiguous,
         })
     }
+}
+
+/// Is there an unbounded repetition inside another one? An explicit stack: the `Hir` nests
+/// as deeply as the pattern.
+fn nests_unbounded_repetitions(h: &Hir) -> bool {
+    let mut stack = vec![(h, false)];
+    while let Some((h, inside)) = stack.pop() {
+        match h.kind() {
+            HirKind::Repetition(rep) => {
+                let unbounded = rep.max.is_none();
+                if unbounded && inside {
+                    return true;
+                }
+                stack.push((&rep.sub, inside || unbounded));
+            }
+            HirKind::Capture(c) => stack.push((&c.sub, inside)),
+            HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+                stack.extend(subs.iter().map(|s| (s, inside)))
+            }
+            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {}
+        }
+    }
+    false
 }
 
 /// One branch of [`Regex::with_length`].
