@@ -1355,3 +1355,21 @@ fn ambiguous_patterns_become_minimal_automata() {
     let g = grammar_of(json!({"type": "string", "pattern": "^[0-9a-f]{8}$"}));
     assert_eq!(automaton_states(&g), 0);
 }
+
+#[test]
+fn one_string_shape_is_one_automaton_for_all_its_properties() {
+    for shape in [
+        json!({"type": "string", "pattern": ".+"}),
+        json!({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 12}),
+        json!({"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["admin", "root"]}}),
+    ] {
+        let object = |n: usize| {
+            let properties: serde_json::Map<String, Value> =
+                (0..n).map(|i| (format!("p{i}"), shape.clone())).collect();
+            grammar_of(json!({"type": "object", "properties": properties}))
+        };
+        let one = automaton_states(&object(1));
+        assert!(one > 0, "{shape}");
+        assert_eq!(automaton_states(&object(6)), one, "{shape}");
+    }
+}

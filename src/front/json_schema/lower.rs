@@ -112,6 +112,22 @@ pub(crate) struct Lowering<'c, 'a, 'g> {
     any_value: Option<RuleId>,
     /// Character automata lowered so far (each one's rules get its number).
     automata: usize,
+    /// The contents of each string shape with patterns, formats or excluded values, built
+    /// once: a schema repeats one shape on many properties (a format, `.+`, an id pattern),
+    /// and each copy of an automaton was its own set of rules, so its own units, compiled
+    /// and walked again by the backend.
+    contents: HashMap<ContentKey, ExprId>,
+}
+
+/// What fixes a string's contents: key or value spelling, lengths, the regexes by source
+/// (a pattern's text, a format's name), excluded values.
+#[derive(PartialEq, Eq, Hash)]
+struct ContentKey {
+    key: bool,
+    min: u64,
+    max: Option<u64>,
+    regexes: Vec<String>,
+    exclude: Vec<String>,
 }
 
 impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
@@ -138,6 +154,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             pending: Vec::new(),
             any_value: None,
             automata: 0,
+            contents: HashMap::new(),
         }
     }
 
@@ -373,7 +390,36 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         Ok(self.g.rule_ref(rule))
     }
 
+    /// [`string_content_uncached`](Self::string_content_uncached), once per shape (see
+    /// [`Lowering::contents`]); a shape that warned is built again at each use, so each
+    /// place gets its warning.
     fn string_content(&mut self, s: &StringShape, key: bool) -> Result<ExprId, CompileError> {
+        if s.regexes.is_empty() && s.exclude.is_empty() {
+            return self.string_content_uncached(s, key);
+        }
+        let memo = ContentKey {
+            key,
+            min: s.min,
+            max: s.max,
+            regexes: s.regexes.iter().map(|c| c.source.clone()).collect(),
+            exclude: s.exclude.iter().cloned().collect(),
+        };
+        if let Some(&e) = self.contents.get(&memo) {
+            return Ok(e);
+        }
+        let warnings = self.c.warnings.len();
+        let e = self.string_content_uncached(s, key)?;
+        if self.c.warnings.len() == warnings {
+            self.contents.insert(memo, e);
+        }
+        Ok(e)
+    }
+
+    fn string_content_uncached(
+        &mut self,
+        s: &StringShape,
+        key: bool,
+    ) -> Result<ExprId, CompileError> {
         let max = s.max;
         if max.is_some_and(|m| m < s.min) {
             return Ok(self.g.nothing());
