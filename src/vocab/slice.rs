@@ -21,12 +21,15 @@ use crate::ir::ByteSet;
 use crate::mask::{clear_bit, get_bit, set_bit};
 
 /// The byte languages tried, broadest first: free text that cannot start a tag, the raw
-/// characters of a JSON string, a URI's unreserved characters (URIs, host names, most
+/// characters of a JSON string, the same but ECMA-262's line terminators (a pattern's `.`
+/// refuses U+2028 and U+2029, so in `^.+$` the string slice fails and the next one that fits
+/// leaves ~110k tokens to walk), a URI's unreserved characters (URIs, host names, most
 /// identifiers), alphanumerics (names restricted by a pattern). A slice's language is every
 /// *prefix* of its pattern's matches (a token may end inside a UTF-8 character).
-const PATTERNS: [&str; 4] = [
+const PATTERNS: [&str; 5] = [
     r"[^<]*",
     r#"[^\x00-\x1F"\\]*"#,
+    r#"[^\x00-\x1F"\\\x{2028}\x{2029}]*"#,
     r"[A-Za-z0-9._~\-]*",
     r"[A-Za-z0-9]*",
 ];
@@ -679,6 +682,76 @@ mod tests {
                 vocab.trie().num_nodes()
             );
         }
+    }
+
+    /// A client that reads a JSON string's raw characters but ECMA-262's line terminators
+    /// (U+2028 and U+2029, `E2 80 A8`/`A9`), as a pattern's `.` does: states 1 and 2 are
+    /// inside an `E2` character.
+    struct NoLineTerminator {
+        accepted: Vec<u32>,
+        steps: usize,
+    }
+
+    fn no_line_terminator(s: u8, b: u8) -> Option<u8> {
+        match (s, b) {
+            (0, b'"' | b'\\' | 0..=0x1F) => None,
+            (0, 0xE2) => Some(1),
+            (1, 0x80) => Some(2),
+            (2, 0xA8 | 0xA9) => None,
+            _ => Some(0),
+        }
+    }
+
+    impl TrieVisitor for NoLineTerminator {
+        type State = u8;
+        fn step(&mut self, s: &u8, byte: u8, _: usize, _: Subtree) -> TrieStep<u8> {
+            self.steps += 1;
+            no_line_terminator(*s, byte).map_or(TrieStep::Skip, TrieStep::Enter)
+        }
+        fn tokens(&mut self, _: &u8, tokens: &[TokenId]) {
+            tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
+        }
+    }
+
+    impl SliceProbe for NoLineTerminator {
+        type Error = ();
+        fn advance(&mut self, s: &u8, byte: u8) -> Result<Option<u8>, ()> {
+            Ok(no_line_terminator(*s, byte))
+        }
+        fn identity(&self, s: &u8) -> Option<u32> {
+            Some(u32::from(*s))
+        }
+        fn accepted(&mut self) -> &mut [u32] {
+            &mut self.accepted
+        }
+    }
+
+    #[test]
+    fn a_string_without_line_terminators_takes_its_own_slice() {
+        let vocab = Vocab::embedded_qwen3().unwrap();
+        let mut walk = NoLineTerminator {
+            accepted: vec![0; vocab.mask_words()],
+            steps: 0,
+        };
+        walk_sliced(&vocab, 0, &mut walk, &mut SliceProofs::default()).unwrap();
+        for t in 0..vocab.len() as TokenId {
+            let text = get_bit(vocab.text_mask(), t);
+            let expected = text
+                && vocab
+                    .token_bytes(t)
+                    .iter()
+                    .try_fold(0, |s, &b| no_line_terminator(s, b))
+                    .is_some();
+            assert_eq!(get_bit(&walk.accepted, t), expected, "token {t}");
+        }
+        // Without a slice of its own the string slice fails and the URI one leaves ~110k
+        // tokens to walk.
+        assert!(
+            walk.steps * 10 < vocab.trie().num_nodes(),
+            "{} of {} trie nodes",
+            walk.steps,
+            vocab.trie().num_nodes()
+        );
     }
 
     #[test]
