@@ -122,8 +122,8 @@ struct Stats {
 
 /// One sequence of an engine: mask, check, consume.
 trait Session {
-    /// Computes the mask (timed).
-    fn fill(&mut self);
+    /// Computes the mask (timed); an engine may fail (a limit inside llguidance's lexer).
+    fn fill(&mut self) -> Result<(), String>;
     /// Does the last mask allow `t`? (untimed)
     fn allows(&self, t: TokenId) -> bool;
     /// Would the engine force `t` here without a model call? (untimed)
@@ -152,8 +152,8 @@ struct FormworkSession {
 }
 
 impl Session for FormworkSession {
-    fn fill(&mut self) {
-        self.m.fill_mask(&mut self.mask).unwrap();
+    fn fill(&mut self) -> Result<(), String> {
+        self.m.fill_mask(&mut self.mask).map_err(|e| e.to_string())
     }
     fn allows(&self, t: TokenId) -> bool {
         get_bit(&self.mask, t)
@@ -197,8 +197,13 @@ struct LlgSession {
 }
 
 impl Session for LlgSession {
-    fn fill(&mut self) {
-        self.mask = Some(self.m.compute_mask().unwrap());
+    fn fill(&mut self) -> Result<(), String> {
+        let mask = self
+            .m
+            .compute_mask()
+            .map_err(|e| first_line(&e.to_string()))?;
+        self.mask = Some(mask);
+        Ok(())
     }
     fn allows(&self, t: TokenId) -> bool {
         self.mask.as_ref().is_some_and(|m| m.is_allowed(t))
@@ -245,7 +250,7 @@ struct OutlinesSession {
 }
 
 impl Session for OutlinesSession {
-    fn fill(&mut self) {
+    fn fill(&mut self) -> Result<(), String> {
         // What a server does with outlines-core: the state's allowed tokens into a bitmask.
         self.mask.fill(0);
         self.allowed = 0;
@@ -255,6 +260,7 @@ impl Session for OutlinesSession {
                 self.allowed += 1;
             }
         }
+        Ok(())
     }
     fn allows(&self, t: TokenId) -> bool {
         get_bit(&self.mask, t)
@@ -392,8 +398,14 @@ fn run_case(engine: &mut dyn Engine, vocab: &Vocab, case: &Case, s: &mut Stats) 
     let mut slowest_mask = (0.0, String::new());
     for (step, &t) in tokens.iter().enumerate() {
         let at = Instant::now();
-        session.fill();
+        let filled = session.fill();
         let us = micros(at.elapsed());
+        if let Err(e) = filled {
+            s.rejected += 1;
+            s.notes
+                .push(format!("{}: mask error at step {step}: {e}", case.id));
+            return;
+        }
         mask.push(us);
         if step == 0 {
             first_mask = compile + us;
@@ -431,8 +443,14 @@ fn run_case(engine: &mut dyn Engine, vocab: &Vocab, case: &Case, s: &mut Stats) 
     session.reset();
     for (step, &t) in tokens.iter().enumerate() {
         let at = Instant::now();
-        session.fill();
+        let filled = session.fill();
         let us = micros(at.elapsed());
+        if let Err(e) = filled {
+            s.rejected += 1;
+            s.notes
+                .push(format!("{}: warm mask error at step {step}: {e}", case.id));
+            return;
+        }
         s.warm_mask.push(us);
         if us > s.slowest_warm.0 {
             s.slowest_warm = (us, place(vocab, case, &tokens, step));
@@ -453,6 +471,11 @@ fn run_case(engine: &mut dyn Engine, vocab: &Vocab, case: &Case, s: &mut Stats) 
     s.forced += forced;
     s.mask.extend(mask);
     s.consume.extend(consume);
+}
+
+/// The first line of an error (llguidance's carry the parser's whole state after it).
+fn first_line(e: &str) -> String {
+    e.lines().next().unwrap_or_default().to_string()
 }
 
 /// Where step `step` of `case` is: the case, the step and the tokens before it.
