@@ -690,10 +690,12 @@ fn workload_names(all: &[Stats]) -> Vec<&str> {
     names
 }
 
-/// The best figure among the peers that ran the workload without rejecting a reference.
+/// The best figure among the peers that ran the workload rejecting at most 1% of its
+/// references (none on the fixed workloads; on the whole MaskBench set every engine rejects
+/// a few, and a peer that skipped many hard cases would look fast).
 fn best_peer(rows: &[&Stats], f: &dyn Fn(&Stats) -> Option<f64>) -> Option<f64> {
     rows.iter()
-        .filter(|s| s.engine != "formwork" && s.cases > 0 && s.rejected == 0)
+        .filter(|s| s.engine != "formwork" && s.cases > 0 && s.rejected * 100 <= s.cases)
         .filter_map(|s| f(s))
         .min_by(f64::total_cmp)
 }
