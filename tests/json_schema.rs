@@ -1357,6 +1357,15 @@ fn ambiguous_patterns_become_minimal_automata() {
         r#""x.yz anything \" goes""#,
     ]);
     l.no(&[r#""https://""#, r#""abc""#, r#""A.bc""#]);
+    // Searched words share one `.*` on each side: an automaton of a state per prefix of a
+    // word (each branch wrapped alone tracked which words had matched, 2^17 subsets).
+    let words: Vec<String> = (0..17).map(|i| format!("INTERVAL_M{i}")).collect();
+    let g = grammar_of(json!({"type": "string", "pattern": words.join("|")}));
+    let states = automaton_states(&g);
+    assert!((1..40).contains(&states), "{states} states");
+    let l = Lang::of(&g);
+    l.yes(&[r#""INTERVAL_M16""#, r#""x INTERVAL_M3 y INTERVAL_M1""#]);
+    l.no(&[r#""INTERVAL_M""#, r#""INTERVAL_MX""#, r#""interval_m1""#]);
     // Anchored at both ends with no repetition of a repetition: lowered as it reads (a counted
     // loop, whose masks are shared by every count).
     let g = grammar_of(json!({"type": "string", "pattern": "^[0-9a-f]{8}$"}));
