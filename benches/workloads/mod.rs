@@ -8,7 +8,8 @@
 //!   section ids, a JSON array linking topics to sections.
 //! - *json-mode-eval*: every `JME_*` file of MaskBench, schema and reference completion.
 //! - *maskbench*: `tests/data/maskbench-sample` plus `benches/data/maskbench.jsonl`, each schema
-//!   with its first valid instance.
+//!   with its first valid instance; with `--maskbench PATH`, instead of every workload, every
+//!   schema of a MaskBench set ([`maskbench_set`]).
 //! - *tools*: BFCL v4 function lists with reference calls, in the Llama 3.1 and Qwen formats.
 //!
 //! The generated workloads come from a fixed seed; the copied data is under `benches/data/`
@@ -338,6 +339,24 @@ fn schema_cases(path: &Path, n: usize) -> Vec<Case> {
         })
         .collect();
     spread(rows, n)
+}
+
+/// Every schema of a MaskBench directory or `maskbench-data.tar.gz` with a valid instance,
+/// with its first one: the whole development set, for the tails (`--maskbench PATH`).
+pub fn maskbench_set(path: &Path) -> Workload {
+    let cases = formwork::maskbench::load(path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .filter_map(|c| {
+            let valid = c.tests.iter().find(|t| t.valid)?;
+            let id = c.name.trim_end_matches(".json").to_string();
+            Some(schema_case(id, c.schema, &valid.data))
+        })
+        .collect();
+    Workload {
+        name: "maskbench (all)",
+        cases,
+    }
 }
 
 /// The committed MaskBench sample of the tests, then the bench's extra sample.
