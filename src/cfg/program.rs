@@ -2137,7 +2137,8 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         let slices = |gbnf: &str| {
             compile_for_test(&crate::front::gbnf::gbnf_to_ir(gbnf, "g").unwrap()).slices
         };
-        let (unreserved, alphanumeric) = (1 << 2, 1 << 3);
+        // Bits follow `vocab::slice::PATTERNS`: 2 is JSON text without line terminators.
+        let (unreserved, alphanumeric) = (1 << 3, 1 << 4);
         assert_eq!(slices(r#"root ::= "\"" [^"\\]* "\"""#), 0b11);
         assert_eq!(
             slices(r#"root ::= "\"" [A-Za-z0-9._~-]+ "\"""#) & unreserved,
