@@ -69,6 +69,14 @@ pub(crate) struct Chart {
     /// processed again.
     closed_to: usize,
     revisit: Vec<usize>,
+    /// Closed rows of more than [`LINEAR_ROW`] items that a completion advanced, by row: the
+    /// row's number when indexed and its items waiting for each unit, as sorted `(unit, item)`
+    /// pairs. A completion into such a row looks only at the items waiting for its unit:
+    /// scanning the whole row each time made a row of thousands of predictions (nested
+    /// counted repeats) cost its size once per item completed into it.
+    waiters: FxHashMap<u32, (u32, Vec<(u32, u32)>)>,
+    /// Pairs held in `waiters` (kept no larger than the chart's items).
+    waiters_len: usize,
 }
 
 impl Chart {
@@ -104,6 +112,8 @@ impl Chart {
             waiting_memo: FxHashMap::default(),
             closed_to: 0,
             revisit: Vec::new(),
+            waiters: FxHashMap::default(),
+            waiters_len: 0,
         };
         rows.iter()
             .for_each(|row| chart.push_raw(row, ByteSet::EMPTY));
@@ -239,6 +249,8 @@ impl Chart {
             .collect();
         self.index.clear();
         self.indexed = false;
+        self.waiters.clear();
+        self.waiters_len = 0;
         dropped
     }
 
@@ -559,40 +571,100 @@ impl Chart {
     ) -> Result<(), LimitExceeded> {
         let lo = self.starts[origin] as usize;
         let hi = self.starts[origin + 1] as usize;
-        budget.spend((hi - lo) as u64)?;
-        for w in lo..hi {
-            let wi = self.items[w];
-            let ws = prog.states[wi.state as usize];
-            if ws.flags & CALLS == 0 {
-                continue;
+        if hi - lo <= LINEAR_ROW {
+            budget.spend((hi - lo) as u64)?;
+            (lo..hi).for_each(|w| self.advance(prog, w, unit));
+            return Ok(());
+        }
+        let waiting = self.waiting_items(prog, origin, unit, budget)?;
+        waiting.into_iter().for_each(|w| self.advance(prog, w as usize, unit));
+        Ok(())
+    }
+
+    /// The items of closed row `row` (past [`LINEAR_ROW`] items) waiting for `unit`, through
+    /// [`Chart::waiters`]: indexing a row costs its size once.
+    fn waiting_items(
+        &mut self,
+        prog: &Program,
+        row: usize,
+        unit: u32,
+        budget: &Budget,
+    ) -> Result<SmallVec<[u32; 8]>, LimitExceeded> {
+        let gen = self.gens[row];
+        let fresh = matches!(self.waiters.get(&(row as u32)), Some((g, _)) if *g == gen);
+        if !fresh {
+            let (lo, hi) = (self.starts[row] as usize, self.starts[row + 1] as usize);
+            budget.spend((hi - lo) as u64)?;
+            let mut pairs: Vec<(u32, u32)> = Vec::new();
+            for w in lo..hi {
+                let wi = self.items[w];
+                let ws = prog.state(wi.state);
+                if ws.flags & CALLS == 0 {
+                    continue;
+                }
+                if ws.flags & COUNTED != 0 {
+                    let c = counted(prog, ws.unit);
+                    if c.can_iterate(wi.count) {
+                        pairs.push((c.body, w as u32));
+                    }
+                } else {
+                    pairs.extend(prog.calls_of(wi.state).iter().map(|c| (c.unit, w as u32)));
+                }
             }
-            if ws.flags & COUNTED != 0 {
-                let c = counted(prog, ws.unit);
-                if c.body == unit && c.can_iterate(wi.count) {
+            pairs.sort_unstable();
+            pairs.dedup();
+            if self.waiters_len + pairs.len() > self.items.len() {
+                self.waiters.clear();
+                self.waiters_len = 0;
+            }
+            self.waiters_len += pairs.len();
+            if let Some((_, stale)) = self.waiters.insert(row as u32, (gen, pairs)) {
+                self.waiters_len -= stale.len();
+            }
+        }
+        let pairs = &self.waiters[&(row as u32)].1;
+        let from = pairs.partition_point(|&(u, _)| u < unit);
+        let found: SmallVec<[u32; 8]> = pairs[from..]
+            .iter()
+            .take_while(|&&(u, _)| u == unit)
+            .map(|&(_, w)| w)
+            .collect();
+        budget.spend(1 + found.len() as u64)?;
+        Ok(found)
+    }
+
+    /// Advances item `w` (of a closed row) past its unit `unit` if it waits for it.
+    fn advance(&mut self, prog: &Program, w: usize, unit: u32) {
+        let wi = self.items[w];
+        let ws = prog.states[wi.state as usize];
+        if ws.flags & CALLS == 0 {
+            return;
+        }
+        if ws.flags & COUNTED != 0 {
+            let c = counted(prog, ws.unit);
+            if c.body == unit && c.can_iterate(wi.count) {
+                self.add(
+                    prog,
+                    Item {
+                        count: c.inc(wi.count),
+                        ..wi
+                    },
+                );
+            }
+        } else {
+            for call in prog.calls_of(wi.state) {
+                if call.unit == unit {
                     self.add(
                         prog,
                         Item {
-                            count: c.inc(wi.count),
-                            ..wi
+                            state: call.ret,
+                            origin: wi.origin,
+                            count: wi.count,
                         },
                     );
                 }
-            } else {
-                for call in prog.calls_of(wi.state) {
-                    if call.unit == unit {
-                        self.add(
-                            prog,
-                            Item {
-                                state: call.ret,
-                                origin: wi.origin,
-                                count: wi.count,
-                            },
-                        );
-                    }
-                }
             }
         }
-        Ok(())
     }
 }
 

@@ -214,7 +214,11 @@ pub(crate) struct Scratch {
     settled: Settled,
     done: Vec<u128>,
     explored: Vec<(u32, u32)>,
+    /// `explored` and `found` as sets: a row of thousands of callers made the look-ups
+    /// quadratic.
+    explored_set: FxHashSet<(u32, u32)>,
     found: Vec<(u32, Item)>,
+    found_set: FxHashSet<(u32, Item)>,
     rows: Vec<u32>,
     described: Vec<(u32, u128, u64, u32)>,
 }
@@ -1011,16 +1015,21 @@ fn context_key(
     let prog = &g.prog;
     let Scratch {
         explored,
+        explored_set,
         found,
+        found_set,
         rows,
         described,
         ..
     } = scratch;
     explored.clear();
+    explored_set.clear();
     found.clear();
+    found_set.clear();
     rows.clear();
     described.clear();
     explored.push((k.origin, prog.state(k.state).unit));
+    explored_set.insert(explored[0]);
     // A caller that only returns into the end of its own unit (a rule called last in its
     // caller's body) decides nothing: its completion passes straight up. When it is the only
     // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
@@ -1030,23 +1039,26 @@ fn context_key(
         let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
         while let Some((row, unit)) = level.pop() {
             let first = found.len();
-            budget.spend((chart.row(row as usize).len() + found.len()) as u64)?;
+            budget.spend(chart.row(row as usize).len() as u64)?;
             for w in chart.row(row as usize) {
-                if waits_for(prog, w, unit) && !found.contains(&(row, *w)) {
+                if waits_for(prog, w, unit) && found_set.insert((row, *w)) {
                     found.push((row, *w));
                 }
             }
+            budget.spend((found.len() - first) as u64)?;
             let only = found.len() == first + 1;
             for &(_, w) in &found[first..] {
                 let next = (w.origin, prog.state(w.state).unit);
-                if explored.contains(&next) {
+                if explored_set.contains(&next) {
                     continue;
                 }
                 if only && returns_to_end(prog, &w, unit) && explored.len() < MAX_CONTEXT_ROWS {
                     explored.push(next);
+                    explored_set.insert(next);
                     level.push(next);
                 } else if depth < g.config.context_depth {
                     explored.push(next);
+                    explored_set.insert(next);
                     next_level.push(next);
                 }
             }
@@ -1061,7 +1073,7 @@ fn context_key(
             w.count = RELAXED;
         }
         *row = vrow(rows, *row);
-        w.origin = if explored.contains(&(w.origin, prog.state(w.state).unit)) {
+        w.origin = if explored_set.contains(&(w.origin, prog.state(w.state).unit)) {
             vrow(rows, w.origin)
         } else {
             EXT
