@@ -58,11 +58,11 @@ use serde_json::Value;
 
 use crate::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
 use crate::error::{CompileError, CompileErrorKind, Location};
-use crate::front::gbnf::gbnf_to_ir;
-use crate::front::json_schema::{compile_schema, JsonSchemaOptions};
+use crate::front::gbnf::gbnf_to_ir_limited;
+use crate::front::json_schema::{compile_schema_within, JsonSchemaOptions};
 use crate::front::tags::TagDispatch;
 use crate::ir::Grammar;
-use crate::limits::{Deadline, Limits};
+use crate::limits::{Deadline, LimitKind, Limits};
 use crate::mask::CacheStats;
 use crate::matcher::{MatchError, Matcher};
 use crate::ops::{
@@ -223,7 +223,8 @@ impl Engine {
     fn rebuild(&mut self, added: Vec<(String, String)>) -> Result<(), CompileError> {
         let mut builder = StructureFactory::builder(&self.runtime.vocab)
             .regex_compiler(self.regex.clone())
-            .lower_config(self.lower);
+            .lower_config(self.lower)
+            .limits(self.limits.clone());
         for (name, text) in self.sources.iter().chain(&added) {
             builder = builder.source(name, text);
         }
@@ -235,13 +236,13 @@ impl Engine {
     /// Compiles a request in the text form (see [`crate::request`]).
     pub fn compile(&self, request: &str) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
-        self.compile_request(&Request::parse(request)?, &deadline)
+        self.compile_request(&Request::parse_with(request, &self.limits)?, &deadline)
     }
 
     /// Compiles a request in the JSON form (see [`crate::request`]).
     pub fn compile_json_request(&self, json: &str) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
-        self.compile_request(&Request::parse_json(json)?, &deadline)
+        self.compile_request(&Request::parse_json_with(json, &self.limits)?, &deadline)
     }
 
     fn compile_request(
@@ -250,12 +251,15 @@ impl Engine {
         deadline: &Deadline,
     ) -> Result<Constraint, CompileError> {
         match self.route_request(request)? {
-            RequestRoute::Template => Ok(self.ops(Arc::new(request.instantiate(&self.factory)?))),
+            RequestRoute::Template => {
+                let program = request.instantiate_within(&self.factory, deadline)?;
+                Ok(self.ops(Arc::new(program)))
+            }
             RequestRoute::Builtin(Builtin::Regex(pattern)) => {
                 self.compile_regex_within(pattern, deadline)
             }
             RequestRoute::Builtin(b) => {
-                self.compile_grammar_within(&self.builtin_grammar(b)?, deadline)
+                self.compile_grammar_within(&self.builtin_grammar(b, deadline)?, deadline)
             }
         }
     }
@@ -273,7 +277,7 @@ impl Engine {
     ) -> Result<Constraint, CompileError> {
         match self.backend {
             BackendChoice::Earley => {
-                self.compile_grammar_within(&regex_grammar(pattern)?.0, deadline)
+                self.compile_grammar_within(&regex_grammar(pattern, &self.limits)?.0, deadline)
             }
             BackendChoice::Auto | BackendChoice::Operators => {
                 Ok(self.ops(self.regex.compile_within(pattern, deadline)?))
@@ -306,7 +310,7 @@ impl Engine {
         options: &JsonSchemaOptions,
     ) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
-        let compiled = compile_schema(schema, options)?;
+        let compiled = compile_schema_within(schema, options, &self.limits, &deadline)?;
         let mut constraint = self.compile_grammar_within(&compiled.grammar, &deadline)?;
         constraint.warnings = compiled.warnings.into();
         Ok(constraint)
@@ -315,13 +319,15 @@ impl Engine {
     /// Compiles a llama.cpp GBNF grammar (start rule `root`; `source` names it in errors).
     pub fn compile_gbnf(&self, text: &str, source: &str) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
-        self.compile_grammar_within(&gbnf_to_ir(text, source)?, &deadline)
+        let grammar = gbnf_to_ir_limited(text, source, &self.limits, &deadline)?;
+        self.compile_grammar_within(&grammar, &deadline)
     }
 
     /// Compiles a tag dispatch (free text with tool calls, see [`crate::front::tags`]).
     pub fn compile_tags(&self, dispatch: &TagDispatch) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
-        self.compile_grammar_within(&dispatch.compile()?, &deadline)
+        let grammar = dispatch.compile_within(&self.limits, &deadline)?;
+        self.compile_grammar_within(&grammar, &deadline)
     }
 
     /// Compiles an IR grammar through the router: the entry point every grammar-shaped input
@@ -373,10 +379,13 @@ impl Engine {
     /// The grammar IR of a text request: the same language its constraint accepts, for the
     /// reference recognizer and the CFG backend.
     pub fn request_grammar(&self, request: &str) -> Result<Grammar, CompileError> {
-        let request = Request::parse(request)?;
+        let deadline = self.limits.deadline();
+        let request = Request::parse_with(request, &self.limits)?;
         match self.route_request(&request)? {
-            RequestRoute::Template => request.instantiate_ir(&self.factory),
-            RequestRoute::Builtin(b) => self.builtin_grammar(b),
+            RequestRoute::Template => {
+                request.instantiate_ir_within(&self.factory, &self.limits, &deadline)
+            }
+            RequestRoute::Builtin(b) => self.builtin_grammar(b, &deadline),
         }
     }
 
@@ -393,9 +402,21 @@ impl Engine {
         }
     }
 
-    fn builtin_grammar(&self, builtin: Builtin) -> Result<Grammar, CompileError> {
+    fn builtin_grammar(
+        &self,
+        builtin: Builtin,
+        deadline: &Deadline,
+    ) -> Result<Grammar, CompileError> {
         match builtin {
             Builtin::JsonSchema(text) => {
+                let place = Location::Text {
+                    source: "<json_schema>".into(),
+                    line: 1,
+                    col: 1,
+                };
+                self.limits
+                    .check(LimitKind::InputBytes, text.len() as u64)
+                    .map_err(|e| CompileError::over_limit(e, place, "schema text"))?;
                 let schema: Value = serde_json::from_str(text).map_err(|e| {
                     CompileError::new(
                         CompileErrorKind::Syntax,
@@ -407,10 +428,11 @@ impl Engine {
                         format!("invalid JSON: {e}"),
                     )
                 })?;
-                Ok(compile_schema(&schema, &JsonSchemaOptions::new())?.grammar)
+                let options = JsonSchemaOptions::new();
+                Ok(compile_schema_within(&schema, &options, &self.limits, deadline)?.grammar)
             }
-            Builtin::Gbnf(text) => gbnf_to_ir(text, "<gbnf>"),
-            Builtin::Regex(pattern) => Ok(regex_grammar(pattern)?.0),
+            Builtin::Gbnf(text) => gbnf_to_ir_limited(text, "<gbnf>", &self.limits, deadline),
+            Builtin::Regex(pattern) => Ok(regex_grammar(pattern, &self.limits)?.0),
         }
     }
 
@@ -606,6 +628,13 @@ impl Matcher for ConstraintMatcher {
         match &mut self.inner {
             Inner::Ops(m) => m.reset(),
             Inner::Earley(m) => m.reset(),
+        }
+    }
+
+    fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+        match &mut self.inner {
+            Inner::Ops(m) => m.consume_bytes(bytes),
+            Inner::Earley(m) => m.consume_bytes(bytes),
         }
     }
 }

@@ -116,7 +116,11 @@ impl CompileError {
     pub fn over_limit(exceeded: LimitExceeded, location: Location, what: &str) -> CompileError {
         CompileError {
             limit: Some(exceeded),
-            ..CompileError::new(CompileErrorKind::Limit, location, format!("{what}: {exceeded}"))
+            ..CompileError::new(
+                CompileErrorKind::Limit,
+                location,
+                format!("{what}: {exceeded}"),
+            )
         }
     }
 

@@ -28,9 +28,9 @@ pub use engine::{
     BackendChoice, BackendKind, Constraint, ConstraintMatcher, Engine, EngineCacheStats,
     EngineConfig,
 };
-pub use front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
-pub use front::tags::{TagDispatch, Tool, ToolFormat};
-pub use vocab::{TokenId, Vocab, VocabConfig, VocabError, VocabErrorKind};
 pub use error::{CompileError, CompileErrorKind, Location};
+pub use front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
+pub use front::tags::{Piece, Tag, TagBody, TagDispatch, Tool, ToolFormat};
 pub use limits::{LimitExceeded, LimitKind, Limits};
 pub use matcher::{MatchError, MatchErrorKind, Matcher};
+pub use vocab::{TokenId, Vocab, VocabConfig, VocabError, VocabErrorKind};

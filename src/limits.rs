@@ -383,6 +383,9 @@ mod tests {
 
     #[test]
     fn unbounded_time_reads_as_max() {
-        assert_eq!(Limits::new().compile_time(None).get(LimitKind::CompileTime), u64::MAX);
+        assert_eq!(
+            Limits::new().compile_time(None).get(LimitKind::CompileTime),
+            u64::MAX
+        );
     }
 }

@@ -8,6 +8,11 @@
 //! passes if none of these happened. The `formwork maskbench` command and the CI sample test
 //! both run [`run`]; [`Report::compare`] is the ratchet against a committed expected file.
 //!
+//! Timings are what a server feels: *time to first mask* (TTFM: compile, then the first mask
+//! of a fresh matcher, as a server does before the first decoding step), then one mask per
+//! token of every valid instance. The report gives their tail (p99.9, max, masks over 1 and
+//! 5 ms) and the slowest compiles and masks with the file, the step and the text before it.
+//!
 //! # Example
 //!
 //! ```
@@ -27,6 +32,11 @@
 //! };
 //! let result = formwork::maskbench::run_case(&engine, &case, &HarnessConfig::new());
 //! assert_eq!(result.status, Status::Passing, "{}", result.detail);
+//! assert!(result.time_to_first_mask().is_some());
+//! // Each valid token and EOS had a mask; the slowest are kept with where they were.
+//! assert_eq!(result.mask_ns.len(), result.slowest.len());
+//! assert!(result.slowest.windows(2).all(|w| w[0].ns >= w[1].ns));
+//! assert_eq!(result.slowest.iter().map(|m| m.step).max(), Some(result.mask_ns.len() - 1));
 //! ```
 
 use std::collections::BTreeMap;
@@ -219,8 +229,97 @@ pub struct CaseResult {
     pub backend: Option<BackendKind>,
     /// Compile time, if it compiled.
     pub compile: Option<Duration>,
-    /// Nanoseconds of every mask computed (valid instances, one per token and one for EOS).
+    /// The first mask of a fresh matcher, right after compiling (with `compile`, the time to
+    /// first mask).
+    pub first_mask: Option<Duration>,
+    /// Nanoseconds of every mask computed while walking the valid instances (one per token
+    /// and one for EOS), after the first mask.
     pub mask_ns: Vec<u64>,
+    /// The slowest of those masks, slowest first (at most [`SLOWEST`]).
+    pub slowest: Vec<SlowMask>,
+}
+
+/// How many slow masks each [`CaseResult`] keeps, and how many the report lists.
+pub const SLOWEST: usize = 10;
+
+/// One slow mask: where it was and what came before it.
+#[derive(Clone, Debug)]
+pub struct SlowMask {
+    /// Nanoseconds.
+    pub ns: u64,
+    /// Index of the valid instance.
+    pub instance: usize,
+    /// Tokens consumed before the mask.
+    pub step: usize,
+    /// The last characters of the text consumed before the mask.
+    pub before: String,
+}
+
+impl CaseResult {
+    /// Compile plus first mask, if it compiled.
+    pub fn time_to_first_mask(&self) -> Option<Duration> {
+        Some(self.compile? + self.first_mask?)
+    }
+
+    /// Keeps `mask` if it is among the [`SLOWEST`] of this case.
+    fn record_slow(
+        &mut self,
+        ns: u64,
+        instance: usize,
+        step: usize,
+        before: impl FnOnce() -> String,
+    ) {
+        if self.slowest.len() == SLOWEST && self.slowest.last().is_some_and(|m| m.ns >= ns) {
+            return;
+        }
+        let at = self.slowest.partition_point(|m| m.ns >= ns);
+        let before = before();
+        self.slowest.insert(
+            at,
+            SlowMask {
+                ns,
+                instance,
+                step,
+                before,
+            },
+        );
+        self.slowest.truncate(SLOWEST);
+    }
+
+    /// Per-file figures (for `--json`).
+    pub fn figures(&self) -> Value {
+        let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+        let mut masks = self.mask_ns.clone();
+        json!({
+            "file": self.name,
+            "status": self.status.name(),
+            "compile_ms": ms(self.compile),
+            "first_mask_ms": ms(self.first_mask),
+            "ttfm_ms": ms(self.time_to_first_mask()),
+            "masks": masks.len(),
+            "mask_us": {
+                "p50": quantile(&mut masks, 0.5) as f64 / 1e3,
+                "p99": quantile(&mut masks, 0.99) as f64 / 1e3,
+                "max": masks.last().map_or(0.0, |&m| m as f64 / 1e3),
+            },
+        })
+    }
+}
+
+/// The last `chars` characters of the text of `tokens`, for locating a step.
+fn text_before(
+    vocab: &crate::vocab::Vocab,
+    tokens: &[crate::vocab::TokenId],
+    chars: usize,
+) -> String {
+    let start = tokens.len().saturating_sub(chars);
+    let bytes: Vec<u8> = tokens[start..]
+        .iter()
+        .flat_map(|&t| vocab.token_bytes(t).to_vec())
+        .collect();
+    let text = String::from_utf8_lossy(&bytes);
+    let skip = text.chars().count().saturating_sub(chars);
+    text.chars().skip(skip).collect()
 }
 
 /// Runs one schema through `engine`.
@@ -232,7 +331,9 @@ pub fn run_case(engine: &Engine, case: &Case, config: &HarnessConfig) -> CaseRes
         detail: String::new(),
         backend: None,
         compile: None,
+        first_mask: None,
         mask_ns: Vec::new(),
+        slowest: Vec::new(),
     };
     let constraint = match engine.compile_json_schema(&case.schema, &config.options) {
         Ok(c) => c,
@@ -246,6 +347,13 @@ pub fn run_case(engine: &Engine, case: &Case, config: &HarnessConfig) -> CaseRes
     result.backend = Some(constraint.backend());
     let vocab = engine.vocab();
     let mut mask = vec![0u32; vocab.mask_words()];
+    let at = Instant::now();
+    if let Err(e) = constraint.matcher().fill_mask(&mut mask) {
+        result.status = Status::ValidationError;
+        result.detail = format!("first mask: {e}");
+        return result;
+    }
+    result.first_mask = Some(at.elapsed());
     let over_time = |result: &mut CaseResult| {
         let over = config.timeout.is_some_and(|t| started.elapsed() > t);
         if over {
@@ -279,7 +387,9 @@ pub fn run_case(engine: &Engine, case: &Case, config: &HarnessConfig) -> CaseRes
             for (step, &t) in tokens.iter().enumerate() {
                 let at = Instant::now();
                 let filled = m.fill_mask(&mut mask);
-                result.mask_ns.push(at.elapsed().as_nanos() as u64);
+                let ns = at.elapsed().as_nanos() as u64;
+                result.mask_ns.push(ns);
+                result.record_slow(ns, i, step, || text_before(vocab, &tokens[..step], 40));
                 let problem = match filled {
                     Err(e) => Some(format!("mask error {e}")),
                     Ok(()) if !get_bit(&mask, t) => {
@@ -298,7 +408,9 @@ pub fn run_case(engine: &Engine, case: &Case, config: &HarnessConfig) -> CaseRes
             }
             let at = Instant::now();
             let filled = m.fill_mask(&mut mask);
-            result.mask_ns.push(at.elapsed().as_nanos() as u64);
+            let ns = at.elapsed().as_nanos() as u64;
+            result.mask_ns.push(ns);
+            result.record_slow(ns, i, tokens.len(), || text_before(vocab, &tokens, 40));
             let eos = filled.is_ok() && vocab.eos_tokens().iter().any(|&e| get_bit(&mask, e));
             if !eos {
                 result.status = Status::ValidationError;
@@ -406,6 +518,46 @@ impl Report {
         quantile(&mut all, q)
     }
 
+    /// Time-to-first-mask quantile over the schemas that compiled, in nanoseconds.
+    pub fn ttfm_quantile(&self, q: f64) -> u64 {
+        let mut all: Vec<u64> = self
+            .results
+            .iter()
+            .filter_map(|r| r.time_to_first_mask().map(|d| d.as_nanos() as u64))
+            .collect();
+        quantile(&mut all, q)
+    }
+
+    /// Masks that took longer than `ns` nanoseconds.
+    pub fn masks_over(&self, ns: u64) -> usize {
+        let over = |r: &CaseResult| r.mask_ns.iter().filter(|&&m| m > ns).count();
+        self.results.iter().map(over).sum()
+    }
+
+    /// The [`SLOWEST`] compiles: (file, nanoseconds), slowest first.
+    pub fn slowest_compiles(&self) -> Vec<(&str, u64)> {
+        let mut all: Vec<(&str, u64)> = self
+            .results
+            .iter()
+            .filter_map(|r| Some((r.name.as_str(), r.compile?.as_nanos() as u64)))
+            .collect();
+        all.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+        all.truncate(SLOWEST);
+        all
+    }
+
+    /// The [`SLOWEST`] masks of the run: (file, mask), slowest first.
+    pub fn slowest_masks(&self) -> Vec<(&str, &SlowMask)> {
+        let mut all: Vec<(&str, &SlowMask)> = self
+            .results
+            .iter()
+            .flat_map(|r| r.slowest.iter().map(move |m| (r.name.as_str(), m)))
+            .collect();
+        all.sort_unstable_by(|a, b| b.1.ns.cmp(&a.1.ns));
+        all.truncate(SLOWEST);
+        all
+    }
+
     /// The summary as JSON: counts, routes and timing quantiles.
     pub fn summary(&self) -> Value {
         let mut counts = Map::new();
@@ -413,13 +565,89 @@ impl Report {
         for s in Status::ALL {
             counts.insert(s.name().into(), json!(self.count(s)));
         }
+        let us = |ns: u64| ns as f64 / 1e3;
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let quantiles = |f: &dyn Fn(f64) -> u64, unit: &dyn Fn(u64) -> f64| {
+            json!({"p50": unit(f(0.5)), "p90": unit(f(0.9)), "p99": unit(f(0.99)),
+                   "p99.9": unit(f(0.999)), "max": unit(f(1.0))})
+        };
         json!({
             "counts": counts,
             "routes": {"operators": self.routed(BackendKind::Operators), "earley": self.routed(BackendKind::Earley)},
             "masks": self.results.iter().map(|r| r.mask_ns.len()).sum::<usize>(),
-            "mask_us": {"p50": self.mask_quantile(0.5) as f64 / 1e3, "p99": self.mask_quantile(0.99) as f64 / 1e3},
-            "compile_ms": {"p50": self.compile_quantile(0.5) as f64 / 1e6, "p99": self.compile_quantile(0.99) as f64 / 1e6},
+            "mask_us": quantiles(&|q| self.mask_quantile(q), &us),
+            "masks_over_1ms": self.masks_over(1_000_000),
+            "masks_over_5ms": self.masks_over(5_000_000),
+            "compile_ms": quantiles(&|q| self.compile_quantile(q), &ms),
+            "ttfm_ms": quantiles(&|q| self.ttfm_quantile(q), &ms),
+            "slowest_compiles": self.slowest_compiles().iter()
+                .map(|(file, ns)| json!({"file": file, "ms": ms(*ns)})).collect::<Vec<_>>(),
+            "slowest_masks": self.slowest_masks().iter()
+                .map(|(file, m)| json!({"file": file, "instance": m.instance, "step": m.step,
+                                        "before": m.before, "us": us(m.ns)}))
+                .collect::<Vec<_>>(),
         })
+    }
+
+    /// The summary as text: counts, routes, then the timing quantiles and the slowest compiles
+    /// and masks.
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for s in Status::ALL {
+            let _ = writeln!(out, "{:<20} {}", format!("{}:", s.name()), self.count(s));
+        }
+        let _ = writeln!(
+            out,
+            "routes:              {} operators, {} earley",
+            self.routed(BackendKind::Operators),
+            self.routed(BackendKind::Earley)
+        );
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let us = |ns: u64| ns as f64 / 1e3;
+        let _ = writeln!(
+            out,
+            "ttfm:                p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
+            ms(self.ttfm_quantile(0.5)),
+            ms(self.ttfm_quantile(0.9)),
+            ms(self.ttfm_quantile(0.99)),
+            ms(self.ttfm_quantile(0.999)),
+            ms(self.ttfm_quantile(1.0)),
+        );
+        let _ = writeln!(
+            out,
+            "compile:             p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            ms(self.compile_quantile(0.5)),
+            ms(self.compile_quantile(0.99)),
+            ms(self.compile_quantile(1.0)),
+        );
+        let _ = writeln!(
+            out,
+            "mask:                p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs ({} masks, {} over 1 ms, {} over 5 ms)",
+            us(self.mask_quantile(0.5)),
+            us(self.mask_quantile(0.99)),
+            us(self.mask_quantile(0.999)),
+            us(self.mask_quantile(1.0)),
+            self.results.iter().map(|r| r.mask_ns.len()).sum::<usize>(),
+            self.masks_over(1_000_000),
+            self.masks_over(5_000_000),
+        );
+        let _ = writeln!(out, "slowest compiles:");
+        for (file, ns) in self.slowest_compiles() {
+            let _ = writeln!(out, "  {:>9.2} ms  {file}", ms(ns));
+        }
+        let _ = writeln!(out, "slowest masks:");
+        for (file, m) in self.slowest_masks() {
+            let _ = writeln!(
+                out,
+                "  {:>9.1} µs  {file} instance {} step {} after {:?}",
+                us(m.ns),
+                m.instance,
+                m.step,
+                m.before
+            );
+        }
+        out
     }
 
     /// The expected-results file of this run: counts and each file's status (no timings, so

@@ -47,6 +47,13 @@ pub enum MatchErrorKind {
     /// readings, too much work for one call): the call changed nothing, or the matcher is
     /// over its limit (see [`Matcher`], Limits).
     Limit(LimitExceeded),
+    /// Text given to [`Matcher::consume_bytes`] leaves the language; the state is unchanged.
+    TextRejected {
+        /// How many steps had been consumed before the text.
+        step: usize,
+        /// Byte offset inside the text where the constraint failed.
+        at_byte: usize,
+    },
 }
 
 /// Why a [`Matcher`] call failed. A failed call never changes the matcher's state.
@@ -113,6 +120,12 @@ impl fmt::Display for MatchError {
                 write!(f, "mask buffer has {got} words, expected {expected}")
             }
             MatchErrorKind::Limit(exceeded) => write!(f, "{exceeded}"),
+            MatchErrorKind::TextRejected { step, at_byte } => {
+                write!(
+                    f,
+                    "text rejected at step {step} (byte {at_byte} of the text)"
+                )
+            }
         }
     }
 }
@@ -185,6 +198,26 @@ pub trait Matcher: Send {
     fn consume_all(&mut self, tokens: &[TokenId]) -> Result<(), MatchError> {
         tokens.iter().try_for_each(|&t| self.consume(t))
     }
+
+    /// Advances by text that does not come from sampling (a prompt's tail, a jump-forward
+    /// string): exactly as consuming any tokenization of `bytes` would, but as one step, so
+    /// `rollback(1)` undoes all of it (xgrammar's `accept_string`). The bytes are text: a
+    /// special token's content here is its characters, never the special token. Rejected
+    /// text (`TextRejected`, with the failing byte) changes nothing.
+    fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError>;
+
+    /// How many of `tokens` (a speculative draft) would be consumed in order before the first
+    /// one the constraint rejects, without consuming any: the state is the same afterwards.
+    /// The error comes only from undoing the accepted tokens, when that reaches past the
+    /// history the matcher keeps (`Limits::history`); the accepted tokens then stay consumed.
+    fn validate_tokens(&mut self, tokens: &[TokenId]) -> Result<usize, MatchError> {
+        let accepted = tokens
+            .iter()
+            .take_while(|&&t| self.consume(t).is_ok())
+            .count();
+        self.rollback(accepted)?;
+        Ok(accepted)
+    }
 }
 
 // Pointers to matchers are matchers, so a batch can be a slice of borrowed matchers of mixed
@@ -221,6 +254,12 @@ macro_rules! forward_matcher {
             }
             fn consume_all(&mut self, tokens: &[TokenId]) -> Result<(), MatchError> {
                 (**self).consume_all(tokens)
+            }
+            fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+                (**self).consume_bytes(bytes)
+            }
+            fn validate_tokens(&mut self, tokens: &[TokenId]) -> Result<usize, MatchError> {
+                (**self).validate_tokens(tokens)
             }
         }
     )*};

@@ -38,9 +38,15 @@ fn rule_chain(n: usize) -> Grammar {
     g.finish(rules[0]).unwrap()
 }
 
+/// A builder that lets IR nest `depth` levels deep (it allows 8 per level of
+/// [`Limits::nesting`]), so that the depth reaches the compiler.
+fn deep_builder(depth: usize) -> GrammarBuilder {
+    GrammarBuilder::with_limits(&Limits::new().nesting(depth.div_ceil(8)))
+}
+
 /// `n` optional repeats nested in one another, their bounds alternating `{0,1}` and `{0,2}`.
 fn nested_repeats(n: usize) -> Grammar {
-    let mut g = GrammarBuilder::new();
+    let mut g = deep_builder(n + 1);
     let mut e = g.text("a");
     for i in 0..n {
         e = g.repeat(e, 0, Some(1 + (i % 2) as u32));
@@ -52,7 +58,7 @@ fn nested_repeats(n: usize) -> Grammar {
 
 /// `((ab)?b)?...`, `n` levels: `a` followed by `n` times `b`, or up to `n - 1` times `b`.
 fn nested_suffixes(n: usize) -> Grammar {
-    let mut g = GrammarBuilder::new();
+    let mut g = deep_builder(2 * n + 1);
     let mut e = g.text("a");
     for _ in 0..n {
         let b = g.text("b");

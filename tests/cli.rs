@@ -365,3 +365,203 @@ fn maskbench_reports_counts_and_fails_on_a_regression() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_file(&claim).unwrap();
 }
+
+#[test]
+fn check_verdict_comes_from_the_matcher_not_an_eos_bit() {
+    // `<|im_end|>` is both a symbol this template names and an EOS id of Qwen3: after "hi" the
+    // mask allows it, yet the text without it is incomplete.
+    let templates = data("reply.fw");
+    let check = |text: &str| {
+        formwork(&[
+            "check",
+            "--templates",
+            &templates,
+            "--request",
+            "reply",
+            "--text",
+            text,
+            "--json",
+        ])
+    };
+    let missing_end = check("hi");
+    assert_eq!(
+        missing_end.status.code(),
+        Some(1),
+        "{}",
+        stdout(&missing_end)
+    );
+    let s = summary(&missing_end);
+    assert_eq!(s["accepted"], false);
+    assert_eq!(s["rejected_at"], serde_json::Value::Null);
+    assert_eq!(s["eos_allowed"], true);
+    let complete = check("hi<|im_end|>");
+    assert_eq!(complete.status.code(), Some(0), "{}", stdout(&complete));
+    assert_eq!(summary(&complete)["accepted"], true);
+}
+
+#[test]
+fn text_and_regex_may_start_with_a_hyphen() {
+    let negative = formwork(&["check", "--regex", "-?[0-9]+", "--text", "-42"]);
+    assert_eq!(
+        negative.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&negative),
+        stderr(&negative)
+    );
+    let dashes = formwork(&["check", "--regex", "--[a-z]+", "--text", "--x"]);
+    assert_eq!(
+        dashes.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&dashes),
+        stderr(&dashes)
+    );
+    let rejected = formwork(&["check", "--regex", "-[0-9]", "--text", "-x"]);
+    assert_eq!(rejected.status.code(), Some(1), "{}", stderr(&rejected));
+}
+
+#[test]
+fn check_warns_when_the_tokenizer_normalises_the_text() {
+    // Qwen3 normalises to NFC: `a` + U+0308 (combining diaeresis) is checked as `ä`.
+    let decomposed = "a\u{308}";
+    let o = formwork(&["check", "--regex", "(?s:.)*", "--text", decomposed]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let warning = stderr(&o);
+    assert!(warning.contains("warning: the tokenizer"), "{warning}");
+    assert!(warning.contains("normalised"), "{warning}");
+    assert!(warning.contains("\"ä\""), "{warning}");
+    let composed = formwork(&["check", "--regex", "(?s:.)*", "--text", "ä"]);
+    assert_eq!(composed.status.code(), Some(0));
+    assert!(
+        !stderr(&composed).contains("warning"),
+        "{}",
+        stderr(&composed)
+    );
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formwork"))
+        .arg("vocab")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run formwork");
+    // The reader goes away before the first line (loading the vocabulary takes longer),
+    // as `head` does after its lines.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait for formwork");
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn mask_width_is_checked_and_applies_to_the_embedded_vocabulary() {
+    let absurd = formwork(&["vocab", "--mask-width", "1000000000000"]);
+    assert_eq!(absurd.status.code(), Some(2));
+    assert!(
+        stderr(&absurd).contains("mask width 1000000000000"),
+        "{}",
+        stderr(&absurd)
+    );
+    let narrow = formwork(&["vocab", "--mask-width", "1000"]);
+    assert_eq!(narrow.status.code(), Some(2));
+    assert!(
+        stderr(&narrow).contains("mask width 1000 <"),
+        "{}",
+        stderr(&narrow)
+    );
+    let wide = formwork(&["vocab", "--mask-width", "152064"]);
+    assert!(wide.status.success(), "{}", stderr(&wide));
+    assert!(
+        stdout(&wide).contains("mask width:    152064 (4752 u32 words)"),
+        "{}",
+        stdout(&wide)
+    );
+    let checked = formwork(&[
+        "check",
+        "--mask-width",
+        "152064",
+        "--regex",
+        "[0-9]+",
+        "--text",
+        "42",
+        "--json",
+        "--dump-masks",
+    ]);
+    assert_eq!(checked.status.code(), Some(0), "{}", stderr(&checked));
+    let absurd_check = formwork(&[
+        "check",
+        "--mask-width",
+        "99999999999",
+        "--regex",
+        "a",
+        "--text",
+        "a",
+    ]);
+    assert_eq!(absurd_check.status.code(), Some(2));
+}
+
+#[test]
+fn limit_flags_are_validated() {
+    let all = formwork(&[
+        "check",
+        "--max-nesting",
+        "64",
+        "--max-input-bytes",
+        "1000000",
+        "--max-grammar-size",
+        "100000",
+        "--max-states",
+        "10000",
+        "--max-alternatives",
+        "1000",
+        "--compile-time-ms",
+        "5000",
+        "--max-mask-work",
+        "10000000",
+        "--max-history",
+        "100",
+        "--max-readings",
+        "1000",
+        "--regex",
+        "[a-z]+",
+        "--text",
+        "abc",
+    ]);
+    assert_eq!(all.status.code(), Some(0), "{}", stderr(&all));
+    let not_a_number = formwork(&[
+        "check",
+        "--max-nesting",
+        "deep",
+        "--regex",
+        "a",
+        "--text",
+        "a",
+    ]);
+    assert_eq!(not_a_number.status.code(), Some(2));
+    assert!(
+        stderr(&not_a_number).contains("--max-nesting"),
+        "{}",
+        stderr(&not_a_number)
+    );
+    let both = formwork(&[
+        "check",
+        "--compile-time-ms",
+        "5",
+        "--no-compile-deadline",
+        "--regex",
+        "a",
+        "--text",
+        "a",
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+    let maskbench = formwork(&["maskbench", "--help"]);
+    assert!(
+        stdout(&maskbench).contains("--max-mask-work"),
+        "{}",
+        stdout(&maskbench)
+    );
+}

@@ -1,9 +1,14 @@
 //! JSON Schema front end: each keyword against the reference recognizer (the exact language of
 //! the grammar), errors with their JSON pointers, and a fixed MaskBench sample with a ratchet.
 
-use formwork::front::json_schema::{compile_schema, JsonSchemaOptions, PropertyOrder, Whitespace};
+mod common;
+
+use formwork::front::json_schema::{
+    compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder, Whitespace,
+};
 use formwork::ir::reference::{Recognizer, Unit};
-use formwork::{CompileErrorKind, Location};
+use formwork::ir::Grammar;
+use formwork::{CompileError, CompileErrorKind, Engine, LimitKind, Limits, Location};
 use serde_json::{json, Value};
 
 /// The language of a schema, as a membership test.
@@ -17,6 +22,10 @@ impl Lang {
     fn with(schema: Value, opts: &JsonSchemaOptions) -> Lang {
         let compiled = compile_schema(&schema, opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
         Lang(Recognizer::new(&compiled.grammar))
+    }
+
+    fn of(grammar: &Grammar) -> Lang {
+        Lang(Recognizer::new(grammar))
     }
 
     fn accepts(&self, text: &str) -> bool {
@@ -891,18 +900,20 @@ fn pathological_schemas_stay_bounded() {
     }
     let e = compile_schema(&deep, &JsonSchemaOptions::new()).expect_err("too deep");
     assert_eq!(e.kind(), CompileErrorKind::Limit);
+    // The default nesting limit (128 levels, the root one of them).
     let mut nested = json!({"type": "integer"});
-    for _ in 0..200 {
+    for _ in 0..127 {
         nested = json!({"type": "array", "items": nested});
     }
     let ok = compile_schema(&nested, &JsonSchemaOptions::new()).unwrap();
     assert!(ok.grammar.exprs().len() < 10_000);
-    let e = compile_schema(
+    let e = compile_schema_with(
         &json!({"type": "integer", "minimum": -1e300, "maximum": 1e300}),
-        &JsonSchemaOptions::new().max_grammar_size(50),
+        &JsonSchemaOptions::new(),
+        &Limits::new().grammar_size(50),
     )
     .expect_err("too big");
-    assert_eq!(e.kind(), CompileErrorKind::Limit);
+    assert_eq!(e.limit().map(|l| l.kind), Some(LimitKind::GrammarSize));
 }
 
 /// The MaskBench sample through the same harness as `formwork maskbench` (the engine's router,
@@ -952,4 +963,415 @@ fn sample_ratchet(options: JsonSchemaOptions, expected: &str, sound: bool) {
         serde_json::from_str(&std::fs::read_to_string(dir.join(expected)).unwrap()).unwrap();
     let regressions = report.compare(&expected).unwrap();
     assert!(regressions.is_empty(), "{}", regressions.join("\n"));
+}
+
+// Untrusted input: every case below compiles on a thread with the smallest stack a server may
+// give its workers, and ends in a correct grammar or a typed `Limit` error at its place.
+
+/// Runs `f` on a thread with a 256 KiB stack.
+fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn_scoped(s, f)
+            .unwrap()
+            .join()
+            .unwrap()
+    })
+}
+
+/// The limit a `Limit` error reached and the JSON pointer it names.
+fn limit_at(e: &CompileError) -> (LimitKind, String) {
+    let kind = e
+        .limit()
+        .unwrap_or_else(|| panic!("not a typed limit: {e}"))
+        .kind;
+    match e.location() {
+        Location::JsonPointer(p) => (kind, p.clone()),
+        other => panic!("no pointer: {other:?} ({e})"),
+    }
+}
+
+/// The grammar of `schema` compiled on a small stack within `limits`.
+fn small_stack_compile(schema: &Value, limits: &Limits) -> Result<Grammar, CompileError> {
+    on_small_stack(|| {
+        compile_schema_with(schema, &JsonSchemaOptions::new(), limits).map(|c| c.grammar)
+    })
+}
+
+/// Patterns whose characters lie beyond the BMP, several under one high surrogate (😀 and 😂
+/// are D83D DE00 and D83D DE02), and Unicode properties (hundreds of ranges, astral ones
+/// among them): every JSON spelling of the characters they admit, none of the others.
+#[test]
+fn astral_characters_and_unicode_properties_in_patterns() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            "^[😀😂]$",
+            &[
+                r#""😀""#,
+                r#""😂""#,
+                r#""\ud83d\ude00""#,
+                r#""\uD83D\uDE02""#,
+                r#""\uD83D\ude00""#,
+            ],
+            &[
+                r#""😁""#,
+                r#""\ud83d\ude01""#,
+                r#""\ud83d""#,
+                r#""\ude00""#,
+                r#""\ud83c\ude00""#,
+                r#""a""#,
+                r#""😀😂""#,
+                r#""""#,
+            ],
+        ),
+        (
+            "^[😀-😏🙀a]+$",
+            &[r#""😏a🙀""#, r#""\ud83d\ude40""#, r#""\ud83d\ude0f""#],
+            &[r#""😐""#, r#""\ud83d\ude10""#, r#""\ud83d\ude41""#],
+        ),
+        (
+            "^\\p{Greek}+$",
+            &[r#""αβγ""#, r#""\u03b1\u03B2""#],
+            &[r#""a""#, r#""""#, r#""α1""#],
+        ),
+        (
+            "^[^\\p{L}]$",
+            &[
+                r#""1""#,
+                r#""😀""#,
+                r#""\ud83d\ude00""#,
+                r#""\u0031""#,
+                r#""\n""#,
+            ],
+            &[
+                r#""a""#,
+                r#""\u0061""#,
+                r#""𝐀""#,
+                r#""\ud835\udc00""#,
+                r#""é""#,
+            ],
+        ),
+        (
+            "\\p{N}",
+            &[r#""x1""#, r#""𝟙""#, r#""\ud835\udfd9 ""#],
+            &[r#""x""#, r#""\ud835\udc00""#],
+        ),
+        (
+            "^\\p{Letter}{2}$",
+            &[r#""ab""#, r#""𝐀a""#, r#""\ud835\udc00a""#],
+            &[r#""a1""#, r#""a""#, r#""𝟙a""#],
+        ),
+    ];
+    for (pattern, yes, no) in cases {
+        for extra in [json!({}), json!({"maxLength": 3})] {
+            let mut schema = json!({"type": "string", "pattern": pattern});
+            schema
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            let grammar = small_stack_compile(&schema, &Limits::new())
+                .unwrap_or_else(|e| panic!("{schema}: {e}"));
+            let lang = Lang::of(&grammar);
+            let fits = |t: &str| {
+                let chars = serde_json::from_str::<String>(t).unwrap().chars().count();
+                extra.get("maxLength").is_none() || chars <= 3
+            };
+            lang.yes(&yes.iter().copied().filter(|t| fits(t)).collect::<Vec<_>>());
+            lang.no(no);
+        }
+    }
+}
+
+/// The masks of such patterns on the Qwen3 vocabulary are the reference recognizer's, token by
+/// token, for raw characters and for escaped surrogate pairs.
+#[test]
+fn astral_pattern_masks_match_the_oracle() {
+    let vocab = common::qwen3();
+    let engine = Engine::new(vocab.clone());
+    let cases = [
+        (
+            json!({"type": "string", "pattern": "^[😀😂]$"}),
+            [r#""😀""#, r#""\ud83d\ude02""#],
+        ),
+        (
+            json!({"type": "string", "pattern": "^[^\\p{L}]+$", "maxLength": 4}),
+            [r#""1😂""#, r#""\uD83D\uDE00!""#],
+        ),
+    ];
+    for (schema, texts) in cases {
+        let grammar = compile_schema(&schema, &JsonSchemaOptions::new())
+            .unwrap()
+            .grammar;
+        let constraint = engine
+            .compile_json_schema(&schema, &JsonSchemaOptions::new())
+            .unwrap();
+        for text in texts {
+            let mut m = constraint.matcher();
+            let tokens = vocab.encode(text).unwrap();
+            let label = format!("{schema} on {text}");
+            common::oracle::assert_masks_match_oracle(&label, vocab, &grammar, &mut m, &tokens);
+        }
+    }
+}
+
+/// A chain of `n` references through `via` (`properties`, `items` or nothing), ending in an
+/// integer.
+fn ref_chain(via: &str, n: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..n {
+        let next = json!({"$ref": format!("#/$defs/n{}", i + 1)});
+        defs.insert(
+            format!("n{i}"),
+            match via {
+                "properties" => json!({"type": "object", "properties": {"x": next}}),
+                "items" => json!({"type": "array", "items": next}),
+                _ => next,
+            },
+        );
+    }
+    defs.insert(format!("n{n}"), json!({"type": "integer"}));
+    json!({"$defs": defs, "$ref": "#/$defs/n0"})
+}
+
+/// Each link `n{i}` of a chain of `n` is one rule that calls the next one's.
+fn assert_linked(g: &Grammar, n: usize) {
+    let rule_of: std::collections::HashMap<&str, usize> = g
+        .rules()
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.as_str(), i))
+        .collect();
+    let link = |i: usize| rule_of[format!("ref #/$defs/n{i}").as_str()];
+    for i in 0..n {
+        let calls = g.rule_refs(g.rules()[link(i)].body);
+        assert!(
+            calls.iter().any(|r| r.index() == link(i + 1)),
+            "n{i} calls {calls:?}"
+        );
+    }
+}
+
+/// References are lowered from a worklist, one rule each, never inside one another: chains of
+/// 100,000 links compile on a small stack, each link a rule calling the next (the reference
+/// recognizer checks the language of the same chains 1,000 links long: it is too slow for
+/// 100,000 rules).
+#[test]
+fn long_reference_chains() {
+    // Linear, but seconds on a busy machine: the result is what is checked, not the time.
+    // 100,000 links are past the default grammar size (tested on its own), raised here.
+    let untimed = Limits::new().compile_time(None).grammar_size(8_000_000);
+    for via in ["", "properties", "items"] {
+        let g = small_stack_compile(&ref_chain(via, 100_000), &untimed).unwrap();
+        assert_linked(&g, 100_000);
+    }
+    let direct = small_stack_compile(&ref_chain("", 1000), &Limits::new()).unwrap();
+    Lang::of(&direct).yes(&["7", "-12"]);
+    Lang::of(&direct).no(&["1.5", "\"7\"", "[]"]);
+    let props = small_stack_compile(&ref_chain("properties", 1000), &Limits::new()).unwrap();
+    Lang::of(&props).yes(&["{}", r#"{"x":{}}"#, r#"{"x":{"x":{},"y":3}}"#]);
+    Lang::of(&props).no(&[r#"{"x":1}"#, "[]", r#"{"x":{"x":[]}}"#]);
+    let items = small_stack_compile(&ref_chain("items", 1000), &Limits::new()).unwrap();
+    Lang::of(&items).yes(&["[]", "[[],[[]]]"]);
+    Lang::of(&items).no(&["[1]", "[[1]]", "{}"]);
+    let n = 100_000;
+    // A chain of references that must each be intersected with a sibling keyword is resolved
+    // inside the schema before it: its links nest, up to the nesting limit.
+    let mut defs = serde_json::Map::new();
+    for i in 0..n {
+        let next = json!({"$ref": format!("#/$defs/n{}", i + 1), "type": "array"});
+        defs.insert(format!("n{i}"), next);
+    }
+    defs.insert(format!("n{n}"), json!({"items": {"type": "integer"}}));
+    let sibling = json!({"$defs": defs, "$ref": "#/$defs/n0"});
+    let e = small_stack_compile(&sibling, &Limits::new()).unwrap_err();
+    assert_eq!(
+        limit_at(&e),
+        (LimitKind::Nesting, "/$defs/n128".to_string())
+    );
+    let short: Value = serde_json::from_str(&sibling.to_string().replace(
+        "\"n1000\":{\"$ref\":\"#/$defs/n1001\",\"type\":\"array\"}",
+        "\"n1000\":{}",
+    ))
+    .unwrap();
+    let e = small_stack_compile(&short, &Limits::new().nesting(2000)).map(|g| g.rules().len());
+    assert!(e.is_ok(), "{e:?}");
+    // `allOf` of many references intersects them all, one nesting level each.
+    let refs: Vec<Value> = (0..200)
+        .map(|i| json!({"$ref": format!("#/$defs/n{i}")}))
+        .collect();
+    let mut defs = serde_json::Map::new();
+    for i in 0..200 {
+        defs.insert(format!("n{i}"), json!({"type": "array"}));
+    }
+    let all = json!({"$defs": defs, "allOf": refs});
+    let e = small_stack_compile(&all, &Limits::new()).unwrap_err();
+    assert_eq!(limit_at(&e), (LimitKind::Nesting, "/allOf/128".to_string()));
+    // Enum values checked against an `anyOf` chain of references, and against a cycle.
+    let cycle = json!({"$defs": {
+        "a": {"anyOf": [{"$ref": "#/$defs/b"}, {"type": "null"}]},
+        "b": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}]}},
+        "enum": [5, "s", null], "$ref": "#/$defs/a"});
+    let g = small_stack_compile(&cycle, &Limits::new()).unwrap();
+    Lang::of(&g).yes(&["\"s\"", "null"]);
+    Lang::of(&g).no(&["5"]);
+}
+
+/// A schema nested `levels` deep (the root is level 1) through `via`; the pointer of its
+/// innermost schema.
+fn nested(via: &str, levels: usize) -> (Value, String) {
+    let (mut schema, mut pointer) = (json!({"type": "integer"}), String::new());
+    for _ in 1..levels {
+        let (outer, step) = match via {
+            "items" => (json!({"type": "array", "items": schema}), "/items"),
+            "properties" => (
+                json!({"type": "object", "properties": {"a": schema}}),
+                "/properties/a",
+            ),
+            "additionalProperties" => (
+                json!({"type": "object", "additionalProperties": schema}),
+                "/additionalProperties",
+            ),
+            "prefixItems" => (
+                json!({"type": "array", "prefixItems": [schema]}),
+                "/prefixItems/0",
+            ),
+            "anyOf" => (json!({"anyOf": [schema, {"type": "null"}]}), "/anyOf/0"),
+            "oneOf" => (json!({"oneOf": [schema]}), "/oneOf/0"),
+            _ => (json!({"allOf": [schema]}), "/allOf/0"),
+        };
+        schema = outer;
+        pointer.insert_str(0, step);
+    }
+    (schema, pointer)
+}
+
+/// Subschemas nest up to `Limits::nesting` on a 256 KiB stack, whatever the limit: at the
+/// limit the schema compiles, past it the error names the limit and the innermost schema.
+#[test]
+fn nesting_limit_on_a_small_stack() {
+    let kinds = [
+        "items",
+        "properties",
+        "additionalProperties",
+        "prefixItems",
+        "anyOf",
+        "oneOf",
+        "allOf",
+    ];
+    for via in kinds {
+        let (at_limit, _) = nested(via, 128);
+        small_stack_compile(&at_limit, &Limits::new()).unwrap_or_else(|e| panic!("{via}: {e}"));
+        let (past, innermost) = nested(via, 129);
+        let e = small_stack_compile(&past, &Limits::new()).unwrap_err();
+        assert_eq!(limit_at(&e), (LimitKind::Nesting, innermost), "{via}");
+        assert_eq!(e.limit().map(|l| (l.value, l.max)), Some((129, 128)));
+    }
+    // A limit raised far past what the stack holds without the guard.
+    for via in ["items", "properties", "anyOf"] {
+        let (deep, innermost) = nested(via, 1500);
+        let limits = Limits::new().nesting(1500);
+        small_stack_compile(&deep, &limits).unwrap_or_else(|e| panic!("{via}: {e}"));
+        let e = small_stack_compile(&deep, &Limits::new().nesting(1499)).unwrap_err();
+        assert_eq!(limit_at(&e), (LimitKind::Nesting, innermost), "{via}");
+    }
+    // Values and pattern groups nest within the same limit.
+    let mut value = json!(1);
+    for _ in 0..128 {
+        value = json!([value]);
+    }
+    let e = small_stack_compile(&json!({"enum": [value]}), &Limits::new()).unwrap_err();
+    assert_eq!(limit_at(&e), (LimitKind::Nesting, "/enum".to_string()));
+    let e = small_stack_compile(&json!({"const": {"a": value}}), &Limits::new()).unwrap_err();
+    assert_eq!(limit_at(&e), (LimitKind::Nesting, "/const".to_string()));
+    let groups = |n: usize| format!("^{}a{}$", "(".repeat(n), ")".repeat(n));
+    small_stack_compile(
+        &json!({"type": "string", "pattern": groups(127)}),
+        &Limits::new(),
+    )
+    .unwrap();
+    let e = small_stack_compile(
+        &json!({"type": "string", "pattern": groups(129)}),
+        &Limits::new(),
+    )
+    .unwrap_err();
+    assert_eq!(limit_at(&e), (LimitKind::Nesting, "/pattern".to_string()));
+    let deep_pattern = json!({"type": "string", "pattern": groups(2000), "maxLength": 5});
+    let g = small_stack_compile(&deep_pattern, &Limits::new().nesting(2001)).unwrap();
+    Lang::of(&g).yes(&["\"a\""]);
+    Lang::of(&g).no(&["\"b\"", "\"aa\""]);
+}
+
+/// Lists are held to `Limits::alternatives`, and long work to the compile-time budget.
+#[test]
+fn alternatives_and_compile_time() {
+    let strings =
+        |n: usize| -> Vec<Value> { (0..n).map(|i| json!(format!("value {i}"))).collect() };
+    let big = json!({"enum": strings(200_000)});
+    let e = small_stack_compile(&big, &Limits::new()).unwrap_err();
+    assert_eq!(limit_at(&e), (LimitKind::Alternatives, "/enum".to_string()));
+    assert_eq!(
+        e.limit().map(|l| (l.value, l.max)),
+        Some((200_000, 100_000))
+    );
+    let not = json!({"type": "string", "not": {"enum": strings(200_000)}});
+    let e = small_stack_compile(&not, &Limits::new()).unwrap_err();
+    assert_eq!(limit_at(&e).0, LimitKind::Alternatives);
+    let branches: Vec<Value> = (0..1000).map(|i| json!({"const": i})).collect();
+    let e = small_stack_compile(
+        &json!({"anyOf": branches}),
+        &Limits::new().alternatives(999),
+    )
+    .unwrap_err();
+    assert_eq!(
+        limit_at(&e),
+        (LimitKind::Alternatives, "/anyOf".to_string())
+    );
+    // Within the limit, an enum compiles to one branch per value.
+    let g = small_stack_compile(&json!({"enum": strings(100_000)}), &Limits::new()).unwrap();
+    Lang::of(&g).yes(&["\"value 0\"", "\"value 99999\""]);
+    Lang::of(&g).no(&["\"value 100000\"", "\"value\""]);
+    // A budget already spent stops the front end inside its loops.
+    let spent = Limits::new().compile_time(Some(std::time::Duration::ZERO));
+    for schema in [
+        json!({"enum": strings(20_000)}),
+        ref_chain("items", 20_000),
+        json!({"type": "object", "properties": strings(20_000).iter().map(|v| (v.as_str().unwrap().to_string(), json!({}))).collect::<serde_json::Map<_, _>>(), "additionalProperties": false}),
+    ] {
+        let e = small_stack_compile(&schema, &spent).unwrap_err();
+        assert_eq!(
+            e.limit().map(|l| l.kind),
+            Some(LimitKind::CompileTime),
+            "{e}"
+        );
+    }
+}
+
+/// The engine's limits hold on every path into the front end: `compile_json_schema` and the
+/// `json_schema(...)` request built-in.
+#[test]
+fn engine_paths_honour_the_engine_limits() {
+    let config = formwork::EngineConfig::new().limits(Limits::new().nesting(4));
+    let engine = Engine::with_config(common::qwen3().clone(), config);
+    let (ok, _) = nested("items", 4);
+    let (deep, innermost) = nested("items", 5);
+    engine
+        .compile_json_schema(&ok, &JsonSchemaOptions::new())
+        .unwrap();
+    let e = engine
+        .compile_json_schema(&deep, &JsonSchemaOptions::new())
+        .unwrap_err();
+    assert_eq!(limit_at(&e), (LimitKind::Nesting, innermost.clone()));
+    let request = |schema: &Value| {
+        let text = schema
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
+        format!("json_schema(schema: \"{text}\")")
+    };
+    engine.compile(&request(&ok)).unwrap();
+    let e = engine.compile(&request(&deep)).unwrap_err();
+    assert_eq!(limit_at(&e), (LimitKind::Nesting, innermost));
+    let astral = json!({"type": "string", "pattern": "^[😀😂]$"});
+    engine.compile(&request(&astral)).unwrap();
 }

@@ -38,9 +38,10 @@ fn rule_chain(n: usize) -> Grammar {
     g.finish(rules[0]).unwrap()
 }
 
-/// `((a?b)?b)?b...`: `n` optional repeats nested in one another.
+/// `((a?b)?b)?b...`: `n` optional repeats nested in one another. The IR builder allows 8
+/// levels per level of [`Limits::nesting`]; raised here so that the depth reaches the backend.
 fn nested_optionals(n: usize) -> Grammar {
-    let mut g = GrammarBuilder::new();
+    let mut g = GrammarBuilder::with_limits(&Limits::new().nesting((2 * n + 1).div_ceil(8)));
     let mut e = g.text("a");
     for _ in 0..n {
         e = g.optional(e);

@@ -2,10 +2,14 @@
 //! a JSON pointer) and what was expected, and binding type-checks every argument against its
 //! parameter's kind.
 
+mod common;
+
+use common::stack::on_small_stack;
+use formwork::ir::reference::{Recognizer, Unit};
 use formwork::request::Request;
 use formwork::template::StructureFactory;
 use formwork::vocab::Vocab;
-use formwork::{CompileError, CompileErrorKind, Location};
+use formwork::{CompileError, CompileErrorKind, LimitKind, Limits, Location};
 use serde_json::json;
 
 fn at(line: usize, col: usize) -> Location {
@@ -104,19 +108,30 @@ fn text_syntax_errors_have_line_col_and_expectations() {
     assert_eq!(e.location(), &at(1, 1));
     assert_eq!(e.message(), "expected a name, found the end of the request");
 
-    // Nesting is bounded (binding walks the tree recursively); so is JSON's.
+    // Nesting is bounded; so is JSON's.
     let deep = format!("a(b: {}{})", "[".repeat(300), "]".repeat(300));
     let e = text_error(&deep);
-    assert_eq!(e.location(), &at(1, 261));
-    assert_eq!(e.message(), "nesting deeper than 256 levels");
+    let nesting = Limits::new().get(LimitKind::Nesting);
+    assert_eq!(e.location(), &at(1, 5 + nesting as usize));
+    assert_eq!(
+        e.message(),
+        format!(
+            "request: brackets: nesting limit: {} > {nesting}",
+            nesting + 1
+        )
+    );
     let deep_json = format!(
         "{{\"a\": {{\"b\": {}{}}}}}",
         "[".repeat(300),
         "]".repeat(300)
     );
     let e = Request::parse_json(&deep_json).unwrap_err();
-    assert_eq!(e.kind(), CompileErrorKind::Syntax);
-    assert!(e.message().contains("recursion limit"), "{e}");
+    assert_eq!(e.limit().map(|l| l.kind), Some(LimitKind::Nesting));
+    // Two objects, then the arrays up to the one past the limit.
+    assert_eq!(
+        e.location(),
+        &at(1, "{\"a\": {\"b\": ".len() + nesting as usize - 1)
+    );
 }
 
 #[test]
@@ -362,4 +377,125 @@ fn json_binding_errors_carry_pointers() {
         from_json.instantiate(&f).unwrap().hash(),
         from_text.instantiate(&f).unwrap().hash()
     );
+}
+
+/// A template whose instances nest: `(1(1(1)))`, and `[a|b]` for a choice among instances.
+fn nesting_factory() -> StructureFactory {
+    let vocab = Vocab::from_token_bytes(vec![b"a".to_vec(), b"</s>".to_vec()], &[1], &[1]).unwrap();
+    StructureFactory::builder(&vocab)
+        .source(
+            "t.fw",
+            r#"
+            doc(items: list<item>) ::= items
+            item(id: str, kids: list<item> = []) ::= "(" id kids ")"
+            pick(options: oneof<pick | leaf>) ::= "[" options "]"
+            leaf ::= "a"
+            "#,
+        )
+        .build()
+        .unwrap()
+}
+
+/// `doc` with `levels` items each inside the last: `2 + 2 * levels` brackets deep.
+fn nested_items(levels: usize) -> String {
+    format!(
+        "doc(items: [{}{}])",
+        r#"item(id: "1", kids: ["#.repeat(levels),
+        "])".repeat(levels)
+    )
+}
+
+fn limit_of(e: &CompileError) -> Option<(LimitKind, u64, u64)> {
+    e.limit().map(|l| (l.kind, l.value, l.max))
+}
+
+#[test]
+fn request_nesting_is_limited_at_the_bracket() {
+    let nesting = Limits::new().get(LimitKind::Nesting);
+    let levels = (nesting as usize - 2) / 2;
+    // At the limit: parsed and bound on a small stack, by both targets.
+    let at_limit = nested_items(levels);
+    let accepted = on_small_stack(move || {
+        let f = nesting_factory();
+        let request = Request::parse(&at_limit).unwrap();
+        request.instantiate(&f).unwrap();
+        let g = request.instantiate_ir(&f).unwrap();
+        let rec = Recognizer::new(&g);
+        let mut chart = rec.start();
+        let text = format!("{}{}", "(1".repeat(levels), ")".repeat(levels));
+        text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+    });
+    assert!(accepted);
+    // One bracket more, in the text and in the JSON form.
+    let text = nested_items(levels + 1);
+    let e = Request::parse(&text).unwrap_err();
+    let brackets = text.char_indices().filter(|&(_, c)| c == '(' || c == '[');
+    let bracket = brackets.map(|(i, _)| i).nth(nesting as usize).unwrap();
+    assert_eq!(
+        limit_of(&e),
+        Some((LimitKind::Nesting, nesting + 1, nesting))
+    );
+    assert_eq!(e.location(), &at(1, bracket + 1));
+    let json = format!(
+        "{}0{}",
+        "[".repeat(nesting as usize + 1),
+        "]".repeat(nesting as usize + 1)
+    );
+    let e = Request::parse_json(&format!("{{\"doc\": {{\"items\": {json}}}}}")).unwrap_err();
+    assert_eq!(
+        limit_of(&e),
+        Some((LimitKind::Nesting, nesting + 1, nesting))
+    );
+    // Brackets inside strings are text.
+    let quoted = format!(
+        r#"{{"doc": {{"items": [], "s": "{}\"{{"}}}}"#,
+        "[".repeat(500)
+    );
+    assert!(Request::parse_json(&quoted).is_ok());
+}
+
+#[test]
+fn binding_does_not_recurse_over_the_request() {
+    // With a generous limit, a request 2,000 instances deep binds on a small stack.
+    let limits = Limits::new().nesting(10_000);
+    let levels = 2_000;
+    let deep_limits = limits.clone();
+    let ok = on_small_stack(move || {
+        let f = nesting_factory();
+        let text = nested_items(levels);
+        let request = Request::parse_with(&text, &deep_limits).unwrap();
+        request.instantiate(&f).unwrap();
+        let g = request.instantiate_ir(&f).unwrap();
+        let rec = Recognizer::new(&g);
+        let mut chart = rec.start();
+        let text = format!("{}{}", "(1".repeat(levels), ")".repeat(levels));
+        text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec)
+    });
+    assert!(ok);
+    // Choices among instances nest in the IR: past its depth guarantee, a typed error.
+    let deep_choice = format!(
+        "{}leaf{}",
+        "pick(options: [leaf, ".repeat(600),
+        "])".repeat(600)
+    );
+    let e = on_small_stack(move || {
+        let f = nesting_factory();
+        let request = Request::parse_with(&deep_choice, &limits).unwrap();
+        request.instantiate_ir(&f).map(|_| ())
+    })
+    .unwrap_err();
+    assert_eq!(limit_of(&e).map(|l| l.0), Some(LimitKind::Nesting));
+}
+
+#[test]
+fn request_size_is_limited() {
+    let limits = Limits::new().input_bytes(100);
+    let text = format!(r#"doc(items: [item(id: "{}")])"#, "x".repeat(100));
+    let e = Request::parse_with(&text, &limits).unwrap_err();
+    assert_eq!(
+        limit_of(&e),
+        Some((LimitKind::InputBytes, text.len() as u64, 100))
+    );
+    let e = Request::parse_json_with(&format!("\"{}\"", "x".repeat(100)), &limits).unwrap_err();
+    assert_eq!(limit_of(&e).map(|l| l.0), Some(LimitKind::InputBytes));
 }

@@ -10,7 +10,7 @@ use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
 use formwork::front::tags::{Piece, TagDispatch, Tool, ToolFormat};
 use formwork::ir::reference::{token_units, Recognizer, Unit};
 use formwork::ir::Grammar;
-use formwork::CompileErrorKind;
+use formwork::{CompileErrorKind, LimitKind, Limits};
 use serde_json::{json, Value};
 
 fn data(name: &str) -> String {
@@ -413,4 +413,201 @@ fn check_calls(text: &str, tools: &[Tool]) {
         calls += 1;
     }
     assert!(calls >= 1, "no call in {text:?}");
+}
+
+// Untrusted tool lists: typed errors at their place, or a grammar that stays proportional to
+// the input, on the smallest stack a server may give its workers.
+
+/// Runs `f` on a thread with a 256 KiB stack.
+fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn_scoped(s, f)
+            .unwrap()
+            .join()
+            .unwrap()
+    })
+}
+
+/// The limit a `Limit` error reached and where.
+fn limit_at(e: &formwork::CompileError) -> (LimitKind, formwork::Location) {
+    let kind = e
+        .limit()
+        .unwrap_or_else(|| panic!("not a typed limit: {e}"))
+        .kind;
+    (kind, e.location().clone())
+}
+
+const FORMATS: [ToolFormat; 4] = [
+    ToolFormat::Llama31,
+    ToolFormat::Qwen,
+    ToolFormat::Harmony {
+        special_markers: true,
+    },
+    ToolFormat::Harmony {
+        special_markers: false,
+    },
+];
+
+/// `n` pseudo-random lower-case strings of `len` bytes.
+fn random_strings(n: usize, len: usize, seed: u64) -> Vec<String> {
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|_| {
+            (0..len)
+                .map(|_| (b'a' + rng.below(26) as u8) as char)
+                .collect()
+        })
+        .collect()
+}
+
+/// Forbidden sequences cost an automaton state per byte, checked against the limit before the
+/// automaton is built, and about a rule per state after it.
+#[test]
+fn forbidden_sequences_stay_proportional() {
+    let tools = [Tool::new("f", json!({"type": "object"}))];
+    let with = |strings: &[String]| {
+        strings
+            .iter()
+            .fold(TagDispatch::for_tools(ToolFormat::Qwen, &tools), |d, s| {
+                d.forbid(vec![Piece::text(s)])
+            })
+    };
+    let huge = with(&random_strings(10_000, 200, 1));
+    let e = on_small_stack(|| huge.compile()).unwrap_err();
+    let forbid = formwork::Location::JsonPointer("/forbid".into());
+    assert_eq!(limit_at(&e), (LimitKind::AutomatonStates, forbid));
+    // Under the limit: one rule per automaton state reached (at most one per byte), not one
+    // per state and UTF-8 decoding state. 60,000 bytes of forbidden text is past the default
+    // grammar size (a limit of its own, with its own test), raised here.
+    let d = with(&random_strings(300, 200, 2));
+    let roomy = Limits::new().grammar_size(8_000_000);
+    let g = on_small_stack(|| d.compile_with(&roomy)).unwrap();
+    assert!(
+        g.rules().len() < 300 * 200 + 100,
+        "{} rules",
+        g.rules().len()
+    );
+    // The language, on a list the reference recognizer takes in quickly.
+    let strings = random_strings(50, 12, 3);
+    let lang = Lang::new(&on_small_stack(|| with(&strings).compile()).unwrap());
+    let call = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    assert!(lang.accepts(&format!("{} é {}", &strings[0][..11], &strings[1][1..])));
+    assert!(lang.accepts(&format!("{}{call}", &strings[7][..10])));
+    assert!(!lang.accepts(&format!("x {} y", strings[5])));
+    assert!(!lang.accepts(&format!("{call} {}", strings[49])));
+    // The compile-time budget is checked while the rules are made.
+    let spent = Limits::new().compile_time(Some(std::time::Duration::ZERO));
+    let e = on_small_stack(|| d.compile_with(&spent)).unwrap_err();
+    assert_eq!(e.limit().map(|l| l.kind), Some(LimitKind::CompileTime));
+    let e = on_small_stack(|| d.compile_with(&Limits::new().alternatives(299))).unwrap_err();
+    assert_eq!(limit_at(&e).0, LimitKind::Alternatives);
+}
+
+/// Two tools of one name are an error in every format: a call could not say which one's
+/// arguments it carries.
+#[test]
+fn duplicate_tool_names_are_invalid() {
+    let tools = [
+        Tool::new("get", json!({"type": "object"})),
+        Tool::new("put", json!({"type": "object"})),
+        Tool::new("get", json!({"type": "string"})),
+    ];
+    for format in FORMATS {
+        let e = TagDispatch::for_tools(format, &tools)
+            .compile()
+            .unwrap_err();
+        assert_eq!(e.kind(), CompileErrorKind::Invalid, "{format:?}");
+        assert_eq!(
+            e.location(),
+            &formwork::Location::JsonPointer("/tools/2".into())
+        );
+        assert!(e.message().contains("\"get\""), "{e}");
+    }
+    let spec = json!({"format": "llama31", "tools": [
+        {"type": "function", "function": {"name": "a", "parameters": {}}},
+        {"name": "a", "parameters": {"type": "dict", "properties": {}}}]});
+    let e = TagDispatch::from_spec(&spec)
+        .unwrap()
+        .compile()
+        .unwrap_err();
+    assert_eq!(
+        e.location(),
+        &formwork::Location::JsonPointer("/tools/1".into())
+    );
+}
+
+/// Tool parameters go through the JSON Schema front end with the dispatch's limits: patterns
+/// of astral characters and deep schemas compile on a small stack in every format, and past
+/// the nesting limit the error points into the tool's schema.
+#[test]
+fn tool_parameters_within_limits_on_a_small_stack() {
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..100 {
+        deep = json!({"type": "array", "items": deep});
+    }
+    let tools = [
+        Tool::new(
+            "emoji",
+            json!({"type": "object", "properties": {
+            "face": {"type": "string", "pattern": "^[😀😂]$"},
+            "word": {"type": "string", "pattern": "^\\p{Letter}+$", "maxLength": 8},
+            "other": {"type": "string", "pattern": "[^\\p{L}]"}},
+            "required": ["face"]}),
+        ),
+        Tool::new("deep", json!({"type": "object", "properties": {"d": deep}})),
+    ];
+    for format in FORMATS {
+        let g = on_small_stack(|| TagDispatch::for_tools(format, &tools).compile())
+            .unwrap_or_else(|e| panic!("{format:?}: {e}"));
+        if format == ToolFormat::Llama31 {
+            let lang = Lang::new(&g);
+            let call = |args: &str| format!("<function=emoji>{args}</function>");
+            assert!(lang.accepts(&call(r#"{"face":"😂"}"#)));
+            assert!(lang.accepts(&call(r#"{"face":"\ud83d\ude00","word":"Ωμέγα"}"#)));
+            assert!(!lang.accepts(&call(r#"{"face":"\ud83d\ude01"}"#)));
+            assert!(!lang.accepts(&call(r#"{"face":"😀","word":"a1"}"#)));
+        }
+        let e = on_small_stack(|| {
+            TagDispatch::for_tools(format, &tools).compile_with(&Limits::new().nesting(50))
+        })
+        .unwrap_err();
+        let (kind, at) = limit_at(&e);
+        assert_eq!(kind, LimitKind::Nesting, "{format:?}");
+        let formwork::Location::JsonPointer(p) = at else {
+            panic!("{e}")
+        };
+        assert!(p.starts_with("/tags/0/bodies/1/schema/"), "{p}");
+    }
+}
+
+/// Special tokens are read by the automaton as bytes no text sequence starts with, so a
+/// forbidden sequence beginning with a control character is not mistaken for one written
+/// just after a special token.
+#[test]
+fn special_tokens_never_start_forbidden_text() {
+    let tools = multiple_tools();
+    let harmony = ToolFormat::Harmony {
+        special_markers: true,
+    };
+    let g = TagDispatch::for_tools(harmony, &tools)
+        .forbid(vec![Piece::text("\u{1}z")])
+        .compile()
+        .unwrap();
+    let lang = Lang::new(&g);
+    let sp = Unit::Special;
+    let text = |s: &str| s.bytes().map(Unit::Byte).collect::<Vec<_>>();
+    let message = |body: &str| {
+        [
+            vec![sp("<|channel|>")],
+            text("analysis"),
+            vec![sp("<|message|>")],
+            text(body),
+        ]
+        .concat()
+    };
+    assert!(lang.accepts_units(&message("zebra")));
+    assert!(lang.accepts_units(&message("\u{1}y z")));
+    assert!(!lang.accepts_units(&message("a\u{1}zebra")));
 }

@@ -4,12 +4,13 @@
 
 mod common;
 
+use common::stack::on_small_stack;
 use formwork::ir::reference::{Recognizer, Unit};
 use formwork::ir::Grammar;
 use formwork::request::Request;
 use formwork::template::{ParamKind, StructureFactory};
 use formwork::vocab::Vocab;
-use formwork::{CompileError, CompileErrorKind, Location};
+use formwork::{CompileError, CompileErrorKind, LimitKind, Limits, Location};
 
 /// A small vocabulary with a few special tokens (masks are not what these tests look at).
 fn vocab() -> Vocab {
@@ -460,4 +461,183 @@ fn files_share_one_namespace_and_errors_name_their_file() {
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("/nonexistent/dir/x.fw"), "{err}");
+}
+
+/// The factory of `text` under `limits`, built on a small stack.
+fn factory_on_small_stack(text: String, limits: Limits) -> Result<StructureFactory, CompileError> {
+    on_small_stack(move || {
+        StructureFactory::builder(&vocab())
+            .limits(limits)
+            .source("t.fw", &text)
+            .build()
+    })
+}
+
+/// The limit a build reached: its kind, value and ceiling, and the error's line and column.
+fn limit_reached(text: String, limits: Limits) -> (LimitKind, u64, u64, usize, usize) {
+    let err = factory_on_small_stack(text, limits)
+        .map(|_| ())
+        .unwrap_err();
+    let limit = err.limit().unwrap_or_else(|| panic!("{err}: not a limit"));
+    match err.location() {
+        Location::Text { line, col, .. } => (limit.kind, limit.value, limit.max, *line, *col),
+        other => panic!("{err}: no place ({other:?})"),
+    }
+}
+
+#[test]
+fn deep_operators_and_groups_stop_at_the_nesting_limit() {
+    let nesting = Limits::new().get(LimitKind::Nesting);
+    let n = nesting as usize;
+    // 10,000 postfix operators: the one past the limit is the error.
+    let text = format!("a ::= \"x\"{}\n", "?".repeat(10_000));
+    assert_eq!(
+        limit_reached(text, Limits::new()),
+        (LimitKind::Nesting, nesting + 1, nesting, 1, 10 + n)
+    );
+    let text = format!("a ::= {}\"x\"{}\n", "(".repeat(n + 1), ")".repeat(n + 1));
+    assert_eq!(
+        limit_reached(text, Limits::new()),
+        (LimitKind::Nesting, nesting + 1, nesting, 1, 7 + n)
+    );
+    // At the limit, groups of alternatives (two tree levels each) build and mean what they say.
+    let mut body = String::from("\"x\"");
+    for _ in 0..n / 2 {
+        body = format!("({body} \"z\" | \"w\")");
+    }
+    let text = format!("a ::= {body}\n");
+    let f = factory_on_small_stack(text.clone(), Limits::new()).unwrap_or_else(|e| panic!("{e}"));
+    let g = Request::parse("a").unwrap().instantiate_ir(&f).unwrap();
+    assert!(accepts(&g, &format!("x{}", "z".repeat(n / 2))));
+    assert!(accepts(&g, "wzz"));
+    assert!(!accepts(&g, "xz"));
+}
+
+/// `a ::= r0`, then `n` rules `rI ::= "x" rJ` and `rN ::= "y"`.
+fn chain(n: usize) -> String {
+    let mut text = String::from("a ::= r0\n");
+    for i in 0..n {
+        text += &format!("r{i} ::= \"x\" r{}\n", i + 1);
+    }
+    text + &format!("r{n} ::= \"y\"\n")
+}
+
+#[test]
+fn rule_chains_nest_like_the_structures_they_inline() {
+    let nesting = Limits::new().get(LimitKind::Nesting);
+    // Each rule is a sequence (one level) with a reference to the next (another): the first
+    // reference past the limit, counting from the end of the chain, is the one to
+    // r{n-64}, 129 levels above "y".
+    let n = 100;
+    let first_over = n - 1 - (nesting as usize / 2);
+    let col = format!("r{first_over} ::= \"x\" ").len() + 1;
+    assert_eq!(
+        limit_reached(chain(n), Limits::new()),
+        (
+            LimitKind::Nesting,
+            nesting + 1,
+            nesting,
+            first_over + 2,
+            col
+        )
+    );
+    // Within the limit a chain builds, and its language is the chain's; under a higher limit
+    // the checks and the build walk a long chain without recursing along it.
+    for (n, limits) in [(60, Limits::new()), (1_500, Limits::new().nesting(10_000))] {
+        let f = factory_on_small_stack(chain(n), limits).unwrap_or_else(|e| panic!("{e}"));
+        let g = Request::parse("a").unwrap().instantiate_ir(&f).unwrap();
+        assert!(accepts(&g, &format!("{}y", "x".repeat(n))));
+        assert!(!accepts(&g, &format!("{}y", "x".repeat(n - 1))));
+    }
+}
+
+#[test]
+fn long_rules_are_refused_before_the_earley_parser() {
+    let text = format!("a ::= {}\n", "\"x\" ".repeat(10_000));
+    let (kind, value, _, line, col) = limit_reached(text, Limits::new());
+    assert_eq!(
+        (kind, value, line, col),
+        (LimitKind::GrammarSize, 10_002, 1, 1)
+    );
+    // Many rules of a file are parsed one by one, however many.
+    let text: String = (0..3_000)
+        .map(|i| format!("r{i} ::= \"x\" | \"y\"\n"))
+        .collect();
+    let f = factory_on_small_stack(text, Limits::new()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f.structures().len(), 3_000);
+    // The longest rule parses, on a small stack, whichever list makes it long.
+    let longest = [
+        format!("a ::= {}\"x\"\n", "\"x\" ".repeat(1_021)),
+        format!("a ::= {}\"x\"\n", "\"x\" | ".repeat(510)),
+    ];
+    for text in longest {
+        let f = factory_on_small_stack(text, Limits::new()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(f.structures().len(), 1);
+    }
+}
+
+#[test]
+fn expanding_calls_is_bounded() {
+    // Each rule calls the next twice with its parameter: the recipe doubles per link.
+    let mut text = String::from("r0(p: str) ::= r1(p: p) r1(p: p)\n");
+    for i in 1..40 {
+        text += &format!("r{i}(p: str) ::= r{}(p: p) r{}(p: p)\n", i + 1, i + 1);
+    }
+    text += "r40(p: str) ::= p\n";
+    let limits = Limits::new().grammar_size(100_000);
+    let (kind, value, max, _, _) = limit_reached(text, limits);
+    assert_eq!((kind, max), (LimitKind::GrammarSize, 100_000));
+    assert!(value > max);
+    // Without parameters each rule's IR is built once, but a sequence of a rule twice still
+    // doubles the text it stands for.
+    let mut text = String::from("a ::= r0\n");
+    for i in 0..40 {
+        text += &format!("r{i} ::= r{} r{}\n", i + 1, i + 1);
+    }
+    text += "r40 ::= \"x\"\n";
+    let (kind, _, max, _, _) = limit_reached(text, Limits::new().input_bytes(1 << 20));
+    assert_eq!((kind, max), (LimitKind::InputBytes, 1 << 20));
+}
+
+#[test]
+fn the_literal_table_stays_within_its_byte_budget() {
+    let budget = 1 << 20;
+    let f = StructureFactory::builder(&vocab())
+        .literal_table_bytes(budget)
+        .source(
+            "t.fw",
+            r#"greet(name: str) ::= <|start|> "Hello, " name "!" <|end|>"#,
+        )
+        .build()
+        .unwrap();
+    let request = |i: usize, len: usize| format!(r#"greet(name: "{i:0len$}")"#);
+    // 20,000 requests, each with a distinct 20 KB argument.
+    for i in 0..20_000 {
+        Request::parse(&request(i, 20_000))
+            .unwrap()
+            .instantiate(&f)
+            .unwrap();
+        assert!(f.literal_table_bytes() <= budget);
+    }
+    // Short literals are kept, and still within the budget when they keep coming.
+    for i in 0..20_000 {
+        Request::parse(&request(i, 100))
+            .unwrap()
+            .instantiate(&f)
+            .unwrap();
+        assert!(f.literal_table_bytes() <= budget);
+    }
+    assert!(f.literal_table_bytes() > budget / 2);
+    // What a request builds does not depend on what the table holds.
+    let text = request(7, 20_000);
+    let r = Request::parse(&text).unwrap();
+    assert_eq!(
+        r.instantiate(&f).unwrap().hash(),
+        r.instantiate(&f).unwrap().hash()
+    );
+    let g = r.instantiate_ir(&f).unwrap();
+    assert!(accepts(
+        &g,
+        &format!("<|start|>Hello, {:020000}!<|end|>", 7)
+    ));
 }

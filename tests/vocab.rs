@@ -238,3 +238,159 @@ fn trie_walk_skips_rejected_subtrees() {
     // Only the root's children plus the digit subtrees are visited, far below the node count.
     assert!(v.visited < 1_000, "visited {}", v.visited);
 }
+
+/// A byte-level BPE `tokenizer.json` of every byte and a few merges, edited by `edit`.
+fn tiny_tokenizer(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    let mut shifted = 0;
+    let mut vocab = serde_json::Map::new();
+    for b in 0..=255u8 {
+        let c = if printable(b) {
+            char::from(b)
+        } else {
+            shifted += 1;
+            char::from_u32(0xFF + shifted).unwrap()
+        };
+        vocab.insert(c.to_string(), serde_json::json!(b));
+    }
+    vocab.insert("he".into(), serde_json::json!(256));
+    let mut file = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [{"id": 257, "content": "<|end|>", "single_word": false, "lstrip": false,
+                          "rstrip": false, "normalized": false, "special": true}],
+        "normalizer": null,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "post_processor": null,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                  "vocab": vocab, "merges": ["h e"]}
+    });
+    edit(&mut file);
+    file.to_string().into_bytes()
+}
+
+fn load(json: &[u8]) -> Result<Vocab, formwork::VocabError> {
+    Vocab::from_json_bytes(json, "tiny.json", VocabConfig::new())
+}
+
+#[test]
+fn a_tokenizer_in_memory_loads_like_a_file() {
+    let vocab = load(&tiny_tokenizer(|_| {})).unwrap();
+    assert_eq!(vocab.len(), 258);
+    assert_eq!(vocab.eos_tokens(), &[257]);
+    assert_eq!(vocab.encode("hello").unwrap()[0], 256);
+    assert_eq!(vocab.source(), "tiny.json");
+}
+
+#[test]
+fn hostile_tokenizer_files_are_typed_errors_that_say_what_and_where() {
+    let expect = |json: Vec<u8>, kind: VocabErrorKind, says: &str| {
+        let e = load(&json).unwrap_err();
+        assert_eq!(e.kind(), &kind, "{e}");
+        let message = e.to_string();
+        assert!(message.starts_with("tiny.json: "), "{message}");
+        assert!(message.contains(says), "{message}");
+    };
+    // An id of 4 billion would size every table to it. The `tokenizers` crate numbers added
+    // tokens itself past the model's ids; a model id is taken as written.
+    let renumbered = load(&tiny_tokenizer(|f| {
+        f["added_tokens"][0]["id"] = 4_294_967_295u32.into()
+    }));
+    assert_eq!(renumbered.unwrap().len(), 258);
+    expect(
+        tiny_tokenizer(|f| f["model"]["vocab"]["he"] = 4_000_000_000u32.into()),
+        VocabErrorKind::Config,
+        "widest supported mask",
+    );
+    // Two pieces, one id: which bytes would the id stand for?
+    expect(
+        tiny_tokenizer(|f| f["model"]["vocab"]["he"] = 7.into()),
+        VocabErrorKind::Config,
+        "id 7 has two pieces",
+    );
+    // The `tokenizers` crate drops an added token without content.
+    let empty = load(&tiny_tokenizer(|f| {
+        f["added_tokens"][0]["content"] = "".into()
+    }));
+    assert_eq!(empty.unwrap().len(), 257);
+    expect(
+        tiny_tokenizer(|f| {
+            f.as_object_mut().unwrap().remove("model");
+        }),
+        VocabErrorKind::Parse,
+        "not a tokenizer.json",
+    );
+    expect(
+        tiny_tokenizer(|f| f["model"]["vocab"]["he"] = (-1).into()),
+        VocabErrorKind::Parse,
+        "not a tokenizer.json",
+    );
+    expect(
+        b"{\"model\": ".to_vec(),
+        VocabErrorKind::Parse,
+        "not a tokenizer.json",
+    );
+    expect(
+        tiny_tokenizer(|f| {
+            f["decoder"] = serde_json::json!({"type": "WordPiece", "prefix": "##", "cleanup": true})
+        }),
+        VocabErrorKind::UnsupportedEncoding,
+        "neither ByteLevel",
+    );
+}
+
+#[test]
+fn a_gzip_that_inflates_past_the_ceiling_is_refused() {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let zeros = vec![b' '; 1 << 20];
+    for _ in 0..(formwork::vocab::MAX_TOKENIZER_BYTES >> 20) + 1 {
+        gz.write_all(&zeros).unwrap();
+    }
+    let bomb = gz.finish().unwrap();
+    assert!(bomb.len() < 2 << 20, "{} bytes", bomb.len());
+    let e = load(&bomb).unwrap_err();
+    assert_eq!(e.kind(), &VocabErrorKind::Config, "{e}");
+    assert!(e.to_string().contains("inflates to more than"), "{e}");
+}
+
+#[test]
+fn mask_width_has_a_ceiling_on_every_constructor() {
+    let absurd = Vocab::from_json_bytes(
+        &tiny_tokenizer(|_| {}),
+        "tiny.json",
+        VocabConfig::new().mask_width(Some(1 << 40)),
+    );
+    assert_eq!(absurd.unwrap_err().kind(), &VocabErrorKind::Config);
+    let embedded = Vocab::embedded_qwen3_with(VocabConfig::new().mask_width(Some(usize::MAX)));
+    assert!(embedded
+        .unwrap_err()
+        .to_string()
+        .contains("widest supported mask"));
+    let wide = Vocab::embedded_qwen3_with(VocabConfig::new().mask_width(Some(152_064))).unwrap();
+    assert_eq!((wide.len(), wide.mask_width()), (151_669, 152_064));
+    assert_eq!(wide.eos_tokens(), &[151_645, 151_643]);
+}
+
+/// The `tokenizers` crate panics on some malformed files (fuzzing found an `expect` in its
+/// decoder deserializer and slice indexing in its BPE merges); both are `Parse` errors here.
+#[test]
+fn malformed_files_the_tokenizers_crate_panics_on_are_parse_errors() {
+    let text = String::from_utf8(tiny_tokenizer(|_| {})).unwrap();
+    let broken_decoder = text.replacen(
+        "\"decoder\":{\"type\":\"ByteLevel\"",
+        "\"decoder\":{\"type\":\"ByteLevel\"]",
+        1,
+    );
+    assert_ne!(broken_decoder, text);
+    let e = load(broken_decoder.as_bytes()).unwrap_err();
+    assert_eq!(e.kind(), &VocabErrorKind::Parse, "{e}");
+    let merges = tiny_tokenizer(|f| {
+        f["model"]["continuing_subword_prefix"] = "####".into();
+        f["model"]["vocab"]["h"] = 300.into();
+        f["model"]["merges"] = serde_json::json!(["h e"]);
+    });
+    let e = load(&merges).unwrap_err();
+    assert_eq!(e.kind(), &VocabErrorKind::Parse, "{e}");
+}

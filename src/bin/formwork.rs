@@ -1,8 +1,9 @@
 //! The `formwork` command line: inspect a vocabulary, check a text against a constraint.
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use formwork::engine::{BackendChoice, BackendKind, Constraint, Engine, EngineConfig};
@@ -11,7 +12,7 @@ use formwork::front::tags::TagDispatch;
 use formwork::maskbench::{self, HarnessConfig, Status};
 use formwork::template::StructureFactory;
 use formwork::vocab::{TokenId, TokenKind, Vocab, VocabConfig};
-use formwork::Matcher;
+use formwork::{Limits, Matcher};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -31,7 +32,8 @@ enum Command {
     Vocab(TokenizerArgs),
     /// Tokenize a text and walk it through a constraint's matcher (a regex, a JSON schema, a
     /// GBNF grammar, a tool-call tag dispatch, or a request against templates): exit 0 if
-    /// every token is allowed and EOS is allowed at the end, 1 if rejected, 2 on error.
+    /// every token is allowed and the matcher accepts at the end, 1 if rejected, 2 on error.
+    /// Warns when the tokenizer's normaliser changed the text.
     Check(CheckArgs),
     /// Run MaskBench: for each schema, compile it through the engine's router, walk its valid
     /// instances (compact JSON) with a mask before every token and EOS at the end, and check
@@ -64,9 +66,86 @@ struct TokenizerArgs {
     /// A HuggingFace tokenizer.json (or .json.gz); default: the embedded Qwen3 tokenizer.
     #[arg(long)]
     tokenizer: Option<PathBuf>,
-    /// Mask width (the model's vocabulary size) if larger than the tokenizer's.
+    /// Mask width (the model's vocabulary size) if larger than the tokenizer's (default: the
+    /// tokenizer's size; 151,936 for the embedded Qwen3).
     #[arg(long)]
     mask_width: Option<usize>,
+}
+
+/// Ceilings on one compilation and one matcher (`formwork::Limits`); each defaults to the
+/// library's default.
+#[derive(Args)]
+struct LimitArgs {
+    /// Deepest nesting of a schema, grammar expression, regex group, template or request
+    /// [default: 128].
+    #[arg(long, value_name = "DEPTH")]
+    max_nesting: Option<usize>,
+    /// Largest input text or schema, in bytes [default: 8 MiB].
+    #[arg(long, value_name = "BYTES")]
+    max_input_bytes: Option<usize>,
+    /// Most expressions or rules of one grammar [default: 2,000,000].
+    #[arg(long, value_name = "N")]
+    max_grammar_size: Option<usize>,
+    /// Most states of one automaton built while compiling [default: 100,000].
+    #[arg(long, value_name = "N")]
+    max_states: Option<usize>,
+    /// Most branches of one alternation (enum values, tools, forbidden strings)
+    /// [default: 100,000].
+    #[arg(long, value_name = "N")]
+    max_alternatives: Option<usize>,
+    /// Time budget of one compilation in milliseconds [default: 10,000].
+    #[arg(long, value_name = "MS", conflicts_with = "no_compile_deadline")]
+    compile_time_ms: Option<u64>,
+    /// No time budget for compilations.
+    #[arg(long)]
+    no_compile_deadline: bool,
+    /// Work units one mask or one consumed token may spend [default: 50,000,000].
+    #[arg(long, value_name = "UNITS")]
+    max_mask_work: Option<u64>,
+    /// Consumed tokens a matcher keeps for rollback [default: 1,000,000].
+    #[arg(long, value_name = "TOKENS")]
+    max_history: Option<usize>,
+    /// Most simultaneous readings of the input at one position while matching
+    /// [default: 100,000].
+    #[arg(long, value_name = "N")]
+    max_readings: Option<usize>,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        let mut limits = Limits::new();
+        if let Some(n) = self.max_nesting {
+            limits = limits.nesting(n);
+        }
+        if let Some(n) = self.max_input_bytes {
+            limits = limits.input_bytes(n);
+        }
+        if let Some(n) = self.max_grammar_size {
+            limits = limits.grammar_size(n);
+        }
+        if let Some(n) = self.max_states {
+            limits = limits.automaton_states(n);
+        }
+        if let Some(n) = self.max_alternatives {
+            limits = limits.alternatives(n);
+        }
+        if let Some(ms) = self.compile_time_ms {
+            limits = limits.compile_time(Some(Duration::from_millis(ms)));
+        }
+        if self.no_compile_deadline {
+            limits = limits.compile_time(None);
+        }
+        if let Some(n) = self.max_mask_work {
+            limits = limits.mask_work(n);
+        }
+        if let Some(n) = self.max_history {
+            limits = limits.history(n);
+        }
+        if let Some(n) = self.max_readings {
+            limits = limits.readings(n);
+        }
+        limits
+    }
 }
 
 /// How JSON Schemas are compiled (`--schema`, `maskbench`) and which backend runs.
@@ -92,6 +171,8 @@ struct SchemaArgs {
     /// recursive → Earley), or forced.
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     backend: BackendArg,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -133,7 +214,10 @@ impl SchemaArgs {
             BackendArg::Ops => BackendChoice::Operators,
             BackendArg::Earley => BackendChoice::Earley,
         };
-        Engine::with_config(vocab, EngineConfig::new().backend(backend))
+        let config = EngineConfig::new()
+            .backend(backend)
+            .limits(self.limits.limits());
+        Engine::with_config(vocab, config)
     }
 }
 
@@ -144,8 +228,8 @@ struct CheckArgs {
     tokenizer: TokenizerArgs,
     #[command(flatten)]
     schema_args: SchemaArgs,
-    /// The constraint: a regex over the whole text.
-    #[arg(long)]
+    /// The constraint: a regex over the whole text (may start with `-`).
+    #[arg(long, allow_hyphen_values = true)]
     regex: Option<String>,
     /// The constraint: a JSON Schema file (options: --lenient, --any-order, --whitespace,
     /// --max-ws-run, --no-additional-properties).
@@ -168,13 +252,18 @@ struct CheckArgs {
     templates: Option<PathBuf>,
     /// The request, in the text form (`outline(sections: [...])`) or, if it starts with `{`,
     /// the JSON form.
-    #[arg(long, group = "request_source")]
+    #[arg(long, group = "request_source", allow_hyphen_values = true)]
     request: Option<String>,
     /// A file holding the request (text or JSON form).
     #[arg(long, group = "request_source", conflicts_with = "request")]
     request_file: Option<PathBuf>,
-    /// The text to check.
-    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    /// The text to check (may start with `-`).
+    #[arg(
+        long,
+        conflicts_with = "file",
+        required_unless_present = "file",
+        allow_hyphen_values = true
+    )]
     text: Option<String>,
     /// A file holding the text to check.
     #[arg(long)]
@@ -211,7 +300,8 @@ struct MaskbenchArgs {
     /// Write this run's expected-results file (counts and each file's status).
     #[arg(long)]
     write_expected: Option<PathBuf>,
-    /// Print the summary as JSON (and each failing file as a JSON line).
+    /// Print each file's figures as a JSON line (with the reason when it did not pass), then
+    /// the summary as JSON.
     #[arg(long)]
     json: bool,
     /// List every schema that did not pass, with the reason.
@@ -219,17 +309,47 @@ struct MaskbenchArgs {
     failures: bool,
 }
 
+/// Why a command stopped before its verdict.
+enum Failure {
+    /// An error to report on stderr (exit 2).
+    Message(String),
+    /// Whoever reads stdout went away (`formwork vocab | head`): nothing left to say to.
+    StdoutClosed,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Message(message)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        match e.kind() {
+            io::ErrorKind::BrokenPipe => Failure::StdoutClosed,
+            _ => Failure::Message(format!("writing the output: {e}")),
+        }
+    }
+}
+
+type Outcome = Result<ExitCode, Failure>;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `println!` panics when stdout is a closed pipe; every command writes here instead and
+    // stops quietly on `BrokenPipe`.
+    let out = &mut io::stdout().lock();
     let result = match cli.command {
-        Command::Vocab(args) => vocab_command(&args),
-        Command::Check(args) => check_command(&args),
-        Command::Maskbench(args) => maskbench_command(&args),
-        Command::Templates(TemplatesCommand::Check(args)) => templates_check_command(&args),
+        Command::Vocab(args) => vocab_command(out, &args),
+        Command::Check(args) => check_command(out, &args),
+        Command::Maskbench(args) => maskbench_command(out, &args),
+        Command::Templates(TemplatesCommand::Check(args)) => templates_check_command(out, &args),
     };
+    let result = result.and_then(|code| out.flush().map(|()| code).map_err(Failure::from));
     match result {
         Ok(code) => code,
-        Err(message) => {
+        Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+        Err(Failure::Message(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(2)
         }
@@ -237,14 +357,15 @@ fn main() -> ExitCode {
 }
 
 fn load_vocab(args: &TokenizerArgs) -> Result<Vocab, String> {
+    let config = VocabConfig::new().mask_width(args.mask_width);
     let vocab = match &args.tokenizer {
-        None => Vocab::embedded_qwen3(),
-        Some(path) => Vocab::from_file_with(path, VocabConfig::new().mask_width(args.mask_width)),
+        None => Vocab::embedded_qwen3_with(config),
+        Some(path) => Vocab::from_file_with(path, config),
     };
     vocab.map_err(|e| e.to_string())
 }
 
-fn vocab_command(args: &TokenizerArgs) -> Result<ExitCode, String> {
+fn vocab_command(out: &mut impl Write, args: &TokenizerArgs) -> Outcome {
     let vocab = load_vocab(args)?;
     let count = |k: TokenKind| {
         (0..vocab.mask_width() as TokenId)
@@ -253,49 +374,82 @@ fn vocab_command(args: &TokenizerArgs) -> Result<ExitCode, String> {
     };
     let mut specials: Vec<(&str, TokenId)> = vocab.specials().collect();
     specials.sort_by_key(|s| s.1);
-    println!("source:        {}", vocab.source());
-    println!("tokens:        {}", vocab.len());
-    println!(
+    writeln!(out, "source:        {}", vocab.source())?;
+    writeln!(out, "tokens:        {}", vocab.len())?;
+    writeln!(
+        out,
         "mask width:    {} ({} u32 words)",
         vocab.mask_width(),
         vocab.mask_words()
-    );
-    println!("text tokens:   {}", count(TokenKind::Text));
-    println!("special:       {}", count(TokenKind::Special));
-    println!("unused ids:    {}", count(TokenKind::Unused));
+    )?;
+    writeln!(out, "text tokens:   {}", count(TokenKind::Text))?;
+    writeln!(out, "special:       {}", count(TokenKind::Special))?;
+    writeln!(out, "unused ids:    {}", count(TokenKind::Unused))?;
     let eos: Vec<String> = vocab
         .eos_tokens()
         .iter()
         .map(|&t| format!("{t} {}", vocab.display_token(t)))
         .collect();
-    println!("eos:           {}", eos.join(", "));
-    println!("trie nodes:    {}", vocab.trie().num_nodes());
-    println!("longest token: {} bytes", vocab.max_token_len());
+    writeln!(out, "eos:           {}", eos.join(", "))?;
+    writeln!(out, "trie nodes:    {}", vocab.trie().num_nodes())?;
+    writeln!(out, "longest token: {} bytes", vocab.max_token_len())?;
     for (content, id) in specials {
-        println!("  special {id:>7} {content}");
+        writeln!(out, "  special {id:>7} {content}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn check_command(args: &CheckArgs) -> Result<ExitCode, String> {
+fn check_command(out: &mut impl Write, args: &CheckArgs) -> Outcome {
     let vocab = load_vocab(&args.tokenizer)?;
     let text = match (&args.text, &args.file) {
         (Some(t), _) => t.clone(),
-        (None, Some(path)) => {
-            std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
-        }
-        (None, None) => return Err("give --text or --file".into()),
+        (None, Some(path)) => read(path)?,
+        (None, None) => return Err("give --text or --file".to_string().into()),
     };
     let constraint = compile_constraint(&vocab, args)?;
     let mut matcher = constraint.matcher();
     let tokens = vocab.encode(&text).map_err(|e| e.to_string())?;
-    Ok(walk(
+    warn_if_normalised(&vocab, &text, &tokens);
+    walk(
+        out,
         &vocab,
         &mut matcher,
         &tokens,
         constraint.backend(),
         args,
-    ))
+    )
+}
+
+/// The tokenizer's normaliser may rewrite the text (Qwen3's NFC turns `a` + U+0308 into `ä`):
+/// then the verdict is about the rewritten text, and the user must know.
+fn warn_if_normalised(vocab: &Vocab, text: &str, tokens: &[TokenId]) {
+    let checked: Vec<u8> = tokens
+        .iter()
+        .flat_map(|&t| vocab.token_bytes(t))
+        .copied()
+        .collect();
+    let given = text.as_bytes();
+    if checked == given {
+        return;
+    }
+    let at = checked
+        .iter()
+        .zip(given)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let around = |bytes: &[u8]| {
+        let tail = bytes.get(at..).unwrap_or_default();
+        String::from_utf8_lossy(&tail[..tail.len().min(16)]).into_owned()
+    };
+    eprintln!(
+        "warning: the tokenizer ({}) normalised the text: checking {} bytes instead of the {} \
+         given, first difference at byte {at}: {:?} became {:?}",
+        vocab.source(),
+        checked.len(),
+        given.len(),
+        around(given),
+        around(&checked),
+    );
 }
 
 fn read(path: &PathBuf) -> Result<String, String> {
@@ -344,7 +498,7 @@ fn compile_constraint(vocab: &Vocab, args: &CheckArgs) -> Result<Constraint, Str
     Ok(constraint)
 }
 
-fn maskbench_command(args: &MaskbenchArgs) -> Result<ExitCode, String> {
+fn maskbench_command(out: &mut impl Write, args: &MaskbenchArgs) -> Outcome {
     let vocab = load_vocab(&args.tokenizer)?;
     let mut cases = maskbench::load(&args.path)?;
     if let Some(n) = args.limit {
@@ -374,53 +528,32 @@ fn maskbench_command(args: &MaskbenchArgs) -> Result<ExitCode, String> {
         .iter()
         .filter(|r| r.status != Status::Passing);
     if args.json {
-        if args.failures {
-            for r in failing {
-                println!(
-                    "{}",
-                    json!({"file": r.name, "status": r.status.name(), "detail": r.detail})
-                );
+        for r in &report.results {
+            let mut line = r.figures();
+            if r.status != Status::Passing {
+                line["detail"] = json!(r.detail);
             }
+            writeln!(out, "{line}")?;
         }
         let mut summary = report.summary();
         summary["seconds"] = json!(elapsed.as_secs_f64());
-        println!("{summary}");
+        writeln!(out, "{summary}")?;
     } else {
         if args.failures {
             for r in failing {
-                println!("{:<20} {}: {}", r.status.name(), r.name, r.detail);
+                writeln!(out, "{:<20} {}: {}", r.status.name(), r.name, r.detail)?;
             }
         }
-        println!(
+        writeln!(
+            out,
             "schemas:             {} in {:.1} s",
             report.results.len(),
             elapsed.as_secs_f64()
-        );
-        for s in Status::ALL {
-            println!("{:<20} {}", format!("{}:", s.name()), report.count(s));
-        }
-        println!(
-            "routes:              {} operators, {} earley",
-            report.routed(BackendKind::Operators),
-            report.routed(BackendKind::Earley)
-        );
-        println!(
-            "mask:                p50 {:.1} µs, p99 {:.1} µs ({} masks)",
-            report.mask_quantile(0.5) as f64 / 1e3,
-            report.mask_quantile(0.99) as f64 / 1e3,
-            report
-                .results
-                .iter()
-                .map(|r| r.mask_ns.len())
-                .sum::<usize>()
-        );
-        println!(
-            "compile:             p50 {:.2} ms, p99 {:.2} ms",
-            report.compile_quantile(0.5) as f64 / 1e6,
-            report.compile_quantile(0.99) as f64 / 1e6
-        );
+        )?;
+        write!(out, "{}", report.text())?;
     }
     if let Some(path) = &args.write_expected {
+        // A `serde_json::Value` with string keys always serializes.
         let text = serde_json::to_string_pretty(&report.expected()).expect("JSON");
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     }
@@ -436,7 +569,7 @@ fn maskbench_command(args: &MaskbenchArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn templates_check_command(args: &TemplatesCheckArgs) -> Result<ExitCode, String> {
+fn templates_check_command(out: &mut impl Write, args: &TemplatesCheckArgs) -> Outcome {
     let vocab = load_vocab(&args.tokenizer)?;
     let started = Instant::now();
     let factory = StructureFactory::builder(&vocab)
@@ -444,93 +577,115 @@ fn templates_check_command(args: &TemplatesCheckArgs) -> Result<ExitCode, String
         .build()
         .map_err(|e| e.to_string())?;
     let elapsed = started.elapsed();
-    println!(
+    writeln!(
+        out,
         "{} structures, {} fragments, compiled in {:.1} ms for {}",
         factory.structures().len(),
         factory.num_fragments(),
         elapsed.as_secs_f64() * 1e3,
         vocab.source()
-    );
+    )?;
     for s in factory.structures() {
+        // The name comes from the factory's own list.
         let signature = factory
             .signature(s.name())
             .expect("a structure of the factory");
-        println!("  {signature:<60} {}", s.location());
+        writeln!(out, "  {signature:<60} {}", s.location())?;
     }
     for (content, id) in factory.special_tokens() {
-        println!("  special {id:>7} {content}");
+        writeln!(out, "  special {id:>7} {content}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Steps `tokens` through `matcher`, reporting per the output flags. Exit 0 if everything was
-/// allowed and EOS is allowed at the end, 1 otherwise.
+/// Steps `tokens` through `matcher`, reporting per the output flags. Exit 0 if every token
+/// was allowed and the matcher accepts at the end, 1 otherwise.
 fn walk(
+    out: &mut impl Write,
     vocab: &Vocab,
     matcher: &mut dyn Matcher,
     tokens: &[TokenId],
     backend: BackendKind,
     args: &CheckArgs,
-) -> ExitCode {
+) -> Outcome {
     let mut mask = vec![0u32; vocab.mask_words()];
     let mut rejected_at = None;
     for (step, &token) in tokens.iter().enumerate() {
         let started = Instant::now();
-        if let Err(e) = matcher.fill_mask(&mut mask) {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        matcher
+            .fill_mask(&mut mask)
+            .map_err(|e| format!("mask at step {step}: {e}"))?;
         let mask_ns = started.elapsed().as_nanos() as u64;
         let allowed = formwork::mask::get_bit(&mask, token);
-        report_step(vocab, args, step, Some(token), allowed, &mask, mask_ns);
+        report_step(out, vocab, args, step, Some(token), allowed, &mask, mask_ns)?;
         if !allowed {
             rejected_at = Some(step);
             break;
         }
-        if let Err(e) = matcher.consume(token) {
-            eprintln!("error: mask allowed token {token} but consume failed: {e}");
-            return ExitCode::from(2);
-        }
+        matcher.consume(token).map_err(|e| {
+            format!("the mask allowed token {token} at step {step} but consume failed: {e}")
+        })?;
     }
-    let eos_allowed = rejected_at.is_none() && {
-        let started = Instant::now();
-        let ok = matcher.fill_mask(&mut mask).is_ok();
-        let mask_ns = started.elapsed().as_nanos() as u64;
-        let eos = ok
-            && vocab
+    // The verdict is the matcher's. An EOS bit in the final mask does not say the text is
+    // complete: a constraint may name an EOS token as a symbol still to come (a template
+    // ending in `<|im_end|>`).
+    let accepting = rejected_at.is_none() && matcher.is_accepting();
+    let eos_allowed = match rejected_at {
+        Some(_) => false,
+        None => {
+            let started = Instant::now();
+            matcher
+                .fill_mask(&mut mask)
+                .map_err(|e| format!("mask at the end: {e}"))?;
+            let mask_ns = started.elapsed().as_nanos() as u64;
+            report_step(
+                out,
+                vocab,
+                args,
+                tokens.len(),
+                None,
+                accepting,
+                &mask,
+                mask_ns,
+            )?;
+            let eos = vocab
                 .eos_tokens()
                 .iter()
                 .any(|&t| formwork::mask::get_bit(&mask, t));
-        report_step(vocab, args, tokens.len(), None, eos, &mask, mask_ns);
-        eos
+            if accepting && !eos {
+                eprintln!("warning: the matcher accepts but its mask does not allow EOS");
+            }
+            eos
+        }
     };
-    let accepted = rejected_at.is_none() && eos_allowed;
     if args.json {
-        println!(
+        writeln!(
+            out,
             "{}",
-            json!({"summary": true, "accepted": accepted, "tokens": tokens.len(), "rejected_at": rejected_at, "eos_allowed": eos_allowed, "backend": backend_name(backend)})
-        );
+            json!({"summary": true, "accepted": accepting, "tokens": tokens.len(), "rejected_at": rejected_at, "eos_allowed": eos_allowed, "backend": backend_name(backend)})
+        )?;
     } else {
         match rejected_at {
             Some(step) => {
                 let t = tokens[step];
-                println!(
+                writeln!(
+                    out,
                     "rejected at step {step}: token {t} {} (bytes {:?})",
                     vocab.display_token(t),
                     vocab.token_bytes(t)
-                );
+                )?;
             }
-            None if !eos_allowed => {
-                println!("rejected at the end: the text is incomplete (EOS not allowed)")
-            }
-            None => println!("accepted: {} tokens", tokens.len()),
+            None if !accepting => writeln!(
+                out,
+                "rejected at the end: the text is incomplete (the constraint does not accept it)"
+            )?,
+            None => writeln!(out, "accepted: {} tokens", tokens.len())?,
         }
     }
-    if accepted {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    Ok(match accepting {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::from(1),
+    })
 }
 
 fn backend_name(backend: BackendKind) -> &'static str {
@@ -541,7 +696,9 @@ fn backend_name(backend: BackendKind) -> &'static str {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn report_step(
+    out: &mut impl Write,
     vocab: &Vocab,
     args: &CheckArgs,
     step: usize,
@@ -549,7 +706,7 @@ fn report_step(
     allowed: bool,
     mask: &[u32],
     mask_ns: u64,
-) {
+) -> io::Result<()> {
     let count: usize = mask.iter().map(|w| w.count_ones() as usize).sum();
     if args.json {
         let mut obj = json!({
@@ -567,16 +724,18 @@ fn report_step(
         if args.dump_masks {
             obj["mask"] = json!(formwork::mask::iter_ones(mask).collect::<Vec<_>>());
         }
-        println!("{obj}");
+        writeln!(out, "{obj}")?;
     } else if args.trace {
         let what = token.map_or_else(
             || "EOS".to_string(),
             |t| format!("{t:>7} {}", vocab.display_token(t)),
         );
-        println!(
+        writeln!(
+            out,
             "step {step:>4}  {what:<40} {}  allowed={count:<7} {:>9.1} µs",
             if allowed { "ok " } else { "NO " },
             mask_ns as f64 / 1e3
-        );
+        )?;
     }
+    Ok(())
 }

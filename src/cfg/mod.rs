@@ -673,6 +673,34 @@ impl Matcher for CfgMatcher {
         self.over_limit = None;
         self.masked = false;
     }
+
+    fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+        if let Some(e) = self.over_limit {
+            return Err(limit_error(e));
+        }
+        if self.eos > 0 {
+            return Err(MatchError::new(MatchErrorKind::Terminated));
+        }
+        let g = self.grammar.clone();
+        // Text no mask offered: a limit reached on it refuses it, changing nothing.
+        let budget = g.limits.budget();
+        let chart = self.chart.get_mut();
+        let rows = chart.num_rows();
+        for (at_byte, &b) in bytes.iter().enumerate() {
+            let failure = match chart.push_byte(&g.prog, b, &budget) {
+                Ok(true) => continue,
+                Ok(false) => MatchError::new(MatchErrorKind::TextRejected {
+                    step: self.consumed,
+                    at_byte,
+                }),
+                Err(e) => limit_error(e),
+            };
+            chart.truncate(rows);
+            return Err(failure);
+        }
+        self.advanced(rows);
+        Ok(())
+    }
 }
 
 /// Canonical tokens of `bytes` (the tokenizer's own encoding when it reproduces the bytes

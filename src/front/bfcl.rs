@@ -27,6 +27,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::guard::guarded;
 use crate::front::tags::Tool;
 
 /// The JSON Schema type of a BFCL type name; `None` for "any value".
@@ -47,7 +48,14 @@ fn json_type(name: &str) -> Result<Option<&'static str>, ()> {
 }
 
 /// Maps one BFCL parameter schema (at JSON pointer `pointer`) to standard JSON Schema.
+///
+/// Recursion: as deep as `schema` nests (a value its caller built, whose depth the JSON
+/// Schema compiler then holds to the nesting limit), each level guarded.
 pub fn to_json_schema(schema: &Value, pointer: &str) -> Result<Value, CompileError> {
+    guarded(|| map_schema(schema, pointer))
+}
+
+fn map_schema(schema: &Value, pointer: &str) -> Result<Value, CompileError> {
     let Value::Object(map) = schema else {
         return Ok(schema.clone());
     };

@@ -8,18 +8,41 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::rc::Rc;
 
-use regex_syntax::hir::{Class, Hir, HirKind, Look};
+use regex_syntax::hir::{Class, ClassUnicode, Hir, HirKind, Look};
 
-use crate::error::{CompileError, CompileErrorKind};
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::guard::{guarded, tick};
 use crate::front::regex::TextEncoding;
 use crate::ir::{ExprId, GrammarBuilder, RuleId};
+use crate::limits::{Deadline, LimitExceeded, LimitKind};
 
 /// The missing transition.
 const DEAD: u32 = u32::MAX;
 
 /// Every character.
 const ALL: (char, char) = ('\0', char::MAX);
+
+/// Most entries of one transition table (states × atoms, 64 MiB): an alphabet of many atoms
+/// (a class of thousands of separate characters) leaves room for fewer states.
+const MAX_TABLE: usize = 1 << 24;
+
+/// What one construction may spend: states, and time.
+#[derive(Clone, Copy)]
+pub(crate) struct Budget<'d> {
+    /// Most states of the automaton built (fewer when its alphabet is wide, see [`MAX_TABLE`]).
+    pub max_states: usize,
+    /// The compilation's deadline, checked once per state and per NFA node.
+    pub deadline: &'d Deadline,
+}
+
+impl Budget<'_> {
+    /// The most states an automaton over `width` atoms may have.
+    fn states_for(&self, width: usize) -> usize {
+        self.max_states.min(MAX_TABLE / width.max(1))
+    }
+}
 
 /// A minimal DFA over characters, stored flat like regex-automata's dense DFAs.
 ///
@@ -42,37 +65,37 @@ impl CharDfa {
     /// The strings `hir` matches as a whole string (callers wrap search patterns in `.*`).
     /// Captures are transparent; `^`/`$` (`Look::Start`/`End`) keep their meaning anywhere, so
     /// where they are redundant they cost nothing and elsewhere they prune (`a^b` matches
-    /// nothing). Other assertions and byte classes are `Unsupported`; more than `max_states`
-    /// DFA states (or an NFA of more than twenty times that) is a `Limit` error.
-    pub fn from_hir(hir: &Hir, max_states: usize) -> Result<CharDfa, CompileError> {
-        let mut cuts = Vec::new();
-        class_cuts(hir, &mut cuts);
-        let atoms = partition(cuts);
+    /// nothing). Other assertions and byte classes are `Unsupported`; more DFA states than the
+    /// budget (or an NFA of more than twenty times that) is a `Limit` error.
+    pub fn from_hir(hir: &Hir, budget: &Budget) -> Result<CharDfa, CompileError> {
+        let atoms = partition(class_cuts(hir));
         let mut nfa = Nfa {
             atoms: &atoms,
             nodes: vec![Node::Match],
+            spans: HashMap::new(),
             work: 0,
-            budget: max_states.saturating_mul(20),
+            budget: budget.max_states.saturating_mul(20),
+            deadline: budget.deadline,
             seen: Vec::new(),
             round: 0,
         };
         let start = nfa.compile(hir, 0)?;
-        let (next, accept) = nfa.determinize(start, max_states)?;
-        Ok(finish(atoms, next, accept))
+        let (next, accept) = nfa.determinize(start, budget)?;
+        finish(atoms, next, accept, budget.deadline)
     }
 
     /// Every string of `min..=max` characters (`None`: no upper bound); a `Limit` error if
     /// counting to the larger bound takes more than `max_states` states.
-    pub fn length(min: u64, max: Option<u64>, max_states: usize) -> Result<CharDfa, CompileError> {
+    pub fn length(min: u64, max: Option<u64>, budget: &Budget) -> Result<CharDfa, CompileError> {
         if max.is_some_and(|m| m < min) {
             return Ok(CharDfa::nothing());
         }
         // State i: i characters read; the last one loops when there is no upper bound.
-        let states = usize::try_from(max.unwrap_or(min))
+        let needed = max.unwrap_or(min).saturating_add(1);
+        let states = usize::try_from(needed)
             .ok()
-            .and_then(|last| last.checked_add(1))
-            .filter(|&n| n <= max_states)
-            .ok_or_else(|| too_many(max_states))?;
+            .filter(|&n| n <= budget.max_states)
+            .ok_or_else(|| too_many(needed, budget.max_states))?;
         let next = (0..states)
             .map(|i| match (i + 1 < states, max) {
                 (true, _) => i as u32 + 1,
@@ -81,11 +104,12 @@ impl CharDfa {
             })
             .collect();
         let accept = (0..states).map(|i| i as u64 >= min).collect();
-        Ok(finish(vec![ALL], next, accept))
+        finish(vec![ALL], next, accept, budget.deadline)
     }
 
-    /// Exactly these strings (a trie, then minimized: names share their suffixes too).
-    pub fn strings(strings: &[&str]) -> CharDfa {
+    /// Exactly these strings (a trie, then minimized: names share their suffixes too); a
+    /// `Limit` error if the trie would outgrow the budget.
+    pub fn strings(strings: &[&str], budget: &Budget) -> Result<CharDfa, CompileError> {
         let atoms = partition(
             strings
                 .iter()
@@ -94,10 +118,21 @@ impl CharDfa {
                 .collect(),
         );
         let width = atoms.len();
+        let max_states = budget.states_for(width);
+        // The trie has a state per character at most, besides its root: checked before the
+        // table is allocated.
+        let chars = strings
+            .iter()
+            .map(|s| s.chars().count() as u64)
+            .sum::<u64>();
+        if chars.saturating_add(1) > max_states as u64 {
+            return Err(too_many(chars.saturating_add(1), max_states));
+        }
         let (mut next, mut accept) = (vec![DEAD; width], vec![false]);
         for s in strings {
             let mut at = 0;
             for c in s.chars() {
+                tick(budget.deadline)?;
                 let slot = at * width + atom_of(&atoms, c);
                 if next[slot] == DEAD {
                     next[slot] = accept.len() as u32;
@@ -108,12 +143,12 @@ impl CharDfa {
             }
             accept[at] = true;
         }
-        finish(atoms, next, accept)
+        finish(atoms, next, accept, budget.deadline)
     }
 
     /// The strings both automata accept: the product on the common refinement of their atoms,
-    /// a `Limit` error past `max_states` pairs.
-    pub fn intersect(&self, other: &CharDfa, max_states: usize) -> Result<CharDfa, CompileError> {
+    /// a `Limit` error past the budget's states.
+    pub fn intersect(&self, other: &CharDfa, budget: &Budget) -> Result<CharDfa, CompileError> {
         let starts = self.atoms.iter().chain(&other.atoms).map(|a| a.0).collect();
         let atoms = partition(starts);
         let pairs: Vec<(usize, usize)> = atoms
@@ -121,11 +156,12 @@ impl CharDfa {
             .map(|&(lo, _)| (self.atom(lo), other.atom(lo)))
             .collect();
         let (wa, wb) = (self.atoms.len(), other.atoms.len());
-        let mut states = States::new(max_states);
+        let mut states = States::new(budget.states_for(atoms.len()));
         states.id((0, 0))?;
         let mut next = Vec::new();
         let mut i = 0;
         while let Some(&(x, y)) = states.keys.get(i) {
+            tick(budget.deadline)?;
             for &(a, b) in &pairs {
                 let (tx, ty) = (self.next[x * wa + a], other.next[y * wb + b]);
                 next.push(match tx == DEAD || ty == DEAD {
@@ -140,12 +176,12 @@ impl CharDfa {
             .iter()
             .map(|&(x, y)| self.accept[x] && other.accept[y])
             .collect();
-        Ok(finish(atoms, next, accept))
+        finish(atoms, next, accept, budget.deadline)
     }
 
     /// Every string the automaton rejects, including those it would die on (they go to an
     /// accepting sink).
-    pub fn complement(&self) -> CharDfa {
+    pub fn complement(&self, deadline: &Deadline) -> Result<CharDfa, CompileError> {
         let sink = self.accept.len() as u32;
         let next = self
             .next
@@ -154,7 +190,7 @@ impl CharDfa {
             .chain(std::iter::repeat_n(sink, self.atoms.len()))
             .collect();
         let accept = self.accept.iter().map(|a| !a).chain([true]).collect();
-        finish(self.atoms.clone(), next, accept)
+        finish(self.atoms.clone(), next, accept, deadline)
     }
 
     /// True if no string is accepted; exact, since every state left can reach acceptance
@@ -188,6 +224,7 @@ impl CharDfa {
         g: &mut GrammarBuilder,
         enc: &mut dyn TextEncoding,
         any_text: ExprId,
+        deadline: &Deadline,
     ) -> Result<ExprId, CompileError> {
         if self.is_empty() {
             return Ok(g.nothing());
@@ -196,7 +233,10 @@ impl CharDfa {
         let rules: Vec<RuleId> = (0..self.accept.len())
             .map(|i| g.rule(&format!("{name} state {i}")))
             .collect();
+        // Where each target's arc is in `arcs` for the state at hand (`arc_of[t].0 == s`).
+        let mut arc_of: Vec<(usize, usize)> = vec![(usize::MAX, 0); self.accept.len()];
         for (s, &rule) in rules.iter().enumerate() {
+            tick(deadline)?;
             let row = &self.next[s * width..(s + 1) * width];
             // The state that takes every string (a name past what the patterns tell apart):
             // the caller's shared text, which the mask cache knows from every other string,
@@ -213,14 +253,18 @@ impl CharDfa {
                 // Consecutive atoms are adjacent characters (across the surrogate gap too), so
                 // a run of them to one target is one range.
                 let run = a > 0 && row[a - 1] == t;
-                match arcs.iter_mut().find(|arc| arc.0 == t) {
-                    Some((_, ranges)) if run => {
-                        if let Some(last) = ranges.last_mut() {
-                            last.1 = hi;
+                match arc_of[t as usize] {
+                    (seen, k) if seen == s => {
+                        let ranges = &mut arcs[k].1;
+                        match ranges.last_mut() {
+                            Some(last) if run => last.1 = hi,
+                            _ => ranges.push((lo, hi)),
                         }
                     }
-                    Some((_, ranges)) => ranges.push((lo, hi)),
-                    None => arcs.push((t, vec![(lo, hi)])),
+                    _ => {
+                        arc_of[t as usize] = (s, arcs.len());
+                        arcs.push((t, vec![(lo, hi)]));
+                    }
                 }
             }
             let mut branches = Vec::with_capacity(arcs.len() + 1);
@@ -235,6 +279,7 @@ impl CharDfa {
             let body = g.alt(branches);
             g.define(rule, body)?;
         }
+        // The start state 0 exists in every automaton.
         Ok(g.rule_ref(rules[0]))
     }
 
@@ -253,12 +298,14 @@ impl CharDfa {
     }
 }
 
-/// The error of a construction that outgrew its state budget.
-fn too_many(max_states: usize) -> CompileError {
-    CompileError::unplaced(
-        CompileErrorKind::Limit,
-        format!("the character automaton needs more than {max_states} states"),
-    )
+/// The error of a construction that needed `needed` states (at least) past its budget.
+fn too_many(needed: u64, max_states: usize) -> CompileError {
+    let exceeded = LimitExceeded {
+        kind: LimitKind::AutomatonStates,
+        value: needed,
+        max: max_states as u64,
+    };
+    CompileError::over_limit(exceeded, Location::None, "the character automaton")
 }
 
 /// The error of a regex construct that has no meaning over whole decoded strings here.
@@ -294,27 +341,32 @@ fn atom_of(atoms: &[(char, char)], c: char) -> usize {
     atoms.partition_point(|a| a.0 <= c).saturating_sub(1)
 }
 
-/// Adds where each class range and literal character of `hir` begins and ends to `cuts`.
-fn class_cuts(hir: &Hir, cuts: &mut Vec<char>) {
+/// Where each class range and literal character of `hir` begins and ends (an explicit stack:
+/// `hir` nests as deeply as its pattern).
+fn class_cuts(hir: &Hir) -> Vec<char> {
+    let mut cuts = Vec::new();
     let mut range = |lo: char, hi: char| cuts.extend([lo].into_iter().chain(after(hi)));
-    match hir.kind() {
-        HirKind::Literal(lit) => String::from_utf8_lossy(&lit.0)
-            .chars()
-            .for_each(|c| range(c, c)),
-        HirKind::Class(Class::Unicode(c)) => c.iter().for_each(|r| range(r.start(), r.end())),
-        HirKind::Repetition(rep) => class_cuts(&rep.sub, cuts),
-        HirKind::Capture(cap) => class_cuts(&cap.sub, cuts),
-        HirKind::Concat(hs) | HirKind::Alternation(hs) => {
-            hs.iter().for_each(|h| class_cuts(h, cuts))
+    let mut stack = vec![hir];
+    while let Some(h) = stack.pop() {
+        match h.kind() {
+            HirKind::Literal(lit) => String::from_utf8_lossy(&lit.0)
+                .chars()
+                .for_each(|c| range(c, c)),
+            HirKind::Class(Class::Unicode(c)) => c.iter().for_each(|r| range(r.start(), r.end())),
+            HirKind::Repetition(rep) => stack.push(&rep.sub),
+            HirKind::Capture(cap) => stack.push(&cap.sub),
+            HirKind::Concat(hs) | HirKind::Alternation(hs) => stack.extend(hs),
+            HirKind::Empty | HirKind::Look(_) | HirKind::Class(Class::Bytes(_)) => {}
         }
-        HirKind::Empty | HirKind::Look(_) | HirKind::Class(Class::Bytes(_)) => {}
     }
+    cuts
 }
 
 /// A Thompson NFA node; nodes are built back to front, each knowing its continuation.
 enum Node {
-    /// One character of these sorted atom spans (inclusive), then the node.
-    Char(Vec<(u32, u32)>, u32),
+    /// One character of these sorted atom spans (inclusive, shared by the copies of a class
+    /// that repetitions make), then the node.
+    Char(Rc<[(u32, u32)]>, u32),
     /// Any of these nodes, without input.
     Split(Vec<u32>),
     /// The node, if nothing has been read yet.
@@ -331,11 +383,14 @@ struct Nfa<'a> {
     atoms: &'a [(char, char)],
     /// Node 0 is [`Node::Match`].
     nodes: Vec<Node>,
+    /// The atom spans of each class of the `Hir` (by address), computed once.
+    spans: HashMap<*const ClassUnicode, Rc<[(u32, u32)]>>,
     /// Nodes built and sub-expressions visited: repetition counts multiply both, so this is
     /// what must be bounded, before memory runs out.
     work: usize,
     /// The most `work` allowed.
     budget: usize,
+    deadline: &'a Deadline,
     /// Closure visit marks, `round` meaning visited in this closure (clearing per closure
     /// was quadratic).
     seen: Vec<u32>,
@@ -353,17 +408,31 @@ impl Nfa<'_> {
     /// Counts one unit of work, failing past the budget.
     fn spend(&mut self) -> Result<(), CompileError> {
         self.work += 1;
+        tick(self.deadline)?;
         match self.work > self.budget {
-            true => Err(CompileError::unplaced(
-                CompileErrorKind::Limit,
-                format!("the regex needs more than {} automaton nodes", self.budget),
-            )),
+            true => {
+                let exceeded = LimitExceeded {
+                    kind: LimitKind::AutomatonStates,
+                    value: self.work as u64,
+                    max: self.budget as u64,
+                };
+                Err(CompileError::over_limit(
+                    exceeded,
+                    Location::None,
+                    "the regex's automaton nodes",
+                ))
+            }
             false => Ok(()),
         }
     }
 
-    /// The entry of `hir` followed by node `next`.
+    /// The entry of `hir` followed by node `next`. Recursion: as deep as `hir` nests (bounded
+    /// by the regex parser's nesting limit), each level guarded.
     fn compile(&mut self, hir: &Hir, next: u32) -> Result<u32, CompileError> {
+        guarded(|| self.compile_step(hir, next))
+    }
+
+    fn compile_step(&mut self, hir: &Hir, next: u32) -> Result<u32, CompileError> {
         self.spend()?;
         match hir.kind() {
             HirKind::Empty => Ok(next),
@@ -372,15 +441,22 @@ impl Nfa<'_> {
                     .map_err(|_| unsupported("a literal that is not UTF-8 text"))?;
                 text.chars().rev().try_fold(next, |at, c| {
                     let a = atom_of(self.atoms, c) as u32;
-                    self.push(Node::Char(vec![(a, a)], at))
+                    self.push(Node::Char(Rc::from([(a, a)]), at))
                 })
             }
             HirKind::Class(Class::Unicode(class)) => {
-                let atom = |c| atom_of(self.atoms, c) as u32;
-                let spans = class
-                    .iter()
-                    .map(|r| (atom(r.start()), atom(r.end())))
-                    .collect();
+                let atoms = self.atoms;
+                let atom = |c| atom_of(atoms, c) as u32;
+                let spans = self
+                    .spans
+                    .entry(class as *const ClassUnicode)
+                    .or_insert_with(|| {
+                        class
+                            .iter()
+                            .map(|r| (atom(r.start()), atom(r.end())))
+                            .collect()
+                    })
+                    .clone();
                 self.push(Node::Char(spans, next))
             }
             HirKind::Class(Class::Bytes(_)) => Err(unsupported("a byte class")),
@@ -459,15 +535,16 @@ impl Nfa<'_> {
     fn determinize(
         &mut self,
         start: u32,
-        max_states: usize,
+        budget: &Budget,
     ) -> Result<(Vec<u32>, Vec<bool>), CompileError> {
         let width = self.atoms.len();
-        let mut states = States::new(max_states);
+        let mut states = States::new(budget.states_for(width));
         let first = self.closure(&[start], true);
         states.id(first)?;
         let mut next = Vec::new();
         let mut i = 0;
         while let Some((set, _)) = states.keys.get(i).cloned() {
+            tick(budget.deadline)?;
             let mut row = vec![DEAD; width];
             // Between consecutive span edges every atom leads to the same subset.
             let mut cuts = vec![0, width as u32];
@@ -479,6 +556,7 @@ impl Nfa<'_> {
             cuts.sort_unstable();
             cuts.dedup();
             for w in cuts.windows(2) {
+                tick(budget.deadline)?;
                 let targets: Vec<u32> = set
                     .iter()
                     .filter_map(|&q| match &self.nodes[q as usize] {
@@ -529,7 +607,7 @@ impl<K: Clone + Eq + Hash> States<K> {
             return Ok(id);
         }
         if self.keys.len() >= self.max {
-            return Err(too_many(self.max));
+            return Err(too_many(self.keys.len() as u64 + 1, self.max));
         }
         let id = self.keys.len() as u32;
         self.ids.insert(key.clone(), id);
@@ -540,13 +618,19 @@ impl<K: Clone + Eq + Hash> States<K> {
 
 /// The minimal, trimmed, canonically numbered (breadth first from the start, atom by atom)
 /// automaton of the language of `next`/`accept`.
-fn finish(atoms: Vec<(char, char)>, next: Vec<u32>, accept: Vec<bool>) -> CharDfa {
+fn finish(
+    atoms: Vec<(char, char)>,
+    next: Vec<u32>,
+    accept: Vec<bool>,
+    deadline: &Deadline,
+) -> Result<CharDfa, CompileError> {
     let (atoms, next) = merge_atoms(atoms, next, accept.len());
     let width = atoms.len();
-    let block = minimize(width, &next, &accept);
+    // One block per state and one for the sink: indices up to `accept.len()` exist.
+    let block = minimize(width, &next, &accept, deadline)?;
     let dead = block[accept.len()];
     if block[0] == dead {
-        return CharDfa::nothing();
+        return Ok(CharDfa::nothing());
     }
     let mut id = vec![DEAD; accept.len() + 1];
     id[block[0]] = 0;
@@ -566,11 +650,11 @@ fn finish(atoms: Vec<(char, char)>, next: Vec<u32>, accept: Vec<bool>) -> CharDf
     }
     let accept: Vec<bool> = reps.iter().map(|&s| accept[s]).collect();
     let (atoms, next) = merge_atoms(atoms, out, accept.len());
-    CharDfa {
+    Ok(CharDfa {
         atoms,
         next,
         accept,
-    }
+    })
 }
 
 /// Joins adjacent atoms that every state treats alike.
@@ -604,7 +688,12 @@ fn merge_atoms(
 /// partition respecting acceptance and transitions. Hopcroft's algorithm: a block that splits
 /// off re-enters the worklist only if it is the smaller half, so each state is handled
 /// O(log n) times, where Moore's rounds took O(n) on the long chains of `length`.
-fn minimize(width: usize, next: &[u32], accept: &[bool]) -> Vec<usize> {
+fn minimize(
+    width: usize,
+    next: &[u32],
+    accept: &[bool],
+    deadline: &Deadline,
+) -> Result<Vec<usize>, CompileError> {
     let n = accept.len() + 1;
     let target = |s: usize, a: usize| match next.get(s * width + a) {
         // The sink's row is past the table's end.
@@ -652,6 +741,7 @@ fn minimize(width: usize, next: &[u32], accept: &[bool]) -> Vec<usize> {
     let mut queued = vec![true; first.len()];
     let (mut pairs, mut touched) = (Vec::new(), Vec::new());
     while let Some(b) = work.pop() {
+        tick(deadline)?;
         queued[b] = false;
         pairs.clear();
         for &t in &elems[first[b]..end[b]] {
@@ -694,7 +784,7 @@ fn minimize(width: usize, next: &[u32], accept: &[bool]) -> Vec<usize> {
             }
         }
     }
-    block
+    Ok(block)
 }
 
 #[cfg(test)]
@@ -703,6 +793,20 @@ mod tests {
     use crate::front::regex::Utf8;
     use crate::ir::reference::{Recognizer, Unit};
     use crate::ir::Expr;
+
+    /// A deadline that never passes, for as long as a test needs it (a `Deadline` counts its
+    /// ticks in a `Cell`, so it cannot be a shared static).
+    fn never() -> &'static Deadline {
+        Box::leak(Box::new(Deadline::never()))
+    }
+
+    /// A budget of `max_states` states and no deadline.
+    fn budget(max_states: usize) -> Budget<'static> {
+        Budget {
+            max_states,
+            deadline: never(),
+        }
+    }
 
     /// xorshift64: deterministic and dependency-free.
     struct Rng(u64);
@@ -724,7 +828,7 @@ mod tests {
     /// The automaton of a regex in regex-syntax's own (Unicode) dialect.
     fn dfa(pattern: &str) -> CharDfa {
         let hir = regex_syntax::Parser::new().parse(pattern).unwrap();
-        CharDfa::from_hir(&hir, 4096).unwrap()
+        CharDfa::from_hir(&hir, &budget(4096)).unwrap()
     }
 
     /// A walk through the automaton's transitions, a character at a time, stopping at random
@@ -847,7 +951,7 @@ mod tests {
     fn chars_from_hir_rejects_what_it_cannot_mean() {
         for p in [r"(?m)^a", r"\bword", r"a\B", r"(?-u:[a-z])"] {
             let hir = regex_syntax::Parser::new().parse(p).unwrap();
-            let err = CharDfa::from_hir(&hir, 4096).unwrap_err();
+            let err = CharDfa::from_hir(&hir, &budget(4096)).unwrap_err();
             assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{p}");
         }
     }
@@ -865,52 +969,77 @@ mod tests {
         };
         let lower = dfa(r"^[a-z]+$");
         let hex = dfa(r"(?s:.)*[0-9a-fA-F]+(?s:.)*");
-        let names = CharDfa::strings(&named);
-        let len = |min, max| CharDfa::length(min, max, 64).unwrap();
-        let both = lower.intersect(&hex, 4096).unwrap();
+        let names = CharDfa::strings(&named, &budget(4096)).unwrap();
+        let len = |min, max| CharDfa::length(min, max, &budget(64)).unwrap();
+        let both = lower.intersect(&hex, &budget(4096)).unwrap();
         check("lower ∩ hex", &both, &|s| {
             lower.matches(s) && hex.matches(s)
         });
-        check("¬lower", &lower.complement(), &|s| !lower.matches(s));
-        check("¬¬hex", &hex.complement().complement(), &|s| {
-            hex.matches(s)
+        check("¬lower", &lower.complement(never()).unwrap(), &|s| {
+            !lower.matches(s)
         });
+        check(
+            "¬¬hex",
+            &hex.complement(never())
+                .unwrap()
+                .complement(never())
+                .unwrap(),
+            &|s| hex.matches(s),
+        );
         let count = |s: &str| s.chars().count();
         check("2..=5", &len(2, Some(5)), &|s| (2..=5).contains(&count(s)));
         check("3..", &len(3, None), &|s| count(s) >= 3);
         check("0..=0", &len(0, Some(0)), &str::is_empty);
         check("names", &names, &|s| named.contains(&s));
-        let short = lower.intersect(&len(0, Some(3)), 4096).unwrap();
+        let short = lower.intersect(&len(0, Some(3)), &budget(4096)).unwrap();
         check("lower, ≤3", &short, &|s| {
             lower.matches(s) && count(s) <= 3
         });
-        let other = lower.complement().intersect(&names.complement(), 4096);
+        let other = lower
+            .complement(never())
+            .unwrap()
+            .intersect(&names.complement(never()).unwrap(), &budget(4096));
         let other_key = |s: &str| !lower.matches(s) && !named.contains(&s);
         check("¬lower ∩ ¬names", &other.unwrap(), &other_key);
         // Minimal and trimmed: the textbook four states, one for `a*`, `length` a chain.
         assert_eq!(dfa(r"(?:a|b)*abb").accept.len(), 4);
         assert_eq!(dfa(r"a*").accept.len(), 1);
-        assert_eq!(CharDfa::length(2, Some(5), 64).unwrap().accept.len(), 6);
-        assert_eq!(CharDfa::strings(&["ab", "cb"]).accept.len(), 3);
+        assert_eq!(
+            CharDfa::length(2, Some(5), &budget(64))
+                .unwrap()
+                .accept
+                .len(),
+            6
+        );
+        assert_eq!(
+            CharDfa::strings(&["ab", "cb"], &budget(4096))
+                .unwrap()
+                .accept
+                .len(),
+            3
+        );
     }
 
     #[test]
     fn chars_emptiness() {
-        assert!(dfa(r"^a$").intersect(&dfa(r"^b$"), 64).unwrap().is_empty());
-        assert!(dfa(r"(?s).*").complement().is_empty());
-        assert!(CharDfa::length(3, Some(2), 64).unwrap().is_empty());
-        assert!(CharDfa::strings(&[]).is_empty());
+        assert!(dfa(r"^a$")
+            .intersect(&dfa(r"^b$"), &budget(64))
+            .unwrap()
+            .is_empty());
+        assert!(dfa(r"(?s).*").complement(never()).unwrap().is_empty());
+        assert!(CharDfa::length(3, Some(2), &budget(64)).unwrap().is_empty());
+        assert!(CharDfa::strings(&[], &budget(4096)).unwrap().is_empty());
         assert!(dfa(r"a^b").is_empty());
         assert!(!dfa(r"^a$").is_empty());
-        assert!(CharDfa::strings(&[""]).matches(""));
-        assert!(!dfa(r"a*").complement().is_empty());
+        assert!(CharDfa::strings(&[""], &budget(4096)).unwrap().matches(""));
+        assert!(!dfa(r"a*").complement(never()).unwrap().is_empty());
     }
 
     /// The grammar of `d` under the name `t`, and the expression of its language.
     fn lowered(d: &CharDfa) -> (GrammarBuilder, ExprId) {
         let mut g = GrammarBuilder::new();
         let any = any_utf8(&mut g);
-        let e = d.lower("t", &mut g, &mut Utf8, any).unwrap();
+        let e = d.lower("t", &mut g, &mut Utf8, any, never()).unwrap();
         (g, e)
     }
 
@@ -934,11 +1063,21 @@ mod tests {
             dfa(r"^[A-Z][a-z0-9_-]{2,7}$"),
             dfa(r"[\x{D7FF}\x{E000}]+é?"),
             dfa(r"(?s:.)*[😀é](?s:.)*")
-                .intersect(&CharDfa::length(0, Some(4), 64).unwrap(), 4096)
+                .intersect(
+                    &CharDfa::length(0, Some(4), &budget(64)).unwrap(),
+                    &budget(4096),
+                )
                 .unwrap(),
             dfa(r"^[a-z]+$")
-                .complement()
-                .intersect(&CharDfa::strings(&["ab", "x"]).complement(), 4096)
+                .complement(never())
+                .unwrap()
+                .intersect(
+                    &CharDfa::strings(&["ab", "x"], &budget(4096))
+                        .unwrap()
+                        .complement(never())
+                        .unwrap(),
+                    &budget(4096),
+                )
                 .unwrap(),
             dfa(r"(?:a|b)*abb"),
         ];
@@ -979,7 +1118,10 @@ mod tests {
     #[test]
     fn chars_lowering_the_empty_language_is_nothing() {
         let d = dfa(r"^a{3}$")
-            .intersect(&CharDfa::length(0, Some(2), 64).unwrap(), 64)
+            .intersect(
+                &CharDfa::length(0, Some(2), &budget(64)).unwrap(),
+                &budget(64),
+            )
             .unwrap();
         assert!(d.is_empty());
         let (g, e) = lowered(&d);
@@ -992,7 +1134,9 @@ mod tests {
         // A name already used is the builder's error, not a panic.
         let (mut g, _) = lowered(&dfa("ab"));
         let any = any_utf8(&mut g);
-        let err = dfa("ab").lower("t", &mut g, &mut Utf8, any).unwrap_err();
+        let err = dfa("ab")
+            .lower("t", &mut g, &mut Utf8, any, never())
+            .unwrap_err();
         assert_eq!(err.kind(), CompileErrorKind::Invalid);
     }
 
@@ -1000,18 +1144,18 @@ mod tests {
     fn chars_limits() {
         let limit = |r: Result<CharDfa, CompileError>| r.unwrap_err().kind();
         assert_eq!(
-            limit(CharDfa::length(0, Some(1_000_000), 4096)),
+            limit(CharDfa::length(0, Some(1_000_000), &budget(4096))),
             CompileErrorKind::Limit
         );
         assert_eq!(
-            limit(CharDfa::length(u64::MAX, None, 4096)),
+            limit(CharDfa::length(u64::MAX, None, &budget(4096))),
             CompileErrorKind::Limit
         );
-        assert!(CharDfa::length(0, Some(4095), 4096).is_ok());
+        assert!(CharDfa::length(0, Some(4095), &budget(4096)).is_ok());
         for p in [r"(a|b)*a(a|b){20}", r"(?:a{1000}){1000}"] {
             let hir = regex_syntax::Parser::new().parse(p).unwrap();
             assert_eq!(
-                limit(CharDfa::from_hir(&hir, 4096)),
+                limit(CharDfa::from_hir(&hir, &budget(4096))),
                 CompileErrorKind::Limit,
                 "{p}"
             );
@@ -1019,7 +1163,7 @@ mod tests {
         let six = dfa(r"(a|b)*a(a|b){5}");
         assert_eq!(six.accept.len(), 64);
         assert_eq!(
-            limit(six.intersect(&dfa(r"(?:(?:a|b){3})*"), 100)),
+            limit(six.intersect(&dfa(r"(?:(?:a|b){3})*"), &budget(100))),
             CompileErrorKind::Limit
         );
     }

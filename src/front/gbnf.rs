@@ -11,6 +11,11 @@
 //! Not supported, with a typed error: token ids `<[42]>` (the IR names specials by content)
 //! and negated tokens `!<...>`. Unlike llama.cpp, a rule defined twice is an error rather than
 //! silently replaced.
+//!
+//! Untrusted text is bounded by [`Limits`]: its size (`input_bytes`), how deeply groups and
+//! repetition operators nest (`nesting`: `((a)?)*` is three levels), the grammar's size
+//! (`grammar_size`) and the compile time. pest's parser recurses once per group level, so the
+//! nesting of parentheses is checked by a scan of the text before pest sees it.
 
 use std::collections::HashMap;
 
@@ -21,6 +26,7 @@ use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
 use super::regex::utf8_class;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::{ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 
 mod parser {
     #[derive(pest_derive::Parser)]
@@ -28,9 +34,6 @@ mod parser {
     pub(super) struct GbnfParser;
 }
 use parser::{GbnfParser, Rule};
-
-/// Deepest parenthesis nesting accepted (the parser recurses per level).
-const MAX_NESTING: usize = 256;
 
 /// Parses GBNF `text` (named `source` in errors) into a grammar starting at `root`.
 ///
@@ -48,14 +51,32 @@ const MAX_NESTING: usize = 256;
 /// assert_eq!(err.to_string(), "list.gbnf:1:10: rule `item` is used but never defined");
 /// ```
 pub fn gbnf_to_ir(text: &str, source: &str) -> Result<Grammar, CompileError> {
-    check_nesting(text, source)?;
+    let limits = Limits::default();
+    gbnf_to_ir_limited(text, source, &limits, &limits.deadline())
+}
+
+/// [`gbnf_to_ir`] within `limits`, spending the compile time left before `deadline`.
+pub(crate) fn gbnf_to_ir_limited(
+    text: &str,
+    source: &str,
+    limits: &Limits,
+    deadline: &Deadline,
+) -> Result<Grammar, CompileError> {
+    limits
+        .check(LimitKind::InputBytes, text.len() as u64)
+        .map_err(|e| {
+            CompileError::over_limit(e, Location::in_text(source, text, 0), "GBNF grammar")
+        })?;
+    check_nesting(text, source, limits)?;
     let file = GbnfParser::parse(Rule::file, text)
         .map_err(|e| syntax_error(e, text, source))?
         .next();
     let mut lower = Lowering {
         text,
         source,
-        g: GrammarBuilder::new(),
+        g: GrammarBuilder::with_limits(limits),
+        max_nesting: limits.get(LimitKind::Nesting),
+        deadline,
         defined: HashMap::new(),
         first_use: HashMap::new(),
     };
@@ -126,6 +147,19 @@ fn syntax_error(e: pest::error::Error<Rule>, text: &str, source: &str) -> Compil
         pest::error::InputLocation::Span((p, _)) => p,
     };
     let message = match &e.variant {
+        // pest's guard against running out of stack: only a thread whose stack was nearly
+        // spent before the parse began gets here, since nesting was checked first.
+        pest::error::ErrorVariant::CustomError { message } if message == "stack limit reached" => {
+            return CompileError::new(
+                CompileErrorKind::Limit,
+                Location::Text {
+                    source: source.to_string(),
+                    line,
+                    col,
+                },
+                "the thread's stack is too small to parse this GBNF grammar",
+            )
+        }
         // A backslash where a character was expected starts an escape llama.cpp does not have.
         _ if text[at..].starts_with('\\') => {
             let escape: String = text[at..].chars().take(2).collect();
@@ -145,36 +179,61 @@ fn syntax_error(e: pest::error::Error<Rule>, text: &str, source: &str) -> Compil
     )
 }
 
-/// Rejects parenthesis nesting deeper than [`MAX_NESTING`] before the recursive parser sees it.
-fn check_nesting(text: &str, source: &str) -> Result<(), CompileError> {
-    let mut depth = 0usize;
-    let mut chars = text.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '#' => {
-                chars.by_ref().find(|&(_, c)| c == '\n');
+/// Rejects parentheses nested deeper than `limits.nesting` before pest, which recurses per
+/// level, sees them.
+///
+/// The scan follows the lexical syntax of `grammar/gbnf.pest` wherever the parser accepts the
+/// text: a comment ends at a newline (`\n` or `\r`), a literal or class at its unescaped closing
+/// character, a token `<...>` at its `>` (it cannot span lines). So every `(` it counts is one
+/// the parser opens as a group, and it skips no `(` the parser opens. Past the first place the
+/// text stops being a viable parse, the parser stops too, whatever the scan counts there. All
+/// delimiters are ASCII, which UTF-8 never uses inside a multi-byte character.
+fn check_nesting(text: &str, source: &str, limits: &Limits) -> Result<(), CompileError> {
+    let max = limits.get(LimitKind::Nesting);
+    let bytes = text.as_bytes();
+    let mut depth = 0u64;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        i += 1;
+        match b {
+            b'#' => {
+                while bytes.get(i).is_some_and(|&c| c != b'\n' && c != b'\r') {
+                    i += 1;
+                }
             }
-            '"' | '[' => {
-                let close = if c == '"' { '"' } else { ']' };
-                while let Some((_, d)) = chars.next() {
-                    if d == '\\' {
-                        chars.next();
-                    } else if d == close {
+            b'"' | b'[' => {
+                let close = if b == b'"' { b'"' } else { b']' };
+                while let Some(&c) = bytes.get(i) {
+                    i += if c == b'\\' { 2 } else { 1 };
+                    if c == close {
                         break;
                     }
                 }
             }
-            '(' => {
+            b'<' => {
+                let end = bytes[i..]
+                    .iter()
+                    .position(|&c| matches!(c, b'>' | b'\n' | b'\r'));
+                if let Some(end) = end.filter(|&e| bytes[i + e] == b'>') {
+                    i += end + 1;
+                }
+            }
+            b'(' => {
                 depth += 1;
-                if depth > MAX_NESTING {
-                    return Err(CompileError::new(
-                        CompileErrorKind::Limit,
-                        Location::in_text(source, text, i),
-                        format!("parentheses nest deeper than {MAX_NESTING} levels"),
+                if depth > max {
+                    let exceeded = LimitExceeded {
+                        kind: LimitKind::Nesting,
+                        value: depth,
+                        max,
+                    };
+                    return Err(CompileError::over_limit(
+                        exceeded,
+                        Location::in_text(source, text, i - 1),
+                        "GBNF grammar: parentheses",
                     ));
                 }
             }
-            ')' => depth = depth.saturating_sub(1),
+            b')' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
@@ -185,12 +244,17 @@ struct Lowering<'a> {
     text: &'a str,
     source: &'a str,
     g: GrammarBuilder,
+    /// `Limits::nesting`: groups and repetition operators along any path of an expression.
+    max_nesting: u64,
+    deadline: &'a Deadline,
     /// Defined rules and the offset of their definition.
     defined: HashMap<String, (RuleId, usize)>,
     /// First reference to each rule name.
     first_use: HashMap<String, usize>,
 }
 
+// The pairs come from pest's parse of `grammar/gbnf.pest`: which children a pair has, in which
+// order, is the grammar's, and that is what the `expect`s and `unreachable!`s below rely on.
 impl Lowering<'_> {
     fn at(&self, offset: usize) -> Location {
         Location::in_text(self.source, self.text, offset)
@@ -220,41 +284,68 @@ impl Lowering<'_> {
         }
         let id = self.g.rule(&name);
         self.defined.insert(name, (id, at));
-        let body = self.alts(inner.next().expect("rule body"))?;
+        let (body, _) = self.alts(inner.next().expect("rule body"))?;
         self.g.define(id, body).map_err(|e| e.or_at(self.at(at)))
     }
 
-    fn alts(&mut self, pair: Pair<Rule>) -> Result<ExprId, CompileError> {
-        let branches = pair
-            .into_inner()
-            .map(|seq| self.seq(seq))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(self.g.alt(branches))
+    // `alts`, `seq`, `item` and `primary` recurse once per group level, which `check_nesting`
+    // bounded by `Limits::nesting` before pest built the pairs. Each returns its expression
+    // and its nesting (groups and repetition operators along its deepest path).
+
+    fn alts(&mut self, pair: Pair<Rule>) -> Result<(ExprId, u64), CompileError> {
+        let mut branches = Vec::new();
+        let mut nesting = 0;
+        for seq in pair.into_inner() {
+            let (e, n) = self.seq(seq)?;
+            branches.push(e);
+            nesting = nesting.max(n);
+        }
+        Ok((self.g.alt(branches), nesting))
     }
 
-    fn seq(&mut self, pair: Pair<Rule>) -> Result<ExprId, CompileError> {
-        let items = pair
-            .into_inner()
-            .map(|item| self.item(item))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(self.g.seq(items))
+    fn seq(&mut self, pair: Pair<Rule>) -> Result<(ExprId, u64), CompileError> {
+        let mut items = Vec::new();
+        let mut nesting = 0;
+        for item in pair.into_inner() {
+            let (e, n) = self.item(item)?;
+            items.push(e);
+            nesting = nesting.max(n);
+        }
+        Ok((self.g.seq(items), nesting))
     }
 
-    fn item(&mut self, pair: Pair<Rule>) -> Result<ExprId, CompileError> {
+    fn item(&mut self, pair: Pair<Rule>) -> Result<(ExprId, u64), CompileError> {
+        self.deadline.tick().map_err(|e| {
+            CompileError::over_limit(e, self.at(pair.as_span().start()), "GBNF grammar")
+        })?;
         let mut inner = pair.into_inner();
-        let mut e = self.primary(inner.next().expect("primary"))?;
+        // The grammar: an item is a primary and its postfix operators.
+        let (mut e, mut nesting) = self.primary(inner.next().expect("primary"))?;
         for postfix in inner {
+            nesting += 1;
+            if nesting > self.max_nesting {
+                let exceeded = LimitExceeded {
+                    kind: LimitKind::Nesting,
+                    value: nesting,
+                    max: self.max_nesting,
+                };
+                return Err(CompileError::over_limit(
+                    exceeded,
+                    self.at(postfix.as_span().start()),
+                    "GBNF grammar: groups and repetitions",
+                ));
+            }
             let op = postfix.into_inner().next().expect("postfix operator");
             let (min, max) = match op.as_rule() {
                 Rule::star => (0, None),
                 Rule::plus => (1, None),
                 Rule::question => (0, Some(1)),
                 Rule::braces => self.braces(op)?,
-                other => unreachable!("postfix {other:?}"),
+                other => unreachable!("the grammar's postfix operators: {other:?}"),
             };
             e = self.g.repeat(e, min, max);
         }
-        Ok(e)
+        Ok((e, nesting))
     }
 
     fn braces(&self, pair: Pair<Rule>) -> Result<(u32, Option<u32>), CompileError> {
@@ -282,6 +373,7 @@ impl Lowering<'_> {
                 _ => {}
             }
         }
+        // The grammar: braces start with a number.
         let min = min.expect("braces start with a number");
         let max = if comma { max } else { Some(min) };
         if max.is_some_and(|m| m < min) {
@@ -297,7 +389,18 @@ impl Lowering<'_> {
         Ok((min, max))
     }
 
-    fn primary(&mut self, pair: Pair<Rule>) -> Result<ExprId, CompileError> {
+    fn primary(&mut self, pair: Pair<Rule>) -> Result<(ExprId, u64), CompileError> {
+        match pair.as_rule() {
+            Rule::group => {
+                let (e, nesting) = self.alts(pair.into_inner().next().expect("group body"))?;
+                Ok((e, nesting + 1))
+            }
+            _ => Ok((self.atom(pair)?, 0)),
+        }
+    }
+
+    /// A primary other than a group.
+    fn atom(&mut self, pair: Pair<Rule>) -> Result<ExprId, CompileError> {
         let at = pair.as_span().start();
         Ok(match pair.as_rule() {
             Rule::literal => {
@@ -349,7 +452,6 @@ impl Lowering<'_> {
                 let class = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
                 class_to_ir(&class, &mut self.g)
             }
-            Rule::group => self.alts(pair.into_inner().next().expect("group body"))?,
             Rule::rule_ref => {
                 let name = pair.as_str().to_string();
                 self.first_use.entry(name.clone()).or_insert(at);
@@ -377,7 +479,7 @@ impl Lowering<'_> {
                     "negated tokens (!<...>) are not supported",
                 ))
             }
-            other => unreachable!("primary {other:?}"),
+            other => unreachable!("the grammar's primaries: {other:?}"),
         })
     }
 

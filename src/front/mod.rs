@@ -3,6 +3,7 @@
 pub mod bfcl;
 pub(crate) mod chars;
 pub mod gbnf;
+pub(crate) mod guard;
 pub mod json_schema;
 pub mod regex;
 pub mod tags;

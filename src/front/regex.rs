@@ -10,7 +10,9 @@ use regex_syntax::hir::{Class, Hir, HirKind, Look};
 use regex_syntax::utf8::Utf8Sequences;
 
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::guard::guarded;
 use crate::ir::{ByteSet, ExprId, GrammarBuilder};
+use crate::limits::{LimitExceeded, LimitKind, Limits};
 
 /// Parses `pattern` and adds its language to `g`, returning the expression.
 ///
@@ -27,7 +29,29 @@ use crate::ir::{ByteSet, ExprId, GrammarBuilder};
 /// assert!(err.to_string().contains("backreference"));
 /// ```
 pub fn regex_to_ir(pattern: &str, g: &mut GrammarBuilder) -> Result<ExprId, CompileError> {
-    let hir = parse(pattern)?;
+    regex_to_ir_with(pattern, g, &Limits::new())
+}
+
+/// [`regex_to_ir`] under `limits`: groups, repetitions and classes nest at most
+/// [`Limits::nesting`] deep (a `Limit` error naming the column beyond).
+///
+/// ```
+/// use formwork::front::regex::regex_to_ir_with;
+/// use formwork::ir::GrammarBuilder;
+/// use formwork::{LimitKind, Limits};
+///
+/// let mut g = GrammarBuilder::new();
+/// let deep = format!("{}a{}", "(".repeat(10), ")".repeat(10));
+/// assert!(regex_to_ir_with(&deep, &mut g, &Limits::new().nesting(10)).is_ok());
+/// let err = regex_to_ir_with(&deep, &mut g, &Limits::new().nesting(9)).unwrap_err();
+/// assert_eq!(err.limit().unwrap().kind, LimitKind::Nesting);
+/// ```
+pub fn regex_to_ir_with(
+    pattern: &str,
+    g: &mut GrammarBuilder,
+    limits: &Limits,
+) -> Result<ExprId, CompileError> {
+    let hir = parse(pattern, limits.get(LimitKind::Nesting))?;
     hir_to_ir(pattern, &hir, g, &mut Utf8)
 }
 
@@ -103,13 +127,15 @@ pub fn hir_to_ir(
     )
 }
 
-fn parse(pattern: &str) -> Result<Hir, CompileError> {
+fn parse(pattern: &str, nesting: u64) -> Result<Hir, CompileError> {
     let place = |line: usize, column: usize| Location::Text {
         source: format!("regex {pattern:?}"),
         line,
         col: column,
     };
+    let limit = u32::try_from(nesting).unwrap_or(u32::MAX);
     regex_syntax::ParserBuilder::new()
+        .nest_limit(limit)
         .build()
         .parse(pattern)
         .map_err(|e| match e {
@@ -124,6 +150,19 @@ fn parse(pattern: &str) -> Result<Hir, CompileError> {
                         CompileErrorKind::Unsupported,
                         "backreferences are not supported".to_string(),
                     ),
+                    K::NestLimitExceeded(_) => {
+                        let s = e.span().start;
+                        let exceeded = LimitExceeded {
+                            kind: LimitKind::Nesting,
+                            value: u64::from(limit) + 1,
+                            max: u64::from(limit),
+                        };
+                        return CompileError::over_limit(
+                            exceeded,
+                            place(s.line, s.column),
+                            "regex",
+                        );
+                    }
                     other => (CompileErrorKind::Syntax, other.to_string()),
                 };
                 let s = e.span().start;
@@ -164,7 +203,13 @@ impl Lowering<'_> {
         )
     }
 
+    /// Recursion: as deep as `hir` nests (bounded by the parser's nesting limit), each level
+    /// guarded.
     fn expr(&mut self, hir: &Hir, edges: Edges) -> Result<ExprId, CompileError> {
+        guarded(|| self.expr_step(hir, edges))
+    }
+
+    fn expr_step(&mut self, hir: &Hir, edges: Edges) -> Result<ExprId, CompileError> {
         Ok(match hir.kind() {
             HirKind::Empty => self.g.empty(),
             HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
@@ -207,12 +252,16 @@ impl Lowering<'_> {
             }
             HirKind::Capture(cap) => self.expr(&cap.sub, edges)?,
             HirKind::Concat(parts) => {
-                let last = parts.len() - 1;
+                // A part is at the start (end) if every part before (after) it is zero-width:
+                // the first part that is not, from each side, ends the edge.
+                let not_zero = |p: &&Hir| !is_zero_width(p);
+                let first_wide = parts.iter().position(|p| not_zero(&p)).unwrap_or(parts.len());
+                let last_wide = parts.iter().rposition(|p| not_zero(&p)).unwrap_or(0);
                 let mut ids = Vec::with_capacity(parts.len());
                 for (i, p) in parts.iter().enumerate() {
                     let at = Edges {
-                        start: edges.start && parts[..i].iter().all(is_zero_width),
-                        end: edges.end && (i == last || parts[i + 1..].iter().all(is_zero_width)),
+                        start: edges.start && i <= first_wide,
+                        end: edges.end && i >= last_wide,
                     };
                     ids.push(self.expr(p, at)?);
                 }

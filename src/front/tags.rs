@@ -8,9 +8,15 @@
 //! output. With [`TagDispatch::require_call`], the output must contain at least one call.
 //!
 //! Free text is built from an Aho–Corasick automaton over the triggers, stops and forbidden
-//! sequences (`aho-corasick`'s DFA): one right-linear IR rule per automaton state (and UTF-8
-//! decoding state), so "text not containing any of these" is exact and grows with the total
-//! length of the sequences, not with their number of combinations.
+//! sequences (`aho-corasick`'s DFA): one right-linear IR rule per automaton state and UTF-8
+//! decoding state reached, so "text not containing any of these" is exact and grows with the
+//! total length of the sequences, not with their number of combinations. The sequences are
+//! valid UTF-8 and start on a character, so past the automaton's start the decoding state is
+//! the sequence's own: about one rule per automaton state, not one per decoding state too.
+//! The automaton has a state per byte of the sequences at most, checked against
+//! [`Limits::automaton_states`](crate::Limits) before it is built; the lists' lengths against
+//! [`Limits::alternatives`](crate::Limits), the grammar against its size limit and the work
+//! against the compile-time budget as it goes.
 //!
 //! Sequences mix text and special tokens ([`Piece`]). Whether a marker such as Harmony's
 //! `<|channel|>` is a special token or text depends on the tokenizer; [`ToolFormat::Harmony`]
@@ -41,11 +47,14 @@ use std::collections::HashMap;
 use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::dfa::DFA;
 use aho_corasick::{Anchored, MatchKind};
+use rustc_hash::FxHashMap;
 use serde_json::{json, Value};
 
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::guard::tick;
 use crate::front::json_schema::{schema_expr, JsonSchemaOptions, Whitespace};
 use crate::ir::{ByteSet, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 
 /// A tool the model may call: its name and the JSON Schema of its arguments.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,6 +143,9 @@ pub struct TagDispatch {
     free_specials: Vec<String>,
     require_call: bool,
     options: JsonSchemaOptions,
+    /// The names of the tools of [`for_tools`](Self::for_tools), in order: each must be
+    /// distinct.
+    tool_names: Vec<String>,
 }
 
 impl Default for TagDispatch {
@@ -145,6 +157,7 @@ impl Default for TagDispatch {
             free_specials: Vec::new(),
             require_call: false,
             options: JsonSchemaOptions::new().additional_properties(false),
+            tool_names: Vec::new(),
         }
     }
 }
@@ -168,6 +181,7 @@ impl TagDispatch {
             }
         };
         let mut d = TagDispatch::new();
+        d.tool_names = tools.iter().map(|tool| tool.name.clone()).collect();
         match format {
             ToolFormat::Llama31 => {
                 let bodies = tools
@@ -386,22 +400,64 @@ impl TagDispatch {
         Ok(d)
     }
 
-    /// The grammar. Errors: a schema's (its pointer prefixed by `/tags/i/bodies/j/schema`), a
-    /// trigger that is empty or contains another trigger, stop or forbidden sequence (`Invalid`),
-    /// too many special tokens (`Limit`).
+    /// The grammar, within the default [`Limits`]. Errors: a schema's (its pointer prefixed
+    /// by `/tags/i/bodies/j/schema`), two tools of one name (`Invalid` at `/tools/j`), a
+    /// trigger that is empty or contains another trigger, stop or forbidden sequence
+    /// (`Invalid`), a limit reached (`Limit`, see the module notes).
+    ///
+    /// Two tools may not share a name: a call names the function to run, so the arguments of
+    /// either would be accepted for it and the caller could not tell which definition they
+    /// follow. The tool-calling APIs these formats come from reject such lists too.
+    ///
+    /// ```
+    /// use formwork::front::tags::{TagDispatch, Tool, ToolFormat};
+    /// use formwork::{CompileErrorKind, Location};
+    ///
+    /// let tools = [Tool::new("f", serde_json::json!({})), Tool::new("f", serde_json::json!({}))];
+    /// let err = TagDispatch::for_tools(ToolFormat::Qwen, &tools).compile().unwrap_err();
+    /// assert_eq!(err.kind(), CompileErrorKind::Invalid);
+    /// assert_eq!(err.location(), &Location::JsonPointer("/tools/1".into()));
+    /// ```
     pub fn compile(&self) -> Result<Grammar, CompileError> {
-        Builder::new(self)?.build()
+        self.compile_with(&Limits::new())
+    }
+
+    /// [`compile`](Self::compile) within `limits` (its compile-time budget starting now).
+    pub fn compile_with(&self, limits: &Limits) -> Result<Grammar, CompileError> {
+        self.compile_within(limits, &limits.deadline())
+    }
+
+    /// [`compile_with`](Self::compile_with) against a deadline that spans more than the front
+    /// end (the engine's, for the whole compilation).
+    pub(crate) fn compile_within(
+        &self,
+        limits: &Limits,
+        deadline: &Deadline,
+    ) -> Result<Grammar, CompileError> {
+        Builder::new(self, limits, deadline)?.build()
     }
 }
 
 /// Marks a special token inside the byte alphabet the automaton reads: 0xFF never occurs in
-/// UTF-8 text, and the byte after it is the special's index.
+/// UTF-8 text. Two continuation bytes follow with the special's index ([`encode_special`]):
+/// no sequence starts with a continuation byte, so after a special the automaton never takes
+/// its index for the start of some text sequence.
 const SPECIAL_MARK: u8 = 0xFF;
 
-/// UTF-8 decoding states: 0 at a character boundary, 1..=3 continuation bytes still due, 4..=7
-/// after the lead bytes E0, ED, F0 and F4, which narrow the next byte; 8 after [`SPECIAL_MARK`].
-const UTF8_STATES: usize = 9;
+/// Most special tokens one dispatch can name: two continuation bytes of six bits each.
+const MAX_SPECIALS: usize = 1 << 12;
 
+/// The bytes the automaton reads for the special token of index `i` (below [`MAX_SPECIALS`]).
+fn encode_special(i: usize) -> [u8; 3] {
+    [
+        SPECIAL_MARK,
+        0x80 | (i >> 6 & 0x3F) as u8,
+        0x80 | (i & 0x3F) as u8,
+    ]
+}
+
+/// UTF-8 decoding states: 0 at a character boundary, 1..=3 continuation bytes still due, 4..=7
+/// after the lead bytes E0, ED, F0 and F4, which narrow the next byte.
 fn utf8_step(state: usize, b: u8) -> Option<usize> {
     Some(match (state, b) {
         (0, 0x00..=0x7F) => 0,
@@ -421,20 +477,49 @@ fn utf8_step(state: usize, b: u8) -> Option<usize> {
 
 struct Builder<'d> {
     d: &'d TagDispatch,
+    limits: &'d Limits,
+    deadline: &'d Deadline,
     g: GrammarBuilder,
-    specials: Vec<String>,
     dfa: DFA,
-    /// Dense index of each reachable automaton state.
-    states: HashMap<StateID, usize>,
-    order: Vec<StateID>,
-    /// Encoded triggers, stops (then forbidden sequences, which never end anything).
+    /// Encoded triggers and stops (forbidden sequences never begin or end anything).
     triggers: Vec<Vec<u8>>,
     stops: Vec<Vec<u8>>,
+    /// The special tokens free text may hold, each with its encoding.
+    free: Vec<(String, Vec<u8>)>,
+}
+
+/// The `Limit` error of `exceeded` at `pointer` (of the `formwork check --tags` spec).
+fn over(exceeded: LimitExceeded, pointer: &str, what: &str) -> CompileError {
+    CompileError::over_limit(exceeded, Location::JsonPointer(pointer.to_string()), what)
 }
 
 impl<'d> Builder<'d> {
-    fn new(d: &'d TagDispatch) -> Result<Builder<'d>, CompileError> {
-        let mut specials: Vec<String> = d.free_specials.clone();
+    fn new(
+        d: &'d TagDispatch,
+        limits: &'d Limits,
+        deadline: &'d Deadline,
+    ) -> Result<Builder<'d>, CompileError> {
+        let count = |n: usize, at: &str, what: &str| {
+            limits
+                .check(LimitKind::Alternatives, n as u64)
+                .map_err(|e| over(e, at, what))
+        };
+        count(d.tool_names.len(), "/tools", "tools")?;
+        count(d.tags.len(), "/tags", "tags")?;
+        count(d.stops.len(), "/stops", "stop sequences")?;
+        count(d.forbidden.len(), "/forbid", "forbidden sequences")?;
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        for (j, name) in d.tool_names.iter().enumerate() {
+            if let Some(i) = names.insert(name, j) {
+                return Err(CompileError::new(
+                    CompileErrorKind::Invalid,
+                    Location::JsonPointer(format!("/tools/{j}")),
+                    format!("tool {j} is named {name:?} like tool {i}: a call could not say which tool it calls"),
+                ));
+            }
+        }
+        let mut specials: Vec<String> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
         let all_pieces = d
             .tags
             .iter()
@@ -447,28 +532,38 @@ impl<'d> Builder<'d> {
             })
             .chain(d.stops.iter().flatten())
             .chain(d.forbidden.iter().flatten());
-        for p in all_pieces {
-            if let Piece::Special(s) = p {
-                if !specials.contains(s) {
-                    specials.push(s.clone());
-                }
+        let specials_in = d
+            .free_specials
+            .iter()
+            .chain(all_pieces.filter_map(|p| match p {
+                Piece::Special(s) => Some(s),
+                Piece::Text(_) => None,
+            }));
+        for s in specials_in {
+            if !index.contains_key(s) {
+                index.insert(s.clone(), specials.len());
+                specials.push(s.clone());
             }
         }
-        if specials.len() > 255 {
-            return Err(CompileError::unplaced(
-                CompileErrorKind::Limit,
-                "more than 255 special tokens in one tag dispatch",
+        if specials.len() > MAX_SPECIALS {
+            let exceeded = LimitExceeded {
+                kind: LimitKind::Alternatives,
+                value: specials.len() as u64,
+                max: MAX_SPECIALS as u64,
+            };
+            return Err(CompileError::over_limit(
+                exceeded,
+                Location::None,
+                "special tokens of one tag dispatch",
             ));
         }
+        // Every special was indexed above.
         let encode = |seq: &[Piece]| -> Vec<u8> {
             let mut out = Vec::new();
             for p in seq {
                 match p {
                     Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
-                    Piece::Special(s) => {
-                        out.push(SPECIAL_MARK);
-                        out.push(specials.iter().position(|x| x == s).unwrap() as u8);
-                    }
+                    Piece::Special(s) => out.extend(encode_special(index[s])),
                 }
             }
             out
@@ -476,64 +571,70 @@ impl<'d> Builder<'d> {
         let triggers: Vec<Vec<u8>> = d.tags.iter().map(|t| encode(&t.begin)).collect();
         let stops: Vec<Vec<u8>> = d.stops.iter().map(|s| encode(s)).collect();
         let forbidden: Vec<Vec<u8>> = d.forbidden.iter().map(|s| encode(s)).collect();
-        let patterns: Vec<&Vec<u8>> = triggers.iter().chain(&stops).chain(&forbidden).collect();
-        let invalid = |i: usize, what: String| {
-            CompileError::new(
-                CompileErrorKind::Invalid,
-                Location::JsonPointer(format!("/tags/{i}/begin")),
-                what,
-            )
-        };
-        for (i, t) in triggers.iter().enumerate() {
-            if t.is_empty() {
-                return Err(invalid(i, "a trigger cannot be empty".into()));
-            }
-            for (j, p) in patterns.iter().enumerate() {
-                if j != i && !p.is_empty() && t.windows(p.len()).any(|w| w == p.as_slice()) {
-                    return Err(invalid(i, format!("trigger {i} contains another trigger, stop or forbidden sequence ({j}), so it could never be written")));
-                }
-            }
+        let free = d
+            .free_specials
+            .iter()
+            .map(|s| (s.clone(), encode_special(index[s]).to_vec()))
+            .collect();
+        // The automaton has a state per byte of the sequences at most, and one to start.
+        let mut states = 1u64;
+        for (list, at) in [
+            (&triggers, "/tags"),
+            (&stops, "/stops"),
+            (&forbidden, "/forbid"),
+        ] {
+            states += list.iter().map(|p| p.len() as u64).sum::<u64>();
+            limits
+                .check(LimitKind::AutomatonStates, states)
+                .map_err(|e| over(e, at, "the automaton of the tag dispatch's sequences"))?;
         }
+        let patterns: Vec<&Vec<u8>> = triggers.iter().chain(&stops).chain(&forbidden).collect();
         if patterns.iter().any(|p| p.is_empty()) {
+            if let Some(i) = triggers.iter().position(Vec::is_empty) {
+                return Err(invalid_trigger(i, "a trigger cannot be empty".into()));
+            }
             return Err(CompileError::unplaced(
                 CompileErrorKind::Invalid,
                 "stop and forbidden sequences cannot be empty",
             ));
         }
+        tick(deadline)?;
         let dfa = DFA::builder()
             .match_kind(MatchKind::Standard)
             .build(&patterns)
             .map_err(|e| {
                 CompileError::unplaced(CompileErrorKind::Limit, format!("tag automaton: {e}"))
             })?;
-        let start = dfa.start_state(Anchored::No).expect("unanchored start");
-        let mut states = HashMap::new();
-        let mut order = vec![start];
-        states.insert(start, 0);
-        let mut i = 0;
-        while i < order.len() {
-            let sid = order[i];
-            i += 1;
-            if dfa.is_match(sid) {
-                continue;
-            }
-            for b in 0..=255u8 {
-                let next = dfa.next_state(Anchored::No, sid, b);
-                if let std::collections::hash_map::Entry::Vacant(e) = states.entry(next) {
-                    e.insert(order.len());
-                    order.push(next);
+        tick(deadline)?;
+        // A trigger must not contain another sequence: read through the automaton, no
+        // sequence may end before its last byte, and none but itself at it.
+        for (i, t) in triggers.iter().enumerate() {
+            let start = start_state(&dfa);
+            let mut sid = start;
+            for (k, &b) in t.iter().enumerate() {
+                tick(deadline)?;
+                sid = dfa.next_state(Anchored::No, sid, b);
+                let others = match k + 1 == t.len() {
+                    true => (0..dfa.match_len(sid))
+                        .map(|m| dfa.match_pattern(sid, m).as_usize())
+                        .find(|&j| j != i),
+                    false if dfa.is_match(sid) => Some(dfa.match_pattern(sid, 0).as_usize()),
+                    false => None,
+                };
+                if let Some(j) = others {
+                    return Err(invalid_trigger(i, format!("trigger {i} contains another trigger, stop or forbidden sequence ({j}), so it could never be written")));
                 }
             }
         }
         Ok(Builder {
             d,
-            g: GrammarBuilder::new(),
-            specials,
+            limits,
+            deadline,
+            g: GrammarBuilder::with_limits(limits),
             dfa,
-            states,
-            order,
             triggers,
             stops,
+            free,
         })
     }
 
@@ -560,20 +661,16 @@ impl<'d> Builder<'d> {
         self.g.seq(parts)
     }
 
+    /// `Ok` while the grammar is within its size limit and the deadline has not passed.
+    fn check(&self) -> Result<(), CompileError> {
+        tick(self.deadline)?;
+        self.limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64)
+            .map_err(|e| CompileError::over_limit(e, Location::None, "the tag dispatch's grammar"))
+    }
+
     fn build(mut self) -> Result<Grammar, CompileError> {
         let d = self.d;
-        // Free-text rules: [called?][automaton state][utf-8 state].
-        let copies = if d.require_call { 2 } else { 1 };
-        let n = self.order.len();
-        let mut rules = vec![vec![vec![None::<RuleId>; UTF8_STATES]; n]; copies];
-        for (c, per_copy) in rules.iter_mut().enumerate() {
-            for (q, per_state) in per_copy.iter_mut().enumerate() {
-                for (u, slot) in per_state.iter_mut().enumerate() {
-                    *slot = Some(self.g.rule(&format!("text {c} {q} {u}")));
-                }
-            }
-        }
-        let rule = |c: usize, q: usize, u: usize| rules[c][q][u].unwrap();
         // Bodies, compiled once per tag.
         let mut bodies = Vec::new();
         for (i, tag) in d.tags.iter().enumerate() {
@@ -585,13 +682,14 @@ impl<'d> Builder<'d> {
                     &d.options,
                     &mut self.g,
                     &format!("tag {i} body {j}: "),
+                    self.limits,
+                    self.deadline,
                 )
                 .map_err(|e| match e.location() {
-                    Location::JsonPointer(p) => CompileError::new(
-                        e.kind(),
-                        Location::JsonPointer(format!("{at}{p}")),
-                        e.message(),
-                    ),
+                    Location::JsonPointer(p) => {
+                        let place = Location::JsonPointer(format!("{at}{p}"));
+                        e.within(place, &format!("tag {i} body {j}"))
+                    }
                     _ => e,
                 })?;
                 let prefix = self.pieces(&body.prefix);
@@ -600,86 +698,118 @@ impl<'d> Builder<'d> {
             }
             bodies.push(self.g.alt(alts));
         }
+        // Free text: a rule per (called yet?, automaton state, UTF-8 state) reached from the
+        // start, made as it is first referred to and defined from a worklist.
+        let copies = if d.require_call { 2 } else { 1 };
         let after_call = copies - 1;
-        for c in 0..copies {
-            for q in 0..n {
-                let sid = self.order[q];
-                if self.dfa.is_match(sid) {
-                    // Never entered: matches are cut off before their last byte or taken whole.
-                    for u in 0..UTF8_STATES {
-                        let nothing = self.g.nothing();
-                        self.g.define(rule(c, q, u), nothing)?;
-                    }
+        let start = start_state(&self.dfa);
+        let mut text = TextRules::default();
+        let first = text.rule(&mut self.g, (0, start, 0));
+        let again = text.rule(&mut self.g, (after_call, start, 0));
+        let mut targets: Vec<((StateID, usize), ByteSet)> = Vec::new();
+        let mut target_of: FxHashMap<(StateID, usize), usize> = FxHashMap::default();
+        while let Some(((c, sid, u), rule)) = text.pending.pop() {
+            self.check()?;
+            let mut branches = Vec::new();
+            // Bytes of free text, grouped by the state they lead to.
+            targets.clear();
+            target_of.clear();
+            for b in 0..=255u8 {
+                let Some(next_u) = utf8_step(u, b) else {
+                    continue;
+                };
+                let next = self.dfa.next_state(Anchored::No, sid, b);
+                if self.dfa.is_match(next) {
                     continue;
                 }
-                for u in 0..UTF8_STATES {
-                    let mut branches = Vec::new();
-                    // Bytes of free text, grouped by the state they lead to.
-                    let mut targets: Vec<(usize, usize, ByteSet)> = Vec::new();
-                    for b in 0..=255u8 {
-                        let next_u = match (u, b) {
-                            (0, SPECIAL_MARK) => continue,
-                            (8, _) => continue,
-                            _ => match utf8_step(u, b) {
-                                Some(x) => x,
-                                None => continue,
-                            },
-                        };
-                        let next = self.dfa.next_state(Anchored::No, sid, b);
-                        if self.dfa.is_match(next) {
-                            continue;
-                        }
-                        let nq = self.states[&next];
-                        match targets
-                            .iter_mut()
-                            .find(|(tq, tu, _)| *tq == nq && *tu == next_u)
-                        {
-                            Some((_, _, set)) => set.insert(b),
-                            None => targets.push((nq, next_u, ByteSet::byte(b))),
-                        }
+                match target_of.get(&(next, next_u)) {
+                    Some(&k) => targets[k].1.insert(b),
+                    None => {
+                        target_of.insert((next, next_u), targets.len());
+                        targets.push(((next, next_u), ByteSet::byte(b)));
                     }
-                    for (nq, nu, set) in targets {
-                        let class = self.g.class(set);
-                        let next = self.g.rule_ref(rule(c, nq, nu));
-                        branches.push(self.g.seq([class, next]));
-                    }
-                    if u == 0 {
-                        // Special tokens allowed in free text.
-                        for name in d.free_specials.clone() {
-                            let idx = self.specials.iter().position(|x| *x == name).unwrap() as u8;
-                            if let Some(next) = self.walk(sid, &[SPECIAL_MARK, idx]) {
-                                if !self.dfa.is_match(next) {
-                                    let sp = self.g.special(&name);
-                                    let r = self.g.rule_ref(rule(c, self.states[&next], 0));
-                                    branches.push(self.g.seq([sp, r]));
-                                }
-                            }
-                        }
-                        // A trigger, its body, then free text again.
-                        for (i, tag) in d.tags.iter().enumerate() {
-                            if self.walk(sid, &self.triggers[i]).is_some() {
-                                let begin = self.pieces(&tag.begin);
-                                let rest = self.g.rule_ref(rule(after_call, 0, 0));
-                                branches.push(self.g.seq([begin, bodies[i], rest]));
-                            }
-                        }
-                        if c == after_call {
-                            branches.push(self.g.empty());
-                            for (k, stop) in d.stops.iter().enumerate() {
-                                if self.walk(sid, &self.stops[k]).is_some() {
-                                    branches.push(self.pieces(stop));
-                                }
-                            }
-                        }
-                    }
-                    let body = self.g.alt(branches);
-                    self.g.define(rule(c, q, u), body)?;
                 }
             }
+            for &((next, next_u), set) in &targets {
+                let class = self.g.class(set);
+                let then = text.rule(&mut self.g, (c, next, next_u));
+                let then = self.g.rule_ref(then);
+                branches.push(self.g.seq([class, then]));
+            }
+            if u == 0 {
+                // Special tokens allowed in free text.
+                for (name, bytes) in &self.free {
+                    if let Some(next) = self.walk(sid, bytes) {
+                        if !self.dfa.is_match(next) {
+                            let sp = self.g.special(name);
+                            let then = text.rule(&mut self.g, (c, next, 0));
+                            let then = self.g.rule_ref(then);
+                            branches.push(self.g.seq([sp, then]));
+                        }
+                    }
+                }
+                // A trigger, its body, then free text again.
+                for (i, tag) in d.tags.iter().enumerate() {
+                    tick(self.deadline)?;
+                    if self.walk(sid, &self.triggers[i]).is_some() {
+                        let begin = self.pieces(&tag.begin);
+                        let rest = self.g.rule_ref(again);
+                        branches.push(self.g.seq([begin, bodies[i], rest]));
+                    }
+                }
+                if c == after_call {
+                    branches.push(self.g.empty());
+                    for (k, stop) in d.stops.iter().enumerate() {
+                        tick(self.deadline)?;
+                        if self.walk(sid, &self.stops[k]).is_some() {
+                            branches.push(self.pieces(stop));
+                        }
+                    }
+                }
+            }
+            let body = self.g.alt(branches);
+            self.g.define(rule, body)?;
         }
-        let start = self.g.rule("tag dispatch");
-        let first = self.g.rule_ref(rule(0, 0, 0));
-        self.g.define(start, first)?;
-        self.g.finish(start)
+        let root = self.g.rule("tag dispatch");
+        let first = self.g.rule_ref(first);
+        self.g.define(root, first)?;
+        self.g.finish(root)
+    }
+}
+
+/// The start of the automaton. Cannot fail: the DFA's builder makes unanchored searches by
+/// default.
+fn start_state(dfa: &DFA) -> StateID {
+    dfa.start_state(Anchored::No).expect("unanchored start")
+}
+
+/// The `Invalid` error of trigger `i`.
+fn invalid_trigger(i: usize, what: String) -> CompileError {
+    CompileError::new(
+        CompileErrorKind::Invalid,
+        Location::JsonPointer(format!("/tags/{i}/begin")),
+        what,
+    )
+}
+
+/// The free-text rules made so far, by (copy, automaton state, UTF-8 state), and those not
+/// defined yet.
+#[derive(Default)]
+struct TextRules {
+    rules: FxHashMap<(usize, StateID, usize), RuleId>,
+    pending: Vec<((usize, StateID, usize), RuleId)>,
+}
+
+impl TextRules {
+    /// The rule of `key`, declared (and queued for its definition) if new.
+    fn rule(&mut self, g: &mut GrammarBuilder, key: (usize, StateID, usize)) -> RuleId {
+        if let Some(&r) = self.rules.get(&key) {
+            return r;
+        }
+        let (c, sid, u) = key;
+        let r = g.rule(&format!("text {c} {} {u}", sid.as_usize()));
+        self.rules.insert(key, r);
+        self.pending.push((key, r));
+        r
     }
 }

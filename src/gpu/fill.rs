@@ -101,6 +101,7 @@ impl FillConfig {
 /// #     fn forced_tokens(&self) -> Vec<u32> { vec![] }
 /// #     fn num_consumed(&self) -> usize { 0 }
 /// #     fn reset(&mut self) {}
+/// #     fn consume_bytes(&mut self, _: &[u8]) -> Result<(), MatchError> { Ok(()) }
 /// # }
 ///
 /// let mut filler = BatchFiller::new(FillConfig::new().threads(2));

@@ -20,6 +20,7 @@
 //! #     fn forced_tokens(&self) -> Vec<u32> { vec![] }
 //! #     fn num_consumed(&self) -> usize { 0 }
 //! #     fn reset(&mut self) {}
+//! #     fn consume_bytes(&mut self, _: &[u8]) -> Result<(), MatchError> { Ok(()) }
 //! # }
 //! let (vocab, words) = (100, 4);
 //! let mut matchers = vec![Digits, Digits];

@@ -4,8 +4,40 @@
 //! byte literals, byte classes, special-token symbols, sequences, alternations, bounded and
 //! unbounded repeats and rule references. Unicode is compiled away by the front ends (a
 //! character class becomes an alternation of UTF-8 byte sequences), so both backends work on
-//! bytes. Equal sub-expressions get the same [`ExprId`] inside one grammar, and
-//! [`Grammar::structural_hash`] identifies a sub-expression across grammars.
+//! bytes. Equal sub-expressions get the same [`ExprId`] inside one grammar; backends key their
+//! caches by structural hashes built with [`StructHasher`].
+//!
+//! # Guarantees for the passes that walk a grammar
+//!
+//! The grammars come from untrusted text, so the IR bounds what a pass over it may meet:
+//!
+//! - **Expression depth is at most [`max_expr_depth`]** of the builder's [`Limits::nesting`]
+//!   ([`MAX_EXPR_DEPTH`] at the defaults). The depth of an expression is 1 for a
+//!   leaf (bytes, class, special, empty, nothing, and a [`Expr::Rule`] reference: references are
+//!   not followed) and 1 + the deepest child for a sequence, an alternation or a repeat.
+//!   [`GrammarBuilder`] checks it as each node is built (O(children), like hash-consing), so a
+//!   pass that recurses over the children of one expression recurses at most
+//!   `MAX_EXPR_DEPTH` deep at the default limits; keep such a pass's frame under ~128 bytes
+//!   for a 256 KiB stack, or use an explicit stack (a server that raises the nesting limit
+//!   raises this bound with it).
+//! - **Rule chains are not bounded** except by the grammar's size: a pass that follows
+//!   [`Expr::Rule`] references (inlining, reachability, the recognizer's expansion) must not
+//!   recurse along them (a chain of 100,000 rules is a valid grammar). Use an explicit stack or
+//!   an order of the rule graph.
+//! - **Children have smaller ids than their parents** ([`ExprId`] order is a topological order
+//!   of the expression DAG, references aside): a pass can visit `exprs()` in index order and
+//!   find every child already done.
+//! - **Size is at most [`Limits::grammar_size`](crate::limits::Limits::grammar_size)**
+//!   expressions, as many rules, and as many parts of sequences and alternations in all, for
+//!   a builder made with [`GrammarBuilder::with_limits`] (the defaults for
+//!   [`GrammarBuilder::new`]). Parts are counted because flattening copies them: a sequence of
+//!   a sequence of itself doubles with each step while adding one expression. For the same
+//!   reason the byte strings hold at most [`Limits::input_bytes`](crate::limits::Limits::input_bytes)
+//!   bytes in all.
+//!
+//! A builder that reaches a limit stops growing and [`GrammarBuilder::finish`] (and
+//! [`GrammarBuilder::define`]) return the `Limit` error, so a front end needs no check of its
+//! own to stay within these bounds; it may call [`GrammarBuilder::check`] to stop early.
 
 mod hash;
 pub mod reference;
@@ -15,7 +47,30 @@ use std::fmt;
 
 pub use hash::StructHasher;
 
-use crate::error::{CompileError, CompileErrorKind};
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::limits::{LimitExceeded, LimitKind, Limits};
+
+/// Deepest expression a [`Grammar`] holds at the default [`Limits`] (see the
+/// [module docs](self) and [`max_expr_depth`]).
+pub const MAX_EXPR_DEPTH: u32 = EXPR_LEVELS_PER_NESTING * 128;
+
+/// IR levels one level of front-end nesting may take (a JSON Schema `items` level takes four).
+const EXPR_LEVELS_PER_NESTING: u32 = 8;
+
+/// Deepest expression a builder under `limits` accepts: [`EXPR_LEVELS_PER_NESTING`] per level
+/// of [`Limits::nesting`], so raising that limit lets the front ends' deeper output through.
+///
+/// ```
+/// use formwork::ir::{max_expr_depth, MAX_EXPR_DEPTH};
+/// use formwork::Limits;
+///
+/// assert_eq!(max_expr_depth(&Limits::new()), MAX_EXPR_DEPTH);
+/// assert_eq!(max_expr_depth(&Limits::new().nesting(1000)), 8000);
+/// ```
+pub fn max_expr_depth(limits: &Limits) -> u32 {
+    let nesting = limits.get(LimitKind::Nesting);
+    (nesting.saturating_mul(EXPR_LEVELS_PER_NESTING as u64)).min(u32::MAX as u64) as u32
+}
 
 /// Index of an expression in a [`Grammar`]'s arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -285,21 +340,28 @@ impl Grammar {
     /// True if some rule reaches itself through references (a stack is needed, unless the
     /// recursion is only through repeats the IR already expresses).
     pub fn is_recursive(&self) -> bool {
-        // Depth-first search for a back edge on the rule reference graph.
+        // Kahn's algorithm on the rule reference graph: the rules left when no rule without
+        // unvisited callers remains are exactly those on or behind a cycle. Iterative: rule
+        // chains are as long as the grammar.
         let refs = self.rule_graph();
-        let mut color = vec![0u8; self.rules.len()];
-        fn visit(r: usize, refs: &[Vec<RuleId>], color: &mut [u8]) -> bool {
-            color[r] = 1;
-            for next in &refs[r] {
-                let c = color[next.index()];
-                if c == 1 || (c == 0 && visit(next.index(), refs, color)) {
-                    return true;
+        let mut callers = vec![0u32; self.rules.len()];
+        for callees in refs {
+            for c in callees {
+                callers[c.index()] += 1;
+            }
+        }
+        let mut ready: Vec<usize> = (0..self.rules.len()).filter(|&r| callers[r] == 0).collect();
+        let mut done = 0;
+        while let Some(r) = ready.pop() {
+            done += 1;
+            for c in &refs[r] {
+                callers[c.index()] -= 1;
+                if callers[c.index()] == 0 {
+                    ready.push(c.index());
                 }
             }
-            color[r] = 2;
-            false
         }
-        (0..self.rules.len()).any(|r| color[r] == 0 && visit(r, refs, &mut color))
+        done < self.rules.len()
     }
 
     /// The rules referenced directly inside `expr` (not following references).
@@ -337,35 +399,146 @@ impl Grammar {
     }
 }
 
-/// Builds a [`Grammar`], hash-consing equal expressions.
-#[derive(Default)]
+/// Builds a [`Grammar`], hash-consing equal expressions, within the limits of the
+/// [module docs](self).
 pub struct GrammarBuilder {
     exprs: Vec<Expr>,
-    /// Hash-consing: the ids of the expressions with each hash (Fx hash: expressions are built
-    /// by front ends, not chosen by an adversary who could aim at collisions, and interning is
-    /// most of a schema's front-end time). Keyed by hash so each expression is stored once.
-    dedup: rustc_hash::FxHashMap<u64, smallvec::SmallVec<[ExprId; 1]>>,
+    /// [`max_depth`](Self::max_depth)-bounded depth of each expression (index = `ExprId`).
+    depths: Vec<u32>,
+    /// [`max_expr_depth`] of the builder's limits.
+    max_depth: u32,
+    /// Parts of all sequences and alternations built.
+    parts: usize,
+    /// Bytes of all byte strings built, against `max_bytes` (`Limits::input_bytes`).
+    bytes: usize,
+    max_bytes: usize,
+    /// Hash-consing: the ids of the expressions with each hash. Keyed by hash so each
+    /// expression is stored once. The hasher is seeded per builder: byte strings come from
+    /// untrusted text, and with a fixed hash a grammar of colliding literals would make every
+    /// lookup scan all of them.
+    dedup: HashMap<u64, smallvec::SmallVec<[ExprId; 1]>, foldhash::fast::RandomState>,
     rules: Vec<(String, Option<ExprId>)>,
     rule_names: HashMap<String, RuleId>,
+    /// Most expressions, and most rules (from [`Limits::grammar_size`]).
+    max_size: usize,
+    /// The first limit reached; once set, the builder stops growing (see [`Self::check`]).
+    exceeded: Option<LimitExceeded>,
+    /// [`Expr::Nothing`], once built: what a new expression becomes past a limit.
+    nothing: Option<ExprId>,
+}
+
+impl Default for GrammarBuilder {
+    fn default() -> Self {
+        GrammarBuilder::with_limits(&Limits::default())
+    }
 }
 
 impl GrammarBuilder {
-    /// An empty builder.
+    /// An empty builder with the default [`Limits`].
     pub fn new() -> GrammarBuilder {
         GrammarBuilder::default()
     }
 
+    /// An empty builder holding at most [`Limits::grammar_size`] expressions and rules.
+    ///
+    /// Past a limit the builder stops growing: a new expression is built as
+    /// [`Expr::Nothing`], and [`define`](Self::define), [`check`](Self::check) and
+    /// [`finish`](Self::finish) return the `Limit` error.
+    ///
+    /// ```
+    /// use formwork::ir::{ByteSet, GrammarBuilder};
+    /// use formwork::{CompileErrorKind, LimitKind, Limits};
+    ///
+    /// let mut g = GrammarBuilder::with_limits(&Limits::new().grammar_size(3));
+    /// let a = g.bytes(b"a");
+    /// let b = g.class(ByteSet::range(b'0', b'9'));
+    /// let ab = g.seq([a, b]);
+    /// assert!(g.check().is_ok());
+    /// let _ = g.repeat(ab, 0, None); // a fourth expression
+    /// let err = g.check().unwrap_err();
+    /// assert_eq!(err.kind(), CompileErrorKind::Limit);
+    /// assert_eq!(err.limit().unwrap().kind, LimitKind::GrammarSize);
+    /// ```
+    pub fn with_limits(limits: &Limits) -> GrammarBuilder {
+        GrammarBuilder {
+            exprs: Vec::new(),
+            depths: Vec::new(),
+            max_depth: max_expr_depth(limits),
+            parts: 0,
+            bytes: 0,
+            max_bytes: limits.get(LimitKind::InputBytes).min(usize::MAX as u64) as usize,
+            dedup: HashMap::default(),
+            rules: Vec::new(),
+            rule_names: HashMap::new(),
+            // Ids are 32-bit.
+            max_size: limits.get(LimitKind::GrammarSize).min(u32::MAX as u64 - 1) as usize,
+            exceeded: None,
+            nothing: None,
+        }
+    }
+
     fn intern(&mut self, e: Expr) -> ExprId {
         use std::hash::BuildHasher;
-        let hash = rustc_hash::FxBuildHasher.hash_one(&e);
-        let ids = self.dedup.entry(hash).or_default();
-        if let Some(&id) = ids.iter().find(|id| self.exprs[id.index()] == e) {
+        let hash = self.dedup.hasher().hash_one(&e);
+        if let Some(&id) = self
+            .dedup
+            .get(&hash)
+            .and_then(|ids| ids.iter().find(|id| self.exprs[id.index()] == e))
+        {
             return id;
         }
+        let depth = 1 + match &e {
+            Expr::Seq(xs) | Expr::Alt(xs) => {
+                xs.iter().map(|x| self.depths[x.index()]).max().unwrap_or(0)
+            }
+            Expr::Repeat { body, .. } => self.depths[body.index()],
+            _ => 0,
+        };
+        let literal = match &e {
+            Expr::Bytes(b) => b.len(),
+            _ => 0,
+        };
+        let over = self
+            .limit(LimitKind::GrammarSize, self.exprs.len() + 1, self.max_size)
+            .or_else(|| self.limit(LimitKind::Nesting, depth as usize, self.max_depth as usize))
+            .or_else(|| self.limit(LimitKind::InputBytes, self.bytes + literal, self.max_bytes));
+        if let Some(exceeded) = over {
+            self.exceeded.get_or_insert(exceeded);
+        }
+        if self.exceeded.is_some() && e != Expr::Nothing {
+            return self.nothing();
+        }
         let id = ExprId(self.exprs.len() as u32);
-        ids.push(id);
+        self.dedup.entry(hash).or_default().push(id);
+        if let Expr::Seq(xs) | Expr::Alt(xs) = &e {
+            self.parts += xs.len();
+        }
+        self.bytes += literal;
         self.exprs.push(e);
+        self.depths.push(depth);
         id
+    }
+
+    /// `Some` if `value` is past `max` for `kind`.
+    fn limit(&self, kind: LimitKind, value: usize, max: usize) -> Option<LimitExceeded> {
+        (value > max).then_some(LimitExceeded {
+            kind,
+            value: value as u64,
+            max: max as u64,
+        })
+    }
+
+    /// `Err` (a `Limit` error without location) once a limit was reached; front ends call it
+    /// to stop early, and place the error.
+    pub fn check(&self) -> Result<(), CompileError> {
+        match self.exceeded {
+            Some(exceeded) => Err(CompileError::over_limit(
+                exceeded,
+                Location::None,
+                "grammar",
+            )),
+            None => Ok(()),
+        }
     }
 
     /// The expression behind an id built so far.
@@ -390,7 +563,14 @@ impl GrammarBuilder {
 
     /// The empty language.
     pub fn nothing(&mut self) -> ExprId {
-        self.intern(Expr::Nothing)
+        match self.nothing {
+            Some(id) => id,
+            None => {
+                let id = self.intern(Expr::Nothing);
+                self.nothing = Some(id);
+                id
+            }
+        }
     }
 
     /// A byte string (empty bytes give [`Expr::Empty`]).
@@ -424,19 +604,52 @@ impl GrammarBuilder {
     pub fn seq(&mut self, parts: impl IntoIterator<Item = ExprId>) -> ExprId {
         let mut flat: Vec<ExprId> = Vec::new();
         for p in parts {
-            match self.expr(p) {
-                Expr::Empty => {}
+            let inner = match self.expr(p) {
+                Expr::Empty => continue,
                 Expr::Nothing => return self.nothing(),
+                Expr::Seq(xs) => xs.len(),
+                _ => 1,
+            };
+            // Flattening copies shared sequences: `s = seq([s, s])` doubles per step.
+            if self.over_parts(flat.len() + inner) {
+                return self.nothing();
+            }
+            match self.expr(p) {
                 Expr::Seq(xs) => flat.extend(xs.iter().copied()),
                 _ => flat.push(p),
             }
         }
+        // Adjacent byte strings are joined in one buffer per run (joining pairwise built every
+        // prefix of a long run of literals).
         let mut joined: Vec<ExprId> = Vec::with_capacity(flat.len());
-        for p in flat {
-            let last = joined.last().map(|&l| self.expr(l));
-            if let (Some(Expr::Bytes(a)), Expr::Bytes(b)) = (last, self.expr(p)) {
-                let both = [&a[..], &b[..]].concat();
-                *joined.last_mut().unwrap() = self.bytes(&both);
+        let mut run: Vec<u8> = Vec::new();
+        let mut run_parts = 0;
+        for (i, &p) in flat.iter().enumerate() {
+            if let Expr::Bytes(b) = self.expr(p) {
+                // Joining copies shared literals: `s = seq([s, s])` doubles per step.
+                if run.len() + b.len() > self.max_bytes.saturating_sub(self.bytes) {
+                    let exceeded = LimitExceeded {
+                        kind: LimitKind::InputBytes,
+                        value: (self.bytes + run.len() + b.len()) as u64,
+                        max: self.max_bytes as u64,
+                    };
+                    self.exceeded.get_or_insert(exceeded);
+                    return self.nothing();
+                }
+                run.extend_from_slice(b);
+                run_parts += 1;
+                if flat
+                    .get(i + 1)
+                    .is_some_and(|&n| matches!(self.expr(n), Expr::Bytes(_)))
+                {
+                    continue;
+                }
+                joined.push(match run_parts {
+                    1 => p,
+                    _ => self.bytes(&run),
+                });
+                run.clear();
+                run_parts = 0;
                 continue;
             }
             joined.push(p);
@@ -453,8 +666,15 @@ impl GrammarBuilder {
     pub fn alt(&mut self, branches: impl IntoIterator<Item = ExprId>) -> ExprId {
         let mut flat: Vec<ExprId> = Vec::new();
         for b in branches {
+            let inner = match self.expr(b) {
+                Expr::Nothing => continue,
+                Expr::Alt(xs) => xs.len(),
+                _ => 1,
+            };
+            if self.over_parts(flat.len() + inner) {
+                return self.nothing();
+            }
             match self.expr(b) {
-                Expr::Nothing => {}
                 Expr::Alt(xs) => flat.extend(xs.iter().copied()),
                 _ => flat.push(b),
             }
@@ -466,6 +686,16 @@ impl GrammarBuilder {
             1 => flat[0],
             _ => self.intern(Expr::Alt(flat.into())),
         }
+    }
+
+    /// Records the size limit as reached if the parts of all sequences and alternations, with
+    /// `more` new ones, would pass it.
+    fn over_parts(&mut self, more: usize) -> bool {
+        let parts = self.parts.saturating_add(more);
+        if let Some(exceeded) = self.limit(LimitKind::GrammarSize, parts, self.max_size) {
+            self.exceeded.get_or_insert(exceeded);
+        }
+        self.exceeded.is_some()
     }
 
     /// `body{min,max}` (`max = None`: unbounded). `{1,1}` is the body itself, `{0,0}` empty.
@@ -489,10 +719,19 @@ impl GrammarBuilder {
         self.repeat(body, 0, Some(1))
     }
 
-    /// The rule called `name`, declared if new.
+    /// The rule called `name`, declared if new. Past the size limit, a new name stands for the
+    /// first rule (the grammar will not be finished).
     pub fn rule(&mut self, name: &str) -> RuleId {
         if let Some(&r) = self.rule_names.get(name) {
             return r;
+        }
+        if let Some(exceeded) =
+            self.limit(LimitKind::GrammarSize, self.rules.len() + 1, self.max_size)
+        {
+            self.exceeded.get_or_insert(exceeded);
+        }
+        if self.exceeded.is_some() && !self.rules.is_empty() {
+            return RuleId(0);
         }
         let r = RuleId(self.rules.len() as u32);
         self.rules.push((name.to_string(), None));
@@ -505,8 +744,10 @@ impl GrammarBuilder {
         self.rule_names.get(name).copied()
     }
 
-    /// Gives `rule` its body. Defining a rule twice is an error.
+    /// Gives `rule` its body. Defining a rule twice is an error, and so is any definition once
+    /// a limit was reached (see [`check`](Self::check)).
     pub fn define(&mut self, rule: RuleId, body: ExprId) -> Result<(), CompileError> {
+        self.check()?;
         let slot = &mut self.rules[rule.index()];
         if slot.1.is_some() {
             return Err(CompileError::unplaced(
@@ -523,8 +764,10 @@ impl GrammarBuilder {
         self.intern(Expr::Rule(rule))
     }
 
-    /// The grammar starting at `start`; every referenced rule must be defined.
+    /// The grammar starting at `start`; every referenced rule must be defined, and no limit
+    /// reached.
     pub fn finish(self, start: RuleId) -> Result<Grammar, CompileError> {
+        self.check()?;
         let mut rules = Vec::with_capacity(self.rules.len());
         for (name, body) in self.rules {
             let body = body.ok_or_else(|| {
@@ -541,5 +784,130 @@ impl GrammarBuilder {
             start,
             rule_graph: std::sync::OnceLock::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reference::{Recognizer, Unit};
+    use super::*;
+
+    /// Runs `f` on a thread with the smallest stack a server may give a worker.
+    fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let thread = std::thread::Builder::new().stack_size(256 << 10);
+        thread.spawn(f).unwrap().join().unwrap()
+    }
+
+    #[test]
+    fn a_chain_of_100000_rules_is_walked_without_recursion() {
+        let n = 100_000;
+        let accepted = on_small_stack(move || {
+            let mut g = GrammarBuilder::new();
+            let rules: Vec<RuleId> = (0..=n).map(|i| g.rule(&format!("r{i}"))).collect();
+            let x = g.bytes(b"x");
+            for i in 0..n {
+                let next = g.rule_ref(rules[i + 1]);
+                let body = g.seq([x, next]);
+                g.define(rules[i], body).unwrap();
+            }
+            let y = g.bytes(b"y");
+            g.define(rules[n], y).unwrap();
+            let g = g.finish(rules[0]).unwrap();
+            assert!(!g.is_recursive());
+            let rec = Recognizer::new(&g);
+            let mut chart = rec.start();
+            (0..n).all(|_| chart.push(&rec, Unit::Byte(b'x')))
+                && chart.push(&rec, Unit::Byte(b'y'))
+                && chart.is_accepting(&rec)
+        });
+        assert!(accepted);
+        // A cycle at the end of a long chain is found.
+        let mut g = GrammarBuilder::new();
+        let rules: Vec<RuleId> = (0..1000).map(|i| g.rule(&format!("r{i}"))).collect();
+        for i in 0..1000 {
+            let next = g.rule_ref(rules[(i + 1).min(999)]);
+            g.define(rules[i], next).unwrap();
+        }
+        assert!(g.finish(rules[0]).unwrap().is_recursive());
+    }
+
+    #[test]
+    fn expressions_deeper_than_the_guarantee_are_a_limit() {
+        let err = on_small_stack(|| {
+            let mut g = GrammarBuilder::new();
+            let (mut e, y) = (g.bytes(b"x"), g.bytes(b"y"));
+            for _ in 0..100_000 {
+                let s = g.seq([y, e]);
+                e = g.alt([s, y]);
+            }
+            // Past the limit the builder stopped growing.
+            assert!(g.len() < 2 * MAX_EXPR_DEPTH as usize + 10);
+            let root = g.rule("root");
+            g.define(root, e).unwrap_err()
+        });
+        let limit = err.limit().unwrap();
+        let max = MAX_EXPR_DEPTH as u64;
+        assert_eq!(
+            (limit.kind, limit.value, limit.max),
+            (LimitKind::Nesting, max + 1, max)
+        );
+        // At the guarantee, a grammar builds.
+        let mut g = GrammarBuilder::new();
+        let mut e = g.bytes(b"x");
+        for _ in 1..MAX_EXPR_DEPTH {
+            e = g.repeat(e, 0, Some(1));
+        }
+        let root = g.rule("root");
+        g.define(root, e).unwrap();
+        assert!(g.finish(root).is_ok());
+    }
+
+    #[test]
+    fn sharing_cannot_multiply_what_the_builder_holds() {
+        let limits = Limits::new().grammar_size(100_000).input_bytes(100_000);
+        // A sequence of itself doubles its parts with each step...
+        let mut g = GrammarBuilder::with_limits(&limits);
+        let (letter, zero) = (
+            g.class(ByteSet::range(b'a', b'z')),
+            g.class(ByteSet::byte(b'0')),
+        );
+        let mut s = g.seq([letter, zero]);
+        for _ in 0..60 {
+            s = g.seq([s, s]);
+        }
+        let limit = *g.check().unwrap_err().limit().unwrap();
+        assert_eq!((limit.kind, limit.max), (LimitKind::GrammarSize, 100_000));
+        // ... and so does a literal joined with itself.
+        let mut g = GrammarBuilder::with_limits(&limits);
+        let mut s = g.bytes(b"ab");
+        for _ in 0..60 {
+            s = g.seq([s, s]);
+        }
+        let limit = *g.check().unwrap_err().limit().unwrap();
+        assert_eq!((limit.kind, limit.max), (LimitKind::InputBytes, 100_000));
+        // A long run of literals is joined once.
+        let mut g = GrammarBuilder::with_limits(&limits);
+        let parts: Vec<ExprId> = (0..20_000u32)
+            .map(|i| g.bytes(&[b'a' + (i % 3) as u8]))
+            .collect();
+        let joined = g.seq(parts);
+        assert!(matches!(g.expr(joined), Expr::Bytes(b) if b.len() == 20_000));
+        assert_eq!(g.len(), 4);
+    }
+
+    #[test]
+    fn the_recognizer_refuses_expansions_past_the_grammar_size() {
+        let mut g = GrammarBuilder::new();
+        let a = g.bytes(b"a");
+        let many = g.repeat(a, 3_000_000, None);
+        let start = g.rule("start");
+        g.define(start, many).unwrap();
+        let grammar = g.finish(start).unwrap();
+        let err = reference::Recognizer::try_new(&grammar, &Limits::new())
+            .err()
+            .unwrap();
+        assert_eq!(err.limit().unwrap().kind, LimitKind::GrammarSize);
+        let small = Limits::new().grammar_size(10_000_000);
+        assert!(reference::Recognizer::try_new(&grammar, &small).is_ok());
     }
 }

@@ -9,6 +9,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{ByteSet, Expr, ExprId, Grammar};
+use crate::error::{CompileError, Location};
+use crate::limits::{LimitExceeded, LimitKind, Limits};
 use crate::mask::TokenMask;
 use crate::vocab::{Subtree, TokenId, TokenKind, TrieStep, TrieVisitor, Vocab};
 
@@ -95,44 +97,54 @@ pub struct Chart {
 }
 
 impl Recognizer {
-    /// Expands `grammar` into BNF.
+    /// Expands `grammar` into BNF, for tests and the CLI's oracle: a grammar past the default
+    /// [`Limits::grammar_size`] (unrolled repeats count every copy) is a bug of the test.
+    /// On untrusted grammars use [`try_new`](Self::try_new).
     pub fn new(grammar: &Grammar) -> Recognizer {
+        Recognizer::try_new(grammar, &Limits::default())
+            .unwrap_or_else(|e| panic!("the oracle's grammar is too large: {e}"))
+    }
+
+    /// Expands `grammar` into BNF, unless the expansion (productions plus symbols, with
+    /// bounded repeats unrolled) exceeds [`Limits::grammar_size`].
+    ///
+    /// ```
+    /// use formwork::ir::{GrammarBuilder, reference::Recognizer};
+    /// use formwork::{LimitKind, Limits};
+    ///
+    /// let mut g = GrammarBuilder::new();
+    /// let a = g.bytes(b"a");
+    /// let many = g.repeat(a, 0, Some(4_000_000_000));
+    /// let start = g.rule("start");
+    /// g.define(start, many).unwrap();
+    /// let err = Recognizer::try_new(&g.finish(start).unwrap(), &Limits::new()).err().unwrap();
+    /// assert_eq!(err.limit().unwrap().kind, LimitKind::GrammarSize);
+    /// ```
+    pub fn try_new(grammar: &Grammar, limits: &Limits) -> Result<Recognizer, CompileError> {
         let mut b = Expand {
             grammar,
             prods: Vec::new(),
             nts: 0,
-            memo: HashMap::new(),
+            nt_of: vec![NO_NT; grammar.exprs().len()],
             specials: HashMap::new(),
+            size: 0,
+            max_size: limits.get(LimitKind::GrammarSize),
         };
-        let start_nt = b.nt_of(grammar.rule(grammar.start()).body);
+        let start_nt = b
+            .expand(grammar.rule(grammar.start()).body)
+            .map_err(|e| CompileError::over_limit(e, Location::None, "reference recognizer"))?;
         let mut by_lhs = vec![Vec::new(); b.nts];
         for (i, (lhs, _)) in b.prods.iter().enumerate() {
             by_lhs[*lhs].push(i as u32);
         }
-        let mut nullable = vec![false; b.nts];
-        loop {
-            let mut changed = false;
-            for (lhs, rhs) in &b.prods {
-                if !nullable[*lhs]
-                    && rhs
-                        .iter()
-                        .all(|s| matches!(s, Symbol::Nt(n) if nullable[*n]))
-                {
-                    nullable[*lhs] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        Recognizer {
+        let nullable = nullable(b.nts, &b.prods);
+        Ok(Recognizer {
             prods: b.prods,
             by_lhs,
             nullable,
             specials: b.specials,
             start: start_nt,
-        }
+        })
     }
 
     /// The chart before any input.
@@ -221,6 +233,7 @@ impl Recognizer {
 impl Chart {
     /// Consumes `unit`; returns false (and leaves the chart unchanged) if no parse continues.
     pub fn push(&mut self, rec: &Recognizer, unit: Unit) -> bool {
+        // A chart always holds its start set: `start` builds it and `pop` never removes it.
         let last = self.sets.last().expect("chart has a set");
         let mut set = Vec::new();
         let mut seen = Seen::default();
@@ -263,6 +276,7 @@ impl Chart {
 
     /// True if the units consumed form a complete string of the language.
     pub fn is_accepting(&self, rec: &Recognizer) -> bool {
+        // Never empty: see `push`.
         self.sets.last().unwrap().iter().any(|it| {
             it.origin == 0
                 && rec.prods[it.prod as usize].0 == rec.start
@@ -347,12 +361,53 @@ pub fn token_units(vocab: &Vocab, token: TokenId) -> Vec<Unit<'_>> {
     }
 }
 
+/// Which nonterminals derive the empty string: a worklist over productions, each waiting for
+/// its count of not-yet-nullable symbols to reach zero (linear, where a fixpoint over all
+/// productions took a pass per link of a rule chain).
+fn nullable(nts: usize, prods: &[(usize, Vec<Symbol>)]) -> Vec<bool> {
+    let mut nullable = vec![false; nts];
+    let mut waiting: Vec<usize> = prods.iter().map(|(_, rhs)| rhs.len()).collect();
+    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); nts];
+    let mut ready: Vec<usize> = Vec::new();
+    for (p, (lhs, rhs)) in prods.iter().enumerate() {
+        if rhs.is_empty() {
+            ready.push(*lhs);
+        }
+        // A production with a terminal never becomes nullable: its count never reaches zero.
+        for sym in rhs {
+            if let Symbol::Nt(n) = sym {
+                uses[*n].push(p as u32);
+            }
+        }
+    }
+    while let Some(n) = ready.pop() {
+        if std::mem::replace(&mut nullable[n], true) {
+            continue;
+        }
+        for &p in &uses[n] {
+            let p = p as usize;
+            waiting[p] -= 1;
+            if waiting[p] == 0 {
+                ready.push(prods[p].0);
+            }
+        }
+    }
+    nullable
+}
+
+/// No nonterminal yet.
+const NO_NT: u32 = u32::MAX;
+
 struct Expand<'a> {
     grammar: &'a Grammar,
     prods: Vec<(usize, Vec<Symbol>)>,
     nts: usize,
-    memo: HashMap<ExprId, usize>,
+    /// The nonterminal of each expression (index = `ExprId`), `NO_NT` until reached.
+    nt_of: Vec<u32>,
     specials: HashMap<String, usize>,
+    /// Productions plus symbols so far, against `max_size`.
+    size: u64,
+    max_size: u64,
 }
 
 impl Expand<'_> {
@@ -361,67 +416,123 @@ impl Expand<'_> {
         self.nts - 1
     }
 
-    fn nt_of(&mut self, e: ExprId) -> usize {
-        if let Some(&n) = self.memo.get(&e) {
-            return n;
+    /// The nonterminal of `e`, and whether it was new.
+    fn nt(&mut self, e: ExprId) -> (usize, bool) {
+        match self.nt_of[e.index()] {
+            NO_NT => {
+                let n = self.fresh();
+                self.nt_of[e.index()] = n as u32;
+                (n, true)
+            }
+            n => (n as usize, false),
         }
-        let n = self.fresh();
-        self.memo.insert(e, n);
-        match self.grammar.expr(e).clone() {
-            Expr::Empty => self.prods.push((n, vec![])),
-            Expr::Nothing => {}
-            Expr::Bytes(b) => self.prods.push((
-                n,
-                b.iter().map(|&x| Symbol::Class(ByteSet::byte(x))).collect(),
-            )),
-            Expr::Class(c) => self.prods.push((n, vec![Symbol::Class(c)])),
-            Expr::Special(s) => {
-                let next = self.specials.len();
-                let idx = *self.specials.entry(s.to_string()).or_insert(next);
-                self.prods.push((n, vec![Symbol::Special(idx)]));
-            }
-            Expr::Seq(xs) => {
-                let rhs = xs.iter().map(|&x| Symbol::Nt(self.nt_of(x))).collect();
-                self.prods.push((n, rhs));
-            }
-            Expr::Alt(xs) => {
-                for &x in xs.iter() {
-                    let s = Symbol::Nt(self.nt_of(x));
-                    self.prods.push((n, vec![s]));
+    }
+
+    /// Counts `n` more productions and symbols against the budget, before they are built.
+    fn grow(&mut self, n: u64) -> Result<(), LimitExceeded> {
+        self.size = self.size.saturating_add(n);
+        match self.size > self.max_size {
+            true => Err(LimitExceeded {
+                kind: LimitKind::GrammarSize,
+                value: self.size,
+                max: self.max_size,
+            }),
+            false => Ok(()),
+        }
+    }
+
+    /// Gives every expression reachable from `root` (through rule references) its
+    /// nonterminal and productions; returns `root`'s. Iterative: an expression's productions
+    /// need only its children's nonterminals, which are numbered when first met, so no
+    /// expression waits for its children to be expanded (rule chains are as long as the
+    /// grammar).
+    fn expand(&mut self, root: ExprId) -> Result<usize, LimitExceeded> {
+        let (root_nt, _) = self.nt(root);
+        let mut todo = vec![root];
+        let grammar = self.grammar;
+        while let Some(e) = todo.pop() {
+            let n = self.nt_of[e.index()] as usize;
+            let mut child = |b: &mut Self, x: ExprId| {
+                let (nt, new) = b.nt(x);
+                if new {
+                    todo.push(x);
                 }
-            }
-            Expr::Repeat { body, min, max } => {
-                let b = Symbol::Nt(self.nt_of(body));
-                // tail: `body*` as T -> ε | body T, or `body{0,k}` as a chain of k optionals.
-                let tail = match max {
-                    None => {
-                        let t = self.fresh();
-                        self.prods.push((t, vec![]));
-                        self.prods.push((t, vec![b.clone(), Symbol::Nt(t)]));
-                        Some(t)
+                Symbol::Nt(nt)
+            };
+            match grammar.expr(e) {
+                Expr::Empty => {
+                    self.grow(1)?;
+                    self.prods.push((n, vec![]));
+                }
+                Expr::Nothing => {}
+                Expr::Bytes(bytes) => {
+                    self.grow(1 + bytes.len() as u64)?;
+                    let rhs = bytes
+                        .iter()
+                        .map(|&x| Symbol::Class(ByteSet::byte(x)))
+                        .collect();
+                    self.prods.push((n, rhs));
+                }
+                Expr::Class(c) => {
+                    self.grow(2)?;
+                    self.prods.push((n, vec![Symbol::Class(*c)]));
+                }
+                Expr::Special(s) => {
+                    self.grow(2)?;
+                    let next = self.specials.len();
+                    let idx = *self.specials.entry(s.to_string()).or_insert(next);
+                    self.prods.push((n, vec![Symbol::Special(idx)]));
+                }
+                Expr::Seq(xs) => {
+                    self.grow(1 + xs.len() as u64)?;
+                    let rhs = xs.iter().map(|&x| child(self, x)).collect();
+                    self.prods.push((n, rhs));
+                }
+                Expr::Alt(xs) => {
+                    self.grow(2 * xs.len() as u64)?;
+                    for &x in xs.iter() {
+                        let s = child(self, x);
+                        self.prods.push((n, vec![s]));
                     }
-                    Some(max) => {
-                        let mut next: Option<usize> = None;
-                        for _ in min..max {
+                }
+                &Expr::Repeat { body, min, max } => {
+                    // The copies below: `min` symbols, then per optional copy two productions
+                    // of three symbols in all (or one loop of that size).
+                    let optional = max.map_or(1, |max| max.saturating_sub(min) as u64);
+                    self.grow(1 + min as u64 + 5 * optional)?;
+                    let b = child(self, body);
+                    // tail: `body*` as T -> ε | body T, or `body{0,k}` as a chain of k optionals.
+                    let tail = match max {
+                        None => {
                             let t = self.fresh();
                             self.prods.push((t, vec![]));
-                            let mut rhs = vec![b.clone()];
-                            rhs.extend(next.map(Symbol::Nt));
-                            self.prods.push((t, rhs));
-                            next = Some(t);
+                            self.prods.push((t, vec![b.clone(), Symbol::Nt(t)]));
+                            Some(t)
                         }
-                        next
-                    }
-                };
-                let mut rhs: Vec<Symbol> = (0..min).map(|_| b.clone()).collect();
-                rhs.extend(tail.map(Symbol::Nt));
-                self.prods.push((n, rhs));
-            }
-            Expr::Rule(r) => {
-                let body = self.nt_of(self.grammar.rule(r).body);
-                self.prods.push((n, vec![Symbol::Nt(body)]));
+                        Some(max) => {
+                            let mut next: Option<usize> = None;
+                            for _ in min..max {
+                                let t = self.fresh();
+                                self.prods.push((t, vec![]));
+                                let mut rhs = vec![b.clone()];
+                                rhs.extend(next.map(Symbol::Nt));
+                                self.prods.push((t, rhs));
+                                next = Some(t);
+                            }
+                            next
+                        }
+                    };
+                    let mut rhs: Vec<Symbol> = (0..min).map(|_| b.clone()).collect();
+                    rhs.extend(tail.map(Symbol::Nt));
+                    self.prods.push((n, rhs));
+                }
+                &Expr::Rule(r) => {
+                    self.grow(2)?;
+                    let body = child(self, grammar.rule(r).body);
+                    self.prods.push((n, vec![body]));
+                }
             }
         }
-        n
+        Ok(root_nt)
     }
 }

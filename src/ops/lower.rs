@@ -767,7 +767,7 @@ impl RegexCompiler {
         if let Some(p) = self.cache.get(&pattern.to_string()) {
             return Ok(p.program.clone());
         }
-        let (grammar, root) = regex_grammar(pattern)?;
+        let (grammar, root) = regex_grammar(pattern, &self.limits)?;
         let empty = Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary");
         let program = lower_within(&grammar, root, &empty, &self.config, &self.limits, deadline)
             .map_err(|e| {
@@ -784,7 +784,7 @@ impl RegexCompiler {
     /// `pattern` as a single DFA leaf (no size limit but the compiler's
     /// [`Limits::automaton_states`]), for building operator programs by hand.
     pub fn leaf(&self, pattern: &str) -> Result<Leaf, CompileError> {
-        let (grammar, root) = regex_grammar(pattern)?;
+        let (grammar, root) = regex_grammar(pattern, &self.limits)?;
         let deadline = self.limits.deadline();
         let empty = Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary");
         let mut lowering = Lowering::new(&grammar, &empty, usize::MAX, &self.limits, &deadline);
@@ -805,10 +805,14 @@ impl RegexCompiler {
     }
 }
 
-/// `pattern` (whole-text semantics) as a grammar, and its root expression.
-pub(crate) fn regex_grammar(pattern: &str) -> Result<(Grammar, ExprId), CompileError> {
-    let mut g = GrammarBuilder::new();
-    let root = crate::front::regex::regex_to_ir(pattern, &mut g)?;
+/// `pattern` (whole-text semantics) as a grammar built under `limits` (groups nested at most
+/// [`Limits::nesting`] deep, at most [`Limits::grammar_size`] expressions), and its root.
+pub(crate) fn regex_grammar(
+    pattern: &str,
+    limits: &Limits,
+) -> Result<(Grammar, ExprId), CompileError> {
+    let mut g = GrammarBuilder::with_limits(limits);
+    let root = crate::front::regex::regex_to_ir_with(pattern, &mut g, limits)?;
     let start = g.rule("regex");
     g.define(start, root)?;
     Ok((g.finish(start)?, root))

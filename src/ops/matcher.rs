@@ -420,6 +420,30 @@ impl Matcher for OpsMatcher {
         self.eos = 0;
         self.masked = false;
     }
+
+    fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+        if let Some(e) = self.over_limit {
+            return Err(MatchError::new(MatchErrorKind::Limit(e)));
+        }
+        if self.eos > 0 {
+            return Err(MatchError::new(MatchErrorKind::Terminated));
+        }
+        // Text no mask offered: a limit reached on it refuses it, changing nothing.
+        let budget = self.runtime.limits.budget();
+        let units = bytes.iter().map(|&b| b as u32);
+        match Self::advance(&self.program, &self.threads, units, &mut self.scratch, &budget) {
+            Ok(threads) => {
+                let before = std::mem::replace(&mut self.threads, threads);
+                self.advanced(&before);
+                Ok(())
+            }
+            Err(Ok(at_byte)) => Err(MatchError::new(MatchErrorKind::TextRejected {
+                step: self.consumed,
+                at_byte,
+            })),
+            Err(Err(limit)) => Err(MatchError::new(MatchErrorKind::Limit(limit))),
+        }
+    }
 }
 
 /// Canonical tokens for a forced stretch of units: text runs through the tokenizer, special

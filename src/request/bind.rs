@@ -13,6 +13,7 @@ use super::range::int_range_regex;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::regex::regex_to_ir;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder};
+use crate::limits::{Deadline, Limits};
 use crate::ops::{Leaf, OpId, Program, ProgramBuilder, Unit};
 use crate::template::{
     Fragment, Param, ParamDefault, ParamKind, Piece, StructId, StructureFactory,
@@ -43,6 +44,7 @@ pub(super) fn instantiate(
     factory: &StructureFactory,
     tree: &Tree,
     locate: &dyn Fn(u32) -> Location,
+    deadline: &Deadline,
 ) -> Result<Program, CompileError> {
     // About one operator per request node (a section: its id, a `Write` and two `Wait`s).
     let target = OpsTarget {
@@ -51,7 +53,7 @@ pub(super) fn instantiate(
         ops: Vec::with_capacity(tree.num_nodes()),
         pending: Vec::with_capacity(64),
     };
-    let (target, root) = bind(factory, tree, locate, target)?;
+    let (target, root) = bind(factory, tree, locate, target, deadline)?;
     target.b.finish(root)
 }
 
@@ -59,13 +61,15 @@ pub(super) fn instantiate_ir(
     factory: &StructureFactory,
     tree: &Tree,
     locate: &dyn Fn(u32) -> Location,
+    limits: &Limits,
+    deadline: &Deadline,
 ) -> Result<Grammar, CompileError> {
     let target = IrTarget {
-        g: GrammarBuilder::new(),
+        g: GrammarBuilder::with_limits(limits),
         factory,
         copied: HashMap::new(),
     };
-    let (mut target, root) = bind(factory, tree, locate, target)?;
+    let (mut target, root) = bind(factory, tree, locate, target, deadline)?;
     let start = target.g.rule("request");
     target.g.define(start, root)?;
     target.g.finish(start)
@@ -76,6 +80,7 @@ fn bind<T: Target>(
     tree: &Tree,
     locate: &dyn Fn(u32) -> Location,
     target: T,
+    deadline: &Deadline,
 ) -> Result<(T, T::Node), CompileError> {
     let mut binder = Binder {
         factory,
@@ -83,11 +88,10 @@ fn bind<T: Target>(
         locate,
         target,
         memo: SmallVec::new(),
+        deadline,
     };
     let id = binder.resolve(tree.root, None)?;
-    let mut seq = binder.target.open();
-    binder.structure(id, tree.root, &mut seq)?;
-    let node = binder.target.close(seq);
+    let node = binder.run(id, tree.root)?;
     Ok((binder.target, node))
 }
 
@@ -99,9 +103,59 @@ struct Binder<'f, 't, T: Target> {
     /// Nodes already built for an argument value: a parameter used several times (after
     /// inlining) builds its choice leaf or regex once.
     memo: SmallVec<[(NodeId, T::Node); 4]>,
+    deadline: &'t Deadline,
 }
 
-impl<T: Target> Binder<'_, '_, T> {
+/// A structure being emitted: its parameters and the request's argument for each.
+struct Frame<'f> {
+    params: &'f [Param],
+    args: SmallVec<[Option<NodeId>; 8]>,
+}
+
+/// A step of the binding walk. The walk keeps explicit stacks, since requests nest as deeply
+/// as `Limits::nesting` allows and recipes as deeply as the templates do: the innermost open
+/// sequence (`seqs`) receives what is emitted, and the parts of an alternation being built
+/// wait on `nodes`.
+enum Step<'f, 't> {
+    /// Emits `piece` of the structure in `frame` into the innermost sequence.
+    Piece(&'f Piece, usize),
+    /// Emits the parts of a sequence from `next` on.
+    Parts {
+        parts: &'f [Piece],
+        next: usize,
+        frame: usize,
+    },
+    /// The innermost sequence is branch `next - 1` of an alternation whose finished branches
+    /// are `nodes[base..]`; then branch `next`, or the alternation itself.
+    Branch {
+        branches: &'f [Piece],
+        next: usize,
+        frame: usize,
+        base: usize,
+    },
+    /// The innermost sequence is the body of a repetition.
+    Repeat { min: u32, max: Option<u32> },
+    /// The structure emitted last is done: its frame goes.
+    EndStructure,
+    /// Emits element `next` of a list argument (after the separator), then the next ones.
+    ListItem {
+        param: &'f Param,
+        elems: &'f [StructId],
+        sep: &'f [u8],
+        items: &'t [NodeId],
+        next: usize,
+    },
+    /// Like `Branch`, over the instances of a `oneof` argument.
+    OneOf {
+        param: &'f Param,
+        elems: &'f [StructId],
+        items: &'t [NodeId],
+        next: usize,
+        base: usize,
+    },
+}
+
+impl<'f, 't, T: Target> Binder<'f, 't, T> {
     /// An error about request node `node`.
     fn error(&self, kind: CompileErrorKind, node: NodeId, message: String) -> CompileError {
         CompileError::new(kind, (self.locate)(self.tree.node(node).at), message)
@@ -144,12 +198,174 @@ impl<T: Target> Binder<'_, '_, T> {
         Ok(id)
     }
 
-    /// Emits structure `id` with the call's arguments into `seq`.
+    /// Structure `id` with the call's arguments, as one node.
+    fn run(&mut self, id: StructId, call: NodeId) -> Result<T::Node, CompileError> {
+        let mut seqs = vec![self.target.open()];
+        let mut frames: Vec<Frame<'f>> = Vec::new();
+        let mut nodes: Vec<T::Node> = Vec::new();
+        let mut steps: Vec<Step<'f, 't>> = Vec::with_capacity(32);
+        self.structure(id, call, &mut frames, &mut steps)?;
+        while let Some(step) = steps.pop() {
+            self.deadline.tick().map_err(|e| {
+                CompileError::over_limit(e, (self.locate)(self.tree.node(call).at), "request")
+            })?;
+            // The walk opens a sequence before any step that emits into it, and closes it
+            // only after: there is always an innermost one.
+            let seq = seqs.last_mut().expect("an open sequence");
+            match step {
+                Step::Piece(piece, frame) => match piece {
+                    Piece::Lit { .. } | Piece::Frag { .. } => {
+                        self.atom(piece, seq);
+                    }
+                    Piece::Param(i) => {
+                        let i = *i as usize;
+                        let f = &frames[frame];
+                        let (param, value) = (&f.params[i], f.args[i]);
+                        self.argument(param, value, seq, &mut frames, &mut steps, &nodes)?;
+                    }
+                    Piece::Seq(parts) => steps.push(Step::Parts {
+                        parts,
+                        next: 0,
+                        frame,
+                    }),
+                    Piece::Alt(branches) => {
+                        seqs.push(self.target.open());
+                        steps.push(Step::Branch {
+                            branches,
+                            next: 1,
+                            frame,
+                            base: nodes.len(),
+                        });
+                        steps.push(Step::Piece(&branches[0], frame));
+                    }
+                    Piece::Repeat { body, min, max } => {
+                        seqs.push(self.target.open());
+                        steps.push(Step::Repeat {
+                            min: *min,
+                            max: *max,
+                        });
+                        steps.push(Step::Piece(body, frame));
+                    }
+                },
+                Step::Parts { parts, next, frame } => {
+                    // Most of a recipe: literals and fragments are emitted here, without a
+                    // step each.
+                    let mut i = next;
+                    while i < parts.len() && self.atom(&parts[i], seq) {
+                        i += 1;
+                    }
+                    if i < parts.len() {
+                        steps.push(Step::Parts {
+                            parts,
+                            next: i + 1,
+                            frame,
+                        });
+                        steps.push(Step::Piece(&parts[i], frame));
+                    }
+                }
+                Step::Branch {
+                    branches,
+                    next,
+                    frame,
+                    base,
+                } => {
+                    let branch = seqs.pop().expect("the branch's sequence");
+                    nodes.push(self.target.close(branch));
+                    match branches.get(next) {
+                        Some(b) => {
+                            seqs.push(self.target.open());
+                            steps.push(Step::Branch {
+                                branches,
+                                next: next + 1,
+                                frame,
+                                base,
+                            });
+                            steps.push(Step::Piece(b, frame));
+                        }
+                        None => self.alt(&mut nodes, base, &mut seqs),
+                    }
+                }
+                Step::Repeat { min, max } => {
+                    let body = seqs.pop().expect("the body's sequence");
+                    let body = self.target.close(body);
+                    let node = self.target.repeat(body, min, max);
+                    let seq = seqs.last_mut().expect("an open sequence");
+                    self.target.push(seq, node);
+                }
+                Step::EndStructure => {
+                    frames.pop();
+                }
+                Step::ListItem {
+                    param,
+                    elems,
+                    sep,
+                    items,
+                    next,
+                } => {
+                    let Some(&item) = items.get(next) else {
+                        continue;
+                    };
+                    if next > 0 && !sep.is_empty() {
+                        self.target.text(seq, sep);
+                    }
+                    let id = self.resolve(item, Some((elems, param)))?;
+                    steps.push(Step::ListItem {
+                        param,
+                        elems,
+                        sep,
+                        items,
+                        next: next + 1,
+                    });
+                    self.structure(id, item, &mut frames, &mut steps)?;
+                }
+                Step::OneOf {
+                    param,
+                    elems,
+                    items,
+                    next,
+                    base,
+                } => {
+                    if next > 0 {
+                        let instance = seqs.pop().expect("the instance's sequence");
+                        nodes.push(self.target.close(instance));
+                    }
+                    match items.get(next) {
+                        Some(&item) => {
+                            let id = self.resolve(item, Some((elems, param)))?;
+                            seqs.push(self.target.open());
+                            steps.push(Step::OneOf {
+                                param,
+                                elems,
+                                items,
+                                next: next + 1,
+                                base,
+                            });
+                            self.structure(id, item, &mut frames, &mut steps)?;
+                        }
+                        None => self.alt(&mut nodes, base, &mut seqs),
+                    }
+                }
+            }
+        }
+        let seq = seqs.pop().expect("the structure's sequence");
+        Ok(self.target.close(seq))
+    }
+
+    /// The alternation of `nodes[base..]`, emitted into the innermost sequence.
+    fn alt(&mut self, nodes: &mut Vec<T::Node>, base: usize, seqs: &mut [T::Seq]) {
+        let node = self.target.alt(&nodes[base..]);
+        nodes.truncate(base);
+        let seq = seqs.last_mut().expect("an open sequence");
+        self.target.push(seq, node);
+    }
+
+    /// Binds the call's arguments to structure `id`'s parameters and schedules its recipe.
     fn structure(
         &mut self,
         id: StructId,
         call: NodeId,
-        seq: &mut T::Seq,
+        frames: &mut Vec<Frame<'f>>,
+        steps: &mut Vec<Step<'f, 't>>,
     ) -> Result<(), CompileError> {
         let (factory, tree) = (self.factory, self.tree);
         let s = factory.structure(id);
@@ -195,50 +411,12 @@ impl<T: Target> Binder<'_, '_, T> {
                 ),
             ));
         }
-        self.piece(&s.recipe, params, &bound, seq)
-    }
-
-    fn piece(
-        &mut self,
-        piece: &Piece,
-        params: &[Param],
-        args: &[Option<NodeId>],
-        seq: &mut T::Seq,
-    ) -> Result<(), CompileError> {
-        match piece {
-            Piece::Lit { .. } | Piece::Frag { .. } => {
-                self.atom(piece, seq);
-            }
-            Piece::Param(i) => {
-                let i = *i as usize;
-                self.argument(&params[i], args[i], seq)?
-            }
-            Piece::Seq(parts) => {
-                for p in parts.iter() {
-                    // Most of a recipe: emitted here rather than through a recursive call each.
-                    if !self.atom(p, seq) {
-                        self.piece(p, params, args, seq)?;
-                    }
-                }
-            }
-            Piece::Alt(branches) => {
-                let mut nodes: SmallVec<[T::Node; 4]> = SmallVec::new();
-                for b in branches.iter() {
-                    let mut inner = self.target.open();
-                    self.piece(b, params, args, &mut inner)?;
-                    nodes.push(self.target.close(inner));
-                }
-                let node = self.target.alt(&nodes);
-                self.target.push(seq, node);
-            }
-            Piece::Repeat { body, min, max } => {
-                let mut inner = self.target.open();
-                self.piece(body, params, args, &mut inner)?;
-                let body = self.target.close(inner);
-                let node = self.target.repeat(body, *min, *max);
-                self.target.push(seq, node);
-            }
-        }
+        frames.push(Frame {
+            params,
+            args: bound,
+        });
+        steps.push(Step::EndStructure);
+        steps.push(Step::Piece(&s.recipe, frames.len() - 1));
         Ok(())
     }
 
@@ -317,11 +495,16 @@ impl<T: Target> Binder<'_, '_, T> {
         }
     }
 
+    /// Emits the argument `value` of `param` into `seq`, or schedules the steps that emit it
+    /// (instances of structures; `nodes` is where an alternation's branches will wait).
     fn argument(
         &mut self,
-        param: &Param,
+        param: &'f Param,
         value: Option<NodeId>,
         seq: &mut T::Seq,
+        frames: &mut Vec<Frame<'f>>,
+        steps: &mut Vec<Step<'f, 't>>,
+        nodes: &[T::Node],
     ) -> Result<(), CompileError> {
         let tree = self.tree;
         let Some(value) = value else {
@@ -375,18 +558,18 @@ impl<T: Target> Binder<'_, '_, T> {
             }
             (ParamKind::Structure(ids), NodeKind::Call { .. }) => {
                 let id = self.resolve(value, Some((ids, param)))?;
-                self.structure(id, value, seq)?;
+                self.structure(id, value, frames, steps)?;
             }
             (ParamKind::List { elems, sep }, NodeKind::List(items)) => {
                 let items = tree.children(items);
                 self.instances(param, items)?;
-                for (i, &item) in items.iter().enumerate() {
-                    if i > 0 && !sep.is_empty() {
-                        self.target.text(seq, sep);
-                    }
-                    let id = self.resolve(item, Some((elems, param)))?;
-                    self.structure(id, item, seq)?;
-                }
+                steps.push(Step::ListItem {
+                    param,
+                    elems,
+                    sep,
+                    items,
+                    next: 0,
+                });
             }
             (ParamKind::OneOf(elems), NodeKind::List(items)) => {
                 let items = tree.children(items);
@@ -401,15 +584,13 @@ impl<T: Target> Binder<'_, '_, T> {
                     ));
                 }
                 self.instances(param, items)?;
-                let mut nodes: SmallVec<[T::Node; 8]> = SmallVec::new();
-                for &item in items {
-                    let id = self.resolve(item, Some((elems, param)))?;
-                    let mut inner = self.target.open();
-                    self.structure(id, item, &mut inner)?;
-                    nodes.push(self.target.close(inner));
-                }
-                let node = self.target.alt(&nodes);
-                self.target.push(seq, node);
+                steps.push(Step::OneOf {
+                    param,
+                    elems,
+                    items,
+                    next: 0,
+                    base: nodes.len(),
+                });
             }
             _ => return Err(self.wrong_kind(param, value)),
         }
@@ -525,33 +706,51 @@ struct IrTarget<'f> {
 }
 
 impl IrTarget<'_> {
+    /// `id` of the factory's grammar, in this one. Post-order on an explicit stack: the
+    /// factory's expressions are as deep as `ir::MAX_EXPR_DEPTH`.
     fn copy(&mut self, id: ExprId) -> ExprId {
-        if let Some(&c) = self.copied.get(&id) {
-            return c;
-        }
         let grammar = &self.factory.grammar;
-        let c = match grammar.expr(id).clone() {
-            Expr::Empty => self.g.empty(),
-            Expr::Nothing => self.g.nothing(),
-            Expr::Bytes(b) => self.g.bytes(&b),
-            Expr::Class(c) => self.g.class(c),
-            Expr::Special(s) => self.g.special(&s),
-            Expr::Seq(xs) => {
-                let parts: Vec<ExprId> = xs.iter().map(|&x| self.copy(x)).collect();
-                self.g.seq(parts)
+        let mut stack = vec![id];
+        while let Some(&e) = stack.last() {
+            if self.copied.contains_key(&e) {
+                stack.pop();
+                continue;
             }
-            Expr::Alt(xs) => {
-                let parts: Vec<ExprId> = xs.iter().map(|&x| self.copy(x)).collect();
-                self.g.alt(parts)
+            let children = match grammar.expr(e) {
+                Expr::Seq(xs) | Expr::Alt(xs) => &xs[..],
+                Expr::Repeat { body, .. } => std::slice::from_ref(body),
+                _ => &[],
+            };
+            let waiting = stack.len();
+            stack.extend(children.iter().filter(|x| !self.copied.contains_key(x)));
+            if stack.len() > waiting {
+                continue;
             }
-            Expr::Repeat { body, min, max } => {
-                let body = self.copy(body);
-                self.g.repeat(body, min, max)
-            }
-            Expr::Rule(_) => unreachable!("factory fragments inline their rules"),
-        };
-        self.copied.insert(id, c);
-        c
+            let copied = |x: &ExprId| self.copied[x];
+            let c = match grammar.expr(e) {
+                Expr::Empty => self.g.empty(),
+                Expr::Nothing => self.g.nothing(),
+                Expr::Bytes(b) => self.g.bytes(b),
+                Expr::Class(c) => self.g.class(*c),
+                Expr::Special(s) => self.g.special(s),
+                Expr::Seq(xs) => {
+                    let parts: Vec<ExprId> = xs.iter().map(copied).collect();
+                    self.g.seq(parts)
+                }
+                Expr::Alt(xs) => {
+                    let parts: Vec<ExprId> = xs.iter().map(copied).collect();
+                    self.g.alt(parts)
+                }
+                &Expr::Repeat { body, min, max } => {
+                    let body = copied(&body);
+                    self.g.repeat(body, min, max)
+                }
+                Expr::Rule(_) => unreachable!("factory fragments inline their rules"),
+            };
+            self.copied.insert(e, c);
+            stack.pop();
+        }
+        self.copied[&id]
     }
 }
 

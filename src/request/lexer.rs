@@ -4,6 +4,8 @@
 //! and decoded when the tree is built), because requests are parsed on the critical path of
 //! every generation.
 
+use crate::limits::{LimitExceeded, LimitKind};
+
 /// A request token. Tokens carry no value: the parser slices names, strings, integers and
 /// regexes out of the request by the token's span. With value-free tokens and `u32` positions a
 /// parser stack entry is 16 bytes copied whole; a token with a payload was written in pieces and
@@ -53,11 +55,12 @@ impl Tok {
     }
 }
 
-/// A lexical error at a byte offset.
+/// A lexical error at a byte offset (with the limit, if one was reached).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LexError {
     pub at: usize,
     pub message: String,
+    pub limit: Option<LimitExceeded>,
 }
 
 impl LexError {
@@ -65,26 +68,27 @@ impl LexError {
         LexError {
             at,
             message: message.into(),
+            limit: None,
         }
     }
 }
 
-/// Deepest nesting of brackets a request may have: the binder walks the tree recursively, and
-/// a request must not be able to exhaust a server thread's stack.
-pub const MAX_NESTING: usize = 256;
-
 pub struct Lexer<'a> {
     text: &'a str,
     pos: usize,
-    depth: usize,
+    depth: u64,
+    /// Deepest nesting of brackets allowed (`Limits::nesting`).
+    max_depth: u64,
 }
 
 impl<'a> Lexer<'a> {
-    pub fn new(text: &'a str) -> Lexer<'a> {
+    /// A lexer of `text` allowing brackets `max_depth` deep.
+    pub fn new(text: &'a str, max_depth: u64) -> Lexer<'a> {
         Lexer {
             text,
             pos: 0,
             depth: 0,
+            max_depth,
         }
     }
 
@@ -95,7 +99,10 @@ impl<'a> Lexer<'a> {
         loop {
             match bytes.get(i) {
                 None | Some(b'\n') => {
-                    return Err(LexError::new(start, "unterminated string: expected a closing quote"))
+                    return Err(LexError::new(
+                        start,
+                        "unterminated string: expected a closing quote",
+                    ))
                 }
                 Some(b'"') => break,
                 Some(b'\\') => {
@@ -114,6 +121,7 @@ impl<'a> Lexer<'a> {
                                     "`\\u` takes `{hex}` naming a Unicode scalar value",
                                 ));
                             }
+                            // `valid` implies a `}` was found.
                             i += 2 + close.unwrap() + 1;
                         }
                         _ => {
@@ -177,11 +185,15 @@ impl Lexer<'_> {
     fn token(&mut self, start: usize, b: u8) -> Result<Tok, LexError> {
         let bytes = self.text.as_bytes();
         let tok = match b {
-            b'(' | b'[' | b'{' if self.depth == MAX_NESTING => {
-                return Err(LexError::new(
-                    start,
-                    format!("nesting deeper than {MAX_NESTING} levels"),
-                ))
+            b'(' | b'[' | b'{' if self.depth == self.max_depth => {
+                return Err(LexError {
+                    limit: Some(LimitExceeded {
+                        kind: LimitKind::Nesting,
+                        value: self.depth + 1,
+                        max: self.max_depth,
+                    }),
+                    ..LexError::new(start, "request: brackets")
+                })
             }
             b'(' | b'[' | b'{' => {
                 self.depth += 1;
@@ -231,7 +243,8 @@ impl Lexer<'_> {
                 return Ok(Tok::Ident);
             }
             _ => {
-                let c = self.text[start..].chars().next().unwrap();
+                // `start` is a character boundary: every token ends on one.
+                let c = self.text[start..].chars().next().unwrap_or('\u{fffd}');
                 return Err(LexError::new(
                     start,
                     format!("unexpected character {c:?}: expected a name, a string, an integer, a /regex/, `{{`, `[` or punctuation"),
@@ -248,9 +261,11 @@ impl Lexer<'_> {
 mod tests {
     use super::*;
 
+    const MAX_NESTING: u64 = 128;
+
     /// Each token with the text of its span.
     fn toks(text: &str) -> Vec<(Tok, &str)> {
-        Lexer::new(text)
+        Lexer::new(text, MAX_NESTING)
             .map(|t| {
                 let (start, tok, end) = t.unwrap();
                 (tok, &text[start as usize..end as usize])
@@ -277,21 +292,18 @@ mod tests {
 
     #[test]
     fn errors_have_offsets() {
-        let e = Lexer::new("a(b: \"x").find_map(|t| t.err()).unwrap();
-        assert_eq!(e.at, 5);
-        let e = Lexer::new("a(b: %)").find_map(|t| t.err()).unwrap();
-        assert_eq!(e.at, 5);
-        let e = Lexer::new("a(b: 99999999999999999999)")
-            .find_map(|t| t.err())
-            .unwrap();
+        let first_error = |text: &str| Lexer::new(text, MAX_NESTING).find_map(|t| t.err()).unwrap();
+        assert_eq!(first_error("a(b: \"x").at, 5);
+        assert_eq!(first_error("a(b: %)").at, 5);
+        let e = first_error("a(b: 99999999999999999999)");
         assert!(e.message.contains("out of range"));
-        let deep = format!(
-            "a(b: {}{})",
-            "[".repeat(MAX_NESTING),
-            "]".repeat(MAX_NESTING)
+        let n = MAX_NESTING as usize;
+        let deep = format!("a(b: {}{})", "[".repeat(n), "]".repeat(n));
+        let e = first_error(&deep);
+        assert_eq!(e.at, 5 + n - 1);
+        assert_eq!(
+            e.limit.map(|l| (l.kind, l.value, l.max)),
+            Some((LimitKind::Nesting, MAX_NESTING + 1, MAX_NESTING))
         );
-        let e = Lexer::new(&deep).find_map(|t| t.err()).unwrap();
-        assert_eq!(e.at, 5 + MAX_NESTING - 1);
-        assert!(e.message.contains("nesting deeper than 256"));
     }
 }

@@ -33,6 +33,12 @@
 //! Binding a request against a [`StructureFactory`] type-checks every argument against its
 //! parameter's kind and assembles the operator program ([`Request::instantiate`]) or the
 //! grammar IR ([`Request::instantiate_ir`]).
+//!
+//! Requests are untrusted: [`Request::parse_with`] and [`Request::parse_json_with`] bound their
+//! size (`Limits::input_bytes`) and how deeply their brackets nest (`Limits::nesting`; the
+//! JSON form's arrays and objects too), with a `Limit` error at the place; the plain `parse`
+//! functions apply the default [`Limits`]. Neither parsing nor binding recurses over the
+//! request's nesting.
 
 mod ast;
 mod bind;
@@ -45,6 +51,7 @@ use serde_json::{json, Map, Value as Json};
 
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::Grammar;
+use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 use crate::ops::Program;
 use crate::template::StructureFactory;
 use ast::{NodeId, NodeKind, Tree};
@@ -90,13 +97,31 @@ fn parser() -> &'static grammar::RequestParser {
 }
 
 impl<'a> Request<'a> {
-    /// Parses the text form. Names and strings without escapes borrow from `text`.
+    /// Parses the text form within the default [`Limits`]. Names and strings without escapes
+    /// borrow from `text`.
     pub fn parse(text: &'a str) -> Result<Request<'a>, CompileError> {
-        check_length(text)?;
+        Request::parse_with(text, &Limits::default())
+    }
+
+    /// Parses the text form within `limits` (`input_bytes`, `nesting`).
+    ///
+    /// ```
+    /// use formwork::request::Request;
+    /// use formwork::{LimitKind, Limits};
+    ///
+    /// let limits = Limits::new().nesting(4);
+    /// assert!(Request::parse_with("a(b: [c(d: [])])", &limits).is_ok());
+    /// let err = Request::parse_with("a(b: [c(d: [e(f: 1)])])", &limits).unwrap_err();
+    /// assert_eq!(err.limit().unwrap().kind, LimitKind::Nesting);
+    /// assert_eq!(err.to_string(), "<request>:1:14: request: brackets: nesting limit: 5 > 4");
+    /// ```
+    pub fn parse_with(text: &'a str, limits: &Limits) -> Result<Request<'a>, CompileError> {
+        check_length(text, limits)?;
         // Requests have about one node per 6 bytes.
         let mut tree = Tree::with_capacity(text, text.len() / 6 + 4);
+        let lexer = lexer::Lexer::new(text, limits.get(LimitKind::Nesting));
         tree.root = parser()
-            .parse(&mut tree, lexer::Lexer::new(text))
+            .parse(&mut tree, lexer)
             .map_err(|e| parse_error(text, e))?;
         Ok(Request {
             tree,
@@ -118,13 +143,36 @@ impl<'a> Request<'a> {
     /// with these arguments (the fast path: prebuilt fragments are spliced, only choice sets
     /// build a leaf, regexes come from the compiler's cache).
     pub fn instantiate(&self, factory: &StructureFactory) -> Result<Program, CompileError> {
-        bind::instantiate(factory, &self.tree, &|at| self.origin.locate(at))
+        let limits = Limits::default();
+        self.instantiate_within(factory, &limits.deadline())
+    }
+
+    /// [`instantiate`](Self::instantiate), spending the compile time left before `deadline`.
+    pub(crate) fn instantiate_within(
+        &self,
+        factory: &StructureFactory,
+        deadline: &Deadline,
+    ) -> Result<Program, CompileError> {
+        bind::instantiate(factory, &self.tree, &|at| self.origin.locate(at), deadline)
     }
 
     /// Binds the request against `factory` into grammar IR: the same language as
     /// [`instantiate`](Self::instantiate), for the reference recognizer and the CFG backend.
     pub fn instantiate_ir(&self, factory: &StructureFactory) -> Result<Grammar, CompileError> {
-        bind::instantiate_ir(factory, &self.tree, &|at| self.origin.locate(at))
+        let limits = Limits::default();
+        self.instantiate_ir_within(factory, &limits, &limits.deadline())
+    }
+
+    /// [`instantiate_ir`](Self::instantiate_ir) within `limits` (the grammar's size) and
+    /// `deadline`.
+    pub(crate) fn instantiate_ir_within(
+        &self,
+        factory: &StructureFactory,
+        limits: &Limits,
+        deadline: &Deadline,
+    ) -> Result<Grammar, CompileError> {
+        let locate = |at| self.origin.locate(at);
+        bind::instantiate_ir(factory, &self.tree, &locate, limits, deadline)
     }
 
     /// The error reported for a request naming a structure that neither the factory nor the
@@ -220,9 +268,17 @@ pub enum Builtin<'r> {
 }
 
 impl Request<'static> {
-    /// Parses the JSON form. Syntax errors carry line:col, shape errors a JSON pointer.
+    /// Parses the JSON form within the default [`Limits`]. Syntax errors carry line:col,
+    /// shape errors a JSON pointer.
     pub fn parse_json(text: &str) -> Result<Request<'static>, CompileError> {
-        check_length(text)?;
+        Request::parse_json_with(text, &Limits::default())
+    }
+
+    /// Parses the JSON form within `limits` (`input_bytes`, and `nesting` for its arrays and
+    /// objects, checked on the text before it is parsed).
+    pub fn parse_json_with(text: &str, limits: &Limits) -> Result<Request<'static>, CompileError> {
+        check_length(text, limits)?;
+        check_json_nesting(text, limits)?;
         let json: Json = serde_json::from_str(text).map_err(|e| {
             CompileError::new(
                 CompileErrorKind::Syntax,
@@ -244,14 +300,60 @@ impl Request<'static> {
     }
 }
 
-/// Positions and string spans of a request tree are 32-bit, and spans address the text and
-/// the decoded strings (at most as long as the text) one after the other.
-fn check_length(text: &str) -> Result<(), CompileError> {
-    if text.len() > (u32::MAX / 2) as usize {
-        return Err(CompileError::unplaced(
-            CompileErrorKind::Limit,
-            "requests are at most 2 GiB",
+/// `Limits::input_bytes`, and at most 2 GiB: positions and string spans of a request tree are
+/// 32-bit, and spans address the text and the decoded strings (at most as long as the text)
+/// one after the other.
+fn check_length(text: &str, limits: &Limits) -> Result<(), CompileError> {
+    let max = limits.get(LimitKind::InputBytes).min(u32::MAX as u64 / 2);
+    if text.len() as u64 > max {
+        let exceeded = LimitExceeded {
+            kind: LimitKind::InputBytes,
+            value: text.len() as u64,
+            max,
+        };
+        return Err(CompileError::over_limit(
+            exceeded,
+            Location::in_text(SOURCE, text, 0),
+            "request",
         ));
+    }
+    Ok(())
+}
+
+/// Rejects JSON arrays and objects nested deeper than `limits.nesting`, before serde builds
+/// (and `json_call` walks) the value. The scan knows JSON's strings and escapes: a bracket
+/// inside a string is text.
+fn check_json_nesting(text: &str, limits: &Limits) -> Result<(), CompileError> {
+    let max = limits.get(LimitKind::Nesting);
+    let bytes = text.as_bytes();
+    let mut depth = 0u64;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        i += 1;
+        match b {
+            b'"' => {
+                while let Some(&c) = bytes.get(i) {
+                    i += if c == b'\\' { 2 } else { 1 };
+                    if c == b'"' {
+                        break;
+                    }
+                }
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    let exceeded = LimitExceeded {
+                        kind: LimitKind::Nesting,
+                        value: depth,
+                        max,
+                    };
+                    let at = Location::in_text(SOURCE, text, i - 1);
+                    return Err(CompileError::over_limit(exceeded, at, "request: JSON"));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -308,7 +410,13 @@ fn parse_error(
                 found(at, tok, end)
             ),
         ),
-        P::User { error } => (error.at, error.message),
+        P::User { error } => match error.limit {
+            Some(limit) => {
+                let at = Location::in_text(SOURCE, text, error.at);
+                return CompileError::over_limit(limit, at, &error.message);
+            }
+            None => (error.at, error.message),
+        },
     };
     CompileError::new(
         CompileErrorKind::Syntax,
@@ -317,6 +425,8 @@ fn parse_error(
     )
 }
 
+/// Recurses once per level of the tree, which parsing bounded by `Limits::nesting` (the
+/// `Json` it builds drops recursively as deep).
 fn node_json(tree: &Tree, id: NodeId) -> Json {
     let all = |ids: &[NodeId]| Json::Array(ids.iter().map(|&i| node_json(tree, i)).collect());
     match tree.node(id).kind {
@@ -359,6 +469,8 @@ fn shape_error(pointer: &str, message: impl Into<String>) -> CompileError {
     )
 }
 
+/// `json_call` and `json_value` recurse once per level of the value, which
+/// `check_json_nesting` bounded by `Limits::nesting`, and serde_json by 128.
 fn json_call(
     json: &Json,
     pointer: String,
@@ -374,6 +486,7 @@ fn json_call(
             ))
         }
     };
+    // The match above let only one-key objects through.
     let (name, args_json) = object.iter().next().unwrap();
     if name.starts_with('$') {
         return Err(shape_error(
@@ -421,6 +534,7 @@ fn json_value(
             }
             NodeKind::List(tree.close(items.len() as u32))
         }
+        // One key, checked before it is read.
         Json::Object(o) if o.len() == 1 && o.keys().next().unwrap().starts_with('$') => {
             let (key, v) = o.iter().next().unwrap();
             let p = format!("{pointer}/{}", pointer_token(key));

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use super::syntax::{ArgValue, DefaultExpr, Expr, ExprKind, KindExpr, Name, RuleDef};
 use super::{ParamDefault, ParamKind, StructId};
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 
 /// The template files being compiled, for turning byte offsets into `file:line:col`.
 #[derive(Default)]
@@ -53,10 +54,14 @@ pub(crate) struct RParam {
     pub default: Option<ParamDefault>,
 }
 
-/// A resolved expression: names replaced by rule and parameter indices.
+/// A resolved expression: names replaced by rule and parameter indices. Shaped like the
+/// syntax tree it resolves, so its drop recurses as deep (bounded by the lexer's check).
 pub(crate) struct RExpr {
     pub kind: RKind,
     pub at: usize,
+    /// The rule's parameters the expression depends on, through the rules it calls too
+    /// (sorted): with an argument substitution, whether it is fixed text or has holes.
+    pub uses: Box<[u16]>,
 }
 
 pub(crate) enum RKind {
@@ -85,10 +90,14 @@ pub(crate) enum RArg {
     Default,
 }
 
-/// Resolves and checks the rules of every file (`rules[i]` = (file index, rules of that file)).
+/// Resolves and checks the rules of every file (`rules[i]` = (file index, rules of that file)):
+/// names, kinds, bindings, no recursion, and no structure nesting deeper than
+/// `limits.nesting` once its rules are inlined (what the factory builds).
 pub(crate) fn check(
     files: &Files,
     parsed: Vec<(usize, Vec<RuleDef>)>,
+    limits: &Limits,
+    deadline: &Deadline,
 ) -> Result<Vec<RRule>, CompileError> {
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut defs: Vec<(usize, RuleDef)> = Vec::new();
@@ -133,7 +142,7 @@ pub(crate) fn check(
     let mut rules = Vec::with_capacity(defs.len());
     for (i, (file, def)) in defs.iter().enumerate() {
         let mut used = vec![false; def.params.len()];
-        let body = checker.expr(*file, i, &params, &def.body, &mut used)?;
+        let body = checker.body(*file, i, &params, &def.body, &mut used, deadline)?;
         if let Some(p) = used.iter().position(|u| !u) {
             let name = &def.params[p].name;
             return Err(files.error(
@@ -157,7 +166,8 @@ pub(crate) fn check(
     for (rule, p) in rules.iter_mut().zip(params) {
         rule.params = p;
     }
-    check_recursion(files, &rules)?;
+    let order = check_recursion(files, &rules)?;
+    annotate(files, &mut rules, &order, limits, deadline)?;
     Ok(rules)
 }
 
@@ -293,19 +303,93 @@ impl Checker<'_> {
         Ok(out)
     }
 
-    fn expr(
+    /// The resolved body of rule `rule`, marking the parameters it uses in `used`. Iterative
+    /// (post-order with an explicit stack): the lexer bounded the nesting, but a frame of this
+    /// function is large.
+    fn body(
+        &self,
+        file: usize,
+        rule: usize,
+        params: &[Vec<RParam>],
+        body: &Expr,
+        used: &mut [bool],
+        deadline: &Deadline,
+    ) -> Result<RExpr, CompileError> {
+        enum Step<'e> {
+            Visit(&'e Expr),
+            /// Build the node from its children, the last values on the stack.
+            Build(&'e Expr),
+        }
+        let mut steps = vec![Step::Visit(body)];
+        let mut done: Vec<RExpr> = Vec::new();
+        while let Some(step) = steps.pop() {
+            deadline.tick().map_err(|e| {
+                CompileError::over_limit(e, self.files.loc(file, body.at), "template")
+            })?;
+            let (e, kind) = match step {
+                Step::Visit(e) => match &e.kind {
+                    ExprKind::Seq(xs) | ExprKind::Alt(xs) => {
+                        steps.push(Step::Build(e));
+                        steps.extend(xs.iter().rev().map(Step::Visit));
+                        continue;
+                    }
+                    ExprKind::Repeat { body, min, max } => {
+                        if max.is_some_and(|m| m < *min) {
+                            return Err(self.files.error(
+                                CompileErrorKind::Invalid,
+                                file,
+                                body.at,
+                                format!(
+                                    "repetition {{{min},{}}}: the maximum is below the minimum",
+                                    max.unwrap_or_default()
+                                ),
+                            ));
+                        }
+                        steps.push(Step::Build(e));
+                        steps.push(Step::Visit(body));
+                        continue;
+                    }
+                    _ => (e, self.atom(file, rule, params, e, used)?),
+                },
+                Step::Build(e) => {
+                    let kind = match &e.kind {
+                        ExprKind::Seq(xs) => RKind::Seq(done.split_off(done.len() - xs.len())),
+                        ExprKind::Alt(xs) => RKind::Alt(done.split_off(done.len() - xs.len())),
+                        ExprKind::Repeat { min, max, .. } => RKind::Repeat {
+                            // Its body was the last value built.
+                            body: Box::new(done.pop().expect("the repeated body")),
+                            min: *min,
+                            max: *max,
+                        },
+                        _ => unreachable!("only composite expressions are built from children"),
+                    };
+                    (e, kind)
+                }
+            };
+            done.push(RExpr {
+                kind,
+                at: e.at,
+                uses: Box::default(),
+            });
+        }
+        // One value per visited expression, and every composite consumed its children's.
+        Ok(done.pop().expect("the body's value"))
+    }
+
+    /// A leaf of a body: literals, references and calls.
+    fn atom(
         &self,
         file: usize,
         rule: usize,
         params: &[Vec<RParam>],
         e: &Expr,
         used: &mut [bool],
-    ) -> Result<RExpr, CompileError> {
+    ) -> Result<RKind, CompileError> {
         let own = &self.defs[rule].1;
         let names = |s: StructId| self.defs[s.index()].1.name.text.clone();
         let err = |kind, at, msg: String| Err(self.files.error(kind, file, at, msg));
         let param_index = |name: &str| own.params.iter().position(|p| p.name.text == name);
-        let kind = match &e.kind {
+        Ok(match &e.kind {
             ExprKind::Str(b) => RKind::Bytes(b.clone()),
             ExprKind::Class(c) => RKind::Class(c.clone()),
             ExprKind::Regex(r) => RKind::Regex(r.clone()),
@@ -433,104 +517,218 @@ impl Checker<'_> {
                     .collect::<Result<Vec<_>, _>>()?;
                 RKind::Call(callee, args)
             }
-            ExprKind::Seq(xs) | ExprKind::Alt(xs) => {
-                let items = xs
-                    .iter()
-                    .map(|x| self.expr(file, rule, params, x, used))
-                    .collect::<Result<Vec<_>, _>>()?;
-                if matches!(e.kind, ExprKind::Seq(_)) {
-                    RKind::Seq(items)
-                } else {
-                    RKind::Alt(items)
-                }
+            ExprKind::Seq(_) | ExprKind::Alt(_) | ExprKind::Repeat { .. } => {
+                unreachable!("composite expressions are built by `body`")
             }
-            ExprKind::Repeat { body, min, max } => {
-                if max.is_some_and(|m| m < *min) {
-                    return err(
-                        CompileErrorKind::Invalid,
-                        body.at,
-                        format!(
-                            "repetition {{{min},{}}}: the maximum is below the minimum",
-                            max.unwrap()
-                        ),
-                    );
-                }
-                RKind::Repeat {
-                    body: Box::new(self.expr(file, rule, params, body, used)?),
-                    min: *min,
-                    max: *max,
-                }
-            }
-        };
-        Ok(RExpr { kind, at: e.at })
+        })
     }
 }
 
-/// Rules referring to themselves (through bodies, not parameter kinds) need a stack.
-fn check_recursion(files: &Files, rules: &[RRule]) -> Result<(), CompileError> {
-    fn refs(e: &RExpr, out: &mut Vec<(usize, usize)>) {
+/// The rules `e` refers to (rules and calls), with where.
+fn refs(e: &RExpr) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
         match &e.kind {
             RKind::Rule(r) | RKind::Call(r, _) => out.push((*r, e.at)),
-            RKind::Seq(xs) | RKind::Alt(xs) => xs.iter().for_each(|x| refs(x, out)),
-            RKind::Repeat { body, .. } => refs(body, out),
+            RKind::Seq(xs) | RKind::Alt(xs) => stack.extend(xs.iter().rev()),
+            RKind::Repeat { body, .. } => stack.push(body),
             _ => {}
         }
     }
-    let edges: Vec<Vec<(usize, usize)>> = rules
-        .iter()
-        .map(|r| {
-            let mut out = Vec::new();
-            refs(&r.body, &mut out);
-            out
-        })
-        .collect();
-    // Depth-first search keeping the path, to name the cycle.
-    let mut state = vec![0u8; rules.len()];
-    let mut path: Vec<usize> = Vec::new();
-    fn visit(
-        r: usize,
-        edges: &[Vec<(usize, usize)>],
-        state: &mut [u8],
-        path: &mut Vec<usize>,
-    ) -> Option<(usize, usize, usize)> {
-        state[r] = 1;
-        path.push(r);
-        for &(next, at) in &edges[r] {
-            if state[next] == 1 {
-                return Some((r, next, at));
-            }
-            if state[next] == 0 {
-                if let Some(found) = visit(next, edges, state, path) {
-                    return Some(found);
-                }
-            }
-        }
-        path.pop();
-        state[r] = 2;
-        None
-    }
-    for r in 0..rules.len() {
-        if state[r] != 0 {
+    out
+}
+
+/// Rules referring to themselves (through bodies, not parameter kinds) need a stack: an error
+/// naming the cycle. Otherwise the rules in an order where each comes after those it refers to.
+fn check_recursion(files: &Files, rules: &[RRule]) -> Result<Vec<usize>, CompileError> {
+    let edges: Vec<Vec<(usize, usize)>> = rules.iter().map(|r| refs(&r.body)).collect();
+    // Depth-first search on an explicit stack (rule chains are as long as the templates),
+    // which is the path, to name the cycle: (rule, next edge to follow).
+    const NEW: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![NEW; rules.len()];
+    let mut order = Vec::with_capacity(rules.len());
+    for root in 0..rules.len() {
+        if state[root] != NEW {
             continue;
         }
-        if let Some((from, to, at)) = visit(r, &edges, &mut state, &mut path) {
-            let start = path.iter().position(|&x| x == to).unwrap_or(0);
-            let cycle: Vec<&str> = path[start..]
-                .iter()
-                .chain(std::iter::once(&to))
-                .map(|&x| rules[x].name.as_str())
-                .collect();
-            return Err(files.error(
-                CompileErrorKind::NotRegular,
-                rules[from].file,
-                at,
-                format!(
-                    "rule `{}` is recursive ({}): templates are finite-state; use `*`/`+` for repetition, or a structure-typed parameter so the request bounds the nesting",
-                    rules[to].name,
-                    cycle.join(" -> ")
-                ),
-            ));
+        state[root] = ON_PATH;
+        let mut path: Vec<(usize, usize)> = vec![(root, 0)];
+        while let Some((r, edge)) = path.last_mut() {
+            let r = *r;
+            let Some(&(next, at)) = edges[r].get(*edge) else {
+                state[r] = DONE;
+                order.push(r);
+                path.pop();
+                continue;
+            };
+            *edge += 1;
+            match state[next] {
+                NEW => {
+                    state[next] = ON_PATH;
+                    path.push((next, 0));
+                }
+                ON_PATH => {
+                    let start = path.iter().position(|&(x, _)| x == next).unwrap_or(0);
+                    let cycle: Vec<&str> = path[start..]
+                        .iter()
+                        .map(|&(x, _)| x)
+                        .chain(std::iter::once(next))
+                        .map(|x| rules[x].name.as_str())
+                        .collect();
+                    return Err(files.error(
+                        CompileErrorKind::NotRegular,
+                        rules[r].file,
+                        at,
+                        format!(
+                            "rule `{}` is recursive ({}): templates are finite-state; use `*`/`+` for repetition, or a structure-typed parameter so the request bounds the nesting",
+                            rules[next].name,
+                            cycle.join(" -> ")
+                        ),
+                    ));
+                }
+                _ => {}
+            }
         }
+    }
+    Ok(order)
+}
+
+/// What [`annotate`] computes for an expression.
+struct Summary {
+    /// Depth of the expression tree with the rules it refers to inlined: sequences,
+    /// alternations, repetitions and references are levels, literals and parameters not.
+    depth: u64,
+    /// [`RExpr::uses`].
+    uses: Vec<u16>,
+}
+
+/// Fills in every expression's [`RExpr::uses`], and checks that no rule, inlined, nests deeper
+/// than `limits.nesting` (the factory's recipes and the IR have that shape). Rules are visited
+/// in `order` (callees first), so a reference reads its callee's summary.
+fn annotate(
+    files: &Files,
+    rules: &mut [RRule],
+    order: &[usize],
+    limits: &Limits,
+    deadline: &Deadline,
+) -> Result<(), CompileError> {
+    let max = limits.get(LimitKind::Nesting);
+    let mut rule_summary: Vec<Option<Summary>> = (0..rules.len()).map(|_| None).collect();
+    for &r in order {
+        // Pre-order of the body; read backwards, each node comes after its subtrees, which
+        // leave one summary each on the stack, first child on top.
+        let mut preorder: Vec<&RExpr> = Vec::new();
+        let mut stack = vec![&rules[r].body];
+        while let Some(e) = stack.pop() {
+            preorder.push(e);
+            match &e.kind {
+                RKind::Seq(xs) | RKind::Alt(xs) => stack.extend(xs.iter().rev()),
+                RKind::Repeat { body, .. } => stack.push(body),
+                _ => {}
+            }
+        }
+        let mut values: Vec<Summary> = Vec::new();
+        let mut summaries: Vec<Summary> = Vec::with_capacity(preorder.len());
+        for e in preorder.iter().rev() {
+            deadline.tick().map_err(|x| {
+                CompileError::over_limit(x, files.loc(rules[r].file, e.at), "template")
+            })?;
+            // `order` puts callees first.
+            let callee = |c: &usize| rule_summary[*c].as_ref().expect("callees come first");
+            let summary = match &e.kind {
+                RKind::Seq(xs) | RKind::Alt(xs) => {
+                    let children = values.split_off(values.len() - xs.len());
+                    let mut uses: Vec<u16> = children
+                        .iter()
+                        .flat_map(|c| c.uses.iter().copied())
+                        .collect();
+                    uses.sort_unstable();
+                    uses.dedup();
+                    Summary {
+                        depth: 1 + children.iter().map(|c| c.depth).max().unwrap_or(0),
+                        uses,
+                    }
+                }
+                RKind::Repeat { .. } => {
+                    let body = values.pop().expect("the repeated body");
+                    Summary {
+                        depth: 1 + body.depth,
+                        uses: body.uses,
+                    }
+                }
+                // A rule has at most as many parameters as its tokens (a parse is bounded by
+                // `syntax::MAX_RULE_TOKENS`), so an index fits 16 bits.
+                RKind::Param(i) => Summary {
+                    depth: 0,
+                    uses: vec![*i as u16],
+                },
+                RKind::Rule(c) => Summary {
+                    depth: 1 + callee(c).depth,
+                    uses: Vec::new(),
+                },
+                RKind::Call(c, args) => {
+                    let mut uses: Vec<u16> = callee(c)
+                        .uses
+                        .iter()
+                        .filter_map(|&j| match args[j as usize] {
+                            RArg::Param(i) => Some(i as u16),
+                            RArg::Str(_) | RArg::Default => None,
+                        })
+                        .collect();
+                    uses.sort_unstable();
+                    uses.dedup();
+                    Summary {
+                        depth: 1 + callee(c).depth,
+                        uses,
+                    }
+                }
+                RKind::Bytes(_) | RKind::Class(_) | RKind::Regex(_) | RKind::Special(_) => {
+                    Summary {
+                        depth: 0,
+                        uses: Vec::new(),
+                    }
+                }
+            };
+            if summary.depth > max {
+                let exceeded = LimitExceeded {
+                    kind: LimitKind::Nesting,
+                    value: summary.depth,
+                    max,
+                };
+                let what = format!(
+                    "template rule `{}` with the rules it uses inlined",
+                    rules[r].name
+                );
+                return Err(CompileError::over_limit(
+                    exceeded,
+                    files.loc(rules[r].file, e.at),
+                    &what,
+                ));
+            }
+            values.push(Summary {
+                depth: summary.depth,
+                uses: summary.uses.clone(),
+            });
+            summaries.push(summary);
+        }
+        // Write the uses back in pre-order (`summaries` is in reverse pre-order).
+        let mut stack = vec![&mut rules[r].body];
+        while let Some(e) = stack.pop() {
+            e.uses = summaries
+                .pop()
+                .expect("one summary per expression")
+                .uses
+                .into();
+            match &mut e.kind {
+                RKind::Seq(xs) | RKind::Alt(xs) => stack.extend(xs.iter_mut().rev()),
+                RKind::Repeat { body, .. } => stack.push(body),
+                _ => {}
+            }
+        }
+        rule_summary[r] = values.pop();
     }
     Ok(())
 }

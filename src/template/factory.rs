@@ -15,14 +15,17 @@ use std::sync::Arc;
 
 use super::check::{Files, RArg, RExpr, RKind, RRule};
 use super::tables::WriteTable;
-use super::{Param, ParamDefault, StructId, Structure, StructureFactory};
+use super::{FactoryBuilder, Param, ParamDefault, StructId, Structure, StructureFactory};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::regex::regex_to_ir;
 use crate::ir::{Expr, ExprId, GrammarBuilder};
-use crate::ops::{lower, LeafOp, LowerConfig, Program, RegexCompiler, Unit};
+use crate::limits::{Deadline, LimitExceeded, LimitKind};
+use crate::ops::{lower, LeafOp, Program, RegexCompiler, Unit};
 use crate::vocab::{TokenId, Vocab};
 
-/// A structure's recipe: what instantiation assembles, given the request's arguments.
+/// A structure's recipe: what instantiation assembles, given the request's arguments. Its
+/// drop recurses once per level, which `check::annotate` bounds: a recipe is no deeper than
+/// its structure with the rules it uses inlined (`Limits::nesting`).
 #[derive(Clone, Debug)]
 pub(crate) enum Piece {
     /// Literal units; `expr` is their IR in the factory's grammar.
@@ -64,7 +67,7 @@ struct Run {
 }
 
 /// What a parameter of the rule being expanded stands for.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 enum Subst {
     /// A parameter of the structure being built (a hole).
     Param(u16),
@@ -74,39 +77,67 @@ enum Subst {
     Empty,
 }
 
+/// Index of an argument substitution in `Build::substs`.
+type SubstId = u32;
+
 struct Build<'a> {
     files: &'a Files,
     rules: &'a [RRule],
     vocab: &'a Vocab,
     g: GrammarBuilder,
-    rule_ir: HashMap<usize, ExprId>,
+    /// Every argument substitution met, interned, so that a rule expanded twice with the same
+    /// arguments is one key of `expansions`.
+    substs: Vec<Vec<Subst>>,
+    subst_ids: HashMap<Vec<Subst>, SubstId>,
+    /// The IR of each fixed rule body already built, by (rule, substitution): a rule called
+    /// twice from each of a chain of callers is built once, not once per path.
+    expansions: HashMap<(usize, SubstId), ExprId>,
     fragment_of: HashMap<ExprId, u32>,
     /// Each fragment's expression and where it starts (rule, offset), for errors.
     fragments: Vec<(ExprId, usize, usize)>,
     specials: BTreeMap<String, TokenId>,
+    /// Recipe pieces built so far, against `Limits::grammar_size` (a recipe inlines its calls
+    /// with their arguments, so a chain of rules each calling the next twice doubles per link).
+    pieces: u64,
+    max_pieces: u64,
+    deadline: &'a Deadline,
 }
 
+/// The factory of the checked `rules`, with the options of `options`.
 pub(crate) fn build(
     files: &Files,
     rules: Vec<RRule>,
-    vocab: &Vocab,
-    config: &LowerConfig,
-    regex: Arc<RegexCompiler>,
+    options: &FactoryBuilder,
+    deadline: &Deadline,
 ) -> Result<StructureFactory, CompileError> {
+    let (vocab, config, limits) = (&options.vocab, &options.lower, &options.limits);
+    let regex = options
+        .regex
+        .clone()
+        .unwrap_or_else(|| Arc::new(RegexCompiler::with_config(*config)));
     let mut b = Build {
         files,
         rules: &rules,
         vocab,
-        g: GrammarBuilder::new(),
-        rule_ir: HashMap::new(),
+        g: GrammarBuilder::with_limits(limits),
+        substs: Vec::new(),
+        subst_ids: HashMap::new(),
+        expansions: HashMap::new(),
         fragment_of: HashMap::new(),
         fragments: Vec::new(),
         specials: BTreeMap::new(),
+        pieces: 0,
+        max_pieces: limits.get(LimitKind::GrammarSize),
+        deadline,
     };
     let mut recipes = Vec::with_capacity(rules.len());
     for (r, rule) in rules.iter().enumerate() {
+        // A rule has fewer parameters than tokens (`syntax::MAX_RULE_TOKENS`): they fit 16 bits.
         let subst: Vec<Subst> = (0..rule.params.len() as u16).map(Subst::Param).collect();
-        recipes.push(b.piece(r, &rule.body, &subst)?);
+        let subst = b.subst_id(subst);
+        recipes.push(b.piece(r, &rule.body, subst)?);
+        b.g.check()
+            .map_err(|e| e.or_at(files.loc(rule.file, rule.at)))?;
     }
     let Build {
         mut g,
@@ -121,6 +152,9 @@ pub(crate) fn build(
     let programs = fragments
         .iter()
         .map(|&(expr, rule, at)| {
+            deadline.check().map_err(|e| {
+                CompileError::over_limit(e, files.loc(rules[rule].file, at), "templates")
+            })?;
             let program = lower(&grammar, expr, vocab, config).map_err(|e| {
                 let r = &rules[rule];
                 CompileError::new(
@@ -164,10 +198,46 @@ pub(crate) fn build(
         specials,
         grammar,
         fragments: programs,
-        writes: WriteTable::new(),
+        writes: WriteTable::new(options.literal_bytes),
         regex,
         vocab: vocab.clone(),
     })
+}
+
+/// A step of [`Build::piece`]'s walk.
+enum PieceStep<'r> {
+    /// Build the recipe of `e` (a value).
+    Visit {
+        owner: usize,
+        e: &'r RExpr,
+        subst: SubstId,
+    },
+    /// Go on with a sequence from `items[next]` (its pieces so far are the innermost open
+    /// sequence); `take` first moves the last value into it.
+    Seq {
+        owner: usize,
+        items: &'r [RExpr],
+        next: usize,
+        subst: SubstId,
+        take: bool,
+    },
+    /// The last `n` values are the branches of an alternation.
+    Alt(usize),
+    /// The last value is the body of a repetition.
+    Repeat { min: u32, max: Option<u32> },
+}
+
+/// A step of [`Build::ir`]'s walk.
+enum IrStep<'r> {
+    Visit {
+        owner: usize,
+        e: &'r RExpr,
+        subst: SubstId,
+    },
+    /// The last `n` values are the parts of `e` (a sequence, an alternation or a repetition).
+    Build(&'r RExpr, usize),
+    /// The last value is the expansion of this rule with this substitution.
+    Expanded(usize, SubstId),
 }
 
 impl Build<'_> {
@@ -175,12 +245,24 @@ impl Build<'_> {
         self.files.loc(self.rules[owner].file, at)
     }
 
+    fn subst_id(&mut self, subst: Vec<Subst>) -> SubstId {
+        if let Some(&id) = self.subst_ids.get(&subst) {
+            return id;
+        }
+        let id = self.substs.len() as SubstId;
+        self.substs.push(subst.clone());
+        self.subst_ids.insert(subst, id);
+        id
+    }
+
     /// The argument substitution for a call of `callee` from a rule expanded with `subst`.
-    fn call_subst(&self, callee: usize, args: &[RArg], subst: &[Subst]) -> Vec<Subst> {
-        args.iter()
+    fn call_subst(&mut self, callee: usize, args: &[RArg], subst: SubstId) -> SubstId {
+        let outer = &self.substs[subst as usize];
+        let inner = args
+            .iter()
             .zip(&self.rules[callee].params)
             .map(|(a, p)| match a {
-                RArg::Param(i) => subst[*i].clone(),
+                RArg::Param(i) => outer[*i].clone(),
                 RArg::Str(bytes) => Subst::Lit(bytes.clone()),
                 RArg::Default => match &p.default {
                     Some(ParamDefault::Str(s)) => Subst::Lit(s.as_bytes().to_vec()),
@@ -188,70 +270,157 @@ impl Build<'_> {
                     None => unreachable!("the checker binds parameters without defaults"),
                 },
             })
-            .collect()
+            .collect();
+        self.subst_id(inner)
     }
 
     /// True if `e` does not depend on the structure's parameters.
-    fn is_fixed(&self, e: &RExpr, subst: &[Subst]) -> bool {
-        match &e.kind {
-            RKind::Param(i) => !matches!(subst[*i], Subst::Param(_)),
-            RKind::Call(callee, args) => {
-                let inner = self.call_subst(*callee, args, subst);
-                self.is_fixed(&self.rules[*callee].body, &inner)
-            }
-            RKind::Seq(xs) | RKind::Alt(xs) => xs.iter().all(|x| self.is_fixed(x, subst)),
-            RKind::Repeat { body, .. } => self.is_fixed(body, subst),
-            _ => true,
+    fn is_fixed(&self, e: &RExpr, subst: SubstId) -> bool {
+        let subst = &self.substs[subst as usize];
+        e.uses
+            .iter()
+            .all(|&i| !matches!(subst[i as usize], Subst::Param(_)))
+    }
+
+    /// One more step of a walk: the compile deadline and the size of what is built.
+    fn step(&mut self, owner: usize, at: usize) -> Result<(), CompileError> {
+        self.pieces += 1;
+        let over = match self.pieces > self.max_pieces {
+            true => Some(LimitExceeded {
+                kind: LimitKind::GrammarSize,
+                value: self.pieces,
+                max: self.max_pieces,
+            }),
+            false => self.deadline.tick().err(),
+        };
+        match over {
+            Some(e) => Err(CompileError::over_limit(
+                e,
+                self.loc(owner, at),
+                "template recipes",
+            )),
+            None => Ok(()),
         }
     }
 
-    fn piece(&mut self, owner: usize, e: &RExpr, subst: &[Subst]) -> Result<Piece, CompileError> {
-        if self.is_fixed(e, subst) {
-            let mut pieces = self.fixed_run(owner, &[e], subst)?;
-            return Ok(match pieces.len() {
-                1 => pieces.pop().unwrap(),
-                _ => Piece::Seq(pieces.into()),
-            });
-        }
-        Ok(match &e.kind {
-            RKind::Param(i) => match subst[*i] {
-                Subst::Param(p) => Piece::Param(p),
-                _ => unreachable!("fixed parameters are handled above"),
-            },
-            RKind::Call(callee, args) => {
-                let inner = self.call_subst(*callee, args, subst);
-                let rules = self.rules;
-                self.piece(*callee, &rules[*callee].body, &inner)?
-            }
-            RKind::Seq(items) => {
-                let mut out = Vec::new();
-                let mut run: Vec<&RExpr> = Vec::new();
-                for item in items {
-                    if self.is_fixed(item, subst) {
-                        run.push(item);
+    /// The recipe of `e` in rule `owner` expanded with `subst`. Iterative: calls are inlined,
+    /// and chains of rules are as long as the templates.
+    fn piece(&mut self, owner: usize, e: &RExpr, subst: SubstId) -> Result<Piece, CompileError> {
+        let rules = self.rules;
+        let mut steps = vec![PieceStep::Visit { owner, e, subst }];
+        let mut values: Vec<Piece> = Vec::new();
+        let mut open: Vec<Vec<Piece>> = Vec::new();
+        while let Some(step) = steps.pop() {
+            match step {
+                PieceStep::Visit { owner, e, subst } => {
+                    self.step(owner, e.at)?;
+                    if self.is_fixed(e, subst) {
+                        let mut pieces = self.fixed_run(owner, &[e], subst)?;
+                        values.push(match pieces.len() {
+                            1 => pieces.pop().expect("one piece"),
+                            _ => Piece::Seq(pieces.into()),
+                        });
                         continue;
                     }
-                    out.extend(self.fixed_run(owner, &run, subst)?);
-                    run.clear();
-                    out.push(self.piece(owner, item, subst)?);
+                    match &e.kind {
+                        RKind::Param(i) => match self.substs[subst as usize][*i] {
+                            Subst::Param(p) => values.push(Piece::Param(p)),
+                            _ => unreachable!("fixed parameters are handled above"),
+                        },
+                        RKind::Call(callee, args) => {
+                            let inner = self.call_subst(*callee, args, subst);
+                            steps.push(PieceStep::Visit {
+                                owner: *callee,
+                                e: &rules[*callee].body,
+                                subst: inner,
+                            });
+                        }
+                        RKind::Seq(items) => {
+                            open.push(Vec::new());
+                            steps.push(PieceStep::Seq {
+                                owner,
+                                items,
+                                next: 0,
+                                subst,
+                                take: false,
+                            });
+                        }
+                        RKind::Alt(branches) => {
+                            steps.push(PieceStep::Alt(branches.len()));
+                            steps.extend(branches.iter().rev().map(|b| PieceStep::Visit {
+                                owner,
+                                e: b,
+                                subst,
+                            }));
+                        }
+                        RKind::Repeat { body, min, max } => {
+                            steps.push(PieceStep::Repeat {
+                                min: *min,
+                                max: *max,
+                            });
+                            steps.push(PieceStep::Visit {
+                                owner,
+                                e: body,
+                                subst,
+                            });
+                        }
+                        _ => unreachable!("atoms are fixed"),
+                    }
                 }
-                out.extend(self.fixed_run(owner, &run, subst)?);
-                Piece::Seq(out.into())
+                PieceStep::Seq {
+                    owner,
+                    items,
+                    next,
+                    subst,
+                    take,
+                } => {
+                    // `Visit` opened the sequence; `take` follows a visit, which left a value.
+                    let out = open.last_mut().expect("an open sequence");
+                    if take {
+                        out.push(values.pop().expect("the visited item"));
+                    }
+                    let end = items[next..]
+                        .iter()
+                        .position(|item| !self.is_fixed(item, subst))
+                        .map_or(items.len(), |k| next + k);
+                    let run: Vec<&RExpr> = items[next..end].iter().collect();
+                    let pieces = self.fixed_run(owner, &run, subst)?;
+                    let out = open.last_mut().expect("an open sequence");
+                    out.extend(pieces);
+                    if end == items.len() {
+                        let parts = open.pop().expect("an open sequence");
+                        values.push(Piece::Seq(parts.into()));
+                        continue;
+                    }
+                    steps.push(PieceStep::Seq {
+                        owner,
+                        items,
+                        next: end + 1,
+                        subst,
+                        take: true,
+                    });
+                    steps.push(PieceStep::Visit {
+                        owner,
+                        e: &items[end],
+                        subst,
+                    });
+                }
+                PieceStep::Alt(n) => {
+                    let branches = values.split_off(values.len() - n);
+                    values.push(Piece::Alt(branches.into()));
+                }
+                PieceStep::Repeat { min, max } => {
+                    let body = values.pop().expect("the repeated body");
+                    values.push(Piece::Repeat {
+                        body: Box::new(body),
+                        min,
+                        max,
+                    });
+                }
             }
-            RKind::Alt(branches) => Piece::Alt(
-                branches
-                    .iter()
-                    .map(|b| self.piece(owner, b, subst))
-                    .collect::<Result<Vec<_>, _>>()?
-                    .into(),
-            ),
-            RKind::Repeat { body, min, max } => Piece::Repeat {
-                body: Box::new(self.piece(owner, body, subst)?),
-                min: *min,
-                max: *max,
-            },
-            _ => unreachable!("atoms are fixed"),
-        })
+        }
+        // Each visit leaves one value, and the composite steps consume their parts'.
+        Ok(values.pop().expect("the recipe"))
     }
 
     /// Pieces for a stretch of fixed items, cut where operators are cut anyway: literal units
@@ -261,7 +430,7 @@ impl Build<'_> {
         &mut self,
         owner: usize,
         items: &[&RExpr],
-        subst: &[Subst],
+        subst: SubstId,
     ) -> Result<Vec<Piece>, CompileError> {
         let mut ids = Vec::with_capacity(items.len());
         for item in items {
@@ -377,61 +546,98 @@ impl Build<'_> {
         }
     }
 
-    /// The IR of a fixed expression.
-    fn ir(&mut self, owner: usize, e: &RExpr, subst: &[Subst]) -> Result<ExprId, CompileError> {
-        Ok(match &e.kind {
-            RKind::Bytes(b) => self.g.bytes(b),
-            RKind::Class(text) => self.regex(owner, e.at, "character class", text)?,
-            RKind::Regex(text) => self.regex(owner, e.at, "regex", text)?,
-            RKind::Special(name) => {
-                let Some(id) = self.vocab.special_id(name) else {
-                    return Err(CompileError::new(
-                        CompileErrorKind::UnknownSpecialToken,
-                        self.loc(owner, e.at),
-                        format!(
-                            "`{name}` is not a special token of the vocabulary {}; if the model writes it as ordinary text, use the string {name:?}",
-                            self.vocab.source()
-                        ),
-                    ));
-                };
-                self.specials.insert(name.clone(), id);
-                self.g.special(name)
-            }
-            RKind::Param(i) => match &subst[*i] {
-                Subst::Lit(bytes) => self.g.bytes(bytes),
-                Subst::Empty => self.g.empty(),
-                Subst::Param(_) => unreachable!("only fixed expressions have IR here"),
-            },
-            RKind::Rule(r) => match self.rule_ir.get(r) {
-                Some(&id) => id,
-                None => {
-                    let rules = self.rules;
-                    let id = self.ir(*r, &rules[*r].body, &[])?;
-                    self.rule_ir.insert(*r, id);
-                    id
+    /// The IR of a fixed expression. Iterative (post-order on an explicit stack), each rule
+    /// body built once per argument substitution.
+    fn ir(&mut self, owner: usize, e: &RExpr, subst: SubstId) -> Result<ExprId, CompileError> {
+        let rules = self.rules;
+        let mut steps = vec![IrStep::Visit { owner, e, subst }];
+        let mut values: Vec<ExprId> = Vec::new();
+        while let Some(step) = steps.pop() {
+            let value = match step {
+                IrStep::Visit { owner, e, subst } => {
+                    self.step(owner, e.at)?;
+                    match &e.kind {
+                        RKind::Bytes(b) => self.g.bytes(b),
+                        RKind::Class(text) => self.regex(owner, e.at, "character class", text)?,
+                        RKind::Regex(text) => self.regex(owner, e.at, "regex", text)?,
+                        RKind::Special(name) => self.special(owner, e.at, name)?,
+                        RKind::Param(i) => match &self.substs[subst as usize][*i] {
+                            Subst::Lit(bytes) => self.g.bytes(bytes),
+                            Subst::Empty => self.g.empty(),
+                            Subst::Param(_) => unreachable!("only fixed expressions have IR here"),
+                        },
+                        RKind::Rule(r) | RKind::Call(r, _) => {
+                            let inner = match &e.kind {
+                                RKind::Call(_, args) => self.call_subst(*r, args, subst),
+                                _ => self.subst_id(Vec::new()),
+                            };
+                            match self.expansions.get(&(*r, inner)) {
+                                Some(&id) => id,
+                                None => {
+                                    steps.push(IrStep::Expanded(*r, inner));
+                                    steps.push(IrStep::Visit {
+                                        owner: *r,
+                                        e: &rules[*r].body,
+                                        subst: inner,
+                                    });
+                                    continue;
+                                }
+                            }
+                        }
+                        RKind::Seq(xs) | RKind::Alt(xs) => {
+                            steps.push(IrStep::Build(e, xs.len()));
+                            steps.extend(xs.iter().rev().map(|x| IrStep::Visit {
+                                owner,
+                                e: x,
+                                subst,
+                            }));
+                            continue;
+                        }
+                        RKind::Repeat { body, .. } => {
+                            steps.push(IrStep::Build(e, 1));
+                            steps.push(IrStep::Visit {
+                                owner,
+                                e: body,
+                                subst,
+                            });
+                            continue;
+                        }
+                    }
                 }
-            },
-            RKind::Call(callee, args) => {
-                let inner = self.call_subst(*callee, args, subst);
-                let rules = self.rules;
-                self.ir(*callee, &rules[*callee].body, &inner)?
-            }
-            RKind::Seq(xs) | RKind::Alt(xs) => {
-                let mut ids = Vec::with_capacity(xs.len());
-                for x in xs {
-                    ids.push(self.ir(owner, x, subst)?);
+                IrStep::Build(e, n) => {
+                    let parts = values.split_off(values.len() - n);
+                    match &e.kind {
+                        RKind::Seq(_) => self.g.seq(parts),
+                        RKind::Alt(_) => self.g.alt(parts),
+                        RKind::Repeat { min, max, .. } => self.g.repeat(parts[0], *min, *max),
+                        _ => unreachable!("only composite expressions are built from parts"),
+                    }
                 }
-                if matches!(e.kind, RKind::Seq(_)) {
-                    self.g.seq(ids)
-                } else {
-                    self.g.alt(ids)
+                IrStep::Expanded(r, inner) => {
+                    let id = *values.last().expect("the expansion");
+                    self.expansions.insert((r, inner), id);
+                    continue;
                 }
-            }
-            RKind::Repeat { body, min, max } => {
-                let body = self.ir(owner, body, subst)?;
-                self.g.repeat(body, *min, *max)
-            }
-        })
+            };
+            values.push(value);
+        }
+        // Each visit leaves one value, and the composite steps consume their parts'.
+        Ok(values.pop().expect("the expression's IR"))
+    }
+
+    fn special(&mut self, owner: usize, at: usize, name: &str) -> Result<ExprId, CompileError> {
+        let Some(id) = self.vocab.special_id(name) else {
+            return Err(CompileError::new(
+                CompileErrorKind::UnknownSpecialToken,
+                self.loc(owner, at),
+                format!(
+                    "`{name}` is not a special token of the vocabulary {}; if the model writes it as ordinary text, use the string {name:?}",
+                    self.vocab.source()
+                ),
+            ));
+        };
+        self.specials.insert(name.to_string(), id);
+        Ok(self.g.special(name))
     }
 
     fn regex(

@@ -5,6 +5,7 @@
 //! slash), `[class]` (regex class syntax, nested brackets allowed) and `<|special|>`.
 
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::limits::{LimitExceeded, LimitKind, Limits};
 
 /// What a token is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -114,38 +115,110 @@ impl Token {
     }
 }
 
-/// Deepest nesting of parentheses in a template: checking and lowering recurse on it.
-const MAX_NESTING: usize = 256;
-
 struct Lexer<'a> {
     source: &'a str,
     text: &'a str,
     pos: usize,
-    depth: usize,
 }
 
-/// Splits `text` (from file `source`) into tokens.
-pub(crate) fn lex(source: &str, text: &str) -> Result<Vec<Token>, CompileError> {
+/// Splits `text` (from file `source`) into tokens, checking its size and nesting against
+/// `limits`.
+pub(crate) fn lex(source: &str, text: &str, limits: &Limits) -> Result<Vec<Token>, CompileError> {
+    limits
+        .check(LimitKind::InputBytes, text.len() as u64)
+        .map_err(|e| {
+            CompileError::over_limit(e, Location::in_text(source, text, 0), "template file")
+        })?;
     let mut lx = Lexer {
         source,
         text,
         pos: 0,
-        depth: 0,
     };
+    let mut nesting = Nesting::new(limits.get(LimitKind::Nesting));
     let mut out = Vec::new();
     while let Some(t) = lx.next()? {
+        nesting.token(t.kind).map_err(|e| {
+            CompileError::over_limit(e, lx.loc(t.start), "template: groups and repetitions")
+        })?;
         out.push(t);
     }
     Ok(out)
 }
 
+/// How deeply groups and repetition operators nest, token by token: in `((a)?)*` the `a` is
+/// three levels down, as in the syntax tree built from it (give or take its sequences and
+/// alternations). Checked before the Earley parser sees the tokens: its parse forest grows
+/// deeper with every level, and so does the tree every later pass walks.
+struct Nesting {
+    max: u64,
+    /// Per open group, the deepest item in it so far.
+    groups: Vec<u64>,
+    /// The nesting of the last item, which a repetition operator wraps.
+    last: u64,
+    /// Inside `{m,n}`.
+    in_braces: bool,
+}
+
+impl Nesting {
+    fn new(max: u64) -> Nesting {
+        Nesting {
+            max,
+            groups: Vec::new(),
+            last: 0,
+            in_braces: false,
+        }
+    }
+
+    fn token(&mut self, kind: Kind) -> Result<(), LimitExceeded> {
+        match kind {
+            _ if self.in_braces => self.in_braces = kind != Kind::RBrace,
+            Kind::LParen => {
+                self.groups.push(0);
+                self.check(self.groups.len() as u64)?;
+            }
+            Kind::RParen => {
+                let inner = self.groups.pop().unwrap_or(0);
+                self.item(inner + 1)?;
+            }
+            Kind::Star | Kind::Plus | Kind::Question | Kind::LBrace => {
+                self.in_braces = kind == Kind::LBrace;
+                self.item(self.last + 1)?;
+            }
+            Kind::Ident | Kind::Str | Kind::Class | Kind::Regex | Kind::Special => self.item(0)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// An item of nesting `n` ends (an atom, a group, or a repetition of the last item).
+    fn item(&mut self, n: u64) -> Result<(), LimitExceeded> {
+        self.check(n)?;
+        self.last = n;
+        if let Some(deepest) = self.groups.last_mut() {
+            *deepest = (*deepest).max(n);
+        }
+        Ok(())
+    }
+
+    fn check(&self, n: u64) -> Result<(), LimitExceeded> {
+        match n > self.max {
+            true => Err(LimitExceeded {
+                kind: LimitKind::Nesting,
+                value: n,
+                max: self.max,
+            }),
+            false => Ok(()),
+        }
+    }
+}
+
 impl Lexer<'_> {
+    fn loc(&self, at: usize) -> Location {
+        Location::in_text(self.source, self.text, at)
+    }
+
     fn error(&self, at: usize, message: impl Into<String>) -> CompileError {
-        CompileError::new(
-            CompileErrorKind::Syntax,
-            Location::in_text(self.source, self.text, at),
-            message,
-        )
+        CompileError::new(CompileErrorKind::Syntax, self.loc(at), message)
     }
 
     fn peek(&self) -> Option<char> {
@@ -181,18 +254,8 @@ impl Lexer<'_> {
         let token = |kind, value| Token { kind, value, start };
         let simple = |kind| Ok(Some(token(kind, Value::None)));
         match c {
-            '(' if self.depth == MAX_NESTING => Err(self.error(
-                start,
-                format!("parentheses nested deeper than {MAX_NESTING} levels"),
-            )),
-            '(' => {
-                self.depth += 1;
-                simple(Kind::LParen)
-            }
-            ')' => {
-                self.depth = self.depth.saturating_sub(1);
-                simple(Kind::RParen)
-            }
+            '(' => simple(Kind::LParen),
+            ')' => simple(Kind::RParen),
             '|' => simple(Kind::Pipe),
             '*' => simple(Kind::Star),
             '+' => simple(Kind::Plus),
@@ -397,6 +460,10 @@ impl Lexer<'_> {
 mod tests {
     use super::*;
 
+    fn lex(source: &str, text: &str) -> Result<Vec<Token>, CompileError> {
+        super::lex(source, text, &Limits::new())
+    }
+
     fn kinds(text: &str) -> Vec<Kind> {
         lex("t.fw", text).unwrap().iter().map(|t| t.kind).collect()
     }
@@ -444,12 +511,30 @@ mod tests {
                 .starts_with("t.fw:1:7: unexpected character"),
             "{err}"
         );
-        let deep = format!("a ::= {}\"x\"{}", "(".repeat(300), ")".repeat(300));
-        let err = lex("t.fw", &deep).unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("t.fw:1:263: parentheses nested deeper"),
-            "{err}"
+    }
+
+    #[test]
+    fn groups_and_repetitions_nest_within_the_limit() {
+        let limits = Limits::new().nesting(4);
+        let limit = |text: &str| {
+            let err = super::lex("t.fw", text, &limits).unwrap_err();
+            (
+                err.location().to_string(),
+                err.limit().map(|l| (l.kind, l.value, l.max)),
+            )
+        };
+        let at = |col: usize| format!("t.fw:1:{col}");
+        let nesting = |value| Some((LimitKind::Nesting, value, 4));
+        assert_eq!(limit("a ::= (((((\"x\")))))"), (at(11), nesting(5)));
+        assert_eq!(limit("a ::= \"x\"*+?{2}{3,}"), (at(16), nesting(5)));
+        assert_eq!(limit("a ::= ((\"x\")*)?+"), (at(16), nesting(5)));
+        // Siblings do not add up, and braces hold no nesting.
+        let ok = "a ::= (\"x\"?) (\"y\"*)+? b ::= ((\"z\"))** c ::= ((((\"w\"))))";
+        assert!(super::lex("t.fw", ok, &limits).is_ok());
+        let err = super::lex("t.fw", &"x".repeat(100), &Limits::new().input_bytes(99)).unwrap_err();
+        assert_eq!(
+            err.limit().map(|l| (l.kind, l.value)),
+            Some((LimitKind::InputBytes, 100))
         );
     }
 }

@@ -12,7 +12,10 @@
 //!
 //! The files are parsed with an Earley parser (`earlgrey`), checked (names, kinds, unused or
 //! unbound parameters, rule recursion), and every parameter-free stretch of every rule is
-//! lowered to an operator program once, with DFA fusion. What remains per structure is a
+//! lowered to an operator program once, with DFA fusion. Template text is bounded by the
+//! builder's [`Limits`]: each file's size (`input_bytes`), how deeply groups, repetitions and,
+//! once inlined, rules nest (`nesting`), the size of the recipes (`grammar_size`, which also
+//! caps a rule at 1,024 tokens) and the build time (`compile_time`). What remains per structure is a
 //! *recipe*: those prebuilt fragments and literals around holes for the parameters. A request
 //! (see [`crate::request`]) fills the holes; nothing is parsed or lowered again.
 //!
@@ -48,6 +51,7 @@ use tables::{NameMap, WriteTable};
 
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::Grammar;
+use crate::limits::Limits;
 use crate::ops::{LeafOp, LowerConfig, RegexCompiler, Unit};
 use crate::vocab::{TokenId, Vocab};
 
@@ -193,6 +197,7 @@ impl std::fmt::Debug for StructureFactory {
             .field("specials", &self.specials)
             .field("fragments", &self.fragments.len())
             .field("interned_writes", &self.writes.len())
+            .field("interned_write_bytes", &self.writes.bytes())
             .finish()
     }
 }
@@ -205,6 +210,8 @@ impl StructureFactory {
             files: Vec::new(),
             regex: None,
             lower: LowerConfig::new(),
+            limits: Limits::new(),
+            literal_bytes: DEFAULT_LITERAL_TABLE_BYTES,
         }
     }
 
@@ -270,11 +277,21 @@ impl StructureFactory {
         self.writes.get(units)
     }
 
+    /// Bytes the table of request literals holds now (at most the budget given to
+    /// [`FactoryBuilder::literal_table_bytes`]).
+    pub fn literal_table_bytes(&self) -> usize {
+        self.writes.bytes()
+    }
+
     /// Number of prebuilt operator fragments.
     pub fn num_fragments(&self) -> usize {
         self.fragments.len()
     }
 }
+
+/// Default byte budget of a factory's table of request literals
+/// ([`FactoryBuilder::literal_table_bytes`]).
+pub const DEFAULT_LITERAL_TABLE_BYTES: usize = 16 << 20;
 
 /// Collects template sources and compiles them into a [`StructureFactory`].
 ///
@@ -284,6 +301,8 @@ pub struct FactoryBuilder {
     files: Vec<(String, Result<String, CompileError>)>,
     regex: Option<Arc<RegexCompiler>>,
     lower: LowerConfig,
+    limits: Limits,
+    literal_bytes: usize,
 }
 
 impl FactoryBuilder {
@@ -314,21 +333,35 @@ impl FactoryBuilder {
         self
     }
 
+    /// The ceilings the templates are built under (default: [`Limits::new`]); the build as a
+    /// whole has `compile_time`.
+    pub fn limits(mut self, limits: Limits) -> FactoryBuilder {
+        self.limits = limits;
+        self
+    }
+
+    /// Byte budget of the table that shares the `Write` leaves of request literals (template
+    /// text around arguments, which recurs across requests) between requests; default
+    /// [`DEFAULT_LITERAL_TABLE_BYTES`]. Past it the least recently used leaves are dropped.
+    /// Literals of more than 4,096 units are never kept: a long argument rarely recurs.
+    pub fn literal_table_bytes(mut self, bytes: usize) -> FactoryBuilder {
+        self.literal_bytes = bytes;
+        self
+    }
+
     /// Parses, checks and lowers every source.
-    pub fn build(self) -> Result<StructureFactory, CompileError> {
+    pub fn build(mut self) -> Result<StructureFactory, CompileError> {
+        let deadline = self.limits.deadline();
         let mut files = check::Files::default();
         let mut parsed = Vec::new();
-        for (i, (name, text)) in self.files.into_iter().enumerate() {
+        for (i, (name, text)) in std::mem::take(&mut self.files).into_iter().enumerate() {
             let text = text?;
-            parsed.push((i, syntax::parse(&name, &text)?));
+            parsed.push((i, syntax::parse(&name, &text, &self.limits, &deadline)?));
             files.names.push(name);
             files.texts.push(text);
         }
-        let rules = check::check(&files, parsed)?;
-        let regex = self
-            .regex
-            .unwrap_or_else(|| Arc::new(RegexCompiler::with_config(self.lower)));
-        factory::build(&files, rules, &self.vocab, &self.lower, regex)
+        let rules = check::check(&files, parsed, &self.limits, &deadline)?;
+        factory::build(&files, rules, &self, &deadline)
     }
 }
 

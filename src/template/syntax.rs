@@ -5,12 +5,23 @@
 //! the first token no terminal accepted is where the text stops being a viable prefix (Earley
 //! sets hold every viable item), and the terminals that were tried there are what was
 //! expected.
+//!
+//! earlgrey's parse forest is a graph of reference-counted items, each pointing back at the
+//! items it was built from, and dropping it recurses along those chains: about one level per
+//! token of a list (a sequence, alternatives, rules) and a few per group. So earlgrey never
+//! sees a whole file: each rule is parsed alone, and a rule has at most [`MAX_RULE_TOKENS`]
+//! tokens, a depth the smallest server stack (256 KiB) drops with room to spare.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use super::lexer::{self, Kind, Token, Value};
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
+
+/// Most tokens in one template rule (one Earley parse, see the module docs). Measured on a
+/// 256 KiB stack, dropping the forest of a sequence of about 2,000 items overflowed it.
+pub(crate) const MAX_RULE_TOKENS: usize = 1024;
 
 /// A name with the byte offset where it was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +63,8 @@ pub(crate) enum DefaultExpr {
     EmptyList(usize),
 }
 
+/// An expression of a rule body. Its drop recurses once per level, which the lexer's nesting
+/// check bounds (`Limits::nesting`; each group is at most two levels of the tree).
 #[derive(Clone, Debug)]
 pub(crate) struct Expr {
     pub kind: ExprKind,
@@ -107,6 +120,9 @@ enum Node {
     Arg(ArgDecl),
 }
 
+/// Builds a rule's node from one node per symbol of its body, of the kinds the body names
+/// (earlgrey calls the action of the rule it completed): what the destructuring and the
+/// `unreachable!`s of the actions rely on.
 type Action = fn(&[Token], Vec<Node>) -> Node;
 
 /// The grammar of template files: (head, body symbols, action building the node).
@@ -421,25 +437,34 @@ struct Tracker {
     current: Cell<usize>,
     accepted: Cell<usize>,
     tried: RefCell<Vec<Kind>>,
+    /// Set when the compile deadline passed while feeding tokens.
+    late: Cell<Option<LimitExceeded>>,
 }
 
-/// Feeds token indices to earlgrey; stops after a token nothing accepted, and optionally ends
-/// with a sentinel no terminal accepts (to learn what was expected at the end of the file).
-struct Feed {
+/// Feeds token indices `start..end` to earlgrey; stops after a token nothing accepted (or when
+/// the deadline passes), and optionally ends with a sentinel no terminal accepts (to learn what
+/// was expected after the last token).
+struct Feed<'d> {
     tracker: Rc<Tracker>,
+    start: usize,
     next: usize,
-    len: usize,
+    end: usize,
     sentinel: bool,
+    deadline: &'d Deadline,
 }
 
-impl Iterator for Feed {
+impl Iterator for Feed<'_> {
     type Item = String;
     fn next(&mut self) -> Option<String> {
         let i = self.next;
-        if i > self.len || (i > 0 && self.tracker.accepted.get() < i) {
+        if i > self.end || (i > self.start && self.tracker.accepted.get() < i) {
             return None;
         }
-        if i == self.len && !self.sentinel {
+        if i == self.end && !self.sentinel {
+            return None;
+        }
+        if let Err(late) = self.deadline.tick() {
+            self.tracker.late.set(Some(late));
             return None;
         }
         self.next += 1;
@@ -449,71 +474,204 @@ impl Iterator for Feed {
     }
 }
 
-/// Parses one template file into its rules.
-pub(crate) fn parse(source: &str, text: &str) -> Result<Vec<RuleDef>, CompileError> {
-    let tokens = lexer::lex(source, text)?;
-    if tokens.is_empty() {
-        return Ok(Vec::new());
-    }
+/// Parses one template file into its rules, within `limits` and before `deadline`.
+pub(crate) fn parse(
+    source: &str,
+    text: &str,
+    limits: &Limits,
+    deadline: &Deadline,
+) -> Result<Vec<RuleDef>, CompileError> {
+    let tokens = lexer::lex(source, text, limits)?;
     let kinds: Rc<[Kind]> = tokens.iter().map(|t| t.kind).collect();
-    let run = |sentinel: bool| {
-        let tracker = Rc::new(Tracker::default());
-        let mut g = earlgrey::GrammarBuilder::default();
-        for kind in Kind::ALL {
-            let (tracker, kinds) = (tracker.clone(), kinds.clone());
-            g.terminal_try(kind.name(), move |_| {
-                let i = tracker.current.get();
-                let ok = kinds.get(i) == Some(&kind);
-                if ok {
-                    tracker.accepted.set(i + 1);
-                } else {
-                    tracker.tried.borrow_mut().push(kind);
-                }
-                ok
-            });
-        }
-        for (head, _, _) in RULES {
-            g.nonterm_try(head);
-        }
-        for (head, body, _) in RULES {
-            g.rule_try(head, body);
-        }
-        let grammar = g
-            .into_grammar("file")
-            .expect("the template grammar is well-formed");
-        let feed = Feed {
-            tracker: tracker.clone(),
-            next: 0,
-            len: kinds.len(),
-            sentinel,
-        };
-        let result = earlgrey::EarleyParser::new(grammar).parse(feed);
-        (result, tracker)
-    };
-    let (result, tracker) = run(false);
-    let trees = match result {
-        Ok(trees) => trees,
-        Err(_) => {
-            let failed = tracker.accepted.get();
-            let tried = if failed < tokens.len() {
-                tracker.tried.take()
-            } else {
-                run(true).1.tried.take()
+    let heads = rule_heads(&kinds);
+    let mut rules = Vec::with_capacity(heads.len());
+    for (i, &start) in heads.iter().enumerate() {
+        let end = heads.get(i + 1).copied().unwrap_or(tokens.len());
+        let max = MAX_RULE_TOKENS.min(limits.get(LimitKind::GrammarSize) as usize);
+        if end - start > max {
+            let exceeded = LimitExceeded {
+                kind: LimitKind::GrammarSize,
+                value: (end - start) as u64,
+                max: max as u64,
             };
-            return Err(syntax_error(source, text, &tokens, failed, tried));
+            let at = Location::in_text(source, text, tokens[start].start);
+            return Err(CompileError::over_limit(
+                exceeded,
+                at,
+                "template rule (tokens)",
+            ));
         }
+        match run_earley(&tokens, &kinds, start..end, false, deadline) {
+            Parsed::Rules(mut parsed) => rules.append(&mut parsed),
+            Parsed::Late(late) => return Err(late_error(source, text, &tokens, start, late)),
+            Parsed::Failed { .. } => {
+                // A rule may fail alone only for want of the next one's tokens (`a ::=` then
+                // `b ::= ...`: joined, `a ::= b` parses and `::=` is the error), so the error
+                // is where the two stop parsing together, as if the file were parsed whole.
+                let next = heads.get(i + 2).copied().unwrap_or(tokens.len());
+                let joined = start..next.min(start + max);
+                return Err(syntax_failure(
+                    source, text, &tokens, &kinds, joined, end, deadline,
+                ));
+            }
+        }
+    }
+    Ok(rules)
+}
+
+fn late_error(
+    source: &str,
+    text: &str,
+    tokens: &[Token],
+    at: usize,
+    late: LimitExceeded,
+) -> CompileError {
+    let at = Location::in_text(source, text, tokens[at].start);
+    CompileError::over_limit(late, at, "template")
+}
+
+/// Where each rule starts: at `name ::=` or `name ( ... ) ::=` (only a rule head is followed
+/// by `::=`). The first rule starts at the first token whatever it is, so that a file not
+/// starting with a rule fails there.
+fn rule_heads(kinds: &[Kind]) -> Vec<usize> {
+    let mut heads = Vec::new();
+    // The last `(`: parameter lists hold no parentheses, so it opens the one a `) ::=` closes.
+    let mut open = None;
+    for (i, &k) in kinds.iter().enumerate() {
+        match k {
+            Kind::LParen => open = Some(i),
+            Kind::Define if i > 0 => {
+                let head = match kinds[i - 1] {
+                    Kind::Ident => Some(i - 1),
+                    Kind::RParen => open
+                        .filter(|&o| o > 0 && kinds[o - 1] == Kind::Ident)
+                        .map(|o| o - 1),
+                    _ => None,
+                };
+                if let Some(head) = head.filter(|&h| heads.last().is_none_or(|&last| h > last)) {
+                    heads.push(head);
+                }
+            }
+            _ => {}
+        }
+    }
+    match heads.first() {
+        Some(0) => {}
+        _ if kinds.is_empty() => {}
+        _ => heads.insert(0, 0),
+    }
+    heads
+}
+
+/// The syntax error of `tokens[joined]`, or of its first rule alone (`tokens[joined.start..
+/// alone]`, which does not parse) if the whole parses.
+fn syntax_failure(
+    source: &str,
+    text: &str,
+    tokens: &[Token],
+    kinds: &Rc<[Kind]>,
+    joined: std::ops::Range<usize>,
+    alone: usize,
+    deadline: &Deadline,
+) -> CompileError {
+    let mut range = joined.clone();
+    let mut parsed = run_earley(tokens, kinds, range.clone(), false, deadline);
+    if let Parsed::Rules(_) = parsed {
+        range = joined.start..alone;
+        parsed = run_earley(tokens, kinds, range.clone(), false, deadline);
+    }
+    let (failed, tried) = match parsed {
+        Parsed::Failed { at, tried } if at < range.end => (at, tried),
+        // Every token was accepted: what was expected after the last one.
+        Parsed::Failed { .. } | Parsed::Rules(_) => {
+            match run_earley(tokens, kinds, range.clone(), true, deadline) {
+                Parsed::Failed { tried, .. } => (range.end, tried),
+                Parsed::Rules(_) => (range.end, Vec::new()),
+                Parsed::Late(late) => return late_error(source, text, tokens, range.start, late),
+            }
+        }
+        Parsed::Late(late) => return late_error(source, text, tokens, range.start, late),
+    };
+    syntax_error(source, text, tokens, failed, tried)
+}
+
+/// What one earlgrey parse gave.
+enum Parsed {
+    Rules(Vec<RuleDef>),
+    /// No parse: the first token no terminal accepted (the end, if all were), and the
+    /// terminals tried there.
+    Failed {
+        at: usize,
+        tried: Vec<Kind>,
+    },
+    /// The compile deadline passed while tokens were fed.
+    Late(LimitExceeded),
+}
+
+/// One earlgrey parse of `tokens[range]` (the template grammar, start symbol `file`); with
+/// `sentinel`, a token past the range that no terminal accepts ends the input, so that the
+/// failure says what was expected after the last token.
+fn run_earley(
+    tokens: &[Token],
+    kinds: &Rc<[Kind]>,
+    range: std::ops::Range<usize>,
+    sentinel: bool,
+    deadline: &Deadline,
+) -> Parsed {
+    let tracker = Rc::new(Tracker::default());
+    tracker.accepted.set(range.start);
+    let mut g = earlgrey::GrammarBuilder::default();
+    for kind in Kind::ALL {
+        let (tracker, kinds, end) = (tracker.clone(), kinds.clone(), range.end);
+        g.terminal_try(kind.name(), move |_| {
+            let i = tracker.current.get();
+            let ok = i < end && kinds.get(i) == Some(&kind);
+            if ok {
+                tracker.accepted.set(i + 1);
+            } else {
+                tracker.tried.borrow_mut().push(kind);
+            }
+            ok
+        });
+    }
+    for (head, _, _) in RULES {
+        g.nonterm_try(head);
+    }
+    for (head, body, _) in RULES {
+        g.rule_try(head, body);
+    }
+    let grammar = g
+        .into_grammar("file")
+        .expect("the template grammar is well-formed");
+    let feed = Feed {
+        tracker: tracker.clone(),
+        start: range.start,
+        next: range.start,
+        end: range.end,
+        sentinel,
+        deadline,
+    };
+    let result = earlgrey::EarleyParser::new(grammar).parse(feed);
+    if let Some(late) = tracker.late.take() {
+        return Parsed::Late(late);
+    }
+    let Ok(trees) = result else {
+        return Parsed::Failed {
+            at: tracker.accepted.get(),
+            tried: tracker.tried.take(),
+        };
     };
     let mut forest = earlgrey::EarleyForest::new(|_, index: &str| {
+        // Lexemes are the token indices `Feed` gave.
         Node::Tok(index.parse().expect("lexemes are token indices"))
     });
     for &(head, body, action) in RULES {
-        let tokens = &tokens;
         forest.action(&format!("{head} -> {}", body.join(" ")), move |nodes| {
             action(tokens, nodes)
         });
     }
     match forest.eval(&trees) {
-        Ok(Node::Rules(rules)) => Ok(rules),
+        Ok(Node::Rules(rules)) => Parsed::Rules(rules),
         other => unreachable!("the start symbol evaluates to rules: {other:?}"),
     }
 }

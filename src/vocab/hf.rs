@@ -7,7 +7,9 @@ use tokenizers::pre_tokenizers::metaspace::PrependScheme;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::Tokenizer;
 
-use super::{TokenId, TokenKind, Vocab, VocabConfig, VocabError, VocabErrorKind};
+use super::{
+    check_width, without_panics, TokenId, TokenKind, Vocab, VocabConfig, VocabError, VocabErrorKind,
+};
 
 /// How the tokenizer spells bytes in its pieces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +32,9 @@ const WELL_KNOWN_EOS: &[&str] = &[
 ];
 
 pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Vocab, VocabError> {
-    let mut tokenizer = Tokenizer::from_bytes(json).map_err(|e| {
+    let parsed =
+        without_panics(|| Tokenizer::from_bytes(json)).and_then(|r| r.map_err(|e| e.to_string()));
+    let mut tokenizer = parsed.map_err(|e| {
         VocabError::new(
             VocabErrorKind::Parse,
             format!("{source}: not a tokenizer.json: {e}"),
@@ -57,6 +61,8 @@ pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Voc
         .map(|&id| id as usize + 1)
         .max()
         .unwrap_or(0);
+    // A tokenizer file is input: one id of 4 billion must not allocate tables of that size.
+    check_width(size, source, "token id + 1")?;
 
     let byte_of_char = byte_level_decoding_table();
     let mut tokens = vec![Vec::new(); size];
@@ -75,12 +81,22 @@ pub(super) fn load(json: &[u8], source: &str, config: VocabConfig) -> Result<Voc
                 })?,
             PieceEncoding::SentencePiece => sentencepiece_bytes(piece),
         };
+        // `size` is past every id of `model_vocab`.
+        if kinds[id as usize] != TokenKind::Unused {
+            return Err(VocabError::new(
+                VocabErrorKind::Config,
+                format!(
+                    "{source}: id {id} has two pieces in the model's vocabulary (one is {piece:?})"
+                ),
+            ));
+        }
         tokens[id as usize] = bytes;
         kinds[id as usize] = TokenKind::Text;
     }
     let mut specials = HashMap::new();
     for (&id, token) in &added {
         // Added tokens hold their content verbatim, never in the model's piece encoding.
+        // `size` is past every id of `added`.
         tokens[id as usize] = token.content.as_bytes().to_vec();
         if token.special {
             kinds[id as usize] = TokenKind::Special;
@@ -166,7 +182,11 @@ fn byte_level_decoding_table() -> HashMap<char, u8> {
                 (char::from(b), b)
             } else {
                 shifted += 1;
-                (char::from_u32(0xFF + shifted).unwrap(), b)
+                // At most 68 bytes are shifted: U+0100..=U+0143, all scalar values.
+                (
+                    char::from_u32(0xFF + shifted).expect("a Latin Extended-A character"),
+                    b,
+                )
             }
         })
         .collect()

@@ -21,6 +21,15 @@ pub use trie::{Subtree, TokenTrie, TrieStep, TrieVisitor};
 /// A token id, as inference engines pass them.
 pub type TokenId = u32;
 
+/// The widest mask (and so the largest token id + 1) a vocabulary may have: 2^24 ids, a
+/// 2 MiB mask. The largest model vocabularies have about 2^18 tokens; a wider value in a
+/// tokenizer file or a configuration is an error, not an allocation of its size.
+pub const MAX_MASK_WIDTH: usize = 1 << 24;
+
+/// The largest `tokenizer.json` a gzip may inflate to: 256 MiB, ten times the largest real
+/// ones (Qwen3's is 11 MiB).
+pub const MAX_TOKENIZER_BYTES: usize = 256 << 20;
+
 /// The Qwen3 tokenizer shipped inside the crate (gzip of the original `tokenizer.json`).
 const EMBEDDED_QWEN3_TOKENIZER: &[u8] =
     include_bytes!("../../data/tokenizers/qwen3/tokenizer.json.gz");
@@ -36,9 +45,17 @@ fn gunzip_if_compressed<'a>(
         return Ok(std::borrow::Cow::Borrowed(raw));
     }
     let mut out = Vec::new();
+    // A few KiB of gzip can inflate to gigabytes: stop one byte past the ceiling.
     flate2::read::GzDecoder::new(raw)
+        .take(MAX_TOKENIZER_BYTES as u64 + 1)
         .read_to_end(&mut out)
         .map_err(|e| VocabError::new(VocabErrorKind::Parse, format!("{source}: bad gzip: {e}")))?;
+    if out.len() > MAX_TOKENIZER_BYTES {
+        return Err(VocabError::new(
+            VocabErrorKind::Config,
+            format!("{source}: inflates to more than {MAX_TOKENIZER_BYTES} bytes"),
+        ));
+    }
     Ok(std::borrow::Cow::Owned(out))
 }
 
@@ -127,7 +144,8 @@ impl VocabConfig {
     }
 
     /// The model's vocabulary size, when larger than the tokenizer's (padding rows in the
-    /// embedding matrix). Ids past the tokenizer are never allowed.
+    /// embedding matrix). Ids past the tokenizer are never allowed. At most
+    /// [`MAX_MASK_WIDTH`].
     pub fn mask_width(mut self, width: Option<usize>) -> VocabConfig {
         self.mask_width = width;
         self
@@ -200,11 +218,31 @@ impl Vocab {
     /// The Qwen3 tokenizer embedded in the crate (151,669 tokens, EOS `<|im_end|>` and
     /// `<|endoftext|>`, mask width 151,936 as in the Qwen3 models' embedding matrix).
     pub fn embedded_qwen3() -> Result<Vocab, VocabError> {
+        Vocab::embedded_qwen3_with(VocabConfig::new())
+    }
+
+    /// The embedded Qwen3 tokenizer with options; those left unset keep the embedded
+    /// defaults (mask width 151,936, EOS `<|im_end|>` and `<|endoftext|>`).
+    ///
+    /// ```
+    /// use formwork::vocab::{Vocab, VocabConfig, VocabErrorKind};
+    ///
+    /// let wide = Vocab::embedded_qwen3_with(VocabConfig::new().mask_width(Some(152_064))).unwrap();
+    /// assert_eq!(wide.mask_width(), 152_064);
+    /// let absurd = Vocab::embedded_qwen3_with(VocabConfig::new().mask_width(Some(1 << 40)));
+    /// assert_eq!(absurd.unwrap_err().kind(), &VocabErrorKind::Config);
+    /// ```
+    pub fn embedded_qwen3_with(config: VocabConfig) -> Result<Vocab, VocabError> {
         let json = gunzip_if_compressed(EMBEDDED_QWEN3_TOKENIZER, "embedded:qwen3")?;
-        let config = VocabConfig::new()
-            .mask_width(Some(151_936))
-            .eos(Some(vec!["<|im_end|>".into(), "<|endoftext|>".into()]))
-            .config_json(Some(EMBEDDED_QWEN3_CONFIG.to_vec()));
+        let config = VocabConfig {
+            mask_width: config.mask_width.or(Some(151_936)),
+            eos: config
+                .eos
+                .or_else(|| Some(vec!["<|im_end|>".into(), "<|endoftext|>".into()])),
+            config_json: config
+                .config_json
+                .or_else(|| Some(EMBEDDED_QWEN3_CONFIG.to_vec())),
+        };
         hf::load(&json, "embedded:qwen3", config)
     }
 
@@ -222,7 +260,6 @@ impl Vocab {
         let path = path.as_ref();
         let raw = std::fs::read(path)
             .map_err(|e| VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display())))?;
-        let json = gunzip_if_compressed(&raw, &path.display().to_string())?;
         let config = match config.config_json {
             Some(_) => config,
             None => {
@@ -230,7 +267,28 @@ impl Vocab {
                 config.config_json(std::fs::read(beside).ok())
             }
         };
-        hf::load(&json, &path.display().to_string(), config)
+        Vocab::from_json_bytes(&raw, &path.display().to_string(), config)
+    }
+
+    /// Loads a HuggingFace `tokenizer.json` (or a gzip of it) held in memory; `source` names
+    /// it in errors. EOS comes from `config`: names, or the contents of a
+    /// `tokenizer_config.json`, else a well-known end token.
+    ///
+    /// ```
+    /// use formwork::vocab::{Vocab, VocabConfig, VocabErrorKind};
+    ///
+    /// let bad = Vocab::from_json_bytes(br#"{"model": 3}"#, "upload", VocabConfig::new());
+    /// let e = bad.unwrap_err();
+    /// assert_eq!(e.kind(), &VocabErrorKind::Parse);
+    /// assert!(e.to_string().starts_with("upload: "));
+    /// ```
+    pub fn from_json_bytes(
+        json: &[u8],
+        source: &str,
+        config: VocabConfig,
+    ) -> Result<Vocab, VocabError> {
+        let json = gunzip_if_compressed(json, source)?;
+        hf::load(&json, source, config)
     }
 
     /// Builds a vocabulary from raw token bytes (id = index), for tests and for engines that
@@ -248,6 +306,7 @@ impl Vocab {
                 VocabError::new(VocabErrorKind::Config, format!("special id {s} >= {n}"))
             })?;
             *kind = TokenKind::Special;
+            // `kinds` has one entry per token: `s` was just found in it.
             specials.insert(String::from_utf8_lossy(&tokens[s as usize]).into_owned(), s);
         }
         for (i, t) in tokens.iter().enumerate() {
@@ -275,6 +334,7 @@ impl Vocab {
         tokenizer: Option<tokenizers::Tokenizer>,
         source: String,
     ) -> Result<Vocab, VocabError> {
+        check_width(mask_width, &source, "mask width")?;
         if mask_width < tokens.len() {
             return Err(VocabError::new(
                 VocabErrorKind::Config,
@@ -295,7 +355,13 @@ impl Vocab {
         offsets.push(0);
         for t in &tokens {
             bytes.extend_from_slice(t);
-            offsets.push(bytes.len() as u32);
+            let end = u32::try_from(bytes.len()).map_err(|_| {
+                VocabError::new(
+                    VocabErrorKind::Config,
+                    format!("{source}: the tokens' bytes add up to more than 4 GiB"),
+                )
+            })?;
+            offsets.push(end);
         }
         let trie = TokenTrie::new(
             tokens
@@ -436,10 +502,16 @@ impl Vocab {
     /// contents in the text (`<|im_end|>`) become those special tokens.
     pub fn encode(&self, text: &str) -> Result<Vec<TokenId>, VocabError> {
         match &self.inner.tokenizer {
-            Some(tok) => tok
-                .encode(text, false)
-                .map(|e| e.get_ids().to_vec())
-                .map_err(|e| VocabError::new(VocabErrorKind::Encode, format!("encode: {e}"))),
+            Some(tok) => {
+                let encoded = without_panics(|| tok.encode(text, false))
+                    .and_then(|r| r.map_err(|e| e.to_string()));
+                encoded.map(|e| e.get_ids().to_vec()).map_err(|e| {
+                    VocabError::new(
+                        VocabErrorKind::Encode,
+                        format!("{}: encode: {e}", self.source()),
+                    )
+                })
+            }
             None => self.encode_greedy(text.as_bytes()),
         }
     }
@@ -477,6 +549,7 @@ impl Vocab {
                 }
             }
             fn tokens(&mut self, &depth: &usize, tokens: &[TokenId]) {
+                // The trie reports only nodes where tokens end.
                 self.best = Some((depth, tokens[0]));
             }
         }
@@ -499,6 +572,35 @@ impl Vocab {
             }
             _ => format!("<unused {token}>"),
         }
+    }
+}
+
+/// Runs a call into the `tokenizers` crate, turning a panic into an error message. The crate
+/// panics on some malformed files (found by fuzzing 0.23.2: an `expect` in its decoder
+/// deserializer, slice indexing while it builds BPE merges); a tokenizer file is input, so
+/// its panic must be the file's typed error, not the server's end.
+pub(crate) fn without_panics<T>(call: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        format!("the tokenizers crate panicked: {message}")
+    })
+}
+
+/// `Err` when `width` ids (a mask width, or a token id + 1 read from a tokenizer file) is past
+/// [`MAX_MASK_WIDTH`], before anything of that size is allocated.
+pub(crate) fn check_width(width: usize, source: &str, what: &str) -> Result<(), VocabError> {
+    match width > MAX_MASK_WIDTH {
+        true => Err(VocabError::new(
+            VocabErrorKind::Config,
+            format!(
+                "{source}: {what} {width} is past the widest supported mask ({MAX_MASK_WIDTH} ids)"
+            ),
+        )),
+        false => Ok(()),
     }
 }
 

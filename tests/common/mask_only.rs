@@ -39,4 +39,7 @@ impl<T: FillOnly> Matcher for MaskOnly<T> {
         0
     }
     fn reset(&mut self) {}
+    fn consume_bytes(&mut self, _: &[u8]) -> Result<(), MatchError> {
+        Ok(())
+    }
 }

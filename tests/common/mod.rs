@@ -3,6 +3,7 @@
 
 pub mod oracle;
 pub mod rng;
+pub mod stack;
 pub mod walk;
 
 use std::path::PathBuf;

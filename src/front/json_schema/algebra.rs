@@ -1,18 +1,21 @@
 //! Operations on shapes: intersection (`allOf`, sibling keywords), membership of a value
 //! (`enum` filtered by the other keywords), and disjointness (`oneOf`).
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use serde_json::Value;
 
 use super::numbers::{in_range, Bound, Decimal};
 use super::schema::{error, json_equal, Compiler};
 use super::shape::{kind_of, ArrayShape, Constraint, NumberShape, ObjectShape, Shape, StringShape};
 use crate::error::{CompileError, CompileErrorKind};
+use crate::front::guard::guarded;
 use crate::front::regex::Utf8;
 use crate::ir::reference::{Recognizer, Unit};
 use crate::ir::GrammarBuilder;
-
-/// How deeply intersections may nest (each level is a few stack frames).
-const MAX_INTERSECT_DEPTH: usize = 64;
+use crate::limits::LimitKind;
 
 /// How many shape pairs one `disjoint` question may look at before answering "maybe not"
 /// (recursive schemas and wide unions would otherwise make it exponential).
@@ -62,16 +65,34 @@ pub(crate) fn matches(c: &Constraint, text: &str) -> Result<bool, CompileError> 
         .map_err(|e| e.or_at(crate::Location::JsonPointer(c.pointer.clone())))?;
     let start = g.rule("start");
     g.define(start, e)?;
-    let rec = Recognizer::new(&g.finish(start)?);
+    let rec = Recognizer::try_new(&g.finish(start)?, &crate::limits::Limits::default())?;
     let mut chart = rec.start();
     Ok(text.bytes().all(|b| chart.push(&rec, Unit::Byte(b))) && chart.is_accepting(&rec))
 }
 
+/// Where each declared property of `o` is in `o.properties`, for lookups by name that would
+/// otherwise scan them all (objects with many properties, intersected or checked against
+/// many values).
+pub(crate) fn property_index(o: &ObjectShape) -> HashMap<&str, usize> {
+    let mut index = HashMap::with_capacity(o.properties.len());
+    for (i, (k, _)) in o.properties.iter().enumerate() {
+        index.entry(k.as_str()).or_insert(i);
+    }
+    index
+}
+
 impl Compiler<'_> {
-    /// The shape the property `key` of an object of shape `o` must have.
-    pub fn schema_for(&mut self, o: &ObjectShape, key: &str) -> Result<Shape, CompileError> {
-        if let Some((_, s)) = o.properties.iter().find(|(k, _)| k == key) {
-            return Ok(s.clone());
+    /// The shape the property `key` of an object of shape `o` must have, `index` being `o`'s
+    /// [`property_index`]: borrowed from `o` unless patterns make a new one (a copy is as
+    /// deep as the shape).
+    pub fn schema_in<'o>(
+        &mut self,
+        o: &'o ObjectShape,
+        index: &HashMap<&str, usize>,
+        key: &str,
+    ) -> Result<Cow<'o, Shape>, CompileError> {
+        if let Some(&i) = index.get(key) {
+            return Ok(Cow::Borrowed(&o.properties[i].1));
         }
         let mut matching = vec![false; o.patterns.len()];
         for (m, (c, _)) in matching.iter_mut().zip(&o.patterns) {
@@ -82,11 +103,11 @@ impl Compiler<'_> {
 
     /// The shape of an undeclared name of `o` matching the patterns marked in `matching`:
     /// all their shapes, or the additional shape if it matches none.
-    pub fn undeclared_shape(
+    pub fn undeclared_shape<'o>(
         &mut self,
-        o: &ObjectShape,
+        o: &'o ObjectShape,
         matching: &[bool],
-    ) -> Result<Shape, CompileError> {
+    ) -> Result<Cow<'o, Shape>, CompileError> {
         let mut shape: Option<Shape> = None;
         for ((c, s), _) in o.patterns.iter().zip(matching).filter(|(_, &m)| m) {
             shape = Some(match shape {
@@ -94,28 +115,38 @@ impl Compiler<'_> {
                 None => s.clone(),
             });
         }
-        Ok(shape.unwrap_or_else(|| (*o.additional).clone()))
+        Ok(match shape {
+            Some(s) => Cow::Owned(s),
+            None => Cow::Borrowed(&o.additional),
+        })
     }
 
-    /// The values both shapes admit.
+    /// The values both shapes admit. Recursion: at most [`Limits::nesting`](crate::Limits)
+    /// levels (and the references resolved on the way, see [`Compiler::build`]), each guarded.
     pub fn intersect(
         &mut self,
         a: &Shape,
         b: &Shape,
         pointer: &str,
     ) -> Result<Shape, CompileError> {
-        // Inlining a recursive reference into a shape that contains it can go on forever.
-        if self.intersect_depth >= MAX_INTERSECT_DEPTH {
-            return Err(error(
-                CompileErrorKind::Limit,
-                pointer,
-                "intersection of recursive schemas nested too deeply",
-            ));
-        }
+        // Inlining a recursive reference into a shape that contains it could go on forever.
+        let what = "intersection of schemas (recursive ones inlined)";
+        self.within(LimitKind::Nesting, self.intersect_depth + 1, pointer, what)?;
+        self.tick(pointer)?;
         self.intersect_depth += 1;
-        let out = self.intersect_inner(a, b, pointer);
+        let out = guarded(|| self.intersect_inner(a, b, pointer));
         self.intersect_depth -= 1;
         out
+    }
+
+    /// The shape reference `r` stands for where it must be inlined: a reference still being
+    /// built is a cycle no value can close.
+    fn inline(&mut self, r: usize) -> Result<Rc<Shape>, CompileError> {
+        let shape = self.deref(r)?;
+        match *shape {
+            Shape::Ref(building) => Err(self.cycle_error(building)),
+            _ => Ok(shape),
+        }
     }
 
     fn intersect_inner(
@@ -128,11 +159,11 @@ impl Compiler<'_> {
             (Shape::Any, x) | (x, Shape::Any) => x.clone(),
             (Shape::Never, _) | (_, Shape::Never) => Shape::Never,
             (Shape::Ref(x), Shape::Ref(y)) if x == y => Shape::Ref(*x),
-            (Shape::Ref(x), Shape::Ref(y)) => Shape::Ref(self.both_id(*x, *y)),
+            (Shape::Ref(x), Shape::Ref(y)) => Shape::Ref(self.both_id(*x, *y, pointer)?),
             (Shape::Values(xs), other) | (other, Shape::Values(xs)) => {
                 let mut kept = Vec::new();
                 for v in xs {
-                    if self.accepts(other, v)? {
+                    if self.accepts(other, v, pointer)? {
                         kept.push(v.clone());
                     }
                 }
@@ -144,11 +175,11 @@ impl Compiler<'_> {
             }
             // Operands keep their order, so the first conflicting keyword is reported second.
             (Shape::Ref(r), other) => {
-                let target = self.resolve(*r)?;
+                let target = self.inline(*r)?;
                 self.intersect(&target, other, pointer)?
             }
             (other, Shape::Ref(r)) => {
-                let target = self.resolve(*r)?;
+                let target = self.inline(*r)?;
                 self.intersect(other, &target, pointer)?
             }
             (Shape::AnyOf(xs), other) => {
@@ -187,7 +218,7 @@ impl Compiler<'_> {
                         .length_pointer
                         .clone()
                         .or_else(|| y.length_pointer.clone()),
-                    exclude: [x.exclude.clone(), y.exclude.clone()].concat(),
+                    exclude: x.exclude.union(&y.exclude).cloned().collect(),
                     exclude_pointer: x
                         .exclude_pointer
                         .clone()
@@ -209,22 +240,20 @@ impl Compiler<'_> {
             }
             (Shape::Object(x), Shape::Object(y)) => {
                 let mut properties = Vec::new();
+                let (xi, yi) = (property_index(x), property_index(y));
+                let mut seen = std::collections::HashSet::new();
                 let names = x.properties.iter().chain(&y.properties).map(|(k, _)| k);
                 for k in names {
-                    if properties.iter().any(|(p, _): &(String, Shape)| p == k) {
+                    if !seen.insert(k.as_str()) {
                         continue;
                     }
-                    let (sx, sy) = (self.schema_for(x, k)?, self.schema_for(y, k)?);
+                    let (sx, sy) = (self.schema_in(x, &xi, k)?, self.schema_in(y, &yi, k)?);
                     let s = self.intersect(&sx, &sy, pointer)?;
                     properties.push((k.clone(), s));
                 }
+                let in_x: std::collections::HashSet<&String> = x.required.iter().collect();
                 let mut required = x.required.clone();
-                required.extend(
-                    y.required
-                        .iter()
-                        .filter(|r| !x.required.contains(r))
-                        .cloned(),
-                );
+                required.extend(y.required.iter().filter(|r| !in_x.contains(r)).cloned());
                 // A name matching one side's patterns takes that side's pattern shapes and
                 // the other side's additional shape: exact while one side has none.
                 let patterns = match (x.patterns.is_empty(), y.patterns.is_empty()) {
@@ -264,8 +293,27 @@ impl Compiler<'_> {
             .collect()
     }
 
-    /// Does `shape` admit the value `v`? Exact for every constraint a shape holds.
-    pub fn accepts(&mut self, shape: &Shape, v: &Value) -> Result<bool, CompileError> {
+    /// Does `shape` admit the value `v`? Exact for every constraint a shape holds (errors at
+    /// `pointer`). Recursion: each level reads one level of `v` (held to the nesting limit
+    /// when the schema was read), a branch, or one reference (at most
+    /// [`Limits::nesting`](crate::Limits) of those nested), each guarded; a reference met
+    /// again for the same value made no progress and admits nothing there.
+    pub fn accepts(
+        &mut self,
+        shape: &Shape,
+        v: &Value,
+        pointer: &str,
+    ) -> Result<bool, CompileError> {
+        self.tick(pointer)?;
+        guarded(|| self.accepts_step(shape, v, pointer))
+    }
+
+    fn accepts_step(
+        &mut self,
+        shape: &Shape,
+        v: &Value,
+        pointer: &str,
+    ) -> Result<bool, CompileError> {
         Ok(match shape {
             Shape::Any => true,
             Shape::Never => false,
@@ -273,12 +321,21 @@ impl Compiler<'_> {
             Shape::Boolean => v.is_boolean(),
             Shape::Values(xs) => xs.iter().any(|x| json_equal(x, v)),
             Shape::Ref(r) => {
-                let target = self.resolve(*r)?;
-                self.accepts(&target, v)?
+                let key = (*r, v as *const Value);
+                if self.accepting.contains(&key) {
+                    return Ok(false);
+                }
+                let what = "references checked against one value";
+                self.within(LimitKind::Nesting, self.accepting.len() + 1, pointer, what)?;
+                let target = self.inline(*r)?;
+                self.accepting.push(key);
+                let out = self.accepts(&target, v, pointer);
+                self.accepting.pop();
+                out?
             }
             Shape::AnyOf(xs) => {
                 for x in xs {
-                    if self.accepts(x, v)? {
+                    if self.accepts(x, v, pointer)? {
                         return Ok(true);
                     }
                 }
@@ -298,6 +355,7 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                     for c in &s.regexes {
+                        self.tick(pointer)?;
                         if !matches(c, text)? {
                             return Ok(false);
                         }
@@ -313,7 +371,7 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                     for (i, x) in xs.iter().enumerate() {
-                        if !self.accepts(&a.item(i).clone(), x)? {
+                        if !self.accepts(a.item(i), x, pointer)? {
                             return Ok(false);
                         }
                     }
@@ -330,9 +388,10 @@ impl Compiler<'_> {
                     {
                         return Ok(false);
                     }
+                    let index = property_index(o);
                     for (k, x) in map {
-                        let sk = self.schema_for(o, k)?;
-                        if !self.accepts(&sk, x)? {
+                        let sk = self.schema_in(o, &index, k)?;
+                        if !self.accepts(&sk, x, pointer)? {
                             return Ok(false);
                         }
                     }
@@ -348,7 +407,8 @@ impl Compiler<'_> {
     pub fn one_of(&mut self, branches: Vec<Shape>, pointer: &str) -> Result<Shape, CompileError> {
         for i in 0..branches.len() {
             for j in i + 1..branches.len() {
-                if !self.disjoint(&branches[i], &branches[j], &mut DISJOINT_BUDGET.clone())? {
+                let mut budget = DISJOINT_BUDGET;
+                if !self.disjoint(&branches[i], &branches[j], &mut budget, pointer)? {
                     let message = format!(
                         "oneOf branches {i} and {j} may both match a value, and formwork cannot express \"exactly one\""
                     );
@@ -371,32 +431,53 @@ impl Compiler<'_> {
         Ok(Shape::any_of(branches))
     }
 
-    /// True only if no value matches both (false when unsure).
-    fn disjoint(&mut self, a: &Shape, b: &Shape, budget: &mut usize) -> Result<bool, CompileError> {
+    /// True only if no value matches both (false when unsure). Recursion: one level per unit
+    /// of `budget` (a few thousand), each guarded.
+    fn disjoint(
+        &mut self,
+        a: &Shape,
+        b: &Shape,
+        budget: &mut usize,
+        pointer: &str,
+    ) -> Result<bool, CompileError> {
         if *budget == 0 {
             return Ok(false);
         }
         *budget -= 1;
+        self.tick(pointer)?;
+        guarded(|| self.disjoint_step(a, b, budget, pointer))
+    }
+
+    fn disjoint_step(
+        &mut self,
+        a: &Shape,
+        b: &Shape,
+        budget: &mut usize,
+        pointer: &str,
+    ) -> Result<bool, CompileError> {
         Ok(match (a, b) {
             (Shape::Never, _) | (_, Shape::Never) => true,
             (Shape::Values(xs), other) | (other, Shape::Values(xs)) => {
                 for x in xs {
-                    if self.accepts(other, x)? {
+                    if self.accepts(other, x, pointer)? {
                         return Ok(false);
                     }
                 }
                 true
             }
             (Shape::Any, _) | (_, Shape::Any) => false,
-            // A reference still being read (recursion through the `oneOf` itself): unknown.
-            (Shape::Ref(r), _) | (_, Shape::Ref(r)) if self.is_building(*r) => false,
             (Shape::Ref(r), other) | (other, Shape::Ref(r)) => {
-                let target = self.resolve(*r)?;
-                self.disjoint(&target, other, budget)?
+                let target = self.deref(*r)?;
+                match *target {
+                    // A reference still being read (recursion through the `oneOf` itself):
+                    // unknown.
+                    Shape::Ref(_) => false,
+                    _ => self.disjoint(&target, other, budget, pointer)?,
+                }
             }
             (Shape::AnyOf(xs), other) | (other, Shape::AnyOf(xs)) => {
                 for x in xs {
-                    if !self.disjoint(x, other, budget)? {
+                    if !self.disjoint(x, other, budget, pointer)? {
                         return Ok(false);
                     }
                 }
@@ -424,7 +505,7 @@ impl Compiler<'_> {
                     .max(y.min)
                     .min(x.prefix.len().max(y.prefix.len()) as u64 + 1);
                 for i in 0..both as usize {
-                    if self.disjoint(&x.item(i).clone(), &y.item(i).clone(), budget)? {
+                    if self.disjoint(x.item(i), y.item(i), budget, pointer)? {
                         return Ok(true);
                     }
                 }
@@ -436,10 +517,11 @@ impl Compiler<'_> {
                 }
                 // A property one side requires whose value the other side cannot accept there
                 // (a discriminator such as `"kind": {"const": "circle"}`).
-                for (p, q) in [(x, y), (y, x)] {
+                let (xi, yi) = (property_index(x), property_index(y));
+                for ((p, pi), (q, qi)) in [((x, &xi), (y, &yi)), ((y, &yi), (x, &xi))] {
                     for r in &p.required {
-                        let (sp, sq) = (self.schema_for(p, r)?, self.schema_for(q, r)?);
-                        if self.disjoint(&sp, &sq, budget)? {
+                        let (sp, sq) = (self.schema_in(p, pi, r)?, self.schema_in(q, qi, r)?);
+                        if self.disjoint(&sp, &sq, budget, pointer)? {
                             return Ok(true);
                         }
                     }

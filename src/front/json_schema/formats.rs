@@ -148,6 +148,8 @@ const FORMATS: [(&str, Pattern); 13] = [
 pub(crate) fn format_regex(name: &str) -> Option<&'static Regex> {
     static PARSED: [OnceLock<Regex>; FORMATS.len()] = [const { OnceLock::new() }; FORMATS.len()];
     let i = FORMATS.iter().position(|&(f, _)| f == name)?;
+    // Cannot fail: the format regexes are formwork's own (`formats` in tests/json_schema.rs
+    // compiles each).
     let parse = || Regex::whole(&FORMATS[i].1()).expect("format regexes parse");
     Some(PARSED[i].get_or_init(parse))
 }

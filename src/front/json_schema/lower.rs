@@ -1,21 +1,26 @@
 //! Shapes to grammar IR: JSON syntax, whitespace, property order and counts.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::algebra::property_index;
 use super::numbers::{self, Bound, Decimal};
-use super::schema::{error, Compiler, MAX_KEY_PATTERNS};
+use super::schema::{error, over, Compiler, MAX_KEY_PATTERNS};
 use super::shape::{ArrayShape, Constraint, ObjectShape, RefId, Shape, StringShape};
 use super::strings::{any_text, text_not_in, JsonText, Regex};
 use super::{PropertyOrder, Whitespace};
 use crate::error::{CompileError, CompileErrorKind, Location};
-use crate::front::chars::CharDfa;
+use crate::front::chars::{Budget, CharDfa};
+use crate::front::guard::{guarded, tick};
 use crate::ir::{ByteSet, Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::limits::{Deadline, LimitKind};
 
 /// Most states of the automaton of one string's constraints together (patterns, lengths,
 /// excluded values; see [`CharDfa`]), and of one key automaton: each state is a rule, and a
-/// length far past a pattern's own (`maxLength: 100000`) multiplies its states.
+/// length far past a pattern's own (`maxLength: 100000`) multiplies its states. Lower still if
+/// [`Limits::automaton_states`](crate::Limits) is.
 const MAX_STRING_STATES: usize = 4096;
 
 /// The spelling of string contents: object keys' or values'.
@@ -28,7 +33,11 @@ fn encoding<'e>(text: &'e mut JsonText, keys: &'e mut JsonText, key: bool) -> &'
 
 /// The undeclared names of `o` split by the set of patterns they match (bit `i`: pattern
 /// `i`), each nonempty set with the automaton of its names.
-fn key_classes(o: &ObjectShape, declared: &[&str]) -> Result<Vec<(usize, CharDfa)>, CompileError> {
+fn key_classes(
+    o: &ObjectShape,
+    declared: &[&str],
+    budget: &Budget,
+) -> Result<Vec<(usize, CharDfa)>, CompileError> {
     debug_assert!(o.patterns.len() <= MAX_KEY_PATTERNS);
     fn at(c: &Constraint) -> impl Fn(CompileError) -> CompileError + '_ {
         move |e| e.or_at(Location::JsonPointer(c.pointer.clone()))
@@ -36,10 +45,13 @@ fn key_classes(o: &ObjectShape, declared: &[&str]) -> Result<Vec<(usize, CharDfa
     let automata = o
         .patterns
         .iter()
-        .map(|(c, _)| c.regex.automaton(MAX_STRING_STATES).map_err(at(c)))
+        .map(|(c, _)| c.regex.automaton(budget).map_err(at(c)))
         .collect::<Result<Vec<_>, _>>()?;
-    let complements: Vec<CharDfa> = automata.iter().map(CharDfa::complement).collect();
-    let undeclared = CharDfa::strings(declared).complement();
+    let complements = automata
+        .iter()
+        .map(|a| a.complement(budget.deadline))
+        .collect::<Result<Vec<_>, _>>()?;
+    let undeclared = CharDfa::strings(declared, budget)?.complement(budget.deadline)?;
     let mut classes = Vec::new();
     for set in 0..1usize << automata.len() {
         let mut keys = undeclared.clone();
@@ -48,7 +60,7 @@ fn key_classes(o: &ObjectShape, declared: &[&str]) -> Result<Vec<(usize, CharDfa
                 true => &automata[i],
                 false => &complements[i],
             };
-            keys = keys.intersect(dfa, MAX_STRING_STATES).map_err(at(c))?;
+            keys = keys.intersect(dfa, budget).map_err(at(c))?;
         }
         if !keys.is_empty() {
             classes.push((set, keys));
@@ -59,25 +71,26 @@ fn key_classes(o: &ObjectShape, declared: &[&str]) -> Result<Vec<(usize, CharDfa
 
 /// The strings every regex, the lengths and the exclusions of `s` admit, as one automaton;
 /// on failure (a construct automata do not take, too many states), where and why.
-fn string_automaton(s: &StringShape) -> Result<CharDfa, (String, CompileError)> {
+fn string_automaton(s: &StringShape, budget: &Budget) -> Result<CharDfa, (String, CompileError)> {
     let length_at = || {
         s.length_pointer
             .clone()
             .or_else(|| s.regexes.first().map(|c| c.pointer.clone()))
             .unwrap_or_default()
     };
-    let mut dfa = CharDfa::length(s.min, s.max, MAX_STRING_STATES).map_err(|e| (length_at(), e))?;
+    let mut dfa = CharDfa::length(s.min, s.max, budget).map_err(|e| (length_at(), e))?;
     for c in &s.regexes {
         let at = |e| (c.pointer.clone(), e);
-        let regex = c.regex.automaton(MAX_STRING_STATES).map_err(at)?;
-        dfa = dfa.intersect(&regex, MAX_STRING_STATES).map_err(at)?;
+        let regex = c.regex.automaton(budget).map_err(at)?;
+        dfa = dfa.intersect(&regex, budget).map_err(at)?;
     }
     if !s.exclude.is_empty() {
         let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
         let at = |e| (s.exclude_pointer.clone().unwrap_or_default(), e);
-        dfa = dfa
-            .intersect(&CharDfa::strings(&names).complement(), MAX_STRING_STATES)
+        let excluded = CharDfa::strings(&names, budget)
+            .and_then(|d| d.complement(budget.deadline))
             .map_err(at)?;
+        dfa = dfa.intersect(&excluded, budget).map_err(at)?;
     }
     Ok(dfa)
 }
@@ -92,8 +105,11 @@ pub(crate) struct Lowering<'c, 'a, 'g> {
     keys: JsonText,
     ws: ExprId,
     ref_rules: HashMap<RefId, RuleId>,
+    /// References whose rule is declared but not defined yet: lowered one after another by
+    /// [`root`](Self::root), never inside the shape that refers to them, so a chain of
+    /// references costs no nesting.
+    pending: Vec<(RefId, RuleId)>,
     any_value: Option<RuleId>,
-    depth: usize,
     /// Character automata lowered so far (each one's rules get its number).
     automata: usize,
 }
@@ -119,10 +135,30 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             keys: JsonText::keys(),
             ws,
             ref_rules: HashMap::new(),
+            pending: Vec::new(),
             any_value: None,
-            depth: 0,
             automata: 0,
         }
+    }
+
+    /// The budget of one character automaton.
+    fn budget(&self) -> Budget<'a> {
+        Budget {
+            max_states: MAX_STRING_STATES
+                .min(self.c.limits.get(LimitKind::AutomatonStates) as usize),
+            deadline: self.c.deadline,
+        }
+    }
+
+    /// The expression of the root shape, with the rule of every reference it needs.
+    pub fn root(&mut self, s: &Shape) -> Result<ExprId, CompileError> {
+        let e = self.shape(s)?;
+        while let Some((r, rule)) = self.pending.pop() {
+            let shape = self.c.resolve(r)?;
+            let body = self.shape(&shape)?;
+            self.g.define(rule, body)?;
+        }
+        Ok(e)
     }
 
     /// `ws text ws`: a punctuation mark with the whitespace allowed around it.
@@ -131,28 +167,23 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         self.g.seq([self.ws, t, self.ws])
     }
 
+    /// `Ok` while the grammar is within [`Limits::grammar_size`](crate::Limits), and the
+    /// deadline has not passed.
     fn check_size(&mut self) -> Result<(), CompileError> {
-        let size = self.g.len();
-        match size > self.c.opts.max_grammar_size {
-            true => Err(CompileError::unplaced(
-                CompileErrorKind::Limit,
-                format!(
-                    "the grammar grew past {} expressions",
-                    self.c.opts.max_grammar_size
-                ),
-            )),
-            false => Ok(()),
-        }
+        tick(self.c.deadline)?;
+        self.c
+            .limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64)
+            .map_err(|e| CompileError::over_limit(e, Location::None, "the schema's grammar"))
     }
 
-    pub fn shape(&mut self, s: &Shape) -> Result<ExprId, CompileError> {
-        self.depth += 1;
-        if self.depth > self.c.opts.max_depth {
-            return Err(CompileError::unplaced(
-                CompileErrorKind::Limit,
-                "shape nested too deeply",
-            ));
-        }
+    /// Recursion: as deep as the shape nests (its schema's nesting, plus the references
+    /// intersections inlined, all bounded when it was built), each level guarded.
+    fn shape(&mut self, s: &Shape) -> Result<ExprId, CompileError> {
+        guarded(|| self.shape_step(s))
+    }
+
+    fn shape_step(&mut self, s: &Shape) -> Result<ExprId, CompileError> {
         self.check_size()?;
         let e = match s {
             Shape::Any => {
@@ -169,6 +200,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             Shape::Values(vs) => {
                 let mut branches = Vec::new();
                 for v in vs {
+                    tick(self.c.deadline)?;
                     branches.push(self.value(v));
                 }
                 self.g.alt(branches)
@@ -188,29 +220,24 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                 self.g.alt(branches)
             }
             Shape::Ref(r) => {
-                let rule = self.ref_rule(*r)?;
+                let rule = self.ref_rule(*r);
                 self.g.rule_ref(rule)
             }
         };
-        self.depth -= 1;
         self.check_size()?;
         Ok(e)
     }
 
-    fn ref_rule(&mut self, r: RefId) -> Result<RuleId, CompileError> {
+    /// The rule of reference `r`, its body left to [`root`](Self::root)'s worklist.
+    fn ref_rule(&mut self, r: RefId) -> RuleId {
         if let Some(&rule) = self.ref_rules.get(&r) {
-            return Ok(rule);
+            return rule;
         }
         let name = format!("{}ref {}", self.prefix, self.c.refs[r].name);
         let rule = self.g.rule(&name);
         self.ref_rules.insert(r, rule);
-        let shape = self.c.resolve(r)?;
-        // References compile outside the current nesting: recursion goes through rules.
-        let depth = std::mem::replace(&mut self.depth, 0);
-        let body = self.shape(&shape)?;
-        self.depth = depth;
-        self.g.define(rule, body)?;
-        Ok(rule)
+        self.pending.push((r, rule));
+        rule
     }
 
     /// Any JSON value (recursive rules, built once).
@@ -221,6 +248,8 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         let value = self.g.rule(&format!("{}json value", self.prefix));
         self.any_value = Some(value);
         let v = self.g.rule_ref(value);
+        // Cannot fail: a string without patterns, lengths or exclusions is any text, built
+        // without automata, rules or limits.
         let [key, string] = [true, false].map(|key| {
             self.string(&StringShape::default(), key)
                 .expect("plain strings compile")
@@ -234,6 +263,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         let f = self.g.text("false");
         let n = self.g.text("null");
         let body = self.g.alt([object, array, string, number, t, f, n]);
+        // Cannot fail: the rule was declared just above, under the guard of `any_value`.
         self.g.define(value, body).expect("defined once");
         value
     }
@@ -269,7 +299,13 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
     }
 
     /// A fixed value: strings in canonical form, numbers in every notation of their value.
+    /// Recursion: as deep as `v` nests (held to the nesting limit when the schema was read),
+    /// each level guarded.
     fn value(&mut self, v: &Value) -> ExprId {
+        guarded(|| self.value_step(v))
+    }
+
+    fn value_step(&mut self, v: &Value) -> ExprId {
         match v {
             Value::Number(n) => {
                 let b = Bound {
@@ -349,7 +385,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         let unbounded = s.min == 0 && max.is_none();
         if !s.exclude.is_empty() && s.regexes.is_empty() && unbounded {
             let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
-            return Ok(text_not_in(self.g, enc, &names));
+            return text_not_in(self.g, enc, &names, self.c.deadline);
         }
         let single = match (s.regexes.as_slice(), s.exclude.is_empty()) {
             ([], true) => return Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp))),
@@ -365,13 +401,13 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         if let Some((c, regex)) = single {
             return self.lower_regex(c, &regex, s, key);
         }
-        match string_automaton(s) {
+        match string_automaton(s, &self.budget()) {
             Ok(dfa) => {
                 self.automata += 1;
                 let name = format!("{}json string automaton {}", self.prefix, self.automata);
                 let enc = encoding(&mut self.text, &mut self.keys, key);
                 let any = any_text(self.g, enc, 0, None);
-                dfa.lower(&name, self.g, enc, any)
+                dfa.lower(&name, self.g, enc, any, self.c.deadline)
             }
             Err((at, e)) => {
                 // Lenient: the first regex alone, or the lengths alone.
@@ -454,6 +490,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         }
         let open = self.g.text("[");
         let close = self.g.text("]");
+        // `prefix` is not empty: an array without one returned above.
         let full = self.g.seq([open, self.ws, prefix[0], tail, self.ws, close]);
         let mut branches = Vec::new();
         if a.min == 0 {
@@ -467,30 +504,33 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
 
     fn object(&mut self, o: &ObjectShape) -> Result<ExprId, CompileError> {
         // Required properties the schema does not declare take the shape their name gets there.
-        let mut props: Vec<(String, Shape, bool)> = o
+        // Shapes borrowed, not copied: a copy is as deep as the shape, once per enclosing object.
+        let required: HashSet<&str> = o.required.iter().map(String::as_str).collect();
+        let mut props: Vec<(&str, Cow<Shape>, bool)> = o
             .properties
             .iter()
-            .map(|(k, s)| (k.clone(), s.clone(), o.required.contains(k)))
+            .map(|(k, s)| (k.as_str(), Cow::Borrowed(s), required.contains(k.as_str())))
             .collect();
+        let index = property_index(o);
         for r in &o.required {
-            if !props.iter().any(|(k, _, _)| k == r) {
-                let shape = self.c.schema_for(o, r)?;
-                props.push((r.clone(), shape, true));
+            if !index.contains_key(r.as_str()) {
+                let shape = self.c.schema_in(o, &index, r)?;
+                props.push((r, shape, true));
             }
         }
         // A property whose schema is `false` can only be absent.
         if props
             .iter()
-            .any(|(_, s, req)| *req && matches!(s, Shape::Never))
+            .any(|(_, s, req)| *req && matches!(**s, Shape::Never))
         {
             return Ok(self.g.nothing());
         }
         // Declared names are never additional properties, even those that can only be absent.
-        let declared: Vec<String> = props.iter().map(|(k, _, _)| k.clone()).collect();
-        props.retain(|(_, s, _)| !matches!(s, Shape::Never));
+        let declared: Vec<String> = props.iter().map(|(k, _, _)| k.to_string()).collect();
+        props.retain(|(_, s, _)| !matches!(**s, Shape::Never));
         let mut members = Vec::new();
         for (k, s, req) in &props {
-            let key = self.g.text(&Value::from(k.as_str()).to_string());
+            let key = self.g.text(&Value::from(*k).to_string());
             let colon = self.punct(":");
             let value = self.shape(s)?;
             members.push((self.g.seq([key, colon, value]), *req));
@@ -511,7 +551,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             });
         }
         match self.c.opts.property_order {
-            PropertyOrder::Schema => Ok(self.ordered(&members, extra, counts)),
+            PropertyOrder::Schema => self.ordered(&members, extra, counts, &o.pointer),
             PropertyOrder::Any => {
                 if members.len() > self.c.opts.max_any_order_properties {
                     return Err(error(
@@ -525,7 +565,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
                         ),
                     ));
                 }
-                self.unordered(&members, extra, counts)
+                self.unordered(&members, extra, counts, &o.pointer)
             }
         }
     }
@@ -540,20 +580,21 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         declared: &[String],
     ) -> Result<Option<ExprId>, CompileError> {
         let names: Vec<&str> = declared.iter().map(String::as_str).collect();
+        let deadline = self.c.deadline;
         if o.patterns.is_empty() {
             if matches!(*o.additional, Shape::Never) {
                 return Ok(None);
             }
-            let content = text_not_in(self.g, &mut self.keys, &names);
-            let member = self.member(content, &o.additional.clone())?;
+            let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
+            let member = self.member(content, &o.additional)?;
             return Ok(Some(member));
         }
-        let classes = match key_classes(o, &names) {
+        let classes = match key_classes(o, &names, &self.budget()) {
             Ok(classes) => classes,
             Err(e) => {
                 // Lenient: undeclared names not told apart, with any value.
                 self.c.tolerate(e)?;
-                let content = text_not_in(self.g, &mut self.keys, &names);
+                let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
                 return Ok(Some(self.member(content, &Shape::Any)?));
             }
         };
@@ -561,13 +602,13 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         for (set, keys) in classes {
             let matching: Vec<bool> = (0..o.patterns.len()).map(|i| set >> i & 1 == 1).collect();
             let value = self.c.undeclared_shape(o, &matching)?;
-            if matches!(value, Shape::Never) {
+            if matches!(*value, Shape::Never) {
                 continue;
             }
             self.automata += 1;
             let name = format!("{}json key automaton {}", self.prefix, self.automata);
             let any = any_text(self.g, &mut self.keys, 0, None);
-            let content = keys.lower(&name, self.g, &mut self.keys, any)?;
+            let content = keys.lower(&name, self.g, &mut self.keys, any, deadline)?;
             members.push(self.member(content, &value)?);
         }
         Ok((!members.is_empty()).then(|| self.g.alt(members)))
@@ -581,16 +622,23 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         Ok(self.g.seq([quote, content, quote, colon, value]))
     }
 
-    /// Declared properties in schema order, then additional ones.
+    /// Declared properties in schema order, then additional ones: an expression per member and
+    /// count written before it, so a `Limit` error (at `pointer`) if that many would not fit.
     fn ordered(
         &mut self,
         members: &[(ExprId, bool)],
         extra: Option<ExprId>,
         counts: Counts,
-    ) -> ExprId {
+        pointer: &str,
+    ) -> Result<ExprId, CompileError> {
         let comma = self.punct(",");
         // rest[c]: the members from k on after c were written (c capped), built from the end.
         let cap = counts.cap(members.len(), false);
+        let needed = (members.len() as u64).saturating_mul(cap.saturating_add(1));
+        self.c
+            .limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64 + needed)
+            .map_err(|e| over(e, pointer, "properties and their counts"))?;
         let extras_tail = |lw: &mut Self, c: u64| -> ExprId {
             let lo = counts.min.saturating_sub(c);
             let hi = counts.max.map(|m| m.saturating_sub(c));
@@ -613,6 +661,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
             }
         };
         for &(m, req) in members.iter().rev() {
+            self.check_size()?;
             let mut next_after = Vec::with_capacity(after.len());
             for c in 0..=cap {
                 let c1 = (c + 1).min(cap);
@@ -650,7 +699,7 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         if can_be_empty {
             branches.push(self.g.seq([open, self.ws, close]));
         }
-        self.g.alt(branches)
+        Ok(self.g.alt(branches))
     }
 
     /// Properties in any order: one rule per set of declared properties written (and count).
@@ -659,9 +708,16 @@ impl<'c, 'a, 'g> Lowering<'c, 'a, 'g> {
         members: &[(ExprId, bool)],
         extra: Option<ExprId>,
         counts: Counts,
+        pointer: &str,
     ) -> Result<ExprId, CompileError> {
         let n = members.len();
         let cap = counts.cap(n, extra.is_some());
+        // A rule per set and count, declared before any is defined: checked first.
+        let rules_needed = (1u64 << n).saturating_mul(cap);
+        self.c
+            .limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
+            .map_err(|e| over(e, pointer, "properties in any order"))?;
         let required: u64 = members
             .iter()
             .enumerate()
@@ -753,34 +809,79 @@ fn clamp(n: u64) -> u32 {
 
 /// Does the start rule derive at least one string? (A required property that recurses into its
 /// own object, or `$ref`s that only point at each other, leave no finite instance.)
-pub(crate) fn has_strings(g: &Grammar) -> bool {
-    let mut rule_ok = vec![false; g.rules().len()];
-    let mut expr_ok = vec![false; g.exprs().len()];
-    loop {
-        let mut changed = false;
-        // Expressions only refer to earlier ones (hash-consing builds bottom-up) or to rules.
-        for (i, e) in g.exprs().iter().enumerate() {
-            let ok = match e {
-                Expr::Nothing => false,
-                Expr::Empty | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => true,
-                Expr::Seq(xs) => xs.iter().all(|x| expr_ok[x.index()]),
-                Expr::Alt(xs) => xs.iter().any(|x| expr_ok[x.index()]),
-                Expr::Repeat { body, min, .. } => *min == 0 || expr_ok[body.index()],
-                Expr::Rule(r) => rule_ok[r.index()],
-            };
-            if ok && !expr_ok[i] {
-                expr_ok[i] = true;
-                changed = true;
+///
+/// The productive expressions and rules, found from the leaves up with a worklist: each
+/// becomes productive once, when its last needed part does (a sequence: all parts; an
+/// alternation, a rule reference or a repeat: one), so the work is linear in the grammar. (A
+/// fixpoint of passes over the whole grammar took a pass per link of a chain of rules.)
+pub(crate) fn has_strings(g: &Grammar, deadline: &Deadline) -> Result<bool, CompileError> {
+    let exprs = g.exprs();
+    let rules = g.rules();
+    // Who waits on what: expressions on their parts, reference expressions on their rule,
+    // rules on their body.
+    let mut users: Vec<Vec<u32>> = vec![Vec::new(); exprs.len()];
+    let mut refs_to: Vec<Vec<u32>> = vec![Vec::new(); rules.len()];
+    let mut bodies_of: Vec<Vec<u32>> = vec![Vec::new(); exprs.len()];
+    // Parts still missing before an expression is productive.
+    let mut missing: Vec<u32> = vec![0; exprs.len()];
+    let mut ready: Vec<u32> = Vec::new();
+    for (i, e) in exprs.iter().enumerate() {
+        tick(deadline)?;
+        missing[i] = match e {
+            Expr::Nothing => u32::MAX,
+            Expr::Empty | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => 0,
+            Expr::Seq(xs) => {
+                xs.iter().for_each(|x| users[x.index()].push(i as u32));
+                xs.len() as u32
             }
-        }
-        for (i, r) in g.rules().iter().enumerate() {
-            if expr_ok[r.body.index()] && !rule_ok[i] {
-                rule_ok[i] = true;
-                changed = true;
+            Expr::Alt(xs) => {
+                xs.iter().for_each(|x| users[x.index()].push(i as u32));
+                1
             }
-        }
-        if !changed {
-            return rule_ok[g.start().index()];
+            Expr::Repeat { min: 0, .. } => 0,
+            Expr::Repeat { body, .. } => {
+                users[body.index()].push(i as u32);
+                1
+            }
+            Expr::Rule(r) => {
+                refs_to[r.index()].push(i as u32);
+                1
+            }
+        };
+        if missing[i] == 0 {
+            ready.push(i as u32);
         }
     }
+    for (r, rule) in rules.iter().enumerate() {
+        bodies_of[rule.body.index()].push(r as u32);
+    }
+    let mut productive_rule = vec![false; rules.len()];
+    let mut done = vec![false; exprs.len()];
+    // Each expression is productive once; its users each lose one missing part per
+    // distinct part (a sequence's repeated part counts each time it occurs).
+    while let Some(i) = ready.pop() {
+        tick(deadline)?;
+        let i = i as usize;
+        if std::mem::replace(&mut done[i], true) {
+            continue;
+        }
+        for &u in &users[i] {
+            let u = u as usize;
+            missing[u] = missing[u].saturating_sub(1);
+            if missing[u] == 0 && !done[u] {
+                ready.push(u as u32);
+            }
+        }
+        for &r in &bodies_of[i] {
+            if !std::mem::replace(&mut productive_rule[r as usize], true) {
+                for &e in &refs_to[r as usize] {
+                    if !done[e as usize] {
+                        missing[e as usize] = 0;
+                        ready.push(e);
+                    }
+                }
+            }
+        }
+    }
+    Ok(productive_rule[g.start().index()])
 }

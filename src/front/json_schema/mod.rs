@@ -42,6 +42,19 @@
 //! other documents, and patterns with assertions other than `^`/`$` where they must be
 //! intersected.
 //!
+//! # Limits
+//!
+//! Schemas come from strangers, so every compilation works within a [`Limits`]
+//! ([`compile_schema_with`]; [`compile_schema`] takes the defaults, and the engine passes its
+//! own): subschemas nest at most [`Limits::nesting`] deep, and so do `enum`/`const` values and
+//! the groups of a `pattern`; `enum`, `anyOf`, `oneOf`, `allOf` and the other lists hold at
+//! most [`Limits::alternatives`] entries; the grammar stays within [`Limits::grammar_size`]
+//! expressions, each character automaton within [`Limits::automaton_states`] states (and
+//! 4,096, see the crate's README), and the whole compilation within the compile-time budget.
+//! Past any of them the error is a `Limit` error naming the limit and the JSON pointer. A
+//! chain of `$ref`s costs one rule per link and no nesting: references are lowered from a
+//! worklist, never inside one another.
+//!
 //! # Example
 //!
 //! ```
@@ -77,6 +90,7 @@ use serde_json::Value;
 
 use crate::error::CompileError;
 use crate::ir::{ExprId, Grammar, GrammarBuilder};
+use crate::limits::{Deadline, Limits};
 
 /// Whitespace between JSON tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,7 +114,9 @@ pub enum PropertyOrder {
     Any,
 }
 
-/// How a schema is compiled; builder style.
+/// How a schema is compiled, i.e. which JSON texts its grammar admits; builder style. How much
+/// work a compilation may take is not an option of the schema but the engine's [`Limits`]
+/// (see [`compile_schema_with`]), the same for every front end.
 ///
 /// ```
 /// use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
@@ -118,9 +134,7 @@ pub struct JsonSchemaOptions {
     property_order: PropertyOrder,
     additional_properties: bool,
     lenient: bool,
-    max_depth: usize,
     max_any_order_properties: usize,
-    max_grammar_size: usize,
 }
 
 impl Default for JsonSchemaOptions {
@@ -130,9 +144,7 @@ impl Default for JsonSchemaOptions {
             property_order: PropertyOrder::Schema,
             additional_properties: true,
             lenient: false,
-            max_depth: 256,
             max_any_order_properties: 8,
-            max_grammar_size: 2_000_000,
         }
     }
 }
@@ -174,21 +186,9 @@ impl JsonSchemaOptions {
         self.lenient
     }
 
-    /// Deepest schema nesting accepted (a `Limit` error beyond).
-    pub fn max_depth(mut self, depth: usize) -> Self {
-        self.max_depth = depth;
-        self
-    }
-
     /// Most properties of one object compiled in [`PropertyOrder::Any`] (2^n grammar states).
     pub fn max_any_order_properties(mut self, n: usize) -> Self {
         self.max_any_order_properties = n.min(20);
-        self
-    }
-
-    /// Most IR expressions a schema may compile to (a `Limit` error beyond).
-    pub fn max_grammar_size(mut self, n: usize) -> Self {
-        self.max_grammar_size = n;
         self
     }
 }
@@ -203,21 +203,54 @@ pub struct SchemaGrammar {
     pub warnings: Vec<CompileError>,
 }
 
-/// Compiles a JSON Schema into a grammar.
+/// Compiles a JSON Schema into a grammar, within the default [`Limits`].
 ///
 /// Errors: `Unsupported` (a keyword formwork cannot express, unless lenient), `Undefined` (a
-/// `$ref` that does not resolve), `Invalid` (a malformed schema), `Limit` (size or depth limits),
-/// `EmptyLanguage` (no value satisfies the schema); each with the JSON pointer of the culprit.
+/// `$ref` that does not resolve), `Invalid` (a malformed schema), `Limit` (see the module's
+/// notes on limits), `EmptyLanguage` (no value satisfies the schema); each with the JSON
+/// pointer of the culprit.
 pub fn compile_schema(
     schema: &Value,
     options: &JsonSchemaOptions,
 ) -> Result<SchemaGrammar, CompileError> {
-    let mut g = GrammarBuilder::new();
-    let (body, warnings) = schema_expr(schema, options, &mut g, "")?;
+    compile_schema_with(schema, options, &Limits::new())
+}
+
+/// [`compile_schema`] within `limits` (its compile-time budget starting now).
+///
+/// ```
+/// use formwork::front::json_schema::{compile_schema_with, JsonSchemaOptions};
+/// use formwork::{LimitKind, Limits, Location};
+///
+/// let schema = serde_json::json!({"type": "array", "items": {"type": "array", "items": {}}});
+/// let options = JsonSchemaOptions::new();
+/// assert!(compile_schema_with(&schema, &options, &Limits::new().nesting(3)).is_ok());
+/// let err = compile_schema_with(&schema, &options, &Limits::new().nesting(2)).unwrap_err();
+/// assert_eq!(err.limit().unwrap().kind, LimitKind::Nesting);
+/// assert_eq!(err.location(), &Location::JsonPointer("/items/items".into()));
+/// ```
+pub fn compile_schema_with(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+    limits: &Limits,
+) -> Result<SchemaGrammar, CompileError> {
+    compile_schema_within(schema, options, limits, &limits.deadline())
+}
+
+/// [`compile_schema_with`] against a deadline that spans more than the front end (the
+/// engine's, for the whole compilation).
+pub(crate) fn compile_schema_within(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+    limits: &Limits,
+    deadline: &Deadline,
+) -> Result<SchemaGrammar, CompileError> {
+    let mut g = GrammarBuilder::with_limits(limits);
+    let (body, warnings) = schema_expr(schema, options, &mut g, "", limits, deadline)?;
     let start = g.rule("json schema");
     g.define(start, body)?;
     let grammar = g.finish(start)?;
-    if !lower::has_strings(&grammar) {
+    if !lower::has_strings(&grammar, deadline)? {
         return Err(schema::error(
             crate::CompileErrorKind::EmptyLanguage,
             "",
@@ -234,10 +267,12 @@ pub(crate) fn schema_expr(
     options: &JsonSchemaOptions,
     g: &mut GrammarBuilder,
     prefix: &str,
+    limits: &Limits,
+    deadline: &Deadline,
 ) -> Result<(ExprId, Vec<CompileError>), CompileError> {
-    let mut c = schema::Compiler::new(schema, options);
-    let shape = c.build(schema, "", 0)?;
+    let mut c = schema::Compiler::new(schema, options, limits, deadline)?;
+    let shape = c.build(schema, "")?;
     let mut lw = lower::Lowering::new(&mut c, g, prefix);
-    let body = lw.shape(&shape)?;
+    let body = lw.root(&shape)?;
     Ok((body, c.warnings))
 }

@@ -10,6 +10,7 @@
 
 use std::cmp::Ordering;
 
+use crate::front::guard::guarded;
 use crate::ir::{ByteSet, ExprId, GrammarBuilder};
 
 /// An exact decimal: sign, integer digits (no leading zeros; `[0]` below one) and fraction digits
@@ -239,7 +240,19 @@ pub(crate) fn fixed_width_ranges(lo: &[u32], hi: &[u32], base: u32) -> Vec<Vec<(
     out
 }
 
+/// Recursion: one level per digit (a bound's digits, a few hundred at most for an `f64`),
+/// each guarded.
 fn split(
+    lo: &[u32],
+    hi: &[u32],
+    base: u32,
+    prefix: &mut Vec<(u32, u32)>,
+    out: &mut Vec<Vec<(u32, u32)>>,
+) {
+    guarded(|| split_step(lo, hi, base, prefix, out))
+}
+
+fn split_step(
     lo: &[u32],
     hi: &[u32],
     base: u32,
@@ -250,6 +263,7 @@ fn split(
         out.push(prefix.clone());
         return;
     };
+    // Cannot fail: every caller passes bounds of one width, and each step shortens both.
     let (&h, hi_rest) = hi.split_first().expect("equal widths");
     let full = |prefix: &[(u32, u32)], first: (u32, u32)| -> Vec<(u32, u32)> {
         let mut v = prefix.to_vec();
@@ -636,6 +650,9 @@ fn fraction(
     }
 }
 
+/// The fraction digits of the bounds, padded to one width. Wherever a walk is `tight_lo`
+/// (`tight_hi`) the lower (upper) bound exists: tightness starts as the bound's presence and
+/// is only ever dropped.
 struct Fraction {
     lo: Option<(Vec<u8>, bool)>,
     hi: Option<(Vec<u8>, bool)>,
@@ -657,8 +674,20 @@ impl Fraction {
         lo_ok && hi_ok
     }
 
-    /// One or more digits from position `i` on.
+    /// One or more digits from position `i` on. Recursion: one level per digit of the bounds
+    /// (a few hundred at most for an `f64`), each guarded.
     fn digits(
+        &self,
+        g: &mut GrammarBuilder,
+        i: usize,
+        tight_lo: bool,
+        tight_hi: bool,
+        memo: &mut std::collections::HashMap<(usize, bool, bool), ExprId>,
+    ) -> ExprId {
+        guarded(|| self.digits_step(g, i, tight_lo, tight_hi, memo))
+    }
+
+    fn digits_step(
         &self,
         g: &mut GrammarBuilder,
         i: usize,
@@ -773,6 +802,7 @@ fn scientific(g: &mut GrammarBuilder, lo: &Bound, hi: Option<&Bound>) -> ExprId 
     let mut branches = Vec::new();
     let mut at =
         |g: &mut GrammarBuilder, mantissa: ExprId, lo_e: Option<i64>, hi_e: Option<i64>| {
+            // Cannot fail: an integer's decimal text is `-?digits`.
             let lo_d = lo_e.map(|x| Decimal::parse(&x.to_string()).unwrap());
             let hi_d = hi_e.map(|x| Decimal::parse(&x.to_string()).unwrap());
             let exp = int_range(g, lo_d.as_ref(), hi_d.as_ref(), &exp_style);

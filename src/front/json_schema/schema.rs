@@ -1,7 +1,8 @@
 //! Reading a schema document: keywords to [`Shape`]s, `$ref` resolution, type lists, `anyOf`,
 //! `oneOf` and `allOf`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
@@ -11,6 +12,8 @@ use super::shape::{ArrayShape, Constraint, NumberShape, ObjectShape, RefId, Shap
 use super::strings::Regex;
 use super::JsonSchemaOptions;
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::guard::{guarded, tick};
+use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 
 /// Validation keywords formwork cannot express; anything not listed here or handled is an
 /// unknown keyword, which JSON Schema defines as an annotation.
@@ -48,6 +51,11 @@ pub(crate) fn error(
     CompileError::new(kind, Location::JsonPointer(pointer.to_string()), message)
 }
 
+/// The `Limit` error of `exceeded` at `pointer`, `what` naming what reached it.
+pub(crate) fn over(exceeded: LimitExceeded, pointer: &str, what: &str) -> CompileError {
+    CompileError::over_limit(exceeded, Location::JsonPointer(pointer.to_string()), what)
+}
+
 /// How a `$ref` table entry is defined.
 pub(crate) enum Recipe {
     /// The schema at this JSON pointer.
@@ -62,38 +70,77 @@ pub(crate) struct RefDef {
     /// is `A` and `(A & B) & C` is `A & (B & C)`, so recursion closes over finitely many sets.
     bases: Vec<RefId>,
     pub recipe: Recipe,
-    pub shape: Option<Shape>,
+    /// Shared: every use of the reference reads it, and a copy of a shape is as deep as it.
+    pub shape: Option<Rc<Shape>>,
     pub building: bool,
 }
 
-/// One compilation: the document, options, warnings and the `$ref` table.
+/// One compilation: the document, options, limits, warnings and the `$ref` table.
 pub(crate) struct Compiler<'a> {
     pub root: &'a Value,
     pub opts: &'a JsonSchemaOptions,
+    pub limits: &'a Limits,
+    pub deadline: &'a Deadline,
     pub warnings: Vec<CompileError>,
     pub refs: Vec<RefDef>,
     ref_ids: HashMap<String, RefId>,
     both_ids: HashMap<Vec<RefId>, RefId>,
     /// `$anchor`s and `$id`s: the pointer of the schema each names.
     ids: HashMap<String, String>,
+    /// Nesting of `build` calls, references built while building another included (so a
+    /// chain of references each resolved inside the last counts every link), within
+    /// [`Limits::nesting`].
+    depth: usize,
     /// Nesting of `intersect` calls (bounded).
     pub intersect_depth: usize,
+    /// The (reference, value) pairs `accepts` is checking, innermost last: meeting one again
+    /// is a derivation that made no progress.
+    pub accepting: Vec<(RefId, *const Value)>,
+    /// Where each chain of plain references ends (see [`deref`](Self::deref)): the first
+    /// entry whose shape is not a reference, `None` for a chain that loops.
+    chain_end: HashMap<RefId, Option<RefId>>,
 }
 
 impl<'a> Compiler<'a> {
-    pub fn new(root: &'a Value, opts: &'a JsonSchemaOptions) -> Compiler<'a> {
-        let mut ids = HashMap::new();
-        index_ids(root, "", &mut ids);
-        Compiler {
+    pub fn new(
+        root: &'a Value,
+        opts: &'a JsonSchemaOptions,
+        limits: &'a Limits,
+        deadline: &'a Deadline,
+    ) -> Result<Compiler<'a>, CompileError> {
+        Ok(Compiler {
             root,
             opts,
+            limits,
+            deadline,
             warnings: Vec::new(),
             refs: Vec::new(),
             ref_ids: HashMap::new(),
             both_ids: HashMap::new(),
-            ids,
+            ids: index_ids(root, deadline)?,
+            depth: 0,
             intersect_depth: 0,
-        }
+            accepting: Vec::new(),
+            chain_end: HashMap::new(),
+        })
+    }
+
+    /// One unit of work against the deadline, the error placed at `pointer`.
+    pub fn tick(&self, pointer: &str) -> Result<(), CompileError> {
+        tick(self.deadline).map_err(|e| e.or_at(Location::JsonPointer(pointer.to_string())))
+    }
+
+    /// `Ok` if `n` is within `kind`'s limit, else its error at `pointer` about `what`.
+    pub fn within(
+        &self,
+        kind: LimitKind,
+        n: usize,
+        pointer: &str,
+        what: &str,
+    ) -> Result<(), CompileError> {
+        self.limits
+            .check(kind, n as u64)
+            .map_err(|e| over(e, pointer, what))
     }
 
     /// Reports something formwork cannot express: an error, or with `lenient` a warning (the
@@ -117,20 +164,19 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// The shape of the schema at `pointer`.
-    pub fn build(
-        &mut self,
-        schema: &Value,
-        pointer: &str,
-        depth: usize,
-    ) -> Result<Shape, CompileError> {
-        if depth > self.opts.max_depth {
-            return Err(error(
-                CompileErrorKind::Limit,
-                pointer,
-                format!("schema nested deeper than {} levels", self.opts.max_depth),
-            ));
-        }
+    /// The shape of the schema at `pointer`, one level of nesting deeper than the schema being
+    /// built (a `Limit` error past [`Limits::nesting`]). Recursion: through the subschemas and
+    /// the references resolved on the way, as deep as the nesting limit, each level guarded.
+    pub fn build(&mut self, schema: &Value, pointer: &str) -> Result<Shape, CompileError> {
+        self.within(LimitKind::Nesting, self.depth + 1, pointer, "schema")?;
+        self.tick(pointer)?;
+        self.depth += 1;
+        let shape = guarded(|| self.build_step(schema, pointer));
+        self.depth -= 1;
+        shape
+    }
+
+    fn build_step(&mut self, schema: &Value, pointer: &str) -> Result<Shape, CompileError> {
         let map = match schema {
             Value::Bool(true) => return Ok(Shape::Any),
             Value::Bool(false) => return Ok(Shape::Never),
@@ -151,7 +197,7 @@ impl<'a> Compiler<'a> {
                 )?;
             }
         }
-        let mut shape = self.typed(map, pointer, depth)?;
+        let mut shape = self.typed(map, pointer)?;
         if let Some(n) = map.get("not") {
             let at = format!("{pointer}/not");
             if let Some(complement) = self.complement(n, &at)? {
@@ -180,7 +226,7 @@ impl<'a> Compiler<'a> {
                 .enumerate()
             {
                 let at = format!("{pointer}/allOf/{i}");
-                let s = self.build(sub, &at, depth + 1)?;
+                let s = self.build(sub, &at)?;
                 shape = self.intersect(&shape, &s, &at)?;
             }
         }
@@ -188,7 +234,7 @@ impl<'a> Compiler<'a> {
             let at = format!("{pointer}/anyOf");
             let mut branches = Vec::new();
             for (i, sub) in self.schema_list(any, &at)?.iter().enumerate() {
-                branches.push(self.build(sub, &format!("{at}/{i}"), depth + 1)?);
+                branches.push(self.build(sub, &format!("{at}/{i}"))?);
             }
             shape = self.intersect(&shape, &Shape::any_of(branches), &at)?;
         }
@@ -201,7 +247,7 @@ impl<'a> Compiler<'a> {
                 None => {
                     let mut branches = Vec::new();
                     for (i, sub) in list.iter().enumerate() {
-                        branches.push(self.build(sub, &format!("{at}/{i}"), depth + 1)?);
+                        branches.push(self.build(sub, &format!("{at}/{i}"))?);
                     }
                     self.one_of(branches, &at)?
                 }
@@ -250,7 +296,7 @@ impl<'a> Compiler<'a> {
                     additional: Box::new(Shape::Any),
                     min: 0,
                     max: None,
-                    pointer: pointer.to_string(),
+                    pointer: pointer.into(),
                 }),
             ]
         };
@@ -290,9 +336,11 @@ impl<'a> Compiler<'a> {
                         .collect();
                     for name in names {
                         // An object without this property.
-                        if let Some(Shape::Object(mut o)) = all_types().pop() {
-                            o.properties.push((name.to_string(), Shape::Never));
-                            kept.push(Shape::Object(o));
+                        if let Some(mut object) = all_types().pop() {
+                            if let Shape::Object(o) = &mut object {
+                                o.properties.push((name.to_string(), Shape::Never));
+                                kept.push(object);
+                            }
                         }
                     }
                     parts.push(Shape::any_of(kept));
@@ -302,6 +350,7 @@ impl<'a> Compiler<'a> {
                         ("enum", Value::Array(xs)) => xs.iter().collect(),
                         _ => vec![v],
                     };
+                    self.within(LimitKind::Alternatives, values.len(), pointer, "enum")?;
                     let mut kept = Vec::new();
                     if !values.iter().any(|x| x.is_null()) {
                         kept.push(Shape::Null);
@@ -325,7 +374,7 @@ impl<'a> Compiler<'a> {
                         return unsupported(self, "numbers, arrays or objects in `enum`/`const`");
                     }
                     kept.push(Shape::String(StringShape {
-                        exclude: strings,
+                        exclude: strings.into_iter().collect(),
                         exclude_pointer: Some(pointer.to_string()),
                         ..StringShape::default()
                     }));
@@ -371,7 +420,10 @@ impl<'a> Compiler<'a> {
 
     fn schema_list<'v>(&self, v: &'v Value, pointer: &str) -> Result<&'v Vec<Value>, CompileError> {
         match v {
-            Value::Array(xs) if !xs.is_empty() => Ok(xs),
+            Value::Array(xs) if !xs.is_empty() => {
+                self.within(LimitKind::Alternatives, xs.len(), pointer, "schema list")?;
+                Ok(xs)
+            }
             _ => Err(error(
                 CompileErrorKind::Invalid,
                 pointer,
@@ -388,8 +440,13 @@ impl<'a> Compiler<'a> {
     ) -> Result<Option<Vec<Value>>, CompileError> {
         let mut out: Option<Vec<Value>> = None;
         if let Some(e) = map.get("enum") {
+            let at = format!("{pointer}/enum");
             match e {
-                Value::Array(xs) => out = Some(xs.clone()),
+                Value::Array(xs) => {
+                    self.within(LimitKind::Alternatives, xs.len(), &at, "enum")?;
+                    self.check_values(xs, &at)?;
+                    out = Some(xs.clone());
+                }
                 _ => {
                     return Err(error(
                         CompileErrorKind::Invalid,
@@ -400,6 +457,7 @@ impl<'a> Compiler<'a> {
             }
         }
         if let Some(c) = map.get("const") {
+            self.check_values(std::slice::from_ref(c), &format!("{pointer}/const"))?;
             out = Some(match out {
                 Some(xs) => xs.into_iter().filter(|x| json_equal(x, c)).collect(),
                 None => vec![c.clone()],
@@ -408,13 +466,25 @@ impl<'a> Compiler<'a> {
         Ok(out)
     }
 
+    /// `Ok` if no value of `values` nests deeper than [`Limits::nesting`] (they are lowered and
+    /// compared recursively); counted with an explicit stack.
+    fn check_values(&self, values: &[Value], pointer: &str) -> Result<(), CompileError> {
+        let mut stack: Vec<(&Value, usize)> = values.iter().map(|v| (v, 1)).collect();
+        while let Some((v, depth)) = stack.pop() {
+            self.tick(pointer)?;
+            let children: Box<dyn Iterator<Item = &Value>> = match v {
+                Value::Array(xs) => Box::new(xs.iter()),
+                Value::Object(map) => Box::new(map.values()),
+                _ => continue,
+            };
+            self.within(LimitKind::Nesting, depth + 1, pointer, "value")?;
+            stack.extend(children.map(|c| (c, depth + 1)));
+        }
+        Ok(())
+    }
+
     /// The union over the schema's types (all types without `type`) of each type's keywords.
-    fn typed(
-        &mut self,
-        map: &Map<String, Value>,
-        pointer: &str,
-        depth: usize,
-    ) -> Result<Shape, CompileError> {
+    fn typed(&mut self, map: &Map<String, Value>, pointer: &str) -> Result<Shape, CompileError> {
         let types: Vec<&str> = match map.get("type") {
             None => {
                 let specific = map.keys().any(|k| type_of_keyword(k).is_some());
@@ -432,6 +502,7 @@ impl<'a> Compiler<'a> {
                 let mut out = Vec::new();
                 for n in names {
                     match n.as_str().and_then(|s| TYPES.iter().find(|t| **t == s)) {
+                        Some(t) if out.contains(t) => {}
                         Some(t) => out.push(*t),
                         None => {
                             return Err(error(
@@ -455,8 +526,8 @@ impl<'a> Compiler<'a> {
                 "boolean" => Shape::Boolean,
                 "integer" | "number" => self.number(map, pointer, t == "integer")?,
                 "string" => self.string(map, pointer)?,
-                "array" => self.array(map, pointer, depth)?,
-                _ => self.object(map, pointer, depth)?,
+                "array" => self.array(map, pointer)?,
+                _ => self.object(map, pointer)?,
             });
         }
         Ok(Shape::any_of(branches))
@@ -585,7 +656,7 @@ impl<'a> Compiler<'a> {
                     "`pattern` must be a string",
                 ));
             };
-            match Regex::pattern(p) {
+            match Regex::pattern(p, self.limits.get(LimitKind::Nesting) as usize) {
                 Ok(regex) => shape.regexes.push(Constraint {
                     regex,
                     source: p.clone(),
@@ -623,12 +694,7 @@ impl<'a> Compiler<'a> {
         Ok(Shape::String(shape))
     }
 
-    fn array(
-        &mut self,
-        map: &Map<String, Value>,
-        pointer: &str,
-        depth: usize,
-    ) -> Result<Shape, CompileError> {
+    fn array(&mut self, map: &Map<String, Value>, pointer: &str) -> Result<Shape, CompileError> {
         let mut prefix = Vec::new();
         let (tuple_key, rest_key) = match map.get("items") {
             Some(Value::Array(_)) => ("items", "additionalItems"),
@@ -644,11 +710,11 @@ impl<'a> Compiler<'a> {
                 ));
             };
             for (i, x) in xs.iter().enumerate() {
-                prefix.push(self.build(x, &format!("{at}/{i}"), depth + 1)?);
+                prefix.push(self.build(x, &format!("{at}/{i}"))?);
             }
         }
         let items = match map.get(rest_key) {
-            Some(s) => self.build(s, &format!("{pointer}/{rest_key}"), depth + 1)?,
+            Some(s) => self.build(s, &format!("{pointer}/{rest_key}"))?,
             None => Shape::Any,
         };
         Ok(Shape::Array(ArrayShape {
@@ -659,12 +725,7 @@ impl<'a> Compiler<'a> {
         }))
     }
 
-    fn object(
-        &mut self,
-        map: &Map<String, Value>,
-        pointer: &str,
-        depth: usize,
-    ) -> Result<Shape, CompileError> {
+    fn object(&mut self, map: &Map<String, Value>, pointer: &str) -> Result<Shape, CompileError> {
         let mut properties = Vec::new();
         if let Some(p) = map.get("properties") {
             let at = format!("{pointer}/properties");
@@ -678,7 +739,7 @@ impl<'a> Compiler<'a> {
             for (k, s) in props {
                 properties.push((
                     k.clone(),
-                    self.build(s, &format!("{at}/{}", pointer_escape(k)), depth + 1)?,
+                    self.build(s, &format!("{at}/{}", pointer_escape(k)))?,
                 ));
             }
         }
@@ -687,10 +748,10 @@ impl<'a> Compiler<'a> {
             let at = format!("{pointer}/required");
             match r {
                 Value::Array(xs) if xs.iter().all(Value::is_string) => {
-                    for x in xs {
-                        let name = x.as_str().unwrap().to_string();
-                        if !required.contains(&name) {
-                            required.push(name);
+                    let mut seen = HashSet::new();
+                    for name in xs.iter().filter_map(Value::as_str) {
+                        if seen.insert(name) {
+                            required.push(name.to_string());
                         }
                     }
                 }
@@ -705,13 +766,13 @@ impl<'a> Compiler<'a> {
             }
         }
         let mut additional = match map.get("additionalProperties") {
-            Some(s) => self.build(s, &format!("{pointer}/additionalProperties"), depth + 1)?,
+            Some(s) => self.build(s, &format!("{pointer}/additionalProperties"))?,
             None if self.opts.additional_properties => Shape::Any,
             None => Shape::Never,
         };
         let patterns = match map.get("patternProperties") {
             Some(Value::Object(patterns)) => {
-                self.pattern_properties(patterns, pointer, depth, &mut properties, &mut additional)?
+                self.pattern_properties(patterns, pointer, &mut properties, &mut additional)?
             }
             _ => Vec::new(),
         };
@@ -722,7 +783,7 @@ impl<'a> Compiler<'a> {
             additional: Box::new(additional),
             min: self.count(map, pointer, "minProperties")?.unwrap_or(0),
             max: self.count(map, pointer, "maxProperties")?,
-            pointer: pointer.to_string(),
+            pointer: pointer.into(),
         }))
     }
 
@@ -735,17 +796,22 @@ impl<'a> Compiler<'a> {
         &mut self,
         patterns: &Map<String, Value>,
         pointer: &str,
-        depth: usize,
         properties: &mut [(String, Shape)],
         additional: &mut Shape,
     ) -> Result<Vec<(Constraint, Shape)>, CompileError> {
         let here = format!("{pointer}/patternProperties");
+        self.within(
+            LimitKind::Alternatives,
+            patterns.len(),
+            &here,
+            "patternProperties",
+        )?;
         let mut every_name: Option<Shape> = None;
         let mut out: Vec<(Constraint, Shape)> = Vec::new();
         for (source, sub) in patterns {
             let at = format!("{here}/{}", pointer_escape(source));
-            let value = self.build(sub, &at, depth + 1)?;
-            let regex = match Regex::pattern(source) {
+            let value = self.build(sub, &at)?;
+            let regex = match Regex::pattern(source, self.limits.get(LimitKind::Nesting) as usize) {
                 Ok(r) => r,
                 Err(e) if e.kind() == CompileErrorKind::Unsupported => {
                     self.unsupported(&at, e.message().to_string())?;
@@ -759,6 +825,7 @@ impl<'a> Compiler<'a> {
                 pointer: at.clone(),
             };
             for (name, s) in properties.iter_mut() {
+                self.tick(&at)?;
                 if constraint.regex.is_universal() || super::algebra::matches(&constraint, name)? {
                     *s = self.intersect(s, &value, &at)?;
                 }
@@ -830,21 +897,25 @@ impl<'a> Compiler<'a> {
         Ok(id)
     }
 
-    /// The table entry for the intersection of two entries.
-    pub fn both_id(&mut self, a: RefId, b: RefId) -> RefId {
+    /// The table entry for the intersection of two entries. Intersecting `n` references makes
+    /// entries of every size up to `n` (each holds its sorted references and a name), so `n`
+    /// is held to the nesting limit: the intersection is resolved as that many nested ones.
+    pub fn both_id(&mut self, a: RefId, b: RefId, pointer: &str) -> Result<RefId, CompileError> {
         let mut bases = self.refs[a].bases.clone();
         bases.extend(&self.refs[b].bases);
         bases.sort_unstable();
         bases.dedup();
         if bases == self.refs[a].bases {
-            return a;
+            return Ok(a);
         }
         if bases == self.refs[b].bases {
-            return b;
+            return Ok(b);
         }
         if let Some(&id) = self.both_ids.get(&bases) {
-            return id;
+            return Ok(id);
         }
+        let what = "intersection of `$ref`s";
+        self.within(LimitKind::Nesting, bases.len(), pointer, what)?;
         let id = self.refs.len();
         let name = bases
             .iter()
@@ -859,7 +930,7 @@ impl<'a> Compiler<'a> {
             building: false,
         });
         self.both_ids.insert(bases, id);
-        id
+        Ok(id)
     }
 
     /// Is the entry's shape being built right now (a reference to it is recursion)?
@@ -867,32 +938,111 @@ impl<'a> Compiler<'a> {
         self.refs[id].building
     }
 
-    /// The shape of a table entry, built on first use.
-    pub fn resolve(&mut self, id: RefId) -> Result<Shape, CompileError> {
-        if let Some(s) = &self.refs[id].shape {
-            return Ok(s.clone());
+    /// The error of a reference whose shape is needed while it is being built.
+    pub fn cycle_error(&self, id: RefId) -> CompileError {
+        error(
+            CompileErrorKind::Invalid,
+            self.refs[id].name.trim_start_matches('#'),
+            "`$ref` cycle with no object or array in between (the schema has no finite instance)",
+        )
+    }
+
+    /// The shape of a table entry, built on first use. An intersection's parts are resolved
+    /// first, from an explicit stack (they were made before it, so they form no cycle); a
+    /// pointer's schema is built one nesting level below the schema being built, if any.
+    pub fn resolve(&mut self, id: RefId) -> Result<Rc<Shape>, CompileError> {
+        let mut pending = vec![id];
+        while let Some(&top) = pending.last() {
+            if self.refs[top].shape.is_some() {
+                pending.pop();
+                continue;
+            }
+            if let Recipe::Both(a, b) = self.refs[top].recipe {
+                let parts: Vec<RefId> = [a, b]
+                    .into_iter()
+                    .filter(|&r| self.refs[r].shape.is_none())
+                    .collect();
+                if !parts.is_empty() && !self.refs[top].building {
+                    // Marked, so that the parts' own building cannot ask for it as if done.
+                    self.refs[top].building = true;
+                    pending.extend(parts);
+                    continue;
+                }
+                self.refs[top].building = false;
+            }
+            let shape = self.build_entry(top)?;
+            self.refs[top].shape = Some(Rc::new(shape));
+            pending.pop();
+        }
+        match &self.refs[id].shape {
+            Some(s) => Ok(s.clone()),
+            None => Err(self.cycle_error(id)),
+        }
+    }
+
+    /// The shape of entry `id`, whose intersection parts (if any) are resolved.
+    fn build_entry(&mut self, id: RefId) -> Result<Shape, CompileError> {
+        if std::mem::replace(&mut self.refs[id].building, true) {
+            return Err(self.cycle_error(id));
         }
         let name = self.refs[id].name.clone();
-        if std::mem::replace(&mut self.refs[id].building, true) {
-            return Err(error(CompileErrorKind::Invalid, name.trim_start_matches('#'), "`$ref` cycle with no object or array in between (the schema has no finite instance)"));
-        }
         let shape = match &self.refs[id].recipe {
             Recipe::Pointer(p) => {
                 let p = p.clone();
-                let node = self
-                    .root
-                    .pointer(&p)
-                    .expect("checked when the reference was made");
-                self.build(node, &p, 0)?
+                match self.root.pointer(&p) {
+                    Some(node) => self.build(node, &p)?,
+                    // Checked when the reference was made; a missing target is no value.
+                    None => Shape::Never,
+                }
             }
             &Recipe::Both(a, b) => {
-                let (sa, sb) = (self.resolve(a)?, self.resolve(b)?);
+                let sa = self.refs[a]
+                    .shape
+                    .clone()
+                    .ok_or_else(|| self.cycle_error(a))?;
+                let sb = self.refs[b]
+                    .shape
+                    .clone()
+                    .ok_or_else(|| self.cycle_error(b))?;
                 self.intersect(&sa, &sb, name.trim_start_matches('#'))?
             }
         };
         self.refs[id].building = false;
-        self.refs[id].shape = Some(shape.clone());
         Ok(shape)
+    }
+
+    /// The shape `r` stands for, following chains of plain references (`a` is `{"$ref": b}`)
+    /// in a loop rather than a recursion: the first shape that is not a reference, `Never`
+    /// for a chain that comes back to itself (no value), or the reference where the chain
+    /// meets one still being built.
+    /// Each chain is walked once: its links remember where it ends.
+    pub fn deref(&mut self, r: RefId) -> Result<Rc<Shape>, CompileError> {
+        let mut walked = HashSet::new();
+        let mut at = r;
+        let end = loop {
+            if self.is_building(at) {
+                return Ok(Rc::new(Shape::Ref(at)));
+            }
+            if let Some(&end) = self.chain_end.get(&at) {
+                break end;
+            }
+            if !walked.insert(at) {
+                break None;
+            }
+            let name = self.refs[at].name.clone();
+            self.tick(name.trim_start_matches('#'))?;
+            match *self.resolve(at)? {
+                Shape::Ref(next) => at = next,
+                _ => break Some(at),
+            }
+        };
+        for link in walked {
+            self.chain_end.insert(link, end);
+        }
+        match end {
+            Some(end) => self.resolve(end),
+            None => Ok(Rc::new(Shape::Never)),
+        }
     }
 }
 
@@ -928,7 +1078,7 @@ fn exactly_one_present(sets: &[Vec<String>], pointer: &str) -> Option<Shape> {
             additional: Box::new(Shape::Any),
             min: 0,
             max: None,
-            pointer: pointer.to_string(),
+            pointer: pointer.into(),
         })
     };
     if sets.len() == 1 {
@@ -998,8 +1148,13 @@ fn is_one(v: &Value) -> bool {
     v.as_f64() == Some(1.0)
 }
 
-/// JSON Schema equality: numbers by value, objects regardless of key order.
+/// JSON Schema equality: numbers by value, objects regardless of key order. Recursion: as
+/// deep as the values nest (`enum`/`const` values are held to the nesting limit), guarded.
 pub(crate) fn json_equal(a: &Value, b: &Value) -> bool {
+    guarded(|| json_equal_step(a, b))
+}
+
+fn json_equal_step(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => Decimal::from_json(x) == Decimal::from_json(y),
         (Value::Array(x), Value::Array(y)) => {
@@ -1037,33 +1192,41 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Records the pointer of every `$anchor` (as `#name`) and `$id`.
-fn index_ids(v: &Value, pointer: &str, out: &mut HashMap<String, String>) {
-    match v {
-        Value::Object(map) => {
-            for key in ["$id", "id"] {
-                if let Some(Value::String(id)) = map.get(key) {
-                    out.entry(id.clone()).or_insert_with(|| pointer.to_string());
-                    // The document's own base URI with an empty fragment.
-                    if let Some(base) = id.strip_suffix('#') {
-                        out.entry(base.to_string())
-                            .or_insert_with(|| pointer.to_string());
+/// The pointer of every `$anchor` (as `#name`) and `$id` of the document, walked with an
+/// explicit stack (the document may nest as deeply as its caller could build it).
+fn index_ids(root: &Value, deadline: &Deadline) -> Result<HashMap<String, String>, CompileError> {
+    let mut out = HashMap::new();
+    let mut stack = vec![(root, String::new())];
+    while let Some((v, pointer)) = stack.pop() {
+        tick(deadline)?;
+        match v {
+            Value::Object(map) => {
+                for key in ["$id", "id"] {
+                    if let Some(Value::String(id)) = map.get(key) {
+                        out.entry(id.clone()).or_insert_with(|| pointer.clone());
+                        // The document's own base URI with an empty fragment.
+                        if let Some(base) = id.strip_suffix('#') {
+                            out.entry(base.to_string())
+                                .or_insert_with(|| pointer.clone());
+                        }
                     }
                 }
+                if let Some(Value::String(a)) = map.get("$anchor") {
+                    out.entry(format!("#{a}"))
+                        .or_insert_with(|| pointer.clone());
+                }
+                // Reversed, so the first of equal ids, in document order, is recorded.
+                for (k, x) in map.iter().rev() {
+                    stack.push((x, format!("{pointer}/{}", pointer_escape(k))));
+                }
             }
-            if let Some(Value::String(a)) = map.get("$anchor") {
-                out.entry(format!("#{a}"))
-                    .or_insert_with(|| pointer.to_string());
+            Value::Array(xs) => {
+                for (i, x) in xs.iter().enumerate().rev() {
+                    stack.push((x, format!("{pointer}/{i}")));
+                }
             }
-            for (k, x) in map {
-                index_ids(x, &format!("{pointer}/{}", pointer_escape(k)), out);
-            }
+            _ => {}
         }
-        Value::Array(xs) => {
-            for (i, x) in xs.iter().enumerate() {
-                index_ids(x, &format!("{pointer}/{i}"), out);
-            }
-        }
-        _ => {}
     }
+    Ok(out)
 }

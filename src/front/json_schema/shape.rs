@@ -1,16 +1,23 @@
 //! What a schema means, reduced to the parts formwork compiles: one [`Shape`] per schema after
 //! keywords, `allOf`, `oneOf` and type lists are resolved, before any grammar is built.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::numbers::Bound;
 use super::strings::Regex;
+use crate::front::guard::guarded;
 
 /// Index of a `$ref` target (or of the intersection of two) in the compiler's table.
 pub(crate) type RefId = usize;
 
 /// The set of JSON values a (sub)schema admits.
-#[derive(Clone)]
+///
+/// Shapes nest as deeply as their schemas, and deeper where intersections inline resolved
+/// references, so copying and dropping one recurses that deep: both go through the stack
+/// guard one level at a time (see the `Clone` and `Drop` impls), whatever the nesting limit.
 pub(crate) enum Shape {
     /// Every value.
     Any,
@@ -54,7 +61,7 @@ pub(crate) struct StringShape {
     /// Where `minLength`/`maxLength` were, for errors.
     pub length_pointer: Option<String>,
     /// Values excluded (`not` with `enum`/`const`), with the pointer of the `not`.
-    pub exclude: Vec<String>,
+    pub exclude: BTreeSet<String>,
     pub exclude_pointer: Option<String>,
 }
 
@@ -79,8 +86,8 @@ pub(crate) struct ObjectShape {
     pub additional: Box<Shape>,
     pub min: u64,
     pub max: Option<u64>,
-    /// Where the object's keywords are, for errors.
-    pub pointer: String,
+    /// Where the object's keywords are, for errors (shared by the copies of the shape).
+    pub pointer: Arc<str>,
 }
 
 impl ArrayShape {
@@ -90,16 +97,61 @@ impl ArrayShape {
     }
 }
 
+impl Clone for Shape {
+    /// Recursion: one guarded level per level of nesting.
+    fn clone(&self) -> Shape {
+        guarded(|| match self {
+            Shape::Any => Shape::Any,
+            Shape::Never => Shape::Never,
+            Shape::Null => Shape::Null,
+            Shape::Boolean => Shape::Boolean,
+            Shape::Values(vs) => Shape::Values(vs.clone()),
+            Shape::Number(n) => Shape::Number(n.clone()),
+            Shape::String(s) => Shape::String(s.clone()),
+            Shape::Array(a) => Shape::Array(a.clone()),
+            Shape::Object(o) => Shape::Object(o.clone()),
+            Shape::AnyOf(xs) => Shape::AnyOf(xs.clone()),
+            Shape::Ref(r) => Shape::Ref(*r),
+        })
+    }
+}
+
+impl Drop for Shape {
+    /// The sub-shapes are moved out and dropped inside the guard, so each level of nesting
+    /// drops on a stack with room for the next.
+    fn drop(&mut self) {
+        let subs: Vec<Shape> = match self {
+            Shape::Array(a) => {
+                let mut subs = std::mem::take(&mut a.prefix);
+                subs.push(std::mem::replace(&mut *a.items, Shape::Never));
+                subs
+            }
+            Shape::Object(o) => {
+                let mut subs: Vec<Shape> = std::mem::take(&mut o.properties)
+                    .into_iter()
+                    .map(|(_, s)| s)
+                    .collect();
+                subs.extend(std::mem::take(&mut o.patterns).into_iter().map(|(_, s)| s));
+                subs.push(std::mem::replace(&mut *o.additional, Shape::Never));
+                subs
+            }
+            Shape::AnyOf(xs) => std::mem::take(xs),
+            _ => return,
+        };
+        guarded(|| drop(subs));
+    }
+}
+
 impl Shape {
     /// `AnyOf` without empty branches, flattened; one branch is itself.
     pub fn any_of(branches: Vec<Shape>) -> Shape {
         let mut flat = Vec::new();
-        for b in branches {
-            match b {
+        for mut b in branches {
+            match &mut b {
                 Shape::Never => {}
-                Shape::AnyOf(inner) => flat.extend(inner),
+                Shape::AnyOf(inner) => flat.append(inner),
                 Shape::Any => return Shape::Any,
-                other => flat.push(other),
+                _ => flat.push(b),
             }
         }
         match flat.len() {

@@ -30,13 +30,18 @@
 //! `^`/`$`. Look-around and backreferences are unsupported (typed error).
 
 use regex_syntax::ast::{self, Ast, ClassSet, ClassSetItem};
-use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition};
+use std::sync::Arc;
 
-use super::numbers::fixed_width_ranges;
-use crate::error::{CompileError, CompileErrorKind};
-use crate::front::chars::CharDfa;
+use regex_syntax::hir::{
+    Capture, Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition,
+};
+
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::chars::{Budget, CharDfa};
+use crate::front::guard::{guarded, tick};
 use crate::front::regex::{hir_to_ir, utf8_class, TextEncoding};
 use crate::ir::{ByteSet, ExprId, GrammarBuilder};
+use crate::limits::{Deadline, LimitExceeded, LimitKind};
 
 /// Every Unicode scalar value.
 pub(crate) const ANY_CHAR: (char, char) = ('\0', char::MAX);
@@ -132,17 +137,20 @@ fn raw_ranges(ranges: &[(char, char)]) -> Vec<(char, char)> {
 /// construction track every overlapping `\u00..` prefix, ten times the states of the minimal
 /// automaton.
 fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
-    let raw = utf8_class(g, &raw_ranges(ranges));
+    // Sorted and disjoint whatever the caller passed: the code units below must not overlap.
+    let class = ClassUnicode::new(ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)));
+    let ranges: Vec<(char, char)> = class.iter().map(|r| (r.start(), r.end())).collect();
+    let raw = utf8_class(g, &raw_ranges(&ranges));
     let mut letters = ByteSet::EMPTY;
     for (c, letter) in SHORT_ESCAPES {
-        if contains(ranges, c) {
+        if contains(&ranges, c) {
             letters.insert(letter);
         }
     }
     // Code units after `\u`, each with what follows it (a high surrogate: the low one).
     let empty = g.empty();
     let mut units: Vec<(u32, u32, ExprId)> = Vec::new();
-    for &(lo, hi) in ranges {
+    for &(lo, hi) in &ranges {
         let (lo, hi) = (lo as u32, hi as u32);
         for (a, b) in [(0, 0xD7FF), (0xE000, 0xFFFF)] {
             let (a, b) = (lo.max(a), hi.min(b));
@@ -150,18 +158,8 @@ fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
                 units.push((a, b, empty));
             }
         }
-        let (a, b) = (lo.max(0x10000), hi);
-        if a <= b {
-            // A surrogate pair: ten high bits in D800–DBFF, ten low bits in DC00–DFFF.
-            let (va, vb) = (a - 0x10000, b - 0x10000);
-            for seq in fixed_width_ranges(&[va >> 10, va & 0x3FF], &[vb >> 10, vb & 0x3FF], 1024) {
-                let u = g.text("\\u");
-                let low = hex_trie(g, &[(0xDC00 + seq[1].0, 0xDC00 + seq[1].1, empty)], 4);
-                let pair = g.seq([u, low]);
-                units.push((0xD800 + seq[0].0, 0xD800 + seq[0].1, pair));
-            }
-        }
     }
+    units.extend(surrogate_pairs(g, &ranges));
     units.sort_unstable_by_key(|u| u.0);
     let short = g.class(letters);
     let u = g.text("u");
@@ -173,11 +171,61 @@ fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
     g.alt([raw, escaped])
 }
 
-/// `digits` hex digits (either case) spelling a value of one of `units` (disjoint, sorted
-/// `(lo, hi, then)`, values below `16^digits`), then that unit's `then`. Each digit starts one
-/// branch at most: digits whose whole block lies in one unit share a branch, the others branch
-/// into the trie of their block.
+/// The `\u` spellings of the characters of `ranges` (sorted, disjoint) beyond the BMP: for
+/// each run of high surrogates followed by the same low ones, the run and then `\u` and the
+/// trie of those low surrogates. Two characters may share a high surrogate (😀 and 😂 are
+/// D83D DE00 and D83D DE02), so the lows are gathered per high surrogate first: one unit per
+/// character range would give the trie overlapping units.
+fn surrogate_pairs(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> Vec<(u32, u32, ExprId)> {
+    // A surrogate pair: ten high bits in D800–DBFF, ten low bits in DC00–DFFF.
+    let mut lows: Vec<Vec<(u32, u32)>> = Vec::new();
+    for &(lo, hi) in ranges {
+        let (a, b) = ((lo as u32).max(0x10000), hi as u32);
+        if a > b {
+            continue;
+        }
+        lows.resize(1024, Vec::new());
+        let (va, vb) = (a - 0x10000, b - 0x10000);
+        for high in va >> 10..=vb >> 10 {
+            let first = if high == va >> 10 { va & 0x3FF } else { 0 };
+            let last = if high == vb >> 10 { vb & 0x3FF } else { 0x3FF };
+            lows[high as usize].push((first, last));
+        }
+    }
+    let empty = g.empty();
+    let mut units = Vec::new();
+    let mut high = 0;
+    while high < lows.len() {
+        let run = lows[high..]
+            .iter()
+            .take_while(|l| **l == lows[high])
+            .count();
+        if !lows[high].is_empty() {
+            let low_units: Vec<(u32, u32, ExprId)> = lows[high]
+                .iter()
+                .map(|&(a, b)| (0xDC00 + a, 0xDC00 + b, empty))
+                .collect();
+            let u = g.text("\\u");
+            let low = hex_trie(g, &low_units, 4);
+            let pair = g.seq([u, low]);
+            let first = 0xD800 + high as u32;
+            units.push((first, first + run as u32 - 1, pair));
+        }
+        high += run;
+    }
+    units
+}
+
+/// `digits` hex digits (either case, `digits` from 1 to 4) spelling a value of one of `units`
+/// (disjoint, sorted `(lo, hi, then)`, values below `16^digits`), then that unit's `then`.
+/// Each digit starts one branch at most: digits whose whole block lies in one unit share a
+/// branch, the others branch into the trie of their block. Recursion: `digits` levels at most.
 fn hex_trie(g: &mut GrammarBuilder, units: &[(u32, u32, ExprId)], digits: u32) -> ExprId {
+    debug_assert!((1..=4).contains(&digits));
+    debug_assert!(
+        units.windows(2).all(|w| w[0].1 < w[1].0),
+        "overlapping units"
+    );
     let block = 16u32.pow(digits - 1);
     let mut whole: Vec<(ExprId, ByteSet)> = Vec::new();
     let mut branches = Vec::new();
@@ -188,17 +236,22 @@ fn hex_trie(g: &mut GrammarBuilder, units: &[(u32, u32, ExprId)], digits: u32) -
             .filter(|u| u.0 <= hi && u.1 >= lo)
             .map(|&(a, b, then)| (a.max(lo) - lo, b.min(hi) - lo, then))
             .collect();
-        match inside.as_slice() {
-            [] => {}
-            &[(0, b, then)] if b == block - 1 => match whole.iter_mut().find(|w| w.0 == then) {
-                Some(w) => w.1 = w.1.union(&hex_digits(d, d)),
-                None => whole.push((then, hex_digits(d, d))),
-            },
+        let then = match inside.as_slice() {
+            [] => continue,
+            &[(0, b, then)] if b == block - 1 => then,
+            // The last digit with several units on it: they overlapped, which the callers
+            // rule out; each unit's continuation keeps the language exact all the same.
+            _ if digits == 1 => g.alt(inside.iter().map(|u| u.2)),
             _ => {
                 let digit = g.class(hex_digits(d, d));
                 let rest = hex_trie(g, &inside, digits - 1);
                 branches.push(g.seq([digit, rest]));
+                continue;
             }
+        };
+        match whole.iter_mut().find(|w| w.0 == then) {
+            Some(w) => w.1 = w.1.union(&hex_digits(d, d)),
+            None => whole.push((then, hex_digits(d, d))),
         }
     }
     let any = g.class(hex_digits(0, 15));
@@ -231,22 +284,52 @@ pub(crate) fn any_text(
     g.repeat(unit, min, max)
 }
 
-/// String contents spelled by `enc` whose decoded value is none of `names`.
+/// String contents spelled by `enc` whose decoded value is none of `names`: a trie of the
+/// names, built from its leaves up (a name as long as the input must not make a recursion as
+/// deep), each node the names' next characters into their subtries and every other character
+/// out to free text.
 pub(crate) fn text_not_in(
     g: &mut GrammarBuilder,
     enc: &mut dyn TextEncoding,
     names: &[&str],
-) -> ExprId {
-    let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
-    let refs: Vec<&[char]> = chars.iter().map(Vec::as_slice).collect();
+    deadline: &Deadline,
+) -> Result<ExprId, CompileError> {
     let rest = any_text(g, enc, 0, None);
+    if names.is_empty() {
+        return Ok(rest);
+    }
+    // Nodes are numbered as they are made, so every child comes after its parent.
+    let mut ends = vec![false];
+    let mut edges: rustc_hash::FxHashMap<(u32, char), u32> = Default::default();
+    for name in names {
+        let mut at = 0;
+        for c in name.chars() {
+            tick(deadline)?;
+            let fresh = ends.len() as u32;
+            at = *edges.entry((at, c)).or_insert(fresh);
+            if at == fresh {
+                ends.push(false);
+            }
+        }
+        ends[at as usize] = true;
+    }
+    let mut children: Vec<Vec<(char, u32)>> = vec![Vec::new(); ends.len()];
+    for (&(parent, c), &child) in &edges {
+        children[parent as usize].push((c, child));
+    }
     let mut trie = NotIn {
         g,
         enc,
         rest,
         plain_exits: [None; 2],
     };
-    trie.node(&refs)
+    let mut exprs = vec![rest; ends.len()];
+    for node in (0..ends.len()).rev() {
+        tick(deadline)?;
+        children[node].sort_unstable();
+        exprs[node] = trie.node(ends[node], &children[node], &exprs);
+    }
+    Ok(exprs[0])
 }
 
 /// Where a key leaves the trie of names on a character other than the ASCII ones JSON writes
@@ -272,17 +355,14 @@ struct NotIn<'a> {
 }
 
 impl NotIn<'_> {
-    fn node(&mut self, names: &[&[char]]) -> ExprId {
-        if names.is_empty() {
-            return self.rest;
-        }
+    /// A node of the trie: `end` if a name ends here, `children` its next characters (sorted)
+    /// and subtries, whose expressions `exprs` already holds.
+    fn node(&mut self, end: bool, children: &[(char, u32)], exprs: &[ExprId]) -> ExprId {
         let mut branches = Vec::new();
-        if !names.iter().any(|n| n.is_empty()) {
+        if !end {
             branches.push(self.g.empty());
         }
-        let mut firsts: Vec<char> = names.iter().filter_map(|n| n.first().copied()).collect();
-        firsts.sort_unstable();
-        firsts.dedup();
+        let firsts: Vec<char> = children.iter().map(|&(c, _)| c).collect();
         let plain = !firsts
             .iter()
             .any(|&c| EXITS.iter().any(|(_, ranges)| contains(ranges, c)));
@@ -295,15 +375,9 @@ impl NotIn<'_> {
         }
         let ascii = without(&[(' ', '!'), ('#', '['), (']', '\x7f')], &firsts);
         branches.push(self.leave(&ascii));
-        for c in firsts {
-            let tails: Vec<&[char]> = names
-                .iter()
-                .filter(|n| n.first() == Some(&c))
-                .map(|n| &n[1..])
-                .collect();
+        for &(c, child) in children {
             let first = self.enc.char(self.g, c);
-            let tail = self.node(&tails);
-            branches.push(self.g.seq([first, tail]));
+            branches.push(self.g.seq([first, exprs[child as usize]]));
         }
         self.g.alt(branches)
     }
@@ -328,6 +402,7 @@ impl NotIn<'_> {
             Some(r) => r,
             None => {
                 let r = self.g.rule(&name);
+                // Cannot fail: the rule was just declared, so it has no body yet.
                 self.g.define(r, body).expect("a new rule");
                 r
             }
@@ -375,17 +450,19 @@ fn without(ranges: &[(char, char)], minus: &[char]) -> Vec<(char, char)> {
     out
 }
 
-/// A parsed regex over decoded characters, with ECMA-262 classes.
+/// A parsed regex over decoded characters, with ECMA-262 classes. Shared, not copied, by the
+/// shapes that hold it: a derived deep copy of a `Hir` recurses as deeply as it nests.
 #[derive(Clone)]
 pub(crate) struct Regex {
-    hir: Hir,
+    hir: Arc<Hir>,
     universal: bool,
 }
 
 impl Regex {
-    /// A JSON Schema `pattern`: search semantics unless anchored.
-    pub fn pattern(pattern: &str) -> Result<Regex, CompileError> {
-        let hir = parse_ecma(pattern)?;
+    /// A JSON Schema `pattern`: search semantics unless anchored. Groups, repetitions and
+    /// classes nest at most `nesting` deep (a `Limit` error beyond).
+    pub fn pattern(pattern: &str, nesting: usize) -> Result<Regex, CompileError> {
+        let hir = parse_ecma(pattern, nesting)?;
         let branches = alternatives(&hir);
         let any = Hir::repetition(Repetition {
             min: 0,
@@ -415,7 +492,7 @@ impl Regex {
             })
             .collect();
         Ok(Regex {
-            hir: Hir::alternation(wrapped),
+            hir: Arc::new(Hir::alternation(wrapped)),
             universal,
         })
     }
@@ -425,17 +502,17 @@ impl Regex {
         self.universal
     }
 
-    /// A regex that must match the whole string (the `format` definitions).
+    /// A regex that must match the whole string (the `format` definitions, formwork's own).
     pub fn whole(pattern: &str) -> Result<Regex, CompileError> {
         Ok(Regex {
-            hir: parse_ecma(pattern)?,
+            hir: Arc::new(parse_ecma(pattern, FORMAT_NESTING)?),
             universal: false,
         })
     }
 
     /// The language as an automaton over characters, for intersections and complements.
-    pub fn automaton(&self, max_states: usize) -> Result<CharDfa, CompileError> {
-        CharDfa::from_hir(&self.hir, max_states)
+    pub fn automaton(&self, budget: &Budget) -> Result<CharDfa, CompileError> {
+        CharDfa::from_hir(&self.hir, budget)
     }
 
     /// The least and most characters a match has (`None`: unbounded).
@@ -465,7 +542,7 @@ impl Regex {
             .map(|b| narrow(b, min, max))
             .collect::<Option<Vec<Hir>>>()?;
         Some(Regex {
-            hir: Hir::alternation(narrowed),
+            hir: Arc::new(Hir::alternation(narrowed)),
             universal: false,
         })
     }
@@ -474,8 +551,8 @@ impl Regex {
 /// One branch of [`Regex::with_length`].
 fn narrow(branch: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
     let mut parts: Vec<Hir> = match branch.kind() {
-        HirKind::Concat(parts) => parts.clone(),
-        _ => vec![branch.clone()],
+        HirKind::Concat(parts) => parts.iter().map(clone_hir).collect(),
+        _ => vec![clone_hir(branch)],
     };
     let fixed = |h: &Hir| {
         let (a, b) = char_len(h);
@@ -493,11 +570,15 @@ fn narrow(branch: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
     let Some(i) = var else {
         // No variable part: the branch has one length, inside the bounds or not.
         let inside = fixed_len >= min && max.is_none_or(|m| fixed_len <= m);
-        return Some(if inside { branch.clone() } else { Hir::fail() });
+        return Some(if inside {
+            clone_hir(branch)
+        } else {
+            Hir::fail()
+        });
     };
-    let mut var_part = parts[i].clone();
+    let mut var_part = &parts[i];
     while let HirKind::Capture(c) = var_part.kind() {
-        var_part = (*c.sub).clone();
+        var_part = &c.sub;
     }
     let HirKind::Repetition(rep) = var_part.kind() else {
         return None;
@@ -516,15 +597,16 @@ fn narrow(branch: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
     if hi.is_some_and(|h| h < lo) {
         return Some(Hir::fail());
     }
-    parts[i] = Hir::repetition(Repetition {
+    let narrowed = Hir::repetition(Repetition {
         min: u32::try_from(lo).ok()?,
         max: match hi {
             Some(h) => Some(u32::try_from(h).ok()?),
             None => None,
         },
         greedy: true,
-        sub: rep.sub.clone(),
+        sub: Box::new(clone_hir(&rep.sub)),
     });
+    parts[i] = narrowed;
     Some(Hir::concat(parts))
 }
 
@@ -533,12 +615,13 @@ const MAX_ALTERNATIVES: usize = 256;
 
 /// `h` as a union of alternatives, with alternations that contain anchors distributed over
 /// their surroundings (`^(a$|b)` is `^a$ | ^b`), so each alternative's anchors sit at its edges.
+/// Recursion: as deep as `h` nests (bounded by the parser's nesting limit), each level guarded.
 fn alternatives(h: &Hir) -> Vec<Hir> {
     let anchored = |h: &Hir| {
         let looks = h.properties().look_set();
         looks.contains(Look::Start) || looks.contains(Look::End)
     };
-    match h.kind() {
+    guarded(|| match h.kind() {
         HirKind::Alternation(subs) => subs.iter().flat_map(alternatives).collect(),
         HirKind::Capture(c) => alternatives(&c.sub),
         HirKind::Concat(parts) if parts.iter().any(anchored) => {
@@ -547,27 +630,57 @@ fn alternatives(h: &Hir) -> Vec<Hir> {
                 let options = if anchored(p) {
                     alternatives(p)
                 } else {
-                    vec![p.clone()]
+                    vec![clone_hir(p)]
                 };
                 if combos.len() * options.len() > MAX_ALTERNATIVES {
-                    return vec![h.clone()];
+                    return vec![clone_hir(h)];
                 }
                 combos = combos
                     .iter()
                     .flat_map(|c| {
-                        options
-                            .iter()
-                            .map(move |o| [c.clone(), vec![o.clone()]].concat())
+                        options.iter().map(move |o| {
+                            let mut next: Vec<Hir> = c.iter().map(clone_hir).collect();
+                            next.push(clone_hir(o));
+                            next
+                        })
                     })
                     .collect();
             }
             combos.into_iter().map(Hir::concat).collect()
         }
-        _ => vec![h.clone()],
-    }
+        _ => vec![clone_hir(h)],
+    })
 }
 
+/// A deep copy of `h`, one guarded step per level: `Hir`'s derived `Clone` recurses as deeply
+/// as the regex nests, on whatever stack is left. Rebuilt through `Hir`'s constructors, which
+/// may simplify but keep the language.
+fn clone_hir(h: &Hir) -> Hir {
+    guarded(|| match h.kind() {
+        HirKind::Repetition(rep) => Hir::repetition(Repetition {
+            min: rep.min,
+            max: rep.max,
+            greedy: rep.greedy,
+            sub: Box::new(clone_hir(&rep.sub)),
+        }),
+        HirKind::Capture(c) => Hir::capture(Capture {
+            index: c.index,
+            name: c.name.clone(),
+            sub: Box::new(clone_hir(&c.sub)),
+        }),
+        HirKind::Concat(parts) => Hir::concat(parts.iter().map(clone_hir).collect()),
+        HirKind::Alternation(subs) => Hir::alternation(subs.iter().map(clone_hir).collect()),
+        // Leaves: their copy does not recurse.
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => h.clone(),
+    })
+}
+
+/// Recursion: as deep as `h` nests, each level guarded.
 fn char_len(h: &Hir) -> (u64, Option<u64>) {
+    guarded(|| char_len_step(h))
+}
+
+fn char_len_step(h: &Hir) -> (u64, Option<u64>) {
     match h.kind() {
         HirKind::Empty | HirKind::Look(_) => (0, Some(0)),
         HirKind::Literal(lit) => {
@@ -605,6 +718,17 @@ fn char_len(h: &Hir) -> (u64, Option<u64>) {
     }
 }
 
+/// The `Limit` error of a regex nested more than `limit` deep.
+pub(crate) fn nesting_error(pattern: &str, limit: u32, col: usize) -> CompileError {
+    let exceeded = LimitExceeded {
+        kind: LimitKind::Nesting,
+        value: u64::from(limit) + 1,
+        max: u64::from(limit),
+    };
+    let what = format!("pattern {pattern:?} (column {col})");
+    CompileError::over_limit(exceeded, Location::None, &what)
+}
+
 fn regex_error(
     pattern: &str,
     kind: CompileErrorKind,
@@ -614,16 +738,29 @@ fn regex_error(
     CompileError::unplaced(kind, format!("pattern {pattern:?} (column {col}): {what}"))
 }
 
-/// Parses with ECMA-262 meanings for `\d`, `\w`, `\s` and `.`.
-fn parse_ecma(pattern: &str) -> Result<Hir, CompileError> {
-    let mut parsed = ast::parse::Parser::new().parse(pattern).map_err(|e| {
-        use ast::ErrorKind as K;
-        let kind = match e.kind() {
-            K::UnsupportedLookAround | K::UnsupportedBackreference => CompileErrorKind::Unsupported,
-            _ => CompileErrorKind::Syntax,
-        };
-        regex_error(pattern, kind, e.kind(), e.span().start.column)
-    })?;
+/// How deeply formwork's own `format` regexes may nest (regex-syntax's default).
+const FORMAT_NESTING: usize = 250;
+
+/// Parses with ECMA-262 meanings for `\d`, `\w`, `\s` and `.`, nesting at most `nesting` deep.
+fn parse_ecma(pattern: &str, nesting: usize) -> Result<Hir, CompileError> {
+    let limit = u32::try_from(nesting).unwrap_or(u32::MAX);
+    let mut parsed = ast::parse::ParserBuilder::new()
+        .nest_limit(limit)
+        .build()
+        .parse(pattern)
+        .map_err(|e| {
+            use ast::ErrorKind as K;
+            let kind = match e.kind() {
+                K::UnsupportedLookAround | K::UnsupportedBackreference => {
+                    CompileErrorKind::Unsupported
+                }
+                K::NestLimitExceeded(_) => {
+                    return nesting_error(pattern, limit, e.span().start.column)
+                }
+                _ => CompileErrorKind::Syntax,
+            };
+            regex_error(pattern, kind, e.kind(), e.span().start.column)
+        })?;
     ecma_ast(&mut parsed);
     regex_syntax::hir::translate::Translator::new()
         .translate(pattern, &parsed)
@@ -697,34 +834,44 @@ fn bracketed(item: ClassSetItem, span: ast::Span) -> Ast {
     })
 }
 
-fn ecma_ast(node: &mut Ast) {
-    match node {
-        Ast::Dot(span) => *node = bracketed(set_item(**span, ECMA_LINE_TERMINATORS, true), **span),
-        Ast::ClassPerl(perl) => *node = bracketed(perl_item(perl), perl.span),
-        Ast::ClassBracketed(class) => ecma_set(&mut class.kind),
-        Ast::Repetition(rep) => ecma_ast(&mut rep.ast),
-        Ast::Group(group) => ecma_ast(&mut group.ast),
-        Ast::Alternation(alt) => alt.asts.iter_mut().for_each(ecma_ast),
-        Ast::Concat(cat) => cat.asts.iter_mut().for_each(ecma_ast),
-        _ => {}
+/// Rewrites `\d`, `\w`, `\s` and `.` to their ECMA-262 classes, everywhere in `root`. An
+/// explicit stack: the tree nests as deeply as the pattern does.
+fn ecma_ast(root: &mut Ast) {
+    enum Node<'a> {
+        Ast(&'a mut Ast),
+        Set(&'a mut ClassSet),
+        Item(&'a mut ClassSetItem),
     }
-}
-
-fn ecma_set(set: &mut ClassSet) {
-    match set {
-        ClassSet::Item(item) => ecma_item(item),
-        ClassSet::BinaryOp(op) => {
-            ecma_set(&mut op.lhs);
-            ecma_set(&mut op.rhs);
+    let mut stack = vec![Node::Ast(root)];
+    while let Some(node) = stack.pop() {
+        match node {
+            Node::Ast(ast) => match ast {
+                Ast::Dot(span) => {
+                    let span = **span;
+                    *ast = bracketed(set_item(span, ECMA_LINE_TERMINATORS, true), span);
+                }
+                Ast::ClassPerl(perl) => {
+                    let span = perl.span;
+                    *ast = bracketed(perl_item(perl), span);
+                }
+                Ast::ClassBracketed(class) => stack.push(Node::Set(&mut class.kind)),
+                Ast::Repetition(rep) => stack.push(Node::Ast(&mut rep.ast)),
+                Ast::Group(group) => stack.push(Node::Ast(&mut group.ast)),
+                Ast::Alternation(alt) => stack.extend(alt.asts.iter_mut().map(Node::Ast)),
+                Ast::Concat(cat) => stack.extend(cat.asts.iter_mut().map(Node::Ast)),
+                _ => {}
+            },
+            Node::Set(ClassSet::Item(item)) => stack.push(Node::Item(item)),
+            Node::Set(ClassSet::BinaryOp(op)) => {
+                stack.push(Node::Set(&mut op.lhs));
+                stack.push(Node::Set(&mut op.rhs));
+            }
+            Node::Item(item) => match item {
+                ClassSetItem::Perl(perl) => *item = perl_item(perl),
+                ClassSetItem::Bracketed(class) => stack.push(Node::Set(&mut class.kind)),
+                ClassSetItem::Union(union) => stack.extend(union.items.iter_mut().map(Node::Item)),
+                _ => {}
+            },
         }
-    }
-}
-
-fn ecma_item(item: &mut ClassSetItem) {
-    match item {
-        ClassSetItem::Perl(perl) => *item = perl_item(perl),
-        ClassSetItem::Bracketed(class) => ecma_set(&mut class.kind),
-        ClassSetItem::Union(union) => union.items.iter_mut().for_each(ecma_item),
-        _ => {}
     }
 }

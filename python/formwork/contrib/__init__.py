@@ -1,0 +1,1 @@
+"""Integrations with inference frameworks: :mod:`formwork.contrib.hf` for ``transformers``."""
