@@ -344,7 +344,10 @@ fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
                         .find(|&r| !get_bit(&mask, r));
                     if let Some(r) = refused {
                         let mut fork = m.clone();
-                        assert!(fork.consume(r).is_err(), "{label} step {step}: refused token accepted");
+                        assert!(
+                            fork.consume(r).is_err(),
+                            "{label} step {step}: refused token accepted"
+                        );
                         assert_eq!(fork.num_consumed(), m.num_consumed());
                     }
                     m.consume(t).unwrap_or_else(|e| {
@@ -389,7 +392,10 @@ fn eos_after_eos_is_the_same_on_both_backends() {
         let a = vocab.encode("a").unwrap()[0];
         m.consume(eos).unwrap();
         assert!(
-            matches!(m.consume(a).unwrap_err().kind(), formwork::MatchErrorKind::Terminated),
+            matches!(
+                m.consume(a).unwrap_err().kind(),
+                formwork::MatchErrorKind::Terminated
+            ),
             "{backend:?}"
         );
     }

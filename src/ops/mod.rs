@@ -17,11 +17,11 @@ mod matcher;
 pub mod program;
 
 pub use leaf::{Leaf, Terminator, Unit};
-pub(crate) use lower::{lower_within, regex_grammar};
 pub use lower::{
     fits_operators, lower, LowerConfig, RegexCompiler, DEFAULT_DFA_STATE_LIMIT,
     DEFAULT_REGEX_CACHE_BYTES,
 };
+pub(crate) use lower::{lower_within, regex_grammar};
 pub use masks::Runtime;
 pub use matcher::OpsMatcher;
 pub(crate) use program::LeafOp;
