@@ -7,7 +7,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use formwork::engine::{BackendKind, Constraint, ConstraintMatcher, Engine};
+use formwork::engine::{BackendKind, Constraint, ConstraintMatcher, Engine, EngineConfig};
 use formwork::mask::get_bit;
 use formwork::vocab::{TokenId, Vocab};
 use formwork::{CompileErrorKind, Location, Matcher};
@@ -40,7 +40,11 @@ fn misses_at(engine: &Engine, m: &mut ConstraintMatcher, text: &str, mask: &mut 
 
 #[test]
 fn a_second_request_hits_masks_cached_by_the_first() {
-    let engine = engine();
+    // Without the masks registration precomputes (tests/template_warm.rs), which would leave
+    // the first request nothing to compute.
+    let config = EngineConfig::new().template_mask_bytes(0);
+    let mut engine = Engine::with_config(common::qwen3().clone(), config);
+    engine.register_templates([TEMPLATES]).unwrap();
     let vocab = engine.vocab();
     let words = vocab.mask_words();
     let (mut a_title, mut a_summary) = (vec![0u32; words], vec![0u32; words]);

@@ -275,6 +275,11 @@ impl Runtime {
             fn accepted(&mut self) -> &mut [u32] {
                 &mut self.accepted
             }
+            // A literal allows one unit per state, and a slice's strings branch at every
+            // byte: the proof could only fail (~1,300 steps a Write state would pay).
+            fn tries_slice(&self, _: usize) -> bool {
+                !matches!(self.leaf, Leaf::Write(_))
+            }
         }
         let mut walk = Walk {
             leaf,

@@ -41,12 +41,14 @@ mod factory;
 mod lexer;
 mod syntax;
 mod tables;
+mod warm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) use factory::{Fragment, Piece};
+pub(crate) use warm::fixed_stretches;
 use tables::{NameMap, WriteTable};
 
 use crate::error::{CompileError, CompileErrorKind, Location};
