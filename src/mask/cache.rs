@@ -188,7 +188,10 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
         let mut out = Vec::new();
         for s in self.shards.iter() {
             let s = s.lock().unwrap_or_else(|p| p.into_inner());
-            let entries = s.lru.iter().map(|(k, v)| (k.clone(), v.clone(), Self::weight_of(v)));
+            let entries = s
+                .lru
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone(), Self::weight_of(v)));
             out.extend(entries);
         }
         out

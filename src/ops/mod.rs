@@ -26,7 +26,7 @@ pub use lower::{
 pub(crate) use lower::{lower_within, regex_grammar};
 pub use masks::Runtime;
 pub use matcher::OpsMatcher;
-pub(crate) use warm::warm;
-pub use warm::{Warmth, MAX_WARM_STATES};
 pub(crate) use program::LeafOp;
 pub use program::{OpId, Program, ProgramBuilder};
+pub(crate) use warm::warm;
+pub use warm::{Warmth, MAX_WARM_STATES};

@@ -48,8 +48,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) use factory::{Fragment, Piece};
-pub(crate) use warm::fixed_stretches;
 use tables::{NameMap, WriteTable};
+pub(crate) use warm::fixed_stretches;
 
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::Grammar;
