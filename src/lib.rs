@@ -192,7 +192,7 @@ pub use front::tool::Tool;
 pub use limits::{LimitExceeded, LimitKind, Limits};
 pub use mask::{CacheStats, TokenMask};
 pub use matcher::{MatchError, MatchErrorKind, Matcher};
-pub use ops::LowerConfig;
+pub use ops::{LowerConfig, Warmth};
 pub use vocab::{TokenKind, Vocab, VocabConfig, VocabError, VocabErrorKind};
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use formwork::bitmask::get_bit;
-use formwork::engine::{BackendKind, Constraint, ConstraintMatcher, Engine};
+use formwork::engine::{BackendKind, Constraint, ConstraintMatcher, Engine, EngineConfig};
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, Location, Matcher, TokenId};
 
@@ -40,7 +40,11 @@ fn misses_at(engine: &Engine, m: &mut ConstraintMatcher, text: &str, mask: &mut 
 
 #[test]
 fn a_second_request_hits_masks_cached_by_the_first() {
-    let engine = engine();
+    // Without the masks registration precomputes (tests/template_warm.rs), which would leave
+    // the first request nothing to compute.
+    let config = EngineConfig::new().template_mask_bytes(0);
+    let mut engine = Engine::with_config(common::qwen3().clone(), config);
+    engine.register_templates([TEMPLATES]).unwrap();
     let vocab = engine.vocab();
     let words = vocab.mask_words();
     let (mut a_title, mut a_summary) = (vec![0u32; words], vec![0u32; words]);
@@ -344,7 +348,10 @@ fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
                         .find(|&r| !get_bit(&mask, r));
                     if let Some(r) = refused {
                         let mut fork = m.clone();
-                        assert!(fork.consume(r).is_err(), "{label} step {step}: refused token accepted");
+                        assert!(
+                            fork.consume(r).is_err(),
+                            "{label} step {step}: refused token accepted"
+                        );
                         assert_eq!(fork.num_consumed(), m.num_consumed());
                     }
                     m.consume(t).unwrap_or_else(|e| {
@@ -389,7 +396,10 @@ fn eos_after_eos_is_the_same_on_both_backends() {
         let a = vocab.encode("a").unwrap()[0];
         m.consume(eos).unwrap();
         assert!(
-            matches!(m.consume(a).unwrap_err().kind(), formwork::MatchErrorKind::Terminated),
+            matches!(
+                m.consume(a).unwrap_err().kind(),
+                formwork::MatchErrorKind::Terminated
+            ),
             "{backend:?}"
         );
     }

@@ -523,7 +523,8 @@ impl Matcher for CfgMatcher {
             return Ok(());
         }
         let budget = g.limits.budget();
-        mask::fill(g, self.chart.get_mut(), &mut self.scratch, out, &budget).map_err(limit_error)?;
+        mask::fill(g, self.chart.get_mut(), &mut self.scratch, out, &budget)
+            .map_err(limit_error)?;
         self.masked = true;
         Ok(())
     }

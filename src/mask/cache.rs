@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
+use rustc_hash::FxHashMap;
 
 /// Bytes an entry holds, for the cache's budget.
 pub trait Weigh {
@@ -21,10 +22,16 @@ pub struct CacheStats {
     pub misses: u64,
     /// Entries dropped to stay within the budget.
     pub evictions: u64,
-    /// Entries held now.
+    /// Entries held now (pinned ones apart).
     pub entries: usize,
-    /// Bytes held now.
+    /// Bytes held now (pinned ones apart).
     pub bytes: usize,
+    /// Pinned entries (see [`MaskCache::pin`]): never evicted, outside the byte budget.
+    pub pinned: usize,
+    /// Bytes the pinned entries hold.
+    pub pinned_bytes: usize,
+    /// Lookups (counted in `hits`) answered by a pinned entry.
+    pub pinned_hits: u64,
 }
 
 const SHARDS: usize = 16;
@@ -32,6 +39,8 @@ const SHARDS: usize = 16;
 struct Shard<K: Hash + Eq, V> {
     lru: LruCache<K, Arc<V>>,
     bytes: usize,
+    pinned: FxHashMap<K, Arc<V>>,
+    pinned_bytes: usize,
 }
 
 /// A thread-safe, byte-bounded LRU cache of computed masks, shared by every matcher of an
@@ -64,6 +73,7 @@ pub struct MaskCache<K: Hash + Eq, V> {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    pinned_hits: AtomicU64,
 }
 
 impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
@@ -74,6 +84,8 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
                 Mutex::new(Shard {
                     lru: LruCache::unbounded(),
                     bytes: 0,
+                    pinned: FxHashMap::default(),
+                    pinned_bytes: 0,
                 })
             })
             .collect();
@@ -84,6 +96,7 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            pinned_hits: AtomicU64::new(0),
         }
     }
 
@@ -93,13 +106,14 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
 
     /// The cached value for `key`, if any (counts a hit or a miss).
     pub fn get(&self, key: &K) -> Option<Arc<V>> {
-        let found = self
-            .shard(key)
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .lru
-            .get(key)
-            .cloned();
+        let mut shard = self.shard(key).lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pinned) = shard.pinned.get(key) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            self.pinned_hits.fetch_add(1, Ordering::Relaxed);
+            return Some(pinned.clone());
+        }
+        let found = shard.lru.get(key).cloned();
+        drop(shard);
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -113,25 +127,74 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
     /// larger than a shard's budget is returned but not kept.
     pub fn insert(&self, key: K, value: V) -> Arc<V> {
         let value = Arc::new(value);
-        let weight = value.weight() + std::mem::size_of::<K>() + 32;
+        let weight = Self::weight_of(&value);
         if weight > self.shard_budget {
             return value;
         }
         let mut shard = self.shard(&key).lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pinned) = shard.pinned.get(&key) {
+            return pinned.clone();
+        }
         if let Some(old) = shard.lru.put(key, value.clone()) {
-            shard.bytes -= old.weight() + std::mem::size_of::<K>() + 32;
+            shard.bytes -= Self::weight_of(&old);
         }
         shard.bytes += weight;
         while shard.bytes > self.shard_budget {
             match shard.lru.pop_lru() {
                 Some((_, old)) => {
-                    shard.bytes -= old.weight() + std::mem::size_of::<K>() + 32;
+                    shard.bytes -= Self::weight_of(&old);
                     self.evictions.fetch_add(1, Ordering::Relaxed);
                 }
                 None => break,
             }
         }
         value
+    }
+
+    /// What an entry costs the budget: the value, its key and the list's bookkeeping.
+    fn weight_of(value: &V) -> usize {
+        value.weight() + std::mem::size_of::<K>() + 32
+    }
+
+    /// Keeps `entries` for good, in place of those pinned before: never evicted, outside the
+    /// byte budget (the caller bounds them), found before the evictable entries. What a
+    /// server precomputes at start-up (the template masks) so that no request pays for it.
+    /// Returns the bytes they hold, counted as [`MaskCache::insert`] counts.
+    pub fn pin(&self, entries: impl IntoIterator<Item = (K, Arc<V>)>) -> usize {
+        for s in self.shards.iter() {
+            let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
+            s.pinned.clear();
+            s.pinned_bytes = 0;
+        }
+        let mut total = 0;
+        for (key, value) in entries {
+            let weight = Self::weight_of(&value);
+            let mut shard = self.shard(&key).lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(old) = shard.lru.pop(&key) {
+                shard.bytes -= Self::weight_of(&old);
+            }
+            if let Some(old) = shard.pinned.insert(key, value) {
+                shard.pinned_bytes -= Self::weight_of(&old);
+                total -= Self::weight_of(&old);
+            }
+            shard.pinned_bytes += weight;
+            total += weight;
+        }
+        total
+    }
+
+    /// A snapshot of the evictable entries, each with the bytes it costs the budget.
+    pub fn entries(&self) -> Vec<(K, Arc<V>, usize)> {
+        let mut out = Vec::new();
+        for s in self.shards.iter() {
+            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            let entries = s
+                .lru
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone(), Self::weight_of(v)));
+            out.extend(entries);
+        }
+        out
     }
 
     /// The value for `key`, computing and storing it on a miss.
@@ -145,22 +208,24 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
 
     /// Counters and current size.
     pub fn stats(&self) -> CacheStats {
-        let (mut entries, mut bytes) = (0, 0);
-        for s in self.shards.iter() {
-            let s = s.lock().unwrap_or_else(|p| p.into_inner());
-            entries += s.lru.len();
-            bytes += s.bytes;
-        }
-        CacheStats {
+        let mut stats = CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
-            entries,
-            bytes,
+            pinned_hits: self.pinned_hits.load(Ordering::Relaxed),
+            ..CacheStats::default()
+        };
+        for s in self.shards.iter() {
+            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            stats.entries += s.lru.len();
+            stats.bytes += s.bytes;
+            stats.pinned += s.pinned.len();
+            stats.pinned_bytes += s.pinned_bytes;
         }
+        stats
     }
 
-    /// Drops every entry (counters are kept). For tests.
+    /// Drops every evictable entry (pinned ones and the counters are kept). For tests.
     #[cfg(feature = "internals")]
     pub fn clear(&self) {
         for s in self.shards.iter() {
@@ -193,5 +258,28 @@ mod tests {
         assert!(s.evictions > 0);
         assert!(cache.get(&9_999).is_some());
         assert!(cache.get(&0).is_none());
+    }
+
+    #[test]
+    fn pinned_entries_outlive_eviction_and_answer_first() {
+        let cache: MaskCache<u32, Blob> = MaskCache::new(SHARDS * 1000);
+        cache.insert(7, Blob(1));
+        let kept = cache.entries();
+        assert_eq!(kept.len(), 1);
+        let bytes = cache.pin(kept.into_iter().map(|(k, v, _)| (k, v)));
+        assert_eq!(bytes, Blob(1).0 + std::mem::size_of::<u32>() + 32);
+        for k in 100..10_000 {
+            cache.insert(k, Blob(100));
+        }
+        // A later insert of a pinned key keeps the pinned value.
+        assert_eq!(cache.insert(7, Blob(5)).0, 1);
+        assert_eq!(cache.get(&7).map(|b| b.0), Some(1));
+        let s = cache.stats();
+        assert_eq!((s.pinned, s.pinned_bytes, s.pinned_hits), (1, bytes, 1));
+        assert!(s.evictions > 0 && s.bytes <= SHARDS * 1000, "{s:?}");
+        cache.clear();
+        assert!(cache.get(&7).is_some());
+        cache.pin([]);
+        assert!(cache.get(&7).is_none());
     }
 }

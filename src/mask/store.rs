@@ -41,16 +41,26 @@ pub enum StoredMask {
 impl StoredMask {
     /// Chooses the smallest form for `words`, a subset of `universe`.
     pub fn from_words(words: &[u32], universe: &[u32]) -> StoredMask {
-        let accepted: usize = words.iter().map(|w| w.count_ones() as usize).sum();
-        let rejected: usize = words
-            .iter()
-            .zip(universe)
-            .map(|(w, u)| (u & !w).count_ones() as usize)
-            .sum();
         // A list is kept only while applying it (one scattered bit per id) costs less than
         // copying the bitset (one streaming word per 32 tokens): masks are written every step,
         // so speed decides before size does.
         let bitset = words.len() / LIST_COST_PER_ID;
+        // One pass that counts a list only while it could still win (past `bitset` it cannot)
+        // and only words with bits to count: without a `popcnt` target feature each count is
+        // a dozen instructions, and most masks are nearly empty or nearly full. A count that
+        // stopped is past `bitset`, which is all the choice below asks of it.
+        let (mut accepted, mut rejected) = (0, 0);
+        for (&w, &u) in words.iter().zip(universe) {
+            if w != 0 && accepted <= bitset {
+                accepted += w.count_ones() as usize;
+            }
+            if u & !w != 0 && rejected <= bitset {
+                rejected += (u & !w).count_ones() as usize;
+            }
+            if accepted > bitset && rejected > bitset {
+                return StoredMask::Bitset(words.into());
+            }
+        }
         if accepted <= rejected && accepted <= bitset {
             StoredMask::Accepted(iter_ones(words).collect())
         } else if rejected <= bitset {

@@ -7,7 +7,8 @@
 //! - `cursor`: the threads that follow a program through the input;
 //! - `masks`: the two-level cached mask (leaf part + continuation part);
 //! - [`lower`]: IR → operators with DFA fusion, and the [`RegexCompiler`];
-//! - [`OpsMatcher`]: the [`Matcher`](crate::Matcher).
+//! - [`OpsMatcher`]: the [`Matcher`](crate::Matcher);
+//! - `warm`: masks precomputed for every state a program can reach ([`Warmth`]).
 
 mod cursor;
 pub mod leaf;
@@ -15,6 +16,7 @@ mod lower;
 mod masks;
 mod matcher;
 pub mod program;
+mod warm;
 
 pub use leaf::{Leaf, Unit};
 pub(crate) use lower::{lower_within, regex_grammar};
@@ -23,3 +25,5 @@ pub use masks::Runtime;
 pub use matcher::OpsMatcher;
 pub(crate) use program::LeafOp;
 pub use program::{OpId, Program, ProgramBuilder};
+pub(crate) use warm::warm;
+pub use warm::Warmth;

@@ -45,9 +45,11 @@ mod recipe;
 mod structure;
 mod syntax;
 mod tables;
+mod warm;
 
 pub(crate) use builder::read_templates;
 pub use builder::{FactoryBuilder, DEFAULT_LITERAL_TABLE_BYTES};
 pub use factory::StructureFactory;
 pub(crate) use recipe::{Fragment, Piece};
 pub use structure::{Param, ParamDefault, ParamKind, StructId, Structure};
+pub(crate) use warm::fixed_stretches;

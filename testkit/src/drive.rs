@@ -9,6 +9,8 @@
 //! - EOS is allowed iff the matcher accepts (where the constraint cannot name EOS as a
 //!   symbol); after EOS only EOS is allowed, and consuming what that mask allows succeeds;
 //! - forced tokens can always be consumed;
+//! - `consume_bytes` of an allowed text token's bytes succeeds and leads to the masks that
+//!   consuming the token leads to (and `rollback(1)` undoes it); text it refuses changes nothing;
 //! - failures are typed: a mask may fail only with a `Limit` error.
 //!
 //! A broken rule is a panic whose message says which, so a fuzzer reports it as a crash.
@@ -17,6 +19,7 @@ use std::sync::OnceLock;
 
 use arbitrary::Unstructured;
 use formwork::bitmask::{get_bit, iter_ones};
+use formwork::vocab::TokenKind;
 use formwork::{ConstraintMatcher, MatchErrorKind, Matcher, TokenId, Vocab};
 
 /// One operation of a drive.
@@ -36,6 +39,10 @@ pub enum Op {
     Fork,
     /// Consume the forced tokens, if any.
     Forced,
+    /// On a fork, `consume_bytes` of the `n % count`-th allowed text token's bytes.
+    AllowedText(u32),
+    /// On a fork, `consume_bytes` of the first `len % 5` of these bytes.
+    Text([u8; 4], u8),
 }
 
 /// How a drive ended, for the callers that check verdicts.
@@ -185,6 +192,65 @@ impl<'v> Checked<'v> {
                     self.consume_allowed(t)?;
                 }
             }
+            Op::AllowedText(n) => {
+                let mask = self.mask()?;
+                let text: Vec<TokenId> = iter_ones(&mask)
+                    .filter(|&t| self.vocab.kind(t) == Some(TokenKind::Text))
+                    .collect();
+                if self.matcher.is_terminated() || text.is_empty() {
+                    return Ok(());
+                }
+                let t = text[n as usize % text.len()];
+                let mut by_bytes = self.matcher.clone();
+                if let Err(e) = by_bytes.consume_bytes(self.vocab.token_bytes(t)) {
+                    match e.kind() {
+                        MatchErrorKind::Limit(_) => return Err(Stop::Limit),
+                        _ => panic!(
+                            "the mask allowed token {t} ({}) after {:?} but consume_bytes of its \
+                             bytes failed: {e}",
+                            self.vocab.display_token(t),
+                            self.path_text()
+                        ),
+                    }
+                }
+                let mut undone = by_bytes.clone();
+                self.consume_allowed(t)?;
+                let after_token = self.mask()?;
+                let after_bytes = fill(self.vocab, &mut by_bytes).ok_or(Stop::Limit)?;
+                assert!(
+                    after_bytes == after_token,
+                    "consume_bytes of token {t} ({}) after {:?} leads to another mask than \
+                     consuming the token",
+                    self.vocab.display_token(t),
+                    self.path_text()
+                );
+                undone.rollback(1).expect("one step of text to undo");
+                let here = self.path.len() - 1;
+                assert!(
+                    fill(self.vocab, &mut undone).as_ref() == self.seen[here].as_ref(),
+                    "rollback(1) after consume_bytes does not restore the mask before it"
+                );
+            }
+            Op::Text(bytes, len) => {
+                let before = self.mask()?;
+                let mut fork = self.matcher.clone();
+                if let Err(e) = fork.consume_bytes(&bytes[..len as usize % 5]) {
+                    assert!(
+                        matches!(
+                            e.kind(),
+                            MatchErrorKind::TextRejected { .. }
+                                | MatchErrorKind::Terminated
+                                | MatchErrorKind::Limit(_)
+                        ),
+                        "consume_bytes failed with {e}"
+                    );
+                    assert!(
+                        fill(self.vocab, &mut fork).is_none_or(|after| after == before),
+                        "consume_bytes of refused text changed the mask after {:?}",
+                        self.path_text()
+                    );
+                }
+            }
         }
         Ok(())
     }
@@ -311,6 +377,16 @@ impl<'v> Checked<'v> {
     }
 }
 
+/// The mask of a matcher beside the observed one, or `None` when a limit refused it.
+fn fill(vocab: &Vocab, matcher: &mut ConstraintMatcher) -> Option<Vec<u32>> {
+    let mut mask = vec![0u32; vocab.mask_words()];
+    match matcher.fill_mask(&mut mask) {
+        Ok(()) => Some(mask),
+        Err(e) if matches!(e.kind(), MatchErrorKind::Limit(_)) => None,
+        Err(e) => panic!("fill_mask failed with {e}"),
+    }
+}
+
 /// Whether a fuzzing campaign set `rule` aside (`FORMWORK_FUZZ_SKIP=eos-after-eos,...`) while
 /// a known bug breaking it is being fixed, so that every run does not stop at the same crash.
 /// The corpus replay and the tests never set it.
@@ -329,7 +405,7 @@ fn skipped(rule: &str) -> bool {
 }
 
 fn op(u: &mut Unstructured<'_>, vocab: &Vocab) -> arbitrary::Result<Op> {
-    Ok(match u.int_in_range(0..=15u8)? {
+    Ok(match u.int_in_range(0..=17u8)? {
         0..=8 => Op::Allowed(u.arbitrary()?),
         9 => Op::Any(u.int_in_range(0..=vocab.mask_width() as u32 + 2)?),
         10 => Op::Eos,
@@ -337,6 +413,8 @@ fn op(u: &mut Unstructured<'_>, vocab: &Vocab) -> arbitrary::Result<Op> {
         12 => Op::Reset,
         13 => Op::Fork,
         14 => Op::Forced,
-        _ => Op::Rollback(u.arbitrary()?),
+        15 => Op::Rollback(u.arbitrary()?),
+        16 => Op::AllowedText(u.arbitrary()?),
+        _ => Op::Text(u.arbitrary()?, u.arbitrary()?),
     })
 }
