@@ -293,8 +293,8 @@ fn registration_is_all_or_nothing_and_files_share_a_namespace() {
 /// matcher over its limit: every later mask reports it and one rollback clears it.
 #[test]
 fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
-    use formwork::engine::{BackendChoice, EngineConfig};
     use formwork::bitmask::iter_ones;
+    use formwork::engine::{BackendChoice, EngineConfig};
     use formwork::{Limits, MatchErrorKind};
 
     let vocab = common::qwen3();
@@ -370,8 +370,8 @@ fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
 /// rolling back one EOS leaves the sequence still finished.
 #[test]
 fn eos_after_eos_is_the_same_on_both_backends() {
-    use formwork::engine::{BackendChoice, EngineConfig};
     use formwork::bitmask::iter_ones;
+    use formwork::engine::{BackendChoice, EngineConfig};
 
     let vocab = common::qwen3();
     let eos = vocab.eos_tokens()[0];

@@ -233,7 +233,10 @@ fn ambiguous_counted_repeats_keep_few_threads_and_cheap_masks() {
             let misses = runtime.cache_stats().misses;
             m.fill_mask(&mut mask)
                 .unwrap_or_else(|e| panic!("{pattern} step {step}: {e}"));
-            assert!(formwork::bitmask::get_bit(&mask, t), "{pattern} step {step}");
+            assert!(
+                formwork::bitmask::get_bit(&mask, t),
+                "{pattern} step {step}"
+            );
             m.consume(t)
                 .unwrap_or_else(|e| panic!("{pattern} step {step}: {e}"));
             assert!(

@@ -98,7 +98,7 @@ impl Chart {
     }
 
     /// A chart holding exactly `rows`, not closed: a cached classification's item with the
-    /// callers it completes into (see `mask.rs`).
+    /// callers it completes into (see `cache/`).
     pub fn from_rows(prog: &Program, rows: &[Vec<Item>]) -> Chart {
         let mut chart = Chart {
             items: Vec::new(),

@@ -11,10 +11,11 @@
 //! complete. Structures that are equal but numbered differently may hash differently, which
 //! only costs sharing.
 
-use super::program::{tarjan, Program, DEAD, MULTI, SCANS};
+use super::program::{Program, DEAD, MULTI, SCANS};
 use crate::base::byteset::ByteSet;
 use crate::base::collections::FastMap;
 use crate::error::{CompileError, Location};
+use crate::ir::graph::strongly_connected;
 use crate::ir::StructHasher;
 use crate::limits::Deadline;
 
@@ -33,7 +34,7 @@ impl Hashes {
     pub fn new(prog: &Program, deadline: &Deadline) -> Result<Hashes, CompileError> {
         let n = prog.units.len();
         let callees: Vec<Vec<usize>> = (0..n).map(|u| unit_callees(prog, u)).collect();
-        let sccs = tarjan(n, |u| callees[u].clone());
+        let sccs = strongly_connected(n, |u| callees[u].clone());
         let mut unit_hash = vec![0u128; n];
         let mut canon = vec![u32::MAX; prog.states.len()];
         let mut member = vec![usize::MAX; n];

@@ -6,7 +6,7 @@
 //! compiles IR grammars into [`CfgGrammar`]s (shared, `Send + Sync`), and each sequence gets a
 //! [`CfgMatcher`] implementing [`Matcher`].
 //!
-//! How a mask is computed (see `mask.rs`): each item of the last Earley row that reads bytes
+//! How a mask is computed (see `cache/`): each item of the last Earley row that reads bytes
 //! itself is classified once per structure: tokens its own rule accepts whatever the context
 //! (*accepted*), tokens it can never take (*rejected*), and tokens that finish the rule
 //! mid-token (*uncertain*). That first level is keyed by a structural hash of the rule, so equal
@@ -39,10 +39,13 @@
 //! assert_eq!(m.num_consumed(), vocab.encode("((x").unwrap().len());
 //! ```
 
+mod cache;
 mod chart;
 mod hash;
-mod mask;
+mod interner;
+mod lower;
 mod program;
+mod walk;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -58,9 +61,10 @@ use crate::mask::{CacheStats, MaskCache};
 use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
 use crate::vocab::{TokenKind, Vocab};
 
+use cache::CacheEntry;
 use chart::Chart;
-use mask::CacheEntry;
-use program::{CompileOptions, Program, SPECIALS};
+use lower::CompileOptions;
+use program::{Program, SPECIALS};
 
 /// Tuning options of the CFG engine: cache budget, how far masks look at the context, how
 /// much is determinized and minimized. The ceilings that turn pathological grammars into
@@ -190,14 +194,14 @@ pub struct CfgCompiler {
     config: CfgConfig,
     limits: Limits,
     cache: Arc<MaskCache<u128, CacheEntry>>,
-    index: Arc<mask::VocabIndex>,
+    index: Arc<cache::VocabIndex>,
 }
 
 impl CfgCompiler {
     /// A compiler for `vocab`, under the default [`Limits`].
     pub fn new(vocab: &Vocab, config: CfgConfig) -> CfgCompiler {
         let cache = Arc::new(MaskCache::new(config.cache_bytes));
-        let index = Arc::new(mask::VocabIndex::new(vocab));
+        let index = Arc::new(cache::VocabIndex::new(vocab));
         // Built now, at start-up, rather than inside the first mask.
         vocab.slices();
         CfgCompiler {
@@ -246,7 +250,7 @@ impl CfgCompiler {
             deadline,
             minimize: self.config.minimize,
         };
-        let prog = program::compile(grammar, &self.vocab, &options)?;
+        let prog = lower::compile(grammar, &self.vocab, &options)?;
         let initial = Chart::new(&prog, &self.limits.budget())
             .map_err(|e| CompileError::over_limit(e, Location::None, "the first Earley row"))?;
         // The cache keys: every first walk needs them, so they are part of the grammar.
@@ -277,9 +281,9 @@ pub struct CfgGrammar {
     config: CfgConfig,
     limits: Limits,
     cache: Arc<MaskCache<u128, CacheEntry>>,
-    index: Arc<mask::VocabIndex>,
+    index: Arc<cache::VocabIndex>,
     hashes: hash::Hashes,
-    walks: Mutex<Option<mask::SharedWalks>>,
+    walks: Mutex<Option<cache::context_level::SharedWalks>>,
     initial: Chart,
 }
 
@@ -305,7 +309,7 @@ impl CfgGrammar {
             over_limit: None,
             masked: false,
             old_rows: 0,
-            scratch: mask::Scratch::default(),
+            scratch: cache::Scratch::default(),
         }
     }
 
@@ -339,7 +343,7 @@ pub struct CfgMatcher {
     masked: bool,
     /// Rows below the history's oldest token that the last [`Chart::forget_below`] kept.
     old_rows: usize,
-    scratch: mask::Scratch,
+    scratch: cache::Scratch,
 }
 
 /// Rows a chart may hold below its history before they are looked at for dropping, at least
@@ -358,7 +362,7 @@ impl Clone for CfgMatcher {
             over_limit: self.over_limit,
             masked: self.masked,
             old_rows: self.old_rows,
-            scratch: mask::Scratch::default(),
+            scratch: cache::Scratch::default(),
         }
     }
 }
@@ -448,7 +452,13 @@ impl CfgMatcher {
             false => g.limits.budget(),
         };
         let mut mask = vec![0u32; g.vocab.mask_words()];
-        mask::fill(g, self.chart.get_mut(), &mut self.scratch, &mut mask, &budget)?;
+        cache::fill(
+            g,
+            self.chart.get_mut(),
+            &mut self.scratch,
+            &mut mask,
+            &budget,
+        )?;
         Ok(get_bit(&mask, token))
     }
 
@@ -523,7 +533,7 @@ impl Matcher for CfgMatcher {
             return Ok(());
         }
         let budget = g.limits.budget();
-        mask::fill(g, self.chart.get_mut(), &mut self.scratch, out, &budget)
+        cache::fill(g, self.chart.get_mut(), &mut self.scratch, out, &budget)
             .map_err(limit_error)?;
         self.masked = true;
         Ok(())

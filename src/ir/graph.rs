@@ -1,5 +1,5 @@
-//! The rule graph: which rules refer to which, an order to build them in, and whether they
-//! recurse. One analysis for every pass that follows references (the IR's own checks, the
+//! The rule graph: which rules refer to which, an order to build them in, whether they
+//! recurse, and its strongly connected components. One analysis for every pass that follows references (the IR's own checks, the
 //! template checks, the router, the Earley compiler), iterative throughout: rule chains are as
 //! long as the grammar (see the [module docs](super)).
 
@@ -66,6 +66,66 @@ pub(crate) fn callees_first(
         }
     }
     Ok(order)
+}
+
+/// Strongly connected components, in reverse topological order (callees first), iteratively.
+pub(crate) fn strongly_connected(n: usize, succ: impl Fn(usize) -> Vec<usize>) -> Vec<Vec<usize>> {
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        // (node, successors, position)
+        let mut work: Vec<(usize, Vec<usize>, usize)> = vec![(root, succ(root), 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some((v, succs, pos)) = work.last_mut() {
+            if *pos < succs.len() {
+                let w = succs[*pos];
+                *pos += 1;
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    let s = succ(w);
+                    work.push((w, s, 0));
+                } else if on_stack[w] {
+                    let v = *v;
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                let v = *v;
+                work.pop();
+                if let Some((p, _, _)) = work.last() {
+                    low[*p] = low[*p].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut scc = Vec::new();
+                    loop {
+                        // `v` itself is on the stack, below every node pushed after it.
+                        let w = stack.pop().expect("v is on the stack");
+                        on_stack[w] = false;
+                        scc.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    out.push(scc);
+                }
+            }
+        }
+    }
+    out
 }
 
 impl Grammar {

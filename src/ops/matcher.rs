@@ -244,7 +244,8 @@ impl OpsMatcher {
         };
         let mut mask = vec![0u32; self.runtime.vocab.mask_words()];
         let walker = Walker::new(&self.program);
-        self.runtime.fill(&walker, &self.threads, &mut mask, &budget)?;
+        self.runtime
+            .fill(&walker, &self.threads, &mut mask, &budget)?;
         Ok(get_bit(&mask, token))
     }
 

@@ -19,8 +19,8 @@ pub mod program;
 mod warm;
 
 pub use leaf::{Leaf, Unit};
-pub(crate) use lower::{lower_within, regex_grammar};
 pub use lower::{fits_operators, lower, LowerConfig, RegexCompiler};
+pub(crate) use lower::{lower_within, regex_grammar};
 pub use masks::Runtime;
 pub use matcher::OpsMatcher;
 pub(crate) use program::LeafOp;

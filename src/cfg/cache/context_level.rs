@@ -1,0 +1,277 @@
+//! The context level: an item's uncertain tokens re-walked with its real callers from the
+//! chart.
+
+use std::sync::PoisonError;
+
+use smallvec::SmallVec;
+
+use crate::base::byteset::ByteSet;
+use crate::cfg::cache::entry::{CacheEntry, LEVEL2_DOMAIN, OUTER_DOMAIN};
+use crate::cfg::cache::fill::{cap, count_class, Scratch};
+use crate::cfg::cache::item_level::{hash_follow, Subject};
+use crate::cfg::chart::{waits_for, Chart, Item, EXT};
+use crate::cfg::program::{Program, CALLS, COUNTED, FINAL, RELAXED, SCANS, SPECIALS};
+use crate::cfg::walk::list_walk::{walk_list, Outcome};
+use crate::cfg::walk::row_dfa::{StateDfa, MAX_DFA_ROWS};
+use crate::cfg::walk::Position;
+use crate::cfg::CfgGrammar;
+use crate::ir::StructHasher;
+use crate::limits::{Budget, LimitExceeded};
+
+/// Gathers `k`'s callers in the chart into `scratch` (callers of its unit in its origin row,
+/// their callers, ... up to `context_depth` levels) and returns the context-level key: the
+/// item-level key and a canonical description of those rows, where origins inside the gathered
+/// rows are renumbered and callers whose own callers were not gathered get origin [`EXT`].
+pub(crate) fn context_key(
+    g: &CfgGrammar,
+    chart: &Chart,
+    scratch: &mut Scratch,
+    subject: &Subject,
+    item_key: u128,
+    budget: &Budget,
+) -> Result<u128, LimitExceeded> {
+    let k = &subject.item;
+    let prog = &g.prog;
+    let Scratch {
+        explored,
+        explored_set,
+        found,
+        found_set,
+        rows,
+        described,
+        ..
+    } = scratch;
+    explored.clear();
+    explored_set.clear();
+    found.clear();
+    found_set.clear();
+    rows.clear();
+    described.clear();
+    explored.push((k.origin, prog.state(k.state).unit));
+    explored_set.insert(explored[0]);
+    // A caller that only returns into the end of its own unit (a rule called last in its
+    // caller's body) decides nothing: its completion passes straight up. When it is the only
+    // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
+    // levels up (several callers, as in an ambiguous loop, would grow the context each byte).
+    let mut level: SmallVec<[(u32, u32); 8]> = smallvec::smallvec![explored[0]];
+    for depth in 1..=g.config.context_depth {
+        let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
+        while let Some((row, unit)) = level.pop() {
+            let first = found.len();
+            budget.spend(chart.row(row as usize).len() as u64)?;
+            for w in chart.row(row as usize) {
+                if waits_for(prog, w, unit) && found_set.insert((row, *w)) {
+                    found.push((row, *w));
+                }
+            }
+            budget.spend((found.len() - first) as u64)?;
+            let only = found.len() == first + 1;
+            for &(_, w) in &found[first..] {
+                let next = (w.origin, prog.state(w.state).unit);
+                if explored_set.contains(&next) {
+                    continue;
+                }
+                if only && returns_to_end(prog, &w, unit) && explored.len() < MAX_CONTEXT_ROWS {
+                    explored.push(next);
+                    explored_set.insert(next);
+                    level.push(next);
+                } else if depth < g.config.context_depth {
+                    explored.push(next);
+                    explored_set.insert(next);
+                    next_level.push(next);
+                }
+            }
+        }
+        level = next_level;
+    }
+    rows.extend(explored.iter().map(|e| e.0));
+    rows.sort_unstable();
+    rows.dedup();
+    for (row, w) in found.iter_mut() {
+        if subject.relax && *row == k.origin && Some(w.state) == subject.lifted {
+            w.count = RELAXED;
+        }
+        *row = vrow(rows, *row);
+        w.origin = if explored_set.contains(&(w.origin, prog.state(w.state).unit)) {
+            vrow(rows, w.origin)
+        } else {
+            EXT
+        };
+    }
+    let hashes = g.hashes();
+    let cap = cap(&g.vocab);
+    // An outermost caller's unit completes into the unknown context: what may follow it
+    // decides which tokens stay uncertain.
+    let state_key = |w: &Item| match w.origin {
+        EXT => {
+            let mut h = StructHasher::new(OUTER_DOMAIN);
+            h.hash(hashes.state(w.state));
+            hash_follow(&mut h, prog, w.state);
+            h.finish()
+        }
+        _ => hashes.state(w.state),
+    };
+    described.extend(
+        found
+            .iter()
+            .map(|(r, w)| (*r, state_key(w), count_class(prog, w, cap), w.origin)),
+    );
+    described.sort_unstable();
+    let top_origin = vrow(rows, k.origin);
+    let mut h = StructHasher::new(LEVEL2_DOMAIN);
+    // The item level saw a relaxed counter; this level sees the real one.
+    h.hash(item_key)
+        .word(count_class(prog, k, cap))
+        .word(rows.len() as u64)
+        .word(top_origin as u64)
+        .word(described.len() as u64);
+    for (r, s, c, o) in described.iter() {
+        h.word(*r as u64).hash(*s).word(*c).word(*o as u64);
+    }
+    Ok(h.finish())
+}
+
+/// Index of a gathered row among the gathered rows.
+pub(crate) fn vrow(rows: &[u32], r: u32) -> u32 {
+    rows.binary_search(&r).expect("gathered row") as u32
+}
+
+/// A scannable item's callers, as frozen rows for a local chart.
+pub(crate) struct Context {
+    pub(crate) rows: Vec<Vec<Item>>,
+    pub(crate) top: Item,
+}
+
+impl Context {
+    /// The local chart's rows from what [`context_key`] gathered.
+    pub(crate) fn build(scratch: &Scratch, k: &Item) -> Context {
+        let mut rows = vec![Vec::new(); scratch.rows.len()];
+        for (r, w) in &scratch.found {
+            rows[*r as usize].push(*w);
+        }
+        Context {
+            rows,
+            top: Item {
+                origin: vrow(&scratch.rows, k.origin),
+                ..*k
+            },
+        }
+    }
+
+    /// [`Context::build`] with the subject's relaxed loop at its real count, `left` iterations
+    /// before its upper bound (relaxed because it had reached its lower bound). `None` unless
+    /// exactly one loop item was relaxed: with several, one count would not stand for all.
+    pub(crate) fn build_near(
+        g: &CfgGrammar,
+        scratch: &Scratch,
+        k: &Item,
+        subject: &Subject,
+        left: u32,
+    ) -> Option<Context> {
+        let mut context = Context::build(scratch, k);
+        let mut relaxed = context
+            .rows
+            .iter_mut()
+            .flatten()
+            .filter(|w| w.count == RELAXED);
+        let loop_item = relaxed.next()?;
+        if relaxed.next().is_some() {
+            return None;
+        }
+        let c = g.prog.units[g.prog.state(loop_item.state).unit as usize]
+            .counted
+            .expect("a relaxed item is a counted loop's");
+        debug_assert_eq!(Some(loop_item.state), subject.lifted);
+        loop_item.count = c.max - left;
+        Some(context)
+    }
+
+    /// Re-walks the item level's uncertain tokens with the callers present.
+    pub(crate) fn classify(
+        &self,
+        g: &CfgGrammar,
+        uncertain: &[Position],
+        budget: &Budget,
+    ) -> Result<CacheEntry, LimitExceeded> {
+        let mut accepted = Vec::new();
+        let mut still = Vec::new();
+        with_shared(g, &self.rows, |chart, dfa| {
+            chart.push_raw(&[self.top], ByteSet::EMPTY);
+            walk_list(
+                &g.prog,
+                &g.vocab,
+                chart,
+                dfa,
+                uncertain,
+                budget,
+                |t, outcome| match outcome {
+                    Outcome::Accepted => accepted.push(t),
+                    Outcome::Failed { ext: true } => still.push(t),
+                    Outcome::Failed { ext: false } => {}
+                },
+            )
+        })?;
+        Ok(CacheEntry::Context {
+            accepted: accepted.into(),
+            uncertain: still.into(),
+        })
+    }
+}
+
+/// What a grammar's walks over self-describing charts share: the row DFA (base 0) and a
+/// chart to build their rows in. Lent to one walk at a time; a walk that finds it lent out
+/// (another thread) starts its own.
+pub(crate) struct SharedWalks {
+    pub(crate) dfa: StateDfa,
+    pub(crate) chart: Chart,
+}
+
+/// Most bytes a grammar's shared row DFA keeps; past it the next walk starts a new one.
+pub(crate) const SHARED_DFA_BYTES: usize = 4 << 20;
+
+/// States a grammar's shared row DFA has room for from the start: a JSON schema's first
+/// walks make a few hundred to a few thousand, and growing the table by doubling copied it
+/// (~3% of a JSON schema's first walks).
+pub(crate) const SHARED_DFA_ROOM: usize = 2048;
+
+/// Runs `walk` on a chart holding exactly `rows`, with the grammar's shared row DFA.
+pub(crate) fn with_shared<R>(
+    g: &CfgGrammar,
+    rows: &[Vec<Item>],
+    walk: impl FnOnce(&mut Chart, &mut StateDfa) -> R,
+) -> R {
+    let lent = g
+        .walks
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    let mut shared = lent.unwrap_or_else(|| SharedWalks {
+        dfa: StateDfa::new(0, g.prog.n_classes()).with_room(SHARED_DFA_ROOM),
+        chart: Chart::from_rows(&g.prog, &[]),
+    });
+    shared.chart.reset(rows);
+    let out = walk(&mut shared.chart, &mut shared.dfa);
+    if shared.dfa.heap_bytes() <= SHARED_DFA_BYTES {
+        let mut slot = g.walks.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(shared);
+        }
+    }
+    out
+}
+
+/// Most rows a context gathers through tail calls (the row DFA keeps structures of at most
+/// [`MAX_DFA_ROWS`] rows).
+pub(crate) const MAX_CONTEXT_ROWS: usize = MAX_DFA_ROWS;
+
+/// Does `w`, waiting for `unit`, only end its own unit when `unit` completes (every call of
+/// `unit` returns to a final state with no edge out)?
+pub(crate) fn returns_to_end(prog: &Program, w: &Item, unit: u32) -> bool {
+    let st = prog.state(w.state);
+    st.flags & COUNTED == 0
+        && prog
+            .calls_of(w.state)
+            .iter()
+            .filter(|c| c.unit == unit)
+            .all(|c| prog.state(c.ret).flags & (FINAL | SCANS | CALLS | SPECIALS) == FINAL)
+}

@@ -1,0 +1,320 @@
+//! A mask from the last Earley row: each scannable item's classification from the cache
+//! levels, what is still uncertain checked against the chart, specials and EOS.
+
+use rustc_hash::FxHashSet;
+
+use crate::base::bitmask::{get_bit, set_bit};
+use crate::base::token::TokenId;
+use crate::cfg::cache::context_level::{context_key, Context};
+use crate::cfg::cache::entry::{
+    cached, CacheEntry, NEAR_CONTEXT_DOMAIN, NEAR_DOMAIN, SETTLED_DOMAIN,
+};
+use crate::cfg::cache::item_level::{item_level, near_bound, Subject};
+use crate::cfg::chart::{Chart, Item};
+use crate::cfg::program::{Program, COUNTED, SCANS, SPECIALS};
+use crate::cfg::walk::list_walk::{walk_list, Outcome};
+use crate::cfg::walk::row_dfa::StateDfa;
+use crate::cfg::walk::trie_walk::TrieWalk;
+use crate::cfg::walk::Position;
+use crate::cfg::CfgGrammar;
+use crate::ir::StructHasher;
+use crate::limits::{Budget, LimitExceeded};
+use crate::vocab::Vocab;
+
+/// Buffers reused across masks (a matcher owns one), so a cached mask allocates nothing.
+#[derive(Default, Debug)]
+pub(crate) struct Scratch {
+    pub(crate) scannable: Vec<Item>,
+    pub(crate) pending: Vec<Position>,
+    pub(crate) settled: Settled,
+    pub(crate) done: Vec<u128>,
+    pub(crate) explored: Vec<(u32, u32)>,
+    /// `explored` and `found` as sets: a row of thousands of callers made the look-ups
+    /// quadratic.
+    pub(crate) explored_set: FxHashSet<(u32, u32)>,
+    pub(crate) found: Vec<(u32, Item)>,
+    pub(crate) found_set: FxHashSet<(u32, Item)>,
+    pub(crate) rows: Vec<u32>,
+    pub(crate) described: Vec<(u32, u128, u64, u32)>,
+}
+
+impl Scratch {
+    /// Rows under the last one were removed (rollback, reset): what was learnt on them goes.
+    pub fn forget_rows(&mut self) {
+        self.settled.clear();
+    }
+}
+
+/// The run-time walks of one matcher, by the last row's items: which of the tokens that only
+/// the whole chart decides it accepted. While tokens are only consumed the rows under the last
+/// one never change, and every step inside a string ends on the same row, so in a grammar
+/// whose strings the context levels cannot close (recursive JSON values) the walk is done once
+/// per string instead of once per token.
+#[derive(Default, Debug)]
+pub(crate) struct Settled {
+    pub(crate) walks: rustc_hash::FxHashMap<u128, SettledWalk>,
+    pub(crate) positions: usize,
+}
+
+/// By the last row's hash: the tokens walked and those accepted.
+pub(crate) type SettledWalk = (Box<[Position]>, Box<[Position]>);
+
+/// Most positions [`Settled`] holds per matcher (256 KiB); past it, it starts again.
+pub(crate) const MAX_SETTLED_POSITIONS: usize = 1 << 16;
+
+impl Settled {
+    pub(crate) fn clear(&mut self) {
+        self.walks.clear();
+        self.positions = 0;
+    }
+
+    pub(crate) fn get(&self, row: u128, walked: &[Position]) -> Option<&[Position]> {
+        self.walks
+            .get(&row)
+            .filter(|(w, _)| **w == *walked)
+            .map(|(_, accepted)| &**accepted)
+    }
+
+    /// Keeps a walk, unless it alone is over the budget.
+    pub(crate) fn insert(&mut self, row: u128, walked: &[Position], accepted: Vec<Position>) {
+        let size = walked.len() + accepted.len();
+        if size > MAX_SETTLED_POSITIONS {
+            return;
+        }
+        if self.positions + size > MAX_SETTLED_POSITIONS {
+            self.clear();
+        }
+        self.positions += size;
+        if let Some((w, a)) = self.walks.insert(row, (walked.into(), accepted.into())) {
+            self.positions -= w.len() + a.len();
+        }
+    }
+}
+
+pub(crate) fn row_hash(row: &[Item]) -> u128 {
+    let mut h = StructHasher::new(SETTLED_DOMAIN);
+    h.word(row.len() as u64);
+    for it in row {
+        h.word(it.state as u64 | (it.origin as u64) << 32)
+            .word(it.count as u64);
+    }
+    h.finish()
+}
+
+/// Fills `out` (already sized) with the mask after the chart's rows.
+/// Work: a unit per trie node a walk visits and per cached entry looked up, plus what the
+/// Earley rows the walks push cost (see [`Chart`]); an error past the budget.
+pub(crate) fn fill(
+    g: &CfgGrammar,
+    chart: &mut Chart,
+    scratch: &mut Scratch,
+    out: &mut [u32],
+    budget: &Budget,
+) -> Result<(), LimitExceeded> {
+    out.fill(0);
+    if g.config.mask_cache {
+        fill_cached(g, chart, scratch, out, budget)?;
+    } else {
+        let mut dfa = StateDfa::new(chart.num_rows(), g.prog.n_classes());
+        TrieWalk::new(&g.prog, &g.vocab, chart, &mut dfa, out, None, budget).walk()?;
+    }
+    let prog = &g.prog;
+    for it in chart.last_row() {
+        if prog.state(it.state).flags & SPECIALS != 0 {
+            for &(sid, _) in prog.specials_of(it.state) {
+                set_bit(out, prog.specials[sid as usize].1);
+            }
+        }
+    }
+    if chart.is_accepting(prog) {
+        g.vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
+    }
+    Ok(())
+}
+
+pub(crate) fn fill_cached(
+    g: &CfgGrammar,
+    chart: &mut Chart,
+    scratch: &mut Scratch,
+    out: &mut [u32],
+    budget: &Budget,
+) -> Result<(), LimitExceeded> {
+    let prog = &g.prog;
+    let vocab = &g.vocab;
+    let trie = vocab.trie();
+    let Scratch {
+        scannable,
+        pending,
+        done,
+        ..
+    } = scratch;
+    scannable.clear();
+    // Every token's first byte is read by an item of the last row that scans it itself.
+    scannable.extend(
+        chart
+            .last_row()
+            .iter()
+            .filter(|it| prog.state(it.state).flags & SCANS != 0),
+    );
+    pending.clear();
+    done.clear();
+    let scannable = std::mem::take(scannable);
+    let mut pending = std::mem::take(pending);
+    for k in &scannable {
+        // Finding the subject reads the item's origin row (twice when it is a loop body), and
+        // each part of the mask is first looked for among those already added.
+        let origin_row = chart.row(k.origin as usize).len() as u64;
+        budget.spend(2 * origin_row + scratch.done.len() as u64)?;
+        let subject = Subject::of(g, chart, k);
+        let k1 = subject.key(g);
+        let item = cached(g, k1, budget, || item_level(g, &subject, budget))?;
+        let CacheEntry::Item {
+            accepted,
+            longest,
+            uncertain,
+        } = &*item
+        else {
+            unreachable!("item keys hold item entries")
+        };
+        // The accepted tokens this subject's loop can take, by the loop's counters when a token
+        // could reach its bound.
+        let near = match subject.left {
+            Some(left) if longest.is_some_and(|longest| left < longest) => {
+                let counts = subject.loop_counts(g, chart);
+                let mut key = StructHasher::new(NEAR_DOMAIN);
+                let lifted = subject.lifted.expect("only loops have iterations left");
+                key.hash(k1).hash(g.hashes().state(lifted));
+                counts.iter().for_each(|&n| {
+                    key.word(n as u64);
+                });
+                Some((key.finish(), counts))
+            }
+            _ => None,
+        };
+        let done = near.as_ref().map_or(k1, |(key, _)| *key);
+        if !scratch.done.contains(&done) {
+            match &near {
+                Some((key, counts)) => {
+                    let near = cached(g, *key, budget, || {
+                        near_bound(g, &subject, counts, accepted, budget)
+                    })?;
+                    let CacheEntry::NearBound { valid, uncertain } = &*near else {
+                        unreachable!("near-bound keys hold near-bound entries")
+                    };
+                    valid.or_into(out, vocab.text_mask());
+                    pending.extend_from_slice(uncertain);
+                }
+                None => accepted.or_into(out, vocab.text_mask()),
+            }
+            scratch.done.push(done);
+        }
+        if uncertain.is_empty() {
+            continue;
+        }
+        if g.config.context_depth == 0 {
+            pending.extend_from_slice(uncertain);
+            continue;
+        }
+        let k2 = context_key(g, chart, scratch, &subject, k1, budget)?;
+        let entry = cached(g, k2, budget, || {
+            Context::build(scratch, k).classify(g, uncertain, budget)
+        })?;
+        let CacheEntry::Context {
+            accepted,
+            uncertain,
+        } = &*entry
+        else {
+            unreachable!("context keys hold context entries")
+        };
+        pending.extend_from_slice(uncertain);
+        // Found with the loop relaxed: tokens long enough to reach its bound depend on the
+        // iterations left. Their fate is cached by the iterations left when one loop item was
+        // relaxed (then its real count is known); else checked against the chart.
+        let left = subject.left.filter(|_| subject.relax);
+        let reaches_bound =
+            |t: TokenId| left.is_some_and(|l| vocab.token_bytes(t).len() > l as usize);
+        let mut long = Vec::new();
+        for &p in accepted.iter() {
+            let t = trie.token_at(p);
+            match reaches_bound(t) {
+                true => long.push(p),
+                false => set_bit(out, t),
+            }
+        }
+        let (Some(left), false) = (left, long.is_empty()) else {
+            continue;
+        };
+        let Some(near) = Context::build_near(g, scratch, k, &subject, left) else {
+            pending.extend_from_slice(&long);
+            continue;
+        };
+        let key = StructHasher::new(NEAR_CONTEXT_DOMAIN)
+            .hash(k2)
+            .word(left as u64)
+            .finish();
+        let entry = cached(g, key, budget, || near.classify(g, &long, budget))?;
+        let CacheEntry::Context {
+            accepted,
+            uncertain,
+        } = &*entry
+        else {
+            unreachable!("near-context keys hold context entries")
+        };
+        accepted
+            .iter()
+            .for_each(|&p| set_bit(out, trie.token_at(p)));
+        pending.extend_from_slice(uncertain);
+    }
+    scratch.scannable = scannable;
+    if !pending.is_empty() {
+        // What is left depends on the whole chart: check it along the trie.
+        pending.sort_unstable();
+        pending.dedup();
+        pending.retain(|&p| !get_bit(out, trie.token_at(p)));
+        let row = row_hash(chart.last_row());
+        match scratch.settled.get(row, &pending) {
+            Some(accepted) => accepted
+                .iter()
+                .for_each(|&p| set_bit(out, trie.token_at(p))),
+            None => {
+                let mut accepted = Vec::new();
+                let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
+                walk_list(
+                    prog,
+                    vocab,
+                    chart,
+                    &mut dfa,
+                    &pending,
+                    budget,
+                    |p, outcome| {
+                        if matches!(outcome, Outcome::Accepted) {
+                            set_bit(out, trie.token_at(p));
+                            accepted.push(p);
+                        }
+                    },
+                )?;
+                scratch.settled.insert(row, &pending, accepted);
+            }
+        }
+    }
+    scratch.pending = pending;
+    Ok(())
+}
+
+/// The repetition counter as it matters to a token of at most `cap - 1` bytes: its distance
+/// to the upper bound and to the lower bound, each capped (XGrammar 2's repetition
+/// compression, exact: counters further than a token from both bounds behave alike).
+pub(crate) fn count_class(prog: &Program, it: &Item, cap: u32) -> u64 {
+    let st = prog.state(it.state);
+    if st.flags & COUNTED == 0 {
+        return 0;
+    }
+    let c = prog.units[st.unit as usize].counted.expect("counted state");
+    let to_max = c.left(it.count).map_or(cap, |left| left.min(cap));
+    let to_min = c.min.saturating_sub(it.count).min(cap);
+    ((to_max as u64) << 32) | to_min as u64
+}
+
+pub(crate) fn cap(vocab: &Vocab) -> u32 {
+    vocab.max_token_len() as u32 + 1
+}

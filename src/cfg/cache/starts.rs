@@ -1,0 +1,231 @@
+//! Iterations each token starts in a counted loop's body: one walk per body, read near the
+//! loop's bounds by the item level.
+
+use rustc_hash::FxHashSet;
+
+use crate::base::bitmask::iter_ones;
+use crate::base::token::TokenId;
+use crate::cfg::cache::context_level::with_shared;
+use crate::cfg::cache::entry::{CacheEntry, UNKNOWN_STARTS};
+use crate::cfg::cache::item_level::Subject;
+use crate::cfg::chart::EXT;
+use crate::cfg::program::{CALLS, RELAXED, SCANS};
+use crate::cfg::walk::stepper::{Node, Stepper};
+use crate::cfg::CfgGrammar;
+use crate::limits::{Budget, LimitExceeded};
+use crate::vocab::{SliceState, Subtree, TokenSlice, TrieStep, TrieVisitor};
+
+/// Bits of the tokens of a 32-token chunk that start fewer than `below` iterations, and of
+/// those the table does not know.
+#[inline]
+pub(crate) fn starts_below(chunk: &[u16], below: u16) -> (u32, u32) {
+    let mut lanes = [UNKNOWN_STARTS; 32];
+    lanes[..chunk.len()].copy_from_slice(chunk);
+    let (mut takes, mut unknowns) = (0u32, 0u32);
+    for (j, &n) in lanes.iter().enumerate() {
+        takes |= ((n < below) as u32) << j;
+        unknowns |= ((n == UNKNOWN_STARTS) as u32) << j;
+    }
+    (takes, unknowns)
+}
+
+/// The iteration starts table of a lifted subject: a walk of the whole trie with the loop
+/// relaxed, counting along each path the bytes read at an iteration boundary (where the only
+/// way on is a new iteration). Where a row both continues an iteration and could start one,
+/// the tokens below it get [`UNKNOWN_STARTS`].
+pub(crate) fn iteration_starts(
+    g: &CfgGrammar,
+    subject: &Subject,
+    budget: &Budget,
+) -> Result<CacheEntry, LimitExceeded> {
+    let (prog, vocab) = (&g.prog, &g.vocab);
+    let lifted = subject.lifted.expect("only loop bodies have bounds");
+    let rows = subject.rows(&[RELAXED]);
+    let mut starts = vec![UNKNOWN_STARTS; vocab.len()];
+    with_shared(g, &rows, |chart, dfa| {
+        let mut walk = StartsWalk {
+            stepper: Stepper::new(prog, chart, dfa, budget),
+            lifted,
+            boundaries: Vec::new(),
+            starts: &mut starts,
+            error: None,
+        };
+        let root = walk.stepper.root();
+        let mut counted = None;
+        for slice in vocab.slices() {
+            if let Some(root_starts) = walk.starts_with_characters(slice, root)? {
+                counted = Some((slice, root_starts));
+                break;
+            }
+        }
+        match counted {
+            Some((slice, root_starts)) => {
+                for t in iter_ones(slice.members()) {
+                    let first = vocab.token_bytes(t).first();
+                    let first_continues =
+                        !root_starts && !first.is_some_and(|&b| is_continuation(b));
+                    walk.starts[t as usize] =
+                        g.index.characters[t as usize] - u16::from(first_continues);
+                }
+                slice.rest().walk((root, 0), &mut walk);
+            }
+            None => vocab.trie().walk((root, 0), &mut walk),
+        }
+        walk.stepper.finish()?;
+        walk.error.map_or(Ok(()), Err)
+    })?;
+    Ok(CacheEntry::Starts(starts.into()))
+}
+
+/// Where a row stands in the lifted loop's iterations.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Boundary {
+    /// Inside an iteration: the next byte continues it.
+    Inside,
+    /// Between iterations: the next byte starts one.
+    Between,
+    /// Both (or a structure the row DFA does not hold).
+    Unknown,
+}
+
+/// The walk of [`iteration_starts`]; its state is the row DFA's and the starts so far.
+pub(crate) struct StartsWalk<'a> {
+    pub(crate) stepper: Stepper<'a>,
+    pub(crate) lifted: u32,
+    /// Per row-DFA state, where it stands (`None`: not looked at yet).
+    pub(crate) boundaries: Vec<Option<Boundary>>,
+    pub(crate) starts: &'a mut [u16],
+    pub(crate) error: Option<LimitExceeded>,
+}
+
+impl StartsWalk<'_> {
+    pub(crate) fn boundary(&mut self, node: &Node) -> Boundary {
+        let Some(id) = node.dfa() else {
+            return Boundary::Unknown;
+        };
+        let id = id as usize;
+        if id >= self.boundaries.len() {
+            self.boundaries.resize(id + 1, None);
+        }
+        if let Some(b) = self.boundaries[id] {
+            return b;
+        }
+        // The loop's item in the last row means an iteration just ended; any other item from
+        // an earlier row that can still read or call continues one.
+        let prog = self.stepper.prog;
+        let (here, last) = self.stepper.dfa.last_row(id as u32);
+        let (mut ended, mut continues) = (false, false);
+        for it in last {
+            if it.state == self.lifted && it.origin == EXT {
+                ended = true;
+            } else if it.origin != here && prog.state(it.state).flags & (SCANS | CALLS) != 0 {
+                continues = true;
+            }
+        }
+        let b = match (ended, continues) {
+            (false, _) => Boundary::Inside,
+            (true, false) => Boundary::Between,
+            (true, true) => Boundary::Unknown,
+        };
+        self.boundaries[id] = Some(b);
+        b
+    }
+
+    /// Does every string of `slice` that the relaxed loop takes from `root` start an iteration
+    /// exactly at each byte after the first that starts a UTF-8 character (a loop over single
+    /// characters, as a string's)? Then each of the slice's tokens the loop takes starts as
+    /// many iterations as it has characters, less the first when it continues the iteration
+    /// in progress, and only the slice's rest needs a walk. `Some(whether the root's first
+    /// byte starts an iteration)` if so.
+    ///
+    /// Explores the pairs of slice and row states those strings reach: every byte the slice
+    /// allows from a pair is rejected by the loop (no token the loop takes passes there), or
+    /// starts an iteration iff it starts a character, from a known boundary, without leaving
+    /// the loop. At the root only the boundary matters: between iterations any first byte
+    /// starts one (a continuation byte cannot come first), inside one none does.
+    pub(crate) fn starts_with_characters(
+        &mut self,
+        slice: &TokenSlice,
+        root: Node,
+    ) -> Result<Option<bool>, LimitExceeded> {
+        let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
+        let mut stack = vec![(slice.start(), root, true)];
+        let mut root_starts = false;
+        while let Some((s, node, at_root)) = stack.pop() {
+            let between = match self.boundary(&node) {
+                Boundary::Between => true,
+                Boundary::Inside => false,
+                Boundary::Unknown => return Ok(None),
+            };
+            if at_root {
+                root_starts = between;
+            }
+            for byte in 0..=u8::MAX {
+                let Some(next_s) = slice.next(s, byte) else {
+                    continue;
+                };
+                let Some(next) = self.stepper.advance(&node, byte)? else {
+                    continue;
+                };
+                let Some(id) = next.dfa() else {
+                    return Ok(None);
+                };
+                let counted_right = at_root || between != is_continuation(byte);
+                if next.ext() || !counted_right {
+                    return Ok(None);
+                }
+                if met.insert((next_s, id)) {
+                    if met.len() > MAX_CHARACTER_PAIRS {
+                        return Ok(None);
+                    }
+                    stack.push((next_s, next, false));
+                }
+            }
+        }
+        Ok(Some(root_starts))
+    }
+}
+
+/// Most (slice state, row state) pairs [`StartsWalk::starts_with_characters`] explores.
+pub(crate) const MAX_CHARACTER_PAIRS: usize = 64;
+
+/// Is `byte` a UTF-8 continuation byte (one that starts no character)?
+pub(crate) fn is_continuation(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
+}
+
+impl TrieVisitor for StartsWalk<'_> {
+    type State = (Node, u16);
+
+    fn step(
+        &mut self,
+        (parent, n): &(Node, u16),
+        byte: u8,
+        _: usize,
+        _: Subtree,
+    ) -> TrieStep<(Node, u16)> {
+        if self.error.is_some() {
+            return TrieStep::Skip;
+        }
+        let n = match (self.boundary(parent), *n) {
+            (_, UNKNOWN_STARTS) | (Boundary::Unknown, _) => UNKNOWN_STARTS,
+            (Boundary::Between, n) => (n + 1).min(UNKNOWN_STARTS - 1),
+            (Boundary::Inside, n) => n,
+        };
+        match self.stepper.advance(parent, byte) {
+            Ok(Some(next)) => TrieStep::Enter((next, n)),
+            Ok(None) => TrieStep::Skip,
+            Err(e) => {
+                self.error = Some(e);
+                TrieStep::Skip
+            }
+        }
+    }
+
+    fn tokens(&mut self, &(node, n): &(Node, u16), tokens: &[TokenId]) {
+        // A token that may also leave the loop after an iteration and go on in the context
+        // is not decided by the iterations it starts inside it.
+        let n = if node.ext() { UNKNOWN_STARTS } else { n };
+        tokens.iter().for_each(|&t| self.starts[t as usize] = n);
+    }
+}

@@ -1,0 +1,243 @@
+//! Expressions to NFA fragments: inlined rules and sub-expressions, unrolled or counted
+//! repeats, calls to other units.
+
+use super::determinize::{determinize, Construction, DETERMINIZE_WORK};
+use super::minimize::minimize;
+use super::*;
+use crate::base::collections::FastSet;
+use crate::cfg::program::{refine, UNBOUNDED};
+
+impl CfgLowering<'_> {
+    pub(super) fn build_fsm(&mut self, root: ExprId) -> Result<Fsm, CompileError> {
+        let mut nfa = Nfa::default();
+        let accept = nfa.state();
+        let start = self.fragment(&mut nfa, root, 0, accept)?;
+        while let Some((rule, next, entry)) = nfa.pending.pop() {
+            self.tick()?;
+            let body = self.fragment(&mut nfa, self.g.rule(rule).body, 1, next)?;
+            nfa.eps(entry, body);
+        }
+        let distinct: FastSet<ByteSet> = nfa.class_sets.iter().copied().collect();
+        let used = distinct.iter().fold(ByteSet::EMPTY, |a, s| a.union(s));
+        let classes = refine(used, distinct.iter());
+        // Each label as a set of the unit's classes (a unit class lies inside a label's set
+        // or outside it, so one member decides).
+        let labels: Vec<ByteSet> = nfa
+            .class_sets
+            .iter()
+            .map(|set| {
+                let mut local = ByteSet::EMPTY;
+                for (i, c) in classes.iter().enumerate() {
+                    if c.iter().next().is_some_and(|g| set.contains(g)) {
+                        local.insert(i as u8);
+                    }
+                }
+                local
+            })
+            .collect();
+        let nc = classes.len();
+        let given = DETERMINIZE_WORK.min(self.determinize_left);
+        let mut allowance = given;
+        let options = self.options;
+        let subsets = determinize(
+            &nfa,
+            &labels,
+            nc,
+            start,
+            accept,
+            options,
+            Construction::Subsets(&mut allowance),
+        )?;
+        self.determinize_left -= given - allowance;
+        let (mut fsm, deterministic) = match subsets {
+            Some(d) => (d, true),
+            None => {
+                let epsilon_free = Construction::EpsilonFree {
+                    used: self.total_states,
+                };
+                let fsm = determinize(&nfa, &labels, nc, start, accept, options, epsilon_free)?
+                    .expect("epsilon removal fails only on the grammar size");
+                (fsm, false)
+            }
+        };
+        fsm.classes = classes;
+        // The subset construction over these fragments is close to minimal (MaskBench: 6% more
+        // states than minimal), and minimizing cost a sixth of compile time without changing
+        // mask time; the epsilon-free automaton is always reduced, since every state of it an
+        // Earley row holds at once is one more item.
+        let fsm = match deterministic && !self.options.minimize {
+            true => fsm,
+            false => minimize(fsm, self.options.deadline, &mut self.bisimulate_left)?,
+        };
+        self.total_states += match deterministic {
+            true => fsm.states.len(),
+            false => fsm.size(),
+        };
+        if self.total_states > self.options.max_states {
+            return Err(too_many_states(
+                self.total_states,
+                self.options.max_states,
+                "the grammar's automata",
+            ));
+        }
+        Ok(fsm)
+    }
+
+    /// Thompson construction of `e` inside the current unit, built backwards: reading `e` from
+    /// the returned entry state leads to `next`. An expression is built once per continuation
+    /// (`Nfa::built`), so a sub-expression that several branches continue with the same way
+    /// is one fragment: an object's optional properties continue every "first property
+    /// written" branch with the same suffix, which inlined copies made quadratic.
+    pub(super) fn fragment(
+        &mut self,
+        nfa: &mut Nfa,
+        e: ExprId,
+        depth: usize,
+        next: u32,
+    ) -> Result<u32, CompileError> {
+        self.tick()?;
+        if nfa.len() > self.options.max_states {
+            return Err(too_many_states(
+                nfa.len(),
+                self.options.max_states,
+                "a grammar rule",
+            ));
+        }
+        if let Some(&entry) = nfa.built.get(&(e, next)) {
+            return Ok(entry);
+        }
+        let entry = self.fragment_uncached(nfa, e, depth, next)?;
+        nfa.built.insert((e, next), entry);
+        Ok(entry)
+    }
+
+    // Recursive over the IR's nesting, but at most `MAX_INLINE_DEPTH` deep: a deeper
+    // sub-expression becomes a unit of its own, built from depth 0.
+    pub(super) fn fragment_uncached(
+        &mut self,
+        nfa: &mut Nfa,
+        e: ExprId,
+        depth: usize,
+        next: u32,
+    ) -> Result<u32, CompileError> {
+        let call = |me: &mut Self, nfa: &mut Nfa, key: UnitKey| {
+            let u = me.unit(key);
+            let a = nfa.state();
+            nfa.edge(a, Label::Call(u), next);
+            a
+        };
+        let is_rule = matches!(self.g.expr(e), Expr::Rule(_));
+        let wide_loop = matches!(self.g.expr(e), Expr::Repeat { body, max: None, .. }
+            if self.width[body.index()].len() >= WIDE_LOOP_BYTES);
+        if depth > 0
+            && !is_rule
+            && (wide_loop || self.cost[e.index()] > SPLIT_EXPR_MAX || depth > MAX_INLINE_DEPTH)
+        {
+            return Ok(call(self, nfa, UnitKey::Expr(e)));
+        }
+        let g = self.g;
+        Ok(match g.expr(e) {
+            Expr::Empty => next,
+            Expr::Nothing => nfa.state(),
+            Expr::Bytes(bytes) => {
+                let mut cur = next;
+                for &b in bytes.iter().rev() {
+                    if nfa.byte_label[b as usize] == u32::MAX {
+                        nfa.byte_label[b as usize] = nfa.class_sets.len() as u32;
+                        nfa.class_sets
+                            .push(ByteSet::byte(self.alphabet.class_of[b as usize]));
+                    }
+                    let s = nfa.state();
+                    nfa.edge(s, Label::Classes(nfa.byte_label[b as usize]), cur);
+                    cur = s;
+                }
+                cur
+            }
+            Expr::Class(set) => {
+                let s = nfa.state();
+                nfa.class_sets.push(self.alphabet.classes(set));
+                nfa.edge(s, Label::Classes((nfa.class_sets.len() - 1) as u32), next);
+                s
+            }
+            Expr::Special(name) => {
+                let sid = self.special(name)?;
+                let s = nfa.state();
+                nfa.edge(s, Label::Special(sid), next);
+                s
+            }
+            Expr::Seq(xs) => {
+                let mut cur = next;
+                for &x in xs.iter().rev() {
+                    cur = self.fragment(nfa, x, depth + 1, cur)?;
+                }
+                cur
+            }
+            Expr::Alt(xs) => {
+                let s = nfa.state();
+                for &x in xs.iter() {
+                    let a = self.fragment(nfa, x, depth + 1, next)?;
+                    nfa.eps(s, a);
+                }
+                s
+            }
+            &Expr::Repeat { body, min, max } => {
+                if max.is_some_and(|m| m < min) {
+                    return Ok(nfa.state());
+                }
+                if max == Some(0) {
+                    return Ok(next);
+                }
+                if !self.unrolls(body, min, max) {
+                    let key = UnitKey::Counted {
+                        body,
+                        min,
+                        max: max.unwrap_or(UNBOUNDED),
+                    };
+                    return Ok(call(self, nfa, key));
+                }
+                // The optional iterations, then the required ones in front of them.
+                let mut cur = match max {
+                    None => {
+                        // hub -> body -> hub, exit at hub.
+                        let hub = nfa.state();
+                        nfa.eps(hub, next);
+                        let a = self.fragment(nfa, body, depth + 1, hub)?;
+                        nfa.eps(hub, a);
+                        hub
+                    }
+                    Some(max) => {
+                        let mut cur = next;
+                        // At most `UNROLL_MAX_COPIES` rounds: the repeat unrolls.
+                        for _ in min..max {
+                            let a = self.fragment(nfa, body, depth + 1, cur)?;
+                            let s = nfa.state();
+                            nfa.eps(s, a);
+                            nfa.eps(s, next);
+                            cur = s;
+                        }
+                        cur
+                    }
+                };
+                for _ in 0..min {
+                    cur = self.fragment(nfa, body, depth + 1, cur)?;
+                }
+                cur
+            }
+            &Expr::Rule(r) if self.inline_rule[r.index()] && depth <= MAX_INLINE_DEPTH => {
+                self.fragment(nfa, self.g.rule(r).body, depth + 1, next)?
+            }
+            &Expr::Rule(r) if self.jumps[r.index()] => {
+                // A right-linear rule is a loop in this automaton, not a call: a call per
+                // step of free text grows the Earley stack by one item per byte, so no two
+                // rows are alike and no mask is ever reused. Its body is built later
+                // (`Nfa::pending`, iteratively: rule chains can be long); references back
+                // to it with this continuation find this entry.
+                let entry = nfa.state();
+                nfa.built.insert((e, next), entry);
+                nfa.pending.push((r, next, entry));
+                entry
+            }
+            &Expr::Rule(r) => call(self, nfa, UnitKey::Rule(r)),
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! A unit's NFA to its automaton: the subset construction within a work budget, or plain
+//! epsilon removal past it.
+
+use super::*;
+use crate::cfg::interner::SliceInterner;
+
+/// NFA states the subset construction of one unit may visit (summed over the subsets it
+/// expands and the ones it closes) before it gives up like past its state budget, and the
+/// units of one grammar together. A unit whose subsets are large (nested optional repeats:
+/// every subset holds a state per level) could otherwise spend seconds before reaching that
+/// budget, and such a grammar has hundreds of them. On MaskBench one unit visits at most
+/// 785k, and the largest schema (eslintrc, 1.2M states) 67M in all.
+pub(super) const DETERMINIZE_WORK: usize = 1 << 22;
+
+pub(super) const TOTAL_DETERMINIZE_WORK: usize = 1 << 26;
+
+/// How [`determinize`] builds a unit's automaton.
+pub(super) enum Construction<'w> {
+    /// The subset construction, within the NFA states its subsets may visit (summed over
+    /// them, what is left is written back) and the DFA state budget; `None` past either.
+    Subsets(&'w mut usize),
+    /// Plain epsilon removal: one state per NFA state, several targets per class allowed.
+    /// A state takes the edges of its whole closure, so nested optional parts give it
+    /// quadratically many; its states and edges count toward the grammar size, of which the
+    /// program has `used` already (a `GrammarSize` error past it).
+    EpsilonFree { used: usize },
+}
+
+/// The automaton of a unit's NFA, built as `construction` says.
+pub(super) fn determinize(
+    nfa: &Nfa,
+    labels: &[ByteSet],
+    nc: usize,
+    start: u32,
+    accept: u32,
+    options: &CompileOptions,
+    construction: Construction,
+) -> Result<Option<Fsm>, CompileError> {
+    let deadline = options.deadline;
+    let (mut work, mut size) = match construction {
+        Construction::Subsets(work) => (Some(work), 0),
+        Construction::EpsilonFree { used } => (None, used),
+    };
+    let dfa = work.is_some();
+    let n = nfa.len();
+    let mut mark = vec![u32::MAX; n];
+    let mut gen = 0u32;
+    let closure = |set: &mut Vec<u32>, gen: u32, mark: &mut Vec<u32>| {
+        let mut i = 0;
+        set.iter().for_each(|&s| mark[s as usize] = gen);
+        while i < set.len() {
+            let s = set[i];
+            i += 1;
+            for &t in &nfa.eps[s as usize] {
+                if mark[t as usize] != gen {
+                    mark[t as usize] = gen;
+                    set.push(t);
+                }
+            }
+        }
+        set.sort_unstable();
+    };
+    // DFA states are sets of NFA states (closed under epsilon); with `dfa = false`, single
+    // NFA states, closed when they are expanded.
+    let mut sets = SliceInterner::default();
+    let mut members: Vec<u32> = vec![start];
+    if dfa {
+        closure(&mut members, gen, &mut mark);
+        gen += 1;
+    }
+    sets.intern(&members);
+    let mut fsm = Fsm::default();
+    let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nc];
+    // `(special or unit, target)` of the members' special and call edges.
+    let mut specials: Vec<(u32, u32)> = Vec::new();
+    let mut calls: Vec<(u32, u32)> = Vec::new();
+    let mut scratch: Vec<u32> = Vec::new();
+    let mut ids_out: SmallVec<[u32; 4]> = SmallVec::new();
+    // The state's edges, built here and copied out at their exact size (growing three vectors
+    // per state was a third of the subset construction's time, in the allocator).
+    let mut bytes_out: Vec<(u8, u32)> = Vec::new();
+    let mut labelled_out: Vec<(u32, u32)> = Vec::new();
+    let mut i = 0;
+    while i < sets.len() {
+        deadline.tick().map_err(compile_time)?;
+        if dfa && sets.len() > options.max_dfa_states {
+            return Ok(None);
+        }
+        members.clear();
+        members.extend_from_slice(sets.get(i as u32));
+        if let Some(left) = work.as_deref_mut() {
+            match left.checked_sub(members.len()) {
+                Some(l) => *left = l,
+                None => return Ok(None),
+            }
+        }
+        if !dfa {
+            closure(&mut members, gen, &mut mark);
+            gen += 1;
+        }
+        i += 1;
+        by_class.iter_mut().for_each(|v| v.clear());
+        specials.clear();
+        calls.clear();
+        for &s in &members {
+            for &(label, t) in &nfa.edges[s as usize] {
+                match label {
+                    Label::Classes(k) => labels[k as usize]
+                        .iter()
+                        .for_each(|c| by_class[c as usize].push(t)),
+                    Label::Special(sid) => specials.push((sid, t)),
+                    Label::Call(u) => calls.push((u, t)),
+                }
+            }
+        }
+        // The states reached from `targets`: one closed subset (dfa), or the targets
+        // themselves (epsilon removal). `false` once the subsets' work is spent: closing the
+        // targets of every class is where large subsets cost.
+        let mut intern = |targets: &mut dyn Iterator<Item = u32>, out: &mut SmallVec<[u32; 4]>| {
+            out.clear();
+            scratch.clear();
+            scratch.extend(targets);
+            if let Some(left) = work.as_deref_mut() {
+                closure(&mut scratch, gen, &mut mark);
+                gen += 1;
+                match left.checked_sub(scratch.len()) {
+                    Some(l) => *left = l,
+                    None => return false,
+                }
+                scratch.dedup();
+                out.push(sets.intern(&scratch).0);
+            } else {
+                scratch.sort_unstable();
+                scratch.dedup();
+                out.extend(scratch.iter().map(|&t| sets.intern(&[t]).0));
+            }
+            true
+        };
+        // Consecutive classes often share their targets.
+        bytes_out.clear();
+        let mut prev: Option<usize> = None;
+        for c in 0..nc {
+            if by_class[c].is_empty() {
+                continue;
+            }
+            if prev.is_none_or(|p| by_class[p] != by_class[c]) {
+                if !intern(&mut by_class[c].iter().copied(), &mut ids_out) {
+                    return Ok(None);
+                }
+                prev = Some(c);
+            }
+            bytes_out.extend(ids_out.iter().map(|&id| (c as u8, id)));
+        }
+        let mut grouped = |edges: &mut Vec<(u32, u32)>, out: &mut Vec<(u32, u32)>| {
+            edges.sort_unstable();
+            out.clear();
+            for group in edges.chunk_by(|a, b| a.0 == b.0) {
+                if !intern(&mut group.iter().map(|e| e.1), &mut ids_out) {
+                    return None;
+                }
+                out.extend(ids_out.iter().map(|&id| (group[0].0, id)));
+            }
+            Some(out.as_slice().into())
+        };
+        let (Some(specials), Some(calls)) = (
+            grouped(&mut specials, &mut labelled_out),
+            grouped(&mut calls, &mut labelled_out),
+        ) else {
+            return Ok(None);
+        };
+        let st = FState {
+            final_: members.binary_search(&accept).is_ok(),
+            bytes: bytes_out.as_slice().into(),
+            specials,
+            calls,
+        };
+        if !dfa {
+            size += st.size();
+            if size > options.max_states {
+                return Err(too_many_states(
+                    size,
+                    options.max_states,
+                    "a nondeterministic unit of the grammar",
+                ));
+            }
+        }
+        fsm.states.push(st);
+    }
+    Ok(Some(fsm))
+}

@@ -1,0 +1,448 @@
+//! IR → program: each rule that needs a stack frame becomes a unit automaton, the rest is
+//! inlined into its caller (see the [program docs](super::program)).
+//!
+//! - this file: the options, the sizes that decide inlining and unrolling, the unit
+//!   automata under construction and the lowering state with its cost pass;
+//! - `rules`: which rules recurse, only in tail position, or are built in place;
+//! - `build`: expressions to NFA fragments;
+//! - `determinize`: a unit's NFA to its automaton;
+//! - `minimize`: equivalent states merged;
+//! - `layout`: productivity, nullability, trimming and the flat program;
+//! - `sets`: the units' first and follow bytes and the vocabulary slices worth trying.
+
+mod build;
+mod determinize;
+mod layout;
+mod minimize;
+mod rules;
+mod sets;
+
+use std::collections::{HashMap, VecDeque};
+
+use smallvec::SmallVec;
+
+use super::program::{Alphabet, Counted, Program};
+use crate::base::byteset::ByteSet;
+use crate::base::collections::FastMap;
+use crate::base::token::TokenId;
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::ir::{Expr, ExprId, Grammar, RuleId};
+use crate::limits::{Deadline, LimitExceeded, LimitKind};
+use crate::vocab::Vocab;
+use determinize::TOTAL_DETERMINIZE_WORK;
+use minimize::TOTAL_BISIMULATION_WORK;
+use rules::{jump_rules, recursive_rules, rule_refs};
+
+/// How to compile (from `CfgConfig`), and the limits on it (from `Limits`).
+#[derive(Clone, Debug)]
+pub(crate) struct CompileOptions<'a> {
+    /// Most states of the whole program ([`LimitKind::GrammarSize`]); one unit's automaton
+    /// under construction may have as many.
+    pub max_states: usize,
+    /// A unit is determinized while it stays under this many states (tuning, below
+    /// [`LimitKind::AutomatonStates`]); past it, it stays nondeterministic.
+    pub max_dfa_states: usize,
+    pub deadline: &'a Deadline,
+    /// Minimize deterministic units too (see `CfgConfig::minimize`).
+    pub minimize: bool,
+}
+
+/// The compile time ran out.
+fn compile_time(e: LimitExceeded) -> CompileError {
+    CompileError::over_limit(e, Location::None, "grammar compilation")
+}
+
+/// The program would have `value` states, past `max` (the grammar size limit).
+fn too_many_states(value: usize, max: usize, what: &str) -> CompileError {
+    let exceeded = LimitExceeded {
+        kind: LimitKind::GrammarSize,
+        value: value as u64,
+        max: max as u64,
+    };
+    CompileError::over_limit(exceeded, Location::None, what)
+}
+
+/// Sizes under which things are inlined or unrolled rather than called or counted.
+const INLINE_RULE_MAX: u32 = 256;
+
+const SPLIT_EXPR_MAX: u32 = 4096;
+
+const UNROLL_MAX_COPIES: u32 = 32;
+
+const UNROLL_MAX_STATES: u32 = 4096;
+
+/// Copies of a repeat of a wide body (`minLength`/`maxLength` on a JSON string, `[0-9A-Za-z]{4}`)
+/// are unrolled only up to this, an optional one: unrolled, every position is its own automaton
+/// state with its own mask walk (a schema of 40 strings with `maxLength: 24` compiled to 194k
+/// states, each walk ~6 ms; the four-character groups of a UUID pattern cost a walk of the
+/// alphanumeric tokens, ~300 µs, at each character), while as a counted unit every position,
+/// and every loop over the same body, shares the loop's relaxed classification.
+const WIDE_UNROLL_MAX_COPIES: u32 = 1;
+
+/// A bounded repeat whose body reads at least this many distinct bytes counts as wide for
+/// [`WIDE_UNROLL_MAX_COPIES`].
+const WIDE_REPEAT_BYTES: usize = 32;
+
+const MAX_INLINE_DEPTH: usize = 200;
+
+/// An unbounded loop whose body reads at least this many distinct bytes (a JSON string's
+/// characters, a comment's) becomes its own unit: its states are dense (most tokens stay
+/// inside) and, kept apart from what surrounds them, get the same structural hash in every
+/// grammar, so their expensive mask classification is computed once and shared.
+const WIDE_LOOP_BYTES: usize = 64;
+
+/// A rule referred to from several places and at least this big is one unit they all call,
+/// not a copy inlined in each: a property-name trie continues each of its nodes with the same
+/// "any non-ASCII character or escape, then any text" rule (dozens of states), and inlined
+/// copies made its automaton ten times the size of the minimal one until minimization merged
+/// them back. Only rules: sharing arbitrary expressions this way puts more tokens across unit
+/// boundaries, where masks need the parser (MaskBench sample: first-walk mask p50 8.8 µs →
+/// 21–39 µs).
+const SHARED_RULE_MIN: u32 = 48;
+
+/// Cost of a call edge, as states.
+const CALL_COST: u32 = 2;
+
+/// Compiles `grammar` against `vocab` (special tokens are resolved to ids here).
+pub(crate) fn compile(
+    grammar: &Grammar,
+    vocab: &Vocab,
+    options: &CompileOptions,
+) -> Result<Program, CompileError> {
+    let mut lower = CfgLowering::new(grammar, vocab, options)?;
+    let start = lower.unit(UnitKey::Rule(grammar.start()));
+    while let Some(u) = lower.queue.pop_front() {
+        lower.build_unit(u)?;
+    }
+    let mut prog = lower.finish(start)?;
+    let unit_first = prog.unit_first_sets(options.deadline)?;
+    prog.follow = prog.follow_sets(&unit_first, options.deadline)?;
+    prog.slices = prog.slices_worth_trying(vocab, &unit_first);
+    Ok(prog)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum UnitKey {
+    Rule(RuleId),
+    Expr(ExprId),
+    Counted { body: ExprId, min: u32, max: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Label {
+    Classes(u32), // index into Nfa::class_sets
+    Special(u32),
+    Call(u32),
+}
+
+struct Nfa {
+    eps: Vec<SmallVec<[u32; 2]>>,
+    edges: Vec<SmallVec<[(Label, u32); 1]>>,
+    class_sets: Vec<ByteSet>,
+    /// The `class_sets` entry of each literal byte, once made.
+    byte_label: [u32; 256],
+    /// The entry state of each expression built so far, by continuation state.
+    built: FastMap<(ExprId, u32), u32>,
+    /// Right-linear rules entered but not built yet: `(rule, continuation, entry)`.
+    pending: Vec<(RuleId, u32, u32)>,
+}
+
+impl Default for Nfa {
+    fn default() -> Nfa {
+        Nfa {
+            eps: Vec::new(),
+            edges: Vec::new(),
+            class_sets: Vec::new(),
+            byte_label: [u32::MAX; 256],
+            built: FastMap::default(),
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl Nfa {
+    fn state(&mut self) -> u32 {
+        self.eps.push(SmallVec::new());
+        self.edges.push(SmallVec::new());
+        (self.eps.len() - 1) as u32
+    }
+    fn eps(&mut self, a: u32, b: u32) {
+        self.eps[a as usize].push(b);
+    }
+    fn edge(&mut self, a: u32, l: Label, b: u32) {
+        self.edges[a as usize].push((l, b));
+    }
+    fn len(&self) -> usize {
+        self.eps.len()
+    }
+}
+
+/// A unit automaton before layout: state 0 is the start.
+#[derive(Clone, Debug, Default)]
+struct Fsm {
+    states: Vec<FState>,
+    /// The unit's own byte classes (what `FState::bytes` labels), each a set of the
+    /// grammar's classes: a unit that never tells two grammar classes apart reads them as
+    /// one, so determinization and minimization work over a few classes instead of dozens.
+    classes: Vec<ByteSet>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct FState {
+    final_: bool,
+    /// `(unit class, target)`, sorted; a class may repeat (nondeterminism).
+    bytes: Vec<(u8, u32)>,
+    specials: Vec<(u32, u32)>,
+    calls: Vec<(u32, u32)>,
+}
+
+impl FState {
+    /// What the state costs in a program of nondeterministic units: itself and an entry per
+    /// edge.
+    fn size(&self) -> usize {
+        1 + self.bytes.len() + self.specials.len() + self.calls.len()
+    }
+}
+
+impl Fsm {
+    /// [`FState::size`] summed over the states.
+    fn size(&self) -> usize {
+        self.states.iter().map(FState::size).sum()
+    }
+}
+
+enum UnitBody {
+    /// Not built yet.
+    Pending,
+    Fsm(Fsm),
+    Counted(Counted),
+}
+
+struct CfgLowering<'a> {
+    g: &'a Grammar,
+    vocab: &'a Vocab,
+    options: &'a CompileOptions<'a>,
+    recursive: Vec<bool>,
+    /// Rules built into their caller's automaton even when too big to inline
+    /// ([`jump_rules`]).
+    jumps: Vec<bool>,
+    cost: Vec<u32>,
+    /// Every byte some class or literal inside the expression reads.
+    width: Vec<ByteSet>,
+    inline_rule: Vec<bool>,
+    /// How many expressions refer to each rule.
+    rule_refs: Vec<u32>,
+    alphabet: Alphabet,
+    units: Vec<(UnitKey, UnitBody)>,
+    unit_ids: FastMap<UnitKey, u32>,
+    queue: VecDeque<u32>,
+    specials: Vec<(Box<str>, TokenId)>,
+    special_ids: HashMap<Box<str>, u32>,
+    total_states: usize,
+    /// What is left of [`TOTAL_DETERMINIZE_WORK`] and [`TOTAL_BISIMULATION_WORK`].
+    determinize_left: usize,
+    bisimulate_left: usize,
+}
+
+impl<'a> CfgLowering<'a> {
+    fn new(
+        g: &'a Grammar,
+        vocab: &'a Vocab,
+        options: &'a CompileOptions<'a>,
+    ) -> Result<Self, CompileError> {
+        let (recursive, tail_recursive) = recursive_rules(g, options.deadline)?;
+        let jumps = jump_rules(g, &recursive, tail_recursive, options.deadline)?;
+        let mut me = CfgLowering {
+            g,
+            vocab,
+            options,
+            recursive,
+            jumps,
+            cost: vec![0; g.exprs().len()],
+            width: vec![ByteSet::EMPTY; g.exprs().len()],
+            inline_rule: vec![false; g.rules().len()],
+            rule_refs: rule_refs(g),
+            alphabet: Alphabet::new(g),
+            units: Vec::new(),
+            unit_ids: FastMap::default(),
+            queue: VecDeque::new(),
+            specials: Vec::new(),
+            special_ids: HashMap::new(),
+            total_states: 0,
+            determinize_left: TOTAL_DETERMINIZE_WORK,
+            bisimulate_left: TOTAL_BISIMULATION_WORK,
+        };
+        me.compute_costs()?;
+        Ok(me)
+    }
+
+    fn tick(&self) -> Result<(), CompileError> {
+        self.options.deadline.tick().map_err(compile_time)
+    }
+
+    /// Children of an expression for the cost order; references to recursive rules are leaves.
+    fn children(&self, e: usize) -> SmallVec<[usize; 4]> {
+        match &self.g.exprs()[e] {
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().map(|x| x.index()).collect(),
+            Expr::Repeat { body, .. } => smallvec::smallvec![body.index()],
+            Expr::Rule(r) if !self.recursive[r.index()] => {
+                smallvec::smallvec![self.g.rule(*r).body.index()]
+            }
+            _ => SmallVec::new(),
+        }
+    }
+
+    /// States an expression costs where it is used: inline size, or a call if it is big.
+    fn use_cost(&self, e: ExprId) -> u32 {
+        let c = self.cost[e.index()];
+        if c > SPLIT_EXPR_MAX && !matches!(self.g.expr(e), Expr::Rule(_)) {
+            CALL_COST
+        } else {
+            c
+        }
+    }
+
+    fn unrolls(&self, body: ExprId, min: u32, max: Option<u32>) -> bool {
+        let copies = max.unwrap_or(min.saturating_add(1));
+        let max_copies = match self.width[body.index()].len() >= WIDE_REPEAT_BYTES {
+            true => WIDE_UNROLL_MAX_COPIES,
+            false => UNROLL_MAX_COPIES,
+        };
+        copies <= max_copies && copies.saturating_mul(self.use_cost(body)) <= UNROLL_MAX_STATES
+    }
+
+    /// Inline sizes of every expression, children first (iterative: IR nesting can be deep).
+    fn compute_costs(&mut self) -> Result<(), CompileError> {
+        let n = self.g.exprs().len();
+        let mut done = vec![false; n];
+        let mut stack: Vec<(usize, bool)> = (0..n).rev().map(|i| (i, false)).collect();
+        while let Some((e, expanded)) = stack.pop() {
+            self.tick()?;
+            if done[e] {
+                continue;
+            }
+            if !expanded {
+                stack.push((e, true));
+                for c in self.children(e) {
+                    if !done[c] {
+                        stack.push((c, false));
+                    }
+                }
+                continue;
+            }
+            let cost = match &self.g.exprs()[e] {
+                Expr::Empty | Expr::Nothing => 1,
+                Expr::Bytes(b) => b.len() as u32 + 1,
+                Expr::Class(_) | Expr::Special(_) => 2,
+                Expr::Seq(xs) => xs
+                    .iter()
+                    .fold(0u32, |a, &x| a.saturating_add(self.use_cost(x))),
+                Expr::Alt(xs) => xs
+                    .iter()
+                    .fold(2u32, |a, &x| a.saturating_add(self.use_cost(x))),
+                Expr::Repeat { body, min, max } => {
+                    if self.unrolls(*body, *min, *max) {
+                        let copies = max.unwrap_or(min + 1);
+                        copies
+                            .saturating_mul(self.use_cost(*body))
+                            .saturating_add(2)
+                    } else {
+                        CALL_COST
+                    }
+                }
+                Expr::Rule(r) => {
+                    if self.recursive[r.index()] {
+                        CALL_COST
+                    } else {
+                        let body = self.g.rule(*r).body;
+                        let c = self.cost[body.index()];
+                        let shared = self.rule_refs[r.index()] > 1 && c >= SHARED_RULE_MIN;
+                        let inline = c <= INLINE_RULE_MAX && !shared;
+                        self.inline_rule[r.index()] = inline;
+                        if inline {
+                            c
+                        } else {
+                            CALL_COST
+                        }
+                    }
+                }
+            };
+            self.cost[e] = cost;
+            self.width[e] = match &self.g.exprs()[e] {
+                Expr::Bytes(b) => b
+                    .iter()
+                    .fold(ByteSet::EMPTY, |acc, &x| acc.union(&ByteSet::byte(x))),
+                Expr::Class(c) => *c,
+                _ => self
+                    .children(e)
+                    .iter()
+                    .fold(ByteSet::EMPTY, |acc, &c| acc.union(&self.width[c])),
+            };
+            done[e] = true;
+        }
+        Ok(())
+    }
+
+    /// The unit for `key`, queued for building if new.
+    fn unit(&mut self, key: UnitKey) -> u32 {
+        if let Some(&u) = self.unit_ids.get(&key) {
+            return u;
+        }
+        let u = self.units.len() as u32;
+        self.units.push((key, UnitBody::Pending));
+        self.unit_ids.insert(key, u);
+        self.queue.push_back(u);
+        u
+    }
+
+    fn build_unit(&mut self, u: u32) -> Result<(), CompileError> {
+        self.options.deadline.check().map_err(compile_time)?;
+        let key = self.units[u as usize].0;
+        let body = match key {
+            UnitKey::Counted { body, min, max } => {
+                let body = self.unit(UnitKey::Expr(body));
+                UnitBody::Counted(Counted { body, min, max })
+            }
+            UnitKey::Rule(r) => UnitBody::Fsm(self.build_fsm(self.g.rule(r).body)?),
+            UnitKey::Expr(e) => UnitBody::Fsm(self.build_fsm(e)?),
+        };
+        self.units[u as usize].1 = body;
+        Ok(())
+    }
+
+    fn special(&mut self, name: &str) -> Result<u32, CompileError> {
+        if let Some(&i) = self.special_ids.get(name) {
+            return Ok(i);
+        }
+        let id = self.vocab.special_id(name).ok_or_else(|| {
+            CompileError::unplaced(
+                CompileErrorKind::UnknownSpecialToken,
+                format!(
+                    "the grammar names special token {name:?}, which the vocabulary ({}) does not have",
+                    self.vocab.source()
+                ),
+            )
+        })?;
+        let i = self.specials.len() as u32;
+        self.specials.push((name.into(), id));
+        self.special_ids.insert(name.into(), i);
+        Ok(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn compile_for_test(g: &Grammar) -> Program {
+        let vocab = Vocab::from_token_bytes(Vec::new(), &[], &[]).unwrap();
+        let never = Deadline::never();
+        let options = CompileOptions {
+            max_states: 1 << 20,
+            max_dfa_states: 1 << 16,
+            deadline: &never,
+            minimize: false,
+        };
+        compile(g, &vocab, &options).unwrap()
+    }
+}

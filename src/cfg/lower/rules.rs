@@ -1,0 +1,187 @@
+//! What the rule graph decides about lowering: which rules recurse, which recurse only in
+//! tail position (loops), and which are built in place of their only-last references.
+
+use super::compile_time;
+use crate::base::collections::FastSet;
+use crate::error::CompileError;
+use crate::ir::graph::strongly_connected;
+use crate::ir::{Expr, ExprId, Grammar, RuleId};
+use crate::limits::Deadline;
+
+/// How many places refer to each rule (the builder interns `Expr::Rule(r)` once, so these
+/// are the references to that expression).
+pub(super) fn rule_refs(g: &Grammar) -> Vec<u32> {
+    let mut refs = vec![0u32; g.rules().len()];
+    let mut count = |e: &ExprId| {
+        if let Expr::Rule(r) = g.expr(*e) {
+            refs[r.index()] += 1;
+        }
+    };
+    for x in g.exprs() {
+        match x {
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(&mut count),
+            Expr::Repeat { body, .. } => count(body),
+            _ => {}
+        }
+    }
+    g.rules().iter().for_each(|rule| count(&rule.body));
+    refs
+}
+
+/// Which rules reach themselves through references, and which of those only ever reach
+/// their strongly connected component in tail position (right-linear: a loop, no stack).
+pub(super) fn recursive_rules(
+    g: &Grammar,
+    deadline: &Deadline,
+) -> Result<(Vec<bool>, Vec<bool>), CompileError> {
+    let n = g.rules().len();
+    let refs: Vec<Vec<usize>> = g
+        .rule_graph()
+        .iter()
+        .map(|refs| refs.iter().map(|x| x.index()).collect())
+        .collect();
+    let sccs = strongly_connected(n, |u| refs[u].clone());
+    let mut recursive = vec![false; n];
+    let mut tail_only = vec![false; n];
+    let mut scc_of = vec![0usize; n];
+    for (i, scc) in sccs.iter().enumerate() {
+        scc.iter().for_each(|&u| scc_of[u] = i);
+    }
+    for (i, scc) in sccs.iter().enumerate() {
+        deadline.tick().map_err(compile_time)?;
+        let cyclic = scc.len() > 1 || refs[scc[0]].contains(&scc[0]);
+        if cyclic {
+            let mut tail = true;
+            for &u in scc {
+                let body = g.rules()[u].body;
+                tail &= references_only_in_tail(g, body, |r| scc_of[r.index()] == i, deadline)?;
+            }
+            for &u in scc {
+                recursive[u] = true;
+                tail_only[u] = tail;
+            }
+        }
+    }
+    Ok((recursive, tail_only))
+}
+
+/// The rules built into their caller's automaton, never called: the tail-recursive ones
+/// (loops), and rules that are not recursive and referred to only as the last step of rule
+/// bodies. Such a rule continues where its referrer would have ended, so building it in place
+/// adds no stack, while a call per reference grew the Earley stack by an item at each one: an
+/// automaton written as right-linear rules (a pattern within a length, one rule per state)
+/// stacked an item per character.
+pub(super) fn jump_rules(
+    g: &Grammar,
+    recursive: &[bool],
+    mut jumps: Vec<bool>,
+    deadline: &Deadline,
+) -> Result<Vec<bool>, CompileError> {
+    let n = g.rules().len();
+    let mut referred = vec![false; n];
+    let mut inside = vec![false; n];
+    let roots = g.rules().iter().map(|r| r.body);
+    rule_references(g, roots, deadline, |r, tail| {
+        referred[r.index()] = true;
+        inside[r.index()] |= !tail;
+        true
+    })?;
+    for r in 0..n {
+        jumps[r] |= !recursive[r] && referred[r] && !inside[r];
+    }
+    Ok(jumps)
+}
+
+/// Does `body` refer to the rules `member` selects only as its last step?
+pub(super) fn references_only_in_tail(
+    g: &Grammar,
+    body: ExprId,
+    member: impl Fn(RuleId) -> bool,
+    deadline: &Deadline,
+) -> Result<bool, CompileError> {
+    rule_references(g, [body], deadline, |r, tail| tail || !member(r))
+}
+
+/// Visits the rule references under `roots` with whether each is the last step of its root
+/// (through sequences' last parts and alternatives; never inside a repeat or before something
+/// else), until `visit` returns false; returns false if it did.
+pub(super) fn rule_references(
+    g: &Grammar,
+    roots: impl IntoIterator<Item = ExprId>,
+    deadline: &Deadline,
+    mut visit: impl FnMut(RuleId, bool) -> bool,
+) -> Result<bool, CompileError> {
+    let mut seen = FastSet::default();
+    let mut stack: Vec<(ExprId, bool)> = roots.into_iter().map(|e| (e, true)).collect();
+    while let Some((e, tail)) = stack.pop() {
+        deadline.tick().map_err(compile_time)?;
+        if !seen.insert((e, tail)) {
+            continue;
+        }
+        match g.expr(e) {
+            Expr::Rule(r) if !visit(*r, tail) => return Ok(false),
+            Expr::Seq(xs) => {
+                let last = xs.len().saturating_sub(1);
+                stack.extend(xs.iter().enumerate().map(|(i, &x)| (x, tail && i == last)));
+            }
+            Expr::Alt(xs) => stack.extend(xs.iter().map(|&x| (x, tail))),
+            Expr::Repeat { body, .. } => stack.push((*body, false)),
+            _ => {}
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::lower::tests::compile_for_test;
+    use crate::cfg::program::CALLS;
+
+    #[test]
+    fn recursion_only_in_tail_position_is_a_loop() {
+        let g = crate::front::gbnf::gbnf_to_ir(
+            r#"
+root  ::= text
+text  ::= [^<] text | "<call>" item "</call>" after | ""
+after ::= "\n" text | ""
+item  ::= [a-z]+ | "[" item ("," item)* "]"
+"#,
+            "g",
+        )
+        .unwrap();
+        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
+        let flags = |name: &str| {
+            let r = g.rules().iter().position(|r| r.name == name).unwrap();
+            (recursive[r], tail[r])
+        };
+        assert_eq!(flags("root"), (false, false));
+        assert_eq!(flags("text"), (true, true));
+        assert_eq!(flags("after"), (true, true));
+        assert_eq!(flags("item"), (true, false));
+    }
+
+    /// A chain of rules each referred to as the last step of the one before (an automaton
+    /// written as rules), too long to inline: built in place, with no call, where calls
+    /// stacked an Earley item per rule.
+    #[test]
+    fn rules_referred_to_only_last_are_built_in_place() {
+        let mut text = String::from("root ::= \"<\" s0 \">\" | \"!\" s0 \"?\"\n");
+        for i in 0..300 {
+            text.push_str(&format!("s{i} ::= [a-z] s{} | \"\"\n", i + 1));
+        }
+        text.push_str("s300 ::= \"\"\n");
+        let g = crate::front::gbnf::gbnf_to_ir(&text, "g").unwrap();
+        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
+        let jumps = jump_rules(&g, &recursive, tail, &Deadline::never()).unwrap();
+        let rule = |name: &str| g.rules().iter().position(|r| r.name == name).unwrap();
+        assert!(!jumps[rule("root")] && !jumps[rule("s0")]);
+        assert!((1..=300).all(|i| jumps[rule(&format!("s{i}"))]));
+        let prog = compile_for_test(&g);
+        // `s0` is referred to twice in the middle of `root`: one unit, called; the chain
+        // below it is that unit's automaton.
+        assert_eq!(prog.units.len(), 2);
+        let s0 = &prog.units[1];
+        assert!((s0.start..s0.end).all(|s| prog.state(s).flags & CALLS == 0));
+    }
+}

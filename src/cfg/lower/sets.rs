@@ -1,0 +1,160 @@
+//! What the mask walks need to know of a compiled program: the bytes each unit may start
+//! with and may be followed by, and the vocabulary slices worth a proof.
+
+use super::compile_time;
+use crate::base::byteset::ByteSet;
+use crate::cfg::program::{Program, COUNTED, DEAD, FINAL, SCANS};
+use crate::error::CompileError;
+use crate::limits::Deadline;
+use crate::vocab::Vocab;
+
+impl Program {
+    /// The slices a mask walk of this program should try: the text slices always, a narrower
+    /// one only if some state takes (itself or through the units it calls) every byte its
+    /// strings start with but not every byte the slice before it starts with (a URI's
+    /// characters, names limited by a pattern). Other grammars would only fail its proof at
+    /// every walk where no slice fits (JSON keys, numbers).
+    pub fn slices_worth_trying(&self, vocab: &Vocab, unit_first: &[ByteSet]) -> u32 {
+        let first: Vec<ByteSet> = vocab.slices().iter().map(|s| s.first_bytes()).collect();
+        // Per slice, the classes holding one of its first bytes: a state takes them all, by
+        // its own edges or through a callee, or it cannot take the slice (most states fail
+        // on the first class looked at).
+        let needed: Vec<Vec<usize>> = first
+            .iter()
+            .map(|f| {
+                (0..self.n_classes())
+                    .filter(|&c| !self.alphabet.sets[c].intersection(f).is_empty())
+                    .collect()
+            })
+            .collect();
+        let takes = |s: u32, k: usize| {
+            let mut callees = None;
+            needed[k].iter().all(|&c| {
+                self.entry(s, c) != DEAD || {
+                    let from_callees =
+                        callees.get_or_insert_with(|| self.callees_first(s, unit_first));
+                    let bytes = self.alphabet.sets[c].intersection(&first[k]);
+                    from_callees.intersection(&bytes) == bytes
+                }
+            })
+        };
+        let scanning = (0..self.states.len() as u32).filter(|&s| self.state(s).flags & SCANS != 0);
+        let mut worth = 0b11;
+        for k in 2..first.len() {
+            if scanning.clone().any(|s| takes(s, k) && !takes(s, k - 1)) {
+                worth |= 1 << k;
+            }
+        }
+        worth
+    }
+
+    /// Per unit, the bytes its strings may start with, by a fixpoint: its start state's, and
+    /// its start's callees' (every byte when one can be empty). Units are numbered in the
+    /// order they were called, callers first, so passes run from the last: a chain of calls
+    /// settles in one.
+    pub(super) fn unit_first_sets(
+        &self,
+        deadline: &Deadline,
+    ) -> Result<Vec<ByteSet>, CompileError> {
+        let own: Vec<ByteSet> = self
+            .units
+            .iter()
+            .map(|u| self.first_bytes(u.start))
+            .collect();
+        let mut first = own.clone();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for u in (0..self.units.len()).rev() {
+                deadline.tick().map_err(compile_time)?;
+                let f = own[u].union(&self.callees_first(self.units[u].start, &first));
+                changed |= f != first[u];
+                first[u] = f;
+            }
+        }
+        Ok(first)
+    }
+
+    /// The bytes the units `s` calls may start with, by `first` (any byte if one is
+    /// nullable).
+    pub(super) fn callees_first(&self, s: u32, first: &[ByteSet]) -> ByteSet {
+        self.calls_of(s).iter().fold(ByteSet::EMPTY, |acc, c| {
+            match self.units[c.unit as usize].nullable {
+                true => ByteSet::FULL,
+                false => acc.union(&first[c.unit as usize]),
+            }
+        })
+    }
+
+    /// [`Program::follow`], by a fixpoint over the units' `first` bytes
+    /// ([`Program::unit_first_sets`]). What may follow a call's return state: its own bytes,
+    /// its callees' first bytes, and, when it may end its unit, whatever follows that unit; a
+    /// unit is followed by what follows each of its calls. A counted unit's state calls the
+    /// body and returns to itself, so a body is followed by its own first bytes and by what
+    /// follows the loop.
+    /// Callers come first in unit order, and what follows a callee comes from its callers, so
+    /// passes run in that order.
+    pub(super) fn follow_sets(
+        &self,
+        first: &[ByteSet],
+        deadline: &Deadline,
+    ) -> Result<Vec<ByteSet>, CompileError> {
+        let n = self.units.len();
+        let mut rets: Vec<(u32, u32)> = self.calls.iter().map(|c| (c.unit, c.ret)).collect();
+        // By the caller's unit (a return state is a state of the caller).
+        rets.sort_unstable_by_key(|&(unit, ret)| (self.state(ret).unit, unit, ret));
+        rets.dedup();
+        let next_own: Vec<ByteSet> = rets
+            .iter()
+            .map(|&(_, r)| self.first_bytes(r).union(&self.callees_first(r, first)))
+            .collect();
+        let mut follow = vec![ByteSet::EMPTY; n];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for (&(unit, ret), next) in rets.iter().zip(&next_own) {
+                deadline.tick().map_err(compile_time)?;
+                let st = self.state(ret);
+                let mut f = follow[unit as usize].union(next);
+                if st.flags & (FINAL | COUNTED) != 0 {
+                    f = f.union(&follow[st.unit as usize]);
+                }
+                changed |= f != follow[unit as usize];
+                follow[unit as usize] = f;
+            }
+        }
+        Ok(follow)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cfg::lower::tests::compile_for_test;
+
+    /// The ASCII slices are tried where some state takes every byte they start with and not
+    /// every byte of the broader slice (itself or through what it calls): a URI's characters,
+    /// names limited to alphanumerics and `_`; not JSON keys, numbers or plain strings.
+    #[test]
+    fn ascii_slices_are_tried_where_a_state_could_take_them() {
+        let slices = |gbnf: &str| {
+            compile_for_test(&crate::front::gbnf::gbnf_to_ir(gbnf, "g").unwrap()).slices
+        };
+        // Bits follow `vocab::slice::PATTERNS`: 2 is JSON text without line terminators.
+        let (unreserved, alphanumeric) = (1 << 3, 1 << 4);
+        assert_eq!(slices(r#"root ::= "\"" [^"\\]* "\"""#), 0b11);
+        assert_eq!(
+            slices(r#"root ::= "\"" [A-Za-z0-9._~-]+ "\"""#) & unreserved,
+            unreserved
+        );
+        assert_eq!(slices(r#"root ::= [A-Za-z0-9_]+"#), 0b11 | alphanumeric);
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "count": {"type": "integer"}, "name": {"type": "string"}}});
+        let json = crate::front::json_schema::compile_schema(
+            &schema,
+            &crate::front::json_schema::JsonSchemaOptions::new(),
+        )
+        .unwrap()
+        .grammar;
+        assert_eq!(compile_for_test(&json).slices, 0b11);
+    }
+}

@@ -1,0 +1,202 @@
+//! Earley rows memoized as a lazily built DFA over their structure.
+
+use crate::base::byteset::ByteSet;
+use crate::cfg::chart::{Chart, Item, EXT};
+use crate::cfg::interner::SliceInterner;
+use crate::cfg::program::{Program, CALLS};
+use crate::vocab::SliceProofs;
+
+/// A lazily built DFA over Earley rows. A *state* is the last row together with every row of
+/// the walk that its items' origins reach (transitively), renumbered as if pushed right above
+/// the walk's base: what the next row depends on, and nothing else. Inside a JSON string, a
+/// number, a keyword or a counted loop these structures repeat, so after the first visit a trie
+/// node costs one table lookup. Structures past [`MAX_DFA_ROWS`] rows (deep recursion inside
+/// one token) stay in the chart, and so does everything under them.
+///
+/// With base 0 (a chart built by [`Chart::from_rows`], which describes itself: an item alone,
+/// or with the callers gathered for it) a state depends on nothing outside its key, so one
+/// DFA serves every such walk of the grammar ([`SharedWalks`]): a string's states learnt by
+/// one classification are lookups for the next. Above a live chart (base = its rows) the
+/// states mean something only on top of those rows, and the DFA lives for one walk.
+pub(crate) struct StateDfa {
+    pub(crate) base: usize,
+    /// Per state: `[rows, len of each row.., items (state, origin, count).., follow set of
+    /// the last row's EXT completions (8 words)]`.
+    pub(crate) states: SliceInterner,
+    /// Per state: what may follow its last row's EXT completions.
+    pub(crate) follow: Vec<ByteSet>,
+    /// `states.len() * n_classes` entries: a state with [`EXT_BIT`] set when the source
+    /// row's EXT completions may be followed by the class (read together with the state, at
+    /// every trie node), [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
+    pub(crate) trans: Vec<u32>,
+    pub(crate) n_classes: usize,
+    pub(crate) scratch_rows: Vec<usize>,
+    pub(crate) scratch_key: Vec<u32>,
+    /// What slice walks proved about these states.
+    pub(crate) slice_proofs: SliceProofs,
+}
+
+pub(crate) const NO_ROW: u32 = u32::MAX;
+
+pub(crate) const UNKNOWN: u32 = u32::MAX - 1;
+
+/// The next row's structure is too large: it lives in the chart.
+pub(crate) const IN_CHART: u32 = u32::MAX - 2;
+
+/// The state with no row above the base (every key of a pushed row has at least one row).
+pub(crate) const ROOT: u32 = 0;
+
+/// A transition leaves an EXT completion for a byte that may follow it (the same bit as
+/// [`Node::EXT`]).
+pub(crate) const EXT_BIT: u32 = 1 << 31;
+
+/// Most states a DFA numbers: with [`EXT_BIT`] set, the largest id stays below the markers.
+pub(crate) const MAX_DFA_STATES: usize = (EXT_BIT - 3) as usize;
+
+pub(crate) const MAX_DFA_ROWS: usize = 8;
+
+pub(crate) const MAX_DFA_ITEMS: usize = 64;
+
+impl StateDfa {
+    /// A DFA for walks on top of `base` rows. With no row above the base the walk's root is
+    /// state [`ROOT`], its transitions looked up like any other's.
+    pub(crate) fn new(base: usize, n_classes: usize) -> StateDfa {
+        let mut states = SliceInterner::default();
+        let (root, _) = states.intern(&[0]);
+        debug_assert_eq!(root, ROOT);
+        StateDfa {
+            base,
+            states,
+            follow: vec![ByteSet::EMPTY],
+            trans: vec![UNKNOWN; n_classes],
+            n_classes,
+            scratch_rows: Vec::new(),
+            scratch_key: Vec::new(),
+            slice_proofs: SliceProofs::default(),
+        }
+    }
+
+    /// The DFA with room for `states` states before its transition table grows.
+    pub(crate) fn with_room(mut self, states: usize) -> StateDfa {
+        self.trans.reserve(states * self.n_classes);
+        self.follow.reserve(states);
+        self
+    }
+
+    /// The state of the chart's last row, if its structure is small enough. Below the last
+    /// row only waiting items matter (completions look for them; only the last row scans), so
+    /// the others are left out: a finished item pointing back one row would otherwise chain
+    /// every row of a loop into the structure.
+    pub(crate) fn intern(&mut self, prog: &Program, chart: &Chart) -> Option<u32> {
+        if self.follow.len() == MAX_DFA_STATES {
+            return None;
+        }
+        let base = self.base;
+        let last = chart.num_rows() - 1;
+        let keep = |r: usize, it: &Item| r == last || prog.state(it.state).flags & CALLS != 0;
+        let rows = &mut self.scratch_rows;
+        rows.clear();
+        rows.push(last);
+        let mut i = 0;
+        let mut items = 0;
+        while i < rows.len() {
+            let r = rows[i];
+            i += 1;
+            for it in chart.row(r).iter().filter(|it| keep(r, it)) {
+                items += 1;
+                if items > MAX_DFA_ITEMS {
+                    return None;
+                }
+                let o = it.origin as usize;
+                if it.origin != EXT && o >= base && !rows.contains(&o) {
+                    if rows.len() == MAX_DFA_ROWS {
+                        return None;
+                    }
+                    rows.push(o);
+                }
+            }
+        }
+        rows.sort_unstable();
+        let key = &mut self.scratch_key;
+        key.clear();
+        key.push(rows.len() as u32);
+        key.extend(
+            rows.iter()
+                .map(|&r| chart.row(r).iter().filter(|it| keep(r, it)).count() as u32),
+        );
+        for &r in rows.iter() {
+            for it in chart.row(r).iter().filter(|it| keep(r, it)) {
+                let o = it.origin as usize;
+                let origin = if it.origin != EXT && o >= base {
+                    (base + rows.binary_search(&o).expect("gathered row")) as u32
+                } else {
+                    it.origin
+                };
+                key.extend([it.state, origin, it.count]);
+            }
+        }
+        // The follow set last (after what `materialize` reads): a walk's root is a raw row,
+        // whose set says nothing of its items, so it must not meet a closed row with the
+        // same items and a set filled in.
+        let follow = *chart.row_follow(last);
+        key.extend(
+            follow
+                .words()
+                .iter()
+                .flat_map(|w| [*w as u32, (*w >> 32) as u32]),
+        );
+        let (id, new) = self.states.intern(key);
+        if new {
+            self.follow.push(follow);
+            self.trans
+                .resize(self.trans.len() + self.n_classes, UNKNOWN);
+        }
+        Some(id)
+    }
+
+    /// Bytes held (what [`SharedWalks`] bounds).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.trans.len() * 4
+            + self.states.heap_bytes()
+            + self.follow.len() * std::mem::size_of::<ByteSet>()
+            + self.slice_proofs.heap_bytes()
+    }
+
+    /// The number state `id`'s last row would have on the chart, and its items.
+    pub(crate) fn last_row(&self, id: u32) -> (u32, impl Iterator<Item = Item> + '_) {
+        let key = self.states.get(id);
+        let n = key[0] as usize;
+        let lens = &key[1..1 + n];
+        let (before, last) = match lens.split_last() {
+            Some((&last, before)) => (before.iter().sum::<u32>() as usize, last as usize),
+            None => (0, 0),
+        };
+        let at = 1 + n + 3 * before;
+        let items = key[at..at + 3 * last].chunks(3).map(|c| Item {
+            state: c[0],
+            origin: c[1],
+            count: c[2],
+        });
+        ((self.base + n.max(1) - 1) as u32, items)
+    }
+
+    /// Puts state `id`'s rows back on the chart, right above the base.
+    pub(crate) fn materialize(&self, id: u32, chart: &mut Chart, items: &mut Vec<Item>) {
+        let (key, follow) = (self.states.get(id), self.follow[id as usize]);
+        chart.truncate(self.base);
+        let n = key[0] as usize;
+        let mut at = 1 + n;
+        for r in 0..n {
+            let len = key[1 + r] as usize;
+            items.clear();
+            items.extend(key[at..at + 3 * len].chunks(3).map(|c| Item {
+                state: c[0],
+                origin: c[1],
+                count: c[2],
+            }));
+            at += 3 * len;
+            let last = r == n - 1;
+            chart.push_raw(items, if last { follow } else { ByteSet::EMPTY });
+        }
+    }
+}

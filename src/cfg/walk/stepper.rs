@@ -1,0 +1,246 @@
+//! One byte at a time, through the row DFA where it knows the structure, the chart where not.
+
+use smallvec::SmallVec;
+
+use crate::cfg::chart::{Chart, Item};
+use crate::cfg::program::{Program, SCANS};
+use crate::cfg::walk::row_dfa::{
+    StateDfa, EXT_BIT, IN_CHART, MAX_DFA_STATES, NO_ROW, ROOT, UNKNOWN,
+};
+use crate::limits::{Budget, LimitExceeded};
+
+/// The walk's state at a trie node, packed in one word: it is written and read at every trie
+/// node, and a struct of separate fields is stored piecewise and then reloaded whole, which
+/// stalls store forwarding. The low 31 bits are a [`StateDfa`] state or, with
+/// [`Node::IN_CHART`], the number of chart rows underneath this depth.
+#[derive(Clone, Copy)]
+pub(crate) struct Node(u64);
+
+impl Node {
+    /// An EXT completion happened on the path after at least one byte, followed by a byte
+    /// that may follow it (the bit a known transition carries, so following one is an OR).
+    const EXT: u64 = EXT_BIT as u64;
+    /// The row structure is too large for the DFA: it lives in the chart.
+    const IN_CHART: u64 = 1 << 32;
+    const LOW: u64 = Node::EXT - 1;
+
+    pub(crate) fn state(id: u32, ext: bool) -> Node {
+        debug_assert!((id as usize) < MAX_DFA_STATES);
+        Node(id as u64 | if ext { Node::EXT } else { 0 })
+    }
+
+    pub(crate) fn chart(rows: usize, ext: bool) -> Node {
+        debug_assert!(rows as u64 <= Node::LOW, "a chart of 2^31 rows");
+        Node(rows as u64 | Node::IN_CHART | if ext { Node::EXT } else { 0 })
+    }
+
+    /// The node a known transition leads to: its target, with [`Node::EXT`] set if it was
+    /// set here or the transition sets it.
+    pub(crate) fn follow(self, transition: u32) -> Node {
+        Node(transition as u64 | self.0 & Node::EXT)
+    }
+
+    /// The [`StateDfa`] state, unless the structure lives in the chart.
+    pub(crate) fn dfa(self) -> Option<u32> {
+        (self.0 & Node::IN_CHART == 0).then_some((self.0 & Node::LOW) as u32)
+    }
+
+    /// Chart rows underneath this depth (when [`Node::dfa`] is `None`).
+    pub(crate) fn rows(self) -> usize {
+        (self.0 & Node::LOW) as usize
+    }
+
+    pub(crate) fn ext(self) -> bool {
+        self.0 & Node::EXT != 0
+    }
+}
+
+/// Byte steps on top of a chart, memoized by [`StateDfa`]: the chart holds the walk's base
+/// rows, and a state's rows are put back on it only when a transition is not known yet.
+pub(crate) struct Stepper<'a> {
+    pub(crate) prog: &'a Program,
+    pub(crate) chart: &'a mut Chart,
+    /// Rows of the chart when the walk started (the walk leaves it so).
+    pub(crate) start: usize,
+    pub(crate) dfa: &'a mut StateDfa,
+    pub(crate) raw: Vec<Item>,
+    /// The DFA state last put back on the chart and its number of rows: stepping a byte only
+    /// adds a row above them, so the next unknown transition of the same state (the next
+    /// class a prover tries, the next child in the trie) cuts back to them instead.
+    pub(crate) on_chart: Option<(u32, usize)>,
+    pub(crate) budget: &'a Budget,
+    /// Steps not yet charged to the budget (charged by the thousand: a known transition is a
+    /// table lookup, and the charge should not cost as much).
+    pub(crate) steps: u64,
+}
+
+/// Steps charged to the budget at once.
+pub(crate) const STEPS_PER_CHARGE: u64 = 1024;
+
+impl<'a> Stepper<'a> {
+    pub(crate) fn new(
+        prog: &'a Program,
+        chart: &'a mut Chart,
+        dfa: &'a mut StateDfa,
+        budget: &'a Budget,
+    ) -> Self {
+        debug_assert!(
+            chart.num_rows() >= dfa.base,
+            "the DFA's base rows are in the chart"
+        );
+        Stepper {
+            prog,
+            start: chart.num_rows(),
+            chart,
+            dfa,
+            raw: Vec::new(),
+            on_chart: None,
+            budget,
+            steps: 0,
+        }
+    }
+
+    /// The state before any byte: the chart as it is.
+    pub(crate) fn root(&mut self) -> Node {
+        let dfa = if self.start == self.dfa.base {
+            Some(ROOT)
+        } else {
+            self.dfa.intern(self.prog, self.chart)
+        };
+        match dfa {
+            Some(id) => Node::state(id, false),
+            None => Node::chart(self.start, false),
+        }
+    }
+
+    /// The state after `byte` from `parent`, or `None` if the byte is rejected. A known
+    /// transition is a table lookup, inlined into every walk; the rest goes to the chart.
+    #[inline(always)]
+    pub(crate) fn advance(
+        &mut self,
+        parent: &Node,
+        byte: u8,
+    ) -> Result<Option<Node>, LimitExceeded> {
+        self.steps += 1;
+        if self.steps == STEPS_PER_CHARGE {
+            self.budget.spend(std::mem::take(&mut self.steps))?;
+        }
+        let Some(r) = parent.dfa() else {
+            return self.advance_in_chart(parent, byte, None);
+        };
+        let slot =
+            r as usize * self.dfa.n_classes + self.prog.alphabet.class_of[byte as usize] as usize;
+        match self.dfa.trans[slot] {
+            NO_ROW => Ok(None),
+            UNKNOWN | IN_CHART => self.advance_in_chart(parent, byte, Some(slot)),
+            known => Ok(Some(parent.follow(known))),
+        }
+    }
+
+    /// [`Stepper::advance`] through the chart, recording the transition at `slot` (when the
+    /// parent is a DFA state).
+    #[cold]
+    pub(crate) fn advance_in_chart(
+        &mut self,
+        parent: &Node,
+        byte: u8,
+        slot: Option<usize>,
+    ) -> Result<Option<Node>, LimitExceeded> {
+        // Under a node in the chart, everything stays in the chart: putting a DFA state back
+        // would replace the rows its ancestors still stand on.
+        match (parent.dfa(), self.on_chart) {
+            (Some(id), Some((on, rows))) if on == id => self.chart.truncate(rows),
+            (Some(id), _) => {
+                self.dfa.materialize(id, self.chart, &mut self.raw);
+                self.on_chart = Some((id, self.chart.num_rows()));
+            }
+            (None, _) => {
+                self.chart.truncate(parent.rows());
+                self.on_chart = None;
+            }
+        }
+        let row = self.chart.num_rows() - 1;
+        let leaves = self.chart.row_follow(row).contains(byte);
+        if !self.chart.push_byte(self.prog, byte, self.budget)? {
+            if let Some(s) = slot {
+                self.record(s, row, NO_ROW);
+            }
+            return Ok(None);
+        }
+        let id = slot.and_then(|_| self.dfa.intern(self.prog, self.chart));
+        if let Some(s) = slot {
+            let transition = match id {
+                Some(id) if leaves => id | EXT_BIT,
+                Some(id) => id,
+                None => IN_CHART,
+            };
+            self.record(s, row, transition);
+        }
+        let rows = self.chart.num_rows();
+        let ext = parent.ext() || leaves;
+        Ok(Some(match id {
+            Some(id) => Node::state(id, ext),
+            None => Node::chart(rows, ext),
+        }))
+    }
+
+    /// Records `transition` at `slot`, and for every class not known yet from the same state
+    /// that its last row (the chart's `row`) cannot tell from the slot's: a class with the
+    /// same program transition for each item and on the same side of the row's follow set
+    /// pushes the same row. A JSON grammar has a class per letter of its property names, and
+    /// most rows treat them alike; a slice proof asks a state for every class.
+    pub(crate) fn record(&mut self, slot: usize, row: usize, transition: u32) {
+        let Stepper {
+            prog, chart, dfa, ..
+        } = self;
+        let n = dfa.n_classes;
+        let (first, class) = (slot - slot % n, slot % n);
+        let follow = chart.row_follow(row);
+        let leaves = |c: usize| !follow.intersection(&prog.alphabet.sets[c]).is_empty();
+        let leaves_here = leaves(class);
+        let mut scanners: SmallVec<[u32; 16]> = chart
+            .row(row)
+            .iter()
+            .filter(|it| prog.state(it.state).flags & SCANS != 0)
+            .map(|it| it.state)
+            .collect();
+        scanners.sort_unstable();
+        scanners.dedup();
+        let entries: SmallVec<[(&[u32], u32); 16]> = scanners
+            .iter()
+            .map(|&s| (prog.entries(s), prog.entry(s, class)))
+            .collect();
+        dfa.trans[slot] = transition;
+        for c in 0..n {
+            if dfa.trans[first + c] == UNKNOWN
+                && entries.iter().all(|&(e, here)| e[c] == here)
+                && leaves(c) == leaves_here
+            {
+                dfa.trans[first + c] = transition;
+            }
+        }
+    }
+
+    /// May the unknown context take `byte` right after an EXT completion in `node`'s last row?
+    pub(crate) fn may_leave(&self, node: &Node, byte: u8) -> bool {
+        let follow = match node.dfa() {
+            Some(id) => &self.dfa.follow[id as usize],
+            None => self.chart.row_follow(node.rows() - 1),
+        };
+        node.ext() || follow.contains(byte)
+    }
+
+    /// Charges the steps not charged yet.
+    pub(crate) fn finish(&mut self) -> Result<(), LimitExceeded> {
+        self.budget.spend(std::mem::take(&mut self.steps))
+    }
+}
+
+/// Leaves a live chart as it was, whichever way the walk ended (an error included: a failed
+/// mask changes no matcher). A self-describing chart (base 0) is truncated as well, though
+/// its walks would build their own rows anyway.
+impl Drop for Stepper<'_> {
+    fn drop(&mut self) {
+        self.chart.truncate(self.start);
+    }
+}

@@ -1,0 +1,125 @@
+//! The whole token trie pushed through the chart, with slice proofs.
+
+use crate::base::bitmask::set_bit;
+use crate::base::token::TokenId;
+use crate::cfg::chart::Chart;
+use crate::cfg::program::Program;
+use crate::cfg::walk::row_dfa::StateDfa;
+use crate::cfg::walk::stepper::{Node, Stepper};
+use crate::limits::{Budget, LimitExceeded};
+use crate::vocab::{walk_sliced, SliceProbe, Subtree, TrieStep, TrieVisitor, Vocab};
+
+/// A token-trie walk. With `uncertain`, also collects tokens whose bytes run past an [`EXT`]
+/// completion (after the first byte).
+pub(crate) struct TrieWalk<'a> {
+    pub(crate) stepper: Stepper<'a>,
+    pub(crate) vocab: &'a Vocab,
+    pub(crate) accepted: &'a mut [u32],
+    /// The accepted tokens and the longest one's length, while they are few and all came
+    /// from the walk itself (not from a slice taken whole): then the cached entry is built
+    /// from the list, without passes over the mask words.
+    pub(crate) listed: Option<(Vec<TokenId>, u32)>,
+    pub(crate) uncertain: Option<&'a mut Vec<TokenId>>,
+    pub(crate) error: Option<LimitExceeded>,
+}
+
+/// Most accepted tokens a walk lists (see [`TrieWalk::listed`]); more are stored as a bitset.
+pub(crate) const MAX_LISTED: usize = 256;
+
+impl<'a> TrieWalk<'a> {
+    pub(crate) fn new(
+        prog: &'a Program,
+        vocab: &'a Vocab,
+        chart: &'a mut Chart,
+        dfa: &'a mut StateDfa,
+        accepted: &'a mut [u32],
+        uncertain: Option<&'a mut Vec<TokenId>>,
+        budget: &'a Budget,
+    ) -> Self {
+        TrieWalk {
+            stepper: Stepper::new(prog, chart, dfa, budget),
+            vocab,
+            accepted,
+            listed: Some((Vec::new(), 0)),
+            uncertain,
+            error: None,
+        }
+    }
+
+    pub(crate) fn walk(&mut self) -> Result<(), LimitExceeded> {
+        let root = self.stepper.root();
+        // The proofs are about this DFA's states: they live and go with it.
+        let mut proofs = std::mem::take(&mut self.stepper.dfa.slice_proofs);
+        let sliced = walk_sliced(self.vocab, root, self, &mut proofs);
+        self.stepper.dfa.slice_proofs = proofs;
+        sliced?;
+        self.stepper.finish()?;
+        self.error.take().map_or(Ok(()), Err)
+    }
+}
+
+impl SliceProbe for TrieWalk<'_> {
+    type Error = LimitExceeded;
+
+    fn advance(&mut self, s: &Node, byte: u8) -> Result<Option<Node>, LimitExceeded> {
+        self.stepper.advance(s, byte)
+    }
+
+    /// The DFA state: it fixes every later row. A structure too large for the DFA has none.
+    fn identity(&self, s: &Node) -> Option<u32> {
+        s.dfa()
+    }
+
+    fn accepted(&mut self) -> &mut [u32] {
+        self.listed = None;
+        self.accepted
+    }
+
+    fn byte_classes(&self) -> Option<&[u8; 256]> {
+        Some(&self.stepper.prog.alphabet.class_of)
+    }
+
+    fn tries_slice(&self, k: usize) -> bool {
+        self.stepper.prog.slices & 1 << k != 0
+    }
+}
+
+impl TrieVisitor for TrieWalk<'_> {
+    type State = Node;
+
+    #[inline(always)]
+    fn step(&mut self, parent: &Node, byte: u8, _: usize, subtree: Subtree) -> TrieStep<Node> {
+        if self.error.is_some() {
+            return TrieStep::Skip;
+        }
+        match self.stepper.advance(parent, byte) {
+            Ok(Some(next)) => TrieStep::Enter(next),
+            Ok(None) => {
+                if let Some(u) = self.uncertain.as_mut() {
+                    if self.stepper.may_leave(parent, byte) {
+                        // Ids, not positions: a walk may run over a slice's own trie.
+                        u.extend_from_slice(subtree.tokens());
+                    }
+                }
+                TrieStep::Skip
+            }
+            Err(e) => {
+                self.error = Some(e);
+                TrieStep::Skip
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn tokens(&mut self, _: &Node, tokens: &[TokenId]) {
+        tokens.iter().for_each(|&t| set_bit(self.accepted, t));
+        if let Some((ids, longest)) = &mut self.listed {
+            if ids.len() + tokens.len() > MAX_LISTED {
+                self.listed = None;
+            } else {
+                ids.extend_from_slice(tokens);
+                *longest = (*longest).max(self.vocab.token_bytes(tokens[0]).len() as u32);
+            }
+        }
+    }
+}
