@@ -2,13 +2,11 @@
 //! ambiguous counted repeats keep small rows and bounded mask work (with exact masks), and a
 //! long sequence under a small history keeps a bounded chart.
 
-mod cfg_support;
-mod common;
-
-use cfg_support::ir;
 use formwork::cfg::{CfgCompiler, CfgConfig};
 use formwork::ir::{Grammar, GrammarBuilder};
 use formwork::{LimitKind, Limits, MatchErrorKind, Matcher};
+use formwork_testkit::grammars::ir;
+use formwork_testkit::tokenizers;
 
 fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::Builder::new()
@@ -20,7 +18,7 @@ fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 }
 
 fn compiler(limits: Limits) -> CfgCompiler {
-    CfgCompiler::new(common::qwen3(), CfgConfig::new()).with_limits(limits)
+    CfgCompiler::new(tokenizers::qwen3(), CfgConfig::new()).with_limits(limits)
 }
 
 /// `r0 ::= "a" r1`, ..., `rn ::= "b"`.
@@ -73,7 +71,7 @@ fn nested_suffixes(n: usize) -> Grammar {
 #[test]
 fn deep_grammars_compile_and_run_on_a_small_stack() {
     on_small_stack(|| {
-        let vocab = common::qwen3();
+        let vocab = tokenizers::qwen3();
         let g = compiler(Limits::new())
             .compile(&rule_chain(20_000))
             .unwrap();
@@ -126,7 +124,7 @@ fn deep_grammars_compile_and_run_on_a_small_stack() {
 /// a 600-step walk fits a budget of a tenth of the default.
 #[test]
 fn ambiguous_counted_repeats_keep_mask_work_bounded() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let cases = [
         (r#"root ::= ("a" | "aa"){0,5000}"#, "a".repeat(600)),
         (
@@ -160,7 +158,7 @@ fn ambiguous_counted_repeats_keep_mask_work_bounded() {
 /// equal the reference recognizer's up to and past the bounds.
 #[test]
 fn merged_items_keep_masks_exact() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let cases = [
         (r#"root ::= ("a" | "aa"){0,12}"#, "a".repeat(24)),
         (
@@ -185,7 +183,7 @@ fn merged_items_keep_masks_exact() {
         let g = compiler(Limits::new()).compile(&grammar).unwrap();
         let mut m = g.matcher();
         let tokens = vocab.encode(&text).unwrap();
-        common::oracle::assert_masks_match_oracle(gbnf, vocab, &grammar, &mut m, &tokens);
+        formwork_testkit::oracle::assert_masks_match_oracle(gbnf, vocab, &grammar, &mut m, &tokens);
     }
 }
 
@@ -194,7 +192,7 @@ fn merged_items_keep_masks_exact() {
 /// structure needs), close correctly, and roll back as far as the history allows.
 #[test]
 fn a_small_history_bounds_the_chart() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let g = compiler(Limits::new().history(8))
         .compile(&ir(r#"root ::= "[" "[" "\"" [a-z ]* "\"" "]" "]""#))
         .unwrap();

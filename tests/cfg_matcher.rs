@@ -3,26 +3,26 @@
 //! forced tokens are consumable, grammars are shared across threads, and pathological inputs
 //! end in typed errors instead of hangs.
 
-mod cfg_support;
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use cfg_support::*;
 use formwork::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
 use formwork::ir::recognizer::Recognizer;
 use formwork::ir::reference::token_units;
 use formwork::ir::GrammarBuilder;
 use formwork::vocab::{TokenKind, Vocab};
 use formwork::{ByteSet, CompileErrorKind, LimitKind, Limits, MatchErrorKind, Matcher, TokenId};
+use formwork_testkit::grammars::*;
+use formwork_testkit::oracle::*;
+use formwork_testkit::rng::Rng;
+use formwork_testkit::tokenizers;
 
 /// Random walks sampling only allowed tokens: every sampled token is accepted by the reference
 /// recognizer, a live state never has an empty mask, and a walk that samples EOS has produced a
 /// string of the language.
 #[test]
 fn random_walks_stay_in_the_language() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let grammars = [
         ("json", JSON),
         ("arith", ARITH),
@@ -128,7 +128,7 @@ fn failing_byte(
 
 #[test]
 fn rejected_tokens_leave_the_state_unchanged() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let ir = ir(JSON);
     let rec = Recognizer::new(&ir);
     let g = compile(vocab, CfgConfig::new(), &ir);
@@ -209,7 +209,7 @@ fn rejected_tokens_leave_the_state_unchanged() {
 /// back.
 #[test]
 fn rollback_forgets_what_the_removed_rows_decided() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let g = compile(vocab, CfgConfig::new().context_depth(0), &ir(JSON));
     let in_object = vocab.encode(r#"{"k":"ab"#).unwrap();
     let in_array = vocab.encode(r#"[1,2,"ab"#).unwrap();
@@ -230,7 +230,7 @@ fn rollback_forgets_what_the_removed_rows_decided() {
 
 #[test]
 fn rollback_restores_earlier_masks() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let g = compile(vocab, CfgConfig::new(), &ir(JSON));
     let tokens = vocab
         .encode(r#"{"a": [1, {"b": "xyz"}], "c": false}"#)
@@ -276,7 +276,7 @@ fn bytes_of(vocab: &Vocab, tokens: &[TokenId]) -> Vec<u8> {
 /// except the last token when the stretch does not reach the end of the language.
 #[test]
 fn forced_tokens_jump_forward() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let g = compile(
         vocab,
         CfgConfig::new(),
@@ -335,7 +335,7 @@ fn grammars_are_shared_across_threads() {
     send::<CfgMatcher>();
     send_sync::<CfgGrammar>();
     send_sync::<CfgCompiler>();
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let g: Arc<CfgGrammar> = compile(vocab, CfgConfig::new(), &ir(JSON));
     let texts = [r#"{"x": [1, 2, 3]}"#, r#"["a", "b", {"c": null}]"#];
     let run = |g: &Arc<CfgGrammar>, text: &str| -> Vec<Vec<u32>> {
@@ -359,7 +359,7 @@ fn grammars_are_shared_across_threads() {
 /// masks far from and near their bounds.
 #[test]
 fn counted_repeats_stay_small() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let g = compile(
         vocab,
         CfgConfig::new(),
@@ -403,7 +403,7 @@ fn counted_repeats_stay_small() {
 /// back; rolling back gives a matcher that works again.
 #[test]
 fn ambiguity_hits_row_limits() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let limits = Limits::new().readings(2_000).mask_work(50_000);
     let g = CfgCompiler::new(vocab, CfgConfig::new())
         .with_limits(limits)
@@ -446,7 +446,7 @@ fn ambiguity_hits_row_limits() {
 
 #[test]
 fn compile_errors_are_typed() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let compiler = |c: CfgConfig| CfgCompiler::new(vocab, c);
     let err = compiler(CfgConfig::new())
         .compile(&ir("root ::= a\na ::= \"x\" a"))
@@ -479,7 +479,7 @@ fn compile_errors_are_typed() {
 /// error, no blow-up) with exact masks.
 #[test]
 fn determinization_blowup_falls_back_to_nfa() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     check_oracle(
         vocab,
         "root ::= [ab]* \"a\" [ab]{18} \";\"",
@@ -492,7 +492,7 @@ fn determinization_blowup_falls_back_to_nfa() {
 /// level), raised here so that the depth reaches the compiler.
 #[test]
 fn deep_ir_nesting() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let mut g = GrammarBuilder::with_limits(&Limits::new().nesting(6_000));
     let digit = g.class(ByteSet::range(b'0', b'9'));
     let mut e = digit;

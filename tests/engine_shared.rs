@@ -1,8 +1,6 @@
 //! The engine as a server uses it: one engine shared by threads, requests sharing cached
 //! masks, the router's decisions, start-up registration.
 
-mod common;
-
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -11,11 +9,12 @@ use formwork::bitmask::get_bit;
 use formwork::engine::{BackendKind, Constraint, ConstraintMatcher, Engine, EngineConfig};
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, Location, Matcher, TokenId};
+use formwork_testkit::tokenizers;
 
 const TEMPLATES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/templates");
 
 fn engine() -> Engine {
-    let mut e = Engine::new(common::qwen3().clone());
+    let mut e = Engine::new(tokenizers::qwen3().clone());
     e.register_templates([TEMPLATES]).unwrap();
     e
 }
@@ -43,7 +42,7 @@ fn a_second_request_hits_masks_cached_by_the_first() {
     // Without the masks registration precomputes (tests/template_warm.rs), which would leave
     // the first request nothing to compute.
     let config = EngineConfig::new().template_mask_bytes(0);
-    let mut engine = Engine::with_config(common::qwen3().clone(), config);
+    let mut engine = Engine::with_config(tokenizers::qwen3().clone(), config);
     engine.register_templates([TEMPLATES]).unwrap();
     let vocab = engine.vocab();
     let words = vocab.mask_words();
@@ -155,7 +154,7 @@ fn workload(i: usize) -> (String, Vec<String>) {
 fn many_requests_from_several_threads_give_the_same_masks() {
     const THREADS: usize = 4;
     const PER_THREAD: usize = 9;
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     // Sequentially, on a separate engine (its own cache).
     let sequential_engine = engine();
     let expected: Vec<u64> = (0..THREADS * PER_THREAD)
@@ -177,7 +176,7 @@ fn many_requests_from_several_threads_give_the_same_masks() {
                         let (req, texts) = workload(i);
                         let texts: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
                         let constraint = shared.compile(&req).unwrap();
-                        (i, digest(&constraint, common::qwen3(), &texts))
+                        (i, digest(&constraint, tokenizers::qwen3(), &texts))
                     })
                     .collect::<Vec<_>>()
             })
@@ -297,7 +296,7 @@ fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
     use formwork::engine::{BackendChoice, EngineConfig};
     use formwork::{Limits, MatchErrorKind};
 
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let patterns = [
         "(a{0,50}){0,200}",
         "(a|aa){0,500}",
@@ -312,7 +311,7 @@ fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
         Limits::new().mask_work(2_000),
         Limits::new().readings(2).mask_work(200).history(2),
     ];
-    let mut rng = common::rng::Rng::new(0x5eed_c0de);
+    let mut rng = formwork_testkit::rng::Rng::new(0x5eed_c0de);
     let mut mask = vec![0u32; vocab.mask_words()];
     for limits in &limit_sets {
         for backend in [BackendChoice::Operators, BackendChoice::Earley] {
@@ -373,7 +372,7 @@ fn eos_after_eos_is_the_same_on_both_backends() {
     use formwork::bitmask::iter_ones;
     use formwork::engine::{BackendChoice, EngineConfig};
 
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let eos = vocab.eos_tokens()[0];
     for backend in [BackendChoice::Operators, BackendChoice::Earley] {
         let config = EngineConfig::new().backend(backend);

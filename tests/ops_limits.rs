@@ -3,8 +3,6 @@
 //! sizes are typed limits, ambiguous counted repeats keep a few threads and cheap masks (and
 //! exact ones), the rollback history and the regex cache are bounded.
 
-mod common;
-
 use std::sync::Arc;
 
 use formwork::engine::{BackendChoice, BackendKind, Engine, EngineConfig};
@@ -12,6 +10,7 @@ use formwork::ir::{Grammar, GrammarBuilder};
 use formwork::ops::{fits_operators, LowerConfig, OpsMatcher, RegexCompiler, Runtime};
 use formwork::vocab::Vocab;
 use formwork::{ByteSet, CompileErrorKind, LimitKind, Limits, MatchErrorKind, Matcher, TokenId};
+use formwork_testkit::tokenizers;
 
 /// Runs `f` on a thread with the smallest stack a server may give its workers.
 fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -55,7 +54,7 @@ fn nested_optionals(n: usize) -> Grammar {
 
 fn engine(choice: BackendChoice, limits: Limits) -> Engine {
     Engine::with_config(
-        common::qwen3().clone(),
+        tokenizers::qwen3().clone(),
         EngineConfig::new().backend(choice).limits(limits),
     )
 }
@@ -106,7 +105,7 @@ fn a_long_sequence_of_nullable_parts_closes_on_a_small_stack() {
         let root = g.rule("root");
         g.define(root, root_expr).unwrap();
         let grammar = g.finish(root).unwrap();
-        let vocab = common::qwen3();
+        let vocab = tokenizers::qwen3();
         let runtime = Runtime::new(vocab.clone(), 64 << 20);
         let program = formwork::ops::lower(
             &grammar,
@@ -140,7 +139,7 @@ fn fusion_is_not_tried_where_the_determinizer_would_work_without_bound() {
         "{described}"
     );
 
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let e = engine(BackendChoice::Auto, Limits::new());
     let mut m = e.compile_regex(&pattern).unwrap().matcher();
     let mut mask = vec![0u32; vocab.mask_words()];
@@ -200,7 +199,7 @@ fn tokens_of(vocab: &Vocab, text: &str) -> Vec<TokenId> {
 
 /// A matcher for `pattern` on its own runtime under `limits`.
 fn ops_matcher(pattern: &str, limits: Limits) -> (Arc<Runtime>, OpsMatcher) {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let runtime = Runtime::with_limits(vocab.clone(), 256 << 20, limits);
     let program = RegexCompiler::new().compile(pattern).unwrap();
     (runtime.clone(), OpsMatcher::new(runtime, program))
@@ -214,7 +213,7 @@ fn ops_matcher(pattern: &str, limits: Limits) -> (Arc<Runtime>, OpsMatcher) {
 /// no mask computes anything new.
 #[test]
 fn ambiguous_counted_repeats_keep_few_threads_and_cheap_masks() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let cases: [(&str, String, usize); 4] = [
         ("(a|aa){0,5000}", "a".repeat(600), 3),
         (
@@ -262,7 +261,7 @@ fn ambiguous_counted_repeats_keep_few_threads_and_cheap_masks() {
 /// threads and abstracting counts loses nothing.
 #[test]
 fn pruned_threads_keep_masks_exact() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let cases = [
         ("(a|aa){0,40}", "a".repeat(80)),
         (
@@ -289,9 +288,13 @@ fn pruned_threads_keep_masks_exact() {
             .unwrap();
         let tokens = tokens_of(vocab, &text);
         let mut a = ops.compile_regex(pattern).unwrap().matcher();
-        common::oracle::assert_masks_match_oracle(pattern, vocab, &grammar, &mut a, &tokens);
+        formwork_testkit::oracle::assert_masks_match_oracle(
+            pattern, vocab, &grammar, &mut a, &tokens,
+        );
         let mut b = earley.compile_regex(pattern).unwrap().matcher();
-        common::oracle::assert_masks_match_oracle(pattern, vocab, &grammar, &mut b, &tokens);
+        formwork_testkit::oracle::assert_masks_match_oracle(
+            pattern, vocab, &grammar, &mut b, &tokens,
+        );
     }
 }
 
@@ -301,7 +304,7 @@ fn pruned_threads_keep_masks_exact() {
 /// refused; at some limits the mask itself is what fails (a typed error, nothing changed).
 #[test]
 fn a_limit_reached_by_an_allowed_token_leaves_the_matcher_over_it() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let long_a = (0..vocab.len() as TokenId)
         .filter(|&t| {
             let b = vocab.token_bytes(t);
@@ -347,7 +350,7 @@ fn a_limit_reached_by_an_allowed_token_leaves_the_matcher_over_it() {
 /// with the number available, and the matcher counts every token consumed.
 #[test]
 fn the_rollback_history_is_capped() {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let (_, mut m) = ops_matcher(r"[a-z]+(, [a-z]+)*", Limits::new().history(3));
     let tokens = tokens_of(vocab, "alpha, beta, gamma, delta");
     let mut masks = Vec::new();

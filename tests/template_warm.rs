@@ -3,17 +3,16 @@
 //! request, pinned there, within the configured budget, and equal to the masks computed on
 //! demand.
 
-mod common;
-
 use formwork::engine::{Engine, EngineConfig};
 use formwork::Matcher;
+use formwork_testkit::tokenizers;
 
 const OUTLINE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/templates/outline.fw");
 const ALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/templates");
 
 fn engine(template_mask_bytes: usize, templates: &str) -> Engine {
     let config = EngineConfig::new().template_mask_bytes(template_mask_bytes);
-    let mut engine = Engine::with_config(common::qwen3().clone(), config);
+    let mut engine = Engine::with_config(tokenizers::qwen3().clone(), config);
     engine.register_templates([templates]).unwrap();
     engine
 }
@@ -30,7 +29,7 @@ const TEXT: &str = concat!(
 /// caused and whether the state is one the templates fix — after a record's id (the `Write`
 /// has only " " left), in its title or its summary, up to its `<|vision_end|>`.
 fn walk(engine: &Engine) -> Vec<(Vec<u32>, u64, bool)> {
-    let vocab = common::qwen3();
+    let vocab = tokenizers::qwen3();
     let request = "outline(sections: [section(id: \"7.3\"), section(id: \"12\")])";
     let mut m = engine.compile(request).unwrap().matcher();
     let mut fixed_spans = Vec::new();
