@@ -1,6 +1,7 @@
 //! JSON Schema front end: each keyword against the reference recognizer (the exact language of
 //! the grammar), errors with their JSON pointers, and a fixed MaskBench sample with a ratchet.
 
+use formwork::engine::{BackendChoice, BackendKind, EngineConfig};
 use formwork::front::json_schema::{
     compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder, Whitespace,
 };
@@ -1409,6 +1410,33 @@ fn ambiguous_patterns_become_minimal_automata() {
     // loop, whose masks are shared by every count).
     let g = grammar_of(json!({"type": "string", "pattern": "^[0-9a-f]{8}$"}));
     assert_eq!(automaton_states(&g), 0);
+}
+
+/// `^.+$` refuses U+2028 and U+2029 inside the string, so the JSON string slice fails in its
+/// states, and the Earley walk of the first one went through the whole trie (over 200,000
+/// work units) before the backend tried the slice that leaves line terminators out. Each
+/// mask now fits a budget a whole-trie walk would exceed, and equals the oracle's.
+#[test]
+fn anchored_dots_take_the_no_line_terminator_slice_on_earley() {
+    let vocab = tokenizers::qwen3();
+    let schema = json!({"type": "string", "pattern": "^.+$"});
+    let options = JsonSchemaOptions::new();
+    let config = EngineConfig::new()
+        .backend(BackendChoice::Earley)
+        .limits(Limits::new().mask_work(50_000));
+    let engine = Engine::with_config(vocab.clone(), config);
+    let constraint = engine.compile_json_schema(&schema, &options).unwrap();
+    assert_eq!(constraint.backend(), BackendKind::Earley);
+    let grammar = compile_schema(&schema, &options).unwrap().grammar;
+    let text = "\"Chrome \u{2027} a browser, \\u00e9 escaped\"";
+    let tokens = vocab.encode(text).unwrap();
+    formwork_testkit::oracle::assert_masks_match_oracle(
+        "^.+$",
+        vocab,
+        &grammar,
+        &mut constraint.matcher(),
+        &tokens,
+    );
 }
 
 #[test]

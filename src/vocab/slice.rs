@@ -52,6 +52,9 @@ pub struct TokenSlice {
     halves: [(ByteSet, Arc<[u32]>); 2],
     /// The other text tokens.
     rest: TokenTrie,
+    /// Bytes this slice refuses after a prefix the slice before it also takes, where that one
+    /// goes on ([`TokenSlice::narrowed`]).
+    narrowed: ByteSet,
     /// [`TokenSlice::members_starting_with`] for the first-byte sets asked for last: every
     /// string state of every grammar takes the same bytes, and a set costs a pass over the
     /// tokens of the bytes where it differs from the nearest one known (~50k when those are
@@ -84,7 +87,33 @@ pub struct SliceState(u16);
 impl TokenSlice {
     /// The slices of `vocab`, one per pattern of [`PATTERNS`].
     pub(super) fn all(vocab: &Vocab) -> Vec<TokenSlice> {
-        PATTERNS.iter().map(|p| TokenSlice::new(vocab, p)).collect()
+        let mut slices: Vec<TokenSlice> =
+            PATTERNS.iter().map(|p| TokenSlice::new(vocab, p)).collect();
+        for k in 1..slices.len() {
+            slices[k].narrowed = slices[k].refused_where_goes_on(&slices[k - 1]);
+        }
+        slices
+    }
+
+    /// The bytes this slice refuses after some prefix that it and `broader` both take, where
+    /// `broader` goes on: breadth first over pairs of their (small) automata's states.
+    fn refused_where_goes_on(&self, broader: &TokenSlice) -> ByteSet {
+        let mut refused = ByteSet::EMPTY;
+        let mut seen: FxHashSet<(SliceState, SliceState)> = FxHashSet::default();
+        let mut queue = vec![(self.start(), broader.start())];
+        while let Some((own, other)) = queue.pop() {
+            if !seen.insert((own, other)) {
+                continue;
+            }
+            for b in 0..=u8::MAX {
+                match (self.next(own, b), broader.next(other, b)) {
+                    (Some(own), Some(other)) => queue.push((own, other)),
+                    (None, Some(_)) => refused.insert(b),
+                    _ => {}
+                }
+            }
+        }
+        refused
     }
 
     fn new(vocab: &Vocab, pattern: &str) -> TokenSlice {
@@ -127,6 +156,7 @@ impl TokenSlice {
             halves: [half(ascii), half(ascii.complement())],
             members: words.into(),
             rest,
+            narrowed: ByteSet::EMPTY,
             recent: Mutex::new(LruCache::new(
                 NonZeroUsize::new(RECENT_FIRST_BYTES).expect("non-zero"),
             )),
@@ -207,6 +237,14 @@ impl TokenSlice {
     /// The trie of the text tokens outside the slice.
     pub fn rest(&self) -> &TokenTrie {
         &self.rest
+    }
+
+    /// The bytes this slice refuses after a prefix the slice before it in [`PATTERNS`] also
+    /// takes, where that one goes on (none for the first): for the no-line-terminator slice,
+    /// the last bytes of U+2028 and U+2029. A client whose every class holding one of them
+    /// holds a byte this slice takes there treats the two slices alike.
+    pub fn narrowed(&self) -> ByteSet {
+        self.narrowed
     }
 }
 

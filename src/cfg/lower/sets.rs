@@ -9,13 +9,17 @@ use crate::limits::Deadline;
 use crate::vocab::Vocab;
 
 impl Program {
-    /// The slices a mask walk of this program should try: the text slices always, a narrower
+    /// The slices a mask walk of this program should try: the two broadest always, a narrower
     /// one only if some state takes (itself or through the units it calls) every byte its
-    /// strings start with but not every byte the slice before it starts with (a URI's
-    /// characters, names limited by a pattern). Other grammars would only fail its proof at
-    /// every walk where no slice fits (JSON keys, numbers).
+    /// strings start with and could take it where the slice before it fails: by refusing a
+    /// byte that slice starts with (a URI's characters, names limited by a pattern), or, for
+    /// a slice that starts alike and refuses bytes inside its strings (the no-line-terminator
+    /// slice: a pattern's `.` in a JSON string), by telling those bytes from the ones it
+    /// takes. Other grammars would only fail its proof at every walk where no slice fits
+    /// (JSON keys, numbers).
     pub fn slices_worth_trying(&self, vocab: &Vocab, unit_first: &[ByteSet]) -> u32 {
-        let first: Vec<ByteSet> = vocab.slices().iter().map(|s| s.first_bytes()).collect();
+        let slices = vocab.slices();
+        let first: Vec<ByteSet> = slices.iter().map(|s| s.first_bytes()).collect();
         // Per slice, the classes holding one of its first bytes: a state takes them all, by
         // its own edges or through a callee, or it cannot take the slice (most states fail
         // on the first class looked at).
@@ -38,10 +42,24 @@ impl Program {
                 }
             })
         };
+        // A byte whose class holds only bytes the slice refuses: where no class separates them
+        // from bytes it takes, a state refusing them refuses those too, so fails both slices.
+        let separates = |refused: ByteSet| {
+            refused.iter().any(|b| {
+                let class =
+                    &self.alphabet.sets[usize::from(self.alphabet.class_of[usize::from(b)])];
+                class.intersection(&refused) == *class
+            })
+        };
         let scanning = (0..self.states.len() as u32).filter(|&s| self.state(s).flags & SCANS != 0);
         let mut worth = 0b11;
         for k in 2..first.len() {
-            if scanning.clone().any(|s| takes(s, k) && !takes(s, k - 1)) {
+            let could_fit = if first[k] == first[k - 1] {
+                separates(slices[k].narrowed()) && scanning.clone().any(|s| takes(s, k))
+            } else {
+                scanning.clone().any(|s| takes(s, k) && !takes(s, k - 1))
+            };
+            if could_fit {
                 worth |= 1 << k;
             }
         }
@@ -156,5 +174,25 @@ mod tests {
         .unwrap()
         .grammar;
         assert_eq!(compile_for_test(&json).slices, 0b11);
+    }
+
+    /// The no-line-terminator slice starts with the JSON string slice's bytes and refuses
+    /// U+2028 and U+2029 inside: it is tried where the grammar tells their last bytes from
+    /// the other continuation bytes (a pattern's `.`), not for plain strings.
+    #[test]
+    fn the_no_line_terminator_slice_is_tried_where_a_class_refuses_line_terminators() {
+        let slices = |schema: serde_json::Value| {
+            let options = crate::front::json_schema::JsonSchemaOptions::new();
+            let compiled = crate::front::json_schema::compile_schema(&schema, &options).unwrap();
+            compile_for_test(&compiled.grammar).slices
+        };
+        // Bits follow `vocab::slice::PATTERNS`.
+        let no_line_terminator = 1 << 2;
+        let dot = slices(serde_json::json!({"type": "string", "pattern": "^.+$"}));
+        assert_eq!(dot & no_line_terminator, no_line_terminator, "{dot:#b}");
+        assert_eq!(slices(serde_json::json!({"type": "string"})), 0b11);
+        let vocab = crate::vocab::Vocab::from_token_bytes(Vec::new(), &[], &[]).unwrap();
+        let narrowed: Vec<u8> = vocab.slices()[2].narrowed().iter().collect();
+        assert_eq!(narrowed, [0xA8, 0xA9]);
     }
 }
