@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+use super::multiples::step_too_large;
 use super::numbers::{in_range, Bound, Decimal};
 use super::schema::{error, json_equal, Compiler};
 use super::shape::{
@@ -50,6 +51,23 @@ fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, y) => x.or(y),
     }
+}
+
+/// The numbers of both shapes, not normalized; `None` if the least common multiple of their
+/// steps outgrows a `u64`.
+fn meet(x: &NumberShape, y: &NumberShape) -> Option<NumberShape> {
+    let multiple = match (x.multiple, y.multiple) {
+        (Some(a), Some(b)) => Some(a.lcm(b)?),
+        (a, b) => a.or(b),
+    };
+    Some(NumberShape {
+        integer: x.integer || y.integer,
+        lo: max_lo(&x.lo, &y.lo),
+        hi: min_hi(&x.hi, &y.hi),
+        multiple,
+        not_multiples: x.not_multiples.iter().chain(&y.not_multiples).copied().collect(),
+        steps_pointer: x.steps_pointer.clone().or_else(|| y.steps_pointer.clone()),
+    })
 }
 
 /// Do `[a_lo, a_hi]` and `[b_lo, b_hi]` fail to overlap?
@@ -201,11 +219,14 @@ impl Compiler<'_> {
             }
             (Shape::Null, Shape::Null) => Shape::Null,
             (Shape::Boolean, Shape::Boolean) => Shape::Boolean,
-            (Shape::Number(x), Shape::Number(y)) => Shape::Number(NumberShape {
-                integer: x.integer || y.integer,
-                lo: max_lo(&x.lo, &y.lo),
-                hi: min_hi(&x.hi, &y.hi),
-            }),
+            (Shape::Number(x), Shape::Number(y)) => match meet(x, y) {
+                Some(both) => Shape::number(both),
+                None => {
+                    let at = y.steps_pointer.as_deref().unwrap_or(pointer);
+                    let max = self.limits.get(LimitKind::AutomatonStates);
+                    return Err(step_too_large(at, max));
+                }
+            },
             (Shape::String(x), Shape::String(y)) => {
                 let mut regexes = x.regexes.clone();
                 for r in &y.regexes {
@@ -348,7 +369,10 @@ impl Compiler<'_> {
             Shape::Number(n) => match v {
                 Value::Number(x) => {
                     let d = Decimal::from_json(x);
-                    (!n.integer || d.is_integer()) && in_range(&d, n.lo.as_ref(), n.hi.as_ref())
+                    (!n.integer || d.is_integer())
+                        && in_range(&d, n.lo.as_ref(), n.hi.as_ref())
+                        && n.multiple.is_none_or(|s| s.divides(&d))
+                        && !n.not_multiples.iter().any(|s| s.divides(&d))
                 }
                 _ => false,
             },
@@ -489,15 +513,9 @@ impl Compiler<'_> {
                 true
             }
             (Shape::Null, Shape::Null) | (Shape::Boolean, Shape::Boolean) => false,
+            // Empty intervals, and steps whose multiples the other side excludes.
             (Shape::Number(x), Shape::Number(y)) => {
-                let lo = max_lo(&x.lo, &y.lo);
-                let hi = min_hi(&x.hi, &y.hi);
-                match (lo, hi) {
-                    (Some(l), Some(h)) => {
-                        l.value > h.value || (l.value == h.value && (l.strict || h.strict))
-                    }
-                    _ => false,
-                }
+                meet(x, y).is_some_and(|both| both.normalized().is_none())
             }
             (Shape::String(x), Shape::String(y)) => counts_disjoint((x.min, x.max), (y.min, y.max)),
             (Shape::Array(x), Shape::Array(y)) => {

@@ -6,8 +6,9 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::formats;
+use super::multiples::{step_too_large, Step};
 use super::numbers::{Bound, Decimal};
-use super::schema::{error, is_one, pointer_escape, Compiler, MAX_KEY_PATTERNS};
+use super::schema::{error, pointer_escape, Compiler, MAX_KEY_PATTERNS};
 use super::shape::{ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape};
 use super::strings::Regex;
 use crate::error::{CompileError, CompileErrorKind, Location};
@@ -168,8 +169,22 @@ impl Compiler<'_> {
             integer,
             ..NumberShape::default()
         };
-        if map.get("multipleOf").is_some_and(is_one) {
-            shape.integer = true;
+        if let Some(v) = map.get("multipleOf") {
+            let at = format!("{pointer}/multipleOf");
+            let step = match v {
+                Value::Number(n) => Decimal::from_json(n),
+                _ => Decimal::zero(),
+            };
+            if step <= Decimal::zero() {
+                return Err(error(
+                    CompileErrorKind::Invalid,
+                    &at,
+                    "`multipleOf` must be a number greater than 0",
+                ));
+            }
+            let max = self.limits.get(LimitKind::AutomatonStates);
+            shape.multiple = Some(Step::of(&step).ok_or_else(|| step_too_large(&at, max))?);
+            shape.steps_pointer = Some(at.into());
         }
         let num = |key: &str| -> Result<Option<Decimal>, CompileError> {
             match map.get(key) {
@@ -232,7 +247,7 @@ impl Compiler<'_> {
                 );
             }
         }
-        Ok(Shape::Number(shape))
+        Ok(Shape::number(shape))
     }
 
     pub(super) fn count(

@@ -8,13 +8,17 @@ use serde_json::Value;
 use super::algebra::property_index;
 use super::numbers::{self, Bound, Decimal};
 use super::schema::{error, over, Compiler, MAX_KEY_PATTERNS};
-use super::shape::{ArrayShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape};
+use super::multiples;
+use super::shape::{
+    ArrayShape, NumberShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape,
+};
 use super::strings::{any_text, text_not_in, JsonText, Regex};
 use super::{PropertyOrder, Whitespace};
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::{guarded, tick};
+use crate::front::regex::Utf8;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
 
@@ -113,6 +117,8 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     any_value: Option<RuleId>,
     /// Character automata lowered so far (each one's rules get its number).
     automata: usize,
+    /// The expression of each number shape with steps lowered so far, by its fields.
+    numbers: HashMap<String, ExprId>,
 }
 
 impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
@@ -139,6 +145,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             pending: Vec::new(),
             any_value: None,
             automata: 0,
+            numbers: HashMap::new(),
         }
     }
 
@@ -206,6 +213,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 }
                 self.g.alt(branches)
             }
+            Shape::Number(n) if n.has_steps() => self.divisible(n)?,
             Shape::Number(n) => match n.integer {
                 true => numbers::integer(self.g, n.lo.as_ref(), n.hi.as_ref()),
                 false => numbers::number(self.g, n.lo.as_ref(), n.hi.as_ref()),
@@ -226,6 +234,38 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             }
         };
         self.check_size()?;
+        Ok(e)
+    }
+
+    /// A number with divisibility constraints: the automaton of its plain literals (see
+    /// `multiples.rs`), lowered once per distinct shape.
+    fn divisible(&mut self, n: &NumberShape) -> Result<ExprId, CompileError> {
+        let key = format!(
+            "{} {:?} {:?} {:?} {:?}",
+            n.integer, n.lo, n.hi, n.multiple, n.not_multiples
+        );
+        if let Some(&e) = self.numbers.get(&key) {
+            return Ok(e);
+        }
+        let e = match multiples::automaton(n, &self.budget()) {
+            Ok(dfa) => {
+                self.automata += 1;
+                let name = format!("{}json number automaton {}", self.prefix, self.automata);
+                // No state of a number automaton takes every string.
+                let never = self.g.nothing();
+                dfa.lower(&name, self.g, &mut Utf8, never, self.c.deadline)?
+            }
+            Err(e) => {
+                let at = n.steps_pointer.as_deref().unwrap_or_default();
+                self.c.tolerate(e.or_at(Location::JsonPointer(at.to_string())))?;
+                // Lenient: the bounds alone.
+                match n.integer {
+                    true => numbers::integer(self.g, n.lo.as_ref(), n.hi.as_ref()),
+                    false => numbers::number(self.g, n.lo.as_ref(), n.hi.as_ref()),
+                }
+            }
+        };
+        self.numbers.insert(key, e);
         Ok(e)
     }
 

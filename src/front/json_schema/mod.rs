@@ -82,6 +82,7 @@ mod algebra;
 mod formats;
 mod keywords;
 mod lower;
+mod multiples;
 mod numbers;
 mod refs;
 mod schema;

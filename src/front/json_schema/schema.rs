@@ -30,7 +30,6 @@ pub(super) const UNSUPPORTED: &[&str] = &[
     "unevaluatedProperties",
     "$dynamicRef",
     "$recursiveRef",
-    "multipleOf",
     "uniqueItems",
 ];
 
@@ -279,7 +278,6 @@ impl<'a> Compiler<'a> {
             "propertyNames" | "unevaluatedItems" | "unevaluatedProperties" => {
                 v == &Value::Bool(true) || v.as_object().is_some_and(Map::is_empty)
             }
-            "multipleOf" => is_one(v) && (map.get("type") == Some(&Value::from("integer"))),
             _ => false,
         }
     }
@@ -504,10 +502,6 @@ pub(super) fn type_of_keyword(key: &str) -> Option<&'static str> {
         | "dependentRequired" => "object",
         _ => return None,
     })
-}
-
-pub(super) fn is_one(v: &Value) -> bool {
-    v.as_f64() == Some(1.0)
 }
 
 /// JSON Schema equality: numbers by value, objects regardless of key order. Recursion: as

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::multiples::Step;
 use super::numbers::Bound;
 use super::strings::Regex;
 use crate::front::guard::guarded;
@@ -42,6 +43,14 @@ pub(crate) struct NumberShape {
     pub integer: bool,
     pub lo: Option<Bound>,
     pub hi: Option<Bound>,
+    /// Values are multiples of this step (`multipleOf`; of several, their least common
+    /// multiple). Such shapes are written in plain notation (see `multiples.rs`).
+    pub multiple: Option<Step>,
+    /// Values are multiples of none of these (`not` with `multipleOf`; with `type: integer`,
+    /// the step one). Plain notation too.
+    pub not_multiples: Vec<Step>,
+    /// Where the steps came from, for errors.
+    pub steps_pointer: Option<Arc<str>>,
 }
 
 /// A regex constraint and the JSON pointer of the keyword it came from.
@@ -143,6 +152,11 @@ impl Drop for Shape {
 }
 
 impl Shape {
+    /// The numbers of `n`, [normalized](NumberShape::normalized): `Never` if there are none.
+    pub fn number(n: NumberShape) -> Shape {
+        n.normalized().map_or(Shape::Never, Shape::Number)
+    }
+
     /// `AnyOf` without empty branches, flattened; one branch is itself.
     pub fn any_of(branches: Vec<Shape>) -> Shape {
         let mut flat = Vec::new();

@@ -1,0 +1,250 @@
+//! The JSON Schema keywords compiled by exact regular constructions: `multipleOf` (remainder
+//! automata), `not` (complements of shapes), `if`/`then`/`else`, overlapping `oneOf`
+//! branches, `enum`/`const` of objects and arrays. Each is checked three ways: its language
+//! against the `jsonschema` crate over a universe of JSON texts (a text is accepted exactly
+//! when its value is valid, for the spellings the grammar writes), its masks against the
+//! reference recognizer over the whole Qwen3 vocabulary at every step of valid and invalid
+//! texts, and random walks whose outputs `jsonschema` must accept; llguidance where it
+//! supports the keyword. Hostile sizes end in typed `Limit` errors.
+
+use formwork::front::json_schema::{compile_schema, compile_schema_with, JsonSchemaOptions};
+use formwork::ir::recognizer::Recognizer;
+use formwork::ir::Grammar;
+use formwork::{CompileErrorKind, Engine, LimitKind, Limits, Location, Matcher};
+use formwork_testkit::oracle::{assert_same_mask, mask_of, Lang};
+use formwork_testkit::rng::Rng;
+use formwork_testkit::tokenizers;
+use formwork_testkit::walk::random_walk;
+use serde_json::{json, Value};
+
+fn compiled(schema: &Value, opts: &JsonSchemaOptions) -> Grammar {
+    compile_schema(schema, opts)
+        .unwrap_or_else(|e| panic!("{schema}: {e}"))
+        .grammar
+}
+
+fn validator(schema: &Value) -> jsonschema::Validator {
+    jsonschema::validator_for(schema).unwrap_or_else(|e| panic!("{schema}: {e}"))
+}
+
+/// For every text of `universe` that `spelled` says is in the grammar's spelling (compact,
+/// canonical strings, plain numbers; integers as digits for an integer type), the grammar
+/// accepts it exactly when `jsonschema` finds its value valid; any other text it accepts only
+/// if valid. Returns how many spelled texts were valid, so a caller can check that the
+/// universe tells something apart.
+#[track_caller]
+fn agrees_on(
+    schema: &Value,
+    opts: &JsonSchemaOptions,
+    universe: &[String],
+    spelled: impl Fn(&str) -> bool,
+) -> usize {
+    let lang = Lang::new(&compiled(schema, opts));
+    let v = validator(schema);
+    let mut valid = 0;
+    for text in universe {
+        let value: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let expected = v.is_valid(&value);
+        let accepted = lang.accepts(text);
+        if !spelled(text) {
+            assert!(!accepted || expected, "{schema}: accepts {text}, which is invalid");
+            continue;
+        }
+        valid += usize::from(expected);
+        assert_eq!(
+            accepted,
+            expected,
+            "{schema}: {text} is {} by jsonschema",
+            if expected { "valid" } else { "invalid" }
+        );
+    }
+    valid
+}
+
+/// [`agrees_on`] with every text spelled as the grammar writes it.
+#[track_caller]
+fn agrees(schema: &Value, opts: &JsonSchemaOptions, universe: &[String]) -> usize {
+    agrees_on(schema, opts, universe, |_| true)
+}
+
+/// Plain number literals: integers in `range`, each with the fractions `.0`, `.5`, `.25`,
+/// `.05`, `.50`, `.125`, and `-0`, `0.0`, `-0.00`.
+fn numbers(range: std::ops::RangeInclusive<i64>) -> Vec<String> {
+    let mut out: Vec<String> = ["-0", "0.0", "-0.00"].map(String::from).to_vec();
+    for i in range {
+        out.push(i.to_string());
+        for frac in ["0", "5", "25", "05", "50", "125"] {
+            let sign = if i < 0 { "-" } else { "" };
+            if i == 0 {
+                out.push(format!("0.{frac}"));
+                out.push(format!("-0.{frac}"));
+            } else {
+                out.push(format!("{sign}{}.{frac}", i.abs()));
+            }
+        }
+    }
+    out
+}
+
+/// Walks the tokens of `text` through a matcher of `schema` and the reference recognizer of
+/// its grammar, masks equal bit for bit at every step. A valid text ends accepted (EOS
+/// allowed); an invalid one is refused by both at the same token, or is incomplete at the
+/// end for both.
+#[track_caller]
+fn masks_match(engine: &Engine, schema: &Value, opts: &JsonSchemaOptions, text: &str, valid: bool) {
+    let vocab = engine.vocab();
+    let grammar = compiled(schema, opts);
+    let constraint = engine
+        .compile_json_schema(schema, opts)
+        .unwrap_or_else(|e| panic!("{schema}: {e}"));
+    let mut m = constraint.matcher();
+    let rec = Recognizer::new(&grammar);
+    let mut chart = rec.start();
+    let tokens = vocab.encode(text).unwrap();
+    for (step, &t) in tokens.iter().enumerate() {
+        let expected = chart.mask(&rec, vocab);
+        let what = format!("{schema} on {text}: step {step}");
+        assert_same_mask(&mask_of(&mut m, vocab), &expected, vocab, &what);
+        if !expected.contains(t) {
+            assert!(!valid, "{what}: a valid text's token {t} is refused");
+            return;
+        }
+        assert!(chart.push_token(&rec, vocab, t));
+        m.consume(t).unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    let what = format!("{schema} on {text}: the end");
+    assert_same_mask(&mask_of(&mut m, vocab), &chart.mask(&rec, vocab), vocab, &what);
+    assert_eq!(m.is_accepting(), valid, "{what}");
+    assert_eq!(chart.is_accepting(&rec), valid, "{what}");
+}
+
+/// Seeded random walks through the schema's matcher: each output that ends on EOS must be
+/// a JSON text `jsonschema` accepts.
+#[track_caller]
+fn walks_validate(engine: &Engine, schema: &Value, opts: &JsonSchemaOptions, walks: usize) {
+    let constraint = engine
+        .compile_json_schema(schema, opts)
+        .unwrap_or_else(|e| panic!("{schema}: {e}"));
+    let v = validator(schema);
+    let mut rng = Rng::new(0x5eed);
+    let mut finished = 0;
+    for _ in 0..walks {
+        let mut m = constraint.matcher();
+        let Some(out) = random_walk(engine.vocab(), &mut m, &mut rng, 60) else {
+            continue;
+        };
+        finished += 1;
+        let text = String::from_utf8(out).unwrap();
+        let value: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
+        assert!(v.is_valid(&value), "{schema}: walked {text}, which is invalid");
+    }
+    assert!(finished > 0, "{schema}: no walk finished");
+}
+
+fn engine() -> Engine {
+    Engine::new(tokenizers::qwen3().clone())
+}
+
+fn limit_of(schema: &Value, limits: &Limits) -> (LimitKind, String) {
+    let e = compile_schema_with(schema, &JsonSchemaOptions::new(), limits)
+        .err()
+        .unwrap_or_else(|| panic!("{schema} should fail"));
+    let Location::JsonPointer(p) = e.location() else {
+        panic!("no pointer: {e}")
+    };
+    (e.limit().unwrap_or_else(|| panic!("not a limit: {e}")).kind, p.clone())
+}
+
+#[test]
+fn multiple_of_integers_with_bounds() {
+    let opts = JsonSchemaOptions::new();
+    let universe = numbers(-40..=40);
+    for schema in [
+        json!({"type": "integer", "multipleOf": 3}),
+        json!({"type": "integer", "multipleOf": 12, "minimum": 0}),
+        json!({"type": "integer", "multipleOf": 7, "minimum": -20, "exclusiveMaximum": 35}),
+        json!({"type": "integer", "multipleOf": 2.5}),
+        json!({"type": "integer", "multipleOf": 0.5, "maximum": 3}),
+        json!({"type": "integer", "multipleOf": 10, "exclusiveMinimum": -30}),
+        json!({"type": "integer", "multipleOf": 16, "minimum": -32, "maximum": 31}),
+        json!({"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]}),
+    ] {
+        // Integers are written as digits.
+        let digits = |t: &str| !t.contains('.');
+        assert!(agrees_on(&schema, &opts, &universe, digits) > 0, "{schema}");
+    }
+}
+
+#[test]
+fn multiple_of_decimals_with_bounds() {
+    let opts = JsonSchemaOptions::new();
+    let universe = numbers(-12..=12);
+    for schema in [
+        json!({"type": "number", "multipleOf": 0.01}),
+        json!({"type": "number", "multipleOf": 0.25, "minimum": 0.25}),
+        json!({"type": "number", "multipleOf": 0.5, "minimum": -3, "maximum": 4.5}),
+        json!({"type": "number", "multipleOf": 2.5, "exclusiveMaximum": 10}),
+        json!({"type": "number", "multipleOf": 1}),
+        json!({"type": "number", "multipleOf": 10, "exclusiveMaximum": 100}),
+        json!({"type": "number", "multipleOf": 0.125, "minimum": -1.125}),
+        json!({"type": "number", "multipleOf": 0.1, "maximum": 99.99}),
+        json!({"type": "number", "multipleOf": 1.5, "exclusiveMinimum": -4.5}),
+        json!({"multipleOf": 0.75}),
+    ] {
+        assert!(agrees(&schema, &opts, &universe) > 0, "{schema}");
+    }
+    // Exponent forms are not written (divisibility by their value is not regular).
+    let l = Lang::new(&compiled(&json!({"type": "number", "multipleOf": 0.5}), &opts));
+    l.yes(&["1.5", "100", "-2.50", "0"]);
+    l.no(&["1e2", "15e-1", "1.5E0"]);
+}
+
+#[test]
+fn multiple_of_masks_match_the_oracle() {
+    let e = engine();
+    let opts = JsonSchemaOptions::new();
+    let cases = [
+        (json!({"type": "integer", "multipleOf": 7, "minimum": 10}), "[14,700,7000]", "[14,15]"),
+        (json!({"type": "number", "multipleOf": 0.01, "minimum": 0}), "[12.34,0.5,100]", "[1.234]"),
+        (json!({"type": "number", "multipleOf": 2.5, "maximum": 1000}), "[997.5,-7.5,10.0]", "[1002.5]"),
+    ];
+    for (item, valid, invalid) in cases {
+        let schema = json!({"type": "array", "items": item});
+        masks_match(&e, &schema, &opts, valid, true);
+        masks_match(&e, &schema, &opts, invalid, false);
+        walks_validate(&e, &schema, &opts, 20);
+    }
+}
+
+#[test]
+fn multiple_of_hostile_steps_end_in_limit_errors() {
+    let limits = Limits::new();
+    // A modulus far past the automaton budget, a step of more significant digits than a u64
+    // holds, a tiny step with a large modulus, and steps whose least common multiple grows.
+    for (schema, pointer) in [
+        (json!({"type": "integer", "multipleOf": 1000003}), "/multipleOf"),
+        (json!({"type": "number", "multipleOf": 1.2345678901234567e-300}), "/multipleOf"),
+        (json!({"type": "number", "multipleOf": 123456789012345678901.0}), "/multipleOf"),
+        (
+            json!({"type": "integer", "allOf": [{"multipleOf": 4099}, {"multipleOf": 4111}]}),
+            "/allOf/0/multipleOf",
+        ),
+        (
+            json!({"allOf": [{"multipleOf": 3e-300}, {"multipleOf": 7e300}]}),
+            "/allOf/1/multipleOf",
+        ),
+    ] {
+        let (kind, at) = limit_of(&schema, &limits);
+        assert_eq!((kind, at.as_str()), (LimitKind::AutomatonStates, pointer), "{schema}");
+    }
+    // Within a smaller budget, a modest modulus is refused too.
+    let (kind, at) = limit_of(
+        &json!({"properties": {"n": {"type": "integer", "multipleOf": 97}}}),
+        &Limits::new().automaton_states(50),
+    );
+    assert_eq!((kind, at.as_str()), (LimitKind::AutomatonStates, "/properties/n/multipleOf"));
+    // A step of zero or below is a malformed schema.
+    let e = compile_schema(&json!({"multipleOf": 0}), &JsonSchemaOptions::new()).unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Invalid);
+}
