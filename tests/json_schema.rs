@@ -298,10 +298,10 @@ fn not_where_exact() {
     let l = schema_lang(json!({"not": {"type": ["string", "null"]}}));
     l.yes(&["1", "true", "[]", "{}"]);
     l.no(&[r#""s""#, "null"]);
-    // Objects lacking a property, and anything that is not an object.
+    // Objects lacking a property: `required` admits every value that is not an object.
     let l = schema_lang(json!({"not": {"required": ["a"]}}));
-    l.yes(&["{}", r#"{"b":1}"#, "3"]);
-    l.no(&[r#"{"a":1}"#, r#"{"b":1,"a":2}"#]);
+    l.yes(&["{}", r#"{"b":1}"#]);
+    l.no(&[r#"{"a":1}"#, r#"{"b":1,"a":2}"#, "3"]);
     // Excluded strings in every spelling.
     let l = schema_lang(json!({"type": "string", "not": {"enum": ["ab", "c"]}}));
     l.yes(&[r#""a""#, r#""abc""#, r#""""#, r#""C""#]);
@@ -309,8 +309,12 @@ fn not_where_exact() {
     let l = schema_lang(json!({"not": {"const": true}}));
     l.yes(&["false", "null", "0"]);
     l.no(&["true"]);
+    // Numbers with a fraction that is not zero (exponent forms are not written).
+    let l = schema_lang(json!({"not": {"type": "integer"}}));
+    l.yes(&["2.5", "-0.1", r#""1""#]);
+    l.no(&["2", "2.0", "1e3"]);
     let (kind, pointer) = error_of(
-        json!({"not": {"type": "integer"}}),
+        json!({"not": {"patternProperties": {"^x": {"type": "integer"}}}}),
         &JsonSchemaOptions::new(),
     );
     assert_eq!(
@@ -457,8 +461,13 @@ fn any_of_one_of_all_of() {
         r#""x""#,
     ]);
     o.no(&[r#"{"kind":"circle"}"#, r#"{"kind":"square","r":1}"#, "1"]);
-    // Overlapping oneOf: an error at the oneOf, or anyOf with a warning when lenient.
-    let overlapping = json!({"properties": {"v": {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}}});
+    // Overlapping oneOf: each branch without the other's values.
+    let o = schema_lang(json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}));
+    o.yes(&["-3", "2.5", "0.5"]);
+    o.no(&["3", "0", "-2.5", "2.0"]);
+    // Where a complement is out of reach: an error at the oneOf, or anyOf with a warning when
+    // lenient.
+    let overlapping = json!({"properties": {"v": {"oneOf": [{"patternProperties": {"^a": {"type": "integer"}}}, {"required": ["b"]}]}}});
     let (kind, pointer) = error_of(overlapping.clone(), &JsonSchemaOptions::new());
     assert_eq!(
         (kind, pointer.as_str()),
@@ -788,7 +797,7 @@ fn errors_name_their_json_pointer() {
     let strict = JsonSchemaOptions::new();
     let cases = [
         (
-            json!({"properties": {"a~b/c": {"not": {"minimum": 1}}}}),
+            json!({"properties": {"a~b/c": {"not": {"patternProperties": {"^x": false}}}}}),
             CompileErrorKind::Unsupported,
             "/properties/a~0b~1c/not",
         ),
@@ -852,7 +861,7 @@ fn errors_name_their_json_pointer() {
     }
     // Lenient drops the keyword and says where.
     let lenient = compile_schema(
-        &json!({"properties": {"a": {"not": {"maximum": 0}}}}),
+        &json!({"properties": {"a": {"not": {"patternProperties": {"^x": false}}}}}),
         &JsonSchemaOptions::new().lenient(true),
     )
     .unwrap();

@@ -7,7 +7,9 @@
 //! texts, and random walks whose outputs `jsonschema` must accept; llguidance where it
 //! supports the keyword. Hostile sizes end in typed `Limit` errors.
 
-use formwork::front::json_schema::{compile_schema, compile_schema_with, JsonSchemaOptions};
+use formwork::front::json_schema::{
+    compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder,
+};
 use formwork::ir::recognizer::Recognizer;
 use formwork::ir::Grammar;
 use formwork::{CompileErrorKind, Engine, LimitKind, Limits, Location, Matcher};
@@ -23,8 +25,12 @@ fn compiled(schema: &Value, opts: &JsonSchemaOptions) -> Grammar {
         .grammar
 }
 
+/// `jsonschema`'s validator, with `format` an assertion as formwork reads it.
 fn validator(schema: &Value) -> jsonschema::Validator {
-    jsonschema::validator_for(schema).unwrap_or_else(|e| panic!("{schema}: {e}"))
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .unwrap_or_else(|e| panic!("{schema}: {e}"))
 }
 
 /// For every text of `universe` that `spelled` says is in the grammar's spelling (compact,
@@ -47,7 +53,10 @@ fn agrees_on(
         let expected = v.is_valid(&value);
         let accepted = lang.accepts(text);
         if !spelled(text) {
-            assert!(!accepted || expected, "{schema}: accepts {text}, which is invalid");
+            assert!(
+                !accepted || expected,
+                "{schema}: accepts {text}, which is invalid"
+            );
             continue;
         }
         valid += usize::from(expected);
@@ -113,7 +122,12 @@ fn masks_match(engine: &Engine, schema: &Value, opts: &JsonSchemaOptions, text: 
         m.consume(t).unwrap_or_else(|e| panic!("{what}: {e}"));
     }
     let what = format!("{schema} on {text}: the end");
-    assert_same_mask(&mask_of(&mut m, vocab), &chart.mask(&rec, vocab), vocab, &what);
+    assert_same_mask(
+        &mask_of(&mut m, vocab),
+        &chart.mask(&rec, vocab),
+        vocab,
+        &what,
+    );
     assert_eq!(m.is_accepting(), valid, "{what}");
     assert_eq!(chart.is_accepting(&rec), valid, "{what}");
 }
@@ -137,7 +151,10 @@ fn walks_validate(engine: &Engine, schema: &Value, opts: &JsonSchemaOptions, wal
         let text = String::from_utf8(out).unwrap();
         let value: Value =
             serde_json::from_str(&text).unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
-        assert!(v.is_valid(&value), "{schema}: walked {text}, which is invalid");
+        assert!(
+            v.is_valid(&value),
+            "{schema}: walked {text}, which is invalid"
+        );
     }
     assert!(finished > 0, "{schema}: no walk finished");
 }
@@ -153,7 +170,10 @@ fn limit_of(schema: &Value, limits: &Limits) -> (LimitKind, String) {
     let Location::JsonPointer(p) = e.location() else {
         panic!("no pointer: {e}")
     };
-    (e.limit().unwrap_or_else(|| panic!("not a limit: {e}")).kind, p.clone())
+    (
+        e.limit().unwrap_or_else(|| panic!("not a limit: {e}")).kind,
+        p.clone(),
+    )
 }
 
 #[test]
@@ -195,7 +215,10 @@ fn multiple_of_decimals_with_bounds() {
         assert!(agrees(&schema, &opts, &universe) > 0, "{schema}");
     }
     // Exponent forms are not written (divisibility by their value is not regular).
-    let l = Lang::new(&compiled(&json!({"type": "number", "multipleOf": 0.5}), &opts));
+    let l = Lang::new(&compiled(
+        &json!({"type": "number", "multipleOf": 0.5}),
+        &opts,
+    ));
     l.yes(&["1.5", "100", "-2.50", "0"]);
     l.no(&["1e2", "15e-1", "1.5E0"]);
 }
@@ -205,9 +228,21 @@ fn multiple_of_masks_match_the_oracle() {
     let e = engine();
     let opts = JsonSchemaOptions::new();
     let cases = [
-        (json!({"type": "integer", "multipleOf": 7, "minimum": 10}), "[14,700,7000]", "[14,15]"),
-        (json!({"type": "number", "multipleOf": 0.01, "minimum": 0}), "[12.34,0.5,100]", "[1.234]"),
-        (json!({"type": "number", "multipleOf": 2.5, "maximum": 1000}), "[997.5,-7.5,10.0]", "[1002.5]"),
+        (
+            json!({"type": "integer", "multipleOf": 7, "minimum": 10}),
+            "[14,700,7000]",
+            "[14,15]",
+        ),
+        (
+            json!({"type": "number", "multipleOf": 0.01, "minimum": 0}),
+            "[12.34,0.5,100]",
+            "[1.234]",
+        ),
+        (
+            json!({"type": "number", "multipleOf": 2.5, "maximum": 1000}),
+            "[997.5,-7.5,10.0]",
+            "[1002.5]",
+        ),
     ];
     for (item, valid, invalid) in cases {
         let schema = json!({"type": "array", "items": item});
@@ -223,9 +258,18 @@ fn multiple_of_hostile_steps_end_in_limit_errors() {
     // A modulus far past the automaton budget, a step of more significant digits than a u64
     // holds, a tiny step with a large modulus, and steps whose least common multiple grows.
     for (schema, pointer) in [
-        (json!({"type": "integer", "multipleOf": 1000003}), "/multipleOf"),
-        (json!({"type": "number", "multipleOf": 1.2345678901234567e-300}), "/multipleOf"),
-        (json!({"type": "number", "multipleOf": 123456789012345678901.0}), "/multipleOf"),
+        (
+            json!({"type": "integer", "multipleOf": 1000003}),
+            "/multipleOf",
+        ),
+        (
+            json!({"type": "number", "multipleOf": 1.2345678901234567e-300}),
+            "/multipleOf",
+        ),
+        (
+            json!({"type": "number", "multipleOf": 123456789012345678901.0}),
+            "/multipleOf",
+        ),
         (
             json!({"type": "integer", "allOf": [{"multipleOf": 4099}, {"multipleOf": 4111}]}),
             "/allOf/0/multipleOf",
@@ -236,15 +280,195 @@ fn multiple_of_hostile_steps_end_in_limit_errors() {
         ),
     ] {
         let (kind, at) = limit_of(&schema, &limits);
-        assert_eq!((kind, at.as_str()), (LimitKind::AutomatonStates, pointer), "{schema}");
+        assert_eq!(
+            (kind, at.as_str()),
+            (LimitKind::AutomatonStates, pointer),
+            "{schema}"
+        );
     }
     // Within a smaller budget, a modest modulus is refused too.
     let (kind, at) = limit_of(
         &json!({"properties": {"n": {"type": "integer", "multipleOf": 97}}}),
         &Limits::new().automaton_states(50),
     );
-    assert_eq!((kind, at.as_str()), (LimitKind::AutomatonStates, "/properties/n/multipleOf"));
+    assert_eq!(
+        (kind, at.as_str()),
+        (LimitKind::AutomatonStates, "/properties/n/multipleOf")
+    );
     // A step of zero or below is a malformed schema.
     let e = compile_schema(&json!({"multipleOf": 0}), &JsonSchemaOptions::new()).unwrap_err();
     assert_eq!(e.kind(), CompileErrorKind::Invalid);
+}
+
+/// A universe of small JSON values as compact texts: scalars of each kind, short arrays,
+/// and objects over the keys `a`, `b`, `c` (each absent or with one of a few values), each
+/// object also with its keys reversed.
+fn values() -> Vec<String> {
+    let scalars = [
+        "null", "true", "false", "0", "-1", "1", "2", "3", "10", "2.5", "-7.5", "0.25", r#""""#,
+        r#""a""#, r#""ab""#, r#""b""#, r#""abc""#, r#""A1""#, r#""x""#,
+    ];
+    let mut out: Vec<String> = scalars.map(String::from).to_vec();
+    for a in [
+        "[]",
+        "[1]",
+        "[1,2]",
+        r#"["a"]"#,
+        "[null]",
+        r#"[1,"a"]"#,
+        "[[]]",
+        "[{}]",
+        "[1,2,3]",
+        "[2,1]",
+        r#"[{"a":1}]"#,
+    ] {
+        out.push(a.to_string());
+    }
+    let member_values = ["1", r#""x""#, "null", "true", "[]", "{}", "2.5"];
+    let keys = ["a", "b", "c"];
+    // Each key absent (index 0) or with one of the values.
+    let choices = member_values.len() + 1;
+    for code in 0..choices.pow(keys.len() as u32) {
+        let mut members = Vec::new();
+        let mut rest = code;
+        for k in keys {
+            let pick = rest % choices;
+            rest /= choices;
+            if pick > 0 {
+                members.push(format!("\"{k}\":{}", member_values[pick - 1]));
+            }
+        }
+        out.push(format!("{{{}}}", members.join(",")));
+        if members.len() > 1 {
+            members.reverse();
+            out.push(format!("{{{}}}", members.join(",")));
+        }
+    }
+    out.push(r#"{"d":1}"#.to_string());
+    out.push(r#"{"a":1,"d":"x"}"#.to_string());
+    out
+}
+
+/// Objects in any order, so that every key order of the universe is a spelling.
+fn any_order() -> JsonSchemaOptions {
+    JsonSchemaOptions::new().property_order(PropertyOrder::Any)
+}
+
+/// Checks each schema against `jsonschema` over [`values`]; each must accept something and
+/// refuse something.
+#[track_caller]
+fn all_agree(schemas: &[Value]) {
+    let universe = values();
+    for schema in schemas {
+        let valid = agrees(schema, &any_order(), &universe);
+        assert!(
+            valid > 0 && valid < universe.len(),
+            "{schema}: {valid} valid"
+        );
+    }
+}
+
+#[test]
+fn not_of_types_values_and_numbers() {
+    all_agree(&[
+        json!({"not": {"type": "integer"}}),
+        json!({"not": {"type": ["string", "null"]}}),
+        json!({"not": {"enum": [1, "a", null, [1, 2], {"a": 1}]}}),
+        json!({"not": {"const": {"a": 1, "b": "x"}}}),
+        json!({"not": {"const": [1, "a"]}}),
+        json!({"not": {"enum": [true, 2.5, "ab", []]}}),
+        json!({"not": {"minimum": 2}}),
+        json!({"not": {"exclusiveMaximum": 2.5}}),
+        json!({"not": {"type": "number", "minimum": 0, "maximum": 3}}),
+        json!({"not": {"multipleOf": 2}}),
+        json!({"type": "number", "not": {"multipleOf": 0.5}}),
+        json!({"not": {"type": "integer", "multipleOf": 3}}),
+    ]);
+    // Integral values written with a fraction are integers: not admitted under `not` integer.
+    let l = Lang::new(&compiled(
+        &json!({"not": {"type": "integer"}}),
+        &JsonSchemaOptions::new(),
+    ));
+    l.yes(&["2.5", "-0.001", r#""2""#]);
+    l.no(&["2", "2.0", "-0", "0.000"]);
+}
+
+#[test]
+fn not_of_strings_arrays_and_objects() {
+    all_agree(&[
+        json!({"not": {"pattern": "^a"}}),
+        json!({"type": "string", "not": {"pattern": "b", "minLength": 2}}),
+        json!({"not": {"type": "string", "maxLength": 1}}),
+        json!({"not": {"format": "ipv4"}}),
+        json!({"not": {"minItems": 2}}),
+        json!({"not": {"prefixItems": [{"type": "integer"}], "items": false}}),
+        json!({"not": {"type": "array", "prefixItems": [{}, {"type": "integer"}]}}),
+        json!({"not": {"required": ["a", "b"]}}),
+        json!({"not": {"properties": {"a": {"type": "integer"}}}}),
+        json!({"not": {"additionalProperties": false, "properties": {"a": {}}}}),
+        json!({"not": {"additionalProperties": {"type": "string"}, "properties": {"b": true}}}),
+        json!({"not": {"maxProperties": 1}}),
+        json!({"not": {"type": "object", "minProperties": 2, "required": ["c"]}}),
+        json!({"type": "object", "properties": {"a": {"not": {"type": "null"}}}}),
+        json!({"not": {"properties": {"a": {"not": {"type": "null"}}}, "required": ["a"]}}),
+    ]);
+}
+
+#[test]
+fn not_of_unions_intersections_and_references() {
+    all_agree(&[
+        json!({"not": {"anyOf": [{"required": ["a"]}, {"type": "string"}]}}),
+        json!({"not": {"allOf": [{"required": ["a"]}, {"required": ["b"]}]}}),
+        json!({"not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}),
+        json!({"not": {"not": {"type": "string", "minLength": 2}}}),
+        json!({"not": {"not": {"not": {"required": ["c"]}}}}),
+        json!({"not": {"$ref": "#/$defs/x"}, "$defs": {"x": {"type": "object", "required": ["a"]}}}),
+        json!({"$defs": {"x": {"not": {"$ref": "#/$defs/y"}}, "y": {"type": ["object", "array"]}}, "$ref": "#/$defs/x"}),
+        json!({"type": "object", "properties": {"a": {"not": {"$ref": "#"}}}}),
+        json!({"allOf": [{"not": {"required": ["a"]}}, {"not": {"required": ["b"]}}, {"type": "object"}]}),
+    ]);
+}
+
+#[test]
+fn if_then_else() {
+    all_agree(&[
+        json!({"if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}, "else": {"required": ["c"]}}),
+        json!({"if": {"type": "string"}, "then": {"minLength": 2}}),
+        json!({"if": {"minimum": 2}, "else": {"const": 0}}),
+        json!({"if": {"required": ["a"]}, "then": {"properties": {"b": false}}, "else": {"required": ["b"]}}),
+        json!({"type": "object", "if": {"properties": {"a": {"type": "string"}}, "required": ["a"]}, "then": {"additionalProperties": false, "properties": {"a": {}, "b": {}}}}),
+        json!({"if": {"properties": {"a": {"enum": [1, "x"]}}}, "then": {"if": {"required": ["b"]}, "then": {"required": ["c"]}}, "else": {"type": "object", "maxProperties": 1}}),
+    ]);
+    // Without `then` and `else`, `if` constrains nothing.
+    let l = Lang::new(&compiled(
+        &json!({"if": {"type": "string"}}),
+        &JsonSchemaOptions::new(),
+    ));
+    l.yes(&["1", r#""a""#]);
+}
+
+#[test]
+fn one_of_with_overlapping_branches() {
+    all_agree(&[
+        json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}),
+        json!({"oneOf": [{"required": ["a"]}, {"properties": {"b": {"type": "string"}}}]}),
+        json!({"oneOf": [{"additionalProperties": false, "properties": {"a": {}}}, {"required": ["b"]}]}),
+        json!({"oneOf": [{"type": "string"}, {"enum": ["a", "b", 1]}]}),
+        json!({"oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]}),
+        json!({"oneOf": [{"$ref": "#/$defs/p"}, {"$ref": "#/$defs/q"}], "$defs": {
+            "p": {"type": "object", "properties": {"a": {"type": "integer"}}},
+            "q": {"type": "object", "properties": {"b": {"type": "null"}}, "required": ["b"]}
+        }}),
+        json!({"oneOf": [
+            {"properties": {"a": {"enum": [1]}}, "required": ["b"]},
+            {"properties": {"a": {"enum": ["x"]}}, "required": ["c"]},
+            {"properties": {"a": {"enum": [null]}}, "required": ["b", "c"]}
+        ]}),
+        json!({"type": "object", "oneOf": [
+            {"properties": {"a": {"type": "array", "items": {"minimum": 1}}}, "required": ["a"]},
+            {"additionalProperties": false, "properties": {"b": {"type": "string", "minLength": 1}}}
+        ]}),
+        json!({"oneOf": [{"minProperties": 1}, {"required": ["c"]}, {"maxProperties": 2}]}),
+        json!({"oneOf": [{"not": {"required": ["a"]}}, {"additionalProperties": {"type": "integer"}}]}),
+    ]);
 }

@@ -290,7 +290,10 @@ fn configuration_errors() {
         ToolFormat::Llama31,
         &[
             tool,
-            Tool::new("g", json!({"properties": {"x": {"not": {"minimum": 1}}}})),
+            Tool::new(
+                "g",
+                json!({"properties": {"x": {"not": {"patternProperties": {"^y": false}}}}}),
+            ),
         ],
     );
     let e = bad_schema.compile().err().unwrap();

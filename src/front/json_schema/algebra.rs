@@ -53,6 +53,16 @@ fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
+/// Where an object's witness is once it meets another object.
+enum WitnessAt {
+    /// There is none.
+    Nowhere,
+    /// This name, declared by the other object only, with a value of this shape.
+    Declared(String, Shape),
+    /// Among the names neither declares, with a value of this shape.
+    Undeclared(Shape),
+}
+
 /// The numbers of both shapes, not normalized; `None` if the least common multiple of their
 /// steps outgrows a `u64`.
 fn meet(x: &NumberShape, y: &NumberShape) -> Option<NumberShape> {
@@ -65,7 +75,12 @@ fn meet(x: &NumberShape, y: &NumberShape) -> Option<NumberShape> {
         lo: max_lo(&x.lo, &y.lo),
         hi: min_hi(&x.hi, &y.hi),
         multiple,
-        not_multiples: x.not_multiples.iter().chain(&y.not_multiples).copied().collect(),
+        not_multiples: x
+            .not_multiples
+            .iter()
+            .chain(&y.not_multiples)
+            .copied()
+            .collect(),
         steps_pointer: x.steps_pointer.clone().or_else(|| y.steps_pointer.clone()),
     })
 }
@@ -156,7 +171,7 @@ impl Compiler<'_> {
         self.intersect_depth += 1;
         let out = guarded(|| self.intersect_inner(a, b, pointer));
         self.intersect_depth -= 1;
-        out
+        out.map(Shape::normalized)
     }
 
     /// The shape reference `r` stands for where it must be inlined: a reference still being
@@ -234,10 +249,17 @@ impl Compiler<'_> {
                         regexes.push(r.clone());
                     }
                 }
+                let mut forbidden = x.forbidden.clone();
+                for r in &y.forbidden {
+                    if !forbidden.iter().any(|q| q.source == r.source) {
+                        forbidden.push(r.clone());
+                    }
+                }
                 Shape::String(StringShape {
                     min: x.min.max(y.min),
                     max: min_opt(x.max, y.max),
                     regexes,
+                    forbidden,
                     length_pointer: x
                         .length_pointer
                         .clone()
@@ -255,54 +277,216 @@ impl Compiler<'_> {
                 for i in 0..n {
                     prefix.push(self.intersect(x.item(i), y.item(i), pointer)?);
                 }
-                Shape::Array(ArrayShape {
+                let both = ArrayShape {
                     prefix,
                     items: Box::new(self.intersect(&x.items, &y.items, pointer)?),
                     min: x.min.max(y.min),
                     max: min_opt(x.max, y.max),
-                })
+                    witness: None,
+                };
+                self.place_item_witnesses(both, x, y, pointer)?
             }
             (Shape::Object(x), Shape::Object(y)) => {
-                let mut properties = Vec::new();
-                let (xi, yi) = (property_index(x), property_index(y));
-                let mut seen = std::collections::HashSet::new();
-                let names = x.properties.iter().chain(&y.properties).map(|(k, _)| k);
-                for k in names {
-                    if !seen.insert(k.as_str()) {
-                        continue;
-                    }
-                    let (sx, sy) = (self.schema_in(x, &xi, k)?, self.schema_in(y, &yi, k)?);
-                    let s = self.intersect(&sx, &sy, pointer)?;
-                    properties.push((k.clone(), s));
-                }
-                let in_x: std::collections::HashSet<&String> = x.required.iter().collect();
-                let mut required = x.required.clone();
-                required.extend(y.required.iter().filter(|r| !in_x.contains(r)).cloned());
-                // A name matching one side's patterns takes that side's pattern shapes and
-                // the other side's additional shape: exact while one side has none.
-                let patterns = match (x.patterns.is_empty(), y.patterns.is_empty()) {
-                    (true, _) => self.patterns_within(&y.patterns, &x.additional)?,
-                    (false, true) => self.patterns_within(&x.patterns, &y.additional)?,
-                    (false, false) => {
-                        self.unsupported(
-                            &y.pointer,
-                            "`patternProperties` on both sides of an intersection",
-                        )?;
-                        self.patterns_within(&x.patterns, &y.additional)?
-                    }
-                };
-                Shape::Object(ObjectShape {
-                    properties,
-                    patterns,
-                    required,
-                    additional: Box::new(self.intersect(&x.additional, &y.additional, pointer)?),
-                    min: x.min.max(y.min),
-                    max: min_opt(x.max, y.max),
-                    pointer: x.pointer.clone(),
-                })
+                let both = self.merge_objects(x, y, pointer)?;
+                self.place_witnesses(both, x, y, pointer)?
             }
             _ => Shape::Never,
         })
+    }
+
+    /// The objects both admit, but for their witnesses (see [`place_witnesses`](Self::place_witnesses)).
+    fn merge_objects(
+        &mut self,
+        x: &ObjectShape,
+        y: &ObjectShape,
+        pointer: &str,
+    ) -> Result<ObjectShape, CompileError> {
+        let mut properties = Vec::new();
+        let (xi, yi) = (property_index(x), property_index(y));
+        let mut seen = std::collections::HashSet::new();
+        let names = x.properties.iter().chain(&y.properties).map(|(k, _)| k);
+        for k in names {
+            if !seen.insert(k.as_str()) {
+                continue;
+            }
+            let (sx, sy) = (self.schema_in(x, &xi, k)?, self.schema_in(y, &yi, k)?);
+            let s = self.intersect(&sx, &sy, pointer)?;
+            properties.push((k.clone(), s));
+        }
+        let in_x: std::collections::HashSet<&String> = x.required.iter().collect();
+        let mut required = x.required.clone();
+        required.extend(y.required.iter().filter(|r| !in_x.contains(r)).cloned());
+        // A name matching one side's patterns takes that side's pattern shapes and
+        // the other side's additional shape: exact while one side has none.
+        let patterns = match (x.patterns.is_empty(), y.patterns.is_empty()) {
+            (true, _) => self.patterns_within(&y.patterns, &x.additional)?,
+            (false, true) => self.patterns_within(&x.patterns, &y.additional)?,
+            (false, false) => {
+                self.unsupported(
+                    &y.pointer,
+                    "`patternProperties` on both sides of an intersection",
+                )?;
+                self.patterns_within(&x.patterns, &y.additional)?
+            }
+        };
+        Ok(ObjectShape {
+            properties,
+            patterns,
+            required,
+            additional: Box::new(self.intersect(&x.additional, &y.additional, pointer)?),
+            min: x.min.max(y.min),
+            max: min_opt(x.max, y.max),
+            witness: None,
+            pointer: x.pointer.clone(),
+        })
+    }
+
+    /// `both` (the merge of `x` and `y`) with their witnesses placed: a witness of `x` is a
+    /// property `x` does not declare, so in `both` it is one of the names only `y` declares
+    /// (required there, with a value of the witness too) or still undeclared. One branch per
+    /// choice of places; two witnesses left undeclared are one when either takes any value,
+    /// and unsupported otherwise.
+    fn place_witnesses(
+        &mut self,
+        both: ObjectShape,
+        x: &ObjectShape,
+        y: &ObjectShape,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        if x.witness.is_none() && y.witness.is_none() {
+            return Ok(Shape::Object(both).normalized());
+        }
+        let places_x = self.witness_places(x, y, pointer)?;
+        let places_y = self.witness_places(y, x, pointer)?;
+        let mut out = Vec::new();
+        for px in &places_x {
+            for py in &places_y {
+                self.tick(pointer)?;
+                let mut o = both.clone();
+                let mut undeclared: Vec<&Shape> = Vec::new();
+                for place in [px, py] {
+                    match place {
+                        WitnessAt::Nowhere => {}
+                        WitnessAt::Undeclared(w) => undeclared.push(w),
+                        WitnessAt::Declared(k, w) => {
+                            if !o.required.contains(k) {
+                                o.required.push(k.clone());
+                            }
+                            if let Some(i) = o.properties.iter().position(|(n, _)| n == k) {
+                                let value = self.intersect(&o.properties[i].1, w, pointer)?;
+                                o.properties[i].1 = value;
+                            }
+                        }
+                    }
+                }
+                o.witness = match undeclared.as_slice() {
+                    [] => None,
+                    [w] => Some(Box::new((*w).clone())),
+                    [Shape::Any, w] | [w, Shape::Any] => Some(Box::new((*w).clone())),
+                    _ => {
+                        return Err(error(
+                            CompileErrorKind::Unsupported,
+                            pointer,
+                            "two different witnesses among the undeclared properties of one object (complements of two `additionalProperties`)",
+                        ))
+                    }
+                };
+                out.push(Shape::Object(o).normalized());
+            }
+        }
+        Ok(Shape::any_of(out))
+    }
+
+    /// `both` (the merge of arrays `x` and `y`) with their witnesses placed: a witness of `x`
+    /// is an item past `x`'s prefix, so in `both` it is at one of the positions only `y`'s
+    /// prefix has (which then has a value of the witness too, and the array that item), or
+    /// past both prefixes. One branch per choice, as for objects.
+    fn place_item_witnesses(
+        &mut self,
+        both: ArrayShape,
+        x: &ArrayShape,
+        y: &ArrayShape,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        if x.witness.is_none() && y.witness.is_none() {
+            return Ok(Shape::Array(both).normalized());
+        }
+        let places = |a: &ArrayShape| -> Vec<Option<(Option<usize>, Shape)>> {
+            match &a.witness {
+                None => vec![None],
+                Some(w) => (a.prefix.len()..both.prefix.len())
+                    .map(Some)
+                    .chain([None])
+                    .map(|at| Some((at, (**w).clone())))
+                    .collect(),
+            }
+        };
+        let (places_x, places_y) = (places(x), places(y));
+        let mut out = Vec::new();
+        for px in &places_x {
+            for py in &places_y {
+                self.tick(pointer)?;
+                let mut a = both.clone();
+                let mut past: Vec<&Shape> = Vec::new();
+                for (at, w) in [px, py].into_iter().flatten() {
+                    match at {
+                        Some(i) => {
+                            a.prefix[*i] = self.intersect(&a.prefix[*i], w, pointer)?;
+                            a.min = a.min.max(*i as u64 + 1);
+                        }
+                        None => past.push(w),
+                    }
+                }
+                a.witness = match past.as_slice() {
+                    [] => None,
+                    [w] | [Shape::Any, w] | [w, Shape::Any] => Some(Box::new((*w).clone())),
+                    _ => {
+                        return Err(error(
+                            CompileErrorKind::Unsupported,
+                            pointer,
+                            "two different witnesses among the items of one array (complements of two `items`)",
+                        ))
+                    }
+                };
+                out.push(Shape::Array(a).normalized());
+            }
+        }
+        Ok(Shape::any_of(out))
+    }
+
+    /// Where the witness of `owner` (if any) may be once `owner` meets `other`.
+    fn witness_places(
+        &mut self,
+        owner: &ObjectShape,
+        other: &ObjectShape,
+        pointer: &str,
+    ) -> Result<Vec<WitnessAt>, CompileError> {
+        let Some(w) = &owner.witness else {
+            return Ok(vec![WitnessAt::Nowhere]);
+        };
+        if !other.patterns.is_empty() {
+            return Err(error(
+                CompileErrorKind::Unsupported,
+                pointer,
+                "a witness among undeclared properties meeting `patternProperties`",
+            ));
+        }
+        let declared = property_index(owner);
+        let mut places = Vec::new();
+        for (k, _) in &other.properties {
+            if declared.contains_key(k.as_str()) {
+                continue;
+            }
+            let mut matched = false;
+            for (c, _) in &owner.patterns {
+                matched |= matches(c, k)?;
+            }
+            if !matched {
+                places.push(WitnessAt::Declared(k.clone(), (**w).clone()));
+            }
+        }
+        places.push(WitnessAt::Undeclared((**w).clone()));
+        Ok(places)
     }
 
     /// `patterns` with each shape narrowed to `within`.
@@ -388,6 +572,12 @@ impl Compiler<'_> {
                             return Ok(false);
                         }
                     }
+                    for c in &s.forbidden {
+                        self.tick(pointer)?;
+                        if matches(c, text)? {
+                            return Ok(false);
+                        }
+                    }
                     true
                 }
                 _ => false,
@@ -398,12 +588,16 @@ impl Compiler<'_> {
                     if n < a.min || a.max.is_some_and(|m| n > m) {
                         return Ok(false);
                     }
+                    let mut witnessed = a.witness.is_none();
                     for (i, x) in xs.iter().enumerate() {
                         if !self.accepts(a.item(i), x, pointer)? {
                             return Ok(false);
                         }
+                        if let Some(w) = a.witness.as_deref().filter(|_| !witnessed) {
+                            witnessed = i >= a.prefix.len() && self.accepts(w, x, pointer)?;
+                        }
                     }
-                    true
+                    witnessed
                 }
                 _ => false,
             },
@@ -417,46 +611,95 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                     let index = property_index(o);
+                    let mut witnessed = o.witness.is_none();
                     for (k, x) in map {
                         let sk = self.schema_in(o, &index, k)?;
                         if !self.accepts(&sk, x, pointer)? {
                             return Ok(false);
                         }
+                        if let Some(w) = o.witness.as_deref().filter(|_| !witnessed) {
+                            let mut undeclared = !index.contains_key(k.as_str());
+                            for (c, _) in &o.patterns {
+                                undeclared = undeclared && !matches(c, k)?;
+                            }
+                            witnessed = undeclared && self.accepts(w, x, pointer)?;
+                        }
                     }
-                    true
+                    witnessed
                 }
                 _ => false,
             },
         })
     }
 
-    /// `oneOf`: the branches' union when no value can match two of them; otherwise an error, or
-    /// with `lenient` their union (`anyOf`) and a warning.
+    /// `oneOf`: each branch without the values of the branches it may overlap (those not
+    /// proven [disjoint](Self::disjoint) from it), through their complements; when a
+    /// complement is out of reach, an error, or with `lenient` the branches' union (`anyOf`)
+    /// and a warning.
     pub fn one_of(&mut self, branches: Vec<Shape>, pointer: &str) -> Result<Shape, CompileError> {
-        for i in 0..branches.len() {
-            for j in i + 1..branches.len() {
+        let n = branches.len();
+        let mut overlapping: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for i in 0..n {
+            for j in i + 1..n {
                 let mut budget = DISJOINT_BUDGET;
                 if !self.disjoint(&branches[i], &branches[j], &mut budget, pointer)? {
-                    let message = format!(
-                        "oneOf branches {i} and {j} may both match a value, and formwork cannot express \"exactly one\""
-                    );
-                    match self.opts.lenient {
-                        true => {
-                            self.warnings.push(error(
-                                CompileErrorKind::Unsupported,
-                                pointer,
-                                format!("{message}; compiled as anyOf"),
-                            ));
-                            return Ok(Shape::any_of(branches));
-                        }
-                        false => {
-                            return Err(error(CompileErrorKind::Unsupported, pointer, message))
-                        }
-                    }
+                    overlapping[i].push(j);
+                    overlapping[j].push(i);
                 }
             }
         }
-        Ok(Shape::any_of(branches))
+        match self.exclusive(&branches, &overlapping, pointer) {
+            Ok(shape) => Ok(shape),
+            // Out of reach: a complement formwork cannot express, or too many branches.
+            Err(e)
+                if self.opts.lenient
+                    && (e.kind() == CompileErrorKind::Unsupported
+                        || e.limit().is_some_and(|l| l.kind == LimitKind::Alternatives)) =>
+            {
+                let message = format!("{}; compiled as anyOf", e.message());
+                self.warnings
+                    .push(error(CompileErrorKind::Unsupported, pointer, message));
+                Ok(Shape::any_of(branches))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The union of `branches`, each without those it may overlap.
+    fn exclusive(
+        &mut self,
+        branches: &[Shape],
+        overlapping: &[Vec<usize>],
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        let mut complements: Vec<Option<Shape>> = branches.iter().map(|_| None).collect();
+        let mut out = Vec::with_capacity(branches.len());
+        for (i, branch) in branches.iter().enumerate() {
+            let mut only = branch.clone();
+            for &j in &overlapping[i] {
+                let complement = match complements[j].take() {
+                    Some(c) => c,
+                    None => self.complement(&branches[j], pointer).map_err(|e| {
+                        let (a, b) = (i.min(j), i.max(j));
+                        match e.kind() {
+                            CompileErrorKind::Unsupported => error(
+                                CompileErrorKind::Unsupported,
+                                pointer,
+                                format!(
+                                    "oneOf branches {a} and {b} may both match a value, and {}",
+                                    e.message()
+                                ),
+                            ),
+                            _ => e,
+                        }
+                    })?,
+                };
+                only = self.meet(&only, &complement, pointer)?;
+                complements[j] = Some(complement);
+            }
+            out.push(only);
+        }
+        Ok(Shape::any_of(out))
     }
 
     /// True only if no value matches both (false when unsure). Recursion: one level per unit

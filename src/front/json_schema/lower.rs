@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::algebra::property_index;
+use super::multiples;
 use super::numbers::{self, Bound, Decimal};
 use super::schema::{error, over, Compiler, MAX_KEY_PATTERNS};
-use super::multiples;
 use super::shape::{
     ArrayShape, NumberShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape,
 };
@@ -74,7 +74,8 @@ fn key_classes(
     Ok(classes)
 }
 
-/// The strings every regex, the lengths and the exclusions of `s` admit, as one automaton;
+/// The strings every regex, no forbidden regex, the lengths and the exclusions of `s` admit,
+/// as one automaton;
 /// on failure (a construct automata do not take, too many states), where and why.
 fn string_automaton(s: &StringShape, budget: &Budget) -> Result<CharDfa, (String, CompileError)> {
     let length_at = || {
@@ -88,6 +89,12 @@ fn string_automaton(s: &StringShape, budget: &Budget) -> Result<CharDfa, (String
         let at = |e| (c.pointer.clone(), e);
         let regex = c.regex.automaton(budget).map_err(at)?;
         dfa = dfa.intersect(&regex, budget).map_err(at)?;
+    }
+    for c in &s.forbidden {
+        let at = |e| (c.pointer.clone(), e);
+        let regex = c.regex.automaton(budget).map_err(at)?;
+        let outside = regex.complement(budget.deadline).map_err(at)?;
+        dfa = dfa.intersect(&outside, budget).map_err(at)?;
     }
     if !s.exclude.is_empty() {
         let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
@@ -257,7 +264,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             }
             Err(e) => {
                 let at = n.steps_pointer.as_deref().unwrap_or_default();
-                self.c.tolerate(e.or_at(Location::JsonPointer(at.to_string())))?;
+                self.c
+                    .tolerate(e.or_at(Location::JsonPointer(at.to_string())))?;
                 // Lenient: the bounds alone.
                 match n.integer {
                     true => numbers::integer(self.g, n.lo.as_ref(), n.hi.as_ref()),
@@ -424,11 +432,14 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         // The shapes with a direct form: a counted loop for lengths, a trie for excluded
         // names, one regex (narrowed to the lengths when they bound its one repetition).
         let unbounded = s.min == 0 && max.is_none();
-        if !s.exclude.is_empty() && s.regexes.is_empty() && unbounded {
+        if !s.forbidden.is_empty() {
+            // Complements are the automata's: no direct form.
+        } else if !s.exclude.is_empty() && s.regexes.is_empty() && unbounded {
             let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
             return text_not_in(self.g, enc, &names, self.c.deadline);
         }
-        let single = match (s.regexes.as_slice(), s.exclude.is_empty()) {
+        let plain = s.exclude.is_empty() && s.forbidden.is_empty();
+        let single = match (s.regexes.as_slice(), plain) {
             ([], true) => return Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp))),
             ([only], true) => {
                 let (lo, hi) = only.regex.char_len();
@@ -492,12 +503,38 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             ),
             _ => a.max,
         };
-        if max.is_some_and(|m| m < a.min) {
+        // A witness is one more item, past the prefix.
+        let (min, witness) = match &a.witness {
+            Some(w) => {
+                let value = self.c.intersect(w, &a.items, "")?;
+                (a.min.max(a.prefix.len() as u64 + 1), Some(value))
+            }
+            None => (a.min, None),
+        };
+        if max.is_some_and(|m| m < min) {
             return Ok(self.g.nothing());
         }
         let items = self.shape(&a.items)?;
+        let witness = match &witness {
+            Some(w) => Some(self.shape(w)?),
+            None => None,
+        };
         if a.prefix.is_empty() {
-            return Ok(self.delimited("[", "]", items, a.min, max));
+            let Some(w) = witness else {
+                return Ok(self.delimited("[", "]", items, min, max));
+            };
+            // The witness first, or another item and the witness later.
+            let comma = self.punct(",");
+            let more = self.g.seq([comma, items]);
+            let (lo, hi) = (min.saturating_sub(1), max.map(|m| m.saturating_sub(1)));
+            let rest = self.g.repeat(more, clamp(lo), hi.map(clamp));
+            let witness_first = self.g.seq([w, rest]);
+            let rest = self.with_witness(Some(items), w, lo, hi)?;
+            let other_first = self.g.seq([items, rest]);
+            let first = self.g.alt([witness_first, other_first]);
+            let open = self.g.text("[");
+            let close = self.g.text("]");
+            return Ok(self.g.seq([open, self.ws, first, self.ws, close]));
         }
         let mut prefix = Vec::new();
         for p in &a.prefix {
@@ -507,11 +544,14 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         let comma = self.punct(",");
         let more = self.g.seq([comma, items]);
         let n = prefix.len() as u64;
-        let after = match max {
-            Some(m) if m <= n => self.g.empty(),
+        let after = match (max, witness) {
+            (_, Some(w)) => {
+                self.with_witness(Some(items), w, min - n, max.map(|m| m.saturating_sub(n)))?
+            }
+            (Some(m), None) if m <= n => self.g.empty(),
             _ => self.g.repeat(
                 more,
-                clamp(a.min.saturating_sub(n)),
+                clamp(min.saturating_sub(n)),
                 max.map(|m| clamp(m - n)),
             ),
         };
@@ -523,7 +563,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 continue;
             }
             let step = self.g.seq([comma, prefix[i], tail]);
-            tail = if i64_ < a.min {
+            tail = if i64_ < min {
                 step
             } else {
                 self.g.optional(step)
@@ -534,7 +574,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         // `prefix` is not empty: an array without one returned above.
         let full = self.g.seq([open, self.ws, prefix[0], tail, self.ws, close]);
         let mut branches = Vec::new();
-        if a.min == 0 {
+        if min == 0 {
             branches.push(self.g.seq([open, self.ws, close]));
         }
         if max != Some(0) {
@@ -544,6 +584,35 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     }
 
     fn object(&mut self, o: &ObjectShape) -> Result<ExprId, CompileError> {
+        if o.witness.is_some() {
+            // The lowering writes required names as members, never as undeclared properties,
+            // so a witness that may be one of them is placed first (see `place_witnesses`).
+            let index = property_index(o);
+            let mut names = Vec::new();
+            for r in o
+                .required
+                .iter()
+                .filter(|r| !index.contains_key(r.as_str()))
+            {
+                let mut matched = false;
+                for (c, _) in &o.patterns {
+                    matched |= super::algebra::matches(c, r)?;
+                }
+                if !matched {
+                    names.push((r.clone(), Shape::Any));
+                }
+            }
+            if !names.is_empty() {
+                let declaring = Shape::Object(ObjectShape {
+                    properties: names,
+                    ..ObjectShape::any(&o.pointer)
+                });
+                let placed = self
+                    .c
+                    .intersect(&Shape::Object(o.clone()), &declaring, &o.pointer)?;
+                return self.shape(&placed);
+            }
+        }
         // Required properties the schema does not declare take the shape their name gets there.
         // Shapes borrowed, not copied: a copy is as deep as the shape, once per enclosing object.
         let required: HashSet<&str> = o.required.iter().map(String::as_str).collect();
@@ -582,7 +651,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             max: o.max,
         };
         if o.max == Some(0) {
-            return Ok(match props.iter().any(|(_, _, req)| *req) || o.min > 0 {
+            let needs_one = props.iter().any(|(_, _, req)| *req) || o.min > 0;
+            return Ok(match needs_one || extra.witness.is_some() {
                 true => self.g.nothing(),
                 false => {
                     let open = self.g.text("{");
@@ -611,24 +681,33 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         }
     }
 
-    /// The member an undeclared property is written as (`None`: none may be). Without
-    /// patterns, any other name with the additional shape; with them, one branch per set of
-    /// patterns a name may match, its key the names matching exactly those and its value
-    /// their shapes together (the additional shape for the names matching none).
+    /// The members undeclared properties are written as. Without patterns, any other name
+    /// with the additional shape; with them, one branch per set of patterns a name may match,
+    /// its key the names matching exactly those and its value their shapes together (the
+    /// additional shape for the names matching none). With a witness, also the member of the
+    /// names matching no pattern with the witness's value.
     fn undeclared_members(
         &mut self,
         o: &ObjectShape,
         declared: &[String],
-    ) -> Result<Option<ExprId>, CompileError> {
+    ) -> Result<Undeclared, CompileError> {
         let names: Vec<&str> = declared.iter().map(String::as_str).collect();
         let deadline = self.c.deadline;
+        let witness_value = match &o.witness {
+            Some(w) => Some(self.c.intersect(w, &o.additional, &o.pointer)?),
+            None => None,
+        };
         if o.patterns.is_empty() {
             if matches!(*o.additional, Shape::Never) {
-                return Ok(None);
+                return Ok(Undeclared::default());
             }
             let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
-            let member = self.member(content, &o.additional)?;
-            return Ok(Some(member));
+            let any = Some(self.member(content, &o.additional)?);
+            let witness = match &witness_value {
+                Some(w) => Some(self.member(content, w)?),
+                None => None,
+            };
+            return Ok(Undeclared { any, witness });
         }
         let classes = match key_classes(o, &names, &self.budget()) {
             Ok(classes) => classes,
@@ -636,10 +715,13 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 // Lenient: undeclared names not told apart, with any value.
                 self.c.tolerate(e)?;
                 let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
-                return Ok(Some(self.member(content, &Shape::Any)?));
+                let any = Some(self.member(content, &Shape::Any)?);
+                return Ok(Undeclared { any, witness: any });
             }
         };
         let mut members = Vec::new();
+        // No name matching none of the patterns: no witness.
+        let mut witness = witness_value.as_ref().map(|_| self.g.nothing());
         for (set, keys) in classes {
             let matching: Vec<bool> = (0..o.patterns.len()).map(|i| set >> i & 1 == 1).collect();
             let value = self.c.undeclared_shape(o, &matching)?;
@@ -651,8 +733,59 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             let any = any_text(self.g, &mut self.keys, 0, None);
             let content = keys.lower(&name, self.g, &mut self.keys, any, deadline)?;
             members.push(self.member(content, &value)?);
+            if let (0, Some(w)) = (set, &witness_value) {
+                witness = Some(self.member(content, w)?);
+            }
         }
-        Ok((!members.is_empty()).then(|| self.g.alt(members)))
+        let any = (!members.is_empty()).then(|| self.g.alt(members));
+        Ok(Undeclared { any, witness })
+    }
+
+    /// `(, item){lo,hi}` where at least one of the items is `witness` (which `item` admits
+    /// too), `hi` at least one: for each count `i` of items before one witness, the items
+    /// after it that make up the count (an alternation as long as `hi`, or `lo` unbounded).
+    fn with_witness(
+        &mut self,
+        item: Option<ExprId>,
+        witness: ExprId,
+        lo: u64,
+        hi: Option<u64>,
+    ) -> Result<ExprId, CompileError> {
+        let comma = self.punct(",");
+        let w = self.g.seq([comma, witness]);
+        let run = |lw: &mut Self, min: u64, max: Option<u64>| match item {
+            Some(x) => {
+                let more = lw.g.seq([comma, x]);
+                lw.g.repeat(more, clamp(min), max.map(clamp))
+            }
+            None if min == 0 => lw.g.empty(),
+            None => lw.g.nothing(),
+        };
+        let mut branches = Vec::new();
+        match hi {
+            Some(0) => return Ok(self.g.nothing()),
+            Some(h) => {
+                for i in 0..h {
+                    self.check_size()?;
+                    let before = run(self, i, Some(i));
+                    let after = run(self, lo.saturating_sub(i + 1), Some(h - 1 - i));
+                    branches.push(self.g.seq([before, w, after]));
+                }
+            }
+            None => {
+                let lead = lo.saturating_sub(1);
+                for i in 0..lead {
+                    self.check_size()?;
+                    let before = run(self, i, Some(i));
+                    let after = run(self, lead - i, None);
+                    branches.push(self.g.seq([before, w, after]));
+                }
+                let before = run(self, lead, None);
+                let after = run(self, 0, None);
+                branches.push(self.g.seq([before, w, after]));
+            }
+        }
+        Ok(self.g.alt(branches))
     }
 
     /// `"content": value`.
@@ -668,7 +801,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     fn ordered(
         &mut self,
         members: &[(ExprId, bool)],
-        extra: Option<ExprId>,
+        extra: Undeclared,
         counts: Counts,
         pointer: &str,
     ) -> Result<ExprId, CompileError> {
@@ -680,25 +813,35 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             .limits
             .check(LimitKind::GrammarSize, self.g.len() as u64 + needed)
             .map_err(|e| over(e, pointer, "properties and their counts"))?;
-        let extras_tail = |lw: &mut Self, c: u64| -> ExprId {
-            let lo = counts.min.saturating_sub(c);
-            let hi = counts.max.map(|m| m.saturating_sub(c));
-            match extra {
-                None if lo == 0 => lw.g.empty(),
-                None => lw.g.nothing(),
-                Some(x) => {
-                    let more = lw.g.seq([comma, x]);
-                    lw.g.repeat(more, clamp(lo), hi.map(clamp))
-                }
-            }
-        };
+        // The undeclared properties after c members, `witnessed` if one of them must be the
+        // witness.
+        let extras_tail =
+            |lw: &mut Self, c: u64, witnessed: bool| -> Result<ExprId, CompileError> {
+                let lo = counts.min.saturating_sub(c);
+                let hi = counts.max.map(|m| m.saturating_sub(c));
+                Ok(match (extra.any, extra.witness) {
+                    (x, Some(w)) if witnessed => lw.with_witness(x, w, lo, hi)?,
+                    (None, _) if lo == 0 => lw.g.empty(),
+                    (None, _) => lw.g.nothing(),
+                    (Some(x), _) => {
+                        let more = lw.g.seq([comma, x]);
+                        lw.g.repeat(more, clamp(lo), hi.map(clamp))
+                    }
+                })
+            };
         // Non-empty continuations when nothing was written yet, and continuations after c >= 1.
-        let mut after: Vec<ExprId> = (0..=cap).map(|c| extras_tail(self, c.max(1))).collect();
-        let mut first = match extra {
-            None => self.g.nothing(),
-            Some(x) => {
-                let rest = after[1];
-                self.g.seq([x, rest])
+        let mut after = Vec::with_capacity(cap as usize + 1);
+        for c in 0..=cap {
+            after.push(extras_tail(self, c.max(1), true)?);
+        }
+        let mut first = match (extra.any, extra.witness) {
+            (None, _) => self.g.nothing(),
+            (Some(x), None) => self.g.seq([x, after[1]]),
+            (Some(x), Some(w)) => {
+                let other_first = self.g.seq([x, after[1]]);
+                let rest = extras_tail(self, 1, false)?;
+                let witness_first = self.g.seq([w, rest]);
+                self.g.alt([other_first, witness_first])
             }
         };
         for &(m, req) in members.iter().rev() {
@@ -732,7 +875,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             };
             after = next_after;
         }
-        let can_be_empty = members.iter().all(|(_, req)| !req) && counts.min == 0;
+        let can_be_empty =
+            members.iter().all(|(_, req)| !req) && counts.min == 0 && extra.witness.is_none();
         let open = self.g.text("{");
         let close = self.g.text("}");
         let full = self.g.seq([open, self.ws, first, self.ws, close]);
@@ -747,14 +891,18 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     fn unordered(
         &mut self,
         members: &[(ExprId, bool)],
-        extra: Option<ExprId>,
+        extra: Undeclared,
         counts: Counts,
         pointer: &str,
     ) -> Result<ExprId, CompileError> {
+        // A witness counts as one more required member, written among the undeclared ones:
+        // its bit is `n`.
         let n = members.len();
-        let cap = counts.cap(n, extra.is_some());
+        let witness_bit = 1u64 << n;
+        let sets = witness_bit << u64::from(extra.witness.is_some());
+        let cap = counts.cap(n, extra.any.is_some());
         // A rule per set and count, declared before any is defined: checked first.
-        let rules_needed = (1u64 << n).saturating_mul(cap);
+        let rules_needed = sets.saturating_mul(cap);
         self.c
             .limits
             .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
@@ -764,14 +912,15 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             .enumerate()
             .filter(|(_, (_, r))| *r)
             .map(|(i, _)| 1u64 << i)
-            .sum();
+            .sum::<u64>()
+            | extra.witness.map_or(0, |_| witness_bit);
         let comma = self.punct(",");
         // rule (set, c): continuations after writing `set` and c members (c >= 1).
         let id = self.g.len();
         let prefix = self.prefix.clone();
         let name = |set: u64, c: u64| format!("{prefix}props {id} {set:b} {c}");
         let mut rules = HashMap::new();
-        for set in 0..(1u64 << n) {
+        for set in 0..sets {
             for c in 1..=cap {
                 rules.insert((set, c), self.g.rule(&name(set, c)));
             }
@@ -787,9 +936,13 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                         branches.push((m, next));
                     }
                 }
-                if let Some(x) = extra {
+                if let Some(x) = extra.any {
                     let next = lw.g.rule_ref(rules[&(set, c1)]);
                     branches.push((x, next));
+                }
+                if let Some(w) = extra.witness {
+                    let next = lw.g.rule_ref(rules[&(set | witness_bit, c1)]);
+                    branches.push((w, next));
                 }
             }
             let mut out = Vec::new();
@@ -798,7 +951,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             }
             lw.g.alt(out)
         };
-        for set in 0..(1u64 << n) {
+        for set in 0..sets {
             for c in 1..=cap {
                 let choices = step(self, set, c);
                 let more = self.g.seq([comma, choices]);
@@ -824,6 +977,15 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         }
         Ok(self.g.alt(branches))
     }
+}
+
+/// The members undeclared properties of an object are written as.
+#[derive(Clone, Copy, Default)]
+struct Undeclared {
+    /// Any of them (`None`: there may be none).
+    any: Option<ExprId>,
+    /// The object's witness, when it has one: at least one undeclared property is written so.
+    witness: Option<ExprId>,
 }
 
 #[derive(Clone, Copy)]

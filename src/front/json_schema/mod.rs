@@ -79,6 +79,7 @@
 //! ```
 
 mod algebra;
+mod complement;
 mod formats;
 mod keywords;
 mod lower;

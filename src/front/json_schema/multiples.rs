@@ -254,9 +254,8 @@ impl Remainder {
 
     fn digit(self, s: Step, d: u8, in_frac: bool) -> Remainder {
         let m = u128::from(s.m);
-        let push = |r: u64, shift: u64| {
-            ((u128::from(r) * u128::from(shift) + u128::from(d)) % m) as u64
-        };
+        let push =
+            |r: u64, shift: u64| ((u128::from(r) * u128::from(shift) + u128::from(d)) % m) as u64;
         let counted = -i64::from(s.e);
         match (self, in_frac) {
             (Remainder::Off, _) => Remainder::Off,
@@ -275,7 +274,9 @@ impl Remainder {
                 0 => self,
                 _ => Remainder::Off,
             },
-            (Remainder::Zeros { r, zeros }, false) if d == 0 && i64::from(zeros) < i64::from(s.e) => {
+            (Remainder::Zeros { r, zeros }, false)
+                if d == 0 && i64::from(zeros) < i64::from(s.e) =>
+            {
                 Remainder::Zeros {
                     r,
                     zeros: zeros + 1,
@@ -387,7 +388,9 @@ pub(crate) fn automaton(n: &NumberShape, budget: &Budget) -> Result<CharDfa, Com
             })
         };
         let above = match (against(&l.lo, &n.lo), &n.lo) {
-            (Some(ord), Some(b)) => ord == Ordering::Greater || (ord == Ordering::Equal && !b.strict),
+            (Some(ord), Some(b)) => {
+                ord == Ordering::Greater || (ord == Ordering::Equal && !b.strict)
+            }
             _ => true,
         };
         let below = match (against(&l.hi, &n.hi), &n.hi) {

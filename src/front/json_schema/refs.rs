@@ -91,9 +91,17 @@ impl Compiler<'_> {
         Ok(id)
     }
 
-    /// Is the entry's shape being built right now (a reference to it is recursion)?
+    /// Is the entry's shape being built right now (a reference to it is recursion)? A
+    /// complement is while its entry is. Recursion: one level (the complement of a
+    /// complement is never an entry of its own).
     pub fn is_building(&self, id: RefId) -> bool {
-        self.refs[id].building
+        match self.refs[id].recipe {
+            // A complement needs its entry whole.
+            Recipe::Not(inner) if self.refs[id].shape.is_none() => {
+                self.refs[id].building || self.is_building(inner)
+            }
+            _ => self.refs[id].building,
+        }
     }
 
     /// The error of a reference whose shape is needed while it is being built.
@@ -105,8 +113,9 @@ impl Compiler<'_> {
         )
     }
 
-    /// The shape of a table entry, built on first use. An intersection's parts are resolved
-    /// first, from an explicit stack (they were made before it, so they form no cycle); a
+    /// The shape of a table entry, built on first use. An intersection's parts (a
+    /// complement's entry) are resolved first, from an explicit stack (they were made before
+    /// it, so they form no cycle); a
     /// pointer's schema is built one nesting level below the schema being built, if any.
     pub fn resolve(&mut self, id: RefId) -> Result<Rc<Shape>, CompileError> {
         let mut pending = vec![id];
@@ -115,8 +124,13 @@ impl Compiler<'_> {
                 pending.pop();
                 continue;
             }
-            if let Recipe::Both(a, b) = self.refs[top].recipe {
-                let parts: Vec<RefId> = [a, b]
+            let parts: Option<Vec<RefId>> = match self.refs[top].recipe {
+                Recipe::Both(a, b) => Some(vec![a, b]),
+                Recipe::Not(a) => Some(vec![a]),
+                Recipe::Pointer(_) => None,
+            };
+            if let Some(parts) = parts {
+                let parts: Vec<RefId> = parts
                     .into_iter()
                     .filter(|&r| self.refs[r].shape.is_none())
                     .collect();
@@ -163,6 +177,14 @@ impl Compiler<'_> {
                     .clone()
                     .ok_or_else(|| self.cycle_error(b))?;
                 self.intersect(&sa, &sb, name.trim_start_matches('#'))?
+            }
+            &Recipe::Not(a) => {
+                let sa = self.refs[a]
+                    .shape
+                    .clone()
+                    .ok_or_else(|| self.cycle_error(a))?;
+                let at = self.refs[a].name.trim_start_matches('#').to_string();
+                self.complement(&sa, &at)?
             }
         };
         self.refs[id].building = false;

@@ -67,6 +67,8 @@ pub(crate) struct StringShape {
     pub max: Option<u64>,
     /// Every regex must match (`pattern`, `format`).
     pub regexes: Vec<RegexConstraint>,
+    /// No regex may match (`not` with `pattern` or `format`).
+    pub forbidden: Vec<RegexConstraint>,
     /// Where `minLength`/`maxLength` were, for errors.
     pub length_pointer: Option<String>,
     /// Values excluded (`not` with `enum`/`const`), with the pointer of the `not`.
@@ -81,6 +83,9 @@ pub(crate) struct ArrayShape {
     pub items: Box<Shape>,
     pub min: u64,
     pub max: Option<u64>,
+    /// At least one item after the prefix has a value of this shape (as well as `items`'s):
+    /// what the complement of `items` needs (see `complement.rs`).
+    pub witness: Option<Box<Shape>>,
 }
 
 #[derive(Clone)]
@@ -95,14 +100,79 @@ pub(crate) struct ObjectShape {
     pub additional: Box<Shape>,
     pub min: u64,
     pub max: Option<u64>,
+    /// At least one property neither declared nor matching a pattern has a value of this
+    /// shape (as well as `additional`'s): what the complement of `additionalProperties` needs
+    /// (see `complement.rs`).
+    pub witness: Option<Box<Shape>>,
     /// Where the object's keywords are, for errors (shared by the copies of the shape).
     pub pointer: Arc<str>,
 }
 
 impl ArrayShape {
+    /// Every array.
+    pub fn any() -> ArrayShape {
+        ArrayShape {
+            prefix: Vec::new(),
+            items: Box::new(Shape::Any),
+            min: 0,
+            max: None,
+            witness: None,
+        }
+    }
+
     /// The shape of the item at `index`.
     pub fn item(&self, index: usize) -> &Shape {
         self.prefix.get(index).unwrap_or(&self.items)
+    }
+}
+
+impl ObjectShape {
+    /// Every object (its keywords at `pointer`).
+    pub fn any(pointer: &str) -> ObjectShape {
+        ObjectShape {
+            properties: Vec::new(),
+            patterns: Vec::new(),
+            required: Vec::new(),
+            additional: Box::new(Shape::Any),
+            min: 0,
+            max: None,
+            witness: None,
+            pointer: pointer.into(),
+        }
+    }
+}
+
+/// The kinds of JSON values: a shape other than `Any`, `AnyOf` and `Ref` admits values of
+/// one kind (`Values` of several are split by kind where it matters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Null,
+    Boolean,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Null,
+        Kind::Boolean,
+        Kind::Number,
+        Kind::String,
+        Kind::Array,
+        Kind::Object,
+    ];
+
+    pub fn of_value(v: &Value) -> Kind {
+        match v {
+            Value::Null => Kind::Null,
+            Value::Bool(_) => Kind::Boolean,
+            Value::Number(_) => Kind::Number,
+            Value::String(_) => Kind::String,
+            Value::Array(_) => Kind::Array,
+            Value::Object(_) => Kind::Object,
+        }
     }
 }
 
@@ -133,6 +203,7 @@ impl Drop for Shape {
             Shape::Array(a) => {
                 let mut subs = std::mem::take(&mut a.prefix);
                 subs.push(std::mem::replace(&mut *a.items, Shape::Never));
+                subs.extend(a.witness.take().map(|w| *w));
                 subs
             }
             Shape::Object(o) => {
@@ -142,6 +213,7 @@ impl Drop for Shape {
                     .collect();
                 subs.extend(std::mem::take(&mut o.patterns).into_iter().map(|(_, s)| s));
                 subs.push(std::mem::replace(&mut *o.additional, Shape::Never));
+                subs.extend(o.witness.take().map(|w| *w));
                 subs
             }
             Shape::AnyOf(xs) => std::mem::take(xs),
@@ -152,6 +224,89 @@ impl Drop for Shape {
 }
 
 impl Shape {
+    /// Every value of the kind (an object's keywords at `pointer`).
+    pub fn of_kind(kind: Kind, pointer: &str) -> Shape {
+        match kind {
+            Kind::Null => Shape::Null,
+            Kind::Boolean => Shape::Boolean,
+            Kind::Number => Shape::Number(NumberShape::default()),
+            Kind::String => Shape::String(StringShape::default()),
+            Kind::Array => Shape::Array(ArrayShape::any()),
+            Kind::Object => Shape::Object(ObjectShape::any(pointer)),
+        }
+    }
+
+    /// The kind of every value of the shape, if they share one.
+    pub fn kind(&self) -> Option<Kind> {
+        match self {
+            Shape::Null => Some(Kind::Null),
+            Shape::Boolean => Some(Kind::Boolean),
+            Shape::Number(_) => Some(Kind::Number),
+            Shape::String(_) => Some(Kind::String),
+            Shape::Array(_) => Some(Kind::Array),
+            Shape::Object(_) => Some(Kind::Object),
+            Shape::Values(vs) => {
+                let kind = Kind::of_value(vs.first()?);
+                vs.iter().all(|v| Kind::of_value(v) == kind).then_some(kind)
+            }
+            Shape::Any | Shape::Never | Shape::AnyOf(_) | Shape::Ref(_) => None,
+        }
+    }
+
+    /// How many branches the shape is a union of.
+    pub fn branches(&self) -> usize {
+        match self {
+            Shape::AnyOf(xs) => xs.len(),
+            Shape::Never => 0,
+            _ => 1,
+        }
+    }
+
+    /// `Never` for the shapes of one kind whose own constraints leave no value (counts that
+    /// cross, a required property that can only be absent), the shape itself otherwise.
+    pub fn normalized(self) -> Shape {
+        let empty = match &self {
+            Shape::Number(n) => n.clone().normalized().is_none(),
+            Shape::String(s) => s.max.is_some_and(|m| m < s.min),
+            Shape::Array(a) => {
+                // A witness is an item past the prefix: the array has at least one.
+                let min = match a.witness {
+                    Some(_) => a.min.max(a.prefix.len() as u64 + 1),
+                    None => a.min,
+                };
+                a.max.is_some_and(|m| m < min)
+                    || a.prefix
+                        .iter()
+                        .take(min.min(a.prefix.len() as u64) as usize)
+                        .any(|p| matches!(p, Shape::Never))
+                    || (min > a.prefix.len() as u64 && matches!(*a.items, Shape::Never))
+                    || a.witness
+                        .as_deref()
+                        .is_some_and(|w| matches!(w, Shape::Never))
+            }
+            Shape::Object(o) => {
+                let forbidden = |r: &String| {
+                    o.properties
+                        .iter()
+                        .find(|(k, _)| k == r)
+                        .is_some_and(|(_, s)| matches!(s, Shape::Never))
+                };
+                o.max
+                    .is_some_and(|m| m < o.min || (m as usize) < o.required.len())
+                    || o.required.iter().any(forbidden)
+                    || o.witness
+                        .as_deref()
+                        .is_some_and(|w| matches!(w, Shape::Never))
+                    || (o.witness.is_some() && matches!(*o.additional, Shape::Never))
+            }
+            _ => false,
+        };
+        match empty {
+            true => Shape::Never,
+            false => self,
+        }
+    }
+
     /// The numbers of `n`, [normalized](NumberShape::normalized): `Never` if there are none.
     pub fn number(n: NumberShape) -> Shape {
         n.normalized().map_or(Shape::Never, Shape::Number)
