@@ -472,3 +472,31 @@ fn one_of_with_overlapping_branches() {
         json!({"oneOf": [{"not": {"required": ["a"]}}, {"additionalProperties": {"type": "integer"}}]}),
     ]);
 }
+
+/// Recursive `oneOf` branches told apart by a discriminator: the references are still being
+/// read when the `oneOf` is, and their schemas are read once more to see them disjoint, so no
+/// complement is needed.
+#[test]
+fn one_of_recursive_discriminated_branches() {
+    let schema = json!({
+        "$defs": {
+            "csv": {"type": "object", "additionalProperties": false, "required": ["@type"],
+                "properties": {"@type": {"enum": ["csv"]}, "next": {"$ref": "#/$defs/either"}}},
+            "direct": {"type": "object", "additionalProperties": false, "required": ["@type"],
+                "properties": {"@type": {"enum": ["direct"]}, "next": {"$ref": "#/$defs/either"}}},
+            "either": {"oneOf": [{"$ref": "#/$defs/csv"}, {"$ref": "#/$defs/direct"}]}
+        },
+        "$ref": "#/$defs/either"
+    });
+    let universe: Vec<String> = [
+        r#"{"@type":"csv"}"#,
+        r#"{"@type":"direct","next":{"@type":"csv"}}"#,
+        r#"{"@type":"csv","next":{"@type":"direct","next":{"@type":"csv"}}}"#,
+        r#"{"@type":"other"}"#,
+        r#"{"@type":"csv","next":{}}"#,
+        r#"{"next":{"@type":"csv"}}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(agrees(&schema, &JsonSchemaOptions::new(), &universe), 3);
+}

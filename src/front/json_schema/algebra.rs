@@ -742,8 +742,11 @@ impl Compiler<'_> {
                 let target = self.deref(*r)?;
                 match *target {
                     // A reference still being read (recursion through the `oneOf` itself):
-                    // unknown.
-                    Shape::Ref(_) => false,
+                    // its schema read again for the question, or unknown.
+                    Shape::Ref(building) => match self.probe(building)? {
+                        Some(probe) => self.disjoint(&probe, other, budget, pointer)?,
+                        None => false,
+                    },
                     _ => self.disjoint(&target, other, budget, pointer)?,
                 }
             }

@@ -191,6 +191,42 @@ impl Compiler<'_> {
         Ok(shape)
     }
 
+    /// The shape of entry `r`, a schema being built (a reference to it is recursion), built
+    /// once more for a question about it (is a `oneOf` branch disjoint from another?): its own
+    /// references stay references, so the second reading does not recurse. `None` for an
+    /// entry that is not a schema of the document, one being probed already, or one whose
+    /// reading fails (the real reading reports that); the probe's warnings are dropped, the
+    /// real reading gives them.
+    pub fn probe(&mut self, r: RefId) -> Result<Option<Rc<Shape>>, CompileError> {
+        if let Some(shape) = self.probes.get(&r) {
+            return Ok(Some(shape.clone()));
+        }
+        let Recipe::Pointer(p) = &self.refs[r].recipe else {
+            return Ok(None);
+        };
+        let p = p.clone();
+        let Some(node) = self.root.pointer(&p) else {
+            return Ok(None);
+        };
+        if self.probing.contains(&r) {
+            return Ok(None);
+        }
+        let warnings = self.warnings.len();
+        self.probing.push(r);
+        let built = self.build(node, &p);
+        self.probing.pop();
+        self.warnings.truncate(warnings);
+        match built {
+            Ok(shape) => {
+                let shape = Rc::new(shape);
+                self.probes.insert(r, shape.clone());
+                Ok(Some(shape))
+            }
+            Err(e) if e.limit().is_some_and(|l| l.kind == LimitKind::CompileTime) => Err(e),
+            Err(_) => Ok(None),
+        }
+    }
+
     /// The shape `r` stands for, following chains of plain references (`a` is `{"$ref": b}`)
     /// in a loop rather than a recursion: the first shape that is not a reference, `Never`
     /// for a chain that comes back to itself (no value), or the reference where the chain

@@ -87,6 +87,10 @@ pub(crate) struct Compiler<'a> {
     pub(super) both_ids: HashMap<Vec<RefId>, RefId>,
     /// The entry of the complement of each entry complemented so far.
     pub(super) not_ids: HashMap<RefId, RefId>,
+    /// Entries being built, read again for a question about them ([`Compiler::probe`]), and
+    /// what those readings gave.
+    pub(super) probing: Vec<RefId>,
+    pub(super) probes: HashMap<RefId, Rc<Shape>>,
     /// `$anchor`s and `$id`s: the pointer of the schema each names.
     pub(super) ids: HashMap<String, String>,
     /// Nesting of `build` calls, references built while building another included (so a
@@ -120,6 +124,8 @@ impl<'a> Compiler<'a> {
             ref_ids: HashMap::new(),
             both_ids: HashMap::new(),
             not_ids: HashMap::new(),
+            probing: Vec::new(),
+            probes: HashMap::new(),
             ids: index_ids(root, deadline)?,
             depth: 0,
             intersect_depth: 0,
