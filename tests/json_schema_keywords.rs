@@ -411,6 +411,25 @@ fn not_of_strings_arrays_and_objects() {
         json!({"not": {"type": "object", "minProperties": 2, "required": ["c"]}}),
         json!({"type": "object", "properties": {"a": {"not": {"type": "null"}}}}),
         json!({"not": {"properties": {"a": {"not": {"type": "null"}}}, "required": ["a"]}}),
+        json!({"not": {"items": {"type": "integer"}}}),
+        json!({"not": {"prefixItems": [{"type": "integer"}], "items": {"type": "string"}}}),
+        json!({"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}),
+        json!({"not": {"patternProperties": {"^[ab]$": {"type": "integer"}, "^[bc]$": false}}}),
+        json!({"not": {"patternProperties": {"^a": true}, "additionalProperties": false}}),
+        json!({"not": {"properties": {"a": true}, "patternProperties": {"b": {"type": "null"}}, "additionalProperties": {"type": "string"}}}),
+    ]);
+}
+
+/// Complements meeting complements: several witnesses in one array or object ("an item
+/// that is not a string and one that is not an integer").
+#[test]
+fn not_with_several_witnesses() {
+    all_agree(&[
+        json!({"type": "array", "not": {"anyOf": [{"items": {"type": "string"}}, {"items": {"type": "integer"}}]}}),
+        json!({"allOf": [{"not": {"items": {"type": "integer"}}}, {"not": {"items": {"type": ["integer", "string"]}}}]}),
+        json!({"type": "object", "allOf": [{"not": {"additionalProperties": {"type": "integer"}}}, {"not": {"additionalProperties": {"type": "null"}}}]}),
+        json!({"type": "object", "allOf": [{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}, {"not": {"additionalProperties": {"type": "null"}, "properties": {"a": true}}}]}),
+        json!({"oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "string"}}, {"items": {"type": "null"}}]}),
     ]);
 }
 

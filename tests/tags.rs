@@ -292,7 +292,7 @@ fn configuration_errors() {
             tool,
             Tool::new(
                 "g",
-                json!({"properties": {"x": {"not": {"patternProperties": {"^y": false}}}}}),
+                json!({"properties": {"x": {"not": {"unevaluatedProperties": false}}}}),
             ),
         ],
     );
@@ -300,7 +300,9 @@ fn configuration_errors() {
     assert_eq!(e.kind(), CompileErrorKind::Unsupported);
     assert_eq!(
         e.location(),
-        &formwork::Location::JsonPointer("/tags/0/bodies/1/schema/properties/x/not".into())
+        &formwork::Location::JsonPointer(
+            "/tags/0/bodies/1/schema/properties/x/not/unevaluatedProperties".into()
+        )
     );
 }
 

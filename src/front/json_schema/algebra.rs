@@ -7,11 +7,13 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+use super::complement::MAX_COMPLEMENT_BRANCHES;
 use super::multiples::step_too_large;
 use super::numbers::{in_range, Bound, Decimal};
-use super::schema::{error, json_equal, Compiler};
+use super::schema::{error, json_equal, over, Compiler};
 use super::shape::{
-    kind_of, ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape,
+    kind_of, ArrayShape, Names, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape,
+    MAX_WITNESSES,
 };
 use crate::error::{CompileError, CompileErrorKind};
 use crate::front::guard::guarded;
@@ -53,14 +55,20 @@ fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// Where an object's witness is once it meets another object.
+/// Where a witness of an object or array is once it meets another one.
+#[derive(Clone)]
 enum WitnessAt {
-    /// There is none.
-    Nowhere,
-    /// This name, declared by the other object only, with a value of this shape.
-    Declared(String, Shape),
-    /// Among the names neither declares, with a value of this shape.
-    Undeclared(Shape),
+    /// On this property (item) of the other side's, with a value of this shape.
+    Declared(Place, Shape),
+    /// Still undeclared (past both prefixes), among these names, with a value of this shape.
+    Undeclared(Names, Shape),
+}
+
+/// A property by name, or an item by position.
+#[derive(Clone)]
+enum Place {
+    Property(String),
+    Item(usize),
 }
 
 /// The numbers of both shapes, not normalized; `None` if the least common multiple of their
@@ -282,7 +290,7 @@ impl Compiler<'_> {
                     items: Box::new(self.intersect(&x.items, &y.items, pointer)?),
                     min: x.min.max(y.min),
                     max: min_opt(x.max, y.max),
-                    witness: None,
+                    witnesses: Vec::new(),
                 };
                 self.place_item_witnesses(both, x, y, pointer)?
             }
@@ -336,16 +344,15 @@ impl Compiler<'_> {
             additional: Box::new(self.intersect(&x.additional, &y.additional, pointer)?),
             min: x.min.max(y.min),
             max: min_opt(x.max, y.max),
-            witness: None,
+            witnesses: Vec::new(),
             pointer: x.pointer.clone(),
         })
     }
 
-    /// `both` (the merge of `x` and `y`) with their witnesses placed: a witness of `x` is a
-    /// property `x` does not declare, so in `both` it is one of the names only `y` declares
-    /// (required there, with a value of the witness too) or still undeclared. One branch per
-    /// choice of places; two witnesses left undeclared are one when either takes any value,
-    /// and unsupported otherwise.
+    /// `both` (the merge of objects `x` and `y`) with their witnesses placed: a witness of
+    /// `x` is a property `x` does not declare, so in `both` it is one of the names only `y`
+    /// declares (required there, with a value of the witness too) or still undeclared (among
+    /// `y`'s patterns too, when those are the merge's). One branch per choice of places.
     fn place_witnesses(
         &mut self,
         both: ObjectShape,
@@ -353,54 +360,41 @@ impl Compiler<'_> {
         y: &ObjectShape,
         pointer: &str,
     ) -> Result<Shape, CompileError> {
-        if x.witness.is_none() && y.witness.is_none() {
+        if x.witnesses.is_empty() && y.witnesses.is_empty() {
             return Ok(Shape::Object(both).normalized());
         }
-        let places_x = self.witness_places(x, y, pointer)?;
-        let places_y = self.witness_places(y, x, pointer)?;
-        let mut out = Vec::new();
-        for px in &places_x {
-            for py in &places_y {
-                self.tick(pointer)?;
-                let mut o = both.clone();
-                let mut undeclared: Vec<&Shape> = Vec::new();
-                for place in [px, py] {
-                    match place {
-                        WitnessAt::Nowhere => {}
-                        WitnessAt::Undeclared(w) => undeclared.push(w),
-                        WitnessAt::Declared(k, w) => {
-                            if !o.required.contains(k) {
-                                o.required.push(k.clone());
-                            }
-                            if let Some(i) = o.properties.iter().position(|(n, _)| n == k) {
-                                let value = self.intersect(&o.properties[i].1, w, pointer)?;
-                                o.properties[i].1 = value;
-                            }
-                        }
-                    }
-                }
-                o.witness = match undeclared.as_slice() {
-                    [] => None,
-                    [w] => Some(Box::new((*w).clone())),
-                    [Shape::Any, w] | [w, Shape::Any] => Some(Box::new((*w).clone())),
-                    _ => {
-                        return Err(error(
-                            CompileErrorKind::Unsupported,
-                            pointer,
-                            "two different witnesses among the undeclared properties of one object (complements of two `additionalProperties`)",
-                        ))
-                    }
-                };
-                out.push(Shape::Object(o).normalized());
+        let mut choices: Vec<Vec<WitnessAt>> = Vec::new();
+        for (owner, other, owner_is_x) in [(x, y, true), (y, x, false)] {
+            for (names, w) in &owner.witnesses {
+                choices.push(self.witness_places(owner, other, owner_is_x, *names, w, pointer)?);
             }
         }
-        Ok(Shape::any_of(out))
+        self.each_placement(&choices, pointer, |c, placed| {
+            let mut o = both.clone();
+            for at in placed {
+                match at {
+                    WitnessAt::Declared(Place::Property(k), w) => {
+                        if !o.required.contains(k) {
+                            o.required.push(k.clone());
+                        }
+                        if let Some(i) = o.properties.iter().position(|(n, _)| n == k) {
+                            let value = c.intersect(&o.properties[i].1, w, pointer)?;
+                            o.properties[i].1 = value;
+                        }
+                    }
+                    WitnessAt::Declared(Place::Item(_), _) => {}
+                    WitnessAt::Undeclared(names, w) => o.witnesses.push((*names, w.clone())),
+                }
+            }
+            o.witnesses = fewer_witnesses(std::mem::take(&mut o.witnesses), pointer)?;
+            Ok(Shape::Object(o).normalized())
+        })
     }
 
     /// `both` (the merge of arrays `x` and `y`) with their witnesses placed: a witness of `x`
     /// is an item past `x`'s prefix, so in `both` it is at one of the positions only `y`'s
     /// prefix has (which then has a value of the witness too, and the array that item), or
-    /// past both prefixes. One branch per choice, as for objects.
+    /// past both prefixes. One branch per choice of places, as for objects.
     fn place_item_witnesses(
         &mut self,
         both: ArrayShape,
@@ -408,84 +402,124 @@ impl Compiler<'_> {
         y: &ArrayShape,
         pointer: &str,
     ) -> Result<Shape, CompileError> {
-        if x.witness.is_none() && y.witness.is_none() {
+        if x.witnesses.is_empty() && y.witnesses.is_empty() {
             return Ok(Shape::Array(both).normalized());
         }
-        let places = |a: &ArrayShape| -> Vec<Option<(Option<usize>, Shape)>> {
-            match &a.witness {
-                None => vec![None],
-                Some(w) => (a.prefix.len()..both.prefix.len())
-                    .map(Some)
-                    .chain([None])
-                    .map(|at| Some((at, (**w).clone())))
-                    .collect(),
-            }
-        };
-        let (places_x, places_y) = (places(x), places(y));
-        let mut out = Vec::new();
-        for px in &places_x {
-            for py in &places_y {
-                self.tick(pointer)?;
-                let mut a = both.clone();
-                let mut past: Vec<&Shape> = Vec::new();
-                for (at, w) in [px, py].into_iter().flatten() {
-                    match at {
-                        Some(i) => {
-                            a.prefix[*i] = self.intersect(&a.prefix[*i], w, pointer)?;
-                            a.min = a.min.max(*i as u64 + 1);
-                        }
-                        None => past.push(w),
+        let width = both.prefix.len();
+        let choices: Vec<Vec<WitnessAt>> = [x, y]
+            .into_iter()
+            .flat_map(|a| {
+                a.witnesses.iter().map(move |w| {
+                    (a.prefix.len()..width)
+                        .map(|i| WitnessAt::Declared(Place::Item(i), w.clone()))
+                        .chain([WitnessAt::Undeclared(Names::Unmatched, w.clone())])
+                        .collect()
+                })
+            })
+            .collect();
+        self.each_placement(&choices, pointer, |c, placed| {
+            let mut a = both.clone();
+            let mut past = Vec::new();
+            for at in placed {
+                match at {
+                    WitnessAt::Declared(Place::Item(i), w) => {
+                        a.prefix[*i] = c.intersect(&a.prefix[*i], w, pointer)?;
+                        a.min = a.min.max(*i as u64 + 1);
                     }
+                    WitnessAt::Declared(Place::Property(_), _) => {}
+                    WitnessAt::Undeclared(names, w) => past.push((*names, w.clone())),
                 }
-                a.witness = match past.as_slice() {
-                    [] => None,
-                    [w] | [Shape::Any, w] | [w, Shape::Any] => Some(Box::new((*w).clone())),
-                    _ => {
-                        return Err(error(
-                            CompileErrorKind::Unsupported,
-                            pointer,
-                            "two different witnesses among the items of one array (complements of two `items`)",
-                        ))
-                    }
-                };
-                out.push(Shape::Array(a).normalized());
             }
+            let fewer = fewer_witnesses(past, pointer)?;
+            a.witnesses = fewer.into_iter().map(|(_, w)| w).collect();
+            Ok(Shape::Array(a).normalized())
+        })
+    }
+
+    /// The union of `make` over every choice of one place per witness (`choices`: each
+    /// witness's places), within [`MAX_COMPLEMENT_BRANCHES`].
+    fn each_placement(
+        &mut self,
+        choices: &[Vec<WitnessAt>],
+        pointer: &str,
+        mut make: impl FnMut(&mut Self, &[&WitnessAt]) -> Result<Shape, CompileError>,
+    ) -> Result<Shape, CompileError> {
+        let total = choices
+            .iter()
+            .try_fold(1usize, |n, c| n.checked_mul(c.len()))
+            .unwrap_or(usize::MAX);
+        let max = MAX_COMPLEMENT_BRANCHES.min(self.limits.get(LimitKind::Alternatives) as usize);
+        if total > max {
+            let exceeded = crate::limits::LimitExceeded {
+                kind: LimitKind::Alternatives,
+                value: total as u64,
+                max: max as u64,
+            };
+            return Err(over(exceeded, pointer, "the places of witnesses"));
+        }
+        let mut out = Vec::with_capacity(total);
+        for mut code in 0..total {
+            self.tick(pointer)?;
+            let mut placed = Vec::with_capacity(choices.len());
+            for c in choices {
+                placed.push(&c[code % c.len()]);
+                code /= c.len();
+            }
+            out.push(make(self, &placed)?);
         }
         Ok(Shape::any_of(out))
     }
 
-    /// Where the witness of `owner` (if any) may be once `owner` meets `other`.
+    /// Where a witness of `owner` among `names` may be once `owner` meets `other` (the merge's
+    /// patterns are `x`'s when both have some, else whichever side's).
     fn witness_places(
         &mut self,
         owner: &ObjectShape,
         other: &ObjectShape,
+        owner_is_x: bool,
+        names: Names,
+        w: &Shape,
         pointer: &str,
     ) -> Result<Vec<WitnessAt>, CompileError> {
-        let Some(w) = &owner.witness else {
-            return Ok(vec![WitnessAt::Nowhere]);
-        };
-        if !other.patterns.is_empty() {
-            return Err(error(
-                CompileErrorKind::Unsupported,
-                pointer,
-                "a witness among undeclared properties meeting `patternProperties`",
-            ));
-        }
         let declared = property_index(owner);
         let mut places = Vec::new();
         for (k, _) in &other.properties {
             if declared.contains_key(k.as_str()) {
                 continue;
             }
-            let mut matched = false;
-            for (c, _) in &owner.patterns {
-                matched |= matches(c, k)?;
-            }
-            if !matched {
-                places.push(WitnessAt::Declared(k.clone(), (**w).clone()));
+            let among = match names {
+                Names::Unmatched => {
+                    let mut none = true;
+                    for (c, _) in &owner.patterns {
+                        none = none && !matches(c, k)?;
+                    }
+                    none
+                }
+                Names::Matching(i) => matches(&owner.patterns[i].0, k)?,
+            };
+            if among {
+                places.push(WitnessAt::Declared(Place::Property(k.clone()), w.clone()));
             }
         }
-        places.push(WitnessAt::Undeclared((**w).clone()));
+        match (owner.patterns.is_empty(), other.patterns.is_empty()) {
+            // The merge keeps the owner's patterns (or has none).
+            (_, true) => places.push(WitnessAt::Undeclared(names, w.clone())),
+            (false, false) if owner_is_x => places.push(WitnessAt::Undeclared(names, w.clone())),
+            // The other side's patterns become the merge's: the names may match them.
+            (true, false) => {
+                places.push(WitnessAt::Undeclared(Names::Unmatched, w.clone()));
+                for i in 0..other.patterns.len() {
+                    places.push(WitnessAt::Undeclared(Names::Matching(i), w.clone()));
+                }
+            }
+            (false, false) => {
+                return Err(error(
+                    CompileErrorKind::Unsupported,
+                    pointer,
+                    "a witness among the undeclared properties of an object whose `patternProperties` meet others",
+                ))
+            }
+        }
         Ok(places)
     }
 
@@ -588,16 +622,18 @@ impl Compiler<'_> {
                     if n < a.min || a.max.is_some_and(|m| n > m) {
                         return Ok(false);
                     }
-                    let mut witnessed = a.witness.is_none();
+                    let mut witnessed = vec![false; a.witnesses.len()];
                     for (i, x) in xs.iter().enumerate() {
                         if !self.accepts(a.item(i), x, pointer)? {
                             return Ok(false);
                         }
-                        if let Some(w) = a.witness.as_deref().filter(|_| !witnessed) {
-                            witnessed = i >= a.prefix.len() && self.accepts(w, x, pointer)?;
+                        for (seen, w) in witnessed.iter_mut().zip(&a.witnesses) {
+                            if !*seen && i >= a.prefix.len() {
+                                *seen = self.accepts(w, x, pointer)?;
+                            }
                         }
                     }
-                    witnessed
+                    witnessed.iter().all(|&seen| seen)
                 }
                 _ => false,
             },
@@ -611,21 +647,30 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                     let index = property_index(o);
-                    let mut witnessed = o.witness.is_none();
+                    let mut witnessed = vec![false; o.witnesses.len()];
                     for (k, x) in map {
                         let sk = self.schema_in(o, &index, k)?;
                         if !self.accepts(&sk, x, pointer)? {
                             return Ok(false);
                         }
-                        if let Some(w) = o.witness.as_deref().filter(|_| !witnessed) {
-                            let mut undeclared = !index.contains_key(k.as_str());
-                            for (c, _) in &o.patterns {
-                                undeclared = undeclared && !matches(c, k)?;
+                        if o.witnesses.is_empty() || index.contains_key(k.as_str()) {
+                            continue;
+                        }
+                        let mut matching = Vec::with_capacity(o.patterns.len());
+                        for (c, _) in &o.patterns {
+                            matching.push(matches(c, k)?);
+                        }
+                        for (seen, (names, w)) in witnessed.iter_mut().zip(&o.witnesses) {
+                            let among = match names {
+                                Names::Unmatched => !matching.contains(&true),
+                                Names::Matching(i) => matching[*i],
+                            };
+                            if !*seen && among {
+                                *seen = self.accepts(w, x, pointer)?;
                             }
-                            witnessed = undeclared && self.accepts(w, x, pointer)?;
                         }
                     }
-                    witnessed
+                    witnessed.iter().all(|&seen| seen)
                 }
                 _ => false,
             },
@@ -814,4 +859,35 @@ fn kind_name(s: &Shape) -> &'static str {
         Shape::Values(v) => v.first().map_or("", kind_of),
         _ => "",
     }
+}
+
+/// `witnesses` without those another one implies (a value of any shape among the same names,
+/// beside another witness there); an `Unsupported` error past [`MAX_WITNESSES`].
+fn fewer_witnesses(
+    mut witnesses: Vec<(Names, Shape)>,
+    pointer: &str,
+) -> Result<Vec<(Names, Shape)>, CompileError> {
+    let mut i = 0;
+    while i < witnesses.len() {
+        let (names, w) = &witnesses[i];
+        let implied = matches!(w, Shape::Any)
+            && witnesses
+                .iter()
+                .enumerate()
+                .any(|(j, (n, _))| j != i && n == names);
+        match implied {
+            true => {
+                witnesses.remove(i);
+            }
+            false => i += 1,
+        }
+    }
+    if witnesses.len() > MAX_WITNESSES {
+        return Err(error(
+            CompileErrorKind::Unsupported,
+            pointer,
+            format!("more than {MAX_WITNESSES} witnesses in one object or array (complements of `additionalProperties`, `patternProperties` or `items` meeting)"),
+        ));
+    }
+    Ok(witnesses)
 }

@@ -12,7 +12,7 @@
 //! | number | below the lower bound, above the upper one, not integral (`integer`), not a multiple of the step, a multiple of an excluded step | the bound turned around; the step one excluded; the step excluded; the excluded step required |
 //! | string | shorter than `minLength`, longer than `maxLength`, not matching a pattern or format, matching a forbidden one, one of the excluded values | the length turned around; the pattern forbidden (its automaton complemented when lowered); the forbidden one required; the excluded values as an `enum` |
 //! | array | too few items, too many, an item of the prefix its schema refuses, an item past the prefix that `items` refuses, none past the prefix with a value of the shape's witness | the count turned around; the item's complement at its position; a witness (at least one item past the prefix with a value in the complement of `items`); every item past the prefix in the witness's complement |
-//! | object | too few properties, too many, a required one missing, a declared one whose schema refuses its value, an undeclared one whose value `additionalProperties` refuses, none of the undeclared ones with a value of the shape's *witness* | the count turned around; the property forbidden; the property required with its schema's complement; a witness (at least one undeclared property with a value in the complement); every undeclared value in the witness's complement |
+//! | object | too few properties, too many, a required one missing, a declared one whose schema refuses its value, an undeclared one whose value `additionalProperties` (a pattern's schema) refuses, none of the undeclared ones with a value of one of the shape's *witnesses* | the count turned around; the property forbidden; the property required with its schema's complement; a witness (at least one undeclared property, among those names, with a value in the complement); every undeclared value among the witness's names in the witness's complement |
 //! | `enum`/`const` | another value of the kind | numbers: the open intervals between the values; strings: the values excluded; booleans: the other one; an array or object literal: another length or size, or an item or property that differs (each the complement of the literal's part), intersected over the literals |
 //!
 //! A union's complement is the intersection of its branches' complements, taken kind by
@@ -21,23 +21,24 @@
 //! reference to a table entry of its own, built when needed (so recursive schemas complement
 //! lazily, and the complement of that entry is the reference again).
 //!
-//! Witnesses (of objects and arrays) are "there exists" constraints: when two shapes meet, a
-//! witness of one may fall on a property (an item) only the other declares, so intersections
-//! place it there or leave it undeclared, one branch per choice; two witnesses left together
-//! are one if either takes any value, and unsupported otherwise.
+//! Witnesses (of objects and arrays) are "there exists" constraints: a complement of
+//! `additionalProperties` needs a property among the names matching no pattern, one of a
+//! pattern's schema a property among the names it matches, one of `items` an item past the
+//! prefix. When two shapes meet, a witness of one may fall on a property (an item) only the
+//! other declares, so intersections place it there or leave it undeclared, one branch per
+//! choice; an object or array keeps at most [`MAX_WITNESSES`](super::shape::MAX_WITNESSES)
+//! (its grammar has a rule per set of them seen).
 //!
-//! What has no such form is refused with an `Unsupported` error naming the keyword:
-//! `patternProperties` whose schema refuses something (a witness would have to be among the
-//! names the pattern matches). Intersecting complements multiplies their branches; past
-//! [`MAX_COMPLEMENT_BRANCHES`] the error is a `Limit`.
+//! Intersecting complements multiplies their branches; past [`MAX_COMPLEMENT_BRANCHES`] the
+//! error is a `Limit`.
 
 use serde_json::Value;
 
 use super::multiples::Step;
 use super::numbers::{Bound, Decimal};
-use super::schema::{error, over, Compiler};
-use super::shape::{ArrayShape, Kind, NumberShape, ObjectShape, RefId, Shape, StringShape};
-use crate::error::{CompileError, CompileErrorKind};
+use super::schema::{over, Compiler};
+use super::shape::{ArrayShape, Kind, Names, NumberShape, ObjectShape, RefId, Shape, StringShape};
+use crate::error::CompileError;
 use crate::front::guard::guarded;
 use crate::limits::{LimitExceeded, LimitKind};
 
@@ -303,22 +304,22 @@ impl Compiler<'_> {
                 parts.push(item_at(i, c));
             }
         }
-        // Past the prefix: an item `items` refuses (a witness), or none of the witness's.
-        let past = |items: Shape, witness: Option<Box<Shape>>| {
+        // Past the prefix: an item `items` refuses (a witness), or none of a witness's.
+        let past = |items: Shape, witnesses: Vec<Shape>| {
             Shape::Array(ArrayShape {
                 prefix: a.prefix.iter().map(|_| Shape::Any).collect(),
                 items: Box::new(items),
-                witness,
+                witnesses,
                 ..ArrayShape::any()
             })
         };
         if !matches!(*a.items, Shape::Any) {
             let c = self.complement(&a.items, pointer)?;
-            parts.push(past(Shape::Any, Some(Box::new(c))));
+            parts.push(past(Shape::Any, vec![c]));
         }
-        if let Some(w) = &a.witness {
+        for w in &a.witnesses {
             let c = self.complement(w, pointer)?;
-            parts.push(past(c, None));
+            parts.push(past(c, Vec::new()));
         }
         Ok(Shape::any_of(
             parts.into_iter().map(Shape::normalized).collect(),
@@ -326,9 +327,6 @@ impl Compiler<'_> {
     }
 
     fn refused_object(&mut self, o: &ObjectShape, pointer: &str) -> Result<Shape, CompileError> {
-        if o.patterns.iter().any(|(_, s)| !matches!(s, Shape::Any)) {
-            return Err(unsupported(pointer, "`patternProperties`"));
-        }
         let mut parts = Vec::new();
         if o.min > 0 {
             parts.push(Shape::Object(ObjectShape {
@@ -351,27 +349,49 @@ impl Compiler<'_> {
                 parts.push(object(vec![(k.clone(), c)], vec![k.clone()], o));
             }
         }
-        // The undeclared properties, told apart from the declared names and the patterns.
-        let undeclared = |additional: Shape, witness: Option<Box<Shape>>| {
+        // The undeclared properties, told apart from the declared names and by the patterns:
+        // values any but where one pattern's (`Some`) or the additional ones (`None`) are
+        // given, and witnesses.
+        let undeclared = |among: Option<(Names, Shape)>, witnesses: Vec<(Names, Shape)>| {
+            let (mut additional, mut patterns) = (Shape::Any, Vec::new());
+            for (i, (c, _)) in o.patterns.iter().enumerate() {
+                patterns.push((c.clone(), Shape::Any));
+                if let Some((Names::Matching(j), s)) = &among {
+                    if *j == i {
+                        patterns[i].1 = s.clone();
+                    }
+                }
+            }
+            if let Some((Names::Unmatched, s)) = among {
+                additional = s;
+            }
             Shape::Object(ObjectShape {
                 properties: o
                     .properties
                     .iter()
                     .map(|(k, _)| (k.clone(), Shape::Any))
                     .collect(),
-                patterns: o.patterns.clone(),
+                patterns,
                 additional: Box::new(additional),
-                witness,
+                witnesses,
                 ..ObjectShape::any(&o.pointer)
             })
         };
-        if !matches!(*o.additional, Shape::Any) {
-            let c = self.complement(&o.additional, pointer)?;
-            parts.push(undeclared(Shape::Any, Some(Box::new(c))));
+        let given = o
+            .patterns
+            .iter()
+            .enumerate()
+            .map(|(i, (_, s))| (Names::Matching(i), s))
+            .chain([(Names::Unmatched, &*o.additional)]);
+        for (names, s) in given {
+            if !matches!(s, Shape::Any) {
+                let c = self.complement(s, pointer)?;
+                parts.push(undeclared(None, vec![(names, c)]));
+            }
         }
-        if let Some(w) = &o.witness {
+        for (names, w) in &o.witnesses {
             let c = self.complement(w, pointer)?;
-            parts.push(undeclared(c, None));
+            parts.push(undeclared(Some((*names, c)), Vec::new()));
         }
         Ok(Shape::any_of(
             parts.into_iter().map(Shape::normalized).collect(),
@@ -471,13 +491,4 @@ fn refused_strings(st: &StringShape) -> Vec<Shape> {
         ));
     }
     parts
-}
-
-/// What `not`, `if` and `oneOf` cannot complement, at `pointer`.
-pub(crate) fn unsupported(pointer: &str, what: &str) -> CompileError {
-    error(
-        CompileErrorKind::Unsupported,
-        pointer,
-        format!("the complement of {what} is not supported (`not`, `if`, overlapping `oneOf`)"),
-    )
 }

@@ -226,7 +226,7 @@ impl Compiler<'_> {
             items: Box::new(items),
             min: self.count(map, pointer, "minItems")?.unwrap_or(0),
             max: self.count(map, pointer, "maxItems")?,
-            witness: None,
+            witnesses: Vec::new(),
         }))
     }
 
@@ -292,7 +292,7 @@ impl Compiler<'_> {
             additional: Box::new(additional),
             min: self.count(map, pointer, "minProperties")?.unwrap_or(0),
             max: self.count(map, pointer, "maxProperties")?,
-            witness: None,
+            witnesses: Vec::new(),
             pointer: pointer.into(),
         }))
     }

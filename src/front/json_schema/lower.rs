@@ -10,7 +10,7 @@ use super::multiples;
 use super::numbers::{self, Bound, Decimal};
 use super::schema::{error, over, Compiler, MAX_KEY_PATTERNS};
 use super::shape::{
-    ArrayShape, NumberShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape,
+    ArrayShape, Names, NumberShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape,
 };
 use super::strings::{any_text, text_not_in, JsonText, Regex};
 use super::{PropertyOrder, Whitespace};
@@ -503,35 +503,40 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             ),
             _ => a.max,
         };
-        // A witness is one more item, past the prefix.
-        let (min, witness) = match &a.witness {
-            Some(w) => {
-                let value = self.c.intersect(w, &a.items, "")?;
-                (a.min.max(a.prefix.len() as u64 + 1), Some(value))
-            }
-            None => (a.min, None),
+        // Witnesses are items past the prefix: there is one at least.
+        let min = match a.witnesses.is_empty() {
+            true => a.min,
+            false => a.min.max(a.prefix.len() as u64 + 1),
         };
         if max.is_some_and(|m| m < min) {
             return Ok(self.g.nothing());
         }
         let items = self.shape(&a.items)?;
-        let witness = match &witness {
-            Some(w) => Some(self.shape(w)?),
-            None => None,
+        let mut marked = Vec::new();
+        for marks in 1..1u32 << a.witnesses.len() {
+            let mut value = (*a.items).clone();
+            for (j, w) in a.witnesses.iter().enumerate() {
+                if marks >> j & 1 == 1 {
+                    value = self.c.intersect(&value, w, "")?;
+                }
+            }
+            if !matches!(value, Shape::Never) {
+                marked.push((self.shape(&value)?, marks));
+            }
+        }
+        let all = (1u32 << a.witnesses.len()) - 1;
+        let n = a.prefix.len() as u64;
+        let witnessed = match all {
+            0 => None,
+            _ => {
+                let hi = max.map(|m| m.saturating_sub(n));
+                Some(self.witnessed_run(Some(items), &marked, all, min - n, hi)?)
+            }
         };
         if a.prefix.is_empty() {
-            let Some(w) = witness else {
+            let Some((_, first)) = witnessed else {
                 return Ok(self.delimited("[", "]", items, min, max));
             };
-            // The witness first, or another item and the witness later.
-            let comma = self.punct(",");
-            let more = self.g.seq([comma, items]);
-            let (lo, hi) = (min.saturating_sub(1), max.map(|m| m.saturating_sub(1)));
-            let rest = self.g.repeat(more, clamp(lo), hi.map(clamp));
-            let witness_first = self.g.seq([w, rest]);
-            let rest = self.with_witness(Some(items), w, lo, hi)?;
-            let other_first = self.g.seq([items, rest]);
-            let first = self.g.alt([witness_first, other_first]);
             let open = self.g.text("[");
             let close = self.g.text("]");
             return Ok(self.g.seq([open, self.ws, first, self.ws, close]));
@@ -543,11 +548,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         // tail(i): what follows once i items were written; built from the end of the prefix.
         let comma = self.punct(",");
         let more = self.g.seq([comma, items]);
-        let n = prefix.len() as u64;
-        let after = match (max, witness) {
-            (_, Some(w)) => {
-                self.with_witness(Some(items), w, min - n, max.map(|m| m.saturating_sub(n)))?
-            }
+        let after = match (max, witnessed) {
+            (_, Some((run, _))) => run,
             (Some(m), None) if m <= n => self.g.empty(),
             _ => self.g.repeat(
                 more,
@@ -584,7 +586,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     }
 
     fn object(&mut self, o: &ObjectShape) -> Result<ExprId, CompileError> {
-        if o.witness.is_some() {
+        if !o.witnesses.is_empty() {
             // The lowering writes required names as members, never as undeclared properties,
             // so a witness that may be one of them is placed first (see `place_witnesses`).
             let index = property_index(o);
@@ -652,7 +654,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         };
         if o.max == Some(0) {
             let needs_one = props.iter().any(|(_, _, req)| *req) || o.min > 0;
-            return Ok(match needs_one || extra.witness.is_some() {
+            return Ok(match needs_one || extra.all != 0 {
                 true => self.g.nothing(),
                 false => {
                     let open = self.g.text("{");
@@ -684,8 +686,9 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     /// The members undeclared properties are written as. Without patterns, any other name
     /// with the additional shape; with them, one branch per set of patterns a name may match,
     /// its key the names matching exactly those and its value their shapes together (the
-    /// additional shape for the names matching none). With a witness, also the member of the
-    /// names matching no pattern with the witness's value.
+    /// additional shape for the names matching none). With witnesses, also for each set of
+    /// them and each set of names they may share, the member of those names with all their
+    /// values, marked with the set.
     fn undeclared_members(
         &mut self,
         o: &ObjectShape,
@@ -693,99 +696,139 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     ) -> Result<Undeclared, CompileError> {
         let names: Vec<&str> = declared.iter().map(String::as_str).collect();
         let deadline = self.c.deadline;
-        let witness_value = match &o.witness {
-            Some(w) => Some(self.c.intersect(w, &o.additional, &o.pointer)?),
-            None => None,
-        };
-        if o.patterns.is_empty() {
-            if matches!(*o.additional, Shape::Never) {
-                return Ok(Undeclared::default());
-            }
-            let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
-            let any = Some(self.member(content, &o.additional)?);
-            let witness = match &witness_value {
-                Some(w) => Some(self.member(content, w)?),
-                None => None,
-            };
-            return Ok(Undeclared { any, witness });
+        let all = (1u32 << o.witnesses.len()) - 1;
+        if o.patterns.is_empty() && matches!(*o.additional, Shape::Never) {
+            return Ok(Undeclared {
+                all,
+                ..Undeclared::default()
+            });
         }
-        let classes = match key_classes(o, &names, &self.budget()) {
-            Ok(classes) => classes,
-            Err(e) => {
-                // Lenient: undeclared names not told apart, with any value.
-                self.c.tolerate(e)?;
-                let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
-                let any = Some(self.member(content, &Shape::Any)?);
-                return Ok(Undeclared { any, witness: any });
-            }
+        let classes = match o.patterns.is_empty() {
+            true => None,
+            false => match key_classes(o, &names, &self.budget()) {
+                Ok(classes) => Some(classes),
+                Err(e) => {
+                    // Lenient: undeclared names not told apart, with any value, every witness.
+                    self.c.tolerate(e)?;
+                    let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
+                    let any = self.member(content, &Shape::Any)?;
+                    return Ok(Undeclared {
+                        any: Some(any),
+                        marked: (all != 0).then_some((any, all)).into_iter().collect(),
+                        all,
+                    });
+                }
+            },
+        };
+        let mut out = Undeclared {
+            all,
+            ..Undeclared::default()
         };
         let mut members = Vec::new();
-        // No name matching none of the patterns: no witness.
-        let mut witness = witness_value.as_ref().map(|_| self.g.nothing());
-        for (set, keys) in classes {
+        let mut each_class = |lw: &mut Self, set: usize, content: ExprId| {
             let matching: Vec<bool> = (0..o.patterns.len()).map(|i| set >> i & 1 == 1).collect();
-            let value = self.c.undeclared_shape(o, &matching)?;
-            if matches!(*value, Shape::Never) {
-                continue;
+            let value = lw.c.undeclared_shape(o, &matching)?.into_owned();
+            if matches!(value, Shape::Never) {
+                return Ok(());
             }
-            self.automata += 1;
-            let name = format!("{}json key automaton {}", self.prefix, self.automata);
-            let any = any_text(self.g, &mut self.keys, 0, None);
-            let content = keys.lower(&name, self.g, &mut self.keys, any, deadline)?;
-            members.push(self.member(content, &value)?);
-            if let (0, Some(w)) = (set, &witness_value) {
-                witness = Some(self.member(content, w)?);
+            members.push(lw.member(content, &value)?);
+            for marks in 1..=all {
+                let mut both = value.clone();
+                for (j, (among, w)) in o.witnesses.iter().enumerate() {
+                    if marks >> j & 1 == 0 {
+                        continue;
+                    }
+                    let here = match among {
+                        Names::Unmatched => set == 0,
+                        Names::Matching(i) => set >> i & 1 == 1,
+                    };
+                    both = match here {
+                        true => lw.c.intersect(&both, w, &o.pointer)?,
+                        false => Shape::Never,
+                    };
+                }
+                if !matches!(both, Shape::Never) {
+                    out.marked.push((lw.member(content, &both)?, marks));
+                }
+            }
+            Ok::<(), CompileError>(())
+        };
+        match classes {
+            None => {
+                let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
+                each_class(self, 0, content)?;
+            }
+            Some(classes) => {
+                for (set, keys) in classes {
+                    self.automata += 1;
+                    let name = format!("{}json key automaton {}", self.prefix, self.automata);
+                    let any = any_text(self.g, &mut self.keys, 0, None);
+                    let content = keys.lower(&name, self.g, &mut self.keys, any, deadline)?;
+                    each_class(self, set, content)?;
+                }
             }
         }
-        let any = (!members.is_empty()).then(|| self.g.alt(members));
-        Ok(Undeclared { any, witness })
+        out.any = (!members.is_empty()).then(|| self.g.alt(members));
+        Ok(out)
     }
 
-    /// `(, item){lo,hi}` where at least one of the items is `witness` (which `item` admits
-    /// too), `hi` at least one: for each count `i` of items before one witness, the items
-    /// after it that make up the count (an alternation as long as `hi`, or `lo` unbounded).
-    fn with_witness(
+    /// Members one after another, `lo..=hi` of them, such that every witness of `all` is among
+    /// the marks of a member written: `plain` members mark none, `marked` ones the witnesses
+    /// they are. One rule per set of witnesses seen and count (counted up to the larger
+    /// bound). Returns the run with a separator before each member, and the run whose first
+    /// member has none (at least one member long).
+    fn witnessed_run(
         &mut self,
-        item: Option<ExprId>,
-        witness: ExprId,
+        plain: Option<ExprId>,
+        marked: &[(ExprId, u32)],
+        all: u32,
         lo: u64,
         hi: Option<u64>,
-    ) -> Result<ExprId, CompileError> {
-        let comma = self.punct(",");
-        let w = self.g.seq([comma, witness]);
-        let run = |lw: &mut Self, min: u64, max: Option<u64>| match item {
-            Some(x) => {
-                let more = lw.g.seq([comma, x]);
-                lw.g.repeat(more, clamp(min), max.map(clamp))
-            }
-            None if min == 0 => lw.g.empty(),
-            None => lw.g.nothing(),
-        };
-        let mut branches = Vec::new();
-        match hi {
-            Some(0) => return Ok(self.g.nothing()),
-            Some(h) => {
-                for i in 0..h {
-                    self.check_size()?;
-                    let before = run(self, i, Some(i));
-                    let after = run(self, lo.saturating_sub(i + 1), Some(h - 1 - i));
-                    branches.push(self.g.seq([before, w, after]));
-                }
-            }
-            None => {
-                let lead = lo.saturating_sub(1);
-                for i in 0..lead {
-                    self.check_size()?;
-                    let before = run(self, i, Some(i));
-                    let after = run(self, lead - i, None);
-                    branches.push(self.g.seq([before, w, after]));
-                }
-                let before = run(self, lead, None);
-                let after = run(self, 0, None);
-                branches.push(self.g.seq([before, w, after]));
+    ) -> Result<(ExprId, ExprId), CompileError> {
+        let cap = hi.unwrap_or(lo);
+        let rules_needed = (u64::from(all) + 1).saturating_mul(cap.saturating_add(1));
+        self.c
+            .limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
+            .map_err(|e| CompileError::over_limit(e, Location::None, "members with witnesses"))?;
+        let id = self.g.len();
+        let mut rules = HashMap::new();
+        for seen in (0..=all).filter(|s| s & !all == 0) {
+            for c in 0..=cap {
+                let name = format!("{}witnessed {id} {seen:b} {c}", self.prefix);
+                rules.insert((seen, c), self.g.rule(&name));
             }
         }
-        Ok(self.g.alt(branches))
+        let members: Vec<(ExprId, u32)> = plain
+            .map(|p| (p, 0))
+            .into_iter()
+            .chain(marked.iter().copied())
+            .collect();
+        let comma = self.punct(",");
+        let choices = |lw: &mut Self, seen: u32, c: u64, lead: bool| -> ExprId {
+            let mut branches = Vec::new();
+            if lead && seen == all && c >= lo {
+                branches.push(lw.g.empty());
+            }
+            if hi.is_none_or(|h| c < h) {
+                let next_c = (c + 1).min(cap);
+                for &(m, marks) in &members {
+                    let next = lw.g.rule_ref(rules[&(seen | marks, next_c)]);
+                    branches.push(match lead {
+                        true => lw.g.seq([comma, m, next]),
+                        false => lw.g.seq([m, next]),
+                    });
+                }
+            }
+            lw.g.alt(branches)
+        };
+        for (&(seen, c), &rule) in &rules {
+            let body = choices(self, seen, c, true);
+            self.g.define(rule, body)?;
+        }
+        self.check_size()?;
+        let first = choices(self, 0, 0, false);
+        Ok((self.g.rule_ref(rules[&(0, 0)]), first))
     }
 
     /// `"content": value`.
@@ -813,17 +856,20 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             .limits
             .check(LimitKind::GrammarSize, self.g.len() as u64 + needed)
             .map_err(|e| over(e, pointer, "properties and their counts"))?;
-        // The undeclared properties after c members, `witnessed` if one of them must be the
-        // witness.
+        // The undeclared properties after c members, `witnessed` if every witness must be
+        // among them.
         let extras_tail =
             |lw: &mut Self, c: u64, witnessed: bool| -> Result<ExprId, CompileError> {
                 let lo = counts.min.saturating_sub(c);
                 let hi = counts.max.map(|m| m.saturating_sub(c));
-                Ok(match (extra.any, extra.witness) {
-                    (x, Some(w)) if witnessed => lw.with_witness(x, w, lo, hi)?,
-                    (None, _) if lo == 0 => lw.g.empty(),
-                    (None, _) => lw.g.nothing(),
-                    (Some(x), _) => {
+                Ok(match extra.any {
+                    _ if witnessed && extra.all != 0 => {
+                        lw.witnessed_run(extra.any, &extra.marked, extra.all, lo, hi)?
+                            .0
+                    }
+                    None if lo == 0 => lw.g.empty(),
+                    None => lw.g.nothing(),
+                    Some(x) => {
                         let more = lw.g.seq([comma, x]);
                         lw.g.repeat(more, clamp(lo), hi.map(clamp))
                     }
@@ -834,14 +880,14 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         for c in 0..=cap {
             after.push(extras_tail(self, c.max(1), true)?);
         }
-        let mut first = match (extra.any, extra.witness) {
-            (None, _) => self.g.nothing(),
-            (Some(x), None) => self.g.seq([x, after[1]]),
-            (Some(x), Some(w)) => {
-                let other_first = self.g.seq([x, after[1]]);
-                let rest = extras_tail(self, 1, false)?;
-                let witness_first = self.g.seq([w, rest]);
-                self.g.alt([other_first, witness_first])
+        let mut first = match (extra.any, extra.all) {
+            (None, 0) => self.g.nothing(),
+            (Some(x), 0) => self.g.seq([x, after[1]]),
+            // Every witness among the undeclared properties, which start the object.
+            _ => {
+                let hi = counts.max;
+                let run = self.witnessed_run(extra.any, &extra.marked, extra.all, counts.min, hi);
+                run?.1
             }
         };
         for &(m, req) in members.iter().rev() {
@@ -875,8 +921,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             };
             after = next_after;
         }
-        let can_be_empty =
-            members.iter().all(|(_, req)| !req) && counts.min == 0 && extra.witness.is_none();
+        let can_be_empty = members.iter().all(|(_, req)| !req) && counts.min == 0 && extra.all == 0;
         let open = self.g.text("{");
         let close = self.g.text("}");
         let full = self.g.seq([open, self.ws, first, self.ws, close]);
@@ -895,11 +940,11 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         counts: Counts,
         pointer: &str,
     ) -> Result<ExprId, CompileError> {
-        // A witness counts as one more required member, written among the undeclared ones:
-        // its bit is `n`.
+        // Witnesses count as more required members, written among the undeclared ones: their
+        // bits are `n` on.
         let n = members.len();
-        let witness_bit = 1u64 << n;
-        let sets = witness_bit << u64::from(extra.witness.is_some());
+        let witness_bits = u64::from(extra.all) << n;
+        let sets = 1u64 << (n + extra.all.count_ones() as usize);
         let cap = counts.cap(n, extra.any.is_some());
         // A rule per set and count, declared before any is defined: checked first.
         let rules_needed = sets.saturating_mul(cap);
@@ -913,7 +958,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             .filter(|(_, (_, r))| *r)
             .map(|(i, _)| 1u64 << i)
             .sum::<u64>()
-            | extra.witness.map_or(0, |_| witness_bit);
+            | witness_bits;
         let comma = self.punct(",");
         // rule (set, c): continuations after writing `set` and c members (c >= 1).
         let id = self.g.len();
@@ -940,8 +985,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                     let next = lw.g.rule_ref(rules[&(set, c1)]);
                     branches.push((x, next));
                 }
-                if let Some(w) = extra.witness {
-                    let next = lw.g.rule_ref(rules[&(set | witness_bit, c1)]);
+                for &(w, marks) in &extra.marked {
+                    let next = lw.g.rule_ref(rules[&(set | u64::from(marks) << n, c1)]);
                     branches.push((w, next));
                 }
             }
@@ -980,12 +1025,14 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
 }
 
 /// The members undeclared properties of an object are written as.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Undeclared {
     /// Any of them (`None`: there may be none).
     any: Option<ExprId>,
-    /// The object's witness, when it has one: at least one undeclared property is written so.
-    witness: Option<ExprId>,
+    /// Those that are witnesses, each with the set of witnesses it is (bit `j`: witness `j`).
+    marked: Vec<(ExprId, u32)>,
+    /// Every witness of the object: each must be among the marks of a member written.
+    all: u32,
 }
 
 #[derive(Clone, Copy)]

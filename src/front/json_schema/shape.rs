@@ -83,9 +83,10 @@ pub(crate) struct ArrayShape {
     pub items: Box<Shape>,
     pub min: u64,
     pub max: Option<u64>,
-    /// At least one item after the prefix has a value of this shape (as well as `items`'s):
-    /// what the complement of `items` needs (see `complement.rs`).
-    pub witness: Option<Box<Shape>>,
+    /// For each of these shapes, at least one item after the prefix has a value of it (as
+    /// well as `items`'s): what complements of `items` need (see `complement.rs`). At most
+    /// [`MAX_WITNESSES`].
+    pub witnesses: Vec<Shape>,
 }
 
 #[derive(Clone)]
@@ -100,12 +101,25 @@ pub(crate) struct ObjectShape {
     pub additional: Box<Shape>,
     pub min: u64,
     pub max: Option<u64>,
-    /// At least one property neither declared nor matching a pattern has a value of this
-    /// shape (as well as `additional`'s): what the complement of `additionalProperties` needs
-    /// (see `complement.rs`).
-    pub witness: Option<Box<Shape>>,
+    /// For each of these, at least one undeclared property among the names has a value of
+    /// the shape (as well as the one its name gives it): what complements of
+    /// `additionalProperties` and `patternProperties` need (see `complement.rs`). At most
+    /// [`MAX_WITNESSES`].
+    pub witnesses: Vec<(Names, Shape)>,
     /// Where the object's keywords are, for errors (shared by the copies of the shape).
     pub pointer: Arc<str>,
+}
+
+/// Most witnesses of one array or object: its grammar has a rule per set of them satisfied.
+pub(crate) const MAX_WITNESSES: usize = 4;
+
+/// The undeclared properties an object's witness is among.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Names {
+    /// Those matching none of the object's patterns (their values are `additional`'s).
+    Unmatched,
+    /// Those matching the object's pattern at this index (perhaps others too).
+    Matching(usize),
 }
 
 impl ArrayShape {
@@ -116,7 +130,7 @@ impl ArrayShape {
             items: Box::new(Shape::Any),
             min: 0,
             max: None,
-            witness: None,
+            witnesses: Vec::new(),
         }
     }
 
@@ -136,7 +150,7 @@ impl ObjectShape {
             additional: Box::new(Shape::Any),
             min: 0,
             max: None,
-            witness: None,
+            witnesses: Vec::new(),
             pointer: pointer.into(),
         }
     }
@@ -203,7 +217,7 @@ impl Drop for Shape {
             Shape::Array(a) => {
                 let mut subs = std::mem::take(&mut a.prefix);
                 subs.push(std::mem::replace(&mut *a.items, Shape::Never));
-                subs.extend(a.witness.take().map(|w| *w));
+                subs.append(&mut a.witnesses);
                 subs
             }
             Shape::Object(o) => {
@@ -213,7 +227,7 @@ impl Drop for Shape {
                     .collect();
                 subs.extend(std::mem::take(&mut o.patterns).into_iter().map(|(_, s)| s));
                 subs.push(std::mem::replace(&mut *o.additional, Shape::Never));
-                subs.extend(o.witness.take().map(|w| *w));
+                subs.extend(std::mem::take(&mut o.witnesses).into_iter().map(|(_, w)| w));
                 subs
             }
             Shape::AnyOf(xs) => std::mem::take(xs),
@@ -270,9 +284,9 @@ impl Shape {
             Shape::String(s) => s.max.is_some_and(|m| m < s.min),
             Shape::Array(a) => {
                 // A witness is an item past the prefix: the array has at least one.
-                let min = match a.witness {
-                    Some(_) => a.min.max(a.prefix.len() as u64 + 1),
-                    None => a.min,
+                let min = match a.witnesses.is_empty() {
+                    false => a.min.max(a.prefix.len() as u64 + 1),
+                    true => a.min,
                 };
                 a.max.is_some_and(|m| m < min)
                     || a.prefix
@@ -280,9 +294,7 @@ impl Shape {
                         .take(min.min(a.prefix.len() as u64) as usize)
                         .any(|p| matches!(p, Shape::Never))
                     || (min > a.prefix.len() as u64 && matches!(*a.items, Shape::Never))
-                    || a.witness
-                        .as_deref()
-                        .is_some_and(|w| matches!(w, Shape::Never))
+                    || a.witnesses.iter().any(|w| matches!(w, Shape::Never))
             }
             Shape::Object(o) => {
                 let forbidden = |r: &String| {
@@ -291,13 +303,17 @@ impl Shape {
                         .find(|(k, _)| k == r)
                         .is_some_and(|(_, s)| matches!(s, Shape::Never))
                 };
+                let hopeless = |(names, w): &(Names, Shape)| {
+                    let among = match names {
+                        Names::Unmatched => Some(&*o.additional),
+                        Names::Matching(i) => o.patterns.get(*i).map(|(_, s)| s),
+                    };
+                    matches!(w, Shape::Never) || among.is_none_or(|s| matches!(s, Shape::Never))
+                };
                 o.max
                     .is_some_and(|m| m < o.min || (m as usize) < o.required.len())
                     || o.required.iter().any(forbidden)
-                    || o.witness
-                        .as_deref()
-                        .is_some_and(|w| matches!(w, Shape::Never))
-                    || (o.witness.is_some() && matches!(*o.additional, Shape::Never))
+                    || o.witnesses.iter().any(hopeless)
             }
             _ => false,
         };
