@@ -8,7 +8,7 @@
 //! supports the keyword. Hostile sizes end in typed `Limit` errors.
 
 use formwork::front::json_schema::{
-    compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder,
+    compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder, Whitespace,
 };
 use formwork::ir::recognizer::Recognizer;
 use formwork::ir::Grammar;
@@ -518,4 +518,43 @@ fn one_of_recursive_discriminated_branches() {
     .map(String::from)
     .to_vec();
     assert_eq!(agrees(&schema, &JsonSchemaOptions::new(), &universe), 3);
+}
+
+/// `enum`/`const` of objects and arrays: literal alternatives, nested, whitespace as the
+/// options say, members in the literal's order or, with any order, in every order.
+#[test]
+fn enum_and_const_of_objects_and_arrays() {
+    let schema =
+        json!({"enum": [{"a": 1, "b": [true, {"c": "x"}]}, [1, {"b": null, "a": []}], {}]});
+    let literal_order = Lang::new(&compiled(&schema, &JsonSchemaOptions::new()));
+    literal_order.yes(&[
+        r#"{"a":1,"b":[true,{"c":"x"}]}"#,
+        r#"[1,{"b":null,"a":[]}]"#,
+        "{}",
+    ]);
+    // Integral values are written as integers.
+    literal_order.no(&[
+        r#"{"b":[true,{"c":"x"}],"a":1}"#,
+        r#"[1,{"a":[],"b":null}]"#,
+        r#"{"a":1}"#,
+        r#"{"a":1.0,"b":[true,{"c":"x"}]}"#,
+    ]);
+    // Any order: each object in every order, the universe against jsonschema too.
+    all_agree(&[
+        json!({"const": {"a": 1, "b": "x", "c": null}}),
+        json!({"enum": [{"a": 1}, {"b": "x", "a": 1}, [1, 2], []]}),
+    ]);
+    let spaced = any_order().whitespace(Whitespace::Flexible { max_run: Some(2) });
+    let l = Lang::new(&compiled(&schema, &spaced));
+    l.yes(&[
+        r#"{ "b" : [ true , { "c" : "x" } ] , "a" : 1 }"#,
+        "[1,{\n\"a\": [ ],\"b\":null}]",
+        "{ }",
+    ]);
+    l.no(&[r#"{"a":1,"b":[{"c":"x"},true]}"#]);
+    // Past the any-order limit, the same Limit error as an object with that many properties.
+    let wide: serde_json::Map<String, Value> =
+        (0..10).map(|i| (format!("k{i}"), json!(i))).collect();
+    let e = compile_schema(&json!({"const": wide}), &any_order()).unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Limit);
 }

@@ -216,7 +216,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 let mut branches = Vec::new();
                 for v in vs {
                     tick(self.c.deadline)?;
-                    branches.push(self.value(v));
+                    branches.push(self.value(v)?);
                 }
                 self.g.alt(branches)
             }
@@ -347,15 +347,18 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         self.g.alt(branches)
     }
 
-    /// A fixed value: strings in canonical form, numbers in every notation of their value.
-    /// Recursion: as deep as `v` nests (held to the nesting limit when the schema was read),
-    /// each level guarded.
-    fn value(&mut self, v: &Value) -> ExprId {
+    /// A fixed value: strings in canonical form, numbers in every notation of their value,
+    /// an object's members in its own order, or with [`PropertyOrder::Any`] in every order
+    /// (as an object of required properties, each with its one value: within
+    /// [`JsonSchemaOptions::max_any_order_properties`](super::JsonSchemaOptions), like any
+    /// object). Recursion: as deep as `v` nests (held to the nesting limit when the schema
+    /// was read), each level guarded.
+    fn value(&mut self, v: &Value) -> Result<ExprId, CompileError> {
         guarded(|| self.value_step(v))
     }
 
-    fn value_step(&mut self, v: &Value) -> ExprId {
-        match v {
+    fn value_step(&mut self, v: &Value) -> Result<ExprId, CompileError> {
+        Ok(match v {
             Value::Number(n) => {
                 let b = Bound {
                     value: Decimal::from_json(n),
@@ -368,10 +371,13 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 }
             }
             Value::Array(xs) => {
-                let mut parts = vec![self.g.text("[")];
+                // Whitespace as around any array's items, or inside an empty one.
+                let mut parts = vec![self.g.text("["), self.ws];
                 for (i, x) in xs.iter().enumerate() {
-                    parts.push(if i == 0 { self.ws } else { self.punct(",") });
-                    parts.push(self.value(x));
+                    if i > 0 {
+                        parts.push(self.punct(","));
+                    }
+                    parts.push(self.value(x)?);
                 }
                 if !xs.is_empty() {
                     parts.push(self.ws);
@@ -379,13 +385,29 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 parts.push(self.g.text("]"));
                 self.g.seq(parts)
             }
+            Value::Object(map)
+                if map.len() > 1 && self.c.opts.property_order == PropertyOrder::Any =>
+            {
+                let fixed = ObjectShape {
+                    properties: map
+                        .iter()
+                        .map(|(k, x)| (k.clone(), Shape::Values(vec![x.clone()])))
+                        .collect(),
+                    required: map.keys().cloned().collect(),
+                    additional: Box::new(Shape::Never),
+                    ..ObjectShape::any("")
+                };
+                self.object(&fixed)?
+            }
             Value::Object(map) => {
-                let mut parts = vec![self.g.text("{")];
+                let mut parts = vec![self.g.text("{"), self.ws];
                 for (i, (k, x)) in map.iter().enumerate() {
-                    parts.push(if i == 0 { self.ws } else { self.punct(",") });
+                    if i > 0 {
+                        parts.push(self.punct(","));
+                    }
                     parts.push(self.g.text(&Value::from(k.as_str()).to_string()));
                     parts.push(self.punct(":"));
-                    parts.push(self.value(x));
+                    parts.push(self.value(x)?);
                 }
                 if !map.is_empty() {
                     parts.push(self.ws);
@@ -394,7 +416,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 self.g.seq(parts)
             }
             other => self.g.text(&other.to_string()),
-        }
+        })
     }
 
     /// A string value (`key`: an object key, spelled canonically; see `strings.rs`).
