@@ -558,3 +558,143 @@ fn enum_and_const_of_objects_and_arrays() {
     let e = compile_schema(&json!({"const": wide}), &any_order()).unwrap_err();
     assert_eq!(e.kind(), CompileErrorKind::Limit);
 }
+
+/// For each schema, masks over the whole Qwen3 vocabulary equal the reference recognizer's
+/// at every step of its valid and invalid texts (each checked against `jsonschema` first),
+/// and random walks produce only texts `jsonschema` accepts.
+fn complements_masks(cases: &[(Value, &[&str], &[&str])], opts: &JsonSchemaOptions) {
+    let e = engine();
+    for (schema, valid, invalid) in cases {
+        let v = validator(schema);
+        for (texts, expected) in [(valid, true), (invalid, false)] {
+            for text in texts.iter() {
+                let value: Value = serde_json::from_str(text).unwrap();
+                assert_eq!(v.is_valid(&value), expected, "{schema}: {text}");
+                masks_match(&e, schema, opts, text, expected);
+            }
+        }
+        walks_validate(&e, schema, opts, 12);
+    }
+}
+
+#[test]
+fn complements_masks_match_the_oracle_scalars_and_arrays() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "array", "items": {"not": {"type": ["integer", "null"]}}}),
+                &["[2.5,\"x\",{}]", "[-0.125,[]]"],
+                &["[2.5,3]", "[null]", "[1.0]"],
+            ),
+            (
+                json!({"type": "array", "not": {"items": {"type": "integer"}}}),
+                &["[1,2,\"three\"]", "[null]"],
+                &["[1,2,3]", "[]"],
+            ),
+            (
+                // Bounded, so that walked numbers stay within what `jsonschema` reads exactly
+                // (an f64: `39061489481769331288981161487.7` would read as an integer).
+                json!({"oneOf": [{"type": "integer", "minimum": -100}, {"type": "number", "minimum": 0, "maximum": 100}]}),
+                &["-12", "12.5"],
+                &["12", "-12.5"],
+            ),
+            (
+                json!({"enum": [{"a": 1, "b": [true]}, [{"c": null}]]}),
+                &[r#"[{"c":null}]"#],
+                &[r#"[{"c":null},1]"#],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}
+
+#[test]
+fn complements_masks_match_the_oracle_strings_and_objects() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "object", "properties": {"s": {"type": "string", "not": {"pattern": "^ab", "minLength": 3}}}}),
+                &[r#"{"s":"ab"}"#],
+                &[r#"{"s":"abc"}"#],
+            ),
+            (
+                json!({"not": {"additionalProperties": false, "properties": {"id": {"type": "integer"}}}}),
+                &[r#"{"id":"one"}"#],
+                &["[1]"],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}
+
+#[test]
+fn conditionals_masks_match_the_oracle() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "object", "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]}, "then": {"required": ["x"]}, "else": {"properties": {"x": false}}}),
+                &[r#"{"kind":"a","x":1}"#],
+                &[r#"{"kind":"b","x":1}"#],
+            ),
+            (
+                json!({"type": "object", "oneOf": [
+                    {"required": ["a"], "properties": {"a": {"type": "integer"}}},
+                    {"additionalProperties": false, "properties": {"b": {"type": "string"}}}
+                ]}),
+                &[r#"{"a":1}"#],
+                &[r#"{"b":1}"#],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}
+
+/// Any order: an enum's object in another order, and an object's witness anywhere.
+#[test]
+fn any_order_complements_masks_match_the_oracle() {
+    complements_masks(
+        &[
+            (
+                json!({"enum": [{"a": 1, "b": [true]}]}),
+                &[r#"{"b":[true],"a":1}"#],
+                &[],
+            ),
+            (
+                json!({"type": "object", "properties": {"a": true}, "not": {"additionalProperties": {"type": "integer"}}}),
+                &[r#"{"z":1,"a":"x"}"#],
+                &[r#"{"z":1,"a":2}"#],
+            ),
+        ],
+        &any_order(),
+    );
+}
+
+/// `multipleOf` against llguidance, which supports it: masks equal but for the documented
+/// differences (negative zero).
+#[test]
+fn multiple_of_masks_match_llguidance() {
+    let e = engine();
+    let opts = JsonSchemaOptions::new();
+    for (schema, texts) in [
+        (
+            json!({"type": "integer", "multipleOf": 7}),
+            vec!["343", "-21", "0"],
+        ),
+        (
+            json!({"type": "integer", "multipleOf": 12, "minimum": 0, "maximum": 1000}),
+            vec!["984", "12"],
+        ),
+    ] {
+        let constraint = e.compile_json_schema(&schema, &opts).unwrap();
+        let mut guided = schema.clone();
+        guided.as_object_mut().unwrap().insert(
+            "x-guidance".into(),
+            json!({"whitespace_flexible": false, "item_separator": ",", "key_separator": ":"}),
+        );
+        formwork_testkit::llg::differential(
+            || llguidance::api::TopLevelGrammar::from_json_schema(guided.clone()),
+            || Box::new(constraint.matcher()),
+            &texts,
+        );
+    }
+}
