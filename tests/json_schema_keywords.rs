@@ -698,3 +698,67 @@ fn multiple_of_masks_match_llguidance() {
         );
     }
 }
+
+/// Runs `f` on a thread with a 256 KiB stack, the smallest a server may give a worker.
+fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn_scoped(s, f)
+            .expect("spawn a worker thread")
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+/// Hostile uses of the new constructions end in typed errors (or compile), on a small stack,
+/// never in a hang or an overflow: `not` nested far past the nesting limit, a literal nested as
+/// deep under `not`, `if` chains, and `oneOf`s whose complements multiply.
+#[test]
+fn hostile_complements_end_in_typed_errors() {
+    let nest = |key: &str, depth: usize, leaf: Value| {
+        let mut v = leaf;
+        for _ in 0..depth {
+            v = json!({ key: v });
+        }
+        v
+    };
+    let deep_not = nest("not", 1500, json!({"type": "string"}));
+    let mut deep_literal = json!(1);
+    for _ in 0..1500 {
+        deep_literal = json!([deep_literal]);
+    }
+    let deep_const = json!({"not": {"const": deep_literal}});
+    let mut deep_if = json!({"type": "integer"});
+    for _ in 0..1500 {
+        deep_if = json!({"if": {"minimum": 0}, "then": deep_if, "else": {"type": "null"}});
+    }
+    for schema in [&deep_not, &deep_const, &deep_if] {
+        let e = on_small_stack(|| compile_schema(schema, &JsonSchemaOptions::new()))
+            .expect_err("nested past the limit");
+        assert_eq!(e.limit().map(|l| l.kind), Some(LimitKind::Nesting), "{e}");
+    }
+    // Thirty overlapping branches, each requiring its own pair of properties: the complements
+    // multiply past the branch budget.
+    let branches: Vec<Value> = (0..30)
+        .map(|i| json!({"properties": {format!("p{i}"): {"type": "integer"}}, "required": [format!("p{i}"), format!("q{i}")]}))
+        .collect();
+    let wide = json!({"type": "object", "oneOf": branches});
+    let e = on_small_stack(|| compile_schema(&wide, &JsonSchemaOptions::new()))
+        .expect_err("too many branches");
+    assert_eq!(
+        e.limit().map(|l| l.kind),
+        Some(LimitKind::Alternatives),
+        "{e}"
+    );
+    // Under a short compile budget, complements of many patterns end on time.
+    let patterns: Vec<Value> = (0..12)
+        .map(|i| json!({"not": {"anyOf": [{"pattern": format!("a{i}")}, {"pattern": format!("{i}b"), "minLength": i}]}}))
+        .collect();
+    let slow = json!({"type": "string", "allOf": patterns});
+    let limits = Limits::new().compile_time(Some(std::time::Duration::from_millis(20)));
+    let outcome = on_small_stack(|| compile_schema_with(&slow, &JsonSchemaOptions::new(), &limits));
+    if let Err(e) = outcome {
+        assert!(e.limit().is_some(), "{e}");
+    }
+}
