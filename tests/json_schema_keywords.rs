@@ -762,3 +762,28 @@ fn hostile_complements_end_in_typed_errors() {
         assert!(e.limit().is_some(), "{e}");
     }
 }
+
+/// A schema met with a reference still being built (recursion inside it): the meeting waits
+/// for the reference instead of failing as a cycle.
+#[test]
+fn meetings_with_references_being_built() {
+    let schema = json!({"$defs": {"a": {"type": "object", "properties": {"b": {"allOf": [{"required": ["c"]}, {"$ref": "#/$defs/a"}]}}}}, "$ref": "#/$defs/a"});
+    assert!(agrees(&schema, &any_order(), &values()) > 0);
+    let nested = [
+        r#"{"b":{"c":1,"b":{"c":null}}}"#,
+        r#"{"b":{"b":{"c":1}}}"#,
+        r#"{"b":{"c":1,"b":{}}}"#,
+    ]
+    .map(String::from);
+    assert_eq!(agrees(&schema, &any_order(), &nested), 1);
+    // A oneOf one of whose overlapping branches is the recursion itself: its complement keeps
+    // making new entries (complements of intersections of complements) until the branch
+    // budget refuses it, a typed error.
+    let node = json!({"$defs": {"node": {"type": "object", "properties": {
+        "a": {"oneOf": [{"$ref": "#/$defs/node"}, {"type": "object", "required": ["c"], "properties": {"c": {"type": "integer"}}}]}
+    }}}, "$ref": "#/$defs/node"});
+    let t = std::time::Instant::now();
+    let e = compile_schema(&node, &JsonSchemaOptions::new()).unwrap_err();
+    eprintln!("recursive oneOf refused in {:?}: {e}", t.elapsed());
+    assert!(e.limit().is_some(), "{e}");
+}

@@ -12,8 +12,8 @@ use super::multiples::step_too_large;
 use super::numbers::{in_range, Bound, Decimal};
 use super::schema::{error, json_equal, over, Compiler};
 use super::shape::{
-    kind_of, ArrayShape, Names, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape,
-    MAX_WITNESSES,
+    kind_of, ArrayShape, Names, NumberShape, ObjectShape, RefId, RegexConstraint, Shape,
+    StringShape, MAX_WITNESSES,
 };
 use crate::error::{CompileError, CompileErrorKind};
 use crate::front::guard::guarded;
@@ -182,13 +182,23 @@ impl Compiler<'_> {
         out.map(Shape::normalized)
     }
 
-    /// The shape reference `r` stands for where it must be inlined: a reference still being
-    /// built is a cycle no value can close.
-    fn inline(&mut self, r: usize) -> Result<Rc<Shape>, CompileError> {
-        let shape = self.deref(r)?;
-        match *shape {
-            Shape::Ref(building) => Err(self.cycle_error(building)),
-            _ => Ok(shape),
+    /// `other` and reference `r`: the target inlined, or where the target is still being
+    /// built (recursion inside it), a lazy table entry for both (resolved when the target is).
+    fn meet_reference(
+        &mut self,
+        r: RefId,
+        other: &Shape,
+        pointer: &str,
+        reference_first: bool,
+    ) -> Result<Shape, CompileError> {
+        let target = self.deref(r)?;
+        if let Shape::Ref(building) = *target {
+            let fixed = self.fixed_id(other, pointer);
+            return Ok(Shape::Ref(self.both_id(building, fixed, pointer)?));
+        }
+        match reference_first {
+            true => self.intersect(&target, other, pointer),
+            false => self.intersect(other, &target, pointer),
         }
     }
 
@@ -218,14 +228,8 @@ impl Compiler<'_> {
                 }
             }
             // Operands keep their order, so the first conflicting keyword is reported second.
-            (Shape::Ref(r), other) => {
-                let target = self.inline(*r)?;
-                self.intersect(&target, other, pointer)?
-            }
-            (other, Shape::Ref(r)) => {
-                let target = self.inline(*r)?;
-                self.intersect(other, &target, pointer)?
-            }
+            (Shape::Ref(r), other) => self.meet_reference(*r, other, pointer, true)?,
+            (other, Shape::Ref(r)) => self.meet_reference(*r, other, pointer, false)?,
             (Shape::AnyOf(xs), other) => {
                 let mut out = Vec::new();
                 for x in xs {
@@ -570,7 +574,14 @@ impl Compiler<'_> {
                 }
                 let what = "references checked against one value";
                 self.within(LimitKind::Nesting, self.accepting.len() + 1, pointer, what)?;
-                let target = self.inline(*r)?;
+                // A target still being built: its schema read again (a recursive `enum`).
+                let target = match *self.deref(*r)? {
+                    Shape::Ref(building) => match self.probe(building)? {
+                        Some(probe) => probe,
+                        None => return Err(self.cycle_error(building)),
+                    },
+                    _ => self.deref(*r)?,
+                };
                 self.accepting.push(key);
                 let out = self.accepts(&target, v, pointer);
                 self.accepting.pop();

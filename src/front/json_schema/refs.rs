@@ -91,6 +91,21 @@ impl Compiler<'_> {
         Ok(id)
     }
 
+    /// The table entry of a shape met with a reference still being built, so that the meeting
+    /// can wait for it ([`Compiler::both_id`]); named after `pointer`.
+    pub fn fixed_id(&mut self, shape: &Shape, pointer: &str) -> RefId {
+        let id = self.refs.len();
+        let shape = Rc::new(shape.clone());
+        self.refs.push(RefDef {
+            name: format!("#{pointer} (met with a reference being read)"),
+            bases: vec![id],
+            recipe: Recipe::Fixed(shape.clone()),
+            shape: Some(shape),
+            building: false,
+        });
+        id
+    }
+
     /// Is the entry's shape being built right now (a reference to it is recursion)? A
     /// complement is while its entry is. Recursion: one level (the complement of a
     /// complement is never an entry of its own).
@@ -127,7 +142,7 @@ impl Compiler<'_> {
             let parts: Option<Vec<RefId>> = match self.refs[top].recipe {
                 Recipe::Both(a, b) => Some(vec![a, b]),
                 Recipe::Not(a) => Some(vec![a]),
-                Recipe::Pointer(_) => None,
+                Recipe::Pointer(_) | Recipe::Fixed(_) => None,
             };
             if let Some(parts) = parts {
                 let parts: Vec<RefId> = parts
@@ -178,6 +193,7 @@ impl Compiler<'_> {
                     .ok_or_else(|| self.cycle_error(b))?;
                 self.intersect(&sa, &sb, name.trim_start_matches('#'))?
             }
+            Recipe::Fixed(shape) => (**shape).clone(),
             &Recipe::Not(a) => {
                 let sa = self.refs[a]
                     .shape

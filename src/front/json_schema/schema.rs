@@ -62,6 +62,8 @@ pub(crate) enum Recipe {
     Both(RefId, RefId),
     /// The complement of an entry (`not` of a reference, kept lazy for recursion).
     Not(RefId),
+    /// A shape met with a reference still being built (its entry made as it is).
+    Fixed(Rc<Shape>),
 }
 
 pub(crate) struct RefDef {
