@@ -787,3 +787,24 @@ fn meetings_with_references_being_built() {
     eprintln!("recursive oneOf refused in {:?}: {e}", t.elapsed());
     assert!(e.limit().is_some(), "{e}");
 }
+
+/// Lenient compilation only ever loosens: a `not` (an `if`) whose schema lost keywords
+/// formwork cannot express is dropped with a warning rather than complemented (the
+/// complement of what is left would refuse too much), and overlapping `oneOf` branches that
+/// lost some are an `anyOf`.
+#[test]
+fn lenient_complements_only_loosen() {
+    let lenient = JsonSchemaOptions::new().lenient(true);
+    for schema in [
+        json!({"not": {"propertyNames": {"pattern": "^a"}}}),
+        json!({"if": {"propertyNames": {"pattern": "^a"}}, "then": {"type": "string"}, "else": {"type": "object"}}),
+        json!({"oneOf": [{"propertyNames": {"pattern": "^a"}}, {"type": "object"}]}),
+    ] {
+        let compiled = compile_schema(&schema, &lenient).unwrap();
+        assert!(!compiled.warnings.is_empty(), "{schema}");
+        let l = Lang::new(&compiled.grammar);
+        l.yes(&["{}", r#"{"b":1}"#, r#"{"a":1}"#]);
+        let e = compile_schema(&schema, &JsonSchemaOptions::new()).unwrap_err();
+        assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{schema}");
+    }
+}

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -390,7 +389,8 @@ impl Compiler<'_> {
                     WitnessAt::Undeclared(names, w) => o.witnesses.push((*names, w.clone())),
                 }
             }
-            o.witnesses = fewer_witnesses(std::mem::take(&mut o.witnesses), pointer)?;
+            let all = std::mem::take(&mut o.witnesses);
+            o.witnesses = c.fewer_witnesses(all, pointer)?;
             Ok(Shape::Object(o).normalized())
         })
     }
@@ -434,10 +434,43 @@ impl Compiler<'_> {
                     WitnessAt::Undeclared(names, w) => past.push((*names, w.clone())),
                 }
             }
-            let fewer = fewer_witnesses(past, pointer)?;
+            let fewer = c.fewer_witnesses(past, pointer)?;
             a.witnesses = fewer.into_iter().map(|(_, w)| w).collect();
             Ok(Shape::Array(a).normalized())
         })
+    }
+
+    /// `witnesses` without those another one implies (a value of any shape among the same
+    /// names, beside another witness there); past [`MAX_WITNESSES`] unsupported (lenient: the
+    /// first ones, which admits more).
+    fn fewer_witnesses(
+        &mut self,
+        mut witnesses: Vec<(Names, Shape)>,
+        pointer: &str,
+    ) -> Result<Vec<(Names, Shape)>, CompileError> {
+        let mut i = 0;
+        while i < witnesses.len() {
+            let (names, w) = &witnesses[i];
+            let implied = matches!(w, Shape::Any)
+                && witnesses
+                    .iter()
+                    .enumerate()
+                    .any(|(j, (n, _))| j != i && n == names);
+            match implied {
+                true => {
+                    witnesses.remove(i);
+                }
+                false => i += 1,
+            }
+        }
+        if witnesses.len() > MAX_WITNESSES {
+            self.unsupported(
+                pointer,
+                format!("more than {MAX_WITNESSES} witnesses in one object or array (complements of `additionalProperties`, `patternProperties` or `items` meeting)"),
+            )?;
+            witnesses.truncate(MAX_WITNESSES);
+        }
+        Ok(witnesses)
     }
 
     /// The union of `make` over every choice of one place per witness (`choices`: each
@@ -517,11 +550,12 @@ impl Compiler<'_> {
                 }
             }
             (false, false) => {
-                return Err(error(
-                    CompileErrorKind::Unsupported,
+                // Lenient: as if the names matched none of the other side's patterns.
+                self.unsupported(
                     pointer,
                     "a witness among the undeclared properties of an object whose `patternProperties` meet others",
-                ))
+                )?;
+                places.push(WitnessAt::Undeclared(names, w.clone()));
             }
         }
         Ok(places)
@@ -692,7 +726,12 @@ impl Compiler<'_> {
     /// proven [disjoint](Self::disjoint) from it), through their complements; when a
     /// complement is out of reach, an error, or with `lenient` the branches' union (`anyOf`)
     /// and a warning.
-    pub fn one_of(&mut self, branches: Vec<Shape>, pointer: &str) -> Result<Shape, CompileError> {
+    pub fn one_of(
+        &mut self,
+        branches: Vec<Shape>,
+        lossy: bool,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
         let n = branches.len();
         let mut overlapping: Vec<Vec<usize>> = vec![Vec::new(); n];
         for i in 0..n {
@@ -704,6 +743,14 @@ impl Compiler<'_> {
                 }
             }
         }
+        if lossy && overlapping.iter().any(|o| !o.is_empty()) {
+            // Lenient dropped keywords of the branches: complements of what is left would
+            // refuse too much.
+            let message =
+                "oneOf branches whose keywords were dropped may overlap; compiled as anyOf";
+            self.tolerate(error(CompileErrorKind::Unsupported, pointer, message))?;
+            return Ok(Shape::any_of(branches));
+        }
         match self.exclusive(&branches, &overlapping, pointer) {
             Ok(shape) => Ok(shape),
             // Out of reach: a complement formwork cannot express, or too many branches.
@@ -713,8 +760,7 @@ impl Compiler<'_> {
                         || e.limit().is_some_and(|l| l.kind == LimitKind::Alternatives)) =>
             {
                 let message = format!("{}; compiled as anyOf", e.message());
-                self.warnings
-                    .push(error(CompileErrorKind::Unsupported, pointer, message));
+                self.tolerate(error(CompileErrorKind::Unsupported, pointer, message))?;
                 Ok(Shape::any_of(branches))
             }
             Err(e) => Err(e),
@@ -870,35 +916,4 @@ fn kind_name(s: &Shape) -> &'static str {
         Shape::Values(v) => v.first().map_or("", kind_of),
         _ => "",
     }
-}
-
-/// `witnesses` without those another one implies (a value of any shape among the same names,
-/// beside another witness there); an `Unsupported` error past [`MAX_WITNESSES`].
-fn fewer_witnesses(
-    mut witnesses: Vec<(Names, Shape)>,
-    pointer: &str,
-) -> Result<Vec<(Names, Shape)>, CompileError> {
-    let mut i = 0;
-    while i < witnesses.len() {
-        let (names, w) = &witnesses[i];
-        let implied = matches!(w, Shape::Any)
-            && witnesses
-                .iter()
-                .enumerate()
-                .any(|(j, (n, _))| j != i && n == names);
-        match implied {
-            true => {
-                witnesses.remove(i);
-            }
-            false => i += 1,
-        }
-    }
-    if witnesses.len() > MAX_WITNESSES {
-        return Err(error(
-            CompileErrorKind::Unsupported,
-            pointer,
-            format!("more than {MAX_WITNESSES} witnesses in one object or array (complements of `additionalProperties`, `patternProperties` or `items` meeting)"),
-        ));
-    }
-    Ok(witnesses)
 }

@@ -161,7 +161,8 @@ impl Compiler<'_> {
             };
             return Err(over(exceeded, pointer, "the branches of a complement"));
         }
-        self.intersect(a, b, pointer)
+        let both = self.intersect(a, b, pointer)?;
+        Ok(pruned(both))
     }
 
     /// The values of `kind` that `s` refuses.
@@ -491,4 +492,41 @@ fn refused_strings(st: &StringShape) -> Vec<Shape> {
         ));
     }
     parts
+}
+
+/// A union without branches another one implies: equal fingerprints once, and an object
+/// whose constraints include all of another object's (it admits nothing the other does not:
+/// `A ∨ (A ∧ B)` is `A`). Products of complements repeat and nest constraints often, and each
+/// branch is a grammar of its own.
+fn pruned(mut s: Shape) -> Shape {
+    let branches = match &mut s {
+        Shape::AnyOf(xs) => std::mem::take(xs),
+        _ => return s,
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<(Option<Vec<u64>>, Shape)> = Vec::new();
+    let mut objects: Vec<(Vec<u64>, Shape)> = Vec::new();
+    for b in branches {
+        if !seen.insert(b.fingerprint()) {
+            continue;
+        }
+        match &b {
+            Shape::Object(o) => objects.push((o.atoms(), b)),
+            _ => kept.push((None, b)),
+        }
+    }
+    // Fewest constraints first: a branch is dropped when a kept one's atoms are a subset of
+    // its own.
+    objects.sort_by_key(|(atoms, _)| atoms.len());
+    let mut kept_objects: Vec<(Vec<u64>, Shape)> = Vec::new();
+    for (atoms, b) in objects {
+        let implied = kept_objects
+            .iter()
+            .any(|(k, _)| k.iter().all(|a| atoms.binary_search(a).is_ok()));
+        if !implied {
+            kept_objects.push((atoms, b));
+        }
+    }
+    kept.extend(kept_objects.into_iter().map(|(a, b)| (Some(a), b)));
+    Shape::any_of(kept.into_iter().map(|(_, b)| b).collect())
 }

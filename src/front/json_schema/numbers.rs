@@ -17,7 +17,7 @@ use crate::ir::{ExprId, GrammarBuilder};
 
 /// An exact decimal: sign, integer digits (no leading zeros; `[0]` below one) and fraction digits
 /// (no trailing zeros). Zero is never negative.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Decimal {
     pub(super) neg: bool,
     pub(super) int: Vec<u8>,
@@ -25,7 +25,7 @@ pub(crate) struct Decimal {
 }
 
 /// One side of an interval: the value and whether it is excluded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Bound {
     pub value: Decimal,
     pub strict: bool,

@@ -87,6 +87,8 @@ pub(crate) struct Compiler<'a> {
     pub refs: Vec<RefDef>,
     pub(super) ref_ids: HashMap<String, RefId>,
     pub(super) both_ids: HashMap<Vec<RefId>, RefId>,
+    /// How many constraints `lenient` dropped so far (each with a warning).
+    pub(super) dropped: usize,
     /// The entry of the complement of each entry complemented so far.
     pub(super) not_ids: HashMap<RefId, RefId>,
     /// Entries being built, read again for a question about them ([`Compiler::probe`]), and
@@ -126,6 +128,7 @@ impl<'a> Compiler<'a> {
             ref_ids: HashMap::new(),
             both_ids: HashMap::new(),
             not_ids: HashMap::new(),
+            dropped: 0,
             probing: Vec::new(),
             probes: HashMap::new(),
             ids: index_ids(root, deadline)?,
@@ -169,6 +172,7 @@ impl<'a> Compiler<'a> {
         match self.opts.lenient {
             true => {
                 self.warnings.push(e);
+                self.dropped += 1;
                 Ok(())
             }
             false => Err(e),
@@ -215,9 +219,10 @@ impl<'a> Compiler<'a> {
         let mut shape = self.typed(map, pointer)?;
         if let Some(n) = map.get("not") {
             let at = format!("{pointer}/not");
-            let inner = self.build(n, &at)?;
-            if let Some(complement) = self.tolerate_complement(&inner, &at)? {
-                shape = self.intersect(&shape, &complement, &at)?;
+            if let Some(inner) = self.exact(n, &at)? {
+                if let Some(complement) = self.tolerate_complement(&inner, &at)? {
+                    shape = self.intersect(&shape, &complement, &at)?;
+                }
             }
         }
         if let Some(values) = self.values(map, pointer)? {
@@ -261,11 +266,13 @@ impl<'a> Compiler<'a> {
             {
                 Some(shape) => shape,
                 None => {
+                    let dropped = self.dropped;
                     let mut branches = Vec::new();
                     for (i, sub) in list.iter().enumerate() {
                         branches.push(self.build(sub, &format!("{at}/{i}"))?);
                     }
-                    self.one_of(branches, &at)?
+                    let lossy = self.dropped > dropped;
+                    self.one_of(branches, lossy, &at)?
                 }
             };
             shape = self.intersect(&shape, &one_of, &at)?;
@@ -296,7 +303,9 @@ impl<'a> Compiler<'a> {
         if then.is_none() && otherwise.is_none() {
             return Ok(None);
         }
-        let condition = self.build(condition, &at)?;
+        let Some(condition) = self.exact(condition, &at)? else {
+            return Ok(None);
+        };
         if then.is_none() {
             return Ok(otherwise.map(|e| Shape::any_of(vec![condition, e])));
         }
@@ -311,6 +320,27 @@ impl<'a> Compiler<'a> {
             }
             (t, _) => Shape::any_of(vec![not_condition, t.unwrap_or(Shape::Any)]),
         }))
+    }
+
+    /// The shape of a schema to be complemented, or `None` with a warning when `lenient`
+    /// dropped some of its keywords: the complement of what is left would refuse values the
+    /// schema's complement admits, and lenient compilation only ever loosens.
+    pub(super) fn exact(
+        &mut self,
+        schema: &Value,
+        pointer: &str,
+    ) -> Result<Option<Shape>, CompileError> {
+        let dropped = self.dropped;
+        let shape = self.build(schema, pointer)?;
+        if self.dropped == dropped {
+            return Ok(Some(shape));
+        }
+        self.tolerate(error(
+            CompileErrorKind::Unsupported,
+            pointer,
+            "dropped with the keywords of its schema that formwork cannot express (its complement would refuse too much)",
+        ))?;
+        Ok(None)
     }
 
     /// The complement of `s` ([`Compiler::complement`]), or with `lenient` and a shape it

@@ -2,6 +2,7 @@
 //! keywords, `allOf`, `oneOf` and type lists are resolved, before any grammar is built.
 
 use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -343,6 +344,108 @@ impl Shape {
             0 => Shape::Never,
             1 => flat.pop().unwrap(),
             _ => Shape::AnyOf(flat),
+        }
+    }
+}
+
+impl Shape {
+    /// A structural fingerprint: shapes with equal fingerprints admit the same values (up to
+    /// hash collisions; the converse does not hold). Regexes count by their source,
+    /// references by their entry, objects with their names in order. Recursion: as deep as
+    /// the shape, each level guarded.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = std::hash::DefaultHasher::new();
+        self.hash_into(&mut h);
+        h.finish()
+    }
+
+    fn hash_into(&self, h: &mut std::hash::DefaultHasher) {
+        guarded(|| {
+            std::mem::discriminant(self).hash(h);
+            match self {
+                Shape::Any | Shape::Never | Shape::Null | Shape::Boolean => {}
+                Shape::Values(vs) => vs.iter().for_each(|v| v.to_string().hash(h)),
+                Shape::Number(n) => (n.integer, &n.lo, &n.hi, n.multiple, &n.not_multiples).hash(h),
+                Shape::String(st) => {
+                    (st.min, st.max, &st.exclude).hash(h);
+                    for c in st.regexes.iter().chain(&st.forbidden) {
+                        c.source.hash(h);
+                    }
+                    st.forbidden.len().hash(h);
+                }
+                Shape::Array(a) => {
+                    (a.min, a.max, a.prefix.len(), a.witnesses.len()).hash(h);
+                    a.prefix.iter().for_each(|p| p.hash_into(h));
+                    a.items.hash_into(h);
+                    a.witnesses.iter().for_each(|w| w.hash_into(h));
+                }
+                Shape::Object(o) => {
+                    o.hash_head(h);
+                    for (k, s) in &o.properties {
+                        k.hash(h);
+                        s.hash_into(h);
+                    }
+                    o.hash_undeclared(h);
+                }
+                Shape::AnyOf(xs) => xs.iter().for_each(|x| x.hash_into(h)),
+                Shape::Ref(r) => r.hash(h),
+            }
+        })
+    }
+}
+
+impl ObjectShape {
+    /// The object's constraints, each as a fingerprint: an object whose atoms include all of
+    /// another's admits only values that other admits too. The undeclared properties are one
+    /// atom with the declared names and patterns, which say which properties they are.
+    pub fn atoms(&self) -> Vec<u64> {
+        let atom = |f: &dyn Fn(&mut std::hash::DefaultHasher)| {
+            let mut h = std::hash::DefaultHasher::new();
+            f(&mut h);
+            h.finish()
+        };
+        let mut out: Vec<u64> = Vec::new();
+        for (k, s) in self
+            .properties
+            .iter()
+            .filter(|(_, s)| !matches!(s, Shape::Any))
+        {
+            out.push(atom(&|h| {
+                k.hash(h);
+                s.hash_into(h);
+            }));
+        }
+        for r in &self.required {
+            out.push(atom(&|h| ("required", r).hash(h)));
+        }
+        if self.min > 0 {
+            out.push(atom(&|h| ("min", self.min).hash(h)));
+        }
+        if let Some(m) = self.max {
+            out.push(atom(&|h| ("max", m).hash(h)));
+        }
+        out.push(atom(&|h| {
+            self.properties.iter().for_each(|(k, _)| k.hash(h));
+            self.hash_undeclared(h);
+        }));
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn hash_head(&self, h: &mut std::hash::DefaultHasher) {
+        (self.min, self.max, &self.required).hash(h);
+    }
+
+    fn hash_undeclared(&self, h: &mut std::hash::DefaultHasher) {
+        for (c, s) in &self.patterns {
+            c.source.hash(h);
+            s.hash_into(h);
+        }
+        self.additional.hash_into(h);
+        for (names, w) in &self.witnesses {
+            format!("{names:?}").hash(h);
+            w.hash_into(h);
         }
     }
 }
