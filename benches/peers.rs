@@ -3,7 +3,13 @@
 //!
 //! ```text
 //! cargo bench --bench peers -- [--quick] [--tokenizer PATH] [--workload NAME]
+//!     [--maskbench PATH] [--engines LIST] [--budget SECONDS]
 //! ```
+//!
+//! `--maskbench PATH` runs one workload instead of the others: every schema of a MaskBench
+//! directory or `maskbench-data.tar.gz` with its first valid instance (the tails of the
+//! issue-20 comparison; pin it to one core with `taskset -c 1`). `--engines` picks engines
+//! (comma-separated), `--budget` the wall clock each engine gets per workload.
 //!
 //! A bench target, not a `[[bin]]`: the peers are dev-dependencies (the library never depends
 //! on them), and only tests, examples and benches may use those.
@@ -35,6 +41,9 @@ struct Args {
     tokenizer: PathBuf,
     workload: Option<String>,
     engine: Option<String>,
+    maskbench: Option<PathBuf>,
+    engines: Vec<String>,
+    budget: Duration,
 }
 
 fn args() -> Args {
@@ -44,6 +53,9 @@ fn args() -> Args {
             .join("data/tokenizers/qwen3/tokenizer.json.gz"),
         workload: None,
         engine: None,
+        maskbench: None,
+        engines: ENGINES.iter().map(|e| e.to_string()).collect(),
+        budget: BUDGET,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -52,10 +64,23 @@ fn args() -> Args {
             "--tokenizer" => a.tokenizer = it.next().expect("--tokenizer PATH").into(),
             "--workload" => a.workload = Some(it.next().expect("--workload NAME")),
             "--engine" => a.engine = Some(it.next().expect("--engine NAME")),
+            "--maskbench" => a.maskbench = Some(it.next().expect("--maskbench PATH").into()),
+            "--engines" => {
+                let list = it.next().expect("--engines LIST");
+                a.engines = list.split(',').map(str::to_string).collect();
+                if let Some(e) = a.engines.iter().find(|e| !ENGINES.contains(&e.as_str())) {
+                    eprintln!("unknown engine {e} (engines: {})", ENGINES.join(", "));
+                    std::process::exit(2);
+                }
+            }
+            "--budget" => {
+                let secs = it.next().expect("--budget SECONDS");
+                a.budget = Duration::from_secs(secs.parse().expect("--budget SECONDS"));
+            }
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             other => {
-                eprintln!("unknown argument {other}\nusage: cargo bench --bench peers -- [--quick] [--tokenizer PATH] [--workload NAME]");
+                eprintln!("unknown argument {other}\nusage: cargo bench --bench peers -- [--quick] [--tokenizer PATH] [--workload NAME] [--maskbench PATH] [--engines LIST] [--budget SECONDS]");
                 std::process::exit(2);
             }
         }
@@ -84,14 +109,17 @@ struct Stats {
     forced: usize,
     /// The slowest warm mask: (µs, where).
     slowest_warm: (f64, String),
+    /// The slowest first-walk mask and the slowest time to first mask: (µs, where).
+    slowest_mask: (f64, String),
+    slowest_first: (f64, String),
     peak_rss_bytes: u64,
     cache_bytes: Option<usize>,
 }
 
 /// One sequence of an engine: mask, check, consume.
 trait Session {
-    /// Computes the mask (timed).
-    fn fill(&mut self);
+    /// Computes the mask (timed); an engine may fail (a limit inside llguidance's lexer).
+    fn fill(&mut self) -> Result<(), String>;
     /// Does the last mask allow `t`? (untimed)
     fn allows(&self, t: TokenId) -> bool;
     /// Would the engine force `t` here without a model call? (untimed)
@@ -120,8 +148,8 @@ struct FormworkSession {
 }
 
 impl Session for FormworkSession {
-    fn fill(&mut self) {
-        self.m.fill_mask(&mut self.mask).unwrap();
+    fn fill(&mut self) -> Result<(), String> {
+        self.m.fill_mask(&mut self.mask).map_err(|e| e.to_string())
     }
     fn allows(&self, t: TokenId) -> bool {
         get_bit(&self.mask, t)
@@ -165,8 +193,13 @@ struct LlgSession {
 }
 
 impl Session for LlgSession {
-    fn fill(&mut self) {
-        self.mask = Some(self.m.compute_mask().unwrap());
+    fn fill(&mut self) -> Result<(), String> {
+        let mask = self
+            .m
+            .compute_mask()
+            .map_err(|e| first_line(&e.to_string()))?;
+        self.mask = Some(mask);
+        Ok(())
     }
     fn allows(&self, t: TokenId) -> bool {
         self.mask.as_ref().is_some_and(|m| m.is_allowed(t))
@@ -213,7 +246,7 @@ struct OutlinesSession {
 }
 
 impl Session for OutlinesSession {
-    fn fill(&mut self) {
+    fn fill(&mut self) -> Result<(), String> {
         // What a server does with outlines-core: the state's allowed tokens into a bitmask.
         self.mask.fill(0);
         self.allowed = 0;
@@ -223,6 +256,7 @@ impl Session for OutlinesSession {
                 self.allowed += 1;
             }
         }
+        Ok(())
     }
     fn allows(&self, t: TokenId) -> bool {
         get_bit(&self.mask, t)
@@ -304,13 +338,20 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// Wall-clock budget of one engine on one workload: past it, the remaining cases are skipped
-/// and counted (outlines-core's index over 150k tokens takes seconds to minutes per schema).
+/// Wall-clock budget of one engine on one workload (`--budget`): past it, the remaining cases
+/// are skipped and counted (outlines-core's index over 150k tokens takes seconds to minutes
+/// per schema).
 const BUDGET: Duration = Duration::from_secs(300);
 
-/// Runs every case of `w` on `engine`; a case whose reference is rejected counts as rejected
-/// and its times are dropped.
-fn run(engine: &mut dyn Engine, vocab: &Vocab, w: &Workload, name: &str) -> Stats {
+/// Runs every case of `w` on `engine` within `budget`; a case whose reference is rejected
+/// counts as rejected and its times are dropped.
+fn run(
+    engine: &mut dyn Engine,
+    vocab: &Vocab,
+    w: &Workload,
+    name: &str,
+    budget: Duration,
+) -> Stats {
     let mut s = Stats {
         engine: name.into(),
         workload: w.name.into(),
@@ -318,12 +359,12 @@ fn run(engine: &mut dyn Engine, vocab: &Vocab, w: &Workload, name: &str) -> Stat
     };
     let started = Instant::now();
     for (i, case) in w.cases.iter().enumerate() {
-        if started.elapsed() > BUDGET {
+        if started.elapsed() > budget {
             let left = w.cases.len() - i;
             s.unsupported += left;
             s.notes.push(format!(
                 "{left} cases not run: over the {} s budget",
-                BUDGET.as_secs()
+                budget.as_secs()
             ));
             break;
         }
@@ -350,12 +391,23 @@ fn run_case(engine: &mut dyn Engine, vocab: &Vocab, case: &Case, s: &mut Stats) 
     let compile = micros(started.elapsed());
     let (mut mask, mut consume, mut forced) = (Vec::new(), Vec::new(), 0);
     let mut first_mask = 0.0;
+    let mut slowest_mask = (0.0, String::new());
     for (step, &t) in tokens.iter().enumerate() {
         let at = Instant::now();
-        session.fill();
-        mask.push(micros(at.elapsed()));
+        let filled = session.fill();
+        let us = micros(at.elapsed());
+        if let Err(e) = filled {
+            s.rejected += 1;
+            s.notes
+                .push(format!("{}: mask error at step {step}: {e}", case.id));
+            return;
+        }
+        mask.push(us);
         if step == 0 {
-            first_mask = compile + mask[0];
+            first_mask = compile + us;
+        }
+        if us > slowest_mask.0 {
+            slowest_mask = (us, place(vocab, case, &tokens, step));
         }
         if !session.allows(t) {
             s.rejected += 1;
@@ -387,27 +439,48 @@ fn run_case(engine: &mut dyn Engine, vocab: &Vocab, case: &Case, s: &mut Stats) 
     session.reset();
     for (step, &t) in tokens.iter().enumerate() {
         let at = Instant::now();
-        session.fill();
+        let filled = session.fill();
         let us = micros(at.elapsed());
+        if let Err(e) = filled {
+            s.rejected += 1;
+            s.notes
+                .push(format!("{}: warm mask error at step {step}: {e}", case.id));
+            return;
+        }
         s.warm_mask.push(us);
         if us > s.slowest_warm.0 {
-            let before: String = tokens[step.saturating_sub(3)..step]
-                .iter()
-                .map(|&t| vocab.display_token(t))
-                .collect();
-            let at = format!("{} step {step}, after …{before:?}", case.id);
-            s.slowest_warm = (us, at);
+            s.slowest_warm = (us, place(vocab, case, &tokens, step));
         }
         assert!(session.allows(t), "{}: the warm walk differs", case.id);
         session.consume(t).unwrap();
     }
     s.cases += 1;
+    if slowest_mask.0 > s.slowest_mask.0 {
+        s.slowest_mask = slowest_mask;
+    }
+    if first_mask > s.slowest_first.0 {
+        s.slowest_first = (first_mask, case.id.clone());
+    }
     s.compile.push(compile);
     s.first_mask.push(first_mask);
     s.steps += tokens.len();
     s.forced += forced;
     s.mask.extend(mask);
     s.consume.extend(consume);
+}
+
+/// The first line of an error (llguidance's carry the parser's whole state after it).
+fn first_line(e: &str) -> String {
+    e.lines().next().unwrap_or_default().to_string()
+}
+
+/// Where step `step` of `case` is: the case, the step and the tokens before it.
+fn place(vocab: &Vocab, case: &Case, tokens: &[TokenId], step: usize) -> String {
+    let before: String = tokens[step.saturating_sub(3)..step]
+        .iter()
+        .map(|&t| vocab.display_token(t))
+        .collect();
+    format!("{} step {step}, after …{before:?}", case.id)
 }
 
 fn peak_rss() -> u64 {
@@ -419,12 +492,20 @@ fn peak_rss() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// The workloads of this run: every workload, or the MaskBench set of `--maskbench`.
+fn workloads_of(args: &Args) -> Vec<Workload> {
+    match &args.maskbench {
+        Some(path) => vec![workloads::maskbench_set(path)],
+        None if args.quick => workloads::load(Size::Quick),
+        None => workloads::load(Size::Full),
+    }
+}
+
 /// Child mode: one engine, one workload; prints its stats as one JSON line.
 fn child(args: &Args) {
     let engine_name = args.engine.as_deref().unwrap();
-    let size = if args.quick { Size::Quick } else { Size::Full };
     let wanted = args.workload.as_deref().unwrap();
-    let w = workloads::load(size)
+    let w = workloads_of(args)
         .into_iter()
         .find(|w| w.name == wanted)
         .expect("workload");
@@ -440,7 +521,7 @@ fn child(args: &Args) {
         "outlines-core" => Box::new(Outlines::new(&vocab)),
         other => panic!("unknown engine {other}"),
     };
-    let mut stats = run(engine.as_mut(), &vocab, &w, engine_name);
+    let mut stats = run(engine.as_mut(), &vocab, &w, engine_name, args.budget);
     stats.peak_rss_bytes = peak_rss();
     println!("{}", serde_json::to_string(&stats).unwrap());
 }
@@ -474,23 +555,11 @@ fn print_table(all: &[Stats], machine: &str, command: &str) {
     println!("\n`{command}` on {machine}\n");
     println!("| workload | engine | ok / unsupported / rejected | compile p50 | compile p99 | first mask p50 | mask p50 | mask p99 | mask max | warm mask p50 | warm mask p99 | consume p50 | forced | peak RSS | cache | formwork / best peer: compile p50; mask p50, p99; warm p50, p99 |");
     println!("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
-    let mut workloads: Vec<&str> = Vec::new();
-    for s in all {
-        if !workloads.contains(&s.workload.as_str()) {
-            workloads.push(&s.workload);
-        }
-    }
-    for w in workloads {
+    for w in workload_names(all) {
         let rows: Vec<&Stats> = all.iter().filter(|s| s.workload == w).collect();
-        let best = |f: &dyn Fn(&Stats) -> Option<f64>| {
-            rows.iter()
-                .filter(|s| s.engine != "formwork" && s.cases > 0 && s.rejected == 0)
-                .filter_map(|s| f(s))
-                .min_by(f64::total_cmp)
-        };
         for s in &rows {
             let ratios = if s.engine == "formwork" && s.cases > 0 {
-                let r = |f: &dyn Fn(&Stats) -> Option<f64>| ratio(f(s), best(f));
+                let r = |f: &dyn Fn(&Stats) -> Option<f64>| ratio(f(s), best_peer(&rows, f));
                 format!(
                     "{}; {}, {}; {}, {}",
                     r(&|p| quantile(&p.compile, 0.5)),
@@ -530,6 +599,7 @@ fn print_table(all: &[Stats], machine: &str, command: &str) {
             );
         }
     }
+    print_tails(all);
     println!();
     for s in all.iter().filter(|s| s.engine == "formwork" && s.cases > 0) {
         println!(
@@ -544,6 +614,86 @@ fn print_table(all: &[Stats], machine: &str, command: &str) {
             println!("- {} / {}: {n}", s.workload, s.engine);
         }
     }
+}
+
+/// Masks of `s` over `us` microseconds.
+fn masks_over(s: &Stats, us: f64) -> usize {
+    s.mask.iter().filter(|&&m| m > us).count()
+}
+
+/// The tails a server feels, per engine: time to first mask (compile + first mask) over the
+/// cases, first-walk masks over all steps, and where the slowest of each was.
+fn print_tails(all: &[Stats]) {
+    println!("\nTails (time to first mask over cases; first-walk masks over steps):\n");
+    println!("| workload | engine | TTFM p50 | TTFM p90 | TTFM p99 | TTFM p99.9 | TTFM max | mask p99.9 | mask max | masks > 1 ms | masks > 5 ms | formwork / best peer: TTFM p90, p99, max; mask p99.9, max |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+    for w in workload_names(all) {
+        let rows: Vec<&Stats> = all.iter().filter(|s| s.workload == w).collect();
+        for s in &rows {
+            let ttfm = |q| quantile(&s.first_mask, q);
+            let ratios = if s.engine == "formwork" && s.cases > 0 {
+                let r = |f: &dyn Fn(&Stats) -> Option<f64>| ratio(f(s), best_peer(&rows, f));
+                format!(
+                    "{}, {}, {}; {}, {}",
+                    r(&|p| quantile(&p.first_mask, 0.9)),
+                    r(&|p| quantile(&p.first_mask, 0.99)),
+                    r(&|p| quantile(&p.first_mask, 1.0)),
+                    r(&|p| quantile(&p.mask, 0.999)),
+                    r(&|p| quantile(&p.mask, 1.0)),
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                s.workload,
+                s.engine,
+                fmt_us(ttfm(0.5)),
+                fmt_us(ttfm(0.9)),
+                fmt_us(ttfm(0.99)),
+                fmt_us(ttfm(0.999)),
+                fmt_us(ttfm(1.0)),
+                fmt_us(quantile(&s.mask, 0.999)),
+                fmt_us(quantile(&s.mask, 1.0)),
+                masks_over(s, 1e3),
+                masks_over(s, 5e3),
+                ratios
+            );
+        }
+    }
+    println!();
+    for s in all.iter().filter(|s| s.cases > 0) {
+        println!(
+            "- {} / {}: slowest time to first mask {} ({}), slowest first-walk mask {} at {}",
+            s.workload,
+            s.engine,
+            fmt_us(Some(s.slowest_first.0)),
+            s.slowest_first.1,
+            fmt_us(Some(s.slowest_mask.0)),
+            s.slowest_mask.1
+        );
+    }
+}
+
+/// Workload names in the order of their first row.
+fn workload_names(all: &[Stats]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for s in all {
+        if !names.contains(&s.workload.as_str()) {
+            names.push(&s.workload);
+        }
+    }
+    names
+}
+
+/// The best figure among the peers that ran the workload rejecting at most 1% of its
+/// references (none on the fixed workloads; on the whole MaskBench set every engine rejects
+/// a few, and a peer that skipped many hard cases would look fast).
+fn best_peer(rows: &[&Stats], f: &dyn Fn(&Stats) -> Option<f64>) -> Option<f64> {
+    rows.iter()
+        .filter(|s| s.engine != "formwork" && s.cases > 0 && s.rejected * 100 <= s.cases)
+        .filter_map(|s| f(s))
+        .min_by(f64::total_cmp)
 }
 
 fn machine() -> String {
@@ -566,8 +716,7 @@ fn main() {
         return;
     }
     let started = Instant::now();
-    let size = if args.quick { Size::Quick } else { Size::Full };
-    let names: Vec<&'static str> = workloads::load(size)
+    let names: Vec<&'static str> = workloads_of(&args)
         .iter()
         .map(|w| w.name)
         .filter(|n| args.workload.as_deref().is_none_or(|f| n.contains(f)))
@@ -575,15 +724,20 @@ fn main() {
     let exe = std::env::current_exe().unwrap();
     let mut all = Vec::new();
     for &w in &names {
-        for engine in ENGINES {
+        for engine in &args.engines {
+            let engine = engine.as_str();
             let t = Instant::now();
             let mut cmd = Command::new(&exe);
             cmd.args(["--engine", engine, "--workload", w, "--tokenizer"])
                 .arg(&args.tokenizer)
+                .args(["--budget", &args.budget.as_secs().to_string()])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit());
             if args.quick {
                 cmd.arg("--quick");
+            }
+            if let Some(path) = &args.maskbench {
+                cmd.arg("--maskbench").arg(path);
             }
             let mut child = cmd.spawn().expect("run the bench's child");
             let line = BufReader::new(child.stdout.take().unwrap())
@@ -617,6 +771,15 @@ fn main() {
     }
     if let Some(w) = &args.workload {
         command.push_str(&format!(" --workload {w:?}"));
+    }
+    if let Some(path) = &args.maskbench {
+        command.push_str(&format!(" --maskbench {}", path.display()));
+    }
+    if args.engines.len() < ENGINES.len() {
+        command.push_str(&format!(" --engines {}", args.engines.join(",")));
+    }
+    if args.budget != BUDGET {
+        command.push_str(&format!(" --budget {}", args.budget.as_secs()));
     }
     print_table(&all, &machine(), &command);
     println!(

@@ -29,11 +29,14 @@ use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::gbnf::gbnf_to_ir_limited;
 use crate::front::json_schema::{compile_schema_within, JsonSchemaOptions};
 use crate::front::tags::TagDispatch;
-use crate::ir::{Grammar, GrammarBuilder};
+use crate::ir::Grammar;
 use crate::limits::{Deadline, LimitKind, Limits};
 use crate::mask::CacheStats;
 use crate::matcher::{MatchError, Matcher};
-use crate::ops::{fits_operators, lower, LowerConfig, OpsMatcher, Program, RegexCompiler, Runtime};
+use crate::ops::{
+    fits_operators, lower_within, regex_grammar, LowerConfig, OpsMatcher, Program,
+    RegexCompiler, Runtime,
+};
 use crate::request::{Builtin, Request};
 use crate::template::{read_templates, StructureFactory};
 use crate::vocab::Vocab;
@@ -87,13 +90,13 @@ impl EngineConfig {
         self
     }
 
-    /// Lowering options (DFA fusion limit) for templates, regexes and regular grammars.
+    /// Lowering options (DFA fusion size) for templates, regexes and regular grammars.
     pub fn lower(mut self, config: LowerConfig) -> EngineConfig {
         self.lower = config;
         self
     }
 
-    /// Options of the Earley backend (its own cross-grammar cache budget, compile limits).
+    /// Options of the Earley backend (its own cross-grammar cache budget, context depth...).
     pub fn cfg(mut self, config: CfgConfig) -> EngineConfig {
         self.cfg = config;
         self
@@ -105,7 +108,8 @@ impl EngineConfig {
         self
     }
 
-    /// The ceilings every compilation and matcher of the engine works under.
+    /// The ceilings every compilation and matcher of the engine works under: each
+    /// `Engine::compile_*` call has one compile-time budget for its front end and backend.
     pub fn limits(mut self, limits: Limits) -> EngineConfig {
         self.limits = limits;
         self
@@ -145,14 +149,15 @@ impl Engine {
 
     /// An engine for `vocab` with `config`.
     pub fn with_config(vocab: Vocab, config: EngineConfig) -> Engine {
-        let regex = Arc::new(RegexCompiler::with_config(config.lower));
+        let regex =
+            Arc::new(RegexCompiler::with_config(config.lower).with_limits(config.limits.clone()));
         let factory = StructureFactory::builder(&vocab)
             .regex_compiler(regex.clone())
             .build()
             .expect("an empty factory always builds");
         Engine {
-            cfg: CfgCompiler::new(&vocab, config.cfg),
-            runtime: Runtime::new(vocab, config.cache_bytes),
+            cfg: CfgCompiler::new(&vocab, config.cfg).with_limits(config.limits.clone()),
+            runtime: Runtime::with_limits(vocab, config.cache_bytes, config.limits.clone()),
             regex,
             factory: Arc::new(factory),
             sources: Vec::new(),
@@ -218,18 +223,32 @@ impl Engine {
                 let program = request.instantiate_within(&self.factory, deadline)?;
                 Ok(self.ops(Arc::new(program)))
             }
-            RequestRoute::Builtin(Builtin::Regex(pattern)) => self.compile_regex(pattern),
-            RequestRoute::Builtin(b) => self.compile_grammar(&self.builtin_grammar(b, deadline)?),
+            RequestRoute::Builtin(Builtin::Regex(pattern)) => {
+                self.compile_regex_within(pattern, deadline)
+            }
+            RequestRoute::Builtin(b) => {
+                self.compile_grammar_within(&self.builtin_grammar(b, deadline)?, deadline)
+            }
         }
     }
 
     /// Compiles a regex over the whole output. On the operator backend (the router's choice:
     /// a regex is regular) programs are cached by pattern.
     pub fn compile_regex(&self, pattern: &str) -> Result<Constraint, CompileError> {
+        self.compile_regex_within(pattern, &self.limits.deadline())
+    }
+
+    fn compile_regex_within(
+        &self,
+        pattern: &str,
+        deadline: &Deadline,
+    ) -> Result<Constraint, CompileError> {
         match self.backend {
-            BackendChoice::Earley => self.compile_grammar(&regex_grammar(pattern)?),
+            BackendChoice::Earley => {
+                self.compile_grammar_within(&regex_grammar(pattern, &self.limits)?.0, deadline)
+            }
             BackendChoice::Auto | BackendChoice::Operators => {
-                Ok(self.ops(self.regex.compile(pattern)?))
+                Ok(self.ops(self.regex.compile_within(pattern, deadline)?))
             }
         }
     }
@@ -259,7 +278,7 @@ impl Engine {
     ) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
         let compiled = compile_schema_within(schema, options, &self.limits, &deadline)?;
-        let mut constraint = self.compile_grammar(&compiled.grammar)?;
+        let mut constraint = self.compile_grammar_within(&compiled.grammar, &deadline)?;
         constraint.warnings = compiled.warnings.into();
         Ok(constraint)
     }
@@ -267,26 +286,39 @@ impl Engine {
     /// Compiles a llama.cpp GBNF grammar (start rule `root`; `source` names it in errors).
     pub fn compile_gbnf(&self, text: &str, source: &str) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
-        self.compile_grammar(&gbnf_to_ir_limited(text, source, &self.limits, &deadline)?)
+        let grammar = gbnf_to_ir_limited(text, source, &self.limits, &deadline)?;
+        self.compile_grammar_within(&grammar, &deadline)
     }
 
     /// Compiles a tag dispatch (free text with tool calls, see [`crate::front::tags`]).
     pub fn compile_tags(&self, dispatch: &TagDispatch) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
-        self.compile_grammar(&dispatch.compile_within(&self.limits, &deadline)?)
+        let grammar = dispatch.compile_within(&self.limits, &deadline)?;
+        self.compile_grammar_within(&grammar, &deadline)
     }
 
     /// Compiles an IR grammar through the router: the entry point every grammar-shaped input
     /// (schemas, GBNF, tag dispatch, built-in requests) goes through.
     pub fn compile_grammar(&self, grammar: &Grammar) -> Result<Constraint, CompileError> {
+        self.compile_grammar_within(grammar, &self.limits.deadline())
+    }
+
+    /// [`Engine::compile_grammar`] within the deadline of the compilation it is part of.
+    fn compile_grammar_within(
+        &self,
+        grammar: &Grammar,
+        deadline: &Deadline,
+    ) -> Result<Constraint, CompileError> {
         match self.route(grammar) {
             BackendKind::Operators => {
                 let root = grammar.rule(grammar.start()).body;
-                let program = lower(grammar, root, &self.runtime.vocab, &self.lower)?;
+                let vocab = &self.runtime.vocab;
+                let program =
+                    lower_within(grammar, root, vocab, &self.lower, &self.limits, deadline)?;
                 Ok(self.ops(Arc::new(program)))
             }
             BackendKind::Earley => Ok(Constraint {
-                backend: Backend::Earley(self.cfg.compile(grammar)?),
+                backend: Backend::Earley(self.cfg.compile_within(grammar, deadline)?),
                 warnings: Arc::from([]),
             }),
         }
@@ -367,7 +399,7 @@ impl Engine {
                 Ok(compile_schema_within(&schema, &options, &self.limits, deadline)?.grammar)
             }
             Builtin::Gbnf(text) => gbnf_to_ir_limited(text, "<gbnf>", &self.limits, deadline),
-            Builtin::Regex(pattern) => regex_grammar(pattern),
+            Builtin::Regex(pattern) => Ok(regex_grammar(pattern, &self.limits)?.0),
         }
     }
 
@@ -418,15 +450,6 @@ pub struct EngineCacheStats {
     pub operators: CacheStats,
     /// The Earley backend's token-mask cache (shared by every grammar the engine compiled).
     pub earley: CacheStats,
-}
-
-/// `pattern` (whole-text semantics) as an IR grammar.
-fn regex_grammar(pattern: &str) -> Result<Grammar, CompileError> {
-    let mut g = GrammarBuilder::new();
-    let root = crate::front::regex::regex_to_ir(pattern, &mut g)?;
-    let start = g.rule("regex");
-    g.define(start, root)?;
-    g.finish(start)
 }
 
 /// Where a request goes.

@@ -34,15 +34,18 @@ pub enum LimitKind {
     Nesting,
     /// Size in bytes of one input text or schema.
     InputBytes,
-    /// Expressions of the grammar a front end produces, and rules of one grammar.
+    /// Expressions of the grammar a front end produces, rules of one grammar, and states of
+    /// the program a backend compiles it to (all of the Earley backend's unit automata).
     GrammarSize,
-    /// States of any one automaton built while compiling.
+    /// States of any one automaton built while compiling (a regex or operator leaf, a `Wait`,
+    /// one Earley unit).
     AutomatonStates,
     /// Branches of one alternation (enum values, tool names, forbidden strings).
     Alternatives,
     /// Wall-clock time of one compilation, in milliseconds.
     CompileTime,
-    /// Work units one mask or one consumed token may spend (trie nodes, Earley items).
+    /// Work units one mask or one consumed token may spend: token-trie nodes visited, Earley
+    /// items added or scanned for completion, operator threads stepped.
     MaskWork,
     /// Consumed tokens a matcher keeps for rollback.
     History,
@@ -219,6 +222,71 @@ impl Limits {
     pub(crate) fn deadline(&self) -> Deadline {
         Deadline::after(self.compile_time)
     }
+
+    /// The most tokens a matcher keeps for rollback.
+    pub(crate) fn history_cap(&self) -> usize {
+        self.history
+    }
+
+    /// The work budget of one `fill_mask` or `consume` call.
+    pub(crate) fn budget(&self) -> Budget {
+        Budget::new(self.mask_work, self.readings)
+    }
+}
+
+/// What one matcher call (`fill_mask`, `consume`) may still spend: [`LimitKind::MaskWork`]
+/// units in all, and [`LimitKind::Readings`] at any one position.
+///
+/// Shared by reference between the walks of one call, so the count lives in a `Cell`.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    spent: Cell<u64>,
+    max_work: u64,
+    max_readings: usize,
+}
+
+impl Budget {
+    fn new(max_work: u64, max_readings: usize) -> Budget {
+        Budget {
+            spent: Cell::new(0),
+            max_work,
+            max_readings,
+        }
+    }
+
+    /// A budget with the readings ceiling of `limits` and no ceiling on work: for redoing a
+    /// computation that already succeeded within the work ceiling on the same state.
+    pub(crate) fn unmetered(limits: &Limits) -> Budget {
+        Budget::new(u64::MAX, limits.readings)
+    }
+
+    /// Spends `units` of work: `Err` once the total passes the ceiling (and from then on).
+    #[inline]
+    pub(crate) fn spend(&self, units: u64) -> Result<(), LimitExceeded> {
+        let spent = self.spent.get().saturating_add(units);
+        self.spent.set(spent);
+        match spent > self.max_work {
+            true => Err(LimitExceeded {
+                kind: LimitKind::MaskWork,
+                value: spent,
+                max: self.max_work,
+            }),
+            false => Ok(()),
+        }
+    }
+
+    /// `Err` if `n` simultaneous readings are over the ceiling.
+    #[inline]
+    pub(crate) fn readings(&self, n: usize) -> Result<(), LimitExceeded> {
+        match n > self.max_readings {
+            true => Err(LimitExceeded {
+                kind: LimitKind::Readings,
+                value: n as u64,
+                max: self.max_readings as u64,
+            }),
+            false => Ok(()),
+        }
+    }
 }
 
 /// The end of one compilation's time budget, checked inside long loops.
@@ -301,6 +369,18 @@ mod tests {
         let first_err = (1..=TICKS_PER_READ).position(|_| d.tick().is_err());
         assert_eq!(first_err, Some(TICKS_PER_READ as usize - 1));
         assert!(Deadline::never().check().is_ok());
+    }
+
+    #[test]
+    fn a_budget_fails_past_its_work_and_readings() {
+        let limits = Limits::new().mask_work(10).readings(3);
+        let b = limits.budget();
+        assert!(b.spend(10).is_ok());
+        let e = b.spend(1).unwrap_err();
+        assert_eq!((e.kind, e.value, e.max), (LimitKind::MaskWork, 11, 10));
+        assert!(b.readings(3).is_ok());
+        assert_eq!(b.readings(4).unwrap_err().kind, LimitKind::Readings);
+        assert!(Budget::unmetered(&limits).spend(u64::MAX).is_ok());
     }
 
     #[test]

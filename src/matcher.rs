@@ -28,7 +28,8 @@ pub enum MatchErrorKind {
     },
     /// The matcher already consumed EOS.
     Terminated,
-    /// `rollback(n)` asked for more tokens than were consumed.
+    /// `rollback(n)` asked for more tokens than were consumed, or than the history keeps
+    /// ([`Limits::history`](crate::limits::Limits::history)).
     RollbackTooFar {
         /// Tokens asked for.
         requested: usize,
@@ -43,7 +44,8 @@ pub enum MatchErrorKind {
         got: usize,
     },
     /// A limit of [`Limits`](crate::limits::Limits) was reached (too many simultaneous
-    /// readings, too much work for one mask); the state is unchanged.
+    /// readings, too much work for one call): the call changed nothing, or the matcher is
+    /// over its limit (see [`Matcher`], Limits).
     Limit(LimitExceeded),
     /// Text given to [`Matcher::consume_bytes`] leaves the language; the state is unchanged.
     TextRejected {
@@ -143,7 +145,27 @@ impl std::error::Error for MatchError {
 /// Every backend (operator FSMs, Earley) implements it, so an inference engine drives them
 /// alike. Masks are exact: a token is allowed iff the output so far followed by its bytes can
 /// still be completed to a string of the constraint's language (DESIGN.md, Semantics); EOS is
-/// allowed iff the output so far is in the language.
+/// allowed iff the output so far is in the language. Whatever a mask allows, `consume`
+/// accepts.
+///
+/// # Limits
+///
+/// A matcher works under its engine's [`Limits`](crate::limits::Limits): one `fill_mask` or
+/// `consume` call may spend at most `mask_work` units of work, and no position may be read in
+/// more than `readings` ways at once. A limit never makes `consume` refuse a token the
+/// constraint allows here (one a mask would allow): if consuming such a token reaches a limit,
+/// the token is consumed and the matcher is *over its limit*. Then `fill_mask` and `consume`
+/// fail with that [`MatchErrorKind::Limit`], `is_accepting` is false and nothing is forced,
+/// until `rollback` (of that token, or more) or `reset`. Any other call that fails on a limit
+/// changes nothing: `fill_mask` on a state whose mask costs more than the budget, or `consume`
+/// of a token whose fate would (no mask of that state allowed it).
+///
+/// # After EOS
+///
+/// Once EOS is consumed, the mask allows only the EOS tokens and `consume` accepts an EOS token
+/// again (counted as a step, so `rollback` undoes each); any other token is `Terminated`.
+/// Either rule alone would break the contract above, and a batch that keeps stepping its
+/// finished sequences (padding) always has a token to sample that is accepted.
 pub trait Matcher: Send {
     /// Writes the allowed-token bitmask into `out` (`ceil(mask_width / 32)` words, every bit
     /// written). After EOS was consumed, only EOS is allowed.
@@ -152,7 +174,9 @@ pub trait Matcher: Send {
     /// Advances by one sampled token. A rejected token is an error and changes nothing.
     fn consume(&mut self, token: TokenId) -> Result<(), MatchError>;
 
-    /// Undoes the last `n` consumed tokens (EOS included).
+    /// Undoes the last `n` consumed tokens (EOS included). Only the last
+    /// [`Limits::history`](crate::limits::Limits::history) tokens can be undone; past them
+    /// the error is `RollbackTooFar` with the number that can.
     fn rollback(&mut self, n: usize) -> Result<(), MatchError>;
 
     /// True if the output so far is a complete string of the language (EOS is allowed).
@@ -169,7 +193,9 @@ pub trait Matcher: Send {
     /// token back, since the model may merge it with the free text that follows.
     fn forced_tokens(&self) -> Vec<TokenId>;
 
-    /// Number of tokens consumed (what `rollback` can undo).
+    /// Number of tokens consumed since the start or the last `reset`, EOS included
+    /// (`rollback` can undo the last [`Limits::history`](crate::limits::Limits::history) of
+    /// them).
     fn num_consumed(&self) -> usize;
 
     /// Back to the initial state.

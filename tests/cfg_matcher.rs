@@ -15,7 +15,7 @@ use formwork::ir::recognizer::Recognizer;
 use formwork::ir::reference::token_units;
 use formwork::ir::GrammarBuilder;
 use formwork::vocab::{TokenKind, Vocab};
-use formwork::{ByteSet, CompileErrorKind, Limits, MatchErrorKind, Matcher, TokenId};
+use formwork::{ByteSet, CompileErrorKind, LimitKind, Limits, MatchErrorKind, Matcher, TokenId};
 
 /// Random walks sampling only allowed tokens: every sampled token is accepted by the reference
 /// recognizer, a live state never has an empty mask, and a walk that samples EOS has produced a
@@ -397,17 +397,18 @@ fn counted_repeats_stay_small() {
     assert!(!mask.contains(vocab.encode("abc").unwrap()[0]));
 }
 
-/// An exponentially ambiguous grammar hits the row limit with a typed error, in bounded time,
-/// and the failed call changes nothing.
+/// An exponentially ambiguous grammar reaches the readings or work limit with a typed error,
+/// in bounded time. The token that reached it is consumed (the grammar allows it: a limit
+/// never refuses such a token), after which every call reports the limit until it is rolled
+/// back; rolling back gives a matcher that works again.
 #[test]
 fn ambiguity_hits_row_limits() {
     let vocab = common::qwen3();
-    let config = CfgConfig::new().max_row_items(2_000).max_row_work(50_000);
-    let g = compile(
-        vocab,
-        config,
-        &ir("root ::= s\ns ::= s s | s s s | \"a\" | \"\""),
-    );
+    let limits = Limits::new().readings(2_000).mask_work(50_000);
+    let g = CfgCompiler::new(vocab, CfgConfig::new())
+        .with_limits(limits)
+        .compile(&ir("root ::= s\ns ::= s s | s s s | \"a\" | \"\""))
+        .unwrap();
     let mut m = g.matcher();
     let a = vocab.encode("a").unwrap()[0];
     let mut limit = None;
@@ -415,16 +416,25 @@ fn ambiguity_hits_row_limits() {
         match m.consume(a) {
             Ok(()) => {}
             Err(e) => {
-                assert!(matches!(e.kind(), MatchErrorKind::Limit(_)), "{e}");
-                limit = Some(step);
+                let MatchErrorKind::Limit(exceeded) = e.kind() else {
+                    panic!("{e}")
+                };
+                limit = Some((step, *exceeded));
                 break;
             }
         }
     }
-    let step = limit.expect("the row limit is reached");
+    let (step, exceeded) = limit.expect("a limit is reached");
+    assert!(matches!(exceeded.kind, LimitKind::Readings | LimitKind::MaskWork));
     assert_eq!(m.num_consumed(), step);
-    assert!(m.is_accepting());
     let mut out = vec![0u32; vocab.mask_words()];
+    if !m.is_accepting() {
+        // Over its limit: the mask reports it, and the last token rolls back.
+        let err = m.fill_mask(&mut out).unwrap_err();
+        assert_eq!(err.kind(), &MatchErrorKind::Limit(exceeded));
+        m.rollback(1).unwrap();
+    }
+    assert!(m.is_accepting());
     match m.fill_mask(&mut out) {
         Ok(()) => assert!(formwork::bitmask::get_bit(&out, a)),
         Err(e) => assert!(matches!(e.kind(), MatchErrorKind::Limit(_))),
@@ -449,14 +459,17 @@ fn compile_errors_are_typed() {
         .compile(&ir("root ::= <think>"))
         .unwrap_err();
     assert_eq!(err.kind(), CompileErrorKind::UnknownSpecialToken);
-    let err = compiler(CfgConfig::new().max_states(50))
+    let limited = |limits: Limits| compiler(CfgConfig::new()).with_limits(limits);
+    let err = limited(Limits::new().grammar_size(50))
         .compile(&ir(CLIKE))
         .unwrap_err();
     assert_eq!(err.kind(), CompileErrorKind::Limit);
-    let err = compiler(CfgConfig::new().compile_time(Some(Duration::ZERO)))
+    assert_eq!(err.limit().unwrap().kind, LimitKind::GrammarSize);
+    let err = limited(Limits::new().compile_time(Some(Duration::ZERO)))
         .compile(&ir(CLIKE))
         .unwrap_err();
     assert_eq!(err.kind(), CompileErrorKind::Limit);
+    assert_eq!(err.limit().unwrap().kind, LimitKind::CompileTime);
 }
 
 /// A regex-like rule whose DFA would need 2^19 states stays a nondeterministic automaton (no

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use formwork::bitmask::get_bit;
 use formwork::engine::{BackendKind, Constraint, ConstraintMatcher, Engine};
 use formwork::vocab::Vocab;
-use formwork::{CompileErrorKind, Location, Matcher};
+use formwork::{CompileErrorKind, Location, Matcher, TokenId};
 
 const TEMPLATES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/templates");
 
@@ -280,4 +280,117 @@ fn registration_is_all_or_nothing_and_files_share_a_namespace() {
         .register_templates(["/no/such/templates"])
         .unwrap_err();
     assert!(e.to_string().contains("/no/such/templates"), "{e}");
+}
+
+/// Whatever a mask allows, `consume` accepts, on both backends and under limits from the
+/// defaults down to a few units of work: seeded random walks sample an allowed token at every
+/// step (and try a refused one on a fork). A limit only ever shows as a typed error of a call
+/// that changed nothing (the walk then stops), or, after an allowed token was consumed, as a
+/// matcher over its limit: every later mask reports it and one rollback clears it.
+#[test]
+fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
+    use formwork::engine::{BackendChoice, EngineConfig};
+    use formwork::bitmask::iter_ones;
+    use formwork::{Limits, MatchErrorKind};
+
+    let vocab = common::qwen3();
+    let patterns = [
+        "(a{0,50}){0,200}",
+        "(a|aa){0,500}",
+        "[a-z]{0,300}[a-z]{0,300}",
+        r#"\{"id": [0-9]{1,6}, "tags": \[("[a-z]{1,8}"(, "[a-z]{1,8}")*)?\]\}"#,
+        "(ab|a)*(ba){3,5}c?",
+    ];
+    let limit_sets = [
+        Limits::new(),
+        Limits::new().readings(3),
+        Limits::new().readings(16).mask_work(20_000),
+        Limits::new().mask_work(2_000),
+        Limits::new().readings(2).mask_work(200).history(2),
+    ];
+    let mut rng = common::rng::Rng::new(0x5eed_c0de);
+    let mut mask = vec![0u32; vocab.mask_words()];
+    for limits in &limit_sets {
+        for backend in [BackendChoice::Operators, BackendChoice::Earley] {
+            let config = EngineConfig::new().backend(backend).limits(limits.clone());
+            let engine = Engine::with_config(vocab.clone(), config);
+            for pattern in patterns {
+                let label = format!("{pattern} {backend:?} {limits:?}");
+                let constraint = match engine.compile_regex(pattern) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        assert_eq!(e.kind(), CompileErrorKind::Limit, "{label}: {e}");
+                        continue;
+                    }
+                };
+                let mut m = constraint.matcher();
+                for step in 0..60 {
+                    if let Err(e) = m.fill_mask(&mut mask) {
+                        assert!(matches!(e.kind(), MatchErrorKind::Limit(_)), "{label}: {e}");
+                        break;
+                    }
+                    let allowed: Vec<TokenId> = iter_ones(&mask).collect();
+                    assert!(!allowed.is_empty(), "{label} step {step}: empty mask");
+                    // Prefer long tokens: they are the ones that cross limits.
+                    let t = match rng.below(2) {
+                        0 => allowed[rng.below(allowed.len())],
+                        _ => *allowed
+                            .iter()
+                            .max_by_key(|&&t| (vocab.token_bytes(t).len(), t))
+                            .unwrap(),
+                    };
+                    let refused = (0..64)
+                        .map(|_| rng.below(vocab.len()) as TokenId)
+                        .find(|&r| !get_bit(&mask, r));
+                    if let Some(r) = refused {
+                        let mut fork = m.clone();
+                        assert!(fork.consume(r).is_err(), "{label} step {step}: refused token accepted");
+                        assert_eq!(fork.num_consumed(), m.num_consumed());
+                    }
+                    m.consume(t).unwrap_or_else(|e| {
+                        panic!("{label} step {step}: token {t} was allowed, then {e}")
+                    });
+                    if m.is_terminated() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// EOS after EOS: both backends allow only EOS and accept it again, counting each, so that
+/// rolling back one EOS leaves the sequence still finished.
+#[test]
+fn eos_after_eos_is_the_same_on_both_backends() {
+    use formwork::engine::{BackendChoice, EngineConfig};
+    use formwork::bitmask::iter_ones;
+
+    let vocab = common::qwen3();
+    let eos = vocab.eos_tokens()[0];
+    for backend in [BackendChoice::Operators, BackendChoice::Earley] {
+        let config = EngineConfig::new().backend(backend);
+        let engine = Engine::with_config(vocab.clone(), config);
+        let mut m = engine.compile_regex("ab").unwrap().matcher();
+        let ab = vocab.encode("ab").unwrap();
+        m.consume_all(&ab).unwrap();
+        m.consume(eos).unwrap();
+        let mut mask = vec![0u32; vocab.mask_words()];
+        m.fill_mask(&mut mask).unwrap();
+        let mut eos_ids = vocab.eos_tokens().to_vec();
+        eos_ids.sort_unstable();
+        assert_eq!(iter_ones(&mask).collect::<Vec<_>>(), eos_ids, "{backend:?}");
+        m.consume(eos).unwrap();
+        assert_eq!(m.num_consumed(), ab.len() + 2, "{backend:?}");
+        m.rollback(1).unwrap();
+        assert!(m.is_terminated(), "{backend:?}");
+        m.rollback(1).unwrap();
+        assert!(!m.is_terminated() && m.is_accepting(), "{backend:?}");
+        let a = vocab.encode("a").unwrap()[0];
+        m.consume(eos).unwrap();
+        assert!(
+            matches!(m.consume(a).unwrap_err().kind(), formwork::MatchErrorKind::Terminated),
+            "{backend:?}"
+        );
+    }
 }

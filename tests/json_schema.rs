@@ -4,7 +4,7 @@
 use formwork::front::json_schema::{
     compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder, Whitespace,
 };
-use formwork::ir::Grammar;
+use formwork::ir::{Expr, Grammar};
 use formwork::{CompileError, CompileErrorKind, Engine, LimitKind, Limits, Location};
 use formwork_testkit::oracle::Lang;
 use formwork_testkit::tokenizers;
@@ -972,6 +972,13 @@ fn astral_characters_and_unicode_properties_in_patterns() {
             &[r#""😐""#, r#""\ud83d\ude10""#, r#""\ud83d\ude41""#],
         ),
         (
+            // A range over two high surrogates, partial at both ends, and a character sharing
+            // the high surrogate where it ends.
+            "^[\u{1F600}-\u{1F9FF}\u{1FA00}]$",
+            &[r#""😀""#, r#""\ud83d\ude00""#, r#""\ud83d\udfff""#, r#""\ud83e\udc00""#, r#""\ud83e\uddff""#, r#""\ud83e\ude00""#],
+            &[r#""\ud83d\uddff""#, r#""\ud83e\ude01""#, r#""\ud83e\udfff""#, r#""\ud83f\udc00""#],
+        ),
+        (
             "^\\p{Greek}+$",
             &[r#""αβγ""#, r#""\u03b1\u03B2""#],
             &[r#""a""#, r#""""#, r#""α1""#],
@@ -1317,4 +1324,168 @@ fn engine_paths_honour_the_engine_limits() {
     assert_eq!(limit_at(&e), (LimitKind::Nesting, innermost));
     let astral = json!({"type": "string", "pattern": "^[😀😂]$"});
     engine.compile(&request(&astral)).unwrap();
+}
+
+// Tails (issue 20): string shapes whose grammar, as written, made every mask a walk of the
+// whole vocabulary through many readings at once.
+
+fn grammar_of(schema: Value) -> Grammar {
+    compile_schema(&schema, &JsonSchemaOptions::new())
+        .unwrap_or_else(|e| panic!("{schema}: {e}"))
+        .grammar
+}
+
+/// Rules lowered from character automata (one per state).
+fn automaton_states(g: &Grammar) -> usize {
+    g.rules()
+        .iter()
+        .filter(|r| r.name.contains("json string automaton"))
+        .count()
+}
+
+#[test]
+fn patterns_every_string_matches_constrain_nothing() {
+    let plain = grammar_of(json!({"type": "string"}));
+    for pattern in ["[A-Za-z0-9_-]*", "^a*", "x?", "", "(?:b*)|c"] {
+        let g = grammar_of(json!({"type": "string", "pattern": pattern}));
+        assert_eq!(
+            (g.exprs().len(), g.rules().len()),
+            (plain.exprs().len(), plain.rules().len()),
+            "{pattern:?} should compile to the plain string"
+        );
+    }
+    // One that is not universal stays.
+    let g = grammar_of(json!({"type": "string", "pattern": "^a*$"}));
+    Lang::new(&g).no(&[r#""b""#]);
+}
+
+#[test]
+fn ambiguous_patterns_become_minimal_automata() {
+    // Searched `.+`: two states, the second taking every string. As a grammar of the search
+    // (`.*[^\n\r\u2028\u2029].*`) each position was one more reading.
+    let g = grammar_of(json!({"type": "string", "pattern": ".+"}));
+    assert_eq!(automaton_states(&g), 2);
+    let takes_any_text = |body| matches!(g.expr(body), Expr::Repeat { max: None, .. });
+    let any_text = g
+        .rules()
+        .iter()
+        .filter(|r| r.name.contains("json string automaton") && takes_any_text(r.body))
+        .count();
+    assert_eq!(
+        any_text, 1,
+        "the state after a character is the shared any-text"
+    );
+    let l = Lang::new(&g);
+    l.yes(&[
+        r#""a""#,
+        r#""\n a""#,
+        "\"\u{2028}x\"",
+        r#""\u2028x""#,
+        r#""\r\n\t""#,
+    ]);
+    l.no(&[
+        r#""""#,
+        r#""\n""#,
+        "\"\u{2028}\"",
+        r#""\r\n""#,
+        r#""\u000a\u2029""#,
+    ]);
+    // A nested repetition under `^` (MaskBench's URL pattern, 100 ms masks): a small DFA.
+    let url = r"^(https?:\/\/)?([\da-z\.-]+)\.([a-z\.]{2,6})([\/\w \.-]*)*\/?";
+    let g = grammar_of(json!({"type": "string", "pattern": url}));
+    let states = automaton_states(&g);
+    assert!((1..40).contains(&states), "{states} states");
+    let l = Lang::new(&g);
+    l.yes(&[
+        r#""https://www.example.com/path/to""#,
+        r#""a.bc""#,
+        r#""x.yz anything \" goes""#,
+    ]);
+    l.no(&[r#""https://""#, r#""abc""#, r#""A.bc""#]);
+    // Searched words share one `.*` on each side: an automaton of a state per prefix of a
+    // word (each branch wrapped alone tracked which words had matched, 2^17 subsets).
+    let words: Vec<String> = (0..17).map(|i| format!("INTERVAL_M{i}")).collect();
+    let g = grammar_of(json!({"type": "string", "pattern": words.join("|")}));
+    let states = automaton_states(&g);
+    assert!((1..40).contains(&states), "{states} states");
+    let l = Lang::new(&g);
+    l.yes(&[r#""INTERVAL_M16""#, r#""x INTERVAL_M3 y INTERVAL_M1""#]);
+    l.no(&[r#""INTERVAL_M""#, r#""INTERVAL_MX""#, r#""interval_m1""#]);
+    // Anchored at both ends with no repetition of a repetition: lowered as it reads (a counted
+    // loop, whose masks are shared by every count).
+    let g = grammar_of(json!({"type": "string", "pattern": "^[0-9a-f]{8}$"}));
+    assert_eq!(automaton_states(&g), 0);
+}
+
+#[test]
+fn one_string_shape_is_one_automaton_for_all_its_properties() {
+    for shape in [
+        json!({"type": "string", "pattern": ".+"}),
+        json!({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 12}),
+        json!({"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["admin", "root"]}}),
+    ] {
+        let object = |n: usize| {
+            let properties: serde_json::Map<String, Value> =
+                (0..n).map(|i| (format!("p{i}"), shape.clone())).collect();
+            grammar_of(json!({"type": "object", "properties": properties}))
+        };
+        let one = automaton_states(&object(1));
+        assert!(one > 0, "{shape}");
+        assert_eq!(automaton_states(&object(6)), one, "{shape}");
+    }
+}
+
+/// `n` optional boolean properties named alike but for a number, in schema order.
+fn optional_properties(n: usize) -> Value {
+    let properties: serde_json::Map<String, Value> = (0..n)
+        .map(|i| (format!("property_{i:03}"), json!({"type": "boolean"})))
+        .collect();
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
+}
+
+/// Expressions and the parts of sequences and alternations: the IR's size.
+fn ir_size(g: &Grammar) -> usize {
+    g.exprs()
+        .iter()
+        .map(|e| match e {
+            Expr::Seq(xs) | Expr::Alt(xs) => 1 + xs.len(),
+            _ => 1,
+        })
+        .sum()
+}
+
+#[test]
+fn long_objects_compile_in_linear_size() {
+    let cfg = formwork::cfg::CfgCompiler::new(tokenizers::qwen3(), formwork::cfg::CfgConfig::new());
+    let size = |n: usize| {
+        let g = grammar_of(optional_properties(n));
+        let states = cfg.compile(&g).unwrap().num_states();
+        (ir_size(&g), states)
+    };
+    let (ir_64, states_64) = size(64);
+    let (ir_256, states_256) = size(256);
+    // Four times the properties, about four times the grammar and the automaton states. As
+    // one chain, each member's expression held every later one (IR ×15) and the backend's
+    // automaton tracked after each member which later names may follow (×350: 1,672 states
+    // for 64 properties, 594,704 for 256).
+    assert!(ir_256 < 5 * ir_64, "IR {ir_64} -> {ir_256}");
+    assert!(
+        states_256 < 5 * states_64,
+        "states {states_64} -> {states_256}"
+    );
+    // The order holds across the places the chain is cut.
+    let l = schema_lang(optional_properties(40));
+    l.yes(&[
+        "{}",
+        r#"{"property_000":true}"#,
+        r#"{"property_007":true,"property_008":false,"property_039":true}"#,
+        r#"{"property_031":true,"property_032":true,"property_033":false}"#,
+    ]);
+    l.no(&[
+        r#"{"property_008":true,"property_007":true}"#,
+        r#"{"property_032":true,"property_032":true}"#,
+        r#"{"property_039":true,"property_000":true}"#,
+        r#"{,"property_000":true}"#,
+        r#"{"property_040":true}"#,
+    ]);
 }

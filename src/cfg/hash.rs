@@ -13,7 +13,10 @@
 
 use super::program::{tarjan, Program, DEAD, MULTI, SCANS};
 use crate::base::byteset::ByteSet;
+use crate::base::collections::FastMap;
+use crate::error::{CompileError, Location};
 use crate::ir::StructHasher;
+use crate::limits::Deadline;
 
 const UNIT_DOMAIN: u64 = 0x6366_6775_6e69_7401; // "cfgunit"
 const SCC_DOMAIN: u64 = 0x6366_6773_6363_0002;
@@ -26,7 +29,8 @@ pub(crate) struct Hashes {
 }
 
 impl Hashes {
-    pub fn new(prog: &Program) -> Hashes {
+    /// The hashes of `prog`'s units and states (a tick of `deadline` per state).
+    pub fn new(prog: &Program, deadline: &Deadline) -> Result<Hashes, CompileError> {
         let n = prog.units.len();
         let callees: Vec<Vec<usize>> = (0..n).map(|u| unit_callees(prog, u)).collect();
         let sccs = tarjan(n, |u| callees[u].clone());
@@ -47,8 +51,8 @@ impl Hashes {
             };
             let locals: Vec<u128> = members
                 .iter()
-                .map(|&u| unit_local_hash(prog, u, &callee_code, &mut canon))
-                .collect();
+                .map(|&u| unit_local_hash(prog, u, &callee_code, &mut canon, deadline))
+                .collect::<Result<_, _>>()?;
             if recursive {
                 let mut h = StructHasher::new(SCC_DOMAIN);
                 locals.iter().for_each(|&l| {
@@ -75,7 +79,7 @@ impl Hashes {
                     .finish()
             })
             .collect();
-        Hashes { state }
+        Ok(Hashes { state })
     }
 
     /// The hash of a state.
@@ -99,7 +103,8 @@ fn unit_local_hash(
     u: usize,
     callee_code: &dyn Fn(usize) -> (u64, u128),
     canon: &mut [u32],
-) -> u128 {
+    deadline: &Deadline,
+) -> Result<u128, CompileError> {
     let unit = &prog.units[u];
     let mut h = StructHasher::new(UNIT_DOMAIN);
     if let Some(c) = unit.counted {
@@ -110,7 +115,7 @@ fn unit_local_hash(
             .word(kind)
             .hash(code);
         canon[unit.start as usize] = 0;
-        return h.finish();
+        return Ok(h.finish());
     }
     h.word(0);
     // Breadth-first numbering from the start, edges in canonical order.
@@ -119,6 +124,9 @@ fn unit_local_hash(
     let mut i = 0;
     let mut edges = Edges::default();
     while i < order.len() {
+        deadline
+            .tick()
+            .map_err(|e| CompileError::over_limit(e, Location::None, "grammar hashing"))?;
         let s = order[i];
         i += 1;
         canonical_edges(prog, s, callee_code, &mut edges);
@@ -151,14 +159,20 @@ fn unit_local_hash(
             h.word(n);
         }
     }
-    h.finish()
+    Ok(h.finish())
 }
+
+/// Targets a state's byte groups are scanned for before they are indexed.
+const GROUPS_SCANNED: usize = 16;
 
 /// A state's edges in canonical order (buffers reused from state to state).
 #[derive(Default)]
 struct Edges<'a> {
     /// Bytes grouped by target, ordered by least byte (the group's first class) and target.
     bytes: Vec<(usize, ByteSet, u32)>,
+    /// Each target's group in `bytes`, once a state has many (a nondeterministic unit's state
+    /// may reach thousands of states on one byte; finding each in a list was quadratic).
+    group_of: FastMap<u32, usize>,
     specials: Vec<(&'a str, u32)>,
     calls: Vec<((u64, u128), u32)>,
 }
@@ -170,6 +184,7 @@ fn canonical_edges<'a>(
     out: &mut Edges<'a>,
 ) {
     out.bytes.clear();
+    out.group_of.clear();
     // A state without byte edges has no entry to look at.
     let entries: &[u32] = match prog.state(s).flags & SCANS != 0 {
         true => prog.entries(s),
@@ -187,11 +202,26 @@ fn canonical_edges<'a>(
         } else {
             prog.targets(e)
         };
-        // A state has a few targets: a scan beats hashing them.
+        // A state usually has a few targets: a scan beats hashing them.
         for &t in targets {
-            match out.bytes.iter_mut().find(|(_, _, u)| *u == t) {
-                Some((_, group, _)) => *group = group.union(&set),
-                None => out.bytes.push((c, set, t)),
+            let found = match out.bytes.len() > GROUPS_SCANNED {
+                true => {
+                    if out.group_of.is_empty() {
+                        let groups = out.bytes.iter().enumerate().map(|(i, g)| (g.2, i));
+                        out.group_of.extend(groups);
+                    }
+                    out.group_of.get(&t).copied()
+                }
+                false => out.bytes.iter().position(|(_, _, u)| *u == t),
+            };
+            match found {
+                Some(i) => out.bytes[i].1 = out.bytes[i].1.union(&set),
+                None => {
+                    if !out.group_of.is_empty() {
+                        out.group_of.insert(t, out.bytes.len());
+                    }
+                    out.bytes.push((c, set, t));
+                }
             }
         }
     }

@@ -44,13 +44,14 @@ use std::sync::{Arc, PoisonError};
 use rustc_hash::FxHashSet;
 use smallvec::SmallVec;
 
-use super::chart::{Chart, Item, Overflow, EXT};
+use super::chart::{waits_for, Chart, Item, EXT};
 use super::program::{Program, SliceInterner, CALLS, COUNTED, FINAL, RELAXED, SCANS, SPECIALS};
 use super::CfgGrammar;
 use crate::base::bitmask::{clear_bit, get_bit, iter_ones, set_bit};
 use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
 use crate::ir::StructHasher;
+use crate::limits::{Budget, LimitExceeded};
 use crate::mask::{StoredMask, Weigh};
 use crate::vocab::{
     walk_sliced, SliceProbe, SliceProofs, SliceState, Subtree, TokenSlice, TrieStep, TrieVisitor,
@@ -216,7 +217,11 @@ pub(crate) struct Scratch {
     settled: Settled,
     done: Vec<u128>,
     explored: Vec<(u32, u32)>,
+    /// `explored` and `found` as sets: a row of thousands of callers made the look-ups
+    /// quadratic.
+    explored_set: FxHashSet<(u32, u32)>,
     found: Vec<(u32, Item)>,
+    found_set: FxHashSet<(u32, Item)>,
     rows: Vec<u32>,
     described: Vec<(u32, u128, u64, u32)>,
 }
@@ -285,18 +290,21 @@ fn row_hash(row: &[Item]) -> u128 {
 }
 
 /// Fills `out` (already sized) with the mask after the chart's rows.
+/// Work: a unit per trie node a walk visits and per cached entry looked up, plus what the
+/// Earley rows the walks push cost (see [`Chart`]); an error past the budget.
 pub(crate) fn fill(
     g: &CfgGrammar,
     chart: &mut Chart,
     scratch: &mut Scratch,
     out: &mut [u32],
-) -> Result<(), Overflow> {
+    budget: &Budget,
+) -> Result<(), LimitExceeded> {
     out.fill(0);
     if g.config.mask_cache {
-        fill_cached(g, chart, scratch, out)?;
+        fill_cached(g, chart, scratch, out, budget)?;
     } else {
         let mut dfa = StateDfa::new(chart.num_rows(), g.prog.n_classes());
-        TrieWalk::new(&g.prog, &g.vocab, chart, &mut dfa, out, None).walk()?;
+        TrieWalk::new(&g.prog, &g.vocab, chart, &mut dfa, out, None, budget).walk()?;
     }
     let prog = &g.prog;
     for it in chart.last_row() {
@@ -317,7 +325,8 @@ fn fill_cached(
     chart: &mut Chart,
     scratch: &mut Scratch,
     out: &mut [u32],
-) -> Result<(), Overflow> {
+    budget: &Budget,
+) -> Result<(), LimitExceeded> {
     let prog = &g.prog;
     let vocab = &g.vocab;
     let trie = vocab.trie();
@@ -340,9 +349,13 @@ fn fill_cached(
     let scannable = std::mem::take(scannable);
     let mut pending = std::mem::take(pending);
     for k in &scannable {
+        // Finding the subject reads the item's origin row (twice when it is a loop body), and
+        // each part of the mask is first looked for among those already added.
+        let origin_row = chart.row(k.origin as usize).len() as u64;
+        budget.spend(2 * origin_row + scratch.done.len() as u64)?;
         let subject = Subject::of(g, chart, k);
         let k1 = subject.key(g);
-        let item = cached(g, k1, || item_level(g, &subject))?;
+        let item = cached(g, k1, budget, || item_level(g, &subject, budget))?;
         let CacheEntry::Item {
             accepted,
             longest,
@@ -370,7 +383,9 @@ fn fill_cached(
         if !scratch.done.contains(&done) {
             match &near {
                 Some((key, counts)) => {
-                    let near = cached(g, *key, || near_bound(g, &subject, counts, accepted))?;
+                    let near = cached(g, *key, budget, || {
+                        near_bound(g, &subject, counts, accepted, budget)
+                    })?;
                     let CacheEntry::NearBound { valid, uncertain } = &*near else {
                         unreachable!("near-bound keys hold near-bound entries")
                     };
@@ -388,8 +403,10 @@ fn fill_cached(
             pending.extend_from_slice(uncertain);
             continue;
         }
-        let k2 = context_key(g, chart, scratch, &subject, k1);
-        let entry = cached(g, k2, || Context::build(scratch, k).classify(g, uncertain))?;
+        let k2 = context_key(g, chart, scratch, &subject, k1, budget)?;
+        let entry = cached(g, k2, budget, || {
+            Context::build(scratch, k).classify(g, uncertain, budget)
+        })?;
         let CacheEntry::Context {
             accepted,
             uncertain,
@@ -423,7 +440,7 @@ fn fill_cached(
             .hash(k2)
             .word(left as u64)
             .finish();
-        let entry = cached(g, key, || near.classify(g, &long))?;
+        let entry = cached(g, key, budget, || near.classify(g, &long, budget))?;
         let CacheEntry::Context {
             accepted,
             uncertain,
@@ -450,7 +467,7 @@ fn fill_cached(
             None => {
                 let mut accepted = Vec::new();
                 let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
-                walk_list(prog, vocab, chart, &mut dfa, &pending, |p, outcome| {
+                walk_list(prog, vocab, chart, &mut dfa, &pending, budget, |p, outcome| {
                     if matches!(outcome, Outcome::Accepted) {
                         set_bit(out, trie.token_at(p));
                         accepted.push(p);
@@ -464,12 +481,15 @@ fn fill_cached(
     Ok(())
 }
 
-/// The cache's entry for `key`, computed and inserted if missing.
+/// The cache's entry for `key`, computed and inserted if missing (a unit of work for the
+/// lookup; an entry whose computation failed is not kept).
 fn cached(
     g: &CfgGrammar,
     key: u128,
-    compute: impl FnOnce() -> Result<CacheEntry, Overflow>,
-) -> Result<Arc<CacheEntry>, Overflow> {
+    budget: &Budget,
+    compute: impl FnOnce() -> Result<CacheEntry, LimitExceeded>,
+) -> Result<Arc<CacheEntry>, LimitExceeded> {
+    budget.spend(1)?;
     match g.cache.get(&key) {
         Some(entry) => Ok(entry),
         None => Ok(g.cache.insert(key, compute()?)),
@@ -636,14 +656,26 @@ fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
 }
 
 /// Item level: the whole trie against the subject alone, the loop's counter (if any) relaxed.
-fn item_level(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow> {
+fn item_level(
+    g: &CfgGrammar,
+    subject: &Subject,
+    budget: &Budget,
+) -> Result<CacheEntry, LimitExceeded> {
     let prog = &g.prog;
     let vocab = &g.vocab;
     let rows = subject.rows(&[RELAXED]);
     let mut words = vec![0u32; vocab.mask_words()];
     let mut uncertain = Vec::new();
     let listed = with_shared(g, &rows, |chart, dfa| {
-        let mut walk = TrieWalk::new(prog, vocab, chart, dfa, &mut words, Some(&mut uncertain));
+        let mut walk = TrieWalk::new(
+            prog,
+            vocab,
+            chart,
+            dfa,
+            &mut words,
+            Some(&mut uncertain),
+            budget,
+        );
         walk.walk().map(|()| walk.listed.take())
     })?;
     let in_loop = subject.lifted.is_some();
@@ -678,7 +710,8 @@ fn near_bound(
     subject: &Subject,
     counts: &[u32],
     accepted: &StoredMask,
-) -> Result<CacheEntry, Overflow> {
+    budget: &Budget,
+) -> Result<CacheEntry, LimitExceeded> {
     let (prog, vocab) = (&g.prog, &g.vocab);
     let left = subject.left.expect("near a bound");
     // The subject's state is in the loop's body, so its hash names the body too; the loop's
@@ -687,7 +720,7 @@ fn near_bound(
         .hash(g.hashes().state(subject.item.state))
         .word(subject.item.count as u64)
         .finish();
-    let table = cached(g, key, || iteration_starts(g, subject))?;
+    let table = cached(g, key, budget, || iteration_starts(g, subject, budget))?;
     let CacheEntry::Starts(starts) = &*table else {
         unreachable!("starts keys hold starts entries")
     };
@@ -739,6 +772,7 @@ fn near_bound(
                 chart,
                 dfa,
                 &unknown,
+                budget,
                 |p, outcome| match outcome {
                     Outcome::Accepted => set_bit(&mut words, trie.token_at(p)),
                     Outcome::Failed { ext: true } => uncertain.push(p),
@@ -771,14 +805,18 @@ fn starts_below(chunk: &[u16], below: u16) -> (u32, u32) {
 /// relaxed, counting along each path the bytes read at an iteration boundary (where the only
 /// way on is a new iteration). Where a row both continues an iteration and could start one,
 /// the tokens below it get [`UNKNOWN_STARTS`].
-fn iteration_starts(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Overflow> {
+fn iteration_starts(
+    g: &CfgGrammar,
+    subject: &Subject,
+    budget: &Budget,
+) -> Result<CacheEntry, LimitExceeded> {
     let (prog, vocab) = (&g.prog, &g.vocab);
     let lifted = subject.lifted.expect("only loop bodies have bounds");
     let rows = subject.rows(&[RELAXED]);
     let mut starts = vec![UNKNOWN_STARTS; vocab.len()];
     with_shared(g, &rows, |chart, dfa| {
         let mut walk = StartsWalk {
-            stepper: Stepper::new(prog, chart, dfa),
+            stepper: Stepper::new(prog, chart, dfa, budget),
             lifted,
             boundaries: Vec::new(),
             starts: &mut starts,
@@ -805,7 +843,7 @@ fn iteration_starts(g: &CfgGrammar, subject: &Subject) -> Result<CacheEntry, Ove
             }
             None => vocab.trie().walk((root, 0), &mut walk),
         }
-        walk.stepper.finish();
+        walk.stepper.finish()?;
         walk.error.map_or(Ok(()), Err)
     })?;
     Ok(CacheEntry::Starts(starts.into()))
@@ -829,7 +867,7 @@ struct StartsWalk<'a> {
     /// Per row-DFA state, where it stands (`None`: not looked at yet).
     boundaries: Vec<Option<Boundary>>,
     starts: &'a mut [u16],
-    error: Option<Overflow>,
+    error: Option<LimitExceeded>,
 }
 
 impl StartsWalk<'_> {
@@ -881,7 +919,7 @@ impl StartsWalk<'_> {
         &mut self,
         slice: &TokenSlice,
         root: Node,
-    ) -> Result<Option<bool>, Overflow> {
+    ) -> Result<Option<bool>, LimitExceeded> {
         let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
         let mut stack = vec![(slice.start(), root, true)];
         let mut root_starts = false;
@@ -974,21 +1012,27 @@ fn context_key(
     scratch: &mut Scratch,
     subject: &Subject,
     item_key: u128,
-) -> u128 {
+    budget: &Budget,
+) -> Result<u128, LimitExceeded> {
     let k = &subject.item;
     let prog = &g.prog;
     let Scratch {
         explored,
+        explored_set,
         found,
+        found_set,
         rows,
         described,
         ..
     } = scratch;
     explored.clear();
+    explored_set.clear();
     found.clear();
+    found_set.clear();
     rows.clear();
     described.clear();
     explored.push((k.origin, prog.state(k.state).unit));
+    explored_set.insert(explored[0]);
     // A caller that only returns into the end of its own unit (a rule called last in its
     // caller's body) decides nothing: its completion passes straight up. When it is the only
     // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
@@ -998,22 +1042,26 @@ fn context_key(
         let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
         while let Some((row, unit)) = level.pop() {
             let first = found.len();
+            budget.spend(chart.row(row as usize).len() as u64)?;
             for w in chart.row(row as usize) {
-                if waits_for(prog, w, unit) && !found.contains(&(row, *w)) {
+                if waits_for(prog, w, unit) && found_set.insert((row, *w)) {
                     found.push((row, *w));
                 }
             }
+            budget.spend((found.len() - first) as u64)?;
             let only = found.len() == first + 1;
             for &(_, w) in &found[first..] {
                 let next = (w.origin, prog.state(w.state).unit);
-                if explored.contains(&next) {
+                if explored_set.contains(&next) {
                     continue;
                 }
                 if only && returns_to_end(prog, &w, unit) && explored.len() < MAX_CONTEXT_ROWS {
                     explored.push(next);
+                    explored_set.insert(next);
                     level.push(next);
                 } else if depth < g.config.context_depth {
                     explored.push(next);
+                    explored_set.insert(next);
                     next_level.push(next);
                 }
             }
@@ -1028,7 +1076,7 @@ fn context_key(
             w.count = RELAXED;
         }
         *row = vrow(rows, *row);
-        w.origin = if explored.contains(&(w.origin, prog.state(w.state).unit)) {
+        w.origin = if explored_set.contains(&(w.origin, prog.state(w.state).unit)) {
             vrow(rows, w.origin)
         } else {
             EXT
@@ -1064,7 +1112,7 @@ fn context_key(
     for (r, s, c, o) in described.iter() {
         h.word(*r as u64).hash(*s).word(*c).word(*o as u64);
     }
-    h.finish()
+    Ok(h.finish())
 }
 
 /// Index of a gathered row among the gathered rows.
@@ -1123,7 +1171,12 @@ impl Context {
     }
 
     /// Re-walks the item level's uncertain tokens with the callers present.
-    fn classify(&self, g: &CfgGrammar, uncertain: &[Position]) -> Result<CacheEntry, Overflow> {
+    fn classify(
+        &self,
+        g: &CfgGrammar,
+        uncertain: &[Position],
+        budget: &Budget,
+    ) -> Result<CacheEntry, LimitExceeded> {
         let mut accepted = Vec::new();
         let mut still = Vec::new();
         with_shared(g, &self.rows, |chart, dfa| {
@@ -1134,6 +1187,7 @@ impl Context {
                 chart,
                 dfa,
                 uncertain,
+                budget,
                 |t, outcome| match outcome {
                     Outcome::Accepted => accepted.push(t),
                     Outcome::Failed { ext: true } => still.push(t),
@@ -1177,7 +1231,7 @@ fn with_shared<R>(
         .take();
     let mut shared = lent.unwrap_or_else(|| SharedWalks {
         dfa: StateDfa::new(0, g.prog.n_classes()).with_room(SHARED_DFA_ROOM),
-        chart: Chart::from_rows(&g.prog, g.config.row_limits(), &[]),
+        chart: Chart::from_rows(&g.prog, &[]),
     });
     shared.chart.reset(rows);
     let out = walk(&mut shared.chart, &mut shared.dfa);
@@ -1206,20 +1260,6 @@ fn returns_to_end(prog: &Program, w: &Item, unit: u32) -> bool {
             .all(|c| prog.state(c.ret).flags & (FINAL | SCANS | CALLS | SPECIALS) == FINAL)
 }
 
-/// Is `w` waiting in its row for `unit` to complete?
-fn waits_for(prog: &Program, w: &Item, unit: u32) -> bool {
-    let st = prog.state(w.state);
-    if st.flags & CALLS == 0 {
-        return false;
-    }
-    if st.flags & COUNTED != 0 {
-        let c = prog.units[st.unit as usize].counted.expect("counted state");
-        c.body == unit && c.can_iterate(w.count)
-    } else {
-        prog.calls_of(w.state).iter().any(|c| c.unit == unit)
-    }
-}
-
 enum Outcome {
     Accepted,
     /// Some byte was rejected; `ext` if an [`EXT`] completion happened after at least one byte
@@ -1237,9 +1277,10 @@ fn walk_list(
     chart: &mut Chart,
     dfa: &mut StateDfa,
     positions: &[Position],
+    budget: &Budget,
     mut report: impl FnMut(Position, Outcome),
-) -> Result<(), Overflow> {
-    let mut stepper = Stepper::new(prog, chart, dfa);
+) -> Result<(), LimitExceeded> {
+    let mut stepper = Stepper::new(prog, chart, dfa, budget);
     let root = stepper.root();
     // Whether the context may take the rest of the last rejected token: known to the stepper
     // at the rejected byte, read when the run behind it is reported.
@@ -1268,8 +1309,7 @@ fn walk_list(
             }
         },
     )?;
-    stepper.finish();
-    Ok(())
+    stepper.finish()
 }
 
 /// A lazily built DFA over Earley rows. A *state* is the last row together with every row of
@@ -1519,10 +1559,22 @@ struct Stepper<'a> {
     /// adds a row above them, so the next unknown transition of the same state (the next
     /// class a prover tries, the next child in the trie) cuts back to them instead.
     on_chart: Option<(u32, usize)>,
+    budget: &'a Budget,
+    /// Steps not yet charged to the budget (charged by the thousand: a known transition is a
+    /// table lookup, and the charge should not cost as much).
+    steps: u64,
 }
 
+/// Steps charged to the budget at once.
+const STEPS_PER_CHARGE: u64 = 1024;
+
 impl<'a> Stepper<'a> {
-    fn new(prog: &'a Program, chart: &'a mut Chart, dfa: &'a mut StateDfa) -> Self {
+    fn new(
+        prog: &'a Program,
+        chart: &'a mut Chart,
+        dfa: &'a mut StateDfa,
+        budget: &'a Budget,
+    ) -> Self {
         debug_assert!(
             chart.num_rows() >= dfa.base,
             "the DFA's base rows are in the chart"
@@ -1534,6 +1586,8 @@ impl<'a> Stepper<'a> {
             dfa,
             raw: Vec::new(),
             on_chart: None,
+            budget,
+            steps: 0,
         }
     }
 
@@ -1553,7 +1607,11 @@ impl<'a> Stepper<'a> {
     /// The state after `byte` from `parent`, or `None` if the byte is rejected. A known
     /// transition is a table lookup, inlined into every walk; the rest goes to the chart.
     #[inline(always)]
-    fn advance(&mut self, parent: &Node, byte: u8) -> Result<Option<Node>, Overflow> {
+    fn advance(&mut self, parent: &Node, byte: u8) -> Result<Option<Node>, LimitExceeded> {
+        self.steps += 1;
+        if self.steps == STEPS_PER_CHARGE {
+            self.budget.spend(std::mem::take(&mut self.steps))?;
+        }
         let Some(r) = parent.dfa() else {
             return self.advance_in_chart(parent, byte, None);
         };
@@ -1574,7 +1632,7 @@ impl<'a> Stepper<'a> {
         parent: &Node,
         byte: u8,
         slot: Option<usize>,
-    ) -> Result<Option<Node>, Overflow> {
+    ) -> Result<Option<Node>, LimitExceeded> {
         // Under a node in the chart, everything stays in the chart: putting a DFA state back
         // would replace the rows its ancestors still stand on.
         match (parent.dfa(), self.on_chart) {
@@ -1590,7 +1648,7 @@ impl<'a> Stepper<'a> {
         }
         let row = self.chart.num_rows() - 1;
         let leaves = self.chart.row_follow(row).contains(byte);
-        if !self.chart.push_byte(self.prog, byte)? {
+        if !self.chart.push_byte(self.prog, byte, self.budget)? {
             if let Some(s) = slot {
                 self.record(s, row, NO_ROW);
             }
@@ -1659,9 +1717,17 @@ impl<'a> Stepper<'a> {
         node.ext() || follow.contains(byte)
     }
 
-    /// Leaves a live chart as it was. A self-describing chart (base 0) may be left holding
-    /// some state's rows instead of its own: those walks build their chart for themselves.
-    fn finish(&mut self) {
+    /// Charges the steps not charged yet.
+    fn finish(&mut self) -> Result<(), LimitExceeded> {
+        self.budget.spend(std::mem::take(&mut self.steps))
+    }
+}
+
+/// Leaves a live chart as it was, whichever way the walk ended (an error included: a failed
+/// mask changes no matcher). A self-describing chart (base 0) is truncated as well, though
+/// its walks would build their own rows anyway.
+impl Drop for Stepper<'_> {
+    fn drop(&mut self) {
         self.chart.truncate(self.start);
     }
 }
@@ -1677,7 +1743,7 @@ struct TrieWalk<'a> {
     /// from the list, without passes over the mask words.
     listed: Option<(Vec<TokenId>, u32)>,
     uncertain: Option<&'a mut Vec<TokenId>>,
-    error: Option<Overflow>,
+    error: Option<LimitExceeded>,
 }
 
 /// Most accepted tokens a walk lists (see [`TrieWalk::listed`]); more are stored as a bitset.
@@ -1691,9 +1757,10 @@ impl<'a> TrieWalk<'a> {
         dfa: &'a mut StateDfa,
         accepted: &'a mut [u32],
         uncertain: Option<&'a mut Vec<TokenId>>,
+        budget: &'a Budget,
     ) -> Self {
         TrieWalk {
-            stepper: Stepper::new(prog, chart, dfa),
+            stepper: Stepper::new(prog, chart, dfa, budget),
             vocab,
             accepted,
             listed: Some((Vec::new(), 0)),
@@ -1702,22 +1769,22 @@ impl<'a> TrieWalk<'a> {
         }
     }
 
-    fn walk(&mut self) -> Result<(), Overflow> {
+    fn walk(&mut self) -> Result<(), LimitExceeded> {
         let root = self.stepper.root();
         // The proofs are about this DFA's states: they live and go with it.
         let mut proofs = std::mem::take(&mut self.stepper.dfa.slice_proofs);
         let sliced = walk_sliced(self.vocab, root, self, &mut proofs);
         self.stepper.dfa.slice_proofs = proofs;
         sliced?;
-        self.stepper.finish();
+        self.stepper.finish()?;
         self.error.take().map_or(Ok(()), Err)
     }
 }
 
 impl SliceProbe for TrieWalk<'_> {
-    type Error = Overflow;
+    type Error = LimitExceeded;
 
-    fn advance(&mut self, s: &Node, byte: u8) -> Result<Option<Node>, Overflow> {
+    fn advance(&mut self, s: &Node, byte: u8) -> Result<Option<Node>, LimitExceeded> {
         self.stepper.advance(s, byte)
     }
 

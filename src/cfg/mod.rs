@@ -45,45 +45,39 @@ mod mask;
 mod program;
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-use crate::base::bitmask::set_bit;
+use crate::base::bitmask::{get_bit, set_bit};
 use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
 use crate::error::{CompileError, Location};
 use crate::ir::Grammar;
+use crate::limits::{Budget, Deadline, LimitExceeded, LimitKind, Limits};
 use crate::mask::{CacheStats, MaskCache};
 use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
 use crate::vocab::{TokenKind, Vocab};
 
-use chart::{Chart, Overflow, RowLimits};
+use chart::Chart;
 use mask::CacheEntry;
 use program::{CompileOptions, Program, SPECIALS};
 
-/// Options of the CFG engine: cache budget and the limits that turn pathological grammars into
-/// typed errors instead of hangs.
+/// Tuning options of the CFG engine: cache budget, how far masks look at the context, how
+/// much is determinized and minimized. The ceilings that turn pathological grammars into
+/// typed errors (states, compile time, items per row, work per mask) are [`Limits`].
 ///
 /// # Example
 ///
 /// ```
 /// use formwork::cfg::CfgConfig;
-/// use std::time::Duration;
 ///
-/// let config = CfgConfig::new()
-///     .cache_bytes(64 << 20)
-///     .compile_time(Some(Duration::from_secs(2)))
-///     .max_row_items(50_000);
+/// let config = CfgConfig::new().cache_bytes(64 << 20).context_depth(2);
 /// assert_eq!(config.get_cache_bytes(), 64 << 20);
 /// ```
 #[derive(Clone, Debug)]
 pub struct CfgConfig {
     cache_bytes: usize,
-    max_states: usize,
     max_dfa_states: usize,
-    compile_time: Option<Duration>,
-    max_row_items: usize,
-    max_row_work: usize,
     context_depth: usize,
     mask_cache: bool,
     minimize: bool,
@@ -94,11 +88,7 @@ impl Default for CfgConfig {
     fn default() -> Self {
         CfgConfig {
             cache_bytes: 256 << 20,
-            max_states: 2_000_000,
             max_dfa_states: 50_000,
-            compile_time: Some(Duration::from_secs(10)),
-            max_row_items: 100_000,
-            max_row_work: 20_000_000,
             context_depth: 3,
             mask_cache: true,
             minimize: false,
@@ -108,8 +98,8 @@ impl Default for CfgConfig {
 }
 
 impl CfgConfig {
-    /// Defaults: 256 MiB of mask cache, 2M automaton states (50k per determinized rule), 10 s
-    /// compile budget, 100k items per Earley row, context depth 3.
+    /// Defaults: 256 MiB of mask cache, units determinized up to 50k states, context depth 3,
+    /// forced stretches of up to 4,096 bytes.
     pub fn new() -> CfgConfig {
         CfgConfig::default()
     }
@@ -125,35 +115,11 @@ impl CfgConfig {
         self.cache_bytes
     }
 
-    /// Most automaton states a grammar may compile to (a typed `Limit` error past it).
-    pub fn max_states(mut self, n: usize) -> CfgConfig {
-        self.max_states = n;
-        self
-    }
-
-    /// Most states a rule's automaton is determinized to; past it the rule stays
-    /// nondeterministic (correct, with larger Earley rows).
+    /// Most states a rule's automaton is determinized to (never more than
+    /// [`Limits::automaton_states`]); past it the rule stays nondeterministic (correct, with
+    /// larger Earley rows).
     pub fn max_dfa_states(mut self, n: usize) -> CfgConfig {
         self.max_dfa_states = n;
-        self
-    }
-
-    /// Time budget of one compilation (`None`: unbounded); past it, a typed `Limit` error.
-    pub fn compile_time(mut self, budget: Option<Duration>) -> CfgConfig {
-        self.compile_time = budget;
-        self
-    }
-
-    /// Most items in one Earley row; past it `consume`/`fill_mask` fail with
-    /// [`MatchErrorKind::Limit`] and change nothing.
-    pub fn max_row_items(mut self, n: usize) -> CfgConfig {
-        self.max_row_items = n;
-        self
-    }
-
-    /// Most completion steps spent on one Earley row (same error as `max_row_items`).
-    pub fn max_row_work(mut self, n: usize) -> CfgConfig {
-        self.max_row_work = n;
         self
     }
 
@@ -184,13 +150,6 @@ impl CfgConfig {
     pub fn max_forced_bytes(mut self, n: usize) -> CfgConfig {
         self.max_forced_bytes = n;
         self
-    }
-
-    fn row_limits(&self) -> RowLimits {
-        RowLimits {
-            max_items: self.max_row_items,
-            max_work: self.max_row_work,
-        }
     }
 }
 
@@ -229,12 +188,13 @@ impl CfgConfig {
 pub struct CfgCompiler {
     vocab: Vocab,
     config: CfgConfig,
+    limits: Limits,
     cache: Arc<MaskCache<u128, CacheEntry>>,
     index: Arc<mask::VocabIndex>,
 }
 
 impl CfgCompiler {
-    /// A compiler for `vocab`.
+    /// A compiler for `vocab`, under the default [`Limits`].
     pub fn new(vocab: &Vocab, config: CfgConfig) -> CfgCompiler {
         let cache = Arc::new(MaskCache::new(config.cache_bytes));
         let index = Arc::new(mask::VocabIndex::new(vocab));
@@ -243,37 +203,60 @@ impl CfgCompiler {
         CfgCompiler {
             vocab: vocab.clone(),
             config,
+            limits: Limits::new(),
             cache,
             index,
         }
     }
 
+    /// The compiler with its grammars and their matchers under `limits`.
+    pub fn with_limits(mut self, limits: Limits) -> CfgCompiler {
+        self.limits = limits;
+        self
+    }
+
     /// The vocabulary.
+    #[cfg(feature = "internals")]
     pub fn vocab(&self) -> &Vocab {
         &self.vocab
     }
 
     /// Compiles an IR grammar. Errors: `UnknownSpecialToken` (a special the vocabulary lacks),
-    /// `EmptyLanguage` (the start rule derives nothing), `Limit` (size or time budget).
+    /// `EmptyLanguage` (the start rule derives nothing), `Limit` (grammar size, compile time,
+    /// the first row's readings).
+    #[cfg(feature = "internals")]
     pub fn compile(&self, grammar: &Grammar) -> Result<Arc<CfgGrammar>, CompileError> {
+        self.compile_within(grammar, &self.limits.deadline())
+    }
+
+    /// [`CfgCompiler::compile`] within `deadline` (one per engine compilation, front end
+    /// included).
+    pub(crate) fn compile_within(
+        &self,
+        grammar: &Grammar,
+        deadline: &Deadline,
+    ) -> Result<Arc<CfgGrammar>, CompileError> {
+        let bound = |kind| usize::try_from(self.limits.get(kind)).unwrap_or(usize::MAX);
         let options = CompileOptions {
-            max_states: self.config.max_states,
-            max_dfa_states: self.config.max_dfa_states,
-            deadline: self.config.compile_time.map(|d| Instant::now() + d),
+            max_states: bound(LimitKind::GrammarSize),
+            max_dfa_states: self
+                .config
+                .max_dfa_states
+                .min(bound(LimitKind::AutomatonStates)),
+            deadline,
             minimize: self.config.minimize,
         };
         let prog = program::compile(grammar, &self.vocab, &options)?;
-        let row_limits = self.config.row_limits();
-        let initial = Chart::new(&prog, row_limits).map_err(|Overflow(e)| {
-            CompileError::over_limit(e, Location::None, "the first Earley row")
-        })?;
+        let initial = Chart::new(&prog, &self.limits.budget())
+            .map_err(|e| CompileError::over_limit(e, Location::None, "the first Earley row"))?;
         // The cache keys: every first walk needs them, so they are part of the grammar.
-        let hashes = hash::Hashes::new(&prog);
+        let hashes = hash::Hashes::new(&prog, deadline)?;
         Ok(Arc::new(CfgGrammar {
             hashes,
             prog,
             vocab: self.vocab.clone(),
             config: self.config.clone(),
+            limits: self.limits.clone(),
             cache: self.cache.clone(),
             index: self.index.clone(),
             walks: Mutex::new(None),
@@ -292,6 +275,7 @@ pub struct CfgGrammar {
     prog: Program,
     vocab: Vocab,
     config: CfgConfig,
+    limits: Limits,
     cache: Arc<MaskCache<u128, CacheEntry>>,
     index: Arc<mask::VocabIndex>,
     hashes: hash::Hashes,
@@ -315,13 +299,18 @@ impl CfgGrammar {
         CfgMatcher {
             grammar: self.clone(),
             chart: RefCell::new(self.initial.clone()),
-            history: Vec::new(),
+            history: VecDeque::new(),
+            consumed: 0,
             eos: 0,
+            over_limit: None,
+            masked: false,
+            old_rows: 0,
             scratch: mask::Scratch::default(),
         }
     }
 
     /// Number of automaton states the grammar compiled to.
+    #[cfg(feature = "internals")]
     pub fn num_states(&self) -> usize {
         self.prog.states.len()
     }
@@ -332,16 +321,30 @@ impl CfgGrammar {
 }
 
 /// The state of one sequence under a [`CfgGrammar`]: Earley rows, one per consumed byte or
-/// special token, and the rows before each consumed token (for `rollback`).
+/// special token, and the rows before each of the last consumed tokens (for `rollback`, at
+/// most [`Limits::history`] of them).
 pub struct CfgMatcher {
     grammar: Arc<CfgGrammar>,
     // `forced_bytes(&self)` looks ahead by pushing rows and truncating them again.
     chart: RefCell<Chart>,
-    history: Vec<u32>,
-    /// EOS tokens consumed (at the end of `history`).
+    history: VecDeque<u32>,
+    /// Tokens consumed since the start (the history may hold fewer).
+    consumed: usize,
+    /// EOS tokens consumed (the last ones).
     eos: usize,
+    /// The limit a consumed token reached (see [`Matcher`]): every call but `rollback` and
+    /// `reset` fails with it.
+    over_limit: Option<LimitExceeded>,
+    /// The last `fill_mask` succeeded on the current state.
+    masked: bool,
+    /// Rows below the history's oldest token that the last [`Chart::forget_below`] kept.
+    old_rows: usize,
     scratch: mask::Scratch,
 }
+
+/// Rows a chart may hold below its history before they are looked at for dropping, at least
+/// (and at least as many as it holds above: dropping costs a pass over the chart).
+const MIN_FORGOTTEN_ROWS: usize = 4096;
 
 /// Forks the sequence: the copy has the same rows and history (scratch buffers start empty).
 impl Clone for CfgMatcher {
@@ -350,7 +353,11 @@ impl Clone for CfgMatcher {
             grammar: self.grammar.clone(),
             chart: RefCell::new(self.chart.borrow().clone()),
             history: self.history.clone(),
+            consumed: self.consumed,
             eos: self.eos,
+            over_limit: self.over_limit,
+            masked: self.masked,
+            old_rows: self.old_rows,
             scratch: mask::Scratch::default(),
         }
     }
@@ -359,7 +366,7 @@ impl Clone for CfgMatcher {
 impl std::fmt::Debug for CfgMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CfgMatcher")
-            .field("consumed", &self.history.len())
+            .field("consumed", &self.consumed)
             .field("rows", &self.chart.borrow().num_rows())
             .field("terminated", &(self.eos > 0))
             .finish()
@@ -373,9 +380,16 @@ enum Forced {
     Special(u32),
 }
 
+fn limit_error(e: LimitExceeded) -> MatchError {
+    MatchError::new(MatchErrorKind::Limit(e))
+}
+
 impl CfgMatcher {
-    fn limit(o: Overflow) -> MatchError {
-        MatchError::new(MatchErrorKind::Limit(o.0))
+    /// Earley rows the matcher holds: one per byte or special token of the tokens it can still
+    /// roll back, and the older ones an open structure still needs.
+    #[cfg(feature = "internals")]
+    pub fn num_rows(&self) -> usize {
+        self.chart.borrow().num_rows()
     }
 
     /// The units every continuation starts with, and whether they reach the end of the
@@ -384,9 +398,10 @@ impl CfgMatcher {
         let g = &*self.grammar;
         let prog = &g.prog;
         let mut out = Vec::new();
-        if self.eos > 0 {
+        if self.eos > 0 || self.over_limit.is_some() {
             return (out, false);
         }
+        let budget = g.limits.budget();
         let mut chart = self.chart.borrow_mut();
         let base = chart.num_rows();
         let mut at_end = false;
@@ -412,8 +427,8 @@ impl CfgMatcher {
                 _ => break,
             };
             let pushed = match next {
-                Forced::Byte(b) => chart.push_byte(prog, b),
-                Forced::Special(s) => chart.push_special(prog, s),
+                Forced::Byte(b) => chart.push_byte(prog, b, &budget),
+                Forced::Special(s) => chart.push_special(prog, s, &budget),
             };
             if pushed != Ok(true) {
                 break;
@@ -422,6 +437,70 @@ impl CfgMatcher {
         }
         chart.truncate(base);
         (out, at_end)
+    }
+
+    /// Would the mask of the current state allow `token`? Within the work budget, unless a
+    /// mask was computed on this very state already (then it is known to fit).
+    fn mask_allows(&mut self, token: TokenId) -> Result<bool, LimitExceeded> {
+        let g = &*self.grammar;
+        let budget = match self.masked {
+            true => Budget::unmetered(&g.limits),
+            false => g.limits.budget(),
+        };
+        let mut mask = vec![0u32; g.vocab.mask_words()];
+        mask::fill(g, self.chart.get_mut(), &mut self.scratch, &mut mask, &budget)?;
+        Ok(get_bit(&mask, token))
+    }
+
+    /// Records a consumed token; the chart had `rows` rows before it. Once the history is
+    /// full, the rows below it that nothing reaches any more are dropped from time to time,
+    /// so a long sequence keeps its last tokens and what is still open, not every row.
+    fn advanced(&mut self, rows: usize) {
+        let cap = self.grammar.limits.history_cap();
+        if cap > 0 {
+            if self.history.len() == cap {
+                self.history.pop_front();
+            }
+            self.history.push_back(rows as u32);
+        }
+        self.consumed += 1;
+        self.masked = false;
+        if self.history.len() < cap {
+            return;
+        }
+        let chart = self.chart.get_mut();
+        let boundary = self
+            .history
+            .front()
+            .map_or(chart.num_rows() - 1, |&r| r as usize);
+        let above = chart.num_rows() - boundary;
+        if boundary - self.old_rows.min(boundary) < above.max(MIN_FORGOTTEN_ROWS) {
+            return;
+        }
+        let dropped = chart.forget_below(&self.grammar.prog, boundary);
+        self.history.iter_mut().for_each(|r| *r -= dropped as u32);
+        self.old_rows = boundary - dropped;
+        self.scratch.forget_rows();
+    }
+
+    /// A limit reached while consuming `token` (the chart back at `rows` rows): the token is
+    /// consumed if the constraint allows it here (and the matcher is then over its limit),
+    /// else the limit is the error.
+    fn limit_reached(
+        &mut self,
+        token: TokenId,
+        limit: LimitExceeded,
+        rows: usize,
+    ) -> Result<(), MatchError> {
+        match self.mask_allows(token) {
+            Ok(true) => {
+                self.advanced(rows);
+                self.over_limit = Some(limit);
+                Ok(())
+            }
+            Ok(false) => Err(limit_error(limit)),
+            Err(e) => Err(limit_error(e)),
+        }
     }
 }
 
@@ -435,16 +514,22 @@ impl Matcher for CfgMatcher {
                 got: out.len(),
             }));
         }
+        if let Some(e) = self.over_limit {
+            return Err(limit_error(e));
+        }
         if self.eos > 0 {
             out.fill(0);
             g.vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
             return Ok(());
         }
-        mask::fill(g, self.chart.get_mut(), &mut self.scratch, out).map_err(Self::limit)
+        let budget = g.limits.budget();
+        mask::fill(g, self.chart.get_mut(), &mut self.scratch, out, &budget).map_err(limit_error)?;
+        self.masked = true;
+        Ok(())
     }
 
     fn consume(&mut self, token: TokenId) -> Result<(), MatchError> {
-        let g = &*self.grammar;
+        let g = self.grammar.clone();
         let (prog, vocab) = (&g.prog, &g.vocab);
         if token as usize >= vocab.mask_width() {
             return Err(MatchError::new(MatchErrorKind::UnknownToken {
@@ -452,7 +537,10 @@ impl Matcher for CfgMatcher {
                 mask_width: vocab.mask_width(),
             }));
         }
-        let step = self.history.len();
+        if let Some(e) = self.over_limit {
+            return Err(limit_error(e));
+        }
+        let step = self.consumed;
         let rejected = |at_byte| {
             MatchError::new(MatchErrorKind::Rejected {
                 token,
@@ -460,28 +548,29 @@ impl Matcher for CfgMatcher {
                 at_byte,
             })
         };
-        let chart = self.chart.get_mut();
-        let rows = chart.num_rows();
+        let rows = self.chart.get_mut().num_rows();
         if self.eos > 0 {
             if !vocab.is_eos(token) {
                 return Err(MatchError::new(MatchErrorKind::Terminated));
             }
+            self.advanced(rows);
             self.eos += 1;
-            self.history.push(rows as u32);
             return Ok(());
         }
+        let budget = g.limits.budget();
+        let chart = self.chart.get_mut();
         match vocab.kind(token) {
             Some(TokenKind::Text) => {
                 for (i, &b) in vocab.token_bytes(token).iter().enumerate() {
-                    match chart.push_byte(prog, b) {
+                    match chart.push_byte(prog, b, &budget) {
                         Ok(true) => {}
                         Ok(false) => {
                             chart.truncate(rows);
                             return Err(rejected(i));
                         }
-                        Err(o) => {
+                        Err(limit) => {
                             chart.truncate(rows);
-                            return Err(Self::limit(o));
+                            return self.limit_reached(token, limit, rows);
                         }
                     }
                 }
@@ -489,17 +578,20 @@ impl Matcher for CfgMatcher {
             Some(TokenKind::Special) => {
                 // EOS ends a complete output; otherwise a special is a symbol of the grammar.
                 if vocab.is_eos(token) && chart.is_accepting(prog) {
+                    self.advanced(rows);
                     self.eos = 1;
-                } else {
-                    let sid = prog.special_index(token).ok_or_else(|| rejected(0))?;
-                    if !chart.push_special(prog, sid).map_err(Self::limit)? {
-                        return Err(rejected(0));
-                    }
+                    return Ok(());
+                }
+                let sid = prog.special_index(token).ok_or_else(|| rejected(0))?;
+                match chart.push_special(prog, sid, &budget) {
+                    Ok(true) => {}
+                    Ok(false) => return Err(rejected(0)),
+                    Err(limit) => return self.limit_reached(token, limit, rows),
                 }
             }
             _ => return Err(rejected(0)),
         }
-        self.history.push(rows as u32);
+        self.advanced(rows);
         Ok(())
     }
 
@@ -510,12 +602,16 @@ impl Matcher for CfgMatcher {
         self.chart.get_mut().truncate(self.history[keep] as usize);
         self.scratch.forget_rows();
         self.history.truncate(keep);
+        self.consumed -= n;
         self.eos -= n.min(self.eos);
+        self.over_limit = None;
+        self.masked = false;
         Ok(())
     }
 
     fn is_accepting(&self) -> bool {
-        self.eos > 0 || self.chart.borrow().is_accepting(&self.grammar.prog)
+        self.over_limit.is_none()
+            && (self.eos > 0 || self.chart.borrow().is_accepting(&self.grammar.prog))
     }
 
     fn is_terminated(&self) -> bool {
@@ -567,36 +663,46 @@ impl Matcher for CfgMatcher {
     }
 
     fn num_consumed(&self) -> usize {
-        self.history.len()
+        self.consumed
     }
 
     fn reset(&mut self) {
-        self.chart.get_mut().truncate(1);
+        // The first row may have been thinned by `forget_below`.
+        *self.chart.get_mut() = self.grammar.initial.clone();
+        self.old_rows = 0;
         self.scratch.forget_rows();
         self.history.clear();
+        self.consumed = 0;
         self.eos = 0;
+        self.over_limit = None;
+        self.masked = false;
     }
 
     fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+        if let Some(e) = self.over_limit {
+            return Err(limit_error(e));
+        }
         if self.eos > 0 {
             return Err(MatchError::new(MatchErrorKind::Terminated));
         }
-        let prog = &self.grammar.prog;
+        let g = self.grammar.clone();
+        // Text no mask offered: a limit reached on it refuses it, changing nothing.
+        let budget = g.limits.budget();
         let chart = self.chart.get_mut();
         let rows = chart.num_rows();
         for (at_byte, &b) in bytes.iter().enumerate() {
-            let failure = match chart.push_byte(prog, b) {
+            let failure = match chart.push_byte(&g.prog, b, &budget) {
                 Ok(true) => continue,
                 Ok(false) => MatchError::new(MatchErrorKind::TextRejected {
-                    step: self.history.len(),
+                    step: self.consumed,
                     at_byte,
                 }),
-                Err(o) => Self::limit(o),
+                Err(e) => limit_error(e),
             };
             chart.truncate(rows);
             return Err(failure);
         }
-        self.history.push(rows as u32);
+        self.advanced(rows);
         Ok(())
     }
 }
@@ -609,6 +715,7 @@ fn canonical_tokens(vocab: &Vocab, bytes: &[u8]) -> (Vec<TokenId>, bool) {
         Ok(_) => bytes.len(),
         Err(e) => e.valid_up_to(),
     };
+    // `valid_up_to` ends a valid prefix.
     let text = std::str::from_utf8(&bytes[..valid]).expect("valid prefix");
     let exact = |ids: &[TokenId]| {
         ids.iter().all(|&t| vocab.kind(t) == Some(TokenKind::Text))

@@ -135,6 +135,7 @@ impl<K: Hash + Eq + Clone, V: Weigh> MaskCache<K, V> {
     }
 
     /// The value for `key`, computing and storing it on a miss.
+    #[cfg(feature = "internals")]
     pub fn get_or_insert_with(&self, key: K, compute: impl FnOnce() -> V) -> Arc<V> {
         match self.get(&key) {
             Some(v) => v,

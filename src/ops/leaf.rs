@@ -13,13 +13,12 @@ use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 
 use crate::base::token::TokenId;
-use crate::error::{CompileError, CompileErrorKind};
+use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::StructHasher;
+use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 
 /// Units at or above this value are special tokens (`unit - SPECIAL_BASE` is the token id).
 pub(crate) const SPECIAL_BASE: u32 = 256;
-/// Most states of a `Wait` automaton (content states × terminator-prefix states).
-pub(crate) const WAIT_STATE_LIMIT: usize = 1 << 16;
 /// "No state": the transition is rejected.
 pub(crate) const DEAD: u32 = u32::MAX;
 /// "No exit" / "no forced unit" / "unreachable distance".
@@ -121,7 +120,9 @@ impl Leaf {
     /// assert_eq!(wait.exit(wait.step(s, b'>' as u32)), Some(0));
     /// ```
     pub fn wait(content: &Leaf, terminators: &[Terminator]) -> Result<Leaf, CompileError> {
-        wait_leaf(content, terminators, WAIT_STATE_LIMIT)
+        let max_states = Limits::new().get(LimitKind::AutomatonStates);
+        let max_states = usize::try_from(max_states).unwrap_or(usize::MAX);
+        wait_leaf(content, terminators, max_states, &Deadline::never())
     }
 
     /// One of `strings`, exactly (a trie-shaped DFA, built in time linear in the strings: this
@@ -268,6 +269,18 @@ impl Leaf {
         match self {
             Leaf::Write(w) => w.units.len() + 1,
             Leaf::Dfa(d) => d.exit.len(),
+        }
+    }
+
+    /// Bytes its tables hold on the heap.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            Leaf::Write(w) => w.units.len() * (4 + 4 + 16) + 20,
+            Leaf::Dfa(d) => {
+                (d.table.len() + d.special_ranges.len()) * 4
+                    + d.specials.len() * 8
+                    + d.exit.len() * (4 + 1 + 4 + 4)
+            }
         }
     }
 }
@@ -611,12 +624,21 @@ impl Dfa {
     }
 }
 
+/// A compile-time limit reached while building a leaf.
+fn leaf_limit(e: LimitExceeded) -> CompileError {
+    CompileError::over_limit(e, Location::None, "operator leaf")
+}
+
 /// Builds a leaf DFA from a regex-syntax HIR through regex-automata's determinizer. Returns
 /// `Ok(None)` if the DFA would exceed `state_limit` states (the caller then composes operators
-/// instead), `Err` with kind `EmptyLanguage` if the HIR matches nothing.
+/// instead), `Err` with kind `EmptyLanguage` if the HIR matches nothing, or `Limit` past the
+/// deadline. regex-automata's own size limits bound the NFA and the determinization (the
+/// caller keeps the HIR small: see `FUSION_WORK` in `lower.rs`); the copy into a leaf ticks
+/// the deadline per state.
 pub(crate) fn dfa_from_hir(
     hir: &regex_syntax::hir::Hir,
     state_limit: usize,
+    deadline: &Deadline,
 ) -> Result<Option<Dfa>, CompileError> {
     use regex_automata::nfa::thompson;
     let nfa = match thompson::Compiler::new()
@@ -658,6 +680,8 @@ pub(crate) fn dfa_from_hir(
     ids.insert(start, raw.add_state(accepts(start).then_some(0)));
     queue.push_back(start);
     while let Some(s) = queue.pop_front() {
+        deadline.tick().map_err(leaf_limit)?;
+        // Every queued state was numbered when it was queued.
         let from = ids[&s];
         for b in 0..=255u8 {
             let t = dfa.next_state(s, b);
@@ -704,7 +728,8 @@ pub enum Terminator {
 pub(crate) fn wait_leaf(
     content: &Leaf,
     terminators: &[Terminator],
-    state_limit: usize,
+    max_states: usize,
+    deadline: &Deadline,
 ) -> Result<Leaf, CompileError> {
     use aho_corasick::automaton::Automaton as _;
     let texts: Vec<(usize, &[u8])> = terminators
@@ -746,9 +771,11 @@ pub(crate) fn wait_leaf(
     pending.insert(ac_start, Vec::new());
     let mut queue = VecDeque::from([ac_start]);
     while let Some(a) = queue.pop_front() {
+        deadline.tick().map_err(leaf_limit)?;
         for b in 0..=255u8 {
             let t = ac.next_state(aho_corasick::Anchored::No, a, b);
             if !ac.is_match(t) && !pending.contains_key(&t) {
+                // `a` was given its pending bytes before it was queued.
                 let mut p = pending[&a].clone();
                 p.push(b);
                 pending.insert(t, p);
@@ -778,15 +805,19 @@ pub(crate) fn wait_leaf(
     ids.insert(start, raw.start);
     queue.push_back(start);
     while let Some((c, a)) = queue.pop_front() {
+        deadline.tick().map_err(leaf_limit)?;
+        // Queued pairs were numbered when queued, and every non-matching AC state has its
+        // pending bytes (the first pass visited them all).
         let from = ids[&(c, a)];
         let pend = &pending[&a];
         for b in 0..=255u8 {
             let t = ac.next_state(aho_corasick::Anchored::No, a, b);
             let target = if ac.is_match(t) {
+                // A match state matches at least one pattern.
                 let pattern = (0..ac.match_len(t))
                     .map(|i| ac.match_pattern(t, i).as_usize())
                     .min()
-                    .unwrap();
+                    .unwrap_or_default();
                 let (index, term) = texts[pattern];
                 // Content is everything before the terminator.
                 let mut all = pend.clone();
@@ -824,11 +855,13 @@ pub(crate) fn wait_leaf(
                 }
             }
         }
-        if raw.rows.len() > state_limit {
-            return Err(CompileError::unplaced(
-                CompileErrorKind::Limit,
-                format!("Wait automaton exceeds {state_limit} states"),
-            ));
+        if raw.rows.len() > max_states {
+            let exceeded = LimitExceeded {
+                kind: LimitKind::AutomatonStates,
+                value: raw.rows.len() as u64,
+                max: max_states as u64,
+            };
+            return Err(CompileError::over_limit(exceeded, Location::None, "Wait automaton"));
         }
     }
     raw.finish().map(Leaf::Dfa).ok_or_else(|| {

@@ -7,20 +7,19 @@
 //! `[a-z]+` stays inside one leaf state (one cached mask) instead of crossing five operator
 //! boundaries. Large bounded repeats (`{1,100000}`) do not fuse and stay `DoWhile` counters.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir, Repetition};
+use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
-use super::leaf::{dfa_from_hir, Leaf, Terminator, Unit};
+use super::leaf::{dfa_from_hir, wait_leaf, Leaf, Terminator, Unit};
 use super::program::{OpId, Program, ProgramBuilder};
 use crate::base::byteset::ByteSet;
-use crate::error::{CompileError, CompileErrorKind};
-// `op`, `size` and `hir` recurse along the grammar (nested expressions, rule chains as long as
-// the grammar is large): each step on a fresh stack segment when this one runs low, so a
-// 100,000-rule chain routes and lowers on a 256 KiB thread.
-use crate::front::guard::guarded;
+use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::limits::{Deadline, LimitKind, Limits};
+use crate::mask::{MaskCache, Weigh};
 use crate::vocab::Vocab;
 
 /// States a one-character class may take (the largest Unicode classes need a few hundred).
@@ -29,13 +28,21 @@ const CHAR_CLASS_STATES: usize = 4_096;
 /// Largest DFA a sub-expression is fused into by default.
 pub const DEFAULT_DFA_STATE_LIMIT: usize = 2_000;
 
-/// A sub-expression whose regex, with rules inlined and repeats unrolled, would have more
-/// nodes than this many per DFA state of the limit is not tried for fusion: its NFA could not
-/// determinize within the limit anyway, and building its regex would cost time and memory
-/// exponential in the sharing of the IR (a schema's optional properties share their tails).
-const FUSION_NODES_PER_STATE: u64 = 64;
+/// Fusion is tried only where the sub-expression's expanded size (about its NFA's states)
+/// times the state limit stays under this: the subset construction's time grows with both,
+/// each DFA state being a closure over the NFA. Past it the attempt would mostly fail after
+/// building thousands of large states: a Unicode `\w{0,40}` (12k nodes) took 40 ms to fail
+/// against 2,000 states, an alternation of `\w{0,k}` pieces up to a second per attempt and a
+/// minute per 500-byte regex. One-character classes are always tried (their size is bounded
+/// by UTF-8 and they are every leaf's unit of content).
+const FUSION_WORK: u64 = 1 << 22;
 
-/// Options for lowering IR to operators.
+/// Deepest regex fused into one DFA. regex-automata compiles a HIR recursively, so the depth
+/// bounds its stack (regex-syntax's own parser stops at 250); deeper sub-expressions become
+/// operators, whose cursor and lowering need no stack.
+const MAX_FUSED_DEPTH: usize = 64;
+
+/// Options for lowering IR to operators (tuning only; ceilings are in [`Limits`]).
 #[derive(Clone, Copy, Debug)]
 pub struct LowerConfig {
     dfa_state_limit: usize,
@@ -63,8 +70,9 @@ impl LowerConfig {
     }
 }
 
-/// Lowers `root` of `grammar` into an operator program. Special-token names are resolved
-/// against `vocab`; recursion is an error of kind `NotRegular` (the Earley backend takes those).
+/// Lowers `root` of `grammar` into an operator program under the default [`Limits`] (a
+/// compile-time budget of its own). Special-token names are resolved against `vocab`;
+/// recursion is an error of kind `NotRegular` (the Earley backend takes those).
 ///
 /// # Example
 ///
@@ -91,18 +99,28 @@ pub fn lower(
     vocab: &Vocab,
     config: &LowerConfig,
 ) -> Result<Program, CompileError> {
-    let mut lowering = Lowering {
-        grammar,
-        vocab,
-        limit: config.dfa_state_limit,
-        builder: ProgramBuilder::new(),
-        path: Vec::new(),
-        ops: HashMap::new(),
-        sizes: HashMap::new(),
-        leaf_sizes: HashMap::new(),
-    };
+    let limits = Limits::new();
+    lower_within(grammar, root, vocab, config, &limits, &limits.deadline())
+}
+
+/// [`lower`] under `limits`, within `deadline`: a `Limit` error past the compile time, a
+/// `Wait` automaton of too many states, or a program whose threads would nest deeper than
+/// [`Limits::nesting`] frames.
+pub(crate) fn lower_within(
+    grammar: &Grammar,
+    root: ExprId,
+    vocab: &Vocab,
+    config: &LowerConfig,
+    limits: &Limits,
+    deadline: &Deadline,
+) -> Result<Program, CompileError> {
+    let mut lowering = Lowering::new(grammar, vocab, config.dfa_state_limit, limits, deadline);
     let root = lowering.op(root)?;
-    lowering.builder.finish(root)
+    let program = lowering.builder.finish(root)?;
+    limits
+        .check(LimitKind::Nesting, program.frame_depth() as u64)
+        .map_err(|e| CompileError::over_limit(e, Location::None, "operator program"))?;
+    Ok(program)
 }
 
 /// Widest alternation of large branches the operator backend takes: each live branch is a
@@ -124,7 +142,8 @@ const MAX_ROUTED_SIZE: u64 = 64;
 /// recursive grammars (lowering fails with `NotRegular`), for large ones (operator compilation
 /// grows with the expanded size, see `MAX_ROUTED_SIZE`), and for grammars with an
 /// alternation of more than a few branches too large to fuse into one DFA (many cursor threads
-/// per step). A structural check, linear in the grammar, that builds nothing.
+/// per step). A structural check, linear in the grammar (iterative, memoized), that builds
+/// nothing.
 ///
 /// ```
 /// use formwork::front::gbnf::gbnf_to_ir;
@@ -136,62 +155,146 @@ const MAX_ROUTED_SIZE: u64 = 64;
 /// assert!(!fits_operators(&nested, &LowerConfig::new()));
 /// ```
 pub fn fits_operators(grammar: &Grammar, config: &LowerConfig) -> bool {
-    if grammar.is_recursive() {
-        return false;
-    }
     let vocab = Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary");
-    let mut lowering = Lowering {
-        grammar,
-        vocab: &vocab,
-        limit: config.dfa_state_limit,
-        builder: ProgramBuilder::new(),
-        path: Vec::new(),
-        ops: HashMap::new(),
-        sizes: HashMap::new(),
-        leaf_sizes: HashMap::new(),
-    };
-    if lowering.size(grammar.rule(grammar.start()).body, true) > MAX_ROUTED_SIZE {
-        return false;
+    let limits = Limits::new();
+    let deadline = Deadline::never();
+    let mut lowering = Lowering::new(grammar, &vocab, config.dfa_state_limit, &limits, &deadline);
+    let root = grammar.rule(grammar.start()).body;
+    match lowering.sizes(root, true) {
+        (_, true) => return false,
+        (n, false) if n > MAX_ROUTED_SIZE => return false,
+        _ => {}
     }
-    let budget = lowering.fusion_budget();
     (0..grammar.exprs().len()).all(|i| {
         let e = ExprId::from_index(i);
         match grammar.expr(e) {
-            Expr::Alt(xs) if xs.len() > MAX_UNFUSED_ALTERNATIVES => {
-                lowering.expanded_size(e) <= budget
-            }
+            Expr::Alt(xs) if xs.len() > MAX_UNFUSED_ALTERNATIVES => lowering.worth_fusing(e),
             _ => true,
         }
     })
 }
 
+/// A size that stands for "being computed": met again, the expression is recursive.
+const IN_PROGRESS: u64 = u64::MAX;
+
 struct Lowering<'a> {
     grammar: &'a Grammar,
     vocab: &'a Vocab,
     limit: usize,
+    limits: &'a Limits,
+    deadline: &'a Deadline,
     builder: ProgramBuilder,
-    path: Vec<RuleId>,
-    ops: HashMap<ExprId, OpId>,
-    /// Memos of [`Lowering::size`] (without and with `chars_as_leaves`).
-    sizes: HashMap<ExprId, u64>,
-    leaf_sizes: HashMap<ExprId, u64>,
+    ops: FxHashMap<ExprId, OpId>,
+    /// Memos of [`Lowering::sizes`] (without and with `chars_as_leaves`).
+    sizes: FxHashMap<ExprId, u64>,
+    leaf_sizes: FxHashMap<ExprId, u64>,
 }
 
-impl Lowering<'_> {
-    fn op(&mut self, e: ExprId) -> Result<OpId, CompileError> {
-        guarded(|| {
-            if let Some(&op) = self.ops.get(&e) {
-                return Ok(op);
-            }
-            let op = self.lower_uncached(e)?;
-            self.ops.insert(e, op);
-            Ok(op)
-        })
+/// A step of the iterative lowering.
+enum Step {
+    /// Lower the expression (unless done): fuse it, or plan it and lower its parts.
+    Enter(ExprId),
+    /// Every part of the plan is lowered: build the expression's operator.
+    Build(ExprId, Plan),
+}
+
+/// How an expression is built from its parts.
+enum Plan {
+    Seq(Vec<Part>),
+    Alt,
+    Repeat,
+    Rule,
+}
+
+/// A part of a sequence: an operator built while planning (a `Wait`, a run of literals) or a
+/// sub-expression lowered as its own step.
+enum Part {
+    Ready(OpId),
+    Child(ExprId),
+}
+
+impl<'a> Lowering<'a> {
+    fn new(
+        grammar: &'a Grammar,
+        vocab: &'a Vocab,
+        limit: usize,
+        limits: &'a Limits,
+        deadline: &'a Deadline,
+    ) -> Lowering<'a> {
+        Lowering {
+            grammar,
+            vocab,
+            limit,
+            limits,
+            deadline,
+            builder: ProgramBuilder::new(),
+            ops: FxHashMap::default(),
+            sizes: FxHashMap::default(),
+            leaf_sizes: FxHashMap::default(),
+        }
     }
 
-    fn lower_uncached(&mut self, e: ExprId) -> Result<OpId, CompileError> {
+    fn tick(&self) -> Result<(), CompileError> {
+        self.deadline
+            .tick()
+            .map_err(|e| CompileError::over_limit(e, Location::None, "operator lowering"))
+    }
+
+    /// The operator of `root`, lowering what it needs first, on an explicit stack (IR
+    /// nesting and rule chains can be deep). Parts already lowered are shared.
+    fn op(&mut self, root: ExprId) -> Result<OpId, CompileError> {
+        let mut stack = vec![Step::Enter(root)];
+        // Expressions entered and not built yet: meeting one again is recursion.
+        let mut open: FxHashSet<ExprId> = FxHashSet::default();
+        let mut rules: Vec<RuleId> = Vec::new();
+        while let Some(step) = stack.pop() {
+            self.tick()?;
+            match step {
+                Step::Enter(e) => {
+                    if self.ops.contains_key(&e) {
+                        continue;
+                    }
+                    if open.contains(&e) {
+                        let name = rules.last().map_or("?", |&r| &self.grammar.rule(r).name);
+                        return Err(CompileError::unplaced(
+                            CompileErrorKind::NotRegular,
+                            format!(
+                                "rule `{name}` is recursive; operator programs are finite-state"
+                            ),
+                        ));
+                    }
+                    if let Some(op) = self.fused(e)? {
+                        self.ops.insert(e, op);
+                        continue;
+                    }
+                    let (plan, children) = self.plan(e)?;
+                    let Some(plan) = plan else { continue };
+                    open.insert(e);
+                    if let Plan::Rule = plan {
+                        if let Expr::Rule(r) = self.grammar.expr(e) {
+                            rules.push(*r);
+                        }
+                    }
+                    stack.push(Step::Build(e, plan));
+                    stack.extend(children.into_iter().rev().map(Step::Enter));
+                }
+                Step::Build(e, plan) => {
+                    open.remove(&e);
+                    if let Plan::Rule = plan {
+                        rules.pop();
+                    }
+                    let op = self.build(e, plan)?;
+                    self.ops.insert(e, op);
+                }
+            }
+        }
+        Ok(self.ops[&root])
+    }
+
+    /// `e` as one leaf, if it is a literal or fuses into a DFA.
+    fn fused(&mut self, e: ExprId) -> Result<Option<OpId>, CompileError> {
         if let Some(units) = self.literal_units(&[e])? {
-            return Ok(self.builder.write(&units));
+            return Ok(Some(self.builder.write(&units)));
         }
         if let Some(hir) = self.fusable_hir(e)? {
             // One character of a (Unicode) class is always a leaf, whatever the limit: it is
@@ -201,29 +304,44 @@ impl Lowering<'_> {
             } else {
                 self.limit
             };
-            if let Some(dfa) = dfa_from_hir(&hir, limit)? {
-                return Ok(self.builder.leaf(Arc::new(Leaf::Dfa(dfa))));
+            if let Some(dfa) = dfa_from_hir(&hir, limit, self.deadline)? {
+                return Ok(Some(self.builder.leaf(Arc::new(Leaf::Dfa(dfa)))));
             }
         }
-        Ok(match self.grammar.expr(e).clone() {
-            Expr::Empty => self.builder.empty(),
-            Expr::Bytes(_) | Expr::Special(_) => unreachable!("literals are lowered above"),
-            Expr::Nothing => {
-                return Err(CompileError::unplaced(
-                    CompileErrorKind::EmptyLanguage,
-                    "the grammar matches no string",
-                ))
+        Ok(None)
+    }
+
+    /// How `e` is built and the sub-expressions to lower first; no plan when `e` is built
+    /// already (an empty string, a class).
+    fn plan(&mut self, e: ExprId) -> Result<(Option<Plan>, Vec<ExprId>), CompileError> {
+        let done = |me: &mut Self, op| {
+            me.ops.insert(e, op);
+            Ok((None, Vec::new()))
+        };
+        match self.grammar.expr(e) {
+            Expr::Empty => {
+                let op = self.builder.empty();
+                done(self, op)
             }
-            Expr::Class(c) => {
-                let leaf = class_leaf(c);
-                self.builder.leaf(Arc::new(leaf))
+            Expr::Nothing => Err(CompileError::unplaced(
+                CompileErrorKind::EmptyLanguage,
+                "the grammar matches no string",
+            )),
+            Expr::Bytes(_) | Expr::Special(_) => {
+                unreachable!("literals are lowered by `fused`")
+            }
+            &Expr::Class(c) => {
+                let op = self.builder.leaf(Arc::new(class_leaf(c)));
+                done(self, op)
             }
             Expr::Seq(xs) => {
-                let mut ops = Vec::with_capacity(xs.len());
+                let xs = xs.clone();
+                let mut parts = Vec::with_capacity(xs.len());
+                let mut children = Vec::new();
                 let mut i = 0;
                 while i < xs.len() {
                     if let Some(wait) = self.wait_at(&xs[i..])? {
-                        ops.push(wait);
+                        parts.push(Part::Ready(wait));
                         i += 2;
                         continue;
                     }
@@ -235,44 +353,49 @@ impl Lowering<'_> {
                         })
                         .count();
                     if run > 1 {
-                        let units = self
-                            .literal_units(&xs[i..i + run])?
-                            .expect("a run of literals");
-                        ops.push(self.builder.write(&units));
-                        i += run;
-                        continue;
+                        if let Some(units) = self.literal_units(&xs[i..i + run])? {
+                            parts.push(Part::Ready(self.builder.write(&units)));
+                            i += run;
+                            continue;
+                        }
                     }
-                    ops.push(self.op(xs[i])?);
+                    parts.push(Part::Child(xs[i]));
+                    children.push(xs[i]);
                     i += 1;
                 }
+                Ok((Some(Plan::Seq(parts)), children))
+            }
+            Expr::Alt(xs) => Ok((Some(Plan::Alt), xs.to_vec())),
+            &Expr::Repeat { body, .. } => Ok((Some(Plan::Repeat), vec![body])),
+            &Expr::Rule(r) => Ok((Some(Plan::Rule), vec![self.grammar.rule(r).body])),
+        }
+    }
+
+    /// The operator of `e` from its lowered parts.
+    fn build(&mut self, e: ExprId, plan: Plan) -> Result<OpId, CompileError> {
+        // Every part was lowered before its Build step runs (or the lowering failed).
+        let op_of = |me: &Self, x: &ExprId| me.ops[x];
+        Ok(match (plan, self.grammar.expr(e)) {
+            (Plan::Seq(parts), _) => {
+                let ops: Vec<OpId> = parts
+                    .iter()
+                    .map(|p| match p {
+                        Part::Ready(op) => *op,
+                        Part::Child(x) => op_of(self, x),
+                    })
+                    .collect();
                 self.builder.seq(&ops)
             }
-            Expr::Alt(xs) => {
-                let ops = xs
-                    .iter()
-                    .map(|&x| self.op(x))
-                    .collect::<Result<Vec<_>, _>>()?;
+            (Plan::Alt, Expr::Alt(xs)) => {
+                let ops: Vec<OpId> = xs.iter().map(|x| op_of(self, x)).collect();
                 self.builder.if_else(&ops)
             }
-            Expr::Repeat { body, min, max } => {
-                let body = self.op(body)?;
+            (Plan::Repeat, &Expr::Repeat { body, min, max }) => {
+                let body = op_of(self, &body);
                 self.builder.do_while(body, min, max)
             }
-            Expr::Rule(r) => {
-                if self.path.contains(&r) {
-                    return Err(CompileError::unplaced(
-                        CompileErrorKind::NotRegular,
-                        format!(
-                            "rule `{}` is recursive; operator programs are finite-state",
-                            self.grammar.rule(r).name
-                        ),
-                    ));
-                }
-                self.path.push(r);
-                let op = self.op(self.grammar.rule(r).body);
-                self.path.pop();
-                op?
-            }
+            (Plan::Rule, &Expr::Rule(r)) => op_of(self, &self.grammar.rule(r).body),
+            _ => unreachable!("a plan is made for its own expression"),
         })
     }
 
@@ -359,115 +482,171 @@ impl Lowering<'_> {
             greedy: true,
             sub: Box::new(body_hir),
         });
-        let Some(content) = dfa_from_hir(&content_hir, self.limit)? else {
+        let Some(content) = dfa_from_hir(&content_hir, self.limit, self.deadline)? else {
             return Ok(None);
         };
         let terminators = specials
             .iter()
             .map(|s| self.special(s).map(Terminator::Special))
             .collect::<Result<Vec<_>, _>>()?;
-        let leaf = Leaf::wait(&Leaf::Dfa(content), &terminators)?;
+        let max_states = usize::try_from(self.limits.get(LimitKind::AutomatonStates))
+            .unwrap_or(usize::MAX);
+        let leaf = wait_leaf(&Leaf::Dfa(content), &terminators, max_states, self.deadline)?;
         let bodies = vec![None; terminators.len()];
         Ok(Some(self.builder.wait(Arc::new(leaf), &bodies)?))
     }
 
-    /// [`hir`](Self::hir) if the sub-expression is small enough to be worth fusing.
+    /// [`hir`](Self::hir) if the sub-expression is worth trying to fuse.
     fn fusable_hir(&mut self, e: ExprId) -> Result<Option<Hir>, CompileError> {
-        if self.expanded_size(e) > self.fusion_budget() {
-            return Ok(None);
+        match self.worth_fusing(e) {
+            true => self.hir(e),
+            false => Ok(None),
         }
-        self.hir(e)
     }
 
-    /// Largest expanded size worth trying to fuse.
-    fn fusion_budget(&self) -> u64 {
-        (self.limit.max(CHAR_CLASS_STATES) as u64).saturating_mul(FUSION_NODES_PER_STATE)
+    /// Is fusing `e` worth a try ([`FUSION_WORK`])?
+    fn worth_fusing(&mut self, e: ExprId) -> bool {
+        self.is_one_char(e)
+            || self
+                .sizes(e, false)
+                .0
+                .saturating_mul(self.limit as u64)
+                <= FUSION_WORK
     }
 
     /// Nodes of the sub-expression's regex with rules inlined and bounded repeats unrolled
-    /// (what the NFA compiler would build), saturating; memoized, so linear in the IR.
-    fn expanded_size(&mut self, e: ExprId) -> u64 {
-        self.size(e, false)
-    }
-
-    /// [`Self::expanded_size`], or with each one-character class counted as one node
-    /// (`chars_as_leaves`: such a class is always one leaf, however many UTF-8 ranges it has).
-    fn size(&mut self, e: ExprId, chars_as_leaves: bool) -> u64 {
-        guarded(|| {
-            fn memo<'m>(
-                me: &'m mut Lowering<'_>,
-                chars_as_leaves: bool,
-            ) -> &'m mut HashMap<ExprId, u64> {
-                match chars_as_leaves {
-                    true => &mut me.leaf_sizes,
-                    false => &mut me.sizes,
+    /// (what the NFA compiler would build), saturating, or with each one-character class
+    /// counted as one node (`chars_as_leaves`: such a class is always one leaf, however many
+    /// UTF-8 ranges it has); and whether it is recursive (then the size is unbounded).
+    /// Memoized and iterative: linear in the IR, on any stack.
+    fn sizes(&mut self, root: ExprId, chars_as_leaves: bool) -> (u64, bool) {
+        let mut memo = std::mem::take(match chars_as_leaves {
+            true => &mut self.leaf_sizes,
+            false => &mut self.sizes,
+        });
+        let mut recursive = false;
+        // (expression, its parts are sized)
+        let mut stack = vec![(root, false)];
+        while let Some((e, ready)) = stack.pop() {
+            let expr = self.grammar.expr(e);
+            if !ready {
+                match memo.get(&e) {
+                    Some(&IN_PROGRESS) => recursive = true,
+                    Some(_) => {}
+                    None => {
+                        let parts = self.parts(e, chars_as_leaves);
+                        memo.insert(e, IN_PROGRESS);
+                        stack.push((e, true));
+                        for p in parts {
+                            match memo.get(&p) {
+                                Some(&IN_PROGRESS) => recursive = true,
+                                Some(_) => {}
+                                None => stack.push((p, false)),
+                            }
+                        }
+                    }
                 }
+                continue;
             }
-            if let Some(&n) = memo(self, chars_as_leaves).get(&e) {
-                return n;
-            }
-            // A recursive reference never fuses: count it as unbounded while it is being sized.
-            memo(self, chars_as_leaves).insert(e, u64::MAX);
-            let n = match self.grammar.expr(e).clone() {
+            // A part still being sized is a recursive reference: unbounded, never fused.
+            let size_of = |p: &ExprId| memo.get(p).copied().unwrap_or(IN_PROGRESS);
+            let n = match expr {
                 _ if chars_as_leaves && self.is_one_char(e) => 1,
                 Expr::Empty | Expr::Nothing | Expr::Class(_) | Expr::Special(_) => 1,
                 Expr::Bytes(b) => b.len() as u64,
-                Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().fold(1u64, |acc, &x| {
-                    acc.saturating_add(self.size(x, chars_as_leaves))
-                }),
+                Expr::Seq(xs) | Expr::Alt(xs) => xs
+                    .iter()
+                    .fold(1u64, |acc, x| acc.saturating_add(size_of(x))),
                 Expr::Repeat { body, min, max } => {
-                    let copies = max.unwrap_or(min).saturating_add(1) as u64;
-                    self.size(body, chars_as_leaves).saturating_mul(copies)
+                    let copies = max.unwrap_or(*min).saturating_add(1) as u64;
+                    size_of(body).saturating_mul(copies)
                 }
-                Expr::Rule(r) => self.size(self.grammar.rule(r).body, chars_as_leaves),
+                Expr::Rule(r) => size_of(&self.grammar.rule(*r).body),
             };
-            memo(self, chars_as_leaves).insert(e, n);
-            n
-        })
+            memo.insert(e, n);
+        }
+        let n = memo.get(&root).copied().unwrap_or(IN_PROGRESS);
+        *match chars_as_leaves {
+            true => &mut self.leaf_sizes,
+            false => &mut self.sizes,
+        } = memo;
+        (n, recursive)
     }
 
-    /// The sub-expression as a byte regex HIR, if it has no special tokens and no recursion.
-    fn hir(&mut self, e: ExprId) -> Result<Option<Hir>, CompileError> {
-        guarded(|| {
-            Ok(match self.grammar.expr(e).clone() {
-                Expr::Empty => Some(Hir::empty()),
-                Expr::Nothing => Some(Hir::fail()),
-                Expr::Bytes(b) => Some(Hir::literal(b)),
-                Expr::Class(c) => Some(class_hir(c)),
-                Expr::Special(_) => None,
-                Expr::Seq(xs) | Expr::Alt(xs) => {
-                    let mut parts = Vec::with_capacity(xs.len());
-                    for &x in xs.iter() {
-                        match self.hir(x)? {
-                            Some(h) => parts.push(h),
-                            None => return Ok(None),
-                        }
-                    }
-                    Some(if matches!(self.grammar.expr(e), Expr::Seq(_)) {
-                        Hir::concat(parts)
-                    } else {
-                        Hir::alternation(parts)
-                    })
+    /// The sub-expressions [`Lowering::sizes`] adds up for `e`.
+    fn parts(&self, e: ExprId, chars_as_leaves: bool) -> SmallVec<[ExprId; 4]> {
+        if chars_as_leaves && self.is_one_char(e) {
+            return SmallVec::new();
+        }
+        match self.grammar.expr(e) {
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().copied().collect(),
+            Expr::Repeat { body, .. } => smallvec::smallvec![*body],
+            Expr::Rule(r) => smallvec::smallvec![self.grammar.rule(*r).body],
+            _ => SmallVec::new(),
+        }
+    }
+
+    /// The sub-expression as a byte regex HIR, if it has no special tokens, no recursion and
+    /// nests at most [`MAX_FUSED_DEPTH`] deep. Iterative; a shared sub-expression is built
+    /// once and copied (its expanded size bounds the copies).
+    fn hir(&mut self, root: ExprId) -> Result<Option<Hir>, CompileError> {
+        // Per expression: its HIR and nesting depth, or `None` when it cannot be one.
+        let mut built: FxHashMap<ExprId, Option<(Hir, usize)>> = FxHashMap::default();
+        let mut open: FxHashSet<ExprId> = FxHashSet::default();
+        let mut stack = vec![(root, false)];
+        while let Some((e, ready)) = stack.pop() {
+            self.tick()?;
+            if !ready {
+                if built.contains_key(&e) {
+                    continue;
                 }
-                Expr::Repeat { body, min, max } => self.hir(body)?.map(|sub| {
-                    Hir::repetition(Repetition {
+                if open.contains(&e) {
+                    // Recursion: the expression cannot be one regex.
+                    return Ok(None);
+                }
+                let parts = self.parts(e, false);
+                open.insert(e);
+                stack.push((e, true));
+                stack.extend(parts.into_iter().map(|p| (p, false)));
+                continue;
+            }
+            open.remove(&e);
+            let part = |p: &ExprId| built.get(p).and_then(|h| h.as_ref());
+            let parts_of = |xs: &[ExprId]| -> Option<(Vec<Hir>, usize)> {
+                let mut hirs = Vec::with_capacity(xs.len());
+                let mut depth = 0;
+                for x in xs {
+                    let (h, d) = part(x)?;
+                    hirs.push(h.clone());
+                    depth = depth.max(*d);
+                }
+                Some((hirs, depth + 1))
+            };
+            let h: Option<(Hir, usize)> = match self.grammar.expr(e) {
+                Expr::Empty => Some((Hir::empty(), 1)),
+                Expr::Nothing => Some((Hir::fail(), 1)),
+                Expr::Bytes(b) => Some((Hir::literal(b.clone()), 1)),
+                Expr::Class(c) => Some((class_hir(*c), 1)),
+                Expr::Special(_) => None,
+                Expr::Seq(xs) => parts_of(xs).map(|(hs, d)| (Hir::concat(hs), d)),
+                Expr::Alt(xs) => parts_of(xs).map(|(hs, d)| (Hir::alternation(hs), d)),
+                &Expr::Repeat { body, min, max } => part(&body).map(|(sub, d)| {
+                    let rep = Hir::repetition(Repetition {
                         min,
                         max,
                         greedy: true,
-                        sub: Box::new(sub),
-                    })
+                        sub: Box::new(sub.clone()),
+                    });
+                    (rep, d + 1)
                 }),
-                Expr::Rule(r) => {
-                    if self.path.contains(&r) {
-                        return Ok(None);
-                    }
-                    self.path.push(r);
-                    let h = self.hir(self.grammar.rule(r).body);
-                    self.path.pop();
-                    h?
-                }
-            })
-        })
+                Expr::Rule(r) => part(&self.grammar.rule(*r).body).cloned(),
+            };
+            built.insert(e, h.filter(|(_, depth)| *depth <= MAX_FUSED_DEPTH));
+            if built[&e].is_none() {
+                return Ok(None);
+            }
+        }
+        Ok(built.remove(&root).flatten().map(|(h, _)| h))
     }
 }
 
@@ -487,10 +666,27 @@ fn class_leaf(c: ByteSet) -> Leaf {
     for b in c.iter() {
         raw.rows[0][b as usize] = end;
     }
+    // The IR never holds an empty class (`GrammarBuilder::class` makes it `Nothing`), so the
+    // start state reaches the exit.
     Leaf::Dfa(raw.finish().expect("a non-empty class"))
 }
 
-/// Compiles regexes to operator programs, caching by pattern.
+/// Default byte budget of a [`RegexCompiler`]'s programs cached by pattern.
+pub const DEFAULT_REGEX_CACHE_BYTES: usize = 32 << 20;
+
+/// A compiled regex in the cache, weighed by its program's tables and its pattern.
+struct CachedProgram {
+    program: Arc<Program>,
+    pattern_bytes: usize,
+}
+
+impl Weigh for CachedProgram {
+    fn weight(&self) -> usize {
+        self.program.heap_bytes() + self.pattern_bytes
+    }
+}
+
+/// Compiles regexes to operator programs, caching them by pattern within a byte budget.
 ///
 /// # Example
 ///
@@ -503,14 +699,29 @@ fn class_leaf(c: ByteSet) -> Leaf {
 /// assert!(std::sync::Arc::ptr_eq(&a, &b)); // cached
 /// assert_eq!(a.describe(), "Dfa");
 /// ```
-#[derive(Debug, Default)]
 pub struct RegexCompiler {
     config: LowerConfig,
-    cache: Mutex<HashMap<String, Arc<Program>>>,
+    limits: Limits,
+    cache: MaskCache<String, CachedProgram>,
+}
+
+impl std::fmt::Debug for RegexCompiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegexCompiler")
+            .field("config", &self.config)
+            .field("cache", &self.cache.stats())
+            .finish()
+    }
+}
+
+impl Default for RegexCompiler {
+    fn default() -> Self {
+        RegexCompiler::with_config(LowerConfig::new())
+    }
 }
 
 impl RegexCompiler {
-    /// A compiler with default options.
+    /// A compiler with default options and [`Limits`].
     pub fn new() -> RegexCompiler {
         RegexCompiler::default()
     }
@@ -519,67 +730,91 @@ impl RegexCompiler {
     pub fn with_config(config: LowerConfig) -> RegexCompiler {
         RegexCompiler {
             config,
-            cache: Default::default(),
+            limits: Limits::new(),
+            cache: MaskCache::new(DEFAULT_REGEX_CACHE_BYTES),
         }
+    }
+
+    /// The compiler under `limits` (compile time, automaton sizes, nesting).
+    pub fn with_limits(mut self, limits: Limits) -> RegexCompiler {
+        self.limits = limits;
+        self
+    }
+
+    /// The compiler with a cache of at most `bytes` of programs (default
+    /// [`DEFAULT_REGEX_CACHE_BYTES`]).
+    pub fn with_cache_bytes(mut self, bytes: usize) -> RegexCompiler {
+        self.cache = MaskCache::new(bytes);
+        self
+    }
+
+    /// Hits, misses and size of the cache of programs by pattern.
+    pub fn cache_stats(&self) -> crate::mask::CacheStats {
+        self.cache.stats()
     }
 
     /// The program of `pattern` (whole-text semantics; special tokens cannot appear in a regex,
-    /// so no vocabulary is needed).
+    /// so no vocabulary is needed), within the compile time of the compiler's limits.
     pub fn compile(&self, pattern: &str) -> Result<Arc<Program>, CompileError> {
-        if let Some(p) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(pattern)
-        {
-            return Ok(p.clone());
-        }
-        let mut g = GrammarBuilder::new();
-        let root = crate::front::regex::regex_to_ir(pattern, &mut g)?;
-        let start = g.rule("regex");
-        g.define(start, root)?;
-        let grammar = g.finish(start)?;
-        let empty = Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary");
-        let program = Arc::new(lower(&grammar, root, &empty, &self.config).map_err(|e| {
-            CompileError::new(
-                e.kind(),
-                e.location().clone(),
-                format!("regex {pattern:?}: {}", e.message()),
-            )
-        })?);
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        // Patterns come from requests: keep the cache from growing without bound.
-        if cache.len() >= 4096 {
-            cache.clear();
-        }
-        cache.insert(pattern.to_string(), program.clone());
-        Ok(program)
+        self.compile_within(pattern, &self.limits.deadline())
     }
 
-    /// `pattern` as a single DFA leaf (no size limit beyond the determinizer's), for building
-    /// operator programs by hand.
-    pub fn leaf(&self, pattern: &str) -> Result<Leaf, CompileError> {
-        let mut g = GrammarBuilder::new();
-        let root = crate::front::regex::regex_to_ir(pattern, &mut g)?;
-        let start = g.rule("regex");
-        g.define(start, root)?;
-        let grammar = g.finish(start)?;
-        let mut lowering = Lowering {
-            grammar: &grammar,
-            vocab: &Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary"),
-            limit: usize::MAX / 4096,
-            builder: ProgramBuilder::new(),
-            path: Vec::new(),
-            ops: HashMap::new(),
-            sizes: HashMap::new(),
-            leaf_sizes: HashMap::new(),
+    /// [`RegexCompiler::compile`] within `deadline`.
+    pub(crate) fn compile_within(
+        &self,
+        pattern: &str,
+        deadline: &Deadline,
+    ) -> Result<Arc<Program>, CompileError> {
+        if let Some(p) = self.cache.get(&pattern.to_string()) {
+            return Ok(p.program.clone());
+        }
+        let (grammar, root) = regex_grammar(pattern, &self.limits)?;
+        let empty = Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary");
+        let program = lower_within(&grammar, root, &empty, &self.config, &self.limits, deadline)
+            .map_err(|e| {
+                let at = e.location().clone();
+                e.within(at, &format!("regex {pattern:?}"))
+            })?;
+        let cached = CachedProgram {
+            program: Arc::new(program),
+            pattern_bytes: pattern.len(),
         };
-        let hir = lowering.hir(root)?.expect("a regex has no special tokens");
-        dfa_from_hir(&hir, 1 << 20)?.map(Leaf::Dfa).ok_or_else(|| {
+        Ok(self.cache.insert(pattern.to_string(), cached).program.clone())
+    }
+
+    /// `pattern` as a single DFA leaf (no size limit but the compiler's
+    /// [`Limits::automaton_states`]), for building operator programs by hand.
+    pub fn leaf(&self, pattern: &str) -> Result<Leaf, CompileError> {
+        let (grammar, root) = regex_grammar(pattern, &self.limits)?;
+        let deadline = self.limits.deadline();
+        let empty = Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary");
+        let mut lowering = Lowering::new(&grammar, &empty, usize::MAX, &self.limits, &deadline);
+        let too_large = |what: &str| {
             CompileError::unplaced(
                 CompileErrorKind::Limit,
-                format!("regex {pattern:?}: DFA too large"),
+                format!("regex {pattern:?}: {what}"),
             )
-        })
+        };
+        let hir = lowering
+            .hir(root)?
+            .ok_or_else(|| too_large("nested too deeply for one DFA"))?;
+        let max_states = usize::try_from(self.limits.get(LimitKind::AutomatonStates))
+            .unwrap_or(usize::MAX);
+        dfa_from_hir(&hir, max_states, &deadline)?
+            .map(Leaf::Dfa)
+            .ok_or_else(|| too_large("DFA too large"))
     }
+}
+
+/// `pattern` (whole-text semantics) as a grammar built under `limits` (groups nested at most
+/// [`Limits::nesting`] deep, at most [`Limits::grammar_size`] expressions), and its root.
+pub(crate) fn regex_grammar(
+    pattern: &str,
+    limits: &Limits,
+) -> Result<(Grammar, ExprId), CompileError> {
+    let mut g = GrammarBuilder::with_limits(limits);
+    let root = crate::front::regex::regex_to_ir_with(pattern, &mut g, limits)?;
+    let start = g.rule("regex");
+    g.define(start, root)?;
+    Ok((g.finish(start)?, root))
 }

@@ -19,10 +19,11 @@ use std::sync::Arc;
 
 use super::cursor::{Thread, Threads, Walker};
 use super::leaf::Leaf;
-use super::program::{Op, OpId};
+use super::program::{Op, OpId, UNBOUNDED};
 use crate::base::bitmask::set_bit;
 use crate::base::token::TokenId;
 use crate::ir::StructHasher;
+use crate::limits::{Budget, LimitExceeded, Limits};
 use crate::mask::{MaskCache, StoredMask, Weigh};
 use crate::vocab::{walk_sliced, SliceProbe, SliceProofs, Subtree, TrieStep, TrieVisitor, Vocab};
 
@@ -61,11 +62,12 @@ impl Weigh for ContinuationKey {
     }
 }
 
-/// The per-vocabulary part shared by every operator matcher: the vocabulary and the global
-/// mask cache.
+/// The per-vocabulary part shared by every operator matcher: the vocabulary, the global
+/// mask cache and the limits every matcher works under.
 pub struct Runtime {
     pub(crate) vocab: Vocab,
     pub(crate) cache: MaskCache<u128, MaskEntry>,
+    pub(crate) limits: Limits,
     /// Thread (position-free) -> continuation key. The signature walk of a leaf inside a loop
     /// of short leaves under long tokens (an id in `(", " id)*`) visits dozens of (leaf, budget)
     /// pairs each step; its result depends only on the program's structure and the thread, so
@@ -83,13 +85,25 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// A runtime for `vocab` whose mask cache holds at most `cache_bytes`.
+    /// A runtime for `vocab` whose mask cache holds at most `cache_bytes` (and its memo of
+    /// continuation keys a sixteenth of that), with the default [`Limits`].
     pub fn new(vocab: Vocab, cache_bytes: usize) -> Arc<Runtime> {
+        Runtime::with_limits(vocab, cache_bytes, Limits::new())
+    }
+
+    /// [`Runtime::new`] whose matchers work under `limits` (readings, work per call, history).
+    pub fn with_limits(vocab: Vocab, cache_bytes: usize, limits: Limits) -> Arc<Runtime> {
         Arc::new(Runtime {
             vocab,
             cache: MaskCache::new(cache_bytes),
             continuations: MaskCache::new(cache_bytes / 16),
+            limits,
         })
+    }
+
+    /// The limits of the matchers on this runtime.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The vocabulary.
@@ -102,73 +116,155 @@ impl Runtime {
         self.cache.stats()
     }
 
-    fn l1_key(leaf: &Leaf, state: u32) -> u128 {
-        StructHasher::new(L1_DOMAIN)
-            .hash(leaf.state_key(state))
-            .finish()
+    fn l1_key(leaf: &Leaf, state: u32, rounds: Option<Rounds>) -> u128 {
+        let mut h = StructHasher::new(L1_DOMAIN);
+        h.hash(leaf.state_key(state));
+        if let Some(r) = rounds {
+            h.word(LOOP_MARK).word(r.word());
+        }
+        h.finish()
     }
 
-    fn leaf_part(&self, leaf: &Leaf, state: u32) -> Arc<MaskEntry> {
-        self.cache
-            .get_or_insert_with(Self::l1_key(leaf, state), || {
-                self.compute_leaf_part(leaf, state)
-            })
+    /// The leaf part of a thread in `leaf`'s `state` ([`Runtime::l1_key`]).
+    fn leaf_part(
+        &self,
+        leaf: &Leaf,
+        state: u32,
+        rounds: Option<Rounds>,
+        key: u128,
+        budget: &Budget,
+    ) -> Result<Arc<MaskEntry>, LimitExceeded> {
+        match self.cache.get(&key) {
+            Some(entry) => Ok(entry),
+            None => Ok(self.cache.insert(key, self.compute_leaf_part(leaf, state, rounds, budget)?)),
+        }
     }
 
-    fn compute_leaf_part(&self, leaf: &Leaf, state: u32) -> MaskEntry {
-        const NO_EXIT: u32 = u32::MAX;
+    /// The `DoWhile` rounds of `thread`'s leaf, if the leaf is the whole body of the loop
+    /// around it: its leaf part then follows the loop into further rounds.
+    fn loop_rounds(&self, walker: &Walker, thread: &Thread) -> Option<Rounds> {
+        let [.., parent, top] = thread.frames.as_slice() else {
+            return None;
+        };
+        let Op::DoWhile { body, min, max } = *walker.program.op(OpId(parent.op)) else {
+            return None;
+        };
+        let plain = matches!(walker.program.op(body), Op::Leaf { then, .. } if then.iter().all(Option::is_none));
+        (body.0 == top.op && plain).then(|| Rounds::of(parent.count, min, max, self.count_cap()))
+    }
+
+    /// Past this many rounds (or units) a count looks the same to every token.
+    fn count_cap(&self) -> u32 {
+        self.vocab.max_token_len() as u32 + 1
+    }
+
+    /// The leaf part by a walk of the trie: one unit of work per trie node and per byte a
+    /// slice proof steps. With `rounds`, the leaf is the body of a loop: where it ends, the
+    /// walk starts another round while the loop has rounds left, so a token that stays inside
+    /// the loop (a word in `[a-z]{0,3000}`) is accepted here instead of replayed through the
+    /// cursor. Only a token that dies after a place where the loop (or a leaf with a way out
+    /// and a way on) could have ended is left uncertain.
+    fn compute_leaf_part(
+        &self,
+        leaf: &Leaf,
+        state: u32,
+        rounds: Option<Rounds>,
+        budget: &Budget,
+    ) -> Result<MaskEntry, LimitExceeded> {
         struct Walk<'a> {
             leaf: &'a Leaf,
+            rounds: Option<Rounds>,
             vocab: &'a Vocab,
             accepted: Vec<u32>,
             uncertain: Vec<TokenId>,
             max_cross: u32,
+            budget: &'a Budget,
+            error: Option<LimitExceeded>,
         }
-        // State: the leaf's state and the depth of the earliest point where it could have ended.
+        impl Walk<'_> {
+            /// The state after `byte`, or `None` if the leaf (the loop) rejects it.
+            fn next(&self, s: &WalkState, byte: u8, depth: u32) -> Option<WalkState> {
+                let leaf = match s.leaf {
+                    LOOP_DONE => return None,
+                    leaf => self.leaf.step(leaf, byte as u32),
+                };
+                if leaf == super::leaf::DEAD {
+                    return None;
+                }
+                let mut next = WalkState { leaf, ..*s };
+                if self.leaf.exit(leaf).is_none() {
+                    return Some(next);
+                }
+                if next.first_exit == NO_EXIT {
+                    next.first_exit = depth;
+                }
+                let ends_here = match self.rounds {
+                    // Staying in the leaf is followed; ending its round is left to the cursor.
+                    None => true,
+                    Some(_) if self.leaf.has_out(leaf) => true,
+                    Some(r) => {
+                        next.rounds += 1;
+                        next.leaf = match next.rounds < r.to_max {
+                            true => self.leaf.start(),
+                            false => LOOP_DONE,
+                        };
+                        next.rounds >= r.to_min
+                    }
+                };
+                if ends_here && next.could_end == NO_EXIT {
+                    next.could_end = depth;
+                }
+                Some(next)
+            }
+        }
         impl TrieVisitor for Walk<'_> {
-            type State = (u32, u32);
+            type State = WalkState;
             fn step(
                 &mut self,
-                &(s, ended_at): &(u32, u32),
+                s: &WalkState,
                 byte: u8,
                 depth: usize,
                 subtree: Subtree,
-            ) -> TrieStep<(u32, u32)> {
-                let next = self.leaf.step(s, byte as u32);
-                if next == super::leaf::DEAD {
-                    if ended_at != NO_EXIT {
-                        for &t in subtree.tokens() {
-                            self.uncertain.push(t);
-                            let len = self.vocab.token_bytes(t).len() as u32;
-                            self.max_cross = self.max_cross.max(len - ended_at);
-                        }
-                    }
+            ) -> TrieStep<WalkState> {
+                if self.error.is_some() {
                     return TrieStep::Skip;
                 }
-                let ended_at = if ended_at == NO_EXIT && self.leaf.exit(next).is_some() {
-                    depth as u32
-                } else {
-                    ended_at
-                };
-                TrieStep::Enter((next, ended_at))
+                if let Err(e) = self.budget.spend(1) {
+                    self.error = Some(e);
+                    return TrieStep::Skip;
+                }
+                match self.next(s, byte, depth as u32) {
+                    Some(next) => TrieStep::Enter(next),
+                    None => {
+                        if s.could_end != NO_EXIT {
+                            for &t in subtree.tokens() {
+                                self.uncertain.push(t);
+                                let len = self.vocab.token_bytes(t).len() as u32;
+                                self.max_cross = self.max_cross.max(len - s.first_exit);
+                            }
+                        }
+                        TrieStep::Skip
+                    }
+                }
             }
-            fn tokens(&mut self, _: &(u32, u32), tokens: &[TokenId]) {
+            fn tokens(&mut self, _: &WalkState, tokens: &[TokenId]) {
                 tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
             }
         }
         // Only aliveness matters to a slice: where the leaf could end does not.
         impl SliceProbe for Walk<'_> {
-            type Error = std::convert::Infallible;
-            fn advance(
-                &mut self,
-                &(s, _): &(u32, u32),
-                byte: u8,
-            ) -> Result<Option<(u32, u32)>, Self::Error> {
-                let next = self.leaf.step(s, byte as u32);
-                Ok((next != super::leaf::DEAD).then_some((next, NO_EXIT)))
+            type Error = LimitExceeded;
+            fn advance(&mut self, s: &WalkState, byte: u8) -> Result<Option<WalkState>, Self::Error> {
+                self.budget.spend(1)?;
+                Ok(self.next(s, byte, 0).map(|next| WalkState {
+                    first_exit: NO_EXIT,
+                    could_end: NO_EXIT,
+                    ..next
+                }))
             }
-            fn identity(&self, &(s, _): &(u32, u32)) -> Option<u32> {
-                Some(s)
+            fn identity(&self, s: &WalkState) -> Option<u32> {
+                let rounds_seen = self.rounds.map_or(1, |r| u64::from(r.to_max) + 1);
+                u32::try_from(u64::from(s.leaf) * rounds_seen + u64::from(s.rounds)).ok()
             }
             fn accepted(&mut self) -> &mut [u32] {
                 &mut self.accepted
@@ -176,24 +272,36 @@ impl Runtime {
         }
         let mut walk = Walk {
             leaf,
+            rounds,
             vocab: &self.vocab,
             accepted: vec![0; self.vocab.mask_words()],
             uncertain: Vec::new(),
             max_cross: 0,
+            budget,
+            error: None,
+        };
+        let root = WalkState {
+            leaf: state,
+            rounds: 0,
+            first_exit: NO_EXIT,
+            could_end: NO_EXIT,
         };
         let mut proofs = SliceProofs::default();
-        let Ok(()) = walk_sliced(&self.vocab, (state, NO_EXIT), &mut walk, &mut proofs);
+        walk_sliced(&self.vocab, root, &mut walk, &mut proofs)?;
+        if let Some(e) = walk.error {
+            return Err(e);
+        }
         let specials: Vec<TokenId> = leaf
             .specials(state)
             .into_iter()
             .filter(|&t| (t as usize) < self.vocab.mask_width())
             .collect();
-        MaskEntry {
+        Ok(MaskEntry {
             text: StoredMask::from_words(&walk.accepted, self.vocab.text_mask()),
             specials: specials.into(),
             uncertain: walk.uncertain.into(),
             max_cross: walk.max_cross,
-        }
+        })
     }
 
     /// Mixes into `h` what the continuation after `thread`'s leaf looks like to byte runs of at
@@ -207,23 +315,24 @@ impl Runtime {
         &self,
         walker: &Walker,
         thread: &Thread,
-        budget: u32,
+        bytes: u32,
         h: &mut StructHasher,
-    ) -> bool {
+        budget: &Budget,
+    ) -> Result<bool, LimitExceeded> {
         // Breadth first over (thread, remaining budget); the list doubles as the seen-set while
         // it is tiny (the next leaf or two), where a linear scan beats hashing.
         const LINEAR_SEEN: usize = 16;
         let mut visit: smallvec::SmallVec<[(Thread, u32); 4]> =
-            smallvec::smallvec![(thread.clone(), budget)];
+            smallvec::smallvec![(thread.clone(), bytes)];
         let mut seen: rustc_hash::FxHashSet<(Thread, u32)> = Default::default();
         let mut i = 0;
         while i < visit.len() {
             if i == MAX_SIGNATURE_VISITS {
-                return false;
+                return Ok(false);
             }
-            let (from, budget) = visit[i].clone();
+            let (from, bytes) = visit[i].clone();
             i += 1;
-            for next in walker.exit_closure(&from) {
+            for next in walker.exit_closure(&from, budget)? {
                 if next.is_end() {
                     h.word(END_MARK);
                     continue;
@@ -234,9 +343,9 @@ impl Runtime {
                 // Deeper leaves matter only if a run could pass all the way through this one.
                 if let Some(d) = leaf.text_to_exit(top.state) {
                     let d = d.max(1);
-                    if d < budget {
-                        h.word((budget - d) as u64);
-                        let entry = (next, budget - d);
+                    if d < bytes {
+                        h.word((bytes - d) as u64);
+                        let entry = (next, bytes - d);
                         let new = if visit.len() <= LINEAR_SEEN {
                             !visit.contains(&entry)
                         } else {
@@ -253,24 +362,31 @@ impl Runtime {
             }
             h.word(u64::MAX);
         }
-        true
+        Ok(true)
     }
 
     /// `thread` as a key valid across programs and positions: each frame by its operator's
     /// structural hash (a root-to-leaf path with per-frame states names one place in any
-    /// program of the same structure) and a `DoWhile` round start only as "nothing consumed
-    /// yet this round", the one thing the cursor asks of it.
-    fn thread_key(walker: &Walker, thread: &Thread, l1_key: u128) -> u128 {
+    /// program of the same structure), a `DoWhile` round start only as "nothing consumed
+    /// yet this round", the one thing the cursor asks of it, and a `DoWhile` count only as
+    /// far as a token can tell ([`Rounds`]): every step of `[a-z]{0,3000}` away from its
+    /// bounds has one key, where each used to replay the letter tokens again.
+    fn thread_key(&self, walker: &Walker, thread: &Thread, l1_key: u128) -> u128 {
+        let cap = self.count_cap();
         let mut h = StructHasher::new(THREAD_DOMAIN);
         h.hash(l1_key);
         for frame in &thread.frames {
             let op = OpId(frame.op);
-            let state = match walker.program.op(op) {
-                Op::DoWhile { .. } => u32::from(frame.state == thread.pos),
-                _ => frame.state,
+            let (state, count) = match *walker.program.op(op) {
+                Op::DoWhile { min, max, .. } => (
+                    u64::from(frame.state == thread.pos),
+                    Rounds::of(frame.count, min, max, cap).word(),
+                ),
+                _ => (u64::from(frame.state), u64::from(frame.count)),
             };
             h.hash(walker.program.info[op.index()].hash)
-                .word(u64::from(state) << 32 | u64::from(frame.count));
+                .word(state)
+                .word(count);
         }
         h.finish()
     }
@@ -281,66 +397,84 @@ impl Runtime {
         thread: &Thread,
         l1: &MaskEntry,
         l1_key: u128,
-    ) -> Arc<MaskEntry> {
-        let thread_key = Self::thread_key(walker, thread, l1_key);
-        let key = self.continuations.get_or_insert_with(thread_key, || {
-            let mut h = StructHasher::new(L2_DOMAIN);
-            h.hash(l1_key);
-            if self.continuation_signature(walker, thread, l1.max_cross, &mut h) {
-                ContinuationKey(h.finish())
-            } else {
-                // The thread key fixes the whole future (each frame's structural hash covers its
-                // operator's subtree): exact, only not shared.
-                let h = StructHasher::new(L2_THREAD_DOMAIN)
-                    .hash(thread_key)
-                    .finish();
-                ContinuationKey(h)
+        budget: &Budget,
+    ) -> Result<Arc<MaskEntry>, LimitExceeded> {
+        let thread_key = self.thread_key(walker, thread, l1_key);
+        let key = match self.continuations.get(&thread_key) {
+            Some(key) => key,
+            None => {
+                let mut h = StructHasher::new(L2_DOMAIN);
+                h.hash(l1_key);
+                let key = match self.continuation_signature(walker, thread, l1.max_cross, &mut h, budget)? {
+                    true => ContinuationKey(h.finish()),
+                    // The thread key fixes the whole future (each frame's structural hash covers
+                    // its operator's subtree): exact, only not shared.
+                    false => ContinuationKey(
+                        StructHasher::new(L2_THREAD_DOMAIN)
+                            .hash(thread_key)
+                            .finish(),
+                    ),
+                };
+                self.continuations.insert(thread_key, key)
             }
-        });
-        self.cache.get_or_insert_with(key.0, || {
-            let mut words = vec![0u32; self.vocab.mask_words()];
-            l1.text.write_to(&mut words, self.vocab.text_mask());
-            let mut scratch = Threads::new();
-            let Ok(()) = self.vocab.walk_tokens(
-                &l1.uncertain,
-                Threads::from_elem(thread.clone(), 1),
-                |threads, byte| {
-                    let mut next = threads.clone();
-                    let alive = walker.step(&mut next, byte as u32, &mut scratch);
-                    Ok::<_, std::convert::Infallible>(alive.then_some(next))
-                },
-                |run, taken, _| {
-                    if taken {
-                        run.iter().for_each(|&t| set_bit(&mut words, t));
-                    }
-                },
-            );
-            MaskEntry {
-                text: StoredMask::from_words(&words, self.vocab.text_mask()),
-                specials: Box::new([]),
-                uncertain: Box::new([]),
-                max_cross: 0,
-            }
-        })
+        };
+        if let Some(entry) = self.cache.get(&key.0) {
+            return Ok(entry);
+        }
+        let mut words = vec![0u32; self.vocab.mask_words()];
+        l1.text.write_to(&mut words, self.vocab.text_mask());
+        let mut scratch = Threads::new();
+        self.vocab.walk_tokens(
+            &l1.uncertain,
+            Threads::from_elem(thread.clone(), 1),
+            |threads, byte| {
+                let mut next = threads.clone();
+                let alive = walker.step(&mut next, byte as u32, &mut scratch, budget)?;
+                Ok::<_, LimitExceeded>(alive.then_some(next))
+            },
+            |run, taken, _| {
+                if taken {
+                    run.iter().for_each(|&t| set_bit(&mut words, t));
+                }
+            },
+        )?;
+        let entry = MaskEntry {
+            text: StoredMask::from_words(&words, self.vocab.text_mask()),
+            specials: Box::new([]),
+            uncertain: Box::new([]),
+            max_cross: 0,
+        };
+        Ok(self.cache.insert(key.0, entry))
     }
 
-    /// Writes the mask of `threads` into `out` (every word written).
-    pub(crate) fn fill(&self, walker: &Walker, threads: &[Thread], out: &mut [u32]) {
+    /// Writes the mask of `threads` into `out` (every word written). One unit of work per
+    /// thread, and whatever the cache's misses cost; an error past the budget.
+    pub(crate) fn fill(
+        &self,
+        walker: &Walker,
+        threads: &[Thread],
+        out: &mut [u32],
+        budget: &Budget,
+    ) -> Result<(), LimitExceeded> {
         let universe = self.vocab.text_mask();
         let mut wrote = false;
         let mut accepting = false;
         for thread in threads {
+            // A lookup, and a pass over the mask's words to add the thread's part.
+            budget.spend(1 + (out.len() as u64 >> 6))?;
             if thread.is_end() {
                 accepting = true;
                 continue;
             }
             let top = thread.top();
             let leaf = leaf_of(walker, top.op);
-            let l1 = self.leaf_part(leaf, top.state);
+            let rounds = self.loop_rounds(walker, thread);
+            let key = Self::l1_key(leaf, top.state, rounds);
+            let l1 = self.leaf_part(leaf, top.state, rounds, key, budget)?;
             let full = if l1.uncertain.is_empty() {
                 l1.clone()
             } else {
-                self.with_continuation(walker, thread, &l1, Self::l1_key(leaf, top.state))
+                self.with_continuation(walker, thread, &l1, key, budget)?
             };
             if wrote {
                 full.text.or_into(out, universe);
@@ -359,8 +493,55 @@ impl Runtime {
                 .iter()
                 .for_each(|&t| set_bit(out, t));
         }
+        Ok(())
     }
 }
+
+/// A `DoWhile` count as a run of at most `cap - 1` units sees it: its distance to the upper
+/// bound and to the lower one, each capped at `cap`. A round that counts consumes a unit, so
+/// such a run moves the count by less than `cap`, and counts that agree here take the same
+/// rounds and leave at the same places (XGrammar 2's repetition compression, exact).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rounds {
+    to_min: u32,
+    to_max: u32,
+}
+
+impl Rounds {
+    fn of(count: u32, min: u32, max: u32, cap: u32) -> Rounds {
+        let to_max = match max {
+            UNBOUNDED => cap,
+            max => max.saturating_sub(count).min(cap),
+        };
+        Rounds {
+            to_min: min.saturating_sub(count).min(cap),
+            to_max,
+        }
+    }
+
+    fn word(self) -> u64 {
+        u64::from(self.to_max) << 32 | u64::from(self.to_min)
+    }
+}
+
+/// Where a leaf-part walk is after a node's prefix.
+#[derive(Clone, Copy, Debug)]
+struct WalkState {
+    /// The leaf's state, or [`LOOP_DONE`] once the loop has no rounds left.
+    leaf: u32,
+    /// Rounds of the loop the prefix completed.
+    rounds: u32,
+    /// Depth of the leaf's first exit, where the continuation's signature starts.
+    first_exit: u32,
+    /// Depth of the first place where the leaf (or the loop) could have ended: a token that
+    /// dies after it may live on in what follows.
+    could_end: u32,
+}
+
+const NO_EXIT: u32 = u32::MAX;
+/// The loop took its last round: every further byte is the continuation's.
+const LOOP_DONE: u32 = u32::MAX - 1;
+const LOOP_MARK: u64 = 0x100f;
 
 pub(crate) fn leaf_of<'p>(walker: &Walker<'p>, op: u32) -> &'p Leaf {
     match walker.program.op(OpId(op)) {

@@ -1,14 +1,17 @@
 //! The operator backend's [`Matcher`].
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::cursor::{Threads, Walker, MAX_THREADS};
+use smallvec::SmallVec;
+
+use super::cursor::{Frame, Thread, Threads, Walker};
 use super::leaf::{Unit, SPECIAL_BASE};
 use super::masks::{leaf_of, Runtime};
 use super::program::Program;
-use crate::base::bitmask::set_bit;
+use crate::base::bitmask::{get_bit, set_bit};
 use crate::base::token::TokenId;
-use crate::limits::{LimitExceeded, LimitKind};
+use crate::limits::{Budget, LimitExceeded};
 use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
 use crate::vocab::TokenKind;
 
@@ -18,7 +21,8 @@ const MAX_FORCED: usize = 4096;
 /// Follows one operator program token by token.
 ///
 /// State is the cursor (usually one thread of a few frames) plus one snapshot per consumed
-/// token for `rollback`. Masks come from the runtime's global cache.
+/// token for `rollback`, at most [`Limits::history`](crate::limits::Limits::history) of them.
+/// Masks come from the runtime's global cache.
 ///
 /// # Example
 ///
@@ -53,10 +57,16 @@ pub struct OpsMatcher {
     runtime: Arc<Runtime>,
     program: Arc<Program>,
     threads: Threads,
-    history: Vec<Threads>,
-    /// EOS tokens consumed: the last `eos` steps of the history (more than one when EOS is
-    /// consumed again, as the mask then allows and the Earley matcher counts).
+    history: History,
+    /// Tokens consumed since the start (the history may hold fewer).
+    consumed: usize,
+    /// EOS tokens consumed (the last ones).
     eos: usize,
+    /// The limit a consumed token reached (see [`Matcher`]): every call but `rollback` and
+    /// `reset` fails with it.
+    over_limit: Option<LimitExceeded>,
+    /// The last `fill_mask` succeeded on the current state.
+    masked: bool,
     scratch: Threads,
 }
 
@@ -64,27 +74,132 @@ impl std::fmt::Debug for OpsMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpsMatcher")
             .field("threads", &self.threads.len())
-            .field("consumed", &self.history.len())
-            .field("eos", &self.eos)
+            .field("consumed", &self.consumed)
+            .field("terminated", &(self.eos > 0))
             .finish()
+    }
+}
+
+/// Snapshots of the cursor before each consumed token, oldest first, packed into one array
+/// of words (about 12 bytes per frame instead of a 100-byte inline thread), at most `cap` of
+/// them.
+#[derive(Clone, Debug, Default)]
+struct History {
+    /// Per thread: `pos, frames, (op, state, count) per frame`; per snapshot: the thread
+    /// count first.
+    words: Vec<u32>,
+    /// Where each snapshot starts, as an offset from the first word ever pushed.
+    starts: VecDeque<usize>,
+    /// Offset of `words[0]` from the first word ever pushed.
+    dropped: usize,
+    cap: usize,
+}
+
+impl History {
+    fn new(cap: usize) -> History {
+        History {
+            cap,
+            ..History::default()
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    fn push(&mut self, threads: &Threads) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.starts.len() == self.cap {
+            self.starts.pop_front();
+            let live = self.starts.front().map_or(self.dropped + self.words.len(), |&s| s);
+            // Drop the words of forgotten snapshots once they are half of the array.
+            if (live - self.dropped) * 2 > self.words.len() {
+                self.words.drain(..live - self.dropped);
+                self.dropped = live;
+            }
+        }
+        self.starts.push_back(self.dropped + self.words.len());
+        self.words.push(threads.len() as u32);
+        for t in threads {
+            self.words.push(t.pos);
+            self.words.push(t.frames.len() as u32);
+            for f in &t.frames {
+                self.words.extend([f.op, f.state, f.count]);
+            }
+        }
+    }
+
+    /// Keeps the first `keep` snapshots and returns the one after them (the cursor before the
+    /// token rolled back to). `keep < len()`.
+    fn restore(&mut self, keep: usize) -> Threads {
+        let at = self.starts[keep] - self.dropped;
+        let mut words = self.words[at..].iter().copied();
+        let mut next = || words.next().unwrap_or_default();
+        let n = next();
+        let threads = (0..n)
+            .map(|_| {
+                let pos = next();
+                let frames: SmallVec<[Frame; 8]> = (0..next())
+                    .map(|_| Frame {
+                        op: next(),
+                        state: next(),
+                        count: next(),
+                    })
+                    .collect();
+                Thread { frames, pos }
+            })
+            .collect();
+        self.words.truncate(at);
+        self.starts.truncate(keep);
+        threads
+    }
+
+    fn clear(&mut self) {
+        self.words.clear();
+        self.starts.clear();
+        self.dropped = 0;
     }
 }
 
 impl OpsMatcher {
     /// A matcher at the start of `program`.
     pub fn new(runtime: Arc<Runtime>, program: Arc<Program>) -> OpsMatcher {
-        let threads = Walker::new(&program).initial();
-        OpsMatcher {
+        let history = History::new(runtime.limits.history_cap());
+        let mut m = OpsMatcher {
             runtime,
             program,
-            threads,
-            history: Vec::new(),
+            threads: Threads::new(),
+            history,
+            consumed: 0,
             eos: 0,
+            over_limit: None,
+            masked: false,
             scratch: Threads::new(),
+        };
+        m.start();
+        m
+    }
+
+    /// The cursor at the start of the program (over its limit if the start alone has too
+    /// many readings).
+    fn start(&mut self) {
+        let budget = self.runtime.limits.budget();
+        match Walker::new(&self.program).initial(&budget) {
+            Ok(threads) => {
+                self.threads = threads;
+                self.over_limit = None;
+            }
+            Err(e) => {
+                self.threads = Threads::new();
+                self.over_limit = Some(e);
+            }
         }
     }
 
     /// Number of readings of the input the cursor holds (1 for a deterministic program).
+    #[cfg(feature = "internals")]
     pub fn num_threads(&self) -> usize {
         self.threads.len()
     }
@@ -92,7 +207,7 @@ impl OpsMatcher {
     fn reject(&self, token: TokenId, at_byte: usize) -> MatchError {
         MatchError::new(MatchErrorKind::Rejected {
             token,
-            step: self.history.len(),
+            step: self.consumed,
             at_byte,
         })
     }
@@ -103,28 +218,45 @@ impl OpsMatcher {
         threads: &Threads,
         units: impl Iterator<Item = u32>,
         scratch: &mut Threads,
-    ) -> Result<Threads, Result<usize, MatchError>> {
+        budget: &Budget,
+    ) -> Result<Threads, Result<usize, LimitExceeded>> {
         let walker = Walker::new(program);
         let mut threads = threads.clone();
         for (i, u) in units.enumerate() {
-            if !walker.step(&mut threads, u, scratch) {
-                return Err(Ok(i));
-            }
-            if threads.len() > MAX_THREADS {
-                return Err(Err(MatchError::new(MatchErrorKind::Limit(LimitExceeded {
-                    kind: LimitKind::Readings,
-                    value: threads.len() as u64,
-                    max: MAX_THREADS as u64,
-                }))));
+            match walker.step(&mut threads, u, scratch, budget) {
+                Ok(true) => {}
+                Ok(false) => return Err(Ok(i)),
+                Err(e) => return Err(Err(e)),
             }
         }
         Ok(threads)
+    }
+
+    /// Would the mask of the current state allow `token`? Within the work budget, unless a
+    /// mask was computed on this very state already (then it is known to fit).
+    fn mask_allows(&self, token: TokenId) -> Result<bool, LimitExceeded> {
+        let budget = match self.masked {
+            true => Budget::unmetered(&self.runtime.limits),
+            false => self.runtime.limits.budget(),
+        };
+        let mut mask = vec![0u32; self.runtime.vocab.mask_words()];
+        let walker = Walker::new(&self.program);
+        self.runtime.fill(&walker, &self.threads, &mut mask, &budget)?;
+        Ok(get_bit(&mask, token))
+    }
+
+    /// Records a consumed token, the cursor before it going to the history.
+    fn advanced(&mut self, before: &Threads) {
+        self.history.push(before);
+        self.consumed += 1;
+        self.masked = false;
     }
 
     /// The forced units from the current state, and whether the stretch reaches the end of the
     /// program with nothing else possible.
     fn forced_units(&self) -> (Vec<u32>, bool) {
         let walker = Walker::new(&self.program);
+        let budget = self.runtime.limits.budget();
         let mut threads = self.threads.clone();
         let mut scratch = Threads::new();
         let mut units = Vec::new();
@@ -136,7 +268,9 @@ impl OpsMatcher {
                 .iter()
                 .map(|t| leaf_of(&walker, t.top().op).forced_unit(t.top().state));
             let Some(Some(u)) = forced.next() else { break };
-            if !forced.all(|f| f == Some(u)) || !walker.step(&mut threads, u, &mut scratch) {
+            if !forced.all(|f| f == Some(u))
+                || walker.step(&mut threads, u, &mut scratch, &budget) != Ok(true)
+            {
                 break;
             }
             units.push(u);
@@ -154,13 +288,19 @@ impl Matcher for OpsMatcher {
                 got: out.len(),
             }));
         }
+        if let Some(e) = self.over_limit {
+            return Err(MatchError::new(MatchErrorKind::Limit(e)));
+        }
         if self.eos > 0 {
             out.fill(0);
             vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
             return Ok(());
         }
+        let budget = self.runtime.limits.budget();
         self.runtime
-            .fill(&Walker::new(&self.program), &self.threads, out);
+            .fill(&Walker::new(&self.program), &self.threads, out, &budget)
+            .map_err(|e| MatchError::new(MatchErrorKind::Limit(e)))?;
+        self.masked = true;
         Ok(())
     }
 
@@ -172,42 +312,60 @@ impl Matcher for OpsMatcher {
                 mask_width: vocab.mask_width(),
             })
         })?;
+        if let Some(e) = self.over_limit {
+            return Err(MatchError::new(MatchErrorKind::Limit(e)));
+        }
         if self.eos > 0 {
             if !vocab.is_eos(token) {
                 return Err(MatchError::new(MatchErrorKind::Terminated));
             }
-            self.history.push(self.threads.clone());
+            let before = self.threads.clone();
+            self.advanced(&before);
             self.eos += 1;
             return Ok(());
         }
+        let budget = self.runtime.limits.budget();
         let (program, threads, scratch) = (&self.program, &self.threads, &mut self.scratch);
         let stepped = match kind {
             TokenKind::Text => {
                 let bytes = vocab.token_bytes(token).iter().map(|&b| b as u32);
-                Self::advance(program, threads, bytes, scratch)
+                Self::advance(program, threads, bytes, scratch, &budget)
             }
             TokenKind::Special => Self::advance(
                 program,
                 threads,
                 std::iter::once(SPECIAL_BASE + token),
                 scratch,
+                &budget,
             ),
             TokenKind::Unused => Err(Ok(0)),
         };
         match stepped {
             Ok(threads) => {
                 let before = std::mem::replace(&mut self.threads, threads);
-                self.history.push(before);
+                self.advanced(&before);
                 Ok(())
             }
             // A special token the program does not name here may still end the sequence.
             Err(Ok(_)) if vocab.is_eos(token) && self.is_accepting() => {
-                self.history.push(self.threads.clone());
+                let before = self.threads.clone();
+                self.advanced(&before);
                 self.eos = 1;
                 Ok(())
             }
             Err(Ok(at_byte)) => Err(self.reject(token, at_byte)),
-            Err(Err(limit)) => Err(limit),
+            // A limit never refuses a token the constraint allows here: the token is consumed
+            // and the matcher stays over its limit until rolled back.
+            Err(Err(limit)) => match self.mask_allows(token) {
+                Ok(true) => {
+                    let before = self.threads.clone();
+                    self.advanced(&before);
+                    self.over_limit = Some(limit);
+                    Ok(())
+                }
+                Ok(false) => Err(MatchError::new(MatchErrorKind::Limit(limit))),
+                Err(e) => Err(MatchError::new(MatchErrorKind::Limit(e))),
+            },
         }
     }
 
@@ -215,13 +373,16 @@ impl Matcher for OpsMatcher {
         let Some(keep) = rollback_to(n, self.history.len())? else {
             return Ok(());
         };
-        self.threads = self.history.drain(keep..).next().expect("n >= 1 snapshots");
-        self.eos = self.eos.saturating_sub(n);
+        self.threads = self.history.restore(keep);
+        self.consumed -= n;
+        self.eos -= n.min(self.eos);
+        self.over_limit = None;
+        self.masked = false;
         Ok(())
     }
 
     fn is_accepting(&self) -> bool {
-        self.threads.iter().any(|t| t.is_end())
+        self.over_limit.is_none() && (self.eos > 0 || self.threads.iter().any(|t| t.is_end()))
     }
 
     fn is_terminated(&self) -> bool {
@@ -229,7 +390,7 @@ impl Matcher for OpsMatcher {
     }
 
     fn forced_bytes(&self) -> Vec<u8> {
-        if self.eos > 0 {
+        if self.eos > 0 || self.over_limit.is_some() {
             return Vec::new();
         }
         self.forced_units()
@@ -241,7 +402,7 @@ impl Matcher for OpsMatcher {
     }
 
     fn forced_tokens(&self) -> Vec<TokenId> {
-        if self.eos > 0 {
+        if self.eos > 0 || self.over_limit.is_some() {
             return Vec::new();
         }
         let (units, reaches_end) = self.forced_units();
@@ -249,31 +410,38 @@ impl Matcher for OpsMatcher {
     }
 
     fn num_consumed(&self) -> usize {
-        self.history.len()
+        self.consumed
     }
 
     fn reset(&mut self) {
-        self.threads = Walker::new(&self.program).initial();
+        self.start();
         self.history.clear();
+        self.consumed = 0;
         self.eos = 0;
+        self.masked = false;
     }
 
     fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
+        if let Some(e) = self.over_limit {
+            return Err(MatchError::new(MatchErrorKind::Limit(e)));
+        }
         if self.eos > 0 {
             return Err(MatchError::new(MatchErrorKind::Terminated));
         }
+        // Text no mask offered: a limit reached on it refuses it, changing nothing.
+        let budget = self.runtime.limits.budget();
         let units = bytes.iter().map(|&b| b as u32);
-        match Self::advance(&self.program, &self.threads, units, &mut self.scratch) {
+        match Self::advance(&self.program, &self.threads, units, &mut self.scratch, &budget) {
             Ok(threads) => {
                 let before = std::mem::replace(&mut self.threads, threads);
-                self.history.push(before);
+                self.advanced(&before);
                 Ok(())
             }
             Err(Ok(at_byte)) => Err(MatchError::new(MatchErrorKind::TextRejected {
-                step: self.history.len(),
+                step: self.consumed,
                 at_byte,
             })),
-            Err(Err(limit)) => Err(limit),
+            Err(Err(limit)) => Err(MatchError::new(MatchErrorKind::Limit(limit))),
         }
     }
 }

@@ -17,6 +17,7 @@ mod matcher;
 pub mod program;
 
 pub use leaf::{Leaf, Unit};
+pub(crate) use lower::{lower_within, regex_grammar};
 pub use lower::{fits_operators, lower, LowerConfig, RegexCompiler};
 pub use masks::Runtime;
 pub use matcher::OpsMatcher;

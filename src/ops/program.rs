@@ -199,6 +199,7 @@ impl ProgramBuilder {
     }
 
     /// `Write` of UTF-8 text.
+    #[cfg(feature = "internals")]
     pub fn write_text(&mut self, text: &str) -> OpId {
         let units: Vec<Unit> = text.bytes().map(Unit::Byte).collect();
         self.write(&units)
@@ -283,11 +284,13 @@ impl ProgramBuilder {
     }
 
     /// Number of operators so far.
+    #[cfg(feature = "internals")]
     pub fn len(&self) -> usize {
         self.ops.len()
     }
 
     /// True before any operator was added.
+    #[cfg(feature = "internals")]
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
@@ -364,56 +367,104 @@ impl Program {
 
     /// A one-line description of the operator tree, e.g. `Seq(DoWhile{1,}(Dfa), ...)`.
     pub fn describe(&self) -> String {
+        // Pieces of text and operators still to describe, last first (programs can nest
+        // deeper than a thread's stack should recurse).
+        enum Piece<'a> {
+            Text(&'a str),
+            Owned(String),
+            Op(OpId),
+        }
         let mut out = String::new();
-        self.describe_op(self.root, &mut out);
+        let mut stack = vec![Piece::Op(self.root)];
+        let mut children: Vec<Piece> = Vec::new();
+        while let Some(piece) = stack.pop() {
+            let id = match piece {
+                Piece::Text(t) => {
+                    out.push_str(t);
+                    continue;
+                }
+                Piece::Owned(t) => {
+                    out.push_str(&t);
+                    continue;
+                }
+                Piece::Op(id) => id,
+            };
+            children.clear();
+            let list = |children: &mut Vec<Piece>, xs: &mut dyn Iterator<Item = Option<OpId>>| {
+                children.push(Piece::Text("("));
+                for (i, x) in xs.enumerate() {
+                    if i > 0 {
+                        children.push(Piece::Text(", "));
+                    }
+                    children.push(x.map_or(Piece::Text("-"), Piece::Op));
+                }
+                children.push(Piece::Text(")"));
+            };
+            match self.op(id) {
+                Op::Leaf { leaf, then } => {
+                    children.push(Piece::Text(match leaf.as_ref() {
+                        Leaf::Write(_) => "Write",
+                        Leaf::Dfa(_) if then.is_empty() => "Dfa",
+                        Leaf::Dfa(_) => "Wait",
+                    }));
+                    if then.iter().any(|t| t.is_some()) {
+                        list(&mut children, &mut then.iter().copied());
+                    }
+                }
+                Op::Seq(xs) | Op::IfElse(xs) => {
+                    children.push(Piece::Text(match self.op(id) {
+                        Op::Seq(_) => "Seq",
+                        _ => "IfElse",
+                    }));
+                    list(&mut children, &mut xs.iter().map(|&x| Some(x)));
+                }
+                Op::DoWhile { body, min, max } => {
+                    children.push(Piece::Owned(match *max {
+                        UNBOUNDED => format!("DoWhile{{{min},}}"),
+                        max => format!("DoWhile{{{min},{max}}}"),
+                    }));
+                    list(&mut children, &mut std::iter::once(Some(*body)));
+                }
+            }
+            stack.extend(children.drain(..).rev());
+        }
         out
     }
 
-    fn describe_op(&self, id: OpId, out: &mut String) {
-        match self.op(id) {
-            Op::Leaf { leaf, then } => {
-                match leaf.as_ref() {
-                    Leaf::Write(_) => out.push_str("Write"),
-                    Leaf::Dfa(_) if then.is_empty() => out.push_str("Dfa"),
-                    Leaf::Dfa(_) => out.push_str("Wait"),
-                }
-                if then.iter().any(|t| t.is_some()) {
-                    out.push('(');
-                    for (i, t) in then.iter().enumerate() {
-                        if i > 0 {
-                            out.push_str(", ");
-                        }
-                        match t {
-                            Some(t) => self.describe_op(*t, out),
-                            None => out.push('-'),
-                        }
-                    }
-                    out.push(')');
-                }
-            }
-            Op::Seq(xs) | Op::IfElse(xs) => {
-                out.push_str(if matches!(self.op(id), Op::Seq(_)) {
-                    "Seq("
-                } else {
-                    "IfElse("
-                });
-                for (i, x) in xs.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    self.describe_op(*x, out);
-                }
-                out.push(')');
-            }
-            Op::DoWhile { body, min, max } => {
-                if *max == UNBOUNDED {
-                    out.push_str(&format!("DoWhile{{{min},}}("));
-                } else {
-                    out.push_str(&format!("DoWhile{{{min},{max}}}("));
-                }
-                self.describe_op(*body, out);
-                out.push(')');
-            }
+    /// The most frames a thread of this program can stack (see `cursor.rs`): a `Seq` frame
+    /// under every child but the last (which runs in its place), a `DoWhile` frame under its
+    /// body, a leaf's frame on top (popped before a `Wait` body runs). Operators only refer to
+    /// operators built before them, so one pass in order computes it.
+    pub(crate) fn frame_depth(&self) -> usize {
+        let mut depth = vec![0usize; self.ops.len()];
+        for (i, op) in self.ops.iter().enumerate() {
+            let d = |x: &OpId| depth.get(x.index()).copied().unwrap_or(0);
+            depth[i] = match op {
+                Op::Leaf { then, .. } => then.iter().flatten().map(d).max().unwrap_or(0).max(1),
+                Op::Seq(xs) => match xs.split_last() {
+                    Some((last, init)) => init.iter().map(|x| 1 + d(x)).max().unwrap_or(0).max(d(last)),
+                    None => 0,
+                },
+                Op::IfElse(xs) => xs.iter().map(d).max().unwrap_or(0),
+                Op::DoWhile { body, .. } => 1 + d(body),
+            };
         }
+        depth[self.root.index()]
+    }
+
+    /// Bytes the program holds on the heap, its leaves included.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let op_bytes = std::mem::size_of::<Op>() + std::mem::size_of::<OpInfo>();
+        self.ops
+            .iter()
+            .map(|op| {
+                op_bytes
+                    + match op {
+                        Op::Leaf { leaf, then } => leaf.heap_bytes() + then.len() * 8,
+                        Op::Seq(xs) | Op::IfElse(xs) => xs.len() * 4,
+                        Op::DoWhile { .. } => 0,
+                    }
+            })
+            .sum()
     }
 }

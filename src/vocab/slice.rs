@@ -22,12 +22,15 @@ use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
 
 /// The byte languages tried, broadest first: free text that cannot start a tag, the raw
-/// characters of a JSON string, a URI's unreserved characters (URIs, host names, most
+/// characters of a JSON string, the same but ECMA-262's line terminators (a pattern's `.`
+/// refuses U+2028 and U+2029, so in `^.+$` the string slice fails and the next one that fits
+/// leaves ~110k tokens to walk), a URI's unreserved characters (URIs, host names, most
 /// identifiers), alphanumerics (names restricted by a pattern). A slice's language is every
 /// *prefix* of its pattern's matches (a token may end inside a UTF-8 character).
-const PATTERNS: [&str; 4] = [
+const PATTERNS: [&str; 5] = [
     r"[^<]*",
     r#"[^\x00-\x1F"\\]*"#,
+    r#"[^\x00-\x1F"\\\x{2028}\x{2029}]*"#,
     r"[A-Za-z0-9._~\-]*",
     r"[A-Za-z0-9]*",
 ];
@@ -362,9 +365,16 @@ pub(crate) trait SliceProbe: TrieVisitor {
 
 /// Most (slice state, walk state) pairs explored per first byte before leaving it to the walk,
 /// and in all: a state that dies deep inside the slice (a pattern, a property name) must not
-/// cost more than the walk it would save.
-const MAX_PAIRS: usize = 64;
-const MAX_VISITS: usize = 256;
+/// cost more than the walk it would save. A pair costs a step per byte class (~60), a whole
+/// walk ~300k trie nodes, so a few hundred pairs are cheap next to it; the proof must cover
+/// the automaton a searched pattern counts with (`[0-9a-f]{64}` anywhere in the string: 65
+/// states, all alive on every character) or each of its states walks the whole trie (64 pairs
+/// per byte were too few: 6 ms a state).
+const MAX_PAIRS: usize = 256;
+const MAX_VISITS: usize = 1024;
+/// Most client states new to a proof that the first byte taken may meet ([`MAX_PAIRS`]), and
+/// a later one.
+const MAX_NEW_STATES: [usize; 2] = [128, 4];
 
 /// Walks `vocab`'s trie from `root` like [`TokenTrie::walk`], but first looks for a slice whose
 /// every string keeps the client alive after some first bytes: the slice's tokens starting
@@ -447,7 +457,7 @@ fn decide_first_bytes<V: SliceProbe>(
     let mut known: FxHashSet<u32> = FxHashSet::default();
     'first: for &(first, alike) in classes.iter() {
         let mut new_states = 0;
-        let max_new_states = if taken.is_empty() { 32 } else { 4 };
+        let max_new_states = MAX_NEW_STATES[usize::from(!taken.is_empty())];
         let Some(s) = slice.next(slice.start(), first) else {
             decided = decided.union(&alike);
             continue;
@@ -593,6 +603,158 @@ mod tests {
                 assert_eq!(get_bit(&members, t), expected, "token {t} with {first:?}");
             }
         }
+    }
+
+    /// A client that counts the hex digits in a row inside a JSON string, as the minimal
+    /// automaton of a searched `[0-9A-Fa-f]{64}` does, and may close the string once it has
+    /// seen 64 (then any character goes). Every state survives every string of the JSON
+    /// slice, but a proof must visit all 65 of them.
+    struct HexRun {
+        accepted: Vec<u32>,
+        steps: usize,
+    }
+
+    const RUN: u16 = 64;
+    const CLOSED: u16 = 65;
+
+    fn hex_run(s: u16, b: u8) -> Option<u16> {
+        match (s, b) {
+            (CLOSED, _) => None,
+            (RUN, b'"') => Some(CLOSED),
+            (_, b'"' | b'\\' | 0..=0x1F) => None,
+            (RUN, _) => Some(RUN),
+            (s, b) if b.is_ascii_hexdigit() => Some(s + 1),
+            _ => Some(0),
+        }
+    }
+
+    impl TrieVisitor for HexRun {
+        type State = u16;
+        fn step(&mut self, s: &u16, byte: u8, _: usize, _: Subtree) -> TrieStep<u16> {
+            self.steps += 1;
+            hex_run(*s, byte).map_or(TrieStep::Skip, TrieStep::Enter)
+        }
+        fn tokens(&mut self, _: &u16, tokens: &[TokenId]) {
+            tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
+        }
+    }
+
+    impl SliceProbe for HexRun {
+        type Error = ();
+        fn advance(&mut self, s: &u16, byte: u8) -> Result<Option<u16>, ()> {
+            Ok(hex_run(*s, byte))
+        }
+        fn identity(&self, s: &u16) -> Option<u32> {
+            Some(u32::from(*s))
+        }
+        fn accepted(&mut self) -> &mut [u32] {
+            &mut self.accepted
+        }
+    }
+
+    #[test]
+    fn a_counting_automaton_takes_the_string_slice_in_every_state() {
+        let vocab = Vocab::embedded_qwen3().unwrap();
+        let mut proofs = SliceProofs::default();
+        for root in [0, 17, RUN - 1, RUN] {
+            let mut walk = HexRun {
+                accepted: vec![0; vocab.mask_words()],
+                steps: 0,
+            };
+            walk_sliced(&vocab, root, &mut walk, &mut proofs).unwrap();
+            for t in 0..vocab.len() as TokenId {
+                let text = get_bit(vocab.text_mask(), t);
+                let expected = text
+                    && vocab
+                        .token_bytes(t)
+                        .iter()
+                        .try_fold(root, |s, &b| hex_run(s, b))
+                        .is_some();
+                assert_eq!(
+                    get_bit(&walk.accepted, t),
+                    expected,
+                    "token {t} from {root}"
+                );
+            }
+            // The slice's members were taken whole: the walk entered the slice's rest and the
+            // subtrees of the bytes the slice leaves out (`"`, `\`), not the whole trie.
+            assert!(
+                walk.steps * 10 < vocab.trie().num_nodes(),
+                "{} of {} trie nodes from state {root}",
+                walk.steps,
+                vocab.trie().num_nodes()
+            );
+        }
+    }
+
+    /// A client that reads a JSON string's raw characters but ECMA-262's line terminators
+    /// (U+2028 and U+2029, `E2 80 A8`/`A9`), as a pattern's `.` does: states 1 and 2 are
+    /// inside an `E2` character.
+    struct NoLineTerminator {
+        accepted: Vec<u32>,
+        steps: usize,
+    }
+
+    fn no_line_terminator(s: u8, b: u8) -> Option<u8> {
+        match (s, b) {
+            (0, b'"' | b'\\' | 0..=0x1F) => None,
+            (0, 0xE2) => Some(1),
+            (1, 0x80) => Some(2),
+            (2, 0xA8 | 0xA9) => None,
+            _ => Some(0),
+        }
+    }
+
+    impl TrieVisitor for NoLineTerminator {
+        type State = u8;
+        fn step(&mut self, s: &u8, byte: u8, _: usize, _: Subtree) -> TrieStep<u8> {
+            self.steps += 1;
+            no_line_terminator(*s, byte).map_or(TrieStep::Skip, TrieStep::Enter)
+        }
+        fn tokens(&mut self, _: &u8, tokens: &[TokenId]) {
+            tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
+        }
+    }
+
+    impl SliceProbe for NoLineTerminator {
+        type Error = ();
+        fn advance(&mut self, s: &u8, byte: u8) -> Result<Option<u8>, ()> {
+            Ok(no_line_terminator(*s, byte))
+        }
+        fn identity(&self, s: &u8) -> Option<u32> {
+            Some(u32::from(*s))
+        }
+        fn accepted(&mut self) -> &mut [u32] {
+            &mut self.accepted
+        }
+    }
+
+    #[test]
+    fn a_string_without_line_terminators_takes_its_own_slice() {
+        let vocab = Vocab::embedded_qwen3().unwrap();
+        let mut walk = NoLineTerminator {
+            accepted: vec![0; vocab.mask_words()],
+            steps: 0,
+        };
+        walk_sliced(&vocab, 0, &mut walk, &mut SliceProofs::default()).unwrap();
+        for t in 0..vocab.len() as TokenId {
+            let text = get_bit(vocab.text_mask(), t);
+            let expected = text
+                && vocab
+                    .token_bytes(t)
+                    .iter()
+                    .try_fold(0, |s, &b| no_line_terminator(s, b))
+                    .is_some();
+            assert_eq!(get_bit(&walk.accepted, t), expected, "token {t}");
+        }
+        // Without a slice of its own the string slice fails and the URI one leaves ~110k
+        // tokens to walk.
+        assert!(
+            walk.steps * 10 < vocab.trie().num_nodes(),
+            "{} of {} trie nodes",
+            walk.steps,
+            vocab.trie().num_nodes()
+        );
     }
 
     #[test]

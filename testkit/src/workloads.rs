@@ -8,7 +8,8 @@
 //!   section ids, a JSON array linking topics to sections.
 //! - *json-mode-eval*: every `JME_*` file of MaskBench, schema and reference completion.
 //! - *maskbench*: `tests/data/maskbench-sample` plus `benches/data/maskbench.jsonl`, each schema
-//!   with its first valid instance.
+//!   with its first valid instance; with `--maskbench PATH`, instead of every workload, every
+//!   schema of a MaskBench set ([`maskbench_set`]).
 //! - *tools*: BFCL v4 function lists with reference calls, in the Llama 3.1 and Qwen formats.
 //!
 //! The generated workloads come from a fixed seed; the copied data is under `benches/data/`
@@ -335,33 +336,95 @@ fn schema_cases(path: &Path, n: usize) -> Vec<Case> {
     spread(rows, n)
 }
 
+/// Every schema of a MaskBench directory or `maskbench-data.tar.gz` with a valid instance,
+/// with its first one: the whole development set, for the tails (`--maskbench PATH`).
+#[cfg(feature = "peers")]
+pub fn maskbench_set(path: &Path) -> Workload {
+    let files = match path.is_dir() {
+        true => maskbench_files(path),
+        false => maskbench_archive(path),
+    };
+    Workload {
+        name: "maskbench (all)",
+        cases: files
+            .iter()
+            .filter_map(|(name, file)| maskbench_case(name, file))
+            .collect(),
+    }
+}
+
 /// The committed MaskBench sample of the tests, then the bench's extra sample.
 fn maskbench_cases(n: usize) -> Vec<Case> {
-    let dir = root().join("tests/data/maskbench-sample");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".json") && n != "expected.json")
+    let mut cases: Vec<Case> = maskbench_files(&root().join("tests/data/maskbench-sample"))
+        .iter()
+        .filter_map(|(name, file)| maskbench_case(name, file))
         .collect();
-    names.sort();
-    let mut cases = Vec::new();
-    for name in names {
-        let file: Value = serde_json::from_str(&read(&dir.join(&name))).unwrap();
-        let valid = file["tests"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|t| t["valid"] == Value::Bool(true));
-        if let Some(t) = valid {
-            let id = name.trim_end_matches(".json").to_string();
-            cases.push(schema_case(id, file["schema"].clone(), &t["data"]));
-        }
-    }
     cases.extend(schema_cases(
         &root().join("benches/data/maskbench.jsonl"),
         usize::MAX,
     ));
     spread(cases, n)
+}
+
+/// A MaskBench file (`{"schema": ..., "tests": [{"valid": bool, "data": ...}]}`) as the case
+/// of its schema and first valid instance, named after the file; `None` without a valid one.
+fn maskbench_case(name: &str, file: &Value) -> Option<Case> {
+    let valid = file["tests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["valid"] == Value::Bool(true))?;
+    let id = name.trim_end_matches(".json").to_string();
+    Some(schema_case(id, file["schema"].clone(), &valid["data"]))
+}
+
+/// Whether a file of a MaskBench set is a schema file (not `expected*.json`).
+fn is_maskbench_file(name: &str) -> bool {
+    name.ends_with(".json") && !name.starts_with("expected")
+}
+
+/// The MaskBench files of a directory, by name.
+fn maskbench_files(dir: &Path) -> Vec<(String, Value)> {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut files: Vec<(String, Value)> = entries
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| is_maskbench_file(name))
+        .map(|name| {
+            let text = read(&dir.join(&name));
+            let file = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, file)
+        })
+        .collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files
+}
+
+/// The MaskBench files of a `.tar.gz`, by name.
+#[cfg(feature = "peers")]
+fn maskbench_archive(path: &Path) -> Vec<(String, Value)> {
+    use std::io::Read;
+    let shown = path.display();
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{shown}: {e}"));
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    let mut files = Vec::new();
+    for entry in archive.entries().unwrap_or_else(|e| panic!("{shown}: {e}")) {
+        let mut entry = entry.unwrap_or_else(|e| panic!("{shown}: {e}"));
+        let entry_path = entry.path().unwrap_or_else(|e| panic!("{shown}: {e}"));
+        let Some(name) = entry_path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        if !entry.header().entry_type().is_file() || !is_maskbench_file(&name) {
+            continue;
+        }
+        let mut text = String::new();
+        entry
+            .read_to_string(&mut text)
+            .unwrap_or_else(|e| panic!("{shown}: {name}: {e}"));
+        let file = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        files.push((name, file));
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files
 }
 
 /// JSON as Python's `json.dumps` writes it (`", "`, `": "`), as Qwen's chat template does.

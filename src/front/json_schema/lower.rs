@@ -22,6 +22,16 @@ use crate::front::regex::Utf8;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
 
+/// An object with more declared properties than this has its chain of members cut into rules
+/// of [`MEMBERS_PER_RULE`] (see [`Lowering::ordered`]).
+const MEMBERS_IN_ONE_RULE: usize = 32;
+const MEMBERS_PER_RULE: usize = 8;
+
+/// Most states of the automaton of a single ambiguous pattern (see [`Regex::is_ambiguous`]):
+/// past it the pattern is lowered as it reads, so the time spent on a construction that
+/// fails is lost (a searched URI regex of RFC 3986 passed 4,096 states after 64 ms).
+const MAX_AMBIGUOUS_PATTERN_STATES: usize = 1024;
+
 /// Most states of the automaton of one string's constraints together (patterns, lengths,
 /// excluded values; see [`CharDfa`]), and of one key automaton: each state is a rule, and a
 /// length far past a pattern's own (`maxLength: 100000`) multiplies its states. Lower still if
@@ -126,6 +136,23 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     automata: usize,
     /// The expression of each number shape with steps lowered so far, by its fields.
     numbers: HashMap<String, ExprId>,
+    /// The contents of each string shape with patterns, formats or excluded values, built
+    /// once: a schema repeats one shape on many properties (a format, `.+`, an id pattern),
+    /// and each copy of an automaton was its own set of rules, so its own units, compiled
+    /// and walked again by the backend.
+    contents: HashMap<ContentKey, ExprId>,
+}
+
+/// What fixes a string's contents: key or value spelling, lengths, the regexes by source
+/// (a pattern's text, a format's name), the forbidden ones (complements), excluded values.
+#[derive(PartialEq, Eq, Hash)]
+struct ContentKey {
+    key: bool,
+    min: u64,
+    max: Option<u64>,
+    regexes: Vec<String>,
+    forbidden: Vec<String>,
+    exclude: Vec<String>,
 }
 
 impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
@@ -153,6 +180,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             any_value: None,
             automata: 0,
             numbers: HashMap::new(),
+            contents: HashMap::new(),
         }
     }
 
@@ -419,6 +447,25 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         })
     }
 
+    /// A reference to a rule whose body is `body`, named `what` and after the (hash-consed)
+    /// expression, so equal bodies share one rule and different ones never do; the empty and
+    /// the impossible expression stay as they are.
+    fn named(&mut self, what: &str, body: ExprId) -> Result<ExprId, CompileError> {
+        if matches!(self.g.expr(body), Expr::Empty | Expr::Nothing) {
+            return Ok(body);
+        }
+        let name = format!("{}{what} {}", self.prefix, body.index());
+        let rule = match self.g.find_rule(&name) {
+            Some(r) => r,
+            None => {
+                let r = self.g.rule(&name);
+                self.g.define(r, body)?;
+                r
+            }
+        };
+        Ok(self.g.rule_ref(rule))
+    }
+
     /// A string value (`key`: an object key, spelled canonically; see `strings.rs`).
     ///
     /// A string with a pattern or format is a rule of its own, named after its expression, so
@@ -433,19 +480,40 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         if s.regexes.is_empty() {
             return Ok(body);
         }
-        let name = format!("{}json string {}", self.prefix, body.index());
-        let rule = match self.g.find_rule(&name) {
-            Some(r) => r,
-            None => {
-                let r = self.g.rule(&name);
-                self.g.define(r, body)?;
-                r
-            }
-        };
-        Ok(self.g.rule_ref(rule))
+        self.named("json string", body)
     }
 
+    /// [`string_content_uncached`](Self::string_content_uncached), once per shape (see
+    /// [`Lowering::contents`]); a shape that warned is built again at each use, so each
+    /// place gets its warning.
     fn string_content(&mut self, s: &StringShape, key: bool) -> Result<ExprId, CompileError> {
+        if s.regexes.is_empty() && s.forbidden.is_empty() && s.exclude.is_empty() {
+            return self.string_content_uncached(s, key);
+        }
+        let memo = ContentKey {
+            key,
+            min: s.min,
+            max: s.max,
+            regexes: s.regexes.iter().map(|c| c.source.clone()).collect(),
+            forbidden: s.forbidden.iter().map(|c| c.source.clone()).collect(),
+            exclude: s.exclude.iter().cloned().collect(),
+        };
+        if let Some(&e) = self.contents.get(&memo) {
+            return Ok(e);
+        }
+        let warnings = self.c.warnings.len();
+        let e = self.string_content_uncached(s, key)?;
+        if self.c.warnings.len() == warnings {
+            self.contents.insert(memo, e);
+        }
+        Ok(e)
+    }
+
+    fn string_content_uncached(
+        &mut self,
+        s: &StringShape,
+        key: bool,
+    ) -> Result<ExprId, CompileError> {
         let max = s.max;
         if max.is_some_and(|m| m < s.min) {
             return Ok(self.g.nothing());
@@ -473,16 +541,26 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             _ => None,
         };
         if let Some((c, regex)) = single {
+            if regex.is_ambiguous() {
+                let budget = Budget {
+                    max_states: self.budget().max_states.min(MAX_AMBIGUOUS_PATTERN_STATES),
+                    ..self.budget()
+                };
+                match regex.automaton(&budget) {
+                    Ok(dfa) => return self.lower_automaton(&dfa, key),
+                    // Too big or not expressible as an automaton (a word boundary): the
+                    // regex as it reads, exact all the same.
+                    Err(e) if e.kind() == CompileErrorKind::Unsupported => {}
+                    Err(e)
+                        if e.limit()
+                            .is_some_and(|l| l.kind == LimitKind::AutomatonStates) => {}
+                    Err(e) => return Err(e.or_at(Location::JsonPointer(c.pointer.clone()))),
+                }
+            }
             return self.lower_regex(c, &regex, s, key);
         }
         match string_automaton(s, &self.budget()) {
-            Ok(dfa) => {
-                self.automata += 1;
-                let name = format!("{}json string automaton {}", self.prefix, self.automata);
-                let enc = encoding(&mut self.text, &mut self.keys, key);
-                let any = any_text(self.g, enc, 0, None);
-                dfa.lower(&name, self.g, enc, any, self.c.deadline)
-            }
+            Ok(dfa) => self.lower_automaton(&dfa, key),
             Err((at, e)) => {
                 // Lenient: the first regex alone, or the lengths alone.
                 self.c.tolerate(e.or_at(Location::JsonPointer(at)))?;
@@ -495,6 +573,16 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 }
             }
         }
+    }
+
+    /// String contents of `dfa`'s language, one rule per state; a state that takes every
+    /// string is the shared any-text expression, which the vocabulary's slices know.
+    fn lower_automaton(&mut self, dfa: &CharDfa, key: bool) -> Result<ExprId, CompileError> {
+        self.automata += 1;
+        let name = format!("{}json string automaton {}", self.prefix, self.automata);
+        let enc = encoding(&mut self.text, &mut self.keys, key);
+        let any = any_text(self.g, enc, 0, None);
+        dfa.lower(&name, self.g, enc, any, self.c.deadline)
     }
 
     /// One regex, already narrowed to the string's lengths where it could be.
@@ -863,6 +951,16 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
 
     /// Declared properties in schema order, then additional ones: an expression per member and
     /// count written before it, so a `Limit` error (at `pointer`) if that many would not fit.
+    ///
+    /// In a long object the chain is cut every [`MEMBERS_PER_RULE`] members: the rest of the
+    /// chain there (and the choice of the first member written from there on) is a rule of
+    /// its own. Whole, the chain was one expression per member holding every later one (the
+    /// IR flattens sequences and alternations: quadratic to build), and one unit for the
+    /// backend, whose automaton tracks after each member which later names may follow — a
+    /// state per (member, later name prefix), quadratic in the properties (eslintrc, 97
+    /// optional properties: 3.5 s; 400 properties: over 2M states). Each rule is referred to
+    /// from every member of the block before it, so the backend calls it: a unit of a block's
+    /// names, the row after a member holding a call per block still ahead.
     fn ordered(
         &mut self,
         members: &[(ExprId, bool)],
@@ -912,8 +1010,17 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 run?.1
             }
         };
-        for &(m, req) in members.iter().rev() {
+        for (k, &(m, req)) in members.iter().enumerate().rev() {
             self.check_size()?;
+            let cut = members.len() > MEMBERS_IN_ONE_RULE
+                && k > 0
+                && (members.len() - k) % MEMBERS_PER_RULE == 0;
+            if cut {
+                for a in after.iter_mut() {
+                    *a = self.named("json members", *a)?;
+                }
+                first = self.named("json first member", first)?;
+            }
             let mut next_after = Vec::with_capacity(after.len());
             for c in 0..=cap {
                 let c1 = (c + 1).min(cap);

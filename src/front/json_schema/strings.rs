@@ -176,45 +176,59 @@ fn json_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
 /// each run of high surrogates followed by the same low ones, the run and then `\u` and the
 /// trie of those low surrogates. Two characters may share a high surrogate (😀 and 😂 are
 /// D83D DE00 and D83D DE02), so the lows are gathered per high surrogate first: one unit per
-/// character range would give the trie overlapping units.
+/// character range would give the trie overlapping units. Only the high surrogates where a
+/// range starts or ends get lows of their own; those between take them all. A table of all
+/// 1,024 high surrogates per class was most of the front end's time on schemas whose
+/// patterns' automata have a few wide classes (`.`, `[^/]`: ~2 ms each).
 fn surrogate_pairs(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> Vec<(u32, u32, ExprId)> {
-    // A surrogate pair: ten high bits in D800–DBFF, ten low bits in DC00–DFFF.
-    let mut lows: Vec<Vec<(u32, u32)>> = Vec::new();
+    const ALL_LOWS: (u32, u32) = (0, 0x3FF);
+    // Ascending runs of high surrogates (offsets from D800) and their low ones (from DC00).
+    let mut runs: Vec<(u32, u32, Vec<(u32, u32)>)> = Vec::new();
+    let mut add = |first: u32, last: u32, low: (u32, u32)| match runs.last_mut() {
+        // A high surrogate where the previous range ended and this one starts.
+        Some((a, b, lows)) if *a == first && *b == first && first == last => lows.push(low),
+        _ => runs.push((first, last, vec![low])),
+    };
     for &(lo, hi) in ranges {
         let (a, b) = ((lo as u32).max(0x10000), hi as u32);
         if a > b {
             continue;
         }
-        lows.resize(1024, Vec::new());
         let (va, vb) = (a - 0x10000, b - 0x10000);
-        for high in va >> 10..=vb >> 10 {
-            let first = if high == va >> 10 { va & 0x3FF } else { 0 };
-            let last = if high == vb >> 10 { vb & 0x3FF } else { 0x3FF };
-            lows[high as usize].push((first, last));
+        let (ha, hb) = (va >> 10, vb >> 10);
+        let (la, lb) = (va & 0x3FF, vb & 0x3FF);
+        if ha == hb {
+            add(ha, ha, (la, lb));
+            continue;
+        }
+        add(ha, ha, (la, ALL_LOWS.1));
+        if ha + 1 < hb {
+            add(ha + 1, hb - 1, ALL_LOWS);
+        }
+        add(hb, hb, (ALL_LOWS.0, lb));
+    }
+    // Neighbouring runs with the same lows are one.
+    let mut merged: Vec<(u32, u32, Vec<(u32, u32)>)> = Vec::with_capacity(runs.len());
+    for run in runs {
+        match merged.last_mut() {
+            Some(last) if last.1 + 1 == run.0 && last.2 == run.2 => last.1 = run.1,
+            _ => merged.push(run),
         }
     }
     let empty = g.empty();
-    let mut units = Vec::new();
-    let mut high = 0;
-    while high < lows.len() {
-        let run = lows[high..]
-            .iter()
-            .take_while(|l| **l == lows[high])
-            .count();
-        if !lows[high].is_empty() {
-            let low_units: Vec<(u32, u32, ExprId)> = lows[high]
+    merged
+        .into_iter()
+        .map(|(first, last, lows)| {
+            let low_units: Vec<(u32, u32, ExprId)> = lows
                 .iter()
                 .map(|&(a, b)| (0xDC00 + a, 0xDC00 + b, empty))
                 .collect();
             let u = g.text("\\u");
             let low = hex_trie(g, &low_units, 4);
             let pair = g.seq([u, low]);
-            let first = 0xD800 + high as u32;
-            units.push((first, first + run as u32 - 1, pair));
-        }
-        high += run;
-    }
-    units
+            (0xD800 + first, 0xD800 + last, pair)
+        })
+        .collect()
 }
 
 /// `digits` hex digits (either case, `digits` from 1 to 4) spelling a value of one of `units`
@@ -457,6 +471,8 @@ fn without(ranges: &[(char, char)], minus: &[char]) -> Vec<(char, char)> {
 pub(crate) struct Regex {
     hir: Arc<Hir>,
     universal: bool,
+    /// See [`Regex::is_ambiguous`].
+    ambiguous: bool,
 }
 
 impl Regex {
@@ -474,18 +490,32 @@ impl Regex {
             ])))),
         });
         let mut universal = false;
-        let wrapped = branches
+        let mut ambiguous = nests_unbounded_repetitions(&hir);
+        // Branches free on the same sides share one `.*` there. Wrapped one by one, the
+        // automaton of a searched `a|b|c` tracked which of them had matched already: subsets
+        // of the branches, before minimization merged them (17 searched words passed 4,096
+        // states after 40 ms).
+        let mut sides: Vec<((bool, bool), Vec<Hir>)> = Vec::new();
+        for b in branches {
+            let start = b.properties().look_set_prefix().contains(Look::Start);
+            let end = b.properties().look_set_suffix().contains(Look::End);
+            // A branch that matches the empty string with a free side matches every string.
+            universal |= b.properties().minimum_len() == Some(0) && !(start && end);
+            ambiguous |= !(start && end);
+            let side = (start, end);
+            match sides.iter_mut().find(|s| s.0 == side) {
+                Some((_, group)) => group.push(b),
+                None => sides.push((side, vec![b])),
+            }
+        }
+        let wrapped = sides
             .into_iter()
-            .map(|b| {
+            .map(|((start, end), group)| {
                 let mut parts = Vec::new();
-                let start = b.properties().look_set_prefix().contains(Look::Start);
-                let end = b.properties().look_set_suffix().contains(Look::End);
-                // A branch that matches the empty string with a free side matches every string.
-                universal |= b.properties().minimum_len() == Some(0) && !(start && end);
                 if !start {
                     parts.push(any.clone());
                 }
-                parts.push(b);
+                parts.push(Hir::alternation(group));
                 if !end {
                     parts.push(any.clone());
                 }
@@ -495,6 +525,7 @@ impl Regex {
         Ok(Regex {
             hir: Arc::new(Hir::alternation(wrapped)),
             universal,
+            ambiguous,
         })
     }
 
@@ -503,11 +534,22 @@ impl Regex {
         self.universal
     }
 
+    /// True if the regex, written as grammar as it reads, matches a text in many ways at
+    /// once: a branch searched for (the `.*` around it restarts a match at every character)
+    /// or a repetition of an unbounded repetition (`([^/]+/?)+`). A parser following every
+    /// reading carries them all at each step and cannot reuse a mask from one position to the
+    /// next; the minimal automaton has one state there (MaskBench: `.+`, a URL pattern with
+    /// `([/\w .-]*)*`, 20–110 ms per mask). Unanchored, a `pattern` is rarely anything else.
+    pub fn is_ambiguous(&self) -> bool {
+        self.ambiguous
+    }
+
     /// A regex that must match the whole string (the `format` definitions, formwork's own).
     pub fn whole(pattern: &str) -> Result<Regex, CompileError> {
         Ok(Regex {
             hir: Arc::new(parse_ecma(pattern, FORMAT_NESTING)?),
             universal: false,
+            ambiguous: false,
         })
     }
 
@@ -545,8 +587,32 @@ impl Regex {
         Some(Regex {
             hir: Arc::new(Hir::alternation(narrowed)),
             universal: false,
+            ambiguous: self.ambiguous,
         })
     }
+}
+
+/// Is there an unbounded repetition inside another one? An explicit stack: the `Hir` nests
+/// as deeply as the pattern.
+fn nests_unbounded_repetitions(h: &Hir) -> bool {
+    let mut stack = vec![(h, false)];
+    while let Some((h, inside)) = stack.pop() {
+        match h.kind() {
+            HirKind::Repetition(rep) => {
+                let unbounded = rep.max.is_none();
+                if unbounded && inside {
+                    return true;
+                }
+                stack.push((&rep.sub, inside || unbounded));
+            }
+            HirKind::Capture(c) => stack.push((&c.sub, inside)),
+            HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+                stack.extend(subs.iter().map(|s| (s, inside)))
+            }
+            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {}
+        }
+    }
+    false
 }
 
 /// One branch of [`Regex::with_length`].
