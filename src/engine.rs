@@ -34,8 +34,8 @@ use crate::limits::{Deadline, LimitKind, Limits};
 use crate::mask::CacheStats;
 use crate::matcher::{MatchError, Matcher};
 use crate::ops::{
-    fits_operators, lower_within, regex_grammar, LowerConfig, OpsMatcher, Program,
-    RegexCompiler, Runtime,
+    fits_operators, lower_within, regex_grammar, LowerConfig, OpsMatcher, Program, RegexCompiler,
+    Runtime,
 };
 use crate::request::{Builtin, Request};
 use crate::template::{read_templates, StructureFactory};

@@ -74,25 +74,40 @@ fn nested_suffixes(n: usize) -> Grammar {
 fn deep_grammars_compile_and_run_on_a_small_stack() {
     on_small_stack(|| {
         let vocab = common::qwen3();
-        let g = compiler(Limits::new()).compile(&rule_chain(20_000)).unwrap();
+        let g = compiler(Limits::new())
+            .compile(&rule_chain(20_000))
+            .unwrap();
         let mut m = g.matcher();
         m.consume_all(&vocab.encode(&format!("{}b", "a".repeat(20_000))).unwrap())
             .unwrap();
         assert!(m.is_accepting());
         // Optional parts nested 1,000 levels deep, each ending in a `b`: compiled (a subset of
         // the subset construction holds a state per level) and matched up to the deepest.
-        let g = compiler(Limits::new()).compile(&nested_suffixes(1_000)).unwrap();
+        let g = compiler(Limits::new())
+            .compile(&nested_suffixes(1_000))
+            .unwrap();
         let deepest = format!("a{}", "b".repeat(1_000));
-        for (text, accepted) in [(deepest.as_str(), true), ("bbb", true), (&deepest[1..], false)] {
+        for (text, accepted) in [
+            (deepest.as_str(), true),
+            ("bbb", true),
+            (&deepest[1..], false),
+        ] {
             let mut m = g.matcher();
             let consumed = m.consume_all(&vocab.encode(text).unwrap());
-            assert_eq!(consumed.is_ok() && m.is_accepting(), accepted, "{} bytes", text.len());
+            assert_eq!(
+                consumed.is_ok() && m.is_accepting(),
+                accepted,
+                "{} bytes",
+                text.len()
+            );
         }
         // 30,000 levels, with no clock: the subset construction gives up on its work budget
         // and the automata without epsilon edges (a state per level, each with the edges of
         // the levels it can skip) on the grammar size, before their quadratic work is done.
         let unclocked = Limits::new().compile_time(None);
-        let err = compiler(unclocked).compile(&nested_repeats(30_000)).unwrap_err();
+        let err = compiler(unclocked)
+            .compile(&nested_repeats(30_000))
+            .unwrap_err();
         assert_eq!(err.limit().unwrap().kind, LimitKind::GrammarSize, "{err}");
         // Recursion 5,000 deep in the input.
         let g = compiler(Limits::new())
@@ -114,8 +129,14 @@ fn ambiguous_counted_repeats_keep_mask_work_bounded() {
     let vocab = common::qwen3();
     let cases = [
         (r#"root ::= ("a" | "aa"){0,5000}"#, "a".repeat(600)),
-        (r#"root ::= [a-z]{0,3000} [a-z]{0,3000}"#, "thequickbrownfox".repeat(40)),
-        (r#"root ::= ([a-z]{0,2500} "b"?){0,3}"#, "abcdefghij".repeat(60)),
+        (
+            r#"root ::= [a-z]{0,3000} [a-z]{0,3000}"#,
+            "thequickbrownfox".repeat(40),
+        ),
+        (
+            r#"root ::= ([a-z]{0,2500} "b"?){0,3}"#,
+            "abcdefghij".repeat(60),
+        ),
         (r#"root ::= ("a"{0,50}){0,200}"#, "a".repeat(600)),
     ];
     for (gbnf, text) in cases {
@@ -142,9 +163,18 @@ fn merged_items_keep_masks_exact() {
     let vocab = common::qwen3();
     let cases = [
         (r#"root ::= ("a" | "aa"){0,12}"#, "a".repeat(24)),
-        (r#"root ::= [a-z]{0,12} [a-z]{0,12}"#, "abcdefghijklmnopqrstuvwx".to_string()),
-        (r##"root ::= ([a-z]{0,10} "b"?){2,3} ".""##, "abcdefghijklmnopqrstuvwxyzab.".to_string()),
-        (r#"root ::= ("a"{0,11}){0,3} "b""#, format!("{}b", "a".repeat(30))),
+        (
+            r#"root ::= [a-z]{0,12} [a-z]{0,12}"#,
+            "abcdefghijklmnopqrstuvwx".to_string(),
+        ),
+        (
+            r##"root ::= ([a-z]{0,10} "b"?){2,3} ".""##,
+            "abcdefghijklmnopqrstuvwxyzab.".to_string(),
+        ),
+        (
+            r#"root ::= ("a"{0,11}){0,3} "b""#,
+            format!("{}b", "a".repeat(30)),
+        ),
         (
             "root ::= x x x\nx ::= [a-z]{3,12} | [a-z]{0,2}",
             "abcdefghij".repeat(3),

@@ -425,7 +425,10 @@ fn ambiguity_hits_row_limits() {
         }
     }
     let (step, exceeded) = limit.expect("a limit is reached");
-    assert!(matches!(exceeded.kind, LimitKind::Readings | LimitKind::MaskWork));
+    assert!(matches!(
+        exceeded.kind,
+        LimitKind::Readings | LimitKind::MaskWork
+    ));
     assert_eq!(m.num_consumed(), step);
     let mut out = vec![0u32; vocab.mask_words()];
     if !m.is_accepting() {

@@ -289,8 +289,8 @@ fn registration_is_all_or_nothing_and_files_share_a_namespace() {
 /// matcher over its limit: every later mask reports it and one rollback clears it.
 #[test]
 fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
-    use formwork::engine::{BackendChoice, EngineConfig};
     use formwork::bitmask::iter_ones;
+    use formwork::engine::{BackendChoice, EngineConfig};
     use formwork::{Limits, MatchErrorKind};
 
     let vocab = common::qwen3();
@@ -344,7 +344,10 @@ fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
                         .find(|&r| !get_bit(&mask, r));
                     if let Some(r) = refused {
                         let mut fork = m.clone();
-                        assert!(fork.consume(r).is_err(), "{label} step {step}: refused token accepted");
+                        assert!(
+                            fork.consume(r).is_err(),
+                            "{label} step {step}: refused token accepted"
+                        );
                         assert_eq!(fork.num_consumed(), m.num_consumed());
                     }
                     m.consume(t).unwrap_or_else(|e| {
@@ -363,8 +366,8 @@ fn whatever_a_mask_allows_consume_accepts_under_any_limits() {
 /// rolling back one EOS leaves the sequence still finished.
 #[test]
 fn eos_after_eos_is_the_same_on_both_backends() {
-    use formwork::engine::{BackendChoice, EngineConfig};
     use formwork::bitmask::iter_ones;
+    use formwork::engine::{BackendChoice, EngineConfig};
 
     let vocab = common::qwen3();
     let eos = vocab.eos_tokens()[0];
@@ -389,7 +392,10 @@ fn eos_after_eos_is_the_same_on_both_backends() {
         let a = vocab.encode("a").unwrap()[0];
         m.consume(eos).unwrap();
         assert!(
-            matches!(m.consume(a).unwrap_err().kind(), formwork::MatchErrorKind::Terminated),
+            matches!(
+                m.consume(a).unwrap_err().kind(),
+                formwork::MatchErrorKind::Terminated
+            ),
             "{backend:?}"
         );
     }

@@ -975,8 +975,20 @@ fn astral_characters_and_unicode_properties_in_patterns() {
             // A range over two high surrogates, partial at both ends, and a character sharing
             // the high surrogate where it ends.
             "^[\u{1F600}-\u{1F9FF}\u{1FA00}]$",
-            &[r#""😀""#, r#""\ud83d\ude00""#, r#""\ud83d\udfff""#, r#""\ud83e\udc00""#, r#""\ud83e\uddff""#, r#""\ud83e\ude00""#],
-            &[r#""\ud83d\uddff""#, r#""\ud83e\ude01""#, r#""\ud83e\udfff""#, r#""\ud83f\udc00""#],
+            &[
+                r#""😀""#,
+                r#""\ud83d\ude00""#,
+                r#""\ud83d\udfff""#,
+                r#""\ud83e\udc00""#,
+                r#""\ud83e\uddff""#,
+                r#""\ud83e\ude00""#,
+            ],
+            &[
+                r#""\ud83d\uddff""#,
+                r#""\ud83e\ude01""#,
+                r#""\ud83e\udfff""#,
+                r#""\ud83f\udc00""#,
+            ],
         ),
         (
             "^\\p{Greek}+$",

@@ -73,7 +73,11 @@ fn deep_grammars_route_lower_and_run_on_a_small_stack() {
         let ops = engine(BackendChoice::Operators, Limits::new());
         let c = ops.compile_grammar(&chain).unwrap();
         assert_eq!(c.backend(), BackendKind::Operators);
-        assert!(c.program().unwrap().describe().starts_with("Seq(Write, Seq(Write"));
+        assert!(c
+            .program()
+            .unwrap()
+            .describe()
+            .starts_with("Seq(Write, Seq(Write"));
         let vocab = ops.vocab();
         let mut m = c.matcher();
         m.consume_all(&vocab.encode(&format!("{}b", "a".repeat(20_000))).unwrap())
@@ -131,7 +135,10 @@ fn fusion_is_not_tried_where_the_determinizer_would_work_without_bound() {
     assert!(pattern.len() > 500);
     let program = RegexCompiler::new().compile(&pattern).unwrap();
     let described = program.describe();
-    assert!(described.starts_with("IfElse(DoWhile{0,1}(Dfa)"), "{described}");
+    assert!(
+        described.starts_with("IfElse(DoWhile{0,1}(Dfa)"),
+        "{described}"
+    );
 
     let vocab = common::qwen3();
     let e = engine(BackendChoice::Auto, Limits::new());
@@ -147,7 +154,10 @@ fn fusion_is_not_tried_where_the_determinizer_would_work_without_bound() {
 
     for pattern in [r"\w{0,8}x|\w{0,9}y|\w{0,10}z", r"(\w{0,1}|\w{0,2}|\w{0,3})"] {
         let c = e.compile_regex(pattern).unwrap();
-        assert!(c.program().unwrap().describe().starts_with("IfElse("), "{pattern}");
+        assert!(
+            c.program().unwrap().describe().starts_with("IfElse("),
+            "{pattern}"
+        );
     }
 }
 
@@ -174,7 +184,11 @@ fn compile_time_and_automaton_sizes_are_typed_limits() {
     let grammar = g.finish(root).unwrap();
     let e = engine(BackendChoice::Operators, Limits::new().automaton_states(1));
     let err = e.compile_grammar(&grammar).unwrap_err();
-    assert_eq!(err.limit().unwrap().kind, LimitKind::AutomatonStates, "{err}");
+    assert_eq!(
+        err.limit().unwrap().kind,
+        LimitKind::AutomatonStates,
+        "{err}"
+    );
     assert!(engine(BackendChoice::Operators, Limits::new())
         .compile_grammar(&grammar)
         .is_ok());
@@ -203,7 +217,11 @@ fn ambiguous_counted_repeats_keep_few_threads_and_cheap_masks() {
     let vocab = common::qwen3();
     let cases: [(&str, String, usize); 4] = [
         ("(a|aa){0,5000}", "a".repeat(600), 3),
-        ("[a-z]{0,3000}[a-z]{0,3000}", "thequickbrownfox".repeat(40), 3),
+        (
+            "[a-z]{0,3000}[a-z]{0,3000}",
+            "thequickbrownfox".repeat(40),
+            3,
+        ),
         ("([a-z]{0,2500}b?){0,3}", "abcdefghij".repeat(60), 8),
         ("(a{0,50}){0,200}", "a".repeat(600), 51),
     ];
@@ -215,7 +233,10 @@ fn ambiguous_counted_repeats_keep_few_threads_and_cheap_masks() {
             let misses = runtime.cache_stats().misses;
             m.fill_mask(&mut mask)
                 .unwrap_or_else(|e| panic!("{pattern} step {step}: {e}"));
-            assert!(formwork::bitmask::get_bit(&mask, t), "{pattern} step {step}");
+            assert!(
+                formwork::bitmask::get_bit(&mask, t),
+                "{pattern} step {step}"
+            );
             m.consume(t)
                 .unwrap_or_else(|e| panic!("{pattern} step {step}: {e}"));
             assert!(
@@ -244,8 +265,14 @@ fn pruned_threads_keep_masks_exact() {
     let vocab = common::qwen3();
     let cases = [
         ("(a|aa){0,40}", "a".repeat(80)),
-        ("[a-z]{0,30}[a-z]{0,30}", "abcdefghijklmnopqrstuvwxyz".repeat(2)),
-        ("([a-z]{0,12}b?){2,3}", "abcdefghijklmnopqrstuvwxyzab".to_string()),
+        (
+            "[a-z]{0,30}[a-z]{0,30}",
+            "abcdefghijklmnopqrstuvwxyz".repeat(2),
+        ),
+        (
+            "([a-z]{0,12}b?){2,3}",
+            "abcdefghijklmnopqrstuvwxyzab".to_string(),
+        ),
         ("(a{0,5}){0,8}", "a".repeat(38)),
         ("(ab|a)*(ba){3,5}", "abababababa".to_string()),
     ];

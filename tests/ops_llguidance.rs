@@ -39,9 +39,15 @@ fn regexes_match_llguidance() {
 /// (issue 18: alternated `\w{0,k}` pieces are not fused), up to and past their bounds.
 #[test]
 fn counted_loops_of_characters_match_llguidance() {
-    differential(r"\w{0,8}x|\w{0,9}y|\w{0,10}z", &["héllo_wörz", "abcdefghiz", "x"]);
+    differential(
+        r"\w{0,8}x|\w{0,9}y|\w{0,10}z",
+        &["héllo_wörz", "abcdefghiz", "x"],
+    );
     differential(r"[a-z]{0,12}[a-z]{0,12}", &["abcdefghijklmnopqrstuvwx"]);
-    differential(r"([a-z]{0,10}b?){2,3}\.", &["abcdefghijklmnopqrstuvwxyzab."]);
+    differential(
+        r"([a-z]{0,10}b?){2,3}\.",
+        &["abcdefghijklmnopqrstuvwxyzab."],
+    );
     differential(r"( [a-z]{1,5})*\.", &[" ab cdefg hij."]);
     // More pieces run out of llguidance's lexer fuel.
     let pieces: Vec<String> = (1..13).map(|k| format!(r"\w{{0,{k}}}")).collect();

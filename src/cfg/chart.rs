@@ -201,7 +201,10 @@ impl Chart {
         // An item's origin is at most its own row, so one pass downwards closes the set.
         for r in (0..boundary).rev() {
             if live[r] {
-                let waiting = self.row(r).iter().filter(|it| prog.state(it.state).flags & CALLS != 0);
+                let waiting = self
+                    .row(r)
+                    .iter()
+                    .filter(|it| prog.state(it.state).flags & CALLS != 0);
                 let origins: SmallVec<[u32; 8]> = waiting.map(|it| it.origin).collect();
                 origins.into_iter().for_each(|o| reach(&mut live, o));
             }
@@ -257,7 +260,12 @@ impl Chart {
 
     /// Consumes a byte. `Ok(false)` (chart unchanged) if no item continues; an error (chart
     /// unchanged) past the budget.
-    pub fn push_byte(&mut self, prog: &Program, byte: u8, budget: &Budget) -> Result<bool, LimitExceeded> {
+    pub fn push_byte(
+        &mut self,
+        prog: &Program,
+        byte: u8,
+        budget: &Budget,
+    ) -> Result<bool, LimitExceeded> {
         let class = prog.alphabet.class_of[byte as usize] as usize;
         let last = self.starts.len() - 1;
         let (lo, hi) = (self.starts[last] as usize, self.items.len());
@@ -389,7 +397,10 @@ impl Chart {
                     .filter(|&i| self.items[i].state == it.state)
                     .map(|i| i as u32)
                     .collect();
-                match same_state.iter().all(|&at| self.items[at as usize].origin == it.origin) {
+                match same_state
+                    .iter()
+                    .all(|&at| self.items[at as usize].origin == it.origin)
+                {
                     true => same_state,
                     false => {
                         let mine = self.context(prog, &it);
@@ -578,7 +589,9 @@ impl Chart {
             return Ok(());
         }
         let waiting = self.waiting_items(prog, origin, unit, budget)?;
-        waiting.into_iter().for_each(|w| self.advance(prog, w as usize, unit));
+        waiting
+            .into_iter()
+            .for_each(|w| self.advance(prog, w as usize, unit));
         Ok(())
     }
 

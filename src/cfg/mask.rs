@@ -467,12 +467,20 @@ fn fill_cached(
             None => {
                 let mut accepted = Vec::new();
                 let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
-                walk_list(prog, vocab, chart, &mut dfa, &pending, budget, |p, outcome| {
-                    if matches!(outcome, Outcome::Accepted) {
-                        set_bit(out, trie.token_at(p));
-                        accepted.push(p);
-                    }
-                })?;
+                walk_list(
+                    prog,
+                    vocab,
+                    chart,
+                    &mut dfa,
+                    &pending,
+                    budget,
+                    |p, outcome| {
+                        if matches!(outcome, Outcome::Accepted) {
+                            set_bit(out, trie.token_at(p));
+                            accepted.push(p);
+                        }
+                    },
+                )?;
                 scratch.settled.insert(row, &pending, accepted);
             }
         }

@@ -448,7 +448,13 @@ impl CfgMatcher {
             false => g.limits.budget(),
         };
         let mut mask = vec![0u32; g.vocab.mask_words()];
-        mask::fill(g, self.chart.get_mut(), &mut self.scratch, &mut mask, &budget)?;
+        mask::fill(
+            g,
+            self.chart.get_mut(),
+            &mut self.scratch,
+            &mut mask,
+            &budget,
+        )?;
         Ok(get_bit(&mask, token))
     }
 
@@ -523,7 +529,8 @@ impl Matcher for CfgMatcher {
             return Ok(());
         }
         let budget = g.limits.budget();
-        mask::fill(g, self.chart.get_mut(), &mut self.scratch, out, &budget).map_err(limit_error)?;
+        mask::fill(g, self.chart.get_mut(), &mut self.scratch, out, &budget)
+            .map_err(limit_error)?;
         self.masked = true;
         Ok(())
     }

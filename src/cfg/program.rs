@@ -439,7 +439,11 @@ impl Program {
     /// follows the loop.
     /// Callers come first in unit order, and what follows a callee comes from its callers, so
     /// passes run in that order.
-    fn follow_sets(&self, first: &[ByteSet], deadline: &Deadline) -> Result<Vec<ByteSet>, CompileError> {
+    fn follow_sets(
+        &self,
+        first: &[ByteSet],
+        deadline: &Deadline,
+    ) -> Result<Vec<ByteSet>, CompileError> {
         let n = self.units.len();
         let mut rets: Vec<(u32, u32)> = self.calls.iter().map(|c| (c.unit, c.ret)).collect();
         // By the caller's unit (a return state is a state of the caller).
@@ -875,12 +879,22 @@ impl<'a> Lowering<'a> {
         let given = DETERMINIZE_WORK.min(self.determinize_left);
         let mut allowance = given;
         let options = self.options;
-        let subsets = determinize(&nfa, &labels, nc, start, accept, options, Construction::Subsets(&mut allowance))?;
+        let subsets = determinize(
+            &nfa,
+            &labels,
+            nc,
+            start,
+            accept,
+            options,
+            Construction::Subsets(&mut allowance),
+        )?;
         self.determinize_left -= given - allowance;
         let (mut fsm, deterministic) = match subsets {
             Some(d) => (d, true),
             None => {
-                let epsilon_free = Construction::EpsilonFree { used: self.total_states };
+                let epsilon_free = Construction::EpsilonFree {
+                    used: self.total_states,
+                };
                 let fsm = determinize(&nfa, &labels, nc, start, accept, options, epsilon_free)?
                     .expect("epsilon removal fails only on the grammar size");
                 (fsm, false)
@@ -942,7 +956,11 @@ impl<'a> Lowering<'a> {
     ) -> Result<u32, CompileError> {
         self.tick()?;
         if nfa.len() > self.options.max_states {
-            return Err(too_many_states(nfa.len(), self.options.max_states, "a grammar rule"));
+            return Err(too_many_states(
+                nfa.len(),
+                self.options.max_states,
+                "a grammar rule",
+            ));
         }
         if let Some(&entry) = nfa.built.get(&(e, next)) {
             return Ok(entry);
@@ -1109,10 +1127,12 @@ impl<'a> Lowering<'a> {
             }
         }
         // Productive: derives some string. Nullable: derives the empty string.
-        let productive = fixpoint(n, &callers, deadline, |u, known| match (&fsms[u], &counted[u]) {
-            (Some(f), _) => reaches_final(f, |c| known[c as usize], true),
-            (None, Some(c)) => c.min == 0 || known[c.body as usize],
-            _ => false,
+        let productive = fixpoint(n, &callers, deadline, |u, known| {
+            match (&fsms[u], &counted[u]) {
+                (Some(f), _) => reaches_final(f, |c| known[c as usize], true),
+                (None, Some(c)) => c.min == 0 || known[c.body as usize],
+                _ => false,
+            }
         })?;
         if !productive[start as usize] {
             return Err(CompileError::unplaced(
@@ -1120,12 +1140,14 @@ impl<'a> Lowering<'a> {
                 "the grammar's start rule derives no string at all",
             ));
         }
-        let nullable = fixpoint(n, &callers, deadline, |u, known| match (&fsms[u], &counted[u]) {
-            (Some(f), _) => {
-                reaches_final(f, |c| known[c as usize] && productive[c as usize], false)
+        let nullable = fixpoint(n, &callers, deadline, |u, known| {
+            match (&fsms[u], &counted[u]) {
+                (Some(f), _) => {
+                    reaches_final(f, |c| known[c as usize] && productive[c as usize], false)
+                }
+                (None, Some(c)) => c.min == 0 || known[c.body as usize],
+                _ => false,
             }
-            (None, Some(c)) => c.min == 0 || known[c.body as usize],
-            _ => false,
         })?;
         // Trim every automaton to the states on some path from start to final.
         for f in fsms.iter_mut().flatten() {
@@ -1171,7 +1193,11 @@ impl<'a> Lowering<'a> {
                 .map_or(1, |f| f.states.len() as u32);
         }
         if total as usize > self.options.max_states {
-            return Err(too_many_states(total as usize, self.options.max_states, "the grammar's automata"));
+            return Err(too_many_states(
+                total as usize,
+                self.options.max_states,
+                "the grammar's automata",
+            ));
         }
         // A state costs a table row of one entry per byte class: a grammar of many classes
         // may have fewer states (the row bounds the table at 64 entries per allowed state).
@@ -1339,7 +1365,10 @@ fn unit_callees(fsm: &Option<Fsm>, counted: &Option<Counted>) -> Vec<u32> {
 
 /// Which rules reach themselves through references, and which of those only ever reach
 /// their strongly connected component in tail position (right-linear: a loop, no stack).
-fn recursive_rules(g: &Grammar, deadline: &Deadline) -> Result<(Vec<bool>, Vec<bool>), CompileError> {
+fn recursive_rules(
+    g: &Grammar,
+    deadline: &Deadline,
+) -> Result<(Vec<bool>, Vec<bool>), CompileError> {
     let n = g.rules().len();
     let refs: Vec<Vec<usize>> = g
         .rule_graph()
@@ -1909,7 +1938,12 @@ fn bisimulation(
 
 /// The automaton of the blocks; the start's block is state 0, the others in order of first
 /// appearance.
-fn quotient(f: &Fsm, block: &[u32], blocks: usize, deadline: &Deadline) -> Result<Fsm, CompileError> {
+fn quotient(
+    f: &Fsm,
+    block: &[u32],
+    blocks: usize,
+    deadline: &Deadline,
+) -> Result<Fsm, CompileError> {
     let mut order = vec![u32::MAX; blocks];
     let mut count = 0;
     order[block[0] as usize] = 0;
@@ -2123,7 +2157,11 @@ fn determinize(
         if !dfa {
             size += st.size();
             if size > options.max_states {
-                return Err(too_many_states(size, options.max_states, "a nondeterministic unit of the grammar"));
+                return Err(too_many_states(
+                    size,
+                    options.max_states,
+                    "a nondeterministic unit of the grammar",
+                ));
             }
         }
         fsm.states.push(st);
@@ -2334,10 +2372,15 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         let never = Deadline::never();
         assert!(edge_labels(&f).is_none());
         assert!(bisimulation(&f, &mut (100 * n), &never).unwrap().is_none());
-        let (_, blocks) = bisimulation(&f, &mut { usize::MAX }, &never).unwrap().unwrap();
+        let (_, blocks) = bisimulation(&f, &mut { usize::MAX }, &never)
+            .unwrap()
+            .unwrap();
         assert_eq!(blocks, n + 1);
         let mut work = 100 * n;
-        assert_eq!(minimize(f.clone(), &never, &mut work).unwrap().states.len(), n + 1);
+        assert_eq!(
+            minimize(f.clone(), &never, &mut work).unwrap().states.len(),
+            n + 1
+        );
         assert_eq!(work, 0, "the work given is spent");
     }
 
@@ -2353,6 +2396,12 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         assert!(edge_labels(&f).is_none());
         // The two targets are bisimilar: one state of three goes.
         let never = Deadline::never();
-        assert_eq!(minimize(f, &never, &mut { usize::MAX }).unwrap().states.len(), 2);
+        assert_eq!(
+            minimize(f, &never, &mut { usize::MAX })
+                .unwrap()
+                .states
+                .len(),
+            2
+        );
     }
 }

@@ -144,7 +144,11 @@ impl<'p> Walker<'p> {
             frames: SmallVec::new(),
             pos: 0,
         };
-        self.close([(Task::Enter(self.program.root), thread)].into_iter(), &mut out, budget)?;
+        self.close(
+            [(Task::Enter(self.program.root), thread)].into_iter(),
+            &mut out,
+            budget,
+        )?;
         prune(self.program, &mut out, budget)?;
         budget.readings(out.len())?;
         Ok(out)
@@ -183,7 +187,13 @@ impl<'p> Walker<'p> {
 
     /// One task: pushes the tasks it leads to on `stack` (last to run first) or the thread to
     /// `out`.
-    fn run(&self, task: Task, mut thread: Thread, stack: &mut Vec<(Task, Thread)>, out: &mut Threads) {
+    fn run(
+        &self,
+        task: Task,
+        mut thread: Thread,
+        stack: &mut Vec<(Task, Thread)>,
+        out: &mut Threads,
+    ) {
         let program = self.program;
         match task {
             Task::Emit => out.push(thread),
@@ -387,7 +397,8 @@ impl<'p> Walker<'p> {
         rest.frames.pop();
         rest.pos += 1;
         self.forget();
-        let exits = (0..leaf.num_exits()).map(|exit| (Task::Exit { op: top.op, exit }, rest.clone()));
+        let exits =
+            (0..leaf.num_exits()).map(|exit| (Task::Exit { op: top.op, exit }, rest.clone()));
         self.close(exits, &mut out, budget)?;
         prune(self.program, &mut out, budget)?;
         Ok(out)

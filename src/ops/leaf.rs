@@ -861,7 +861,11 @@ pub(crate) fn wait_leaf(
                 value: raw.rows.len() as u64,
                 max: max_states as u64,
             };
-            return Err(CompileError::over_limit(exceeded, Location::None, "Wait automaton"));
+            return Err(CompileError::over_limit(
+                exceeded,
+                Location::None,
+                "Wait automaton",
+            ));
         }
     }
     raw.finish().map(Leaf::Dfa).ok_or_else(|| {

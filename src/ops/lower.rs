@@ -489,8 +489,8 @@ impl<'a> Lowering<'a> {
             .iter()
             .map(|s| self.special(s).map(Terminator::Special))
             .collect::<Result<Vec<_>, _>>()?;
-        let max_states = usize::try_from(self.limits.get(LimitKind::AutomatonStates))
-            .unwrap_or(usize::MAX);
+        let max_states =
+            usize::try_from(self.limits.get(LimitKind::AutomatonStates)).unwrap_or(usize::MAX);
         let leaf = wait_leaf(&Leaf::Dfa(content), &terminators, max_states, self.deadline)?;
         let bodies = vec![None; terminators.len()];
         Ok(Some(self.builder.wait(Arc::new(leaf), &bodies)?))
@@ -507,11 +507,7 @@ impl<'a> Lowering<'a> {
     /// Is fusing `e` worth a try ([`FUSION_WORK`])?
     fn worth_fusing(&mut self, e: ExprId) -> bool {
         self.is_one_char(e)
-            || self
-                .sizes(e, false)
-                .0
-                .saturating_mul(self.limit as u64)
-                <= FUSION_WORK
+            || self.sizes(e, false).0.saturating_mul(self.limit as u64) <= FUSION_WORK
     }
 
     /// Nodes of the sub-expression's regex with rules inlined and bounded repeats unrolled
@@ -779,7 +775,11 @@ impl RegexCompiler {
             program: Arc::new(program),
             pattern_bytes: pattern.len(),
         };
-        Ok(self.cache.insert(pattern.to_string(), cached).program.clone())
+        Ok(self
+            .cache
+            .insert(pattern.to_string(), cached)
+            .program
+            .clone())
     }
 
     /// `pattern` as a single DFA leaf (no size limit but the compiler's
@@ -798,8 +798,8 @@ impl RegexCompiler {
         let hir = lowering
             .hir(root)?
             .ok_or_else(|| too_large("nested too deeply for one DFA"))?;
-        let max_states = usize::try_from(self.limits.get(LimitKind::AutomatonStates))
-            .unwrap_or(usize::MAX);
+        let max_states =
+            usize::try_from(self.limits.get(LimitKind::AutomatonStates)).unwrap_or(usize::MAX);
         dfa_from_hir(&hir, max_states, &deadline)?
             .map(Leaf::Dfa)
             .ok_or_else(|| too_large("DFA too large"))

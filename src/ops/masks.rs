@@ -136,7 +136,9 @@ impl Runtime {
     ) -> Result<Arc<MaskEntry>, LimitExceeded> {
         match self.cache.get(&key) {
             Some(entry) => Ok(entry),
-            None => Ok(self.cache.insert(key, self.compute_leaf_part(leaf, state, rounds, budget)?)),
+            None => Ok(self
+                .cache
+                .insert(key, self.compute_leaf_part(leaf, state, rounds, budget)?)),
         }
     }
 
@@ -254,7 +256,11 @@ impl Runtime {
         // Only aliveness matters to a slice: where the leaf could end does not.
         impl SliceProbe for Walk<'_> {
             type Error = LimitExceeded;
-            fn advance(&mut self, s: &WalkState, byte: u8) -> Result<Option<WalkState>, Self::Error> {
+            fn advance(
+                &mut self,
+                s: &WalkState,
+                byte: u8,
+            ) -> Result<Option<WalkState>, Self::Error> {
                 self.budget.spend(1)?;
                 Ok(self.next(s, byte, 0).map(|next| WalkState {
                     first_exit: NO_EXIT,
@@ -405,7 +411,13 @@ impl Runtime {
             None => {
                 let mut h = StructHasher::new(L2_DOMAIN);
                 h.hash(l1_key);
-                let key = match self.continuation_signature(walker, thread, l1.max_cross, &mut h, budget)? {
+                let key = match self.continuation_signature(
+                    walker,
+                    thread,
+                    l1.max_cross,
+                    &mut h,
+                    budget,
+                )? {
                     true => ContinuationKey(h.finish()),
                     // The thread key fixes the whole future (each frame's structural hash covers
                     // its operator's subtree): exact, only not shared.

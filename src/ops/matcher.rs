@@ -113,7 +113,10 @@ impl History {
         }
         if self.starts.len() == self.cap {
             self.starts.pop_front();
-            let live = self.starts.front().map_or(self.dropped + self.words.len(), |&s| s);
+            let live = self
+                .starts
+                .front()
+                .map_or(self.dropped + self.words.len(), |&s| s);
             // Drop the words of forgotten snapshots once they are half of the array.
             if (live - self.dropped) * 2 > self.words.len() {
                 self.words.drain(..live - self.dropped);
@@ -241,7 +244,8 @@ impl OpsMatcher {
         };
         let mut mask = vec![0u32; self.runtime.vocab.mask_words()];
         let walker = Walker::new(&self.program);
-        self.runtime.fill(&walker, &self.threads, &mut mask, &budget)?;
+        self.runtime
+            .fill(&walker, &self.threads, &mut mask, &budget)?;
         Ok(get_bit(&mask, token))
     }
 
@@ -431,7 +435,13 @@ impl Matcher for OpsMatcher {
         // Text no mask offered: a limit reached on it refuses it, changing nothing.
         let budget = self.runtime.limits.budget();
         let units = bytes.iter().map(|&b| b as u32);
-        match Self::advance(&self.program, &self.threads, units, &mut self.scratch, &budget) {
+        match Self::advance(
+            &self.program,
+            &self.threads,
+            units,
+            &mut self.scratch,
+            &budget,
+        ) {
             Ok(threads) => {
                 let before = std::mem::replace(&mut self.threads, threads);
                 self.advanced(&before);

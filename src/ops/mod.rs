@@ -17,8 +17,8 @@ mod matcher;
 pub mod program;
 
 pub use leaf::{Leaf, Unit};
-pub(crate) use lower::{lower_within, regex_grammar};
 pub use lower::{fits_operators, lower, LowerConfig, RegexCompiler};
+pub(crate) use lower::{lower_within, regex_grammar};
 pub use masks::Runtime;
 pub use matcher::OpsMatcher;
 pub(crate) use program::LeafOp;

@@ -442,7 +442,12 @@ impl Program {
             depth[i] = match op {
                 Op::Leaf { then, .. } => then.iter().flatten().map(d).max().unwrap_or(0).max(1),
                 Op::Seq(xs) => match xs.split_last() {
-                    Some((last, init)) => init.iter().map(|x| 1 + d(x)).max().unwrap_or(0).max(d(last)),
+                    Some((last, init)) => init
+                        .iter()
+                        .map(|x| 1 + d(x))
+                        .max()
+                        .unwrap_or(0)
+                        .max(d(last)),
                     None => 0,
                 },
                 Op::IfElse(xs) => xs.iter().map(d).max().unwrap_or(0),

@@ -410,7 +410,10 @@ fn maskbench_archive(path: &Path) -> Vec<(String, Value)> {
     for entry in archive.entries().unwrap_or_else(|e| panic!("{shown}: {e}")) {
         let mut entry = entry.unwrap_or_else(|e| panic!("{shown}: {e}"));
         let entry_path = entry.path().unwrap_or_else(|e| panic!("{shown}: {e}"));
-        let Some(name) = entry_path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        let Some(name) = entry_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+        else {
             continue;
         };
         if !entry.header().entry_type().is_file() || !is_maskbench_file(&name) {
