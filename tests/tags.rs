@@ -290,14 +290,19 @@ fn configuration_errors() {
         ToolFormat::Llama31,
         &[
             tool,
-            Tool::new("g", json!({"properties": {"x": {"not": {"minimum": 1}}}})),
+            Tool::new(
+                "g",
+                json!({"properties": {"x": {"not": {"unevaluatedProperties": false}}}}),
+            ),
         ],
     );
     let e = bad_schema.compile().err().unwrap();
     assert_eq!(e.kind(), CompileErrorKind::Unsupported);
     assert_eq!(
         e.location(),
-        &formwork::Location::JsonPointer("/tags/0/bodies/1/schema/properties/x/not".into())
+        &formwork::Location::JsonPointer(
+            "/tags/0/bodies/1/schema/properties/x/not/unevaluatedProperties".into()
+        )
     );
 }
 

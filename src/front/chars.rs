@@ -147,6 +147,44 @@ impl CharDfa {
         finish(atoms, next, accept, budget.deadline)
     }
 
+    /// The automaton of a deterministic machine over the characters of `alphabet` (every other
+    /// character is rejected): its states are explored breadth first from `start`, `step`
+    /// giving the state after a character (`None`: rejected) and `accept` the strings that
+    /// end there. For languages a regex would state badly (remainders of decimal numbers, see
+    /// `json_schema::numbers`); a `Limit` error past the budget's states.
+    pub fn explore<K: Clone + Eq + Hash>(
+        start: K,
+        alphabet: &[char],
+        mut step: impl FnMut(&K, char) -> Option<K>,
+        accept: impl Fn(&K) -> bool,
+        budget: &Budget,
+    ) -> Result<CharDfa, CompileError> {
+        let atoms = partition(
+            alphabet
+                .iter()
+                .flat_map(|&c| [c].into_iter().chain(after(c)))
+                .collect(),
+        );
+        let width = atoms.len();
+        let mut states = States::new(budget.states_for(width));
+        states.id(start)?;
+        let mut next = Vec::new();
+        let mut i = 0;
+        while let Some(key) = states.keys.get(i).cloned() {
+            tick(budget.deadline)?;
+            let mut row = vec![DEAD; width];
+            for &c in alphabet {
+                if let Some(to) = step(&key, c) {
+                    row[atom_of(&atoms, c)] = states.id(to)?;
+                }
+            }
+            next.extend(row);
+            i += 1;
+        }
+        let accept = states.keys.iter().map(accept).collect();
+        finish(atoms, next, accept, budget.deadline)
+    }
+
     /// The strings both automata accept: the product on the common refinement of their atoms,
     /// a `Limit` error past the budget's states.
     pub fn intersect(&self, other: &CharDfa, budget: &Budget) -> Result<CharDfa, CompileError> {

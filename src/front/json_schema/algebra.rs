@@ -3,14 +3,16 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::rc::Rc;
 
 use serde_json::Value;
 
+use super::complement::MAX_COMPLEMENT_BRANCHES;
+use super::multiples::step_too_large;
 use super::numbers::{in_range, Bound, Decimal};
-use super::schema::{error, json_equal, Compiler};
+use super::schema::{error, json_equal, over, Compiler};
 use super::shape::{
-    kind_of, ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape,
+    kind_of, ArrayShape, Names, NumberShape, ObjectShape, RefId, RegexConstraint, Shape,
+    StringShape, MAX_WITNESSES,
 };
 use crate::error::{CompileError, CompileErrorKind};
 use crate::front::guard::guarded;
@@ -50,6 +52,44 @@ fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, y) => x.or(y),
     }
+}
+
+/// Where a witness of an object or array is once it meets another one.
+#[derive(Clone)]
+enum WitnessAt {
+    /// On this property (item) of the other side's, with a value of this shape.
+    Declared(Place, Shape),
+    /// Still undeclared (past both prefixes), among these names, with a value of this shape.
+    Undeclared(Names, Shape),
+}
+
+/// A property by name, or an item by position.
+#[derive(Clone)]
+enum Place {
+    Property(String),
+    Item(usize),
+}
+
+/// The numbers of both shapes, not normalized; `None` if the least common multiple of their
+/// steps outgrows a `u64`.
+fn meet(x: &NumberShape, y: &NumberShape) -> Option<NumberShape> {
+    let multiple = match (x.multiple, y.multiple) {
+        (Some(a), Some(b)) => Some(a.lcm(b)?),
+        (a, b) => a.or(b),
+    };
+    Some(NumberShape {
+        integer: x.integer || y.integer,
+        lo: max_lo(&x.lo, &y.lo),
+        hi: min_hi(&x.hi, &y.hi),
+        multiple,
+        not_multiples: x
+            .not_multiples
+            .iter()
+            .chain(&y.not_multiples)
+            .copied()
+            .collect(),
+        steps_pointer: x.steps_pointer.clone().or_else(|| y.steps_pointer.clone()),
+    })
 }
 
 /// Do `[a_lo, a_hi]` and `[b_lo, b_hi]` fail to overlap?
@@ -138,16 +178,26 @@ impl Compiler<'_> {
         self.intersect_depth += 1;
         let out = guarded(|| self.intersect_inner(a, b, pointer));
         self.intersect_depth -= 1;
-        out
+        out.map(Shape::normalized)
     }
 
-    /// The shape reference `r` stands for where it must be inlined: a reference still being
-    /// built is a cycle no value can close.
-    fn inline(&mut self, r: usize) -> Result<Rc<Shape>, CompileError> {
-        let shape = self.deref(r)?;
-        match *shape {
-            Shape::Ref(building) => Err(self.cycle_error(building)),
-            _ => Ok(shape),
+    /// `other` and reference `r`: the target inlined, or where the target is still being
+    /// built (recursion inside it), a lazy table entry for both (resolved when the target is).
+    fn meet_reference(
+        &mut self,
+        r: RefId,
+        other: &Shape,
+        pointer: &str,
+        reference_first: bool,
+    ) -> Result<Shape, CompileError> {
+        let target = self.deref(r)?;
+        if let Shape::Ref(building) = *target {
+            let fixed = self.fixed_id(other, pointer);
+            return Ok(Shape::Ref(self.both_id(building, fixed, pointer)?));
+        }
+        match reference_first {
+            true => self.intersect(&target, other, pointer),
+            false => self.intersect(other, &target, pointer),
         }
     }
 
@@ -177,14 +227,8 @@ impl Compiler<'_> {
                 }
             }
             // Operands keep their order, so the first conflicting keyword is reported second.
-            (Shape::Ref(r), other) => {
-                let target = self.inline(*r)?;
-                self.intersect(&target, other, pointer)?
-            }
-            (other, Shape::Ref(r)) => {
-                let target = self.inline(*r)?;
-                self.intersect(other, &target, pointer)?
-            }
+            (Shape::Ref(r), other) => self.meet_reference(*r, other, pointer, true)?,
+            (other, Shape::Ref(r)) => self.meet_reference(*r, other, pointer, false)?,
             (Shape::AnyOf(xs), other) => {
                 let mut out = Vec::new();
                 for x in xs {
@@ -201,11 +245,14 @@ impl Compiler<'_> {
             }
             (Shape::Null, Shape::Null) => Shape::Null,
             (Shape::Boolean, Shape::Boolean) => Shape::Boolean,
-            (Shape::Number(x), Shape::Number(y)) => Shape::Number(NumberShape {
-                integer: x.integer || y.integer,
-                lo: max_lo(&x.lo, &y.lo),
-                hi: min_hi(&x.hi, &y.hi),
-            }),
+            (Shape::Number(x), Shape::Number(y)) => match meet(x, y) {
+                Some(both) => Shape::number(both),
+                None => {
+                    let at = y.steps_pointer.as_deref().unwrap_or(pointer);
+                    let max = self.limits.get(LimitKind::AutomatonStates);
+                    return Err(step_too_large(at, max));
+                }
+            },
             (Shape::String(x), Shape::String(y)) => {
                 let mut regexes = x.regexes.clone();
                 for r in &y.regexes {
@@ -213,10 +260,17 @@ impl Compiler<'_> {
                         regexes.push(r.clone());
                     }
                 }
+                let mut forbidden = x.forbidden.clone();
+                for r in &y.forbidden {
+                    if !forbidden.iter().any(|q| q.source == r.source) {
+                        forbidden.push(r.clone());
+                    }
+                }
                 Shape::String(StringShape {
                     min: x.min.max(y.min),
                     max: min_opt(x.max, y.max),
                     regexes,
+                    forbidden,
                     length_pointer: x
                         .length_pointer
                         .clone()
@@ -234,54 +288,277 @@ impl Compiler<'_> {
                 for i in 0..n {
                     prefix.push(self.intersect(x.item(i), y.item(i), pointer)?);
                 }
-                Shape::Array(ArrayShape {
+                let both = ArrayShape {
                     prefix,
                     items: Box::new(self.intersect(&x.items, &y.items, pointer)?),
                     min: x.min.max(y.min),
                     max: min_opt(x.max, y.max),
-                })
+                    witnesses: Vec::new(),
+                };
+                self.place_item_witnesses(both, x, y, pointer)?
             }
             (Shape::Object(x), Shape::Object(y)) => {
-                let mut properties = Vec::new();
-                let (xi, yi) = (property_index(x), property_index(y));
-                let mut seen = std::collections::HashSet::new();
-                let names = x.properties.iter().chain(&y.properties).map(|(k, _)| k);
-                for k in names {
-                    if !seen.insert(k.as_str()) {
-                        continue;
-                    }
-                    let (sx, sy) = (self.schema_in(x, &xi, k)?, self.schema_in(y, &yi, k)?);
-                    let s = self.intersect(&sx, &sy, pointer)?;
-                    properties.push((k.clone(), s));
-                }
-                let in_x: std::collections::HashSet<&String> = x.required.iter().collect();
-                let mut required = x.required.clone();
-                required.extend(y.required.iter().filter(|r| !in_x.contains(r)).cloned());
-                // A name matching one side's patterns takes that side's pattern shapes and
-                // the other side's additional shape: exact while one side has none.
-                let patterns = match (x.patterns.is_empty(), y.patterns.is_empty()) {
-                    (true, _) => self.patterns_within(&y.patterns, &x.additional)?,
-                    (false, true) => self.patterns_within(&x.patterns, &y.additional)?,
-                    (false, false) => {
-                        self.unsupported(
-                            &y.pointer,
-                            "`patternProperties` on both sides of an intersection",
-                        )?;
-                        self.patterns_within(&x.patterns, &y.additional)?
-                    }
-                };
-                Shape::Object(ObjectShape {
-                    properties,
-                    patterns,
-                    required,
-                    additional: Box::new(self.intersect(&x.additional, &y.additional, pointer)?),
-                    min: x.min.max(y.min),
-                    max: min_opt(x.max, y.max),
-                    pointer: x.pointer.clone(),
-                })
+                let both = self.merge_objects(x, y, pointer)?;
+                self.place_witnesses(both, x, y, pointer)?
             }
             _ => Shape::Never,
         })
+    }
+
+    /// The objects both admit, but for their witnesses (see [`place_witnesses`](Self::place_witnesses)).
+    fn merge_objects(
+        &mut self,
+        x: &ObjectShape,
+        y: &ObjectShape,
+        pointer: &str,
+    ) -> Result<ObjectShape, CompileError> {
+        let mut properties = Vec::new();
+        let (xi, yi) = (property_index(x), property_index(y));
+        let mut seen = std::collections::HashSet::new();
+        let names = x.properties.iter().chain(&y.properties).map(|(k, _)| k);
+        for k in names {
+            if !seen.insert(k.as_str()) {
+                continue;
+            }
+            let (sx, sy) = (self.schema_in(x, &xi, k)?, self.schema_in(y, &yi, k)?);
+            let s = self.intersect(&sx, &sy, pointer)?;
+            properties.push((k.clone(), s));
+        }
+        let in_x: std::collections::HashSet<&String> = x.required.iter().collect();
+        let mut required = x.required.clone();
+        required.extend(y.required.iter().filter(|r| !in_x.contains(r)).cloned());
+        // A name matching one side's patterns takes that side's pattern shapes and
+        // the other side's additional shape: exact while one side has none.
+        let patterns = match (x.patterns.is_empty(), y.patterns.is_empty()) {
+            (true, _) => self.patterns_within(&y.patterns, &x.additional)?,
+            (false, true) => self.patterns_within(&x.patterns, &y.additional)?,
+            (false, false) => {
+                self.unsupported(
+                    &y.pointer,
+                    "`patternProperties` on both sides of an intersection",
+                )?;
+                self.patterns_within(&x.patterns, &y.additional)?
+            }
+        };
+        Ok(ObjectShape {
+            properties,
+            patterns,
+            required,
+            additional: Box::new(self.intersect(&x.additional, &y.additional, pointer)?),
+            min: x.min.max(y.min),
+            max: min_opt(x.max, y.max),
+            witnesses: Vec::new(),
+            pointer: x.pointer.clone(),
+        })
+    }
+
+    /// `both` (the merge of objects `x` and `y`) with their witnesses placed: a witness of
+    /// `x` is a property `x` does not declare, so in `both` it is one of the names only `y`
+    /// declares (required there, with a value of the witness too) or still undeclared (among
+    /// `y`'s patterns too, when those are the merge's). One branch per choice of places.
+    fn place_witnesses(
+        &mut self,
+        both: ObjectShape,
+        x: &ObjectShape,
+        y: &ObjectShape,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        if x.witnesses.is_empty() && y.witnesses.is_empty() {
+            return Ok(Shape::Object(both).normalized());
+        }
+        let mut choices: Vec<Vec<WitnessAt>> = Vec::new();
+        for (owner, other, owner_is_x) in [(x, y, true), (y, x, false)] {
+            for (names, w) in &owner.witnesses {
+                choices.push(self.witness_places(owner, other, owner_is_x, *names, w, pointer)?);
+            }
+        }
+        self.each_placement(&choices, pointer, |c, placed| {
+            let mut o = both.clone();
+            for at in placed {
+                match at {
+                    WitnessAt::Declared(Place::Property(k), w) => {
+                        if !o.required.contains(k) {
+                            o.required.push(k.clone());
+                        }
+                        if let Some(i) = o.properties.iter().position(|(n, _)| n == k) {
+                            let value = c.intersect(&o.properties[i].1, w, pointer)?;
+                            o.properties[i].1 = value;
+                        }
+                    }
+                    WitnessAt::Declared(Place::Item(_), _) => {}
+                    WitnessAt::Undeclared(names, w) => o.witnesses.push((*names, w.clone())),
+                }
+            }
+            let all = std::mem::take(&mut o.witnesses);
+            o.witnesses = c.fewer_witnesses(all, pointer)?;
+            Ok(Shape::Object(o).normalized())
+        })
+    }
+
+    /// `both` (the merge of arrays `x` and `y`) with their witnesses placed: a witness of `x`
+    /// is an item past `x`'s prefix, so in `both` it is at one of the positions only `y`'s
+    /// prefix has (which then has a value of the witness too, and the array that item), or
+    /// past both prefixes. One branch per choice of places, as for objects.
+    fn place_item_witnesses(
+        &mut self,
+        both: ArrayShape,
+        x: &ArrayShape,
+        y: &ArrayShape,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        if x.witnesses.is_empty() && y.witnesses.is_empty() {
+            return Ok(Shape::Array(both).normalized());
+        }
+        let width = both.prefix.len();
+        let choices: Vec<Vec<WitnessAt>> = [x, y]
+            .into_iter()
+            .flat_map(|a| {
+                a.witnesses.iter().map(move |w| {
+                    (a.prefix.len()..width)
+                        .map(|i| WitnessAt::Declared(Place::Item(i), w.clone()))
+                        .chain([WitnessAt::Undeclared(Names::Unmatched, w.clone())])
+                        .collect()
+                })
+            })
+            .collect();
+        self.each_placement(&choices, pointer, |c, placed| {
+            let mut a = both.clone();
+            let mut past = Vec::new();
+            for at in placed {
+                match at {
+                    WitnessAt::Declared(Place::Item(i), w) => {
+                        a.prefix[*i] = c.intersect(&a.prefix[*i], w, pointer)?;
+                        a.min = a.min.max(*i as u64 + 1);
+                    }
+                    WitnessAt::Declared(Place::Property(_), _) => {}
+                    WitnessAt::Undeclared(names, w) => past.push((*names, w.clone())),
+                }
+            }
+            let fewer = c.fewer_witnesses(past, pointer)?;
+            a.witnesses = fewer.into_iter().map(|(_, w)| w).collect();
+            Ok(Shape::Array(a).normalized())
+        })
+    }
+
+    /// `witnesses` without those another one implies (a value of any shape among the same
+    /// names, beside another witness there); past [`MAX_WITNESSES`] unsupported (lenient: the
+    /// first ones, which admits more).
+    fn fewer_witnesses(
+        &mut self,
+        mut witnesses: Vec<(Names, Shape)>,
+        pointer: &str,
+    ) -> Result<Vec<(Names, Shape)>, CompileError> {
+        let mut i = 0;
+        while i < witnesses.len() {
+            let (names, w) = &witnesses[i];
+            let implied = matches!(w, Shape::Any)
+                && witnesses
+                    .iter()
+                    .enumerate()
+                    .any(|(j, (n, _))| j != i && n == names);
+            match implied {
+                true => {
+                    witnesses.remove(i);
+                }
+                false => i += 1,
+            }
+        }
+        if witnesses.len() > MAX_WITNESSES {
+            self.unsupported(
+                pointer,
+                format!("more than {MAX_WITNESSES} witnesses in one object or array (complements of `additionalProperties`, `patternProperties` or `items` meeting)"),
+            )?;
+            witnesses.truncate(MAX_WITNESSES);
+        }
+        Ok(witnesses)
+    }
+
+    /// The union of `make` over every choice of one place per witness (`choices`: each
+    /// witness's places), within [`MAX_COMPLEMENT_BRANCHES`].
+    fn each_placement(
+        &mut self,
+        choices: &[Vec<WitnessAt>],
+        pointer: &str,
+        mut make: impl FnMut(&mut Self, &[&WitnessAt]) -> Result<Shape, CompileError>,
+    ) -> Result<Shape, CompileError> {
+        let total = choices
+            .iter()
+            .try_fold(1usize, |n, c| n.checked_mul(c.len()))
+            .unwrap_or(usize::MAX);
+        let max = MAX_COMPLEMENT_BRANCHES.min(self.limits.get(LimitKind::Alternatives) as usize);
+        if total > max {
+            let exceeded = crate::limits::LimitExceeded {
+                kind: LimitKind::Alternatives,
+                value: total as u64,
+                max: max as u64,
+            };
+            return Err(over(exceeded, pointer, "the places of witnesses"));
+        }
+        let mut out = Vec::with_capacity(total);
+        for mut code in 0..total {
+            self.tick(pointer)?;
+            let mut placed = Vec::with_capacity(choices.len());
+            for c in choices {
+                placed.push(&c[code % c.len()]);
+                code /= c.len();
+            }
+            out.push(make(self, &placed)?);
+        }
+        Ok(Shape::any_of(out))
+    }
+
+    /// Where a witness of `owner` among `names` may be once `owner` meets `other` (the merge's
+    /// patterns are `x`'s when both have some, else whichever side's).
+    fn witness_places(
+        &mut self,
+        owner: &ObjectShape,
+        other: &ObjectShape,
+        owner_is_x: bool,
+        names: Names,
+        w: &Shape,
+        pointer: &str,
+    ) -> Result<Vec<WitnessAt>, CompileError> {
+        let declared = property_index(owner);
+        let mut places = Vec::new();
+        for (k, _) in &other.properties {
+            if declared.contains_key(k.as_str()) {
+                continue;
+            }
+            let among = match names {
+                Names::Unmatched => {
+                    let mut none = true;
+                    for (c, _) in &owner.patterns {
+                        none = none && !matches(c, k)?;
+                    }
+                    none
+                }
+                Names::Matching(i) => matches(&owner.patterns[i].0, k)?,
+            };
+            if among {
+                places.push(WitnessAt::Declared(Place::Property(k.clone()), w.clone()));
+            }
+        }
+        match (owner.patterns.is_empty(), other.patterns.is_empty()) {
+            // The merge keeps the owner's patterns (or has none).
+            (_, true) => places.push(WitnessAt::Undeclared(names, w.clone())),
+            (false, false) if owner_is_x => places.push(WitnessAt::Undeclared(names, w.clone())),
+            // The other side's patterns become the merge's: the names may match them.
+            (true, false) => {
+                places.push(WitnessAt::Undeclared(Names::Unmatched, w.clone()));
+                for i in 0..other.patterns.len() {
+                    places.push(WitnessAt::Undeclared(Names::Matching(i), w.clone()));
+                }
+            }
+            (false, false) => {
+                // Lenient: as if the names matched none of the other side's patterns.
+                self.unsupported(
+                    pointer,
+                    "a witness among the undeclared properties of an object whose `patternProperties` meet others",
+                )?;
+                places.push(WitnessAt::Undeclared(names, w.clone()));
+            }
+        }
+        Ok(places)
     }
 
     /// `patterns` with each shape narrowed to `within`.
@@ -331,7 +608,14 @@ impl Compiler<'_> {
                 }
                 let what = "references checked against one value";
                 self.within(LimitKind::Nesting, self.accepting.len() + 1, pointer, what)?;
-                let target = self.inline(*r)?;
+                // A target still being built: its schema read again (a recursive `enum`).
+                let target = match *self.deref(*r)? {
+                    Shape::Ref(building) => match self.probe(building)? {
+                        Some(probe) => probe,
+                        None => return Err(self.cycle_error(building)),
+                    },
+                    _ => self.deref(*r)?,
+                };
                 self.accepting.push(key);
                 let out = self.accepts(&target, v, pointer);
                 self.accepting.pop();
@@ -348,7 +632,10 @@ impl Compiler<'_> {
             Shape::Number(n) => match v {
                 Value::Number(x) => {
                     let d = Decimal::from_json(x);
-                    (!n.integer || d.is_integer()) && in_range(&d, n.lo.as_ref(), n.hi.as_ref())
+                    (!n.integer || d.is_integer())
+                        && in_range(&d, n.lo.as_ref(), n.hi.as_ref())
+                        && n.multiple.is_none_or(|s| s.divides(&d))
+                        && !n.not_multiples.iter().any(|s| s.divides(&d))
                 }
                 _ => false,
             },
@@ -364,6 +651,12 @@ impl Compiler<'_> {
                             return Ok(false);
                         }
                     }
+                    for c in &s.forbidden {
+                        self.tick(pointer)?;
+                        if matches(c, text)? {
+                            return Ok(false);
+                        }
+                    }
                     true
                 }
                 _ => false,
@@ -374,12 +667,18 @@ impl Compiler<'_> {
                     if n < a.min || a.max.is_some_and(|m| n > m) {
                         return Ok(false);
                     }
+                    let mut witnessed = vec![false; a.witnesses.len()];
                     for (i, x) in xs.iter().enumerate() {
                         if !self.accepts(a.item(i), x, pointer)? {
                             return Ok(false);
                         }
+                        for (seen, w) in witnessed.iter_mut().zip(&a.witnesses) {
+                            if !*seen && i >= a.prefix.len() {
+                                *seen = self.accepts(w, x, pointer)?;
+                            }
+                        }
                     }
-                    true
+                    witnessed.iter().all(|&seen| seen)
                 }
                 _ => false,
             },
@@ -393,46 +692,116 @@ impl Compiler<'_> {
                         return Ok(false);
                     }
                     let index = property_index(o);
+                    let mut witnessed = vec![false; o.witnesses.len()];
                     for (k, x) in map {
                         let sk = self.schema_in(o, &index, k)?;
                         if !self.accepts(&sk, x, pointer)? {
                             return Ok(false);
                         }
+                        if o.witnesses.is_empty() || index.contains_key(k.as_str()) {
+                            continue;
+                        }
+                        let mut matching = Vec::with_capacity(o.patterns.len());
+                        for (c, _) in &o.patterns {
+                            matching.push(matches(c, k)?);
+                        }
+                        for (seen, (names, w)) in witnessed.iter_mut().zip(&o.witnesses) {
+                            let among = match names {
+                                Names::Unmatched => !matching.contains(&true),
+                                Names::Matching(i) => matching[*i],
+                            };
+                            if !*seen && among {
+                                *seen = self.accepts(w, x, pointer)?;
+                            }
+                        }
                     }
-                    true
+                    witnessed.iter().all(|&seen| seen)
                 }
                 _ => false,
             },
         })
     }
 
-    /// `oneOf`: the branches' union when no value can match two of them; otherwise an error, or
-    /// with `lenient` their union (`anyOf`) and a warning.
-    pub fn one_of(&mut self, branches: Vec<Shape>, pointer: &str) -> Result<Shape, CompileError> {
-        for i in 0..branches.len() {
-            for j in i + 1..branches.len() {
+    /// `oneOf`: each branch without the values of the branches it may overlap (those not
+    /// proven [disjoint](Self::disjoint) from it), through their complements; when a
+    /// complement is out of reach, an error, or with `lenient` the branches' union (`anyOf`)
+    /// and a warning.
+    pub fn one_of(
+        &mut self,
+        branches: Vec<Shape>,
+        lossy: bool,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        let n = branches.len();
+        let mut overlapping: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for i in 0..n {
+            for j in i + 1..n {
                 let mut budget = DISJOINT_BUDGET;
                 if !self.disjoint(&branches[i], &branches[j], &mut budget, pointer)? {
-                    let message = format!(
-                        "oneOf branches {i} and {j} may both match a value, and formwork cannot express \"exactly one\""
-                    );
-                    match self.opts.lenient {
-                        true => {
-                            self.warnings.push(error(
-                                CompileErrorKind::Unsupported,
-                                pointer,
-                                format!("{message}; compiled as anyOf"),
-                            ));
-                            return Ok(Shape::any_of(branches));
-                        }
-                        false => {
-                            return Err(error(CompileErrorKind::Unsupported, pointer, message))
-                        }
-                    }
+                    overlapping[i].push(j);
+                    overlapping[j].push(i);
                 }
             }
         }
-        Ok(Shape::any_of(branches))
+        if lossy && overlapping.iter().any(|o| !o.is_empty()) {
+            // Lenient dropped keywords of the branches: complements of what is left would
+            // refuse too much.
+            let message =
+                "oneOf branches whose keywords were dropped may overlap; compiled as anyOf";
+            self.tolerate(error(CompileErrorKind::Unsupported, pointer, message))?;
+            return Ok(Shape::any_of(branches));
+        }
+        match self.exclusive(&branches, &overlapping, pointer) {
+            Ok(shape) => Ok(shape),
+            // Out of reach: a complement formwork cannot express, or too many branches.
+            Err(e)
+                if self.opts.lenient
+                    && (e.kind() == CompileErrorKind::Unsupported
+                        || e.limit().is_some_and(|l| l.kind == LimitKind::Alternatives)) =>
+            {
+                let message = format!("{}; compiled as anyOf", e.message());
+                self.tolerate(error(CompileErrorKind::Unsupported, pointer, message))?;
+                Ok(Shape::any_of(branches))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The union of `branches`, each without those it may overlap.
+    fn exclusive(
+        &mut self,
+        branches: &[Shape],
+        overlapping: &[Vec<usize>],
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        let mut complements: Vec<Option<Shape>> = branches.iter().map(|_| None).collect();
+        let mut out = Vec::with_capacity(branches.len());
+        for (i, branch) in branches.iter().enumerate() {
+            let mut only = branch.clone();
+            for &j in &overlapping[i] {
+                let complement = match complements[j].take() {
+                    Some(c) => c,
+                    None => self.complement(&branches[j], pointer).map_err(|e| {
+                        let (a, b) = (i.min(j), i.max(j));
+                        match e.kind() {
+                            CompileErrorKind::Unsupported => error(
+                                CompileErrorKind::Unsupported,
+                                pointer,
+                                format!(
+                                    "oneOf branches {a} and {b} may both match a value, and {}",
+                                    e.message()
+                                ),
+                            ),
+                            _ => e,
+                        }
+                    })?,
+                };
+                only = self.meet(&only, &complement, pointer)?;
+                complements[j] = Some(complement);
+            }
+            out.push(only);
+        }
+        Ok(Shape::any_of(out))
     }
 
     /// True only if no value matches both (false when unsure). Recursion: one level per unit
@@ -475,8 +844,11 @@ impl Compiler<'_> {
                 let target = self.deref(*r)?;
                 match *target {
                     // A reference still being read (recursion through the `oneOf` itself):
-                    // unknown.
-                    Shape::Ref(_) => false,
+                    // its schema read again for the question, or unknown.
+                    Shape::Ref(building) => match self.probe(building)? {
+                        Some(probe) => self.disjoint(&probe, other, budget, pointer)?,
+                        None => false,
+                    },
                     _ => self.disjoint(&target, other, budget, pointer)?,
                 }
             }
@@ -489,15 +861,9 @@ impl Compiler<'_> {
                 true
             }
             (Shape::Null, Shape::Null) | (Shape::Boolean, Shape::Boolean) => false,
+            // Empty intervals, and steps whose multiples the other side excludes.
             (Shape::Number(x), Shape::Number(y)) => {
-                let lo = max_lo(&x.lo, &y.lo);
-                let hi = min_hi(&x.hi, &y.hi);
-                match (lo, hi) {
-                    (Some(l), Some(h)) => {
-                        l.value > h.value || (l.value == h.value && (l.strict || h.strict))
-                    }
-                    _ => false,
-                }
+                meet(x, y).is_some_and(|both| both.normalized().is_none())
             }
             (Shape::String(x), Shape::String(y)) => counts_disjoint((x.min, x.max), (y.min, y.max)),
             (Shape::Array(x), Shape::Array(y)) => {

@@ -1,163 +1,20 @@
 //! The keywords of each JSON type (number bounds, string lengths, patterns and formats, array
-//! items and counts, object properties and their patterns) and `not`, read into [`Shape`]s.
+//! items and counts, object properties and their patterns), read into [`Shape`]s.
 
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
 use super::formats;
+use super::multiples::{step_too_large, Step};
 use super::numbers::{Bound, Decimal};
-use super::schema::{error, is_one, pointer_escape, Compiler, MAX_KEY_PATTERNS};
+use super::schema::{error, pointer_escape, Compiler, MAX_KEY_PATTERNS};
 use super::shape::{ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape};
 use super::strings::Regex;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
 
 impl Compiler<'_> {
-    /// The values `not` keeps, for the forms formwork can complement exactly: `true`/`false`/`{}`,
-    /// `type`, `required`, and `enum`/`const` of null, booleans and strings (several keywords:
-    /// the union of their complements). `None` when unsupported and lenient (nothing kept out).
-    // Long: one match over the keywords `not` can complement exactly, each a small case of
-    // the same union.
-    pub(super) fn complement(
-        &mut self,
-        n: &Value,
-        pointer: &str,
-    ) -> Result<Option<Shape>, CompileError> {
-        let map = match n {
-            Value::Bool(b) => return Ok(Some(if *b { Shape::Never } else { Shape::Any })),
-            Value::Object(map) => map,
-            _ => {
-                return Err(error(
-                    CompileErrorKind::Invalid,
-                    pointer,
-                    "`not` must be a schema",
-                ))
-            }
-        };
-        let unsupported = |c: &mut Self, what: &str| -> Result<Option<Shape>, CompileError> {
-            c.unsupported(pointer, format!("`not` with {what} is not supported"))?;
-            Ok(None)
-        };
-        let mut parts = Vec::new();
-        let all_types = || {
-            vec![
-                Shape::Null,
-                Shape::Boolean,
-                Shape::Number(Default::default()),
-                Shape::String(Default::default()),
-                Shape::Array(ArrayShape {
-                    prefix: vec![],
-                    items: Box::new(Shape::Any),
-                    min: 0,
-                    max: None,
-                }),
-                Shape::Object(ObjectShape {
-                    properties: vec![],
-                    patterns: Vec::new(),
-                    required: vec![],
-                    additional: Box::new(Shape::Any),
-                    min: 0,
-                    max: None,
-                    pointer: pointer.into(),
-                }),
-            ]
-        };
-        for (k, v) in map {
-            match k.as_str() {
-                "type" => {
-                    let names: Vec<&str> = match v {
-                        Value::Array(xs) => xs.iter().filter_map(Value::as_str).collect(),
-                        other => other.as_str().into_iter().collect(),
-                    };
-                    if names.contains(&"integer") && !names.contains(&"number") {
-                        return unsupported(self, "`type: integer` (the non-integral numbers)");
-                    }
-                    let kept = all_types().into_iter().filter(|s| {
-                        let name = match s {
-                            Shape::Null => "null",
-                            Shape::Boolean => "boolean",
-                            Shape::Number(_) => "number",
-                            Shape::String(_) => "string",
-                            Shape::Array(_) => "array",
-                            _ => "object",
-                        };
-                        !names.contains(&name)
-                    });
-                    parts.push(Shape::any_of(kept.collect()));
-                }
-                "required" => {
-                    let names: Vec<&str> = v
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .collect();
-                    let mut kept: Vec<Shape> = all_types()
-                        .into_iter()
-                        .filter(|s| !matches!(s, Shape::Object(_)))
-                        .collect();
-                    for name in names {
-                        // An object without this property.
-                        if let Some(mut object) = all_types().pop() {
-                            if let Shape::Object(o) = &mut object {
-                                o.properties.push((name.to_string(), Shape::Never));
-                                kept.push(object);
-                            }
-                        }
-                    }
-                    parts.push(Shape::any_of(kept));
-                }
-                "enum" | "const" => {
-                    let values: Vec<&Value> = match (k.as_str(), v) {
-                        ("enum", Value::Array(xs)) => xs.iter().collect(),
-                        _ => vec![v],
-                    };
-                    self.within(LimitKind::Alternatives, values.len(), pointer, "enum")?;
-                    let mut kept = Vec::new();
-                    if !values.iter().any(|x| x.is_null()) {
-                        kept.push(Shape::Null);
-                    }
-                    let bools: Vec<Value> = [true, false]
-                        .into_iter()
-                        .filter(|b| !values.contains(&&Value::Bool(*b)))
-                        .map(Value::Bool)
-                        .collect();
-                    if !bools.is_empty() {
-                        kept.push(Shape::Values(bools));
-                    }
-                    let strings: Vec<String> = values
-                        .iter()
-                        .filter_map(|x| x.as_str().map(str::to_string))
-                        .collect();
-                    if values
-                        .iter()
-                        .any(|x| !(x.is_null() || x.is_boolean() || x.is_string()))
-                    {
-                        return unsupported(self, "numbers, arrays or objects in `enum`/`const`");
-                    }
-                    kept.push(Shape::String(StringShape {
-                        exclude: strings.into_iter().collect(),
-                        exclude_pointer: Some(pointer.to_string()),
-                        ..StringShape::default()
-                    }));
-                    kept.extend(all_types().into_iter().filter(|s| {
-                        matches!(s, Shape::Number(_) | Shape::Array(_) | Shape::Object(_))
-                    }));
-                    parts.push(Shape::any_of(kept));
-                }
-                "title" | "description" | "$comment" | "default" | "examples" => {}
-                other => return unsupported(self, &format!("`{other}`")),
-            }
-        }
-        // `not: {}` keeps nothing; otherwise a value escapes `not` by failing any one keyword.
-        Ok(Some(if parts.is_empty() {
-            Shape::Never
-        } else {
-            Shape::any_of(parts)
-        }))
-    }
-
     pub(super) fn number(
         &mut self,
         map: &Map<String, Value>,
@@ -168,8 +25,22 @@ impl Compiler<'_> {
             integer,
             ..NumberShape::default()
         };
-        if map.get("multipleOf").is_some_and(is_one) {
-            shape.integer = true;
+        if let Some(v) = map.get("multipleOf") {
+            let at = format!("{pointer}/multipleOf");
+            let step = match v {
+                Value::Number(n) => Decimal::from_json(n),
+                _ => Decimal::zero(),
+            };
+            if step <= Decimal::zero() {
+                return Err(error(
+                    CompileErrorKind::Invalid,
+                    &at,
+                    "`multipleOf` must be a number greater than 0",
+                ));
+            }
+            let max = self.limits.get(LimitKind::AutomatonStates);
+            shape.multiple = Some(Step::of(&step).ok_or_else(|| step_too_large(&at, max))?);
+            shape.steps_pointer = Some(at.into());
         }
         let num = |key: &str| -> Result<Option<Decimal>, CompileError> {
             match map.get(key) {
@@ -232,7 +103,7 @@ impl Compiler<'_> {
                 );
             }
         }
-        Ok(Shape::Number(shape))
+        Ok(Shape::number(shape))
     }
 
     pub(super) fn count(
@@ -359,6 +230,7 @@ impl Compiler<'_> {
             items: Box::new(items),
             min: self.count(map, pointer, "minItems")?.unwrap_or(0),
             max: self.count(map, pointer, "maxItems")?,
+            witnesses: Vec::new(),
         }))
     }
 
@@ -424,6 +296,7 @@ impl Compiler<'_> {
             additional: Box::new(additional),
             min: self.count(map, pointer, "minProperties")?.unwrap_or(0),
             max: self.count(map, pointer, "maxProperties")?,
+            witnesses: Vec::new(),
             pointer: pointer.into(),
         }))
     }

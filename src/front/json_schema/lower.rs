@@ -6,15 +6,19 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::algebra::property_index;
+use super::multiples;
 use super::numbers::{self, Bound, Decimal};
 use super::schema::{error, over, Compiler, MAX_KEY_PATTERNS};
-use super::shape::{ArrayShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape};
+use super::shape::{
+    ArrayShape, Names, NumberShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape,
+};
 use super::strings::{any_text, text_not_in, JsonText, Regex};
 use super::{PropertyOrder, Whitespace};
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::{guarded, tick};
+use crate::front::regex::Utf8;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
 
@@ -80,7 +84,8 @@ fn key_classes(
     Ok(classes)
 }
 
-/// The strings every regex, the lengths and the exclusions of `s` admit, as one automaton;
+/// The strings every regex, no forbidden regex, the lengths and the exclusions of `s` admit,
+/// as one automaton;
 /// on failure (a construct automata do not take, too many states), where and why.
 fn string_automaton(s: &StringShape, budget: &Budget) -> Result<CharDfa, (String, CompileError)> {
     let length_at = || {
@@ -94,6 +99,12 @@ fn string_automaton(s: &StringShape, budget: &Budget) -> Result<CharDfa, (String
         let at = |e| (c.pointer.clone(), e);
         let regex = c.regex.automaton(budget).map_err(at)?;
         dfa = dfa.intersect(&regex, budget).map_err(at)?;
+    }
+    for c in &s.forbidden {
+        let at = |e| (c.pointer.clone(), e);
+        let regex = c.regex.automaton(budget).map_err(at)?;
+        let outside = regex.complement(budget.deadline).map_err(at)?;
+        dfa = dfa.intersect(&outside, budget).map_err(at)?;
     }
     if !s.exclude.is_empty() {
         let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
@@ -123,6 +134,8 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     any_value: Option<RuleId>,
     /// Character automata lowered so far (each one's rules get its number).
     automata: usize,
+    /// The expression of each number shape with steps lowered so far, by its fields.
+    numbers: HashMap<String, ExprId>,
     /// The contents of each string shape with patterns, formats or excluded values, built
     /// once: a schema repeats one shape on many properties (a format, `.+`, an id pattern),
     /// and each copy of an automaton was its own set of rules, so its own units, compiled
@@ -131,13 +144,14 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
 }
 
 /// What fixes a string's contents: key or value spelling, lengths, the regexes by source
-/// (a pattern's text, a format's name), excluded values.
+/// (a pattern's text, a format's name), the forbidden ones (complements), excluded values.
 #[derive(PartialEq, Eq, Hash)]
 struct ContentKey {
     key: bool,
     min: u64,
     max: Option<u64>,
     regexes: Vec<String>,
+    forbidden: Vec<String>,
     exclude: Vec<String>,
 }
 
@@ -165,6 +179,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             pending: Vec::new(),
             any_value: None,
             automata: 0,
+            numbers: HashMap::new(),
             contents: HashMap::new(),
         }
     }
@@ -229,10 +244,11 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 let mut branches = Vec::new();
                 for v in vs {
                     tick(self.c.deadline)?;
-                    branches.push(self.value(v));
+                    branches.push(self.value(v)?);
                 }
                 self.g.alt(branches)
             }
+            Shape::Number(n) if n.has_steps() => self.divisible(n)?,
             Shape::Number(n) => match n.integer {
                 true => numbers::integer(self.g, n.lo.as_ref(), n.hi.as_ref()),
                 false => numbers::number(self.g, n.lo.as_ref(), n.hi.as_ref()),
@@ -253,6 +269,39 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             }
         };
         self.check_size()?;
+        Ok(e)
+    }
+
+    /// A number with divisibility constraints: the automaton of its plain literals (see
+    /// `multiples.rs`), lowered once per distinct shape.
+    fn divisible(&mut self, n: &NumberShape) -> Result<ExprId, CompileError> {
+        let key = format!(
+            "{} {:?} {:?} {:?} {:?}",
+            n.integer, n.lo, n.hi, n.multiple, n.not_multiples
+        );
+        if let Some(&e) = self.numbers.get(&key) {
+            return Ok(e);
+        }
+        let e = match multiples::automaton(n, &self.budget()) {
+            Ok(dfa) => {
+                self.automata += 1;
+                let name = format!("{}json number automaton {}", self.prefix, self.automata);
+                // No state of a number automaton takes every string.
+                let never = self.g.nothing();
+                dfa.lower(&name, self.g, &mut Utf8, never, self.c.deadline)?
+            }
+            Err(e) => {
+                let at = n.steps_pointer.as_deref().unwrap_or_default();
+                self.c
+                    .tolerate(e.or_at(Location::JsonPointer(at.to_string())))?;
+                // Lenient: the bounds alone.
+                match n.integer {
+                    true => numbers::integer(self.g, n.lo.as_ref(), n.hi.as_ref()),
+                    false => numbers::number(self.g, n.lo.as_ref(), n.hi.as_ref()),
+                }
+            }
+        };
+        self.numbers.insert(key, e);
         Ok(e)
     }
 
@@ -326,15 +375,18 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         self.g.alt(branches)
     }
 
-    /// A fixed value: strings in canonical form, numbers in every notation of their value.
-    /// Recursion: as deep as `v` nests (held to the nesting limit when the schema was read),
-    /// each level guarded.
-    fn value(&mut self, v: &Value) -> ExprId {
+    /// A fixed value: strings in canonical form, numbers in every notation of their value,
+    /// an object's members in its own order, or with [`PropertyOrder::Any`] in every order
+    /// (as an object of required properties, each with its one value: within
+    /// [`JsonSchemaOptions::max_any_order_properties`](super::JsonSchemaOptions), like any
+    /// object). Recursion: as deep as `v` nests (held to the nesting limit when the schema
+    /// was read), each level guarded.
+    fn value(&mut self, v: &Value) -> Result<ExprId, CompileError> {
         guarded(|| self.value_step(v))
     }
 
-    fn value_step(&mut self, v: &Value) -> ExprId {
-        match v {
+    fn value_step(&mut self, v: &Value) -> Result<ExprId, CompileError> {
+        Ok(match v {
             Value::Number(n) => {
                 let b = Bound {
                     value: Decimal::from_json(n),
@@ -347,10 +399,13 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 }
             }
             Value::Array(xs) => {
-                let mut parts = vec![self.g.text("[")];
+                // Whitespace as around any array's items, or inside an empty one.
+                let mut parts = vec![self.g.text("["), self.ws];
                 for (i, x) in xs.iter().enumerate() {
-                    parts.push(if i == 0 { self.ws } else { self.punct(",") });
-                    parts.push(self.value(x));
+                    if i > 0 {
+                        parts.push(self.punct(","));
+                    }
+                    parts.push(self.value(x)?);
                 }
                 if !xs.is_empty() {
                     parts.push(self.ws);
@@ -358,13 +413,29 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 parts.push(self.g.text("]"));
                 self.g.seq(parts)
             }
+            Value::Object(map)
+                if map.len() > 1 && self.c.opts.property_order == PropertyOrder::Any =>
+            {
+                let fixed = ObjectShape {
+                    properties: map
+                        .iter()
+                        .map(|(k, x)| (k.clone(), Shape::Values(vec![x.clone()])))
+                        .collect(),
+                    required: map.keys().cloned().collect(),
+                    additional: Box::new(Shape::Never),
+                    ..ObjectShape::any("")
+                };
+                self.object(&fixed)?
+            }
             Value::Object(map) => {
-                let mut parts = vec![self.g.text("{")];
+                let mut parts = vec![self.g.text("{"), self.ws];
                 for (i, (k, x)) in map.iter().enumerate() {
-                    parts.push(if i == 0 { self.ws } else { self.punct(",") });
+                    if i > 0 {
+                        parts.push(self.punct(","));
+                    }
                     parts.push(self.g.text(&Value::from(k.as_str()).to_string()));
                     parts.push(self.punct(":"));
-                    parts.push(self.value(x));
+                    parts.push(self.value(x)?);
                 }
                 if !map.is_empty() {
                     parts.push(self.ws);
@@ -373,7 +444,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 self.g.seq(parts)
             }
             other => self.g.text(&other.to_string()),
-        }
+        })
     }
 
     /// A reference to a rule whose body is `body`, named `what` and after the (hash-consed)
@@ -416,7 +487,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     /// [`Lowering::contents`]); a shape that warned is built again at each use, so each
     /// place gets its warning.
     fn string_content(&mut self, s: &StringShape, key: bool) -> Result<ExprId, CompileError> {
-        if s.regexes.is_empty() && s.exclude.is_empty() {
+        if s.regexes.is_empty() && s.forbidden.is_empty() && s.exclude.is_empty() {
             return self.string_content_uncached(s, key);
         }
         let memo = ContentKey {
@@ -424,6 +495,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             min: s.min,
             max: s.max,
             regexes: s.regexes.iter().map(|c| c.source.clone()).collect(),
+            forbidden: s.forbidden.iter().map(|c| c.source.clone()).collect(),
             exclude: s.exclude.iter().cloned().collect(),
         };
         if let Some(&e) = self.contents.get(&memo) {
@@ -450,11 +522,14 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         // The shapes with a direct form: a counted loop for lengths, a trie for excluded
         // names, one regex (narrowed to the lengths when they bound its one repetition).
         let unbounded = s.min == 0 && max.is_none();
-        if !s.exclude.is_empty() && s.regexes.is_empty() && unbounded {
+        if !s.forbidden.is_empty() {
+            // Complements are the automata's: no direct form.
+        } else if !s.exclude.is_empty() && s.regexes.is_empty() && unbounded {
             let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
             return text_not_in(self.g, enc, &names, self.c.deadline);
         }
-        let single = match (s.regexes.as_slice(), s.exclude.is_empty()) {
+        let plain = s.exclude.is_empty() && s.forbidden.is_empty();
+        let single = match (s.regexes.as_slice(), plain) {
             ([], true) => return Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp))),
             ([only], true) => {
                 let (lo, hi) = only.regex.char_len();
@@ -538,12 +613,43 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             ),
             _ => a.max,
         };
-        if max.is_some_and(|m| m < a.min) {
+        // Witnesses are items past the prefix: there is one at least.
+        let min = match a.witnesses.is_empty() {
+            true => a.min,
+            false => a.min.max(a.prefix.len() as u64 + 1),
+        };
+        if max.is_some_and(|m| m < min) {
             return Ok(self.g.nothing());
         }
         let items = self.shape(&a.items)?;
+        let mut marked = Vec::new();
+        for marks in 1..1u32 << a.witnesses.len() {
+            let mut value = (*a.items).clone();
+            for (j, w) in a.witnesses.iter().enumerate() {
+                if marks >> j & 1 == 1 {
+                    value = self.c.intersect(&value, w, "")?;
+                }
+            }
+            if !matches!(value, Shape::Never) {
+                marked.push((self.shape(&value)?, marks));
+            }
+        }
+        let all = (1u32 << a.witnesses.len()) - 1;
+        let n = a.prefix.len() as u64;
+        let witnessed = match all {
+            0 => None,
+            _ => {
+                let hi = max.map(|m| m.saturating_sub(n));
+                Some(self.witnessed_run(Some(items), &marked, all, min - n, hi)?)
+            }
+        };
         if a.prefix.is_empty() {
-            return Ok(self.delimited("[", "]", items, a.min, max));
+            let Some((_, first)) = witnessed else {
+                return Ok(self.delimited("[", "]", items, min, max));
+            };
+            let open = self.g.text("[");
+            let close = self.g.text("]");
+            return Ok(self.g.seq([open, self.ws, first, self.ws, close]));
         }
         let mut prefix = Vec::new();
         for p in &a.prefix {
@@ -552,12 +658,12 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         // tail(i): what follows once i items were written; built from the end of the prefix.
         let comma = self.punct(",");
         let more = self.g.seq([comma, items]);
-        let n = prefix.len() as u64;
-        let after = match max {
-            Some(m) if m <= n => self.g.empty(),
+        let after = match (max, witnessed) {
+            (_, Some((run, _))) => run,
+            (Some(m), None) if m <= n => self.g.empty(),
             _ => self.g.repeat(
                 more,
-                clamp(a.min.saturating_sub(n)),
+                clamp(min.saturating_sub(n)),
                 max.map(|m| clamp(m - n)),
             ),
         };
@@ -569,7 +675,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 continue;
             }
             let step = self.g.seq([comma, prefix[i], tail]);
-            tail = if i64_ < a.min {
+            tail = if i64_ < min {
                 step
             } else {
                 self.g.optional(step)
@@ -580,7 +686,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         // `prefix` is not empty: an array without one returned above.
         let full = self.g.seq([open, self.ws, prefix[0], tail, self.ws, close]);
         let mut branches = Vec::new();
-        if a.min == 0 {
+        if min == 0 {
             branches.push(self.g.seq([open, self.ws, close]));
         }
         if max != Some(0) {
@@ -590,6 +696,35 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     }
 
     fn object(&mut self, o: &ObjectShape) -> Result<ExprId, CompileError> {
+        if !o.witnesses.is_empty() {
+            // The lowering writes required names as members, never as undeclared properties,
+            // so a witness that may be one of them is placed first (see `place_witnesses`).
+            let index = property_index(o);
+            let mut names = Vec::new();
+            for r in o
+                .required
+                .iter()
+                .filter(|r| !index.contains_key(r.as_str()))
+            {
+                let mut matched = false;
+                for (c, _) in &o.patterns {
+                    matched |= super::algebra::matches(c, r)?;
+                }
+                if !matched {
+                    names.push((r.clone(), Shape::Any));
+                }
+            }
+            if !names.is_empty() {
+                let declaring = Shape::Object(ObjectShape {
+                    properties: names,
+                    ..ObjectShape::any(&o.pointer)
+                });
+                let placed = self
+                    .c
+                    .intersect(&Shape::Object(o.clone()), &declaring, &o.pointer)?;
+                return self.shape(&placed);
+            }
+        }
         // Required properties the schema does not declare take the shape their name gets there.
         // Shapes borrowed, not copied: a copy is as deep as the shape, once per enclosing object.
         let required: HashSet<&str> = o.required.iter().map(String::as_str).collect();
@@ -628,7 +763,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             max: o.max,
         };
         if o.max == Some(0) {
-            return Ok(match props.iter().any(|(_, _, req)| *req) || o.min > 0 {
+            let needs_one = props.iter().any(|(_, _, req)| *req) || o.min > 0;
+            return Ok(match needs_one || extra.all != 0 {
                 true => self.g.nothing(),
                 false => {
                     let open = self.g.text("{");
@@ -657,48 +793,152 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         }
     }
 
-    /// The member an undeclared property is written as (`None`: none may be). Without
-    /// patterns, any other name with the additional shape; with them, one branch per set of
-    /// patterns a name may match, its key the names matching exactly those and its value
-    /// their shapes together (the additional shape for the names matching none).
+    /// The members undeclared properties are written as. Without patterns, any other name
+    /// with the additional shape; with them, one branch per set of patterns a name may match,
+    /// its key the names matching exactly those and its value their shapes together (the
+    /// additional shape for the names matching none). With witnesses, also for each set of
+    /// them and each set of names they may share, the member of those names with all their
+    /// values, marked with the set.
     fn undeclared_members(
         &mut self,
         o: &ObjectShape,
         declared: &[String],
-    ) -> Result<Option<ExprId>, CompileError> {
+    ) -> Result<Undeclared, CompileError> {
         let names: Vec<&str> = declared.iter().map(String::as_str).collect();
         let deadline = self.c.deadline;
-        if o.patterns.is_empty() {
-            if matches!(*o.additional, Shape::Never) {
-                return Ok(None);
-            }
-            let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
-            let member = self.member(content, &o.additional)?;
-            return Ok(Some(member));
+        let all = (1u32 << o.witnesses.len()) - 1;
+        if o.patterns.is_empty() && matches!(*o.additional, Shape::Never) {
+            return Ok(Undeclared {
+                all,
+                ..Undeclared::default()
+            });
         }
-        let classes = match key_classes(o, &names, &self.budget()) {
-            Ok(classes) => classes,
-            Err(e) => {
-                // Lenient: undeclared names not told apart, with any value.
-                self.c.tolerate(e)?;
-                let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
-                return Ok(Some(self.member(content, &Shape::Any)?));
-            }
+        let classes = match o.patterns.is_empty() {
+            true => None,
+            false => match key_classes(o, &names, &self.budget()) {
+                Ok(classes) => Some(classes),
+                Err(e) => {
+                    // Lenient: undeclared names not told apart, with any value, every witness.
+                    self.c.tolerate(e)?;
+                    let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
+                    let any = self.member(content, &Shape::Any)?;
+                    return Ok(Undeclared {
+                        any: Some(any),
+                        marked: (all != 0).then_some((any, all)).into_iter().collect(),
+                        all,
+                    });
+                }
+            },
+        };
+        let mut out = Undeclared {
+            all,
+            ..Undeclared::default()
         };
         let mut members = Vec::new();
-        for (set, keys) in classes {
+        let mut each_class = |lw: &mut Self, set: usize, content: ExprId| {
             let matching: Vec<bool> = (0..o.patterns.len()).map(|i| set >> i & 1 == 1).collect();
-            let value = self.c.undeclared_shape(o, &matching)?;
-            if matches!(*value, Shape::Never) {
-                continue;
+            let value = lw.c.undeclared_shape(o, &matching)?.into_owned();
+            if matches!(value, Shape::Never) {
+                return Ok(());
             }
-            self.automata += 1;
-            let name = format!("{}json key automaton {}", self.prefix, self.automata);
-            let any = any_text(self.g, &mut self.keys, 0, None);
-            let content = keys.lower(&name, self.g, &mut self.keys, any, deadline)?;
-            members.push(self.member(content, &value)?);
+            members.push(lw.member(content, &value)?);
+            for marks in 1..=all {
+                let mut both = value.clone();
+                for (j, (among, w)) in o.witnesses.iter().enumerate() {
+                    if marks >> j & 1 == 0 {
+                        continue;
+                    }
+                    let here = match among {
+                        Names::Unmatched => set == 0,
+                        Names::Matching(i) => set >> i & 1 == 1,
+                    };
+                    both = match here {
+                        true => lw.c.intersect(&both, w, &o.pointer)?,
+                        false => Shape::Never,
+                    };
+                }
+                if !matches!(both, Shape::Never) {
+                    out.marked.push((lw.member(content, &both)?, marks));
+                }
+            }
+            Ok::<(), CompileError>(())
+        };
+        match classes {
+            None => {
+                let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
+                each_class(self, 0, content)?;
+            }
+            Some(classes) => {
+                for (set, keys) in classes {
+                    self.automata += 1;
+                    let name = format!("{}json key automaton {}", self.prefix, self.automata);
+                    let any = any_text(self.g, &mut self.keys, 0, None);
+                    let content = keys.lower(&name, self.g, &mut self.keys, any, deadline)?;
+                    each_class(self, set, content)?;
+                }
+            }
         }
-        Ok((!members.is_empty()).then(|| self.g.alt(members)))
+        out.any = (!members.is_empty()).then(|| self.g.alt(members));
+        Ok(out)
+    }
+
+    /// Members one after another, `lo..=hi` of them, such that every witness of `all` is among
+    /// the marks of a member written: `plain` members mark none, `marked` ones the witnesses
+    /// they are. One rule per set of witnesses seen and count (counted up to the larger
+    /// bound). Returns the run with a separator before each member, and the run whose first
+    /// member has none (at least one member long).
+    fn witnessed_run(
+        &mut self,
+        plain: Option<ExprId>,
+        marked: &[(ExprId, u32)],
+        all: u32,
+        lo: u64,
+        hi: Option<u64>,
+    ) -> Result<(ExprId, ExprId), CompileError> {
+        let cap = hi.unwrap_or(lo);
+        let rules_needed = (u64::from(all) + 1).saturating_mul(cap.saturating_add(1));
+        self.c
+            .limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
+            .map_err(|e| CompileError::over_limit(e, Location::None, "members with witnesses"))?;
+        let id = self.g.len();
+        let mut rules = HashMap::new();
+        for seen in (0..=all).filter(|s| s & !all == 0) {
+            for c in 0..=cap {
+                let name = format!("{}witnessed {id} {seen:b} {c}", self.prefix);
+                rules.insert((seen, c), self.g.rule(&name));
+            }
+        }
+        let members: Vec<(ExprId, u32)> = plain
+            .map(|p| (p, 0))
+            .into_iter()
+            .chain(marked.iter().copied())
+            .collect();
+        let comma = self.punct(",");
+        let choices = |lw: &mut Self, seen: u32, c: u64, lead: bool| -> ExprId {
+            let mut branches = Vec::new();
+            if lead && seen == all && c >= lo {
+                branches.push(lw.g.empty());
+            }
+            if hi.is_none_or(|h| c < h) {
+                let next_c = (c + 1).min(cap);
+                for &(m, marks) in &members {
+                    let next = lw.g.rule_ref(rules[&(seen | marks, next_c)]);
+                    branches.push(match lead {
+                        true => lw.g.seq([comma, m, next]),
+                        false => lw.g.seq([m, next]),
+                    });
+                }
+            }
+            lw.g.alt(branches)
+        };
+        for (&(seen, c), &rule) in &rules {
+            let body = choices(self, seen, c, true);
+            self.g.define(rule, body)?;
+        }
+        self.check_size()?;
+        let first = choices(self, 0, 0, false);
+        Ok((self.g.rule_ref(rules[&(0, 0)]), first))
     }
 
     /// `"content": value`.
@@ -724,7 +964,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     fn ordered(
         &mut self,
         members: &[(ExprId, bool)],
-        extra: Option<ExprId>,
+        extra: Undeclared,
         counts: Counts,
         pointer: &str,
     ) -> Result<ExprId, CompileError> {
@@ -736,25 +976,38 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             .limits
             .check(LimitKind::GrammarSize, self.g.len() as u64 + needed)
             .map_err(|e| over(e, pointer, "properties and their counts"))?;
-        let extras_tail = |lw: &mut Self, c: u64| -> ExprId {
-            let lo = counts.min.saturating_sub(c);
-            let hi = counts.max.map(|m| m.saturating_sub(c));
-            match extra {
-                None if lo == 0 => lw.g.empty(),
-                None => lw.g.nothing(),
-                Some(x) => {
-                    let more = lw.g.seq([comma, x]);
-                    lw.g.repeat(more, clamp(lo), hi.map(clamp))
-                }
-            }
-        };
+        // The undeclared properties after c members, `witnessed` if every witness must be
+        // among them.
+        let extras_tail =
+            |lw: &mut Self, c: u64, witnessed: bool| -> Result<ExprId, CompileError> {
+                let lo = counts.min.saturating_sub(c);
+                let hi = counts.max.map(|m| m.saturating_sub(c));
+                Ok(match extra.any {
+                    _ if witnessed && extra.all != 0 => {
+                        lw.witnessed_run(extra.any, &extra.marked, extra.all, lo, hi)?
+                            .0
+                    }
+                    None if lo == 0 => lw.g.empty(),
+                    None => lw.g.nothing(),
+                    Some(x) => {
+                        let more = lw.g.seq([comma, x]);
+                        lw.g.repeat(more, clamp(lo), hi.map(clamp))
+                    }
+                })
+            };
         // Non-empty continuations when nothing was written yet, and continuations after c >= 1.
-        let mut after: Vec<ExprId> = (0..=cap).map(|c| extras_tail(self, c.max(1))).collect();
-        let mut first = match extra {
-            None => self.g.nothing(),
-            Some(x) => {
-                let rest = after[1];
-                self.g.seq([x, rest])
+        let mut after = Vec::with_capacity(cap as usize + 1);
+        for c in 0..=cap {
+            after.push(extras_tail(self, c.max(1), true)?);
+        }
+        let mut first = match (extra.any, extra.all) {
+            (None, 0) => self.g.nothing(),
+            (Some(x), 0) => self.g.seq([x, after[1]]),
+            // Every witness among the undeclared properties, which start the object.
+            _ => {
+                let hi = counts.max;
+                let run = self.witnessed_run(extra.any, &extra.marked, extra.all, counts.min, hi);
+                run?.1
             }
         };
         for (k, &(m, req)) in members.iter().enumerate().rev() {
@@ -797,7 +1050,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             };
             after = next_after;
         }
-        let can_be_empty = members.iter().all(|(_, req)| !req) && counts.min == 0;
+        let can_be_empty = members.iter().all(|(_, req)| !req) && counts.min == 0 && extra.all == 0;
         let open = self.g.text("{");
         let close = self.g.text("}");
         let full = self.g.seq([open, self.ws, first, self.ws, close]);
@@ -812,14 +1065,18 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     fn unordered(
         &mut self,
         members: &[(ExprId, bool)],
-        extra: Option<ExprId>,
+        extra: Undeclared,
         counts: Counts,
         pointer: &str,
     ) -> Result<ExprId, CompileError> {
+        // Witnesses count as more required members, written among the undeclared ones: their
+        // bits are `n` on.
         let n = members.len();
-        let cap = counts.cap(n, extra.is_some());
+        let witness_bits = u64::from(extra.all) << n;
+        let sets = 1u64 << (n + extra.all.count_ones() as usize);
+        let cap = counts.cap(n, extra.any.is_some());
         // A rule per set and count, declared before any is defined: checked first.
-        let rules_needed = (1u64 << n).saturating_mul(cap);
+        let rules_needed = sets.saturating_mul(cap);
         self.c
             .limits
             .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
@@ -829,14 +1086,15 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             .enumerate()
             .filter(|(_, (_, r))| *r)
             .map(|(i, _)| 1u64 << i)
-            .sum();
+            .sum::<u64>()
+            | witness_bits;
         let comma = self.punct(",");
         // rule (set, c): continuations after writing `set` and c members (c >= 1).
         let id = self.g.len();
         let prefix = self.prefix.clone();
         let name = |set: u64, c: u64| format!("{prefix}props {id} {set:b} {c}");
         let mut rules = HashMap::new();
-        for set in 0..(1u64 << n) {
+        for set in 0..sets {
             for c in 1..=cap {
                 rules.insert((set, c), self.g.rule(&name(set, c)));
             }
@@ -852,9 +1110,13 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                         branches.push((m, next));
                     }
                 }
-                if let Some(x) = extra {
+                if let Some(x) = extra.any {
                     let next = lw.g.rule_ref(rules[&(set, c1)]);
                     branches.push((x, next));
+                }
+                for &(w, marks) in &extra.marked {
+                    let next = lw.g.rule_ref(rules[&(set | u64::from(marks) << n, c1)]);
+                    branches.push((w, next));
                 }
             }
             let mut out = Vec::new();
@@ -863,7 +1125,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             }
             lw.g.alt(out)
         };
-        for set in 0..(1u64 << n) {
+        for set in 0..sets {
             for c in 1..=cap {
                 let choices = step(self, set, c);
                 let more = self.g.seq([comma, choices]);
@@ -889,6 +1151,17 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         }
         Ok(self.g.alt(branches))
     }
+}
+
+/// The members undeclared properties of an object are written as.
+#[derive(Clone, Default)]
+struct Undeclared {
+    /// Any of them (`None`: there may be none).
+    any: Option<ExprId>,
+    /// Those that are witnesses, each with the set of witnesses it is (bit `j`: witness `j`).
+    marked: Vec<(ExprId, u32)>,
+    /// Every witness of the object: each must be among the marks of a member written.
+    all: u32,
 }
 
 #[derive(Clone, Copy)]

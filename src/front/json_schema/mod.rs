@@ -79,9 +79,11 @@
 //! ```
 
 mod algebra;
+mod complement;
 mod formats;
 mod keywords;
 mod lower;
+mod multiples;
 mod numbers;
 mod refs;
 mod schema;

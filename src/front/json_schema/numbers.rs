@@ -17,15 +17,15 @@ use crate::ir::{ExprId, GrammarBuilder};
 
 /// An exact decimal: sign, integer digits (no leading zeros; `[0]` below one) and fraction digits
 /// (no trailing zeros). Zero is never negative.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Decimal {
-    neg: bool,
-    int: Vec<u8>,
-    frac: Vec<u8>,
+    pub(super) neg: bool,
+    pub(super) int: Vec<u8>,
+    pub(super) frac: Vec<u8>,
 }
 
 /// One side of an interval: the value and whether it is excluded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Bound {
     pub value: Decimal,
     pub strict: bool,
@@ -106,7 +106,7 @@ impl Decimal {
         self.frac.is_empty()
     }
 
-    fn negated(&self) -> Decimal {
+    pub fn negated(&self) -> Decimal {
         Decimal::new(!self.neg, self.int.clone(), self.frac.clone())
     }
 

@@ -91,9 +91,32 @@ impl Compiler<'_> {
         Ok(id)
     }
 
-    /// Is the entry's shape being built right now (a reference to it is recursion)?
+    /// The table entry of a shape met with a reference still being built, so that the meeting
+    /// can wait for it ([`Compiler::both_id`]); named after `pointer`.
+    pub fn fixed_id(&mut self, shape: &Shape, pointer: &str) -> RefId {
+        let id = self.refs.len();
+        let shape = Rc::new(shape.clone());
+        self.refs.push(RefDef {
+            name: format!("#{pointer} (met with a reference being read)"),
+            bases: vec![id],
+            recipe: Recipe::Fixed(shape.clone()),
+            shape: Some(shape),
+            building: false,
+        });
+        id
+    }
+
+    /// Is the entry's shape being built right now (a reference to it is recursion)? A
+    /// complement is while its entry is. Recursion: one level (the complement of a
+    /// complement is never an entry of its own).
     pub fn is_building(&self, id: RefId) -> bool {
-        self.refs[id].building
+        match self.refs[id].recipe {
+            // A complement needs its entry whole.
+            Recipe::Not(inner) if self.refs[id].shape.is_none() => {
+                self.refs[id].building || self.is_building(inner)
+            }
+            _ => self.refs[id].building,
+        }
     }
 
     /// The error of a reference whose shape is needed while it is being built.
@@ -105,8 +128,9 @@ impl Compiler<'_> {
         )
     }
 
-    /// The shape of a table entry, built on first use. An intersection's parts are resolved
-    /// first, from an explicit stack (they were made before it, so they form no cycle); a
+    /// The shape of a table entry, built on first use. An intersection's parts (a
+    /// complement's entry) are resolved first, from an explicit stack (they were made before
+    /// it, so they form no cycle); a
     /// pointer's schema is built one nesting level below the schema being built, if any.
     pub fn resolve(&mut self, id: RefId) -> Result<Rc<Shape>, CompileError> {
         let mut pending = vec![id];
@@ -115,8 +139,13 @@ impl Compiler<'_> {
                 pending.pop();
                 continue;
             }
-            if let Recipe::Both(a, b) = self.refs[top].recipe {
-                let parts: Vec<RefId> = [a, b]
+            let parts: Option<Vec<RefId>> = match self.refs[top].recipe {
+                Recipe::Both(a, b) => Some(vec![a, b]),
+                Recipe::Not(a) => Some(vec![a]),
+                Recipe::Pointer(_) | Recipe::Fixed(_) => None,
+            };
+            if let Some(parts) = parts {
+                let parts: Vec<RefId> = parts
                     .into_iter()
                     .filter(|&r| self.refs[r].shape.is_none())
                     .collect();
@@ -164,9 +193,54 @@ impl Compiler<'_> {
                     .ok_or_else(|| self.cycle_error(b))?;
                 self.intersect(&sa, &sb, name.trim_start_matches('#'))?
             }
+            Recipe::Fixed(shape) => (**shape).clone(),
+            &Recipe::Not(a) => {
+                let sa = self.refs[a]
+                    .shape
+                    .clone()
+                    .ok_or_else(|| self.cycle_error(a))?;
+                let at = self.refs[a].name.trim_start_matches('#').to_string();
+                self.complement(&sa, &at)?
+            }
         };
         self.refs[id].building = false;
         Ok(shape)
+    }
+
+    /// The shape of entry `r`, a schema being built (a reference to it is recursion), built
+    /// once more for a question about it (is a `oneOf` branch disjoint from another?): its own
+    /// references stay references, so the second reading does not recurse. `None` for an
+    /// entry that is not a schema of the document, one being probed already, or one whose
+    /// reading fails (the real reading reports that); the probe's warnings are dropped, the
+    /// real reading gives them.
+    pub fn probe(&mut self, r: RefId) -> Result<Option<Rc<Shape>>, CompileError> {
+        if let Some(shape) = self.probes.get(&r) {
+            return Ok(Some(shape.clone()));
+        }
+        let Recipe::Pointer(p) = &self.refs[r].recipe else {
+            return Ok(None);
+        };
+        let p = p.clone();
+        let Some(node) = self.root.pointer(&p) else {
+            return Ok(None);
+        };
+        if self.probing.contains(&r) {
+            return Ok(None);
+        }
+        let warnings = self.warnings.len();
+        self.probing.push(r);
+        let built = self.build(node, &p);
+        self.probing.pop();
+        self.warnings.truncate(warnings);
+        match built {
+            Ok(shape) => {
+                let shape = Rc::new(shape);
+                self.probes.insert(r, shape.clone());
+                Ok(Some(shape))
+            }
+            Err(e) if e.limit().is_some_and(|l| l.kind == LimitKind::CompileTime) => Err(e),
+            Err(_) => Ok(None),
+        }
     }
 
     /// The shape `r` stands for, following chains of plain references (`a` is `{"$ref": b}`)

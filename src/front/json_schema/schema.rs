@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::numbers::Decimal;
 use super::refs::index_ids;
-use super::shape::{ArrayShape, NumberShape, ObjectShape, RefId, Shape, StringShape};
+use super::shape::{Kind, ObjectShape, RefId, Shape};
 use super::JsonSchemaOptions;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::{guarded, tick};
@@ -18,7 +18,6 @@ use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 /// Validation keywords formwork cannot express; anything not listed here or handled is an
 /// unknown keyword, which JSON Schema defines as an annotation.
 pub(super) const UNSUPPORTED: &[&str] = &[
-    "if",
     "dependentRequired",
     "dependentSchemas",
     "dependencies",
@@ -30,7 +29,6 @@ pub(super) const UNSUPPORTED: &[&str] = &[
     "unevaluatedProperties",
     "$dynamicRef",
     "$recursiveRef",
-    "multipleOf",
     "uniqueItems",
 ];
 
@@ -62,6 +60,10 @@ pub(crate) enum Recipe {
     Pointer(String),
     /// The intersection of two entries (`allOf` of two references, kept lazy for recursion).
     Both(RefId, RefId),
+    /// The complement of an entry (`not` of a reference, kept lazy for recursion).
+    Not(RefId),
+    /// A shape met with a reference still being built (its entry made as it is).
+    Fixed(Rc<Shape>),
 }
 
 pub(crate) struct RefDef {
@@ -85,6 +87,14 @@ pub(crate) struct Compiler<'a> {
     pub refs: Vec<RefDef>,
     pub(super) ref_ids: HashMap<String, RefId>,
     pub(super) both_ids: HashMap<Vec<RefId>, RefId>,
+    /// How many constraints `lenient` dropped so far (each with a warning).
+    pub(super) dropped: usize,
+    /// The entry of the complement of each entry complemented so far.
+    pub(super) not_ids: HashMap<RefId, RefId>,
+    /// Entries being built, read again for a question about them ([`Compiler::probe`]), and
+    /// what those readings gave.
+    pub(super) probing: Vec<RefId>,
+    pub(super) probes: HashMap<RefId, Rc<Shape>>,
     /// `$anchor`s and `$id`s: the pointer of the schema each names.
     pub(super) ids: HashMap<String, String>,
     /// Nesting of `build` calls, references built while building another included (so a
@@ -117,6 +127,10 @@ impl<'a> Compiler<'a> {
             refs: Vec::new(),
             ref_ids: HashMap::new(),
             both_ids: HashMap::new(),
+            not_ids: HashMap::new(),
+            dropped: 0,
+            probing: Vec::new(),
+            probes: HashMap::new(),
             ids: index_ids(root, deadline)?,
             depth: 0,
             intersect_depth: 0,
@@ -158,6 +172,7 @@ impl<'a> Compiler<'a> {
         match self.opts.lenient {
             true => {
                 self.warnings.push(e);
+                self.dropped += 1;
                 Ok(())
             }
             false => Err(e),
@@ -204,8 +219,10 @@ impl<'a> Compiler<'a> {
         let mut shape = self.typed(map, pointer)?;
         if let Some(n) = map.get("not") {
             let at = format!("{pointer}/not");
-            if let Some(complement) = self.complement(n, &at)? {
-                shape = self.intersect(&shape, &complement, &at)?;
+            if let Some(inner) = self.exact(n, &at)? {
+                if let Some(complement) = self.tolerate_complement(&inner, &at)? {
+                    shape = self.intersect(&shape, &complement, &at)?;
+                }
             }
         }
         if let Some(values) = self.values(map, pointer)? {
@@ -249,23 +266,104 @@ impl<'a> Compiler<'a> {
             {
                 Some(shape) => shape,
                 None => {
+                    let dropped = self.dropped;
                     let mut branches = Vec::new();
                     for (i, sub) in list.iter().enumerate() {
                         branches.push(self.build(sub, &format!("{at}/{i}"))?);
                     }
-                    self.one_of(branches, &at)?
+                    let lossy = self.dropped > dropped;
+                    self.one_of(branches, lossy, &at)?
                 }
             };
             shape = self.intersect(&shape, &one_of, &at)?;
         }
+        if let Some(condition) = map.get("if") {
+            if let Some(conditional) = self.conditional(condition, map, pointer)? {
+                shape = self.intersect(&shape, &conditional, &format!("{pointer}/if"))?;
+            }
+        }
         Ok(shape)
+    }
+
+    /// `if`/`then`/`else`: `(if ∧ then) ∨ (¬if ∧ else)`, which is `if ∨ else` without `then`
+    /// and `¬if ∨ then` without `else` (nothing without either). `None` when `if` cannot be
+    /// complemented and lenient (the three keywords dropped).
+    fn conditional(
+        &mut self,
+        condition: &Value,
+        map: &Map<String, Value>,
+        pointer: &str,
+    ) -> Result<Option<Shape>, CompileError> {
+        let at = format!("{pointer}/if");
+        let branch = |c: &mut Self, key: &str| match map.get(key) {
+            Some(s) => c.build(s, &format!("{pointer}/{key}")).map(Some),
+            None => Ok(None),
+        };
+        let (then, otherwise) = (branch(self, "then")?, branch(self, "else")?);
+        if then.is_none() && otherwise.is_none() {
+            return Ok(None);
+        }
+        let Some(condition) = self.exact(condition, &at)? else {
+            return Ok(None);
+        };
+        if then.is_none() {
+            return Ok(otherwise.map(|e| Shape::any_of(vec![condition, e])));
+        }
+        let Some(not_condition) = self.tolerate_complement(&condition, &at)? else {
+            return Ok(None);
+        };
+        Ok(Some(match (then, otherwise) {
+            (Some(t), Some(e)) => {
+                let yes = self.meet(&condition, &t, &at)?;
+                let no = self.meet(&not_condition, &e, &at)?;
+                Shape::any_of(vec![yes, no])
+            }
+            (t, _) => Shape::any_of(vec![not_condition, t.unwrap_or(Shape::Any)]),
+        }))
+    }
+
+    /// The shape of a schema to be complemented, or `None` with a warning when `lenient`
+    /// dropped some of its keywords: the complement of what is left would refuse values the
+    /// schema's complement admits, and lenient compilation only ever loosens.
+    pub(super) fn exact(
+        &mut self,
+        schema: &Value,
+        pointer: &str,
+    ) -> Result<Option<Shape>, CompileError> {
+        let dropped = self.dropped;
+        let shape = self.build(schema, pointer)?;
+        if self.dropped == dropped {
+            return Ok(Some(shape));
+        }
+        self.tolerate(error(
+            CompileErrorKind::Unsupported,
+            pointer,
+            "dropped with the keywords of its schema that formwork cannot express (its complement would refuse too much)",
+        ))?;
+        Ok(None)
+    }
+
+    /// The complement of `s` ([`Compiler::complement`]), or with `lenient` and a shape it
+    /// cannot complement, `None` and a warning (the caller drops what needed it).
+    pub(super) fn tolerate_complement(
+        &mut self,
+        s: &Shape,
+        pointer: &str,
+    ) -> Result<Option<Shape>, CompileError> {
+        match self.complement(s, pointer) {
+            Ok(c) => Ok(Some(c)),
+            Err(e) if e.kind() == CompileErrorKind::Unsupported => {
+                self.tolerate(e)?;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Unsupported keywords whose value makes them no-ops.
     pub(super) fn harmless(&self, key: &str, map: &Map<String, Value>) -> bool {
         let v = &map[key];
         match key {
-            "if" => !map.contains_key("then") && !map.contains_key("else"),
             "uniqueItems" => {
                 v == &Value::Bool(false)
                     || map
@@ -279,7 +377,6 @@ impl<'a> Compiler<'a> {
             "propertyNames" | "unevaluatedItems" | "unevaluatedProperties" => {
                 v == &Value::Bool(true) || v.as_object().is_some_and(Map::is_empty)
             }
-            "multipleOf" => is_one(v) && (map.get("type") == Some(&Value::from("integer"))),
             _ => false,
         }
     }
@@ -435,28 +532,17 @@ fn exactly_one_present(sets: &[Vec<String>], pointer: &str) -> Option<Shape> {
                 .iter()
                 .map(|n| ((*n).clone(), Shape::Never))
                 .collect(),
-            patterns: Vec::new(),
             required: present.to_vec(),
-            additional: Box::new(Shape::Any),
-            min: 0,
-            max: None,
-            pointer: pointer.into(),
+            ..ObjectShape::any(pointer)
         })
     };
     if sets.len() == 1 {
-        return Some(Shape::any_of(vec![
-            Shape::Null,
-            Shape::Boolean,
-            Shape::Number(NumberShape::default()),
-            Shape::String(StringShape::default()),
-            Shape::Array(ArrayShape {
-                prefix: vec![],
-                items: Box::new(Shape::Any),
-                min: 0,
-                max: None,
-            }),
-            object(&sets[0], &[]),
-        ]));
+        let mut kinds: Vec<Shape> = Kind::ALL[..5]
+            .iter()
+            .map(|&k| Shape::of_kind(k, pointer))
+            .collect();
+        kinds.push(object(&sets[0], &[]));
+        return Some(Shape::any_of(kinds));
     }
     let mut branches = Vec::new();
     for (i, set) in sets.iter().enumerate() {
@@ -504,10 +590,6 @@ pub(super) fn type_of_keyword(key: &str) -> Option<&'static str> {
         | "dependentRequired" => "object",
         _ => return None,
     })
-}
-
-pub(super) fn is_one(v: &Value) -> bool {
-    v.as_f64() == Some(1.0)
 }
 
 /// JSON Schema equality: numbers by value, objects regardless of key order. Recursion: as

@@ -2,10 +2,12 @@
 //! keywords, `allOf`, `oneOf` and type lists are resolved, before any grammar is built.
 
 use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::multiples::Step;
 use super::numbers::Bound;
 use super::strings::Regex;
 use crate::front::guard::guarded;
@@ -42,6 +44,14 @@ pub(crate) struct NumberShape {
     pub integer: bool,
     pub lo: Option<Bound>,
     pub hi: Option<Bound>,
+    /// Values are multiples of this step (`multipleOf`; of several, their least common
+    /// multiple). Such shapes are written in plain notation (see `multiples.rs`).
+    pub multiple: Option<Step>,
+    /// Values are multiples of none of these (`not` with `multipleOf`; with `type: integer`,
+    /// the step one). Plain notation too.
+    pub not_multiples: Vec<Step>,
+    /// Where the steps came from, for errors.
+    pub steps_pointer: Option<Arc<str>>,
 }
 
 /// A regex constraint and the JSON pointer of the keyword it came from.
@@ -58,6 +68,8 @@ pub(crate) struct StringShape {
     pub max: Option<u64>,
     /// Every regex must match (`pattern`, `format`).
     pub regexes: Vec<RegexConstraint>,
+    /// No regex may match (`not` with `pattern` or `format`).
+    pub forbidden: Vec<RegexConstraint>,
     /// Where `minLength`/`maxLength` were, for errors.
     pub length_pointer: Option<String>,
     /// Values excluded (`not` with `enum`/`const`), with the pointer of the `not`.
@@ -72,6 +84,10 @@ pub(crate) struct ArrayShape {
     pub items: Box<Shape>,
     pub min: u64,
     pub max: Option<u64>,
+    /// For each of these shapes, at least one item after the prefix has a value of it (as
+    /// well as `items`'s): what complements of `items` need (see `complement.rs`). At most
+    /// [`MAX_WITNESSES`].
+    pub witnesses: Vec<Shape>,
 }
 
 #[derive(Clone)]
@@ -86,14 +102,92 @@ pub(crate) struct ObjectShape {
     pub additional: Box<Shape>,
     pub min: u64,
     pub max: Option<u64>,
+    /// For each of these, at least one undeclared property among the names has a value of
+    /// the shape (as well as the one its name gives it): what complements of
+    /// `additionalProperties` and `patternProperties` need (see `complement.rs`). At most
+    /// [`MAX_WITNESSES`].
+    pub witnesses: Vec<(Names, Shape)>,
     /// Where the object's keywords are, for errors (shared by the copies of the shape).
     pub pointer: Arc<str>,
 }
 
+/// Most witnesses of one array or object: its grammar has a rule per set of them satisfied.
+pub(crate) const MAX_WITNESSES: usize = 4;
+
+/// The undeclared properties an object's witness is among.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Names {
+    /// Those matching none of the object's patterns (their values are `additional`'s).
+    Unmatched,
+    /// Those matching the object's pattern at this index (perhaps others too).
+    Matching(usize),
+}
+
 impl ArrayShape {
+    /// Every array.
+    pub fn any() -> ArrayShape {
+        ArrayShape {
+            prefix: Vec::new(),
+            items: Box::new(Shape::Any),
+            min: 0,
+            max: None,
+            witnesses: Vec::new(),
+        }
+    }
+
     /// The shape of the item at `index`.
     pub fn item(&self, index: usize) -> &Shape {
         self.prefix.get(index).unwrap_or(&self.items)
+    }
+}
+
+impl ObjectShape {
+    /// Every object (its keywords at `pointer`).
+    pub fn any(pointer: &str) -> ObjectShape {
+        ObjectShape {
+            properties: Vec::new(),
+            patterns: Vec::new(),
+            required: Vec::new(),
+            additional: Box::new(Shape::Any),
+            min: 0,
+            max: None,
+            witnesses: Vec::new(),
+            pointer: pointer.into(),
+        }
+    }
+}
+
+/// The kinds of JSON values: a shape other than `Any`, `AnyOf` and `Ref` admits values of
+/// one kind (`Values` of several are split by kind where it matters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Null,
+    Boolean,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Null,
+        Kind::Boolean,
+        Kind::Number,
+        Kind::String,
+        Kind::Array,
+        Kind::Object,
+    ];
+
+    pub fn of_value(v: &Value) -> Kind {
+        match v {
+            Value::Null => Kind::Null,
+            Value::Bool(_) => Kind::Boolean,
+            Value::Number(_) => Kind::Number,
+            Value::String(_) => Kind::String,
+            Value::Array(_) => Kind::Array,
+            Value::Object(_) => Kind::Object,
+        }
     }
 }
 
@@ -124,6 +218,7 @@ impl Drop for Shape {
             Shape::Array(a) => {
                 let mut subs = std::mem::take(&mut a.prefix);
                 subs.push(std::mem::replace(&mut *a.items, Shape::Never));
+                subs.append(&mut a.witnesses);
                 subs
             }
             Shape::Object(o) => {
@@ -133,6 +228,7 @@ impl Drop for Shape {
                     .collect();
                 subs.extend(std::mem::take(&mut o.patterns).into_iter().map(|(_, s)| s));
                 subs.push(std::mem::replace(&mut *o.additional, Shape::Never));
+                subs.extend(std::mem::take(&mut o.witnesses).into_iter().map(|(_, w)| w));
                 subs
             }
             Shape::AnyOf(xs) => std::mem::take(xs),
@@ -143,6 +239,96 @@ impl Drop for Shape {
 }
 
 impl Shape {
+    /// Every value of the kind (an object's keywords at `pointer`).
+    pub fn of_kind(kind: Kind, pointer: &str) -> Shape {
+        match kind {
+            Kind::Null => Shape::Null,
+            Kind::Boolean => Shape::Boolean,
+            Kind::Number => Shape::Number(NumberShape::default()),
+            Kind::String => Shape::String(StringShape::default()),
+            Kind::Array => Shape::Array(ArrayShape::any()),
+            Kind::Object => Shape::Object(ObjectShape::any(pointer)),
+        }
+    }
+
+    /// The kind of every value of the shape, if they share one.
+    pub fn kind(&self) -> Option<Kind> {
+        match self {
+            Shape::Null => Some(Kind::Null),
+            Shape::Boolean => Some(Kind::Boolean),
+            Shape::Number(_) => Some(Kind::Number),
+            Shape::String(_) => Some(Kind::String),
+            Shape::Array(_) => Some(Kind::Array),
+            Shape::Object(_) => Some(Kind::Object),
+            Shape::Values(vs) => {
+                let kind = Kind::of_value(vs.first()?);
+                vs.iter().all(|v| Kind::of_value(v) == kind).then_some(kind)
+            }
+            Shape::Any | Shape::Never | Shape::AnyOf(_) | Shape::Ref(_) => None,
+        }
+    }
+
+    /// How many branches the shape is a union of.
+    pub fn branches(&self) -> usize {
+        match self {
+            Shape::AnyOf(xs) => xs.len(),
+            Shape::Never => 0,
+            _ => 1,
+        }
+    }
+
+    /// `Never` for the shapes of one kind whose own constraints leave no value (counts that
+    /// cross, a required property that can only be absent), the shape itself otherwise.
+    pub fn normalized(self) -> Shape {
+        let empty = match &self {
+            Shape::Number(n) => n.clone().normalized().is_none(),
+            Shape::String(s) => s.max.is_some_and(|m| m < s.min),
+            Shape::Array(a) => {
+                // A witness is an item past the prefix: the array has at least one.
+                let min = match a.witnesses.is_empty() {
+                    false => a.min.max(a.prefix.len() as u64 + 1),
+                    true => a.min,
+                };
+                a.max.is_some_and(|m| m < min)
+                    || a.prefix
+                        .iter()
+                        .take(min.min(a.prefix.len() as u64) as usize)
+                        .any(|p| matches!(p, Shape::Never))
+                    || (min > a.prefix.len() as u64 && matches!(*a.items, Shape::Never))
+                    || a.witnesses.iter().any(|w| matches!(w, Shape::Never))
+            }
+            Shape::Object(o) => {
+                let forbidden = |r: &String| {
+                    o.properties
+                        .iter()
+                        .find(|(k, _)| k == r)
+                        .is_some_and(|(_, s)| matches!(s, Shape::Never))
+                };
+                let hopeless = |(names, w): &(Names, Shape)| {
+                    let among = match names {
+                        Names::Unmatched => Some(&*o.additional),
+                        Names::Matching(i) => o.patterns.get(*i).map(|(_, s)| s),
+                    };
+                    matches!(w, Shape::Never) || among.is_none_or(|s| matches!(s, Shape::Never))
+                };
+                o.max
+                    .is_some_and(|m| m < o.min || (m as usize) < o.required.len())
+                    || o.required.iter().any(forbidden)
+                    || o.witnesses.iter().any(hopeless)
+            }
+            _ => false,
+        };
+        match empty {
+            true => Shape::Never,
+            false => self,
+        }
+    }
+
+    /// The numbers of `n`, [normalized](NumberShape::normalized): `Never` if there are none.
+    pub fn number(n: NumberShape) -> Shape {
+        n.normalized().map_or(Shape::Never, Shape::Number)
+    }
+
     /// `AnyOf` without empty branches, flattened; one branch is itself.
     pub fn any_of(branches: Vec<Shape>) -> Shape {
         let mut flat = Vec::new();
@@ -158,6 +344,108 @@ impl Shape {
             0 => Shape::Never,
             1 => flat.pop().unwrap(),
             _ => Shape::AnyOf(flat),
+        }
+    }
+}
+
+impl Shape {
+    /// A structural fingerprint: shapes with equal fingerprints admit the same values (up to
+    /// hash collisions; the converse does not hold). Regexes count by their source,
+    /// references by their entry, objects with their names in order. Recursion: as deep as
+    /// the shape, each level guarded.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = std::hash::DefaultHasher::new();
+        self.hash_into(&mut h);
+        h.finish()
+    }
+
+    fn hash_into(&self, h: &mut std::hash::DefaultHasher) {
+        guarded(|| {
+            std::mem::discriminant(self).hash(h);
+            match self {
+                Shape::Any | Shape::Never | Shape::Null | Shape::Boolean => {}
+                Shape::Values(vs) => vs.iter().for_each(|v| v.to_string().hash(h)),
+                Shape::Number(n) => (n.integer, &n.lo, &n.hi, n.multiple, &n.not_multiples).hash(h),
+                Shape::String(st) => {
+                    (st.min, st.max, &st.exclude).hash(h);
+                    for c in st.regexes.iter().chain(&st.forbidden) {
+                        c.source.hash(h);
+                    }
+                    st.forbidden.len().hash(h);
+                }
+                Shape::Array(a) => {
+                    (a.min, a.max, a.prefix.len(), a.witnesses.len()).hash(h);
+                    a.prefix.iter().for_each(|p| p.hash_into(h));
+                    a.items.hash_into(h);
+                    a.witnesses.iter().for_each(|w| w.hash_into(h));
+                }
+                Shape::Object(o) => {
+                    o.hash_head(h);
+                    for (k, s) in &o.properties {
+                        k.hash(h);
+                        s.hash_into(h);
+                    }
+                    o.hash_undeclared(h);
+                }
+                Shape::AnyOf(xs) => xs.iter().for_each(|x| x.hash_into(h)),
+                Shape::Ref(r) => r.hash(h),
+            }
+        })
+    }
+}
+
+impl ObjectShape {
+    /// The object's constraints, each as a fingerprint: an object whose atoms include all of
+    /// another's admits only values that other admits too. The undeclared properties are one
+    /// atom with the declared names and patterns, which say which properties they are.
+    pub fn atoms(&self) -> Vec<u64> {
+        let atom = |f: &dyn Fn(&mut std::hash::DefaultHasher)| {
+            let mut h = std::hash::DefaultHasher::new();
+            f(&mut h);
+            h.finish()
+        };
+        let mut out: Vec<u64> = Vec::new();
+        for (k, s) in self
+            .properties
+            .iter()
+            .filter(|(_, s)| !matches!(s, Shape::Any))
+        {
+            out.push(atom(&|h| {
+                k.hash(h);
+                s.hash_into(h);
+            }));
+        }
+        for r in &self.required {
+            out.push(atom(&|h| ("required", r).hash(h)));
+        }
+        if self.min > 0 {
+            out.push(atom(&|h| ("min", self.min).hash(h)));
+        }
+        if let Some(m) = self.max {
+            out.push(atom(&|h| ("max", m).hash(h)));
+        }
+        out.push(atom(&|h| {
+            self.properties.iter().for_each(|(k, _)| k.hash(h));
+            self.hash_undeclared(h);
+        }));
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn hash_head(&self, h: &mut std::hash::DefaultHasher) {
+        (self.min, self.max, &self.required).hash(h);
+    }
+
+    fn hash_undeclared(&self, h: &mut std::hash::DefaultHasher) {
+        for (c, s) in &self.patterns {
+            c.source.hash(h);
+            s.hash_into(h);
+        }
+        self.additional.hash_into(h);
+        for (names, w) in &self.witnesses {
+            format!("{names:?}").hash(h);
+            w.hash_into(h);
         }
     }
 }

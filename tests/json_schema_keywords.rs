@@ -1,0 +1,810 @@
+//! The JSON Schema keywords compiled by exact regular constructions: `multipleOf` (remainder
+//! automata), `not` (complements of shapes), `if`/`then`/`else`, overlapping `oneOf`
+//! branches, `enum`/`const` of objects and arrays. Each is checked three ways: its language
+//! against the `jsonschema` crate over a universe of JSON texts (a text is accepted exactly
+//! when its value is valid, for the spellings the grammar writes), its masks against the
+//! reference recognizer over the whole Qwen3 vocabulary at every step of valid and invalid
+//! texts, and random walks whose outputs `jsonschema` must accept; llguidance where it
+//! supports the keyword. Hostile sizes end in typed `Limit` errors.
+
+use formwork::front::json_schema::{
+    compile_schema, compile_schema_with, JsonSchemaOptions, PropertyOrder, Whitespace,
+};
+use formwork::ir::recognizer::Recognizer;
+use formwork::ir::Grammar;
+use formwork::{CompileErrorKind, Engine, LimitKind, Limits, Location, Matcher};
+use formwork_testkit::oracle::{assert_same_mask, mask_of, Lang};
+use formwork_testkit::rng::Rng;
+use formwork_testkit::tokenizers;
+use formwork_testkit::walk::random_walk;
+use serde_json::{json, Value};
+
+fn compiled(schema: &Value, opts: &JsonSchemaOptions) -> Grammar {
+    compile_schema(schema, opts)
+        .unwrap_or_else(|e| panic!("{schema}: {e}"))
+        .grammar
+}
+
+/// `jsonschema`'s validator, with `format` an assertion as formwork reads it.
+fn validator(schema: &Value) -> jsonschema::Validator {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .unwrap_or_else(|e| panic!("{schema}: {e}"))
+}
+
+/// For every text of `universe` that `spelled` says is in the grammar's spelling (compact,
+/// canonical strings, plain numbers; integers as digits for an integer type), the grammar
+/// accepts it exactly when `jsonschema` finds its value valid; any other text it accepts only
+/// if valid. Returns how many spelled texts were valid, so a caller can check that the
+/// universe tells something apart.
+#[track_caller]
+fn agrees_on(
+    schema: &Value,
+    opts: &JsonSchemaOptions,
+    universe: &[String],
+    spelled: impl Fn(&str) -> bool,
+) -> usize {
+    let lang = Lang::new(&compiled(schema, opts));
+    let v = validator(schema);
+    let mut valid = 0;
+    for text in universe {
+        let value: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let expected = v.is_valid(&value);
+        let accepted = lang.accepts(text);
+        if !spelled(text) {
+            assert!(
+                !accepted || expected,
+                "{schema}: accepts {text}, which is invalid"
+            );
+            continue;
+        }
+        valid += usize::from(expected);
+        assert_eq!(
+            accepted,
+            expected,
+            "{schema}: {text} is {} by jsonschema",
+            if expected { "valid" } else { "invalid" }
+        );
+    }
+    valid
+}
+
+/// [`agrees_on`] with every text spelled as the grammar writes it.
+#[track_caller]
+fn agrees(schema: &Value, opts: &JsonSchemaOptions, universe: &[String]) -> usize {
+    agrees_on(schema, opts, universe, |_| true)
+}
+
+/// Plain number literals: integers in `range`, each with the fractions `.0`, `.5`, `.25`,
+/// `.05`, `.50`, `.125`, and `-0`, `0.0`, `-0.00`.
+fn numbers(range: std::ops::RangeInclusive<i64>) -> Vec<String> {
+    let mut out: Vec<String> = ["-0", "0.0", "-0.00"].map(String::from).to_vec();
+    for i in range {
+        out.push(i.to_string());
+        for frac in ["0", "5", "25", "05", "50", "125"] {
+            let sign = if i < 0 { "-" } else { "" };
+            if i == 0 {
+                out.push(format!("0.{frac}"));
+                out.push(format!("-0.{frac}"));
+            } else {
+                out.push(format!("{sign}{}.{frac}", i.abs()));
+            }
+        }
+    }
+    out
+}
+
+/// Walks the tokens of `text` through a matcher of `schema` and the reference recognizer of
+/// its grammar, masks equal bit for bit at every step. A valid text ends accepted (EOS
+/// allowed); an invalid one is refused by both at the same token, or is incomplete at the
+/// end for both.
+#[track_caller]
+fn masks_match(engine: &Engine, schema: &Value, opts: &JsonSchemaOptions, text: &str, valid: bool) {
+    let vocab = engine.vocab();
+    let grammar = compiled(schema, opts);
+    let constraint = engine
+        .compile_json_schema(schema, opts)
+        .unwrap_or_else(|e| panic!("{schema}: {e}"));
+    let mut m = constraint.matcher();
+    let rec = Recognizer::new(&grammar);
+    let mut chart = rec.start();
+    let tokens = vocab.encode(text).unwrap();
+    for (step, &t) in tokens.iter().enumerate() {
+        let expected = chart.mask(&rec, vocab);
+        let what = format!("{schema} on {text}: step {step}");
+        assert_same_mask(&mask_of(&mut m, vocab), &expected, vocab, &what);
+        if !expected.contains(t) {
+            assert!(!valid, "{what}: a valid text's token {t} is refused");
+            return;
+        }
+        assert!(chart.push_token(&rec, vocab, t));
+        m.consume(t).unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    let what = format!("{schema} on {text}: the end");
+    assert_same_mask(
+        &mask_of(&mut m, vocab),
+        &chart.mask(&rec, vocab),
+        vocab,
+        &what,
+    );
+    assert_eq!(m.is_accepting(), valid, "{what}");
+    assert_eq!(chart.is_accepting(&rec), valid, "{what}");
+}
+
+/// Seeded random walks through the schema's matcher: each output that ends on EOS must be
+/// a JSON text `jsonschema` accepts.
+#[track_caller]
+fn walks_validate(engine: &Engine, schema: &Value, opts: &JsonSchemaOptions, walks: usize) {
+    let constraint = engine
+        .compile_json_schema(schema, opts)
+        .unwrap_or_else(|e| panic!("{schema}: {e}"));
+    let v = validator(schema);
+    let mut rng = Rng::new(0x5eed);
+    let mut finished = 0;
+    for _ in 0..walks {
+        let mut m = constraint.matcher();
+        let Some(out) = random_walk(engine.vocab(), &mut m, &mut rng, 60) else {
+            continue;
+        };
+        finished += 1;
+        let text = String::from_utf8(out).unwrap();
+        let value: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{schema}: {text}: {e}"));
+        assert!(
+            v.is_valid(&value),
+            "{schema}: walked {text}, which is invalid"
+        );
+    }
+    assert!(finished > 0, "{schema}: no walk finished");
+}
+
+fn engine() -> Engine {
+    Engine::new(tokenizers::qwen3().clone())
+}
+
+fn limit_of(schema: &Value, limits: &Limits) -> (LimitKind, String) {
+    let e = compile_schema_with(schema, &JsonSchemaOptions::new(), limits)
+        .err()
+        .unwrap_or_else(|| panic!("{schema} should fail"));
+    let Location::JsonPointer(p) = e.location() else {
+        panic!("no pointer: {e}")
+    };
+    (
+        e.limit().unwrap_or_else(|| panic!("not a limit: {e}")).kind,
+        p.clone(),
+    )
+}
+
+#[test]
+fn multiple_of_integers_with_bounds() {
+    let opts = JsonSchemaOptions::new();
+    let universe = numbers(-40..=40);
+    for schema in [
+        json!({"type": "integer", "multipleOf": 3}),
+        json!({"type": "integer", "multipleOf": 12, "minimum": 0}),
+        json!({"type": "integer", "multipleOf": 7, "minimum": -20, "exclusiveMaximum": 35}),
+        json!({"type": "integer", "multipleOf": 2.5}),
+        json!({"type": "integer", "multipleOf": 0.5, "maximum": 3}),
+        json!({"type": "integer", "multipleOf": 10, "exclusiveMinimum": -30}),
+        json!({"type": "integer", "multipleOf": 16, "minimum": -32, "maximum": 31}),
+        json!({"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]}),
+    ] {
+        // Integers are written as digits.
+        let digits = |t: &str| !t.contains('.');
+        assert!(agrees_on(&schema, &opts, &universe, digits) > 0, "{schema}");
+    }
+}
+
+#[test]
+fn multiple_of_decimals_with_bounds() {
+    let opts = JsonSchemaOptions::new();
+    let universe = numbers(-12..=12);
+    for schema in [
+        json!({"type": "number", "multipleOf": 0.01}),
+        json!({"type": "number", "multipleOf": 0.25, "minimum": 0.25}),
+        json!({"type": "number", "multipleOf": 0.5, "minimum": -3, "maximum": 4.5}),
+        json!({"type": "number", "multipleOf": 2.5, "exclusiveMaximum": 10}),
+        json!({"type": "number", "multipleOf": 1}),
+        json!({"type": "number", "multipleOf": 10, "exclusiveMaximum": 100}),
+        json!({"type": "number", "multipleOf": 0.125, "minimum": -1.125}),
+        json!({"type": "number", "multipleOf": 0.1, "maximum": 99.99}),
+        json!({"type": "number", "multipleOf": 1.5, "exclusiveMinimum": -4.5}),
+        json!({"multipleOf": 0.75}),
+    ] {
+        assert!(agrees(&schema, &opts, &universe) > 0, "{schema}");
+    }
+    // Exponent forms are not written (divisibility by their value is not regular).
+    let l = Lang::new(&compiled(
+        &json!({"type": "number", "multipleOf": 0.5}),
+        &opts,
+    ));
+    l.yes(&["1.5", "100", "-2.50", "0"]);
+    l.no(&["1e2", "15e-1", "1.5E0"]);
+}
+
+#[test]
+fn multiple_of_masks_match_the_oracle() {
+    let e = engine();
+    let opts = JsonSchemaOptions::new();
+    let cases = [
+        (
+            json!({"type": "integer", "multipleOf": 7, "minimum": 10}),
+            "[14,700,7000]",
+            "[14,15]",
+        ),
+        (
+            json!({"type": "number", "multipleOf": 0.01, "minimum": 0}),
+            "[12.34,0.5,100]",
+            "[1.234]",
+        ),
+        (
+            json!({"type": "number", "multipleOf": 2.5, "maximum": 1000}),
+            "[997.5,-7.5,10.0]",
+            "[1002.5]",
+        ),
+    ];
+    for (item, valid, invalid) in cases {
+        let schema = json!({"type": "array", "items": item});
+        masks_match(&e, &schema, &opts, valid, true);
+        masks_match(&e, &schema, &opts, invalid, false);
+        walks_validate(&e, &schema, &opts, 20);
+    }
+}
+
+#[test]
+fn multiple_of_hostile_steps_end_in_limit_errors() {
+    let limits = Limits::new();
+    // A modulus far past the automaton budget, a step of more significant digits than a u64
+    // holds, a tiny step with a large modulus, and steps whose least common multiple grows.
+    for (schema, pointer) in [
+        (
+            json!({"type": "integer", "multipleOf": 1000003}),
+            "/multipleOf",
+        ),
+        (
+            json!({"type": "number", "multipleOf": 1.2345678901234567e-300}),
+            "/multipleOf",
+        ),
+        (
+            json!({"type": "number", "multipleOf": 123456789012345678901.0}),
+            "/multipleOf",
+        ),
+        (
+            json!({"type": "integer", "allOf": [{"multipleOf": 4099}, {"multipleOf": 4111}]}),
+            "/allOf/0/multipleOf",
+        ),
+        (
+            json!({"allOf": [{"multipleOf": 3e-300}, {"multipleOf": 7e300}]}),
+            "/allOf/1/multipleOf",
+        ),
+    ] {
+        let (kind, at) = limit_of(&schema, &limits);
+        assert_eq!(
+            (kind, at.as_str()),
+            (LimitKind::AutomatonStates, pointer),
+            "{schema}"
+        );
+    }
+    // Within a smaller budget, a modest modulus is refused too.
+    let (kind, at) = limit_of(
+        &json!({"properties": {"n": {"type": "integer", "multipleOf": 97}}}),
+        &Limits::new().automaton_states(50),
+    );
+    assert_eq!(
+        (kind, at.as_str()),
+        (LimitKind::AutomatonStates, "/properties/n/multipleOf")
+    );
+    // A step of zero or below is a malformed schema.
+    let e = compile_schema(&json!({"multipleOf": 0}), &JsonSchemaOptions::new()).unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Invalid);
+}
+
+/// A universe of small JSON values as compact texts: scalars of each kind, short arrays,
+/// and objects over the keys `a`, `b`, `c` (each absent or with one of a few values), each
+/// object also with its keys reversed.
+fn values() -> Vec<String> {
+    let scalars = [
+        "null", "true", "false", "0", "-1", "1", "2", "3", "10", "2.5", "-7.5", "0.25", r#""""#,
+        r#""a""#, r#""ab""#, r#""b""#, r#""abc""#, r#""A1""#, r#""x""#,
+    ];
+    let mut out: Vec<String> = scalars.map(String::from).to_vec();
+    for a in [
+        "[]",
+        "[1]",
+        "[1,2]",
+        r#"["a"]"#,
+        "[null]",
+        r#"[1,"a"]"#,
+        "[[]]",
+        "[{}]",
+        "[1,2,3]",
+        "[2,1]",
+        r#"[{"a":1}]"#,
+    ] {
+        out.push(a.to_string());
+    }
+    let member_values = ["1", r#""x""#, "null", "true", "[]", "{}", "2.5"];
+    let keys = ["a", "b", "c"];
+    // Each key absent (index 0) or with one of the values.
+    let choices = member_values.len() + 1;
+    for code in 0..choices.pow(keys.len() as u32) {
+        let mut members = Vec::new();
+        let mut rest = code;
+        for k in keys {
+            let pick = rest % choices;
+            rest /= choices;
+            if pick > 0 {
+                members.push(format!("\"{k}\":{}", member_values[pick - 1]));
+            }
+        }
+        out.push(format!("{{{}}}", members.join(",")));
+        if members.len() > 1 {
+            members.reverse();
+            out.push(format!("{{{}}}", members.join(",")));
+        }
+    }
+    out.push(r#"{"d":1}"#.to_string());
+    out.push(r#"{"a":1,"d":"x"}"#.to_string());
+    out
+}
+
+/// Objects in any order, so that every key order of the universe is a spelling.
+fn any_order() -> JsonSchemaOptions {
+    JsonSchemaOptions::new().property_order(PropertyOrder::Any)
+}
+
+/// Checks each schema against `jsonschema` over [`values`]; each must accept something and
+/// refuse something.
+#[track_caller]
+fn all_agree(schemas: &[Value]) {
+    let universe = values();
+    for schema in schemas {
+        let valid = agrees(schema, &any_order(), &universe);
+        assert!(
+            valid > 0 && valid < universe.len(),
+            "{schema}: {valid} valid"
+        );
+    }
+}
+
+#[test]
+fn not_of_types_values_and_numbers() {
+    all_agree(&[
+        json!({"not": {"type": "integer"}}),
+        json!({"not": {"type": ["string", "null"]}}),
+        json!({"not": {"enum": [1, "a", null, [1, 2], {"a": 1}]}}),
+        json!({"not": {"const": {"a": 1, "b": "x"}}}),
+        json!({"not": {"const": [1, "a"]}}),
+        json!({"not": {"enum": [true, 2.5, "ab", []]}}),
+        json!({"not": {"minimum": 2}}),
+        json!({"not": {"exclusiveMaximum": 2.5}}),
+        json!({"not": {"type": "number", "minimum": 0, "maximum": 3}}),
+        json!({"not": {"multipleOf": 2}}),
+        json!({"type": "number", "not": {"multipleOf": 0.5}}),
+        json!({"not": {"type": "integer", "multipleOf": 3}}),
+    ]);
+    // Integral values written with a fraction are integers: not admitted under `not` integer.
+    let l = Lang::new(&compiled(
+        &json!({"not": {"type": "integer"}}),
+        &JsonSchemaOptions::new(),
+    ));
+    l.yes(&["2.5", "-0.001", r#""2""#]);
+    l.no(&["2", "2.0", "-0", "0.000"]);
+}
+
+#[test]
+fn not_of_strings_arrays_and_objects() {
+    all_agree(&[
+        json!({"not": {"pattern": "^a"}}),
+        json!({"type": "string", "not": {"pattern": "b", "minLength": 2}}),
+        json!({"not": {"type": "string", "maxLength": 1}}),
+        json!({"not": {"format": "ipv4"}}),
+        json!({"not": {"minItems": 2}}),
+        json!({"not": {"prefixItems": [{"type": "integer"}], "items": false}}),
+        json!({"not": {"type": "array", "prefixItems": [{}, {"type": "integer"}]}}),
+        json!({"not": {"required": ["a", "b"]}}),
+        json!({"not": {"properties": {"a": {"type": "integer"}}}}),
+        json!({"not": {"additionalProperties": false, "properties": {"a": {}}}}),
+        json!({"not": {"additionalProperties": {"type": "string"}, "properties": {"b": true}}}),
+        json!({"not": {"maxProperties": 1}}),
+        json!({"not": {"type": "object", "minProperties": 2, "required": ["c"]}}),
+        json!({"type": "object", "properties": {"a": {"not": {"type": "null"}}}}),
+        json!({"not": {"properties": {"a": {"not": {"type": "null"}}}, "required": ["a"]}}),
+        json!({"not": {"items": {"type": "integer"}}}),
+        json!({"not": {"prefixItems": [{"type": "integer"}], "items": {"type": "string"}}}),
+        json!({"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}),
+        json!({"not": {"patternProperties": {"^[ab]$": {"type": "integer"}, "^[bc]$": false}}}),
+        json!({"not": {"patternProperties": {"^a": true}, "additionalProperties": false}}),
+        json!({"not": {"properties": {"a": true}, "patternProperties": {"b": {"type": "null"}}, "additionalProperties": {"type": "string"}}}),
+    ]);
+}
+
+/// Complements meeting complements: several witnesses in one array or object ("an item
+/// that is not a string and one that is not an integer").
+#[test]
+fn not_with_several_witnesses() {
+    all_agree(&[
+        json!({"type": "array", "not": {"anyOf": [{"items": {"type": "string"}}, {"items": {"type": "integer"}}]}}),
+        json!({"allOf": [{"not": {"items": {"type": "integer"}}}, {"not": {"items": {"type": ["integer", "string"]}}}]}),
+        json!({"type": "object", "allOf": [{"not": {"additionalProperties": {"type": "integer"}}}, {"not": {"additionalProperties": {"type": "null"}}}]}),
+        json!({"type": "object", "allOf": [{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}, {"not": {"additionalProperties": {"type": "null"}, "properties": {"a": true}}}]}),
+        json!({"oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "string"}}, {"items": {"type": "null"}}]}),
+    ]);
+}
+
+#[test]
+fn not_of_unions_intersections_and_references() {
+    all_agree(&[
+        json!({"not": {"anyOf": [{"required": ["a"]}, {"type": "string"}]}}),
+        json!({"not": {"allOf": [{"required": ["a"]}, {"required": ["b"]}]}}),
+        json!({"not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}),
+        json!({"not": {"not": {"type": "string", "minLength": 2}}}),
+        json!({"not": {"not": {"not": {"required": ["c"]}}}}),
+        json!({"not": {"$ref": "#/$defs/x"}, "$defs": {"x": {"type": "object", "required": ["a"]}}}),
+        json!({"$defs": {"x": {"not": {"$ref": "#/$defs/y"}}, "y": {"type": ["object", "array"]}}, "$ref": "#/$defs/x"}),
+        json!({"type": "object", "properties": {"a": {"not": {"$ref": "#"}}}}),
+        json!({"allOf": [{"not": {"required": ["a"]}}, {"not": {"required": ["b"]}}, {"type": "object"}]}),
+    ]);
+}
+
+#[test]
+fn if_then_else() {
+    all_agree(&[
+        json!({"if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}, "else": {"required": ["c"]}}),
+        json!({"if": {"type": "string"}, "then": {"minLength": 2}}),
+        json!({"if": {"minimum": 2}, "else": {"const": 0}}),
+        json!({"if": {"required": ["a"]}, "then": {"properties": {"b": false}}, "else": {"required": ["b"]}}),
+        json!({"type": "object", "if": {"properties": {"a": {"type": "string"}}, "required": ["a"]}, "then": {"additionalProperties": false, "properties": {"a": {}, "b": {}}}}),
+        json!({"if": {"properties": {"a": {"enum": [1, "x"]}}}, "then": {"if": {"required": ["b"]}, "then": {"required": ["c"]}}, "else": {"type": "object", "maxProperties": 1}}),
+    ]);
+    // Without `then` and `else`, `if` constrains nothing.
+    let l = Lang::new(&compiled(
+        &json!({"if": {"type": "string"}}),
+        &JsonSchemaOptions::new(),
+    ));
+    l.yes(&["1", r#""a""#]);
+}
+
+#[test]
+fn one_of_with_overlapping_branches() {
+    all_agree(&[
+        json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}),
+        json!({"oneOf": [{"required": ["a"]}, {"properties": {"b": {"type": "string"}}}]}),
+        json!({"oneOf": [{"additionalProperties": false, "properties": {"a": {}}}, {"required": ["b"]}]}),
+        json!({"oneOf": [{"type": "string"}, {"enum": ["a", "b", 1]}]}),
+        json!({"oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]}),
+        json!({"oneOf": [{"$ref": "#/$defs/p"}, {"$ref": "#/$defs/q"}], "$defs": {
+            "p": {"type": "object", "properties": {"a": {"type": "integer"}}},
+            "q": {"type": "object", "properties": {"b": {"type": "null"}}, "required": ["b"]}
+        }}),
+        json!({"oneOf": [
+            {"properties": {"a": {"enum": [1]}}, "required": ["b"]},
+            {"properties": {"a": {"enum": ["x"]}}, "required": ["c"]},
+            {"properties": {"a": {"enum": [null]}}, "required": ["b", "c"]}
+        ]}),
+        json!({"type": "object", "oneOf": [
+            {"properties": {"a": {"type": "array", "items": {"minimum": 1}}}, "required": ["a"]},
+            {"additionalProperties": false, "properties": {"b": {"type": "string", "minLength": 1}}}
+        ]}),
+        json!({"oneOf": [{"minProperties": 1}, {"required": ["c"]}, {"maxProperties": 2}]}),
+        json!({"oneOf": [{"not": {"required": ["a"]}}, {"additionalProperties": {"type": "integer"}}]}),
+    ]);
+}
+
+/// Recursive `oneOf` branches told apart by a discriminator: the references are still being
+/// read when the `oneOf` is, and their schemas are read once more to see them disjoint, so no
+/// complement is needed.
+#[test]
+fn one_of_recursive_discriminated_branches() {
+    let schema = json!({
+        "$defs": {
+            "csv": {"type": "object", "additionalProperties": false, "required": ["@type"],
+                "properties": {"@type": {"enum": ["csv"]}, "next": {"$ref": "#/$defs/either"}}},
+            "direct": {"type": "object", "additionalProperties": false, "required": ["@type"],
+                "properties": {"@type": {"enum": ["direct"]}, "next": {"$ref": "#/$defs/either"}}},
+            "either": {"oneOf": [{"$ref": "#/$defs/csv"}, {"$ref": "#/$defs/direct"}]}
+        },
+        "$ref": "#/$defs/either"
+    });
+    let universe: Vec<String> = [
+        r#"{"@type":"csv"}"#,
+        r#"{"@type":"direct","next":{"@type":"csv"}}"#,
+        r#"{"@type":"csv","next":{"@type":"direct","next":{"@type":"csv"}}}"#,
+        r#"{"@type":"other"}"#,
+        r#"{"@type":"csv","next":{}}"#,
+        r#"{"next":{"@type":"csv"}}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(agrees(&schema, &JsonSchemaOptions::new(), &universe), 3);
+}
+
+/// `enum`/`const` of objects and arrays: literal alternatives, nested, whitespace as the
+/// options say, members in the literal's order or, with any order, in every order.
+#[test]
+fn enum_and_const_of_objects_and_arrays() {
+    let schema =
+        json!({"enum": [{"a": 1, "b": [true, {"c": "x"}]}, [1, {"b": null, "a": []}], {}]});
+    let literal_order = Lang::new(&compiled(&schema, &JsonSchemaOptions::new()));
+    literal_order.yes(&[
+        r#"{"a":1,"b":[true,{"c":"x"}]}"#,
+        r#"[1,{"b":null,"a":[]}]"#,
+        "{}",
+    ]);
+    // Integral values are written as integers.
+    literal_order.no(&[
+        r#"{"b":[true,{"c":"x"}],"a":1}"#,
+        r#"[1,{"a":[],"b":null}]"#,
+        r#"{"a":1}"#,
+        r#"{"a":1.0,"b":[true,{"c":"x"}]}"#,
+    ]);
+    // Any order: each object in every order, the universe against jsonschema too.
+    all_agree(&[
+        json!({"const": {"a": 1, "b": "x", "c": null}}),
+        json!({"enum": [{"a": 1}, {"b": "x", "a": 1}, [1, 2], []]}),
+    ]);
+    let spaced = any_order().whitespace(Whitespace::Flexible { max_run: Some(2) });
+    let l = Lang::new(&compiled(&schema, &spaced));
+    l.yes(&[
+        r#"{ "b" : [ true , { "c" : "x" } ] , "a" : 1 }"#,
+        "[1,{\n\"a\": [ ],\"b\":null}]",
+        "{ }",
+    ]);
+    l.no(&[r#"{"a":1,"b":[{"c":"x"},true]}"#]);
+    // Past the any-order limit, the same Limit error as an object with that many properties.
+    let wide: serde_json::Map<String, Value> =
+        (0..10).map(|i| (format!("k{i}"), json!(i))).collect();
+    let e = compile_schema(&json!({"const": wide}), &any_order()).unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Limit);
+}
+
+/// For each schema, masks over the whole Qwen3 vocabulary equal the reference recognizer's
+/// at every step of its valid and invalid texts (each checked against `jsonschema` first),
+/// and random walks produce only texts `jsonschema` accepts.
+fn complements_masks(cases: &[(Value, &[&str], &[&str])], opts: &JsonSchemaOptions) {
+    let e = engine();
+    for (schema, valid, invalid) in cases {
+        let v = validator(schema);
+        for (texts, expected) in [(valid, true), (invalid, false)] {
+            for text in texts.iter() {
+                let value: Value = serde_json::from_str(text).unwrap();
+                assert_eq!(v.is_valid(&value), expected, "{schema}: {text}");
+                masks_match(&e, schema, opts, text, expected);
+            }
+        }
+        walks_validate(&e, schema, opts, 12);
+    }
+}
+
+#[test]
+fn complements_masks_match_the_oracle_scalars_and_arrays() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "array", "items": {"not": {"type": ["integer", "null"]}}}),
+                &["[2.5,\"x\",{}]", "[-0.125,[]]"],
+                &["[2.5,3]", "[null]", "[1.0]"],
+            ),
+            (
+                json!({"type": "array", "not": {"items": {"type": "integer"}}}),
+                &["[1,2,\"three\"]", "[null]"],
+                &["[1,2,3]", "[]"],
+            ),
+            (
+                // Bounded, so that walked numbers stay within what `jsonschema` reads exactly
+                // (an f64: `39061489481769331288981161487.7` would read as an integer).
+                json!({"oneOf": [{"type": "integer", "minimum": -100}, {"type": "number", "minimum": 0, "maximum": 100}]}),
+                &["-12", "12.5"],
+                &["12", "-12.5"],
+            ),
+            (
+                json!({"enum": [{"a": 1, "b": [true]}, [{"c": null}]]}),
+                &[r#"[{"c":null}]"#],
+                &[r#"[{"c":null},1]"#],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}
+
+#[test]
+fn complements_masks_match_the_oracle_strings_and_objects() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "object", "properties": {"s": {"type": "string", "not": {"pattern": "^ab", "minLength": 3}}}}),
+                &[r#"{"s":"ab"}"#],
+                &[r#"{"s":"abc"}"#],
+            ),
+            (
+                json!({"not": {"additionalProperties": false, "properties": {"id": {"type": "integer"}}}}),
+                &[r#"{"id":"one"}"#],
+                &["[1]"],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}
+
+#[test]
+fn conditionals_masks_match_the_oracle() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "object", "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]}, "then": {"required": ["x"]}, "else": {"properties": {"x": false}}}),
+                &[r#"{"kind":"a","x":1}"#],
+                &[r#"{"kind":"b","x":1}"#],
+            ),
+            (
+                json!({"type": "object", "oneOf": [
+                    {"required": ["a"], "properties": {"a": {"type": "integer"}}},
+                    {"additionalProperties": false, "properties": {"b": {"type": "string"}}}
+                ]}),
+                &[r#"{"a":1}"#],
+                &[r#"{"b":1}"#],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}
+
+/// Any order: an enum's object in another order, and an object's witness anywhere.
+#[test]
+fn any_order_complements_masks_match_the_oracle() {
+    complements_masks(
+        &[
+            (
+                json!({"enum": [{"a": 1, "b": [true]}]}),
+                &[r#"{"b":[true],"a":1}"#],
+                &[],
+            ),
+            (
+                json!({"type": "object", "properties": {"a": true}, "not": {"additionalProperties": {"type": "integer"}}}),
+                &[r#"{"z":1,"a":"x"}"#],
+                &[r#"{"z":1,"a":2}"#],
+            ),
+        ],
+        &any_order(),
+    );
+}
+
+/// `multipleOf` against llguidance, which supports it: masks equal but for the documented
+/// differences (negative zero).
+#[test]
+fn multiple_of_masks_match_llguidance() {
+    let e = engine();
+    let opts = JsonSchemaOptions::new();
+    for (schema, texts) in [
+        (
+            json!({"type": "integer", "multipleOf": 7}),
+            vec!["343", "-21", "0"],
+        ),
+        (
+            json!({"type": "integer", "multipleOf": 12, "minimum": 0, "maximum": 1000}),
+            vec!["984", "12"],
+        ),
+    ] {
+        let constraint = e.compile_json_schema(&schema, &opts).unwrap();
+        let mut guided = schema.clone();
+        guided.as_object_mut().unwrap().insert(
+            "x-guidance".into(),
+            json!({"whitespace_flexible": false, "item_separator": ",", "key_separator": ":"}),
+        );
+        formwork_testkit::llg::differential(
+            || llguidance::api::TopLevelGrammar::from_json_schema(guided.clone()),
+            || Box::new(constraint.matcher()),
+            &texts,
+        );
+    }
+}
+
+/// Runs `f` on a thread with a 256 KiB stack, the smallest a server may give a worker.
+fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn_scoped(s, f)
+            .expect("spawn a worker thread")
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+/// Hostile uses of the new constructions end in typed errors (or compile), on a small stack,
+/// never in a hang or an overflow: `not` nested far past the nesting limit, a literal nested as
+/// deep under `not`, `if` chains, and `oneOf`s whose complements multiply.
+#[test]
+fn hostile_complements_end_in_typed_errors() {
+    let nest = |key: &str, depth: usize, leaf: Value| {
+        let mut v = leaf;
+        for _ in 0..depth {
+            v = json!({ key: v });
+        }
+        v
+    };
+    let deep_not = nest("not", 1500, json!({"type": "string"}));
+    let mut deep_literal = json!(1);
+    for _ in 0..1500 {
+        deep_literal = json!([deep_literal]);
+    }
+    let deep_const = json!({"not": {"const": deep_literal}});
+    let mut deep_if = json!({"type": "integer"});
+    for _ in 0..1500 {
+        deep_if = json!({"if": {"minimum": 0}, "then": deep_if, "else": {"type": "null"}});
+    }
+    for schema in [&deep_not, &deep_const, &deep_if] {
+        let e = on_small_stack(|| compile_schema(schema, &JsonSchemaOptions::new()))
+            .expect_err("nested past the limit");
+        assert_eq!(e.limit().map(|l| l.kind), Some(LimitKind::Nesting), "{e}");
+    }
+    // Thirty overlapping branches, each requiring its own pair of properties: the complements
+    // multiply past the branch budget.
+    let branches: Vec<Value> = (0..30)
+        .map(|i| json!({"properties": {format!("p{i}"): {"type": "integer"}}, "required": [format!("p{i}"), format!("q{i}")]}))
+        .collect();
+    let wide = json!({"type": "object", "oneOf": branches});
+    let e = on_small_stack(|| compile_schema(&wide, &JsonSchemaOptions::new()))
+        .expect_err("too many branches");
+    assert_eq!(
+        e.limit().map(|l| l.kind),
+        Some(LimitKind::Alternatives),
+        "{e}"
+    );
+    // Under a short compile budget, complements of many patterns end on time.
+    let patterns: Vec<Value> = (0..12)
+        .map(|i| json!({"not": {"anyOf": [{"pattern": format!("a{i}")}, {"pattern": format!("{i}b"), "minLength": i}]}}))
+        .collect();
+    let slow = json!({"type": "string", "allOf": patterns});
+    let limits = Limits::new().compile_time(Some(std::time::Duration::from_millis(20)));
+    let outcome = on_small_stack(|| compile_schema_with(&slow, &JsonSchemaOptions::new(), &limits));
+    if let Err(e) = outcome {
+        assert!(e.limit().is_some(), "{e}");
+    }
+}
+
+/// A schema met with a reference still being built (recursion inside it): the meeting waits
+/// for the reference instead of failing as a cycle.
+#[test]
+fn meetings_with_references_being_built() {
+    let schema = json!({"$defs": {"a": {"type": "object", "properties": {"b": {"allOf": [{"required": ["c"]}, {"$ref": "#/$defs/a"}]}}}}, "$ref": "#/$defs/a"});
+    assert!(agrees(&schema, &any_order(), &values()) > 0);
+    let nested = [
+        r#"{"b":{"c":1,"b":{"c":null}}}"#,
+        r#"{"b":{"b":{"c":1}}}"#,
+        r#"{"b":{"c":1,"b":{}}}"#,
+    ]
+    .map(String::from);
+    assert_eq!(agrees(&schema, &any_order(), &nested), 1);
+    // A oneOf one of whose overlapping branches is the recursion itself: its complement keeps
+    // making new entries (complements of intersections of complements) until the branch
+    // budget refuses it, a typed error.
+    let node = json!({"$defs": {"node": {"type": "object", "properties": {
+        "a": {"oneOf": [{"$ref": "#/$defs/node"}, {"type": "object", "required": ["c"], "properties": {"c": {"type": "integer"}}}]}
+    }}}, "$ref": "#/$defs/node"});
+    let t = std::time::Instant::now();
+    let e = compile_schema(&node, &JsonSchemaOptions::new()).unwrap_err();
+    eprintln!("recursive oneOf refused in {:?}: {e}", t.elapsed());
+    assert!(e.limit().is_some(), "{e}");
+}
+
+/// Lenient compilation only ever loosens: a `not` (an `if`) whose schema lost keywords
+/// formwork cannot express is dropped with a warning rather than complemented (the
+/// complement of what is left would refuse too much), and overlapping `oneOf` branches that
+/// lost some are an `anyOf`.
+#[test]
+fn lenient_complements_only_loosen() {
+    let lenient = JsonSchemaOptions::new().lenient(true);
+    for schema in [
+        json!({"not": {"propertyNames": {"pattern": "^a"}}}),
+        json!({"if": {"propertyNames": {"pattern": "^a"}}, "then": {"type": "string"}, "else": {"type": "object"}}),
+        json!({"oneOf": [{"propertyNames": {"pattern": "^a"}}, {"type": "object"}]}),
+    ] {
+        let compiled = compile_schema(&schema, &lenient).unwrap();
+        assert!(!compiled.warnings.is_empty(), "{schema}");
+        let l = Lang::new(&compiled.grammar);
+        l.yes(&["{}", r#"{"b":1}"#, r#"{"a":1}"#]);
+        let e = compile_schema(&schema, &JsonSchemaOptions::new()).unwrap_err();
+        assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{schema}");
+    }
+}
