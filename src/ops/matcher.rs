@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::cursor::{Frame, Thread, Threads, Walker};
 use super::leaf::{Unit, SPECIAL_BASE};
-use super::masks::{leaf_of, Runtime};
 use super::program::Program;
+use super::runtime::{leaf_of, Runtime};
+use super::walker::{Frame, Thread, Threads, Walker};
 use crate::base::bitmask::{get_bit, set_bit};
 use crate::base::token::TokenId;
 use crate::limits::{Budget, LimitExceeded};
