@@ -283,7 +283,7 @@ pub struct CfgGrammar {
     cache: Arc<MaskCache<u128, CacheEntry>>,
     index: Arc<cache::VocabIndex>,
     hashes: hash::Hashes,
-    walks: Mutex<Option<cache::context_level::SharedWalks>>,
+    walks: Mutex<Option<cache::SharedWalks>>,
     initial: Chart,
 }
 

@@ -32,19 +32,19 @@ use crate::mask::StoredMask;
 /// (`left`), accepted tokens long enough to reach it go to the exact run-time check; below the
 /// lower bound the context level sees the real counter.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Subject {
-    pub(crate) item: Item,
+pub(super) struct Subject {
+    pub(super) item: Item,
     /// The loop's counted state.
-    pub(crate) lifted: Option<u32>,
+    pub(super) lifted: Option<u32>,
     /// Iterations the loop has left (the most, over its items), when a token could use them
     /// all up (fewer than `cap`).
-    pub(crate) left: Option<u32>,
+    pub(super) left: Option<u32>,
     /// The loop, with one counter, has reached its minimum: the context level may relax it too.
-    pub(crate) relax: bool,
+    pub(super) relax: bool,
 }
 
 impl Subject {
-    pub(crate) fn of(g: &CfgGrammar, chart: &Chart, k: &Item) -> Subject {
+    pub(super) fn of(g: &CfgGrammar, chart: &Chart, k: &Item) -> Subject {
         let prog = &g.prog;
         let plain = Subject {
             item: *k,
@@ -86,7 +86,7 @@ impl Subject {
 
     /// The counters of the loop's items waiting for the subject (one per derivation that
     /// reached its row after a different number of iterations).
-    pub(crate) fn loop_counts(&self, g: &CfgGrammar, chart: &Chart) -> SmallVec<[u32; 2]> {
+    pub(super) fn loop_counts(&self, g: &CfgGrammar, chart: &Chart) -> SmallVec<[u32; 2]> {
         let unit = g.prog.state(self.item.state).unit;
         let mut counts = SmallVec::new();
         for w in chart.row(self.item.origin as usize) {
@@ -101,7 +101,7 @@ impl Subject {
 
     /// The item-level key. The unit entered from the unknown context (the loop, if lifted)
     /// adds what may follow it in this grammar: that decides which tokens are uncertain.
-    pub(crate) fn key(&self, g: &CfgGrammar) -> u128 {
+    pub(super) fn key(&self, g: &CfgGrammar) -> u128 {
         let hashes = g.hashes();
         let mut h = StructHasher::new(LEVEL1_DOMAIN);
         h.hash(hashes.state(self.item.state))
@@ -117,7 +117,7 @@ impl Subject {
 
     /// The chart the subject is walked on: the item alone, its unit entered from an unknown
     /// context, or the item under its loop's items with these counters.
-    pub(crate) fn rows(&self, counts: &[u32]) -> Vec<Vec<Item>> {
+    pub(super) fn rows(&self, counts: &[u32]) -> Vec<Vec<Item>> {
         match self.lifted {
             Some(l) => vec![
                 counts
@@ -142,7 +142,7 @@ impl Subject {
 }
 
 /// Adds what may follow `state`'s unit ([`Program::follow`]) to a key.
-pub(crate) fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
+pub(super) fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
     let follow = &prog.follow[prog.state(state).unit as usize];
     follow.words().iter().for_each(|&w| {
         h.word(w);
@@ -150,7 +150,7 @@ pub(crate) fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
 }
 
 /// Item level: the whole trie against the subject alone, the loop's counter (if any) relaxed.
-pub(crate) fn item_level(
+pub(super) fn item_level(
     g: &CfgGrammar,
     subject: &Subject,
     budget: &Budget,
@@ -199,7 +199,7 @@ pub(crate) fn item_level(
 /// the same body ([`iteration_starts`]); the tokens it does not know, among them those that
 /// may also leave the loop and go on in the context, are walked with the real counters, and
 /// those left to the context are the entry's uncertain ones.
-pub(crate) fn near_bound(
+pub(super) fn near_bound(
     g: &CfgGrammar,
     subject: &Subject,
     counts: &[u32],
