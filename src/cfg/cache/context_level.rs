@@ -30,60 +30,19 @@ pub(super) fn context_key(
     item_key: u128,
     budget: &Budget,
 ) -> Result<u128, LimitExceeded> {
+    gather_callers(g, chart, scratch, &subject.item, budget)?;
     let k = &subject.item;
     let prog = &g.prog;
     let Scratch {
         explored,
         explored_set,
         found,
-        found_set,
         rows,
         described,
         ..
     } = scratch;
-    explored.clear();
-    explored_set.clear();
-    found.clear();
-    found_set.clear();
     rows.clear();
     described.clear();
-    explored.push((k.origin, prog.state(k.state).unit));
-    explored_set.insert(explored[0]);
-    // A caller that only returns into the end of its own unit (a rule called last in its
-    // caller's body) decides nothing: its completion passes straight up. When it is the only
-    // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
-    // levels up (several callers, as in an ambiguous loop, would grow the context each byte).
-    let mut level: SmallVec<[(u32, u32); 8]> = smallvec::smallvec![explored[0]];
-    for depth in 1..=g.config.context_depth {
-        let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
-        while let Some((row, unit)) = level.pop() {
-            let first = found.len();
-            budget.spend(chart.row(row as usize).len() as u64)?;
-            for w in chart.row(row as usize) {
-                if waits_for(prog, w, unit) && found_set.insert((row, *w)) {
-                    found.push((row, *w));
-                }
-            }
-            budget.spend((found.len() - first) as u64)?;
-            let only = found.len() == first + 1;
-            for &(_, w) in &found[first..] {
-                let next = (w.origin, prog.state(w.state).unit);
-                if explored_set.contains(&next) {
-                    continue;
-                }
-                if only && returns_to_end(prog, &w, unit) && explored.len() < MAX_CONTEXT_ROWS {
-                    explored.push(next);
-                    explored_set.insert(next);
-                    level.push(next);
-                } else if depth < g.config.context_depth {
-                    explored.push(next);
-                    explored_set.insert(next);
-                    next_level.push(next);
-                }
-            }
-        }
-        level = next_level;
-    }
     rows.extend(explored.iter().map(|e| e.0));
     rows.sort_unstable();
     rows.dedup();
@@ -129,6 +88,67 @@ pub(super) fn context_key(
         h.word(*r as u64).hash(*s).word(*c).word(*o as u64);
     }
     Ok(h.finish())
+}
+
+/// Gathers `k`'s callers into `scratch.explored` (the (row, unit) pairs looked into) and
+/// `scratch.found` (the items waiting there), `context_depth` levels up, tail callers free.
+fn gather_callers(
+    g: &CfgGrammar,
+    chart: &Chart,
+    scratch: &mut Scratch,
+    k: &Item,
+    budget: &Budget,
+) -> Result<(), LimitExceeded> {
+    let prog = &g.prog;
+    let Scratch {
+        explored,
+        explored_set,
+        found,
+        found_set,
+        ..
+    } = scratch;
+    explored.clear();
+    explored_set.clear();
+    found.clear();
+    found_set.clear();
+    explored.push((k.origin, prog.state(k.state).unit));
+    explored_set.insert(explored[0]);
+    // A caller that only returns into the end of its own unit (a rule called last in its
+    // caller's body) decides nothing: its completion passes straight up. When it is the only
+    // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
+    // levels up (several callers, as in an ambiguous loop, would grow the context each byte).
+    let mut level: SmallVec<[(u32, u32); 8]> = smallvec::smallvec![explored[0]];
+    for depth in 1..=g.config.context_depth {
+        let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
+        while let Some((row, unit)) = level.pop() {
+            let first = found.len();
+            budget.spend(chart.row(row as usize).len() as u64)?;
+            for w in chart.row(row as usize) {
+                if waits_for(prog, w, unit) && found_set.insert((row, *w)) {
+                    found.push((row, *w));
+                }
+            }
+            budget.spend((found.len() - first) as u64)?;
+            let only = found.len() == first + 1;
+            for &(_, w) in &found[first..] {
+                let next = (w.origin, prog.state(w.state).unit);
+                if explored_set.contains(&next) {
+                    continue;
+                }
+                if only && returns_to_end(prog, &w, unit) && explored.len() < MAX_CONTEXT_ROWS {
+                    explored.push(next);
+                    explored_set.insert(next);
+                    level.push(next);
+                } else if depth < g.config.context_depth {
+                    explored.push(next);
+                    explored_set.insert(next);
+                    next_level.push(next);
+                }
+            }
+        }
+        level = next_level;
+    }
+    Ok(())
 }
 
 /// Index of a gathered row among the gathered rows.

@@ -132,6 +132,9 @@ pub(crate) fn fill(
     Ok(())
 }
 
+// Long: one pass over the scannable items through the cache levels in order (item, near the
+// loop bound, context, near the bound in context), each level fed by what the one before left
+// uncertain, all of them sharing the scratch buffers.
 fn fill_cached(
     g: &CfgGrammar,
     chart: &mut Chart,
@@ -267,37 +270,53 @@ fn fill_cached(
     }
     scratch.scannable = scannable;
     if !pending.is_empty() {
-        // What is left depends on the whole chart: check it along the trie.
-        pending.sort_unstable();
-        pending.dedup();
-        pending.retain(|&p| !get_bit(out, trie.token_at(p)));
-        let row = row_hash(chart.last_row());
-        match scratch.settled.get(row, &pending) {
-            Some(accepted) => accepted
-                .iter()
-                .for_each(|&p| set_bit(out, trie.token_at(p))),
-            None => {
-                let mut accepted = Vec::new();
-                let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
-                walk_list(
-                    prog,
-                    vocab,
-                    chart,
-                    &mut dfa,
-                    &pending,
-                    budget,
-                    |p, outcome| {
-                        if matches!(outcome, Outcome::Accepted) {
-                            set_bit(out, trie.token_at(p));
-                            accepted.push(p);
-                        }
-                    },
-                )?;
-                scratch.settled.insert(row, &pending, accepted);
-            }
-        }
+        settle(g, chart, &mut scratch.settled, &mut pending, out, budget)?;
     }
     scratch.pending = pending;
+    Ok(())
+}
+
+/// Adds to `out` the `pending` tokens (sorted and deduplicated here) that neither cache level
+/// could decide and that are not in it yet: they depend on the whole chart, so they are walked
+/// along the trie against it, or found among the walks `settled` remembers for this row.
+fn settle(
+    g: &CfgGrammar,
+    chart: &mut Chart,
+    settled: &mut Settled,
+    pending: &mut Vec<Position>,
+    out: &mut [u32],
+    budget: &Budget,
+) -> Result<(), LimitExceeded> {
+    let (prog, vocab) = (&g.prog, &g.vocab);
+    let trie = vocab.trie();
+    pending.sort_unstable();
+    pending.dedup();
+    pending.retain(|&p| !get_bit(out, trie.token_at(p)));
+    let row = row_hash(chart.last_row());
+    match settled.get(row, pending) {
+        Some(accepted) => accepted
+            .iter()
+            .for_each(|&p| set_bit(out, trie.token_at(p))),
+        None => {
+            let mut accepted = Vec::new();
+            let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
+            walk_list(
+                prog,
+                vocab,
+                chart,
+                &mut dfa,
+                pending,
+                budget,
+                |p, outcome| {
+                    if matches!(outcome, Outcome::Accepted) {
+                        set_bit(out, trie.token_at(p));
+                        accepted.push(p);
+                    }
+                },
+            )?;
+            settled.insert(row, pending, accepted);
+        }
+    }
     Ok(())
 }
 

@@ -15,6 +15,7 @@ use crate::cfg::chart::{waits_for, Chart, Item, EXT};
 use crate::cfg::program::{Program, COUNTED, RELAXED};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::trie_walk::TrieWalk;
+use crate::cfg::walk::Position;
 use crate::cfg::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::limits::{Budget, LimitExceeded};
@@ -220,40 +221,7 @@ pub(super) fn near_bound(
     };
     let mut words = vec![0u32; vocab.mask_words()];
     accepted.write_to(&mut words, vocab.text_mask());
-    let below = left.min(UNKNOWN_STARTS as u32) as u16;
-    // Unknown counts: a token of at most `left` bytes cannot start `left` iterations (each
-    // reads a byte, and the first byte continues the one in progress); longer ones are walked.
-    let mut unknown = Vec::new();
-    let long = g.index.longer_than(vocab, left);
-    if long.len() * 16 < vocab.len() {
-        // Far from the bound only a few long tokens can tell.
-        for &t in long {
-            match starts[t as usize] {
-                _ if !get_bit(&words, t) => {}
-                n if n < below => {}
-                UNKNOWN_STARTS => {
-                    clear_bit(&mut words, t);
-                    unknown.push(g.index.position(t));
-                }
-                _ => clear_bit(&mut words, t),
-            }
-        }
-    } else {
-        // Near it most tokens can: one pass over the table.
-        for (i, (w, chunk)) in words.iter_mut().zip(starts.chunks(32)).enumerate() {
-            let (takes, unknowns) = starts_below(chunk, below);
-            let mut unknown_here = *w & unknowns;
-            *w &= takes;
-            while unknown_here != 0 {
-                let t = (i * 32) as TokenId + unknown_here.trailing_zeros();
-                unknown_here &= unknown_here - 1;
-                match vocab.token_bytes(t).len() as u32 > left {
-                    true => unknown.push(g.index.position(t)),
-                    false => *w |= 1 << (t % 32),
-                }
-            }
-        }
-    }
+    let mut unknown = keep_below_bound(g, starts, left, &mut words);
     let mut uncertain = Vec::new();
     if !unknown.is_empty() {
         unknown.sort_unstable();
@@ -279,4 +247,46 @@ pub(super) fn near_bound(
         valid: stored(&words, vocab.text_mask()),
         uncertain: uncertain.into(),
     })
+}
+
+/// Clears from `words` the tokens that start `left` or more iterations by the `starts` table,
+/// and returns (cleared too) the positions of those the table does not know and that are
+/// long enough to start that many: they are walked with the real counters.
+fn keep_below_bound(g: &CfgGrammar, starts: &[u16], left: u32, words: &mut [u32]) -> Vec<Position> {
+    let vocab = &g.vocab;
+    let below = left.min(UNKNOWN_STARTS as u32) as u16;
+    // Unknown counts: a token of at most `left` bytes cannot start `left` iterations (each
+    // reads a byte, and the first byte continues the one in progress); longer ones are walked.
+    let mut unknown = Vec::new();
+    let long = g.index.longer_than(vocab, left);
+    if long.len() * 16 < vocab.len() {
+        // Far from the bound only a few long tokens can tell.
+        for &t in long {
+            match starts[t as usize] {
+                _ if !get_bit(words, t) => {}
+                n if n < below => {}
+                UNKNOWN_STARTS => {
+                    clear_bit(words, t);
+                    unknown.push(g.index.position(t));
+                }
+                _ => clear_bit(words, t),
+            }
+        }
+    } else {
+        // Near it most tokens can: one pass over the table.
+        for (i, (w, chunk)) in words.iter_mut().zip(starts.chunks(32)).enumerate() {
+            let (takes, unknowns) = starts_below(chunk, below);
+            let mut unknown_here = *w & unknowns;
+            *w &= takes;
+            while unknown_here != 0 {
+                let t = (i * 32) as TokenId + unknown_here.trailing_zeros();
+                unknown_here &= unknown_here - 1;
+                match vocab.token_bytes(t).len() as u32 > left {
+                    true => unknown.push(g.index.position(t)),
+                    false => *w |= 1 << (t % 32),
+                }
+            }
+        }
+    }
+    unknown
 }
