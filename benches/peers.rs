@@ -262,8 +262,7 @@ impl Session for OutlinesSession {
         get_bit(&self.mask, t)
     }
     fn forces(&mut self, t: TokenId) -> bool {
-        self.fill();
-        self.allowed == 1 && get_bit(&self.mask, t)
+        self.fill().is_ok() && self.allowed == 1 && get_bit(&self.mask, t)
     }
     fn consume(&mut self, t: TokenId) -> Result<(), String> {
         match self.index.next_state(&self.state, &t) {
