@@ -3,8 +3,10 @@
 
 use std::fmt;
 
+use crate::base::bitmask::set_bit;
 use crate::base::token::TokenId;
 use crate::limits::LimitExceeded;
+use crate::vocab::Vocab;
 
 /// The kind of a [`MatchError`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +87,31 @@ pub(crate) fn rollback_to(n: usize, available: usize) -> Result<Option<usize>, M
         })),
         _ => Ok(Some(available - n)),
     }
+}
+
+/// The start of `fill_mask` every backend shares: a buffer of the wrong size and a matcher over
+/// its limit are errors, and once EOS is consumed the mask allows EOS alone. `Ok(true)` when
+/// `out` already holds the whole mask, `Ok(false)` when the backend must fill it.
+pub(crate) fn fill_mask_prologue(
+    out: &mut [u32],
+    vocab: &Vocab,
+    over_limit: Option<LimitExceeded>,
+    terminated: bool,
+) -> Result<bool, MatchError> {
+    if out.len() != vocab.mask_words() {
+        return Err(MatchError::new(MatchErrorKind::MaskSize {
+            expected: vocab.mask_words(),
+            got: out.len(),
+        }));
+    }
+    if let Some(e) = over_limit {
+        return Err(MatchError::new(MatchErrorKind::Limit(e)));
+    }
+    if terminated {
+        out.fill(0);
+        vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
+    }
+    Ok(terminated)
 }
 
 impl fmt::Display for MatchError {

@@ -51,14 +51,14 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use crate::base::bitmask::{get_bit, set_bit};
+use crate::base::bitmask::get_bit;
 use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
 use crate::error::{CompileError, Location};
 use crate::ir::Grammar;
 use crate::limits::{Budget, Deadline, LimitExceeded, LimitKind, Limits};
 use crate::mask::{CacheStats, MaskCache};
-use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
+use crate::matcher::{fill_mask_prologue, rollback_to, MatchError, MatchErrorKind, Matcher};
 use crate::vocab::{TokenKind, Vocab};
 
 use cache::CacheEntry;
@@ -283,7 +283,7 @@ pub struct CfgGrammar {
     cache: Arc<MaskCache<u128, CacheEntry>>,
     index: Arc<cache::VocabIndex>,
     hashes: hash::Hashes,
-    walks: Mutex<Option<cache::context_level::SharedWalks>>,
+    walks: Mutex<Option<cache::SharedWalks>>,
     initial: Chart,
 }
 
@@ -517,19 +517,7 @@ impl CfgMatcher {
 impl Matcher for CfgMatcher {
     fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
         let g = &*self.grammar;
-        let words = g.vocab.mask_words();
-        if out.len() != words {
-            return Err(MatchError::new(MatchErrorKind::MaskSize {
-                expected: words,
-                got: out.len(),
-            }));
-        }
-        if let Some(e) = self.over_limit {
-            return Err(limit_error(e));
-        }
-        if self.eos > 0 {
-            out.fill(0);
-            g.vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
+        if fill_mask_prologue(out, &g.vocab, self.over_limit, self.eos > 0)? {
             return Ok(());
         }
         let budget = g.limits.budget();

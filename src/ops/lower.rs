@@ -114,7 +114,7 @@ pub(crate) fn lower_within(
     limits: &Limits,
     deadline: &Deadline,
 ) -> Result<Program, CompileError> {
-    let mut lowering = Lowering::new(grammar, vocab, config.dfa_state_limit, limits, deadline);
+    let mut lowering = OpsLowering::new(grammar, vocab, config.dfa_state_limit, limits, deadline);
     let root = lowering.op(root)?;
     let program = lowering.builder.finish(root)?;
     limits
@@ -129,7 +129,7 @@ pub(crate) fn lower_within(
 /// faster on Earley, whose items share those tails.
 const MAX_UNFUSED_ALTERNATIVES: usize = 8;
 
-/// Largest regular grammar (in [`Lowering::size`] nodes: rules inlined, bounded repeats
+/// Largest regular grammar (in [`OpsLowering::size`] nodes: rules inlined, bounded repeats
 /// unrolled, one-character classes one node each) the router sends to the operator backend.
 /// Operator compilation fuses sub-expressions into DFAs through regex-automata's determinizer,
 /// about 5 µs per node on the regular MaskBench schemas of `benches/data` (0.04 ms at 7 nodes,
@@ -158,7 +158,8 @@ pub fn fits_operators(grammar: &Grammar, config: &LowerConfig) -> bool {
     let vocab = Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary");
     let limits = Limits::new();
     let deadline = Deadline::never();
-    let mut lowering = Lowering::new(grammar, &vocab, config.dfa_state_limit, &limits, &deadline);
+    let mut lowering =
+        OpsLowering::new(grammar, &vocab, config.dfa_state_limit, &limits, &deadline);
     let root = grammar.rule(grammar.start()).body;
     match lowering.sizes(root, true) {
         (_, true) => return false,
@@ -177,7 +178,7 @@ pub fn fits_operators(grammar: &Grammar, config: &LowerConfig) -> bool {
 /// A size that stands for "being computed": met again, the expression is recursive.
 const IN_PROGRESS: u64 = u64::MAX;
 
-struct Lowering<'a> {
+struct OpsLowering<'a> {
     grammar: &'a Grammar,
     vocab: &'a Vocab,
     limit: usize,
@@ -185,7 +186,7 @@ struct Lowering<'a> {
     deadline: &'a Deadline,
     builder: ProgramBuilder,
     ops: FxHashMap<ExprId, OpId>,
-    /// Memos of [`Lowering::sizes`] (without and with `chars_as_leaves`).
+    /// Memos of [`OpsLowering::sizes`] (without and with `chars_as_leaves`).
     sizes: FxHashMap<ExprId, u64>,
     leaf_sizes: FxHashMap<ExprId, u64>,
 }
@@ -213,15 +214,15 @@ enum Part {
     Child(ExprId),
 }
 
-impl<'a> Lowering<'a> {
+impl<'a> OpsLowering<'a> {
     fn new(
         grammar: &'a Grammar,
         vocab: &'a Vocab,
         limit: usize,
         limits: &'a Limits,
         deadline: &'a Deadline,
-    ) -> Lowering<'a> {
-        Lowering {
+    ) -> OpsLowering<'a> {
+        OpsLowering {
             grammar,
             vocab,
             limit,
@@ -569,7 +570,7 @@ impl<'a> Lowering<'a> {
         (n, recursive)
     }
 
-    /// The sub-expressions [`Lowering::sizes`] adds up for `e`.
+    /// The sub-expressions [`OpsLowering::sizes`] adds up for `e`.
     fn parts(&self, e: ExprId, chars_as_leaves: bool) -> SmallVec<[ExprId; 4]> {
         if chars_as_leaves && self.is_one_char(e) {
             return SmallVec::new();
@@ -788,7 +789,7 @@ impl RegexCompiler {
         let (grammar, root) = regex_grammar(pattern, &self.limits)?;
         let deadline = self.limits.deadline();
         let empty = Vocab::from_token_bytes(Vec::new(), &[], &[]).expect("an empty vocabulary");
-        let mut lowering = Lowering::new(&grammar, &empty, usize::MAX, &self.limits, &deadline);
+        let mut lowering = OpsLowering::new(&grammar, &empty, usize::MAX, &self.limits, &deadline);
         let too_large = |what: &str| {
             CompileError::unplaced(
                 CompileErrorKind::Limit,

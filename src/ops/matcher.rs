@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::cursor::{Frame, Thread, Threads, Walker};
 use super::leaf::{Unit, SPECIAL_BASE};
-use super::masks::{leaf_of, Runtime};
 use super::program::Program;
-use crate::base::bitmask::{get_bit, set_bit};
+use super::runtime::{leaf_of, Runtime};
+use super::walker::{Frame, Thread, Threads, Walker};
+use crate::base::bitmask::get_bit;
 use crate::base::token::TokenId;
 use crate::limits::{Budget, LimitExceeded};
-use crate::matcher::{rollback_to, MatchError, MatchErrorKind, Matcher};
+use crate::matcher::{fill_mask_prologue, rollback_to, MatchError, MatchErrorKind, Matcher};
 use crate::vocab::TokenKind;
 
 /// Longest forced stretch computed for jump-forward.
@@ -285,19 +285,7 @@ impl OpsMatcher {
 
 impl Matcher for OpsMatcher {
     fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
-        let vocab = &self.runtime.vocab;
-        if out.len() != vocab.mask_words() {
-            return Err(MatchError::new(MatchErrorKind::MaskSize {
-                expected: vocab.mask_words(),
-                got: out.len(),
-            }));
-        }
-        if let Some(e) = self.over_limit {
-            return Err(MatchError::new(MatchErrorKind::Limit(e)));
-        }
-        if self.eos > 0 {
-            out.fill(0);
-            vocab.eos_tokens().iter().for_each(|&t| set_bit(out, t));
+        if fill_mask_prologue(out, &self.runtime.vocab, self.over_limit, self.eos > 0)? {
             return Ok(());
         }
         let budget = self.runtime.limits.budget();

@@ -4,26 +4,26 @@
 //!
 //! - [`program`]: the operators and [`ProgramBuilder`];
 //! - [`leaf`]: leaf automata (`Write` literals, DFAs, `Wait` content-until-terminator);
-//! - `cursor`: the threads that follow a program through the input;
-//! - `masks`: the two-level cached mask (leaf part + continuation part);
+//! - `walker`: the threads that follow a program through the input;
+//! - `runtime`: the two-level cached mask (leaf part + continuation part);
 //! - [`lower`]: IR → operators with DFA fusion, and the [`RegexCompiler`];
 //! - [`OpsMatcher`]: the [`Matcher`](crate::Matcher);
 //! - `warm`: masks precomputed for every state a program can reach ([`Warmth`]).
 
-mod cursor;
 pub mod leaf;
 mod lower;
-mod masks;
 mod matcher;
 pub mod program;
+mod runtime;
+mod walker;
 mod warm;
 
 pub use leaf::{Leaf, Unit};
 pub use lower::{fits_operators, lower, LowerConfig, RegexCompiler};
 pub(crate) use lower::{lower_within, regex_grammar};
-pub use masks::Runtime;
 pub use matcher::OpsMatcher;
 pub(crate) use program::LeafOp;
 pub use program::{OpId, Program, ProgramBuilder};
+pub use runtime::Runtime;
 pub(crate) use warm::warm;
 pub use warm::Warmth;

@@ -4,7 +4,7 @@
 //! are shared behind `Arc`s, so a program built per request costs a few pushes into a vector:
 //! the expensive parts (DFAs, their cached masks) are made once and reused.
 //!
-//! Semantics are those of the language each operator denotes; the cursor (see `cursor.rs`)
+//! Semantics are those of the language each operator denotes; the cursor (see `walker.rs`)
 //! follows every way the input can be read at once, so an `IfElse` whose branches share a
 //! prefix, or a `DoWhile` whose exit and body start alike, are still exact.
 
@@ -431,7 +431,7 @@ impl Program {
         out
     }
 
-    /// The most frames a thread of this program can stack (see `cursor.rs`): a `Seq` frame
+    /// The most frames a thread of this program can stack (see `walker.rs`): a `Seq` frame
     /// under every child but the last (which runs in its place), a `DoWhile` frame under its
     /// body, a leaf's frame on top (popped before a `Wait` body runs). Operators only refer to
     /// operators built before them, so one pass in order computes it.

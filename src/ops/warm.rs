@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashSet;
 use smallvec::SmallVec;
 
-use super::cursor::{Threads, Walker};
 use super::leaf::SPECIAL_BASE;
-use super::masks::Runtime;
 use super::program::{Op, OpId, Program};
+use super::runtime::Runtime;
+use super::walker::{Threads, Walker};
 use crate::ir::StructHasher;
 use crate::limits::Deadline;
 

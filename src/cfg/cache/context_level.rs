@@ -22,7 +22,7 @@ use crate::limits::{Budget, LimitExceeded};
 /// their callers, ... up to `context_depth` levels) and returns the context-level key: the
 /// item-level key and a canonical description of those rows, where origins inside the gathered
 /// rows are renumbered and callers whose own callers were not gathered get origin [`EXT`].
-pub(crate) fn context_key(
+pub(super) fn context_key(
     g: &CfgGrammar,
     chart: &Chart,
     scratch: &mut Scratch,
@@ -30,60 +30,19 @@ pub(crate) fn context_key(
     item_key: u128,
     budget: &Budget,
 ) -> Result<u128, LimitExceeded> {
+    gather_callers(g, chart, scratch, &subject.item, budget)?;
     let k = &subject.item;
     let prog = &g.prog;
     let Scratch {
         explored,
         explored_set,
         found,
-        found_set,
         rows,
         described,
         ..
     } = scratch;
-    explored.clear();
-    explored_set.clear();
-    found.clear();
-    found_set.clear();
     rows.clear();
     described.clear();
-    explored.push((k.origin, prog.state(k.state).unit));
-    explored_set.insert(explored[0]);
-    // A caller that only returns into the end of its own unit (a rule called last in its
-    // caller's body) decides nothing: its completion passes straight up. When it is the only
-    // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
-    // levels up (several callers, as in an ambiguous loop, would grow the context each byte).
-    let mut level: SmallVec<[(u32, u32); 8]> = smallvec::smallvec![explored[0]];
-    for depth in 1..=g.config.context_depth {
-        let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
-        while let Some((row, unit)) = level.pop() {
-            let first = found.len();
-            budget.spend(chart.row(row as usize).len() as u64)?;
-            for w in chart.row(row as usize) {
-                if waits_for(prog, w, unit) && found_set.insert((row, *w)) {
-                    found.push((row, *w));
-                }
-            }
-            budget.spend((found.len() - first) as u64)?;
-            let only = found.len() == first + 1;
-            for &(_, w) in &found[first..] {
-                let next = (w.origin, prog.state(w.state).unit);
-                if explored_set.contains(&next) {
-                    continue;
-                }
-                if only && returns_to_end(prog, &w, unit) && explored.len() < MAX_CONTEXT_ROWS {
-                    explored.push(next);
-                    explored_set.insert(next);
-                    level.push(next);
-                } else if depth < g.config.context_depth {
-                    explored.push(next);
-                    explored_set.insert(next);
-                    next_level.push(next);
-                }
-            }
-        }
-        level = next_level;
-    }
     rows.extend(explored.iter().map(|e| e.0));
     rows.sort_unstable();
     rows.dedup();
@@ -131,20 +90,81 @@ pub(crate) fn context_key(
     Ok(h.finish())
 }
 
+/// Gathers `k`'s callers into `scratch.explored` (the (row, unit) pairs looked into) and
+/// `scratch.found` (the items waiting there), `context_depth` levels up, tail callers free.
+fn gather_callers(
+    g: &CfgGrammar,
+    chart: &Chart,
+    scratch: &mut Scratch,
+    k: &Item,
+    budget: &Budget,
+) -> Result<(), LimitExceeded> {
+    let prog = &g.prog;
+    let Scratch {
+        explored,
+        explored_set,
+        found,
+        found_set,
+        ..
+    } = scratch;
+    explored.clear();
+    explored_set.clear();
+    found.clear();
+    found_set.clear();
+    explored.push((k.origin, prog.state(k.state).unit));
+    explored_set.insert(explored[0]);
+    // A caller that only returns into the end of its own unit (a rule called last in its
+    // caller's body) decides nothing: its completion passes straight up. When it is the only
+    // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
+    // levels up (several callers, as in an ambiguous loop, would grow the context each byte).
+    let mut level: SmallVec<[(u32, u32); 8]> = smallvec::smallvec![explored[0]];
+    for depth in 1..=g.config.context_depth {
+        let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
+        while let Some((row, unit)) = level.pop() {
+            let first = found.len();
+            budget.spend(chart.row(row as usize).len() as u64)?;
+            for w in chart.row(row as usize) {
+                if waits_for(prog, w, unit) && found_set.insert((row, *w)) {
+                    found.push((row, *w));
+                }
+            }
+            budget.spend((found.len() - first) as u64)?;
+            let only = found.len() == first + 1;
+            for &(_, w) in &found[first..] {
+                let next = (w.origin, prog.state(w.state).unit);
+                if explored_set.contains(&next) {
+                    continue;
+                }
+                if only && returns_to_end(prog, &w, unit) && explored.len() < MAX_CONTEXT_ROWS {
+                    explored.push(next);
+                    explored_set.insert(next);
+                    level.push(next);
+                } else if depth < g.config.context_depth {
+                    explored.push(next);
+                    explored_set.insert(next);
+                    next_level.push(next);
+                }
+            }
+        }
+        level = next_level;
+    }
+    Ok(())
+}
+
 /// Index of a gathered row among the gathered rows.
-pub(crate) fn vrow(rows: &[u32], r: u32) -> u32 {
+fn vrow(rows: &[u32], r: u32) -> u32 {
     rows.binary_search(&r).expect("gathered row") as u32
 }
 
 /// A scannable item's callers, as frozen rows for a local chart.
-pub(crate) struct Context {
-    pub(crate) rows: Vec<Vec<Item>>,
-    pub(crate) top: Item,
+pub(super) struct Context {
+    rows: Vec<Vec<Item>>,
+    top: Item,
 }
 
 impl Context {
     /// The local chart's rows from what [`context_key`] gathered.
-    pub(crate) fn build(scratch: &Scratch, k: &Item) -> Context {
+    pub(super) fn build(scratch: &Scratch, k: &Item) -> Context {
         let mut rows = vec![Vec::new(); scratch.rows.len()];
         for (r, w) in &scratch.found {
             rows[*r as usize].push(*w);
@@ -161,7 +181,7 @@ impl Context {
     /// [`Context::build`] with the subject's relaxed loop at its real count, `left` iterations
     /// before its upper bound (relaxed because it had reached its lower bound). `None` unless
     /// exactly one loop item was relaxed: with several, one count would not stand for all.
-    pub(crate) fn build_near(
+    pub(super) fn build_near(
         g: &CfgGrammar,
         scratch: &Scratch,
         k: &Item,
@@ -187,7 +207,7 @@ impl Context {
     }
 
     /// Re-walks the item level's uncertain tokens with the callers present.
-    pub(crate) fn classify(
+    pub(super) fn classify(
         &self,
         g: &CfgGrammar,
         uncertain: &[Position],
@@ -222,20 +242,20 @@ impl Context {
 /// chart to build their rows in. Lent to one walk at a time; a walk that finds it lent out
 /// (another thread) starts its own.
 pub(crate) struct SharedWalks {
-    pub(crate) dfa: StateDfa,
-    pub(crate) chart: Chart,
+    dfa: StateDfa,
+    chart: Chart,
 }
 
 /// Most bytes a grammar's shared row DFA keeps; past it the next walk starts a new one.
-pub(crate) const SHARED_DFA_BYTES: usize = 4 << 20;
+const SHARED_DFA_BYTES: usize = 4 << 20;
 
 /// States a grammar's shared row DFA has room for from the start: a JSON schema's first
 /// walks make a few hundred to a few thousand, and growing the table by doubling copied it
 /// (~3% of a JSON schema's first walks).
-pub(crate) const SHARED_DFA_ROOM: usize = 2048;
+const SHARED_DFA_ROOM: usize = 2048;
 
 /// Runs `walk` on a chart holding exactly `rows`, with the grammar's shared row DFA.
-pub(crate) fn with_shared<R>(
+pub(super) fn with_shared<R>(
     g: &CfgGrammar,
     rows: &[Vec<Item>],
     walk: impl FnOnce(&mut Chart, &mut StateDfa) -> R,
@@ -262,11 +282,11 @@ pub(crate) fn with_shared<R>(
 
 /// Most rows a context gathers through tail calls (the row DFA keeps structures of at most
 /// [`MAX_DFA_ROWS`] rows).
-pub(crate) const MAX_CONTEXT_ROWS: usize = MAX_DFA_ROWS;
+const MAX_CONTEXT_ROWS: usize = MAX_DFA_ROWS;
 
 /// Does `w`, waiting for `unit`, only end its own unit when `unit` completes (every call of
 /// `unit` returns to a final state with no edge out)?
-pub(crate) fn returns_to_end(prog: &Program, w: &Item, unit: u32) -> bool {
+fn returns_to_end(prog: &Program, w: &Item, unit: u32) -> bool {
     let st = prog.state(w.state);
     st.flags & COUNTED == 0
         && prog

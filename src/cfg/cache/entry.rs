@@ -8,19 +8,19 @@ use crate::cfg::CfgGrammar;
 use crate::limits::{Budget, LimitExceeded};
 use crate::mask::{StoredMask, Weigh};
 
-pub(crate) const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
+pub(super) const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
 
-pub(crate) const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
+pub(super) const LEVEL2_DOMAIN: u64 = 0x6366_676c_6576_0002;
 
-pub(crate) const NEAR_DOMAIN: u64 = 0x6366_676c_6576_0003;
+pub(super) const NEAR_DOMAIN: u64 = 0x6366_676c_6576_0003;
 
-pub(crate) const NEAR_CONTEXT_DOMAIN: u64 = 0x6366_676c_6576_0004;
+pub(super) const NEAR_CONTEXT_DOMAIN: u64 = 0x6366_676c_6576_0004;
 
-pub(crate) const SETTLED_DOMAIN: u64 = 0x6366_676c_6576_0005;
+pub(super) const SETTLED_DOMAIN: u64 = 0x6366_676c_6576_0005;
 
-pub(crate) const OUTER_DOMAIN: u64 = 0x6366_676c_6576_0006;
+pub(super) const OUTER_DOMAIN: u64 = 0x6366_676c_6576_0006;
 
-pub(crate) const STARTS_DOMAIN: u64 = 0x6366_676c_6576_0007;
+pub(super) const STARTS_DOMAIN: u64 = 0x6366_676c_6576_0007;
 
 /// A cached classification. Lists are sorted positions.
 #[derive(Debug)]
@@ -51,7 +51,7 @@ pub(crate) enum CacheEntry {
 
 /// A token whose iteration starts the table does not know (ambiguous boundaries on its path,
 /// a structure too deep for the row DFA, or a token the walk rejected).
-pub(crate) const UNKNOWN_STARTS: u16 = u16::MAX;
+pub(super) const UNKNOWN_STARTS: u16 = u16::MAX;
 
 impl Weigh for CacheEntry {
     fn weight(&self) -> usize {
@@ -76,7 +76,7 @@ impl Weigh for CacheEntry {
 
 /// The cache's entry for `key`, computed and inserted if missing (a unit of work for the
 /// lookup; an entry whose computation failed is not kept).
-pub(crate) fn cached(
+pub(super) fn cached(
     g: &CfgGrammar,
     key: u128,
     budget: &Budget,
@@ -91,7 +91,7 @@ pub(crate) fn cached(
 
 /// A cached token set in the form that is fastest to OR into a mask: an id list while it is
 /// short, else the bitset (one vectorized pass beats thousands of scattered bit writes).
-pub(crate) fn stored(words: &[u32], universe: &[u32]) -> StoredMask {
+pub(super) fn stored(words: &[u32], universe: &[u32]) -> StoredMask {
     const MAX_IDS: usize = 256;
     match StoredMask::from_words(words, universe) {
         StoredMask::Accepted(ids) | StoredMask::Rejected(ids) if ids.len() > MAX_IDS => {

@@ -24,23 +24,23 @@ use crate::vocab::Vocab;
 /// Buffers reused across masks (a matcher owns one), so a cached mask allocates nothing.
 #[derive(Default, Debug)]
 pub(crate) struct Scratch {
-    pub(crate) scannable: Vec<Item>,
-    pub(crate) pending: Vec<Position>,
-    pub(crate) settled: Settled,
-    pub(crate) done: Vec<u128>,
-    pub(crate) explored: Vec<(u32, u32)>,
+    pub(super) scannable: Vec<Item>,
+    pub(super) pending: Vec<Position>,
+    settled: Settled,
+    pub(super) done: Vec<u128>,
+    pub(super) explored: Vec<(u32, u32)>,
     /// `explored` and `found` as sets: a row of thousands of callers made the look-ups
     /// quadratic.
-    pub(crate) explored_set: FxHashSet<(u32, u32)>,
-    pub(crate) found: Vec<(u32, Item)>,
-    pub(crate) found_set: FxHashSet<(u32, Item)>,
-    pub(crate) rows: Vec<u32>,
-    pub(crate) described: Vec<(u32, u128, u64, u32)>,
+    pub(super) explored_set: FxHashSet<(u32, u32)>,
+    pub(super) found: Vec<(u32, Item)>,
+    pub(super) found_set: FxHashSet<(u32, Item)>,
+    pub(super) rows: Vec<u32>,
+    pub(super) described: Vec<(u32, u128, u64, u32)>,
 }
 
 impl Scratch {
     /// Rows under the last one were removed (rollback, reset): what was learnt on them goes.
-    pub fn forget_rows(&mut self) {
+    pub(crate) fn forget_rows(&mut self) {
         self.settled.clear();
     }
 }
@@ -51,24 +51,24 @@ impl Scratch {
 /// whose strings the context levels cannot close (recursive JSON values) the walk is done once
 /// per string instead of once per token.
 #[derive(Default, Debug)]
-pub(crate) struct Settled {
-    pub(crate) walks: rustc_hash::FxHashMap<u128, SettledWalk>,
-    pub(crate) positions: usize,
+struct Settled {
+    walks: rustc_hash::FxHashMap<u128, SettledWalk>,
+    positions: usize,
 }
 
 /// By the last row's hash: the tokens walked and those accepted.
-pub(crate) type SettledWalk = (Box<[Position]>, Box<[Position]>);
+type SettledWalk = (Box<[Position]>, Box<[Position]>);
 
 /// Most positions [`Settled`] holds per matcher (256 KiB); past it, it starts again.
-pub(crate) const MAX_SETTLED_POSITIONS: usize = 1 << 16;
+const MAX_SETTLED_POSITIONS: usize = 1 << 16;
 
 impl Settled {
-    pub(crate) fn clear(&mut self) {
+    fn clear(&mut self) {
         self.walks.clear();
         self.positions = 0;
     }
 
-    pub(crate) fn get(&self, row: u128, walked: &[Position]) -> Option<&[Position]> {
+    fn get(&self, row: u128, walked: &[Position]) -> Option<&[Position]> {
         self.walks
             .get(&row)
             .filter(|(w, _)| **w == *walked)
@@ -76,7 +76,7 @@ impl Settled {
     }
 
     /// Keeps a walk, unless it alone is over the budget.
-    pub(crate) fn insert(&mut self, row: u128, walked: &[Position], accepted: Vec<Position>) {
+    fn insert(&mut self, row: u128, walked: &[Position], accepted: Vec<Position>) {
         let size = walked.len() + accepted.len();
         if size > MAX_SETTLED_POSITIONS {
             return;
@@ -91,7 +91,7 @@ impl Settled {
     }
 }
 
-pub(crate) fn row_hash(row: &[Item]) -> u128 {
+fn row_hash(row: &[Item]) -> u128 {
     let mut h = StructHasher::new(SETTLED_DOMAIN);
     h.word(row.len() as u64);
     for it in row {
@@ -132,7 +132,10 @@ pub(crate) fn fill(
     Ok(())
 }
 
-pub(crate) fn fill_cached(
+// Long: one pass over the scannable items through the cache levels in order (item, near the
+// loop bound, context, near the bound in context), each level fed by what the one before left
+// uncertain, all of them sharing the scratch buffers.
+fn fill_cached(
     g: &CfgGrammar,
     chart: &mut Chart,
     scratch: &mut Scratch,
@@ -267,44 +270,60 @@ pub(crate) fn fill_cached(
     }
     scratch.scannable = scannable;
     if !pending.is_empty() {
-        // What is left depends on the whole chart: check it along the trie.
-        pending.sort_unstable();
-        pending.dedup();
-        pending.retain(|&p| !get_bit(out, trie.token_at(p)));
-        let row = row_hash(chart.last_row());
-        match scratch.settled.get(row, &pending) {
-            Some(accepted) => accepted
-                .iter()
-                .for_each(|&p| set_bit(out, trie.token_at(p))),
-            None => {
-                let mut accepted = Vec::new();
-                let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
-                walk_list(
-                    prog,
-                    vocab,
-                    chart,
-                    &mut dfa,
-                    &pending,
-                    budget,
-                    |p, outcome| {
-                        if matches!(outcome, Outcome::Accepted) {
-                            set_bit(out, trie.token_at(p));
-                            accepted.push(p);
-                        }
-                    },
-                )?;
-                scratch.settled.insert(row, &pending, accepted);
-            }
-        }
+        settle(g, chart, &mut scratch.settled, &mut pending, out, budget)?;
     }
     scratch.pending = pending;
+    Ok(())
+}
+
+/// Adds to `out` the `pending` tokens (sorted and deduplicated here) that neither cache level
+/// could decide and that are not in it yet: they depend on the whole chart, so they are walked
+/// along the trie against it, or found among the walks `settled` remembers for this row.
+fn settle(
+    g: &CfgGrammar,
+    chart: &mut Chart,
+    settled: &mut Settled,
+    pending: &mut Vec<Position>,
+    out: &mut [u32],
+    budget: &Budget,
+) -> Result<(), LimitExceeded> {
+    let (prog, vocab) = (&g.prog, &g.vocab);
+    let trie = vocab.trie();
+    pending.sort_unstable();
+    pending.dedup();
+    pending.retain(|&p| !get_bit(out, trie.token_at(p)));
+    let row = row_hash(chart.last_row());
+    match settled.get(row, pending) {
+        Some(accepted) => accepted
+            .iter()
+            .for_each(|&p| set_bit(out, trie.token_at(p))),
+        None => {
+            let mut accepted = Vec::new();
+            let mut dfa = StateDfa::new(chart.num_rows(), prog.n_classes());
+            walk_list(
+                prog,
+                vocab,
+                chart,
+                &mut dfa,
+                pending,
+                budget,
+                |p, outcome| {
+                    if matches!(outcome, Outcome::Accepted) {
+                        set_bit(out, trie.token_at(p));
+                        accepted.push(p);
+                    }
+                },
+            )?;
+            settled.insert(row, pending, accepted);
+        }
+    }
     Ok(())
 }
 
 /// The repetition counter as it matters to a token of at most `cap - 1` bytes: its distance
 /// to the upper bound and to the lower bound, each capped (XGrammar 2's repetition
 /// compression, exact: counters further than a token from both bounds behave alike).
-pub(crate) fn count_class(prog: &Program, it: &Item, cap: u32) -> u64 {
+pub(super) fn count_class(prog: &Program, it: &Item, cap: u32) -> u64 {
     let st = prog.state(it.state);
     if st.flags & COUNTED == 0 {
         return 0;
@@ -315,6 +334,6 @@ pub(crate) fn count_class(prog: &Program, it: &Item, cap: u32) -> u64 {
     ((to_max as u64) << 32) | to_min as u64
 }
 
-pub(crate) fn cap(vocab: &Vocab) -> u32 {
+pub(super) fn cap(vocab: &Vocab) -> u32 {
     vocab.max_token_len() as u32 + 1
 }

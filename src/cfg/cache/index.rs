@@ -12,16 +12,16 @@ use crate::vocab::{Subtree, TrieStep, TrieVisitor, Vocab};
 #[derive(Debug)]
 pub(crate) struct VocabIndex {
     /// Longest first (for counters near their bound).
-    pub(crate) by_len: Box<[TokenId]>,
+    by_len: Box<[TokenId]>,
     /// Position of each token (`u32::MAX` for non-text ids).
-    pub(crate) position: Box<[Position]>,
+    pub(super) position: Box<[Position]>,
     /// Per token id, the UTF-8 characters its bytes start (bytes that are not continuation
     /// bytes), saturated.
-    pub(crate) characters: Box<[u16]>,
+    pub(super) characters: Box<[u16]>,
 }
 
 impl VocabIndex {
-    pub fn new(vocab: &Vocab) -> VocabIndex {
+    pub(crate) fn new(vocab: &Vocab) -> VocabIndex {
         struct Order(Vec<u32>, u32);
         impl TrieVisitor for Order {
             type State = ();
@@ -58,7 +58,7 @@ impl VocabIndex {
     }
 
     /// The text tokens longer than `n` bytes.
-    pub(crate) fn longer_than(&self, vocab: &Vocab, n: u32) -> &[TokenId] {
+    pub(super) fn longer_than(&self, vocab: &Vocab, n: u32) -> &[TokenId] {
         &self.by_len[..self
             .by_len
             .partition_point(|&t| vocab.token_bytes(t).len() > n as usize)]
@@ -67,7 +67,7 @@ impl VocabIndex {
     /// Bytes of the longest token set in `words` (0 if none). Few set bits are read directly:
     /// a forced stretch accepts a handful of tokens, and the longest-first scan passed most
     /// of the vocabulary before meeting one (~80 µs of a ~90 µs first mask after `{"`).
-    pub(crate) fn longest(&self, vocab: &Vocab, words: &[u32]) -> u32 {
+    pub(super) fn longest(&self, vocab: &Vocab, words: &[u32]) -> u32 {
         let set: usize = words.iter().map(|w| w.count_ones() as usize).sum();
         if set * 16 >= self.by_len.len() {
             return self
@@ -83,12 +83,12 @@ impl VocabIndex {
     }
 
     /// The token's position in the trie.
-    pub(crate) fn position(&self, token: TokenId) -> Position {
+    pub(super) fn position(&self, token: TokenId) -> Position {
         self.position[token as usize]
     }
 
     /// The tokens' positions, sorted.
-    pub(crate) fn positions(&self, tokens: &[TokenId]) -> Box<[Position]> {
+    pub(super) fn positions(&self, tokens: &[TokenId]) -> Box<[Position]> {
         let mut positions: Vec<Position> = tokens.iter().map(|&t| self.position(t)).collect();
         positions.sort_unstable();
         positions.into()

@@ -15,6 +15,7 @@ use crate::cfg::chart::{waits_for, Chart, Item, EXT};
 use crate::cfg::program::{Program, COUNTED, RELAXED};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::trie_walk::TrieWalk;
+use crate::cfg::walk::Position;
 use crate::cfg::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::limits::{Budget, LimitExceeded};
@@ -32,19 +33,19 @@ use crate::mask::StoredMask;
 /// (`left`), accepted tokens long enough to reach it go to the exact run-time check; below the
 /// lower bound the context level sees the real counter.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Subject {
-    pub(crate) item: Item,
+pub(super) struct Subject {
+    pub(super) item: Item,
     /// The loop's counted state.
-    pub(crate) lifted: Option<u32>,
+    pub(super) lifted: Option<u32>,
     /// Iterations the loop has left (the most, over its items), when a token could use them
     /// all up (fewer than `cap`).
-    pub(crate) left: Option<u32>,
+    pub(super) left: Option<u32>,
     /// The loop, with one counter, has reached its minimum: the context level may relax it too.
-    pub(crate) relax: bool,
+    pub(super) relax: bool,
 }
 
 impl Subject {
-    pub(crate) fn of(g: &CfgGrammar, chart: &Chart, k: &Item) -> Subject {
+    pub(super) fn of(g: &CfgGrammar, chart: &Chart, k: &Item) -> Subject {
         let prog = &g.prog;
         let plain = Subject {
             item: *k,
@@ -86,7 +87,7 @@ impl Subject {
 
     /// The counters of the loop's items waiting for the subject (one per derivation that
     /// reached its row after a different number of iterations).
-    pub(crate) fn loop_counts(&self, g: &CfgGrammar, chart: &Chart) -> SmallVec<[u32; 2]> {
+    pub(super) fn loop_counts(&self, g: &CfgGrammar, chart: &Chart) -> SmallVec<[u32; 2]> {
         let unit = g.prog.state(self.item.state).unit;
         let mut counts = SmallVec::new();
         for w in chart.row(self.item.origin as usize) {
@@ -101,7 +102,7 @@ impl Subject {
 
     /// The item-level key. The unit entered from the unknown context (the loop, if lifted)
     /// adds what may follow it in this grammar: that decides which tokens are uncertain.
-    pub(crate) fn key(&self, g: &CfgGrammar) -> u128 {
+    pub(super) fn key(&self, g: &CfgGrammar) -> u128 {
         let hashes = g.hashes();
         let mut h = StructHasher::new(LEVEL1_DOMAIN);
         h.hash(hashes.state(self.item.state))
@@ -117,7 +118,7 @@ impl Subject {
 
     /// The chart the subject is walked on: the item alone, its unit entered from an unknown
     /// context, or the item under its loop's items with these counters.
-    pub(crate) fn rows(&self, counts: &[u32]) -> Vec<Vec<Item>> {
+    pub(super) fn rows(&self, counts: &[u32]) -> Vec<Vec<Item>> {
         match self.lifted {
             Some(l) => vec![
                 counts
@@ -142,7 +143,7 @@ impl Subject {
 }
 
 /// Adds what may follow `state`'s unit ([`Program::follow`]) to a key.
-pub(crate) fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
+pub(super) fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
     let follow = &prog.follow[prog.state(state).unit as usize];
     follow.words().iter().for_each(|&w| {
         h.word(w);
@@ -150,7 +151,7 @@ pub(crate) fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
 }
 
 /// Item level: the whole trie against the subject alone, the loop's counter (if any) relaxed.
-pub(crate) fn item_level(
+pub(super) fn item_level(
     g: &CfgGrammar,
     subject: &Subject,
     budget: &Budget,
@@ -199,7 +200,7 @@ pub(crate) fn item_level(
 /// the same body ([`iteration_starts`]); the tokens it does not know, among them those that
 /// may also leave the loop and go on in the context, are walked with the real counters, and
 /// those left to the context are the entry's uncertain ones.
-pub(crate) fn near_bound(
+pub(super) fn near_bound(
     g: &CfgGrammar,
     subject: &Subject,
     counts: &[u32],
@@ -220,40 +221,7 @@ pub(crate) fn near_bound(
     };
     let mut words = vec![0u32; vocab.mask_words()];
     accepted.write_to(&mut words, vocab.text_mask());
-    let below = left.min(UNKNOWN_STARTS as u32) as u16;
-    // Unknown counts: a token of at most `left` bytes cannot start `left` iterations (each
-    // reads a byte, and the first byte continues the one in progress); longer ones are walked.
-    let mut unknown = Vec::new();
-    let long = g.index.longer_than(vocab, left);
-    if long.len() * 16 < vocab.len() {
-        // Far from the bound only a few long tokens can tell.
-        for &t in long {
-            match starts[t as usize] {
-                _ if !get_bit(&words, t) => {}
-                n if n < below => {}
-                UNKNOWN_STARTS => {
-                    clear_bit(&mut words, t);
-                    unknown.push(g.index.position(t));
-                }
-                _ => clear_bit(&mut words, t),
-            }
-        }
-    } else {
-        // Near it most tokens can: one pass over the table.
-        for (i, (w, chunk)) in words.iter_mut().zip(starts.chunks(32)).enumerate() {
-            let (takes, unknowns) = starts_below(chunk, below);
-            let mut unknown_here = *w & unknowns;
-            *w &= takes;
-            while unknown_here != 0 {
-                let t = (i * 32) as TokenId + unknown_here.trailing_zeros();
-                unknown_here &= unknown_here - 1;
-                match vocab.token_bytes(t).len() as u32 > left {
-                    true => unknown.push(g.index.position(t)),
-                    false => *w |= 1 << (t % 32),
-                }
-            }
-        }
-    }
+    let mut unknown = keep_below_bound(g, starts, left, &mut words);
     let mut uncertain = Vec::new();
     if !unknown.is_empty() {
         unknown.sort_unstable();
@@ -279,4 +247,46 @@ pub(crate) fn near_bound(
         valid: stored(&words, vocab.text_mask()),
         uncertain: uncertain.into(),
     })
+}
+
+/// Clears from `words` the tokens that start `left` or more iterations by the `starts` table,
+/// and returns (cleared too) the positions of those the table does not know and that are
+/// long enough to start that many: they are walked with the real counters.
+fn keep_below_bound(g: &CfgGrammar, starts: &[u16], left: u32, words: &mut [u32]) -> Vec<Position> {
+    let vocab = &g.vocab;
+    let below = left.min(UNKNOWN_STARTS as u32) as u16;
+    // Unknown counts: a token of at most `left` bytes cannot start `left` iterations (each
+    // reads a byte, and the first byte continues the one in progress); longer ones are walked.
+    let mut unknown = Vec::new();
+    let long = g.index.longer_than(vocab, left);
+    if long.len() * 16 < vocab.len() {
+        // Far from the bound only a few long tokens can tell.
+        for &t in long {
+            match starts[t as usize] {
+                _ if !get_bit(words, t) => {}
+                n if n < below => {}
+                UNKNOWN_STARTS => {
+                    clear_bit(words, t);
+                    unknown.push(g.index.position(t));
+                }
+                _ => clear_bit(words, t),
+            }
+        }
+    } else {
+        // Near it most tokens can: one pass over the table.
+        for (i, (w, chunk)) in words.iter_mut().zip(starts.chunks(32)).enumerate() {
+            let (takes, unknowns) = starts_below(chunk, below);
+            let mut unknown_here = *w & unknowns;
+            *w &= takes;
+            while unknown_here != 0 {
+                let t = (i * 32) as TokenId + unknown_here.trailing_zeros();
+                unknown_here &= unknown_here - 1;
+                match vocab.token_bytes(t).len() as u32 > left {
+                    true => unknown.push(g.index.position(t)),
+                    false => *w |= 1 << (t % 32),
+                }
+            }
+        }
+    }
+    unknown
 }

@@ -38,13 +38,14 @@
 //! order, so re-walking a list reads them in order and steps each token from the prefix it
 //! shares with the previous one.
 
-pub(crate) mod context_level;
-pub(crate) mod entry;
-pub(crate) mod fill;
-pub(crate) mod index;
-pub(crate) mod item_level;
-pub(crate) mod starts;
+mod context_level;
+mod entry;
+mod fill;
+mod index;
+mod item_level;
+mod starts;
 
+pub(crate) use context_level::SharedWalks;
 pub(crate) use entry::CacheEntry;
 pub(crate) use fill::{fill, Scratch};
 pub(crate) use index::VocabIndex;

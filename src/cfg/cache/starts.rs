@@ -18,7 +18,7 @@ use crate::vocab::{SliceState, Subtree, TokenSlice, TrieStep, TrieVisitor};
 /// Bits of the tokens of a 32-token chunk that start fewer than `below` iterations, and of
 /// those the table does not know.
 #[inline]
-pub(crate) fn starts_below(chunk: &[u16], below: u16) -> (u32, u32) {
+pub(super) fn starts_below(chunk: &[u16], below: u16) -> (u32, u32) {
     let mut lanes = [UNKNOWN_STARTS; 32];
     lanes[..chunk.len()].copy_from_slice(chunk);
     let (mut takes, mut unknowns) = (0u32, 0u32);
@@ -33,7 +33,7 @@ pub(crate) fn starts_below(chunk: &[u16], below: u16) -> (u32, u32) {
 /// relaxed, counting along each path the bytes read at an iteration boundary (where the only
 /// way on is a new iteration). Where a row both continues an iteration and could start one,
 /// the tokens below it get [`UNKNOWN_STARTS`].
-pub(crate) fn iteration_starts(
+pub(super) fn iteration_starts(
     g: &CfgGrammar,
     subject: &Subject,
     budget: &Budget,
@@ -79,7 +79,7 @@ pub(crate) fn iteration_starts(
 
 /// Where a row stands in the lifted loop's iterations.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Boundary {
+enum Boundary {
     /// Inside an iteration: the next byte continues it.
     Inside,
     /// Between iterations: the next byte starts one.
@@ -89,17 +89,17 @@ pub(crate) enum Boundary {
 }
 
 /// The walk of [`iteration_starts`]; its state is the row DFA's and the starts so far.
-pub(crate) struct StartsWalk<'a> {
-    pub(crate) stepper: Stepper<'a>,
-    pub(crate) lifted: u32,
+struct StartsWalk<'a> {
+    stepper: Stepper<'a>,
+    lifted: u32,
     /// Per row-DFA state, where it stands (`None`: not looked at yet).
-    pub(crate) boundaries: Vec<Option<Boundary>>,
-    pub(crate) starts: &'a mut [u16],
-    pub(crate) error: Option<LimitExceeded>,
+    boundaries: Vec<Option<Boundary>>,
+    starts: &'a mut [u16],
+    error: Option<LimitExceeded>,
 }
 
 impl StartsWalk<'_> {
-    pub(crate) fn boundary(&mut self, node: &Node) -> Boundary {
+    fn boundary(&mut self, node: &Node) -> Boundary {
         let Some(id) = node.dfa() else {
             return Boundary::Unknown;
         };
@@ -143,7 +143,7 @@ impl StartsWalk<'_> {
     /// starts an iteration iff it starts a character, from a known boundary, without leaving
     /// the loop. At the root only the boundary matters: between iterations any first byte
     /// starts one (a continuation byte cannot come first), inside one none does.
-    pub(crate) fn starts_with_characters(
+    fn starts_with_characters(
         &mut self,
         slice: &TokenSlice,
         root: Node,
@@ -187,10 +187,10 @@ impl StartsWalk<'_> {
 }
 
 /// Most (slice state, row state) pairs [`StartsWalk::starts_with_characters`] explores.
-pub(crate) const MAX_CHARACTER_PAIRS: usize = 64;
+const MAX_CHARACTER_PAIRS: usize = 64;
 
 /// Is `byte` a UTF-8 continuation byte (one that starts no character)?
-pub(crate) fn is_continuation(byte: u8) -> bool {
+pub(super) fn is_continuation(byte: u8) -> bool {
     byte & 0xC0 == 0x80
 }
 

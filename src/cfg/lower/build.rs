@@ -113,6 +113,7 @@ impl CfgLowering<'_> {
 
     // Recursive over the IR's nesting, but at most `MAX_INLINE_DEPTH` deep: a deeper
     // sub-expression becomes a unit of its own, built from depth 0.
+    // Long: one match over the expression kinds, each writing its NFA fragment.
     pub(super) fn fragment_uncached(
         &mut self,
         nfa: &mut Nfa,

@@ -27,6 +27,8 @@ pub(super) enum Construction<'w> {
 }
 
 /// The automaton of a unit's NFA, built as `construction` says.
+// Long: one worklist loop of the subset construction (or epsilon removal); the closures it
+// calls per state share the work budget, the marks and the edge buffers reused across states.
 pub(super) fn determinize(
     nfa: &Nfa,
     labels: &[ByteSet],

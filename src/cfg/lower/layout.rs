@@ -10,6 +10,8 @@ use crate::error::CompileErrorKind;
 
 impl CfgLowering<'_> {
     /// Productivity, nullability, trimming and layout.
+    // Long: the steps of finishing in order (unit facts, trimming, reachability, state offsets
+    // within the limits, then one match laying out each kind of unit), each reading the last.
     pub(super) fn finish(self, start: u32) -> Result<Program, CompileError> {
         let deadline = self.options.deadline;
         let n = self.units.len();
@@ -63,21 +65,7 @@ impl CfgLowering<'_> {
             deadline.check().map_err(compile_time)?;
             trim(f, |c| productive[c as usize]);
         }
-        // Keep only units reachable from the start unit, in discovery order.
-        let mut order: Vec<u32> = vec![start];
-        let mut new_id = vec![u32::MAX; n];
-        new_id[start as usize] = 0;
-        let mut i = 0;
-        while i < order.len() {
-            let u = order[i] as usize;
-            i += 1;
-            for v in unit_callees(&fsms[u], &counted[u]) {
-                if productive[v as usize] && new_id[v as usize] == u32::MAX {
-                    new_id[v as usize] = order.len() as u32;
-                    order.push(v);
-                }
-            }
-        }
+        let (order, new_id) = reachable_units(start, &fsms, &counted, &productive);
         let nc = self.alphabet.len();
         let mut prog = Program {
             states: Vec::new(),
@@ -125,55 +113,7 @@ impl CfgLowering<'_> {
             let uid = k as u32;
             match (&fsms[u as usize], &counted[u as usize]) {
                 (Some(f), _) => {
-                    for (si, s) in f.states.iter().enumerate() {
-                        let gid = base + si as u32;
-                        let calls_start = prog.calls.len() as u32;
-                        for &(cu, t) in &s.calls {
-                            prog.calls.push(Call {
-                                unit: new_id[cu as usize],
-                                ret: base + t,
-                            });
-                        }
-                        let sp_start = prog.special_edges.len() as u32;
-                        prog.special_edges
-                            .extend(s.specials.iter().map(|&(sid, t)| (sid, base + t)));
-                        let mut flags = 0;
-                        if s.final_ {
-                            flags |= FINAL;
-                        }
-                        if !s.calls.is_empty() {
-                            flags |= CALLS;
-                        }
-                        if !s.specials.is_empty() {
-                            flags |= SPECIALS;
-                        }
-                        if !s.bytes.is_empty() {
-                            flags |= SCANS;
-                        }
-                        prog.states.push(State {
-                            unit: uid,
-                            flags,
-                            calls: (calls_start, prog.calls.len() as u32),
-                            specials: (sp_start, prog.special_edges.len() as u32),
-                        });
-                        // Group targets by unit class, then enter them under each grammar
-                        // class the unit class stands for.
-                        for group in s.bytes.chunk_by(|a, b| a.0 == b.0) {
-                            let entry = match group {
-                                [(_, t)] => base + t,
-                                _ => {
-                                    let at = MULTI | prog.multi.len() as u32;
-                                    prog.multi.push(group.len() as u32);
-                                    prog.multi.extend(group.iter().map(|&(_, t)| base + t));
-                                    at
-                                }
-                            };
-                            let row = gid as usize * nc;
-                            for class in f.classes[group[0].0 as usize].iter() {
-                                prog.trans[row + class as usize] = entry;
-                            }
-                        }
-                    }
+                    lay_out_states(&mut prog, f, base, uid, &new_id);
                     prog.units.push(Unit {
                         start: base,
                         end: base + f.states.len() as u32,
@@ -236,6 +176,86 @@ impl CfgLowering<'_> {
             }
         }
         Ok(prog)
+    }
+}
+
+/// The units reachable from `start` through productive calls, in discovery order, and each
+/// unit's index in that order (`u32::MAX` for the others).
+fn reachable_units(
+    start: u32,
+    fsms: &[Option<Fsm>],
+    counted: &[Option<Counted>],
+    productive: &[bool],
+) -> (Vec<u32>, Vec<u32>) {
+    let mut order: Vec<u32> = vec![start];
+    let mut new_id = vec![u32::MAX; fsms.len()];
+    new_id[start as usize] = 0;
+    let mut i = 0;
+    while i < order.len() {
+        let u = order[i] as usize;
+        i += 1;
+        for v in unit_callees(&fsms[u], &counted[u]) {
+            if productive[v as usize] && new_id[v as usize] == u32::MAX {
+                new_id[v as usize] = order.len() as u32;
+                order.push(v);
+            }
+        }
+    }
+    (order, new_id)
+}
+
+/// Appends the states of automaton `f`, unit `uid` of the program laid out from state `base`,
+/// with their calls (to units renumbered by `new_id`), special edges and transition rows.
+fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32, new_id: &[u32]) {
+    let nc = prog.alphabet.len();
+    for (si, s) in f.states.iter().enumerate() {
+        let gid = base + si as u32;
+        let calls_start = prog.calls.len() as u32;
+        for &(cu, t) in &s.calls {
+            prog.calls.push(Call {
+                unit: new_id[cu as usize],
+                ret: base + t,
+            });
+        }
+        let sp_start = prog.special_edges.len() as u32;
+        prog.special_edges
+            .extend(s.specials.iter().map(|&(sid, t)| (sid, base + t)));
+        let mut flags = 0;
+        if s.final_ {
+            flags |= FINAL;
+        }
+        if !s.calls.is_empty() {
+            flags |= CALLS;
+        }
+        if !s.specials.is_empty() {
+            flags |= SPECIALS;
+        }
+        if !s.bytes.is_empty() {
+            flags |= SCANS;
+        }
+        prog.states.push(State {
+            unit: uid,
+            flags,
+            calls: (calls_start, prog.calls.len() as u32),
+            specials: (sp_start, prog.special_edges.len() as u32),
+        });
+        // Group targets by unit class, then enter them under each grammar class the unit
+        // class stands for.
+        for group in s.bytes.chunk_by(|a, b| a.0 == b.0) {
+            let entry = match group {
+                [(_, t)] => base + t,
+                _ => {
+                    let at = MULTI | prog.multi.len() as u32;
+                    prog.multi.push(group.len() as u32);
+                    prog.multi.extend(group.iter().map(|&(_, t)| base + t));
+                    at
+                }
+            };
+            let row = gid as usize * nc;
+            for class in f.classes[group[0].0 as usize].iter() {
+                prog.trans[row + class as usize] = entry;
+            }
+        }
     }
 }
 
@@ -309,57 +329,8 @@ pub(super) fn reaches_final(f: &Fsm, ok: impl Fn(u32) -> bool, consume: bool) ->
 /// stays state 0.
 pub(super) fn trim(f: &mut Fsm, productive: impl Fn(u32) -> bool) {
     let n = f.states.len();
-    pub(super) fn targets<'a>(
-        s: &'a FState,
-        productive: &'a impl Fn(u32) -> bool,
-    ) -> impl Iterator<Item = u32> + 'a {
-        let calls = s.calls.iter().filter(|c| productive(c.0));
-        s.bytes
-            .iter()
-            .map(|b| b.1)
-            .chain(s.specials.iter().map(|b| b.1))
-            .chain(calls.map(|c| c.1))
-    }
-    // Forward from the start. Edges reversed into one array grouped by target (a counting
-    // sort: `into[t]..into[t + 1]` are the sources of `t`'s incoming edges).
-    let mut fwd = vec![false; n];
-    let mut stack = vec![0u32];
-    fwd[0] = true;
-    let mut into = vec![0u32; n + 1];
-    while let Some(s) = stack.pop() {
-        for t in targets(&f.states[s as usize], &productive) {
-            into[t as usize + 1] += 1;
-            if !fwd[t as usize] {
-                fwd[t as usize] = true;
-                stack.push(t);
-            }
-        }
-    }
-    for i in 0..n {
-        into[i + 1] += into[i];
-    }
-    let mut sources = vec![0u32; into[n] as usize];
-    let mut fill = into.clone();
-    for s in (0..n as u32).filter(|&s| fwd[s as usize]) {
-        for t in targets(&f.states[s as usize], &productive) {
-            sources[fill[t as usize] as usize] = s;
-            fill[t as usize] += 1;
-        }
-    }
-    let mut bwd = vec![false; n];
-    let mut stack: Vec<u32> = (0..n as u32)
-        .filter(|&s| fwd[s as usize] && f.states[s as usize].final_)
-        .collect();
-    stack.iter().for_each(|&s| bwd[s as usize] = true);
-    while let Some(s) = stack.pop() {
-        for &p in &sources[into[s as usize] as usize..into[s as usize + 1] as usize] {
-            if !bwd[p as usize] {
-                bwd[p as usize] = true;
-                stack.push(p);
-            }
-        }
-    }
-    let keep = |s: u32| fwd[s as usize] && bwd[s as usize];
+    let useful = useful_states(f, &productive);
+    let keep = |s: u32| useful[s as usize];
     if !keep(0) {
         f.states = vec![FState::default()];
         return;
@@ -390,6 +361,64 @@ pub(super) fn trim(f: &mut Fsm, productive: impl Fn(u32) -> bool) {
         })
         .collect();
     f.states = states;
+}
+
+/// The targets of state `s`'s edges, calls to unproductive units left out.
+fn useful_targets<'a>(
+    s: &'a FState,
+    productive: &'a impl Fn(u32) -> bool,
+) -> impl Iterator<Item = u32> + 'a {
+    let calls = s.calls.iter().filter(|c| productive(c.0));
+    s.bytes
+        .iter()
+        .map(|b| b.1)
+        .chain(s.specials.iter().map(|b| b.1))
+        .chain(calls.map(|c| c.1))
+}
+
+/// Which states of `f` are on some path from the start to a final state.
+fn useful_states(f: &Fsm, productive: &impl Fn(u32) -> bool) -> Vec<bool> {
+    let n = f.states.len();
+    // Forward from the start. Edges reversed into one array grouped by target (a counting
+    // sort: `into[t]..into[t + 1]` are the sources of `t`'s incoming edges).
+    let mut fwd = vec![false; n];
+    let mut stack = vec![0u32];
+    fwd[0] = true;
+    let mut into = vec![0u32; n + 1];
+    while let Some(s) = stack.pop() {
+        for t in useful_targets(&f.states[s as usize], productive) {
+            into[t as usize + 1] += 1;
+            if !fwd[t as usize] {
+                fwd[t as usize] = true;
+                stack.push(t);
+            }
+        }
+    }
+    for i in 0..n {
+        into[i + 1] += into[i];
+    }
+    let mut sources = vec![0u32; into[n] as usize];
+    let mut fill = into.clone();
+    for s in (0..n as u32).filter(|&s| fwd[s as usize]) {
+        for t in useful_targets(&f.states[s as usize], productive) {
+            sources[fill[t as usize] as usize] = s;
+            fill[t as usize] += 1;
+        }
+    }
+    let mut bwd = vec![false; n];
+    let mut stack: Vec<u32> = (0..n as u32)
+        .filter(|&s| fwd[s as usize] && f.states[s as usize].final_)
+        .collect();
+    stack.iter().for_each(|&s| bwd[s as usize] = true);
+    while let Some(s) = stack.pop() {
+        for &p in &sources[into[s as usize] as usize..into[s as usize + 1] as usize] {
+            if !bwd[p as usize] {
+                bwd[p as usize] = true;
+                stack.push(p);
+            }
+        }
+    }
+    (0..n).map(|s| fwd[s] && bwd[s]).collect()
 }
 
 /// The `(label, target)` edges that `keep` keeps, targets renumbered by `map`.

@@ -19,43 +19,43 @@ use crate::vocab::SliceProofs;
 /// one classification are lookups for the next. Above a live chart (base = its rows) the
 /// states mean something only on top of those rows, and the DFA lives for one walk.
 pub(crate) struct StateDfa {
-    pub(crate) base: usize,
+    pub(super) base: usize,
     /// Per state: `[rows, len of each row.., items (state, origin, count).., follow set of
     /// the last row's EXT completions (8 words)]`.
-    pub(crate) states: SliceInterner,
+    pub(super) states: SliceInterner,
     /// Per state: what may follow its last row's EXT completions.
-    pub(crate) follow: Vec<ByteSet>,
+    pub(super) follow: Vec<ByteSet>,
     /// `states.len() * n_classes` entries: a state with [`EXT_BIT`] set when the source
     /// row's EXT completions may be followed by the class (read together with the state, at
     /// every trie node), [`NO_ROW`], [`UNKNOWN`] or [`IN_CHART`].
-    pub(crate) trans: Vec<u32>,
-    pub(crate) n_classes: usize,
-    pub(crate) scratch_rows: Vec<usize>,
-    pub(crate) scratch_key: Vec<u32>,
+    pub(super) trans: Vec<u32>,
+    pub(super) n_classes: usize,
+    scratch_rows: Vec<usize>,
+    scratch_key: Vec<u32>,
     /// What slice walks proved about these states.
-    pub(crate) slice_proofs: SliceProofs,
+    pub(super) slice_proofs: SliceProofs,
 }
 
-pub(crate) const NO_ROW: u32 = u32::MAX;
+pub(super) const NO_ROW: u32 = u32::MAX;
 
-pub(crate) const UNKNOWN: u32 = u32::MAX - 1;
+pub(super) const UNKNOWN: u32 = u32::MAX - 1;
 
 /// The next row's structure is too large: it lives in the chart.
-pub(crate) const IN_CHART: u32 = u32::MAX - 2;
+pub(super) const IN_CHART: u32 = u32::MAX - 2;
 
 /// The state with no row above the base (every key of a pushed row has at least one row).
-pub(crate) const ROOT: u32 = 0;
+pub(super) const ROOT: u32 = 0;
 
 /// A transition leaves an EXT completion for a byte that may follow it (the same bit as
 /// [`Node::EXT`]).
-pub(crate) const EXT_BIT: u32 = 1 << 31;
+pub(super) const EXT_BIT: u32 = 1 << 31;
 
 /// Most states a DFA numbers: with [`EXT_BIT`] set, the largest id stays below the markers.
-pub(crate) const MAX_DFA_STATES: usize = (EXT_BIT - 3) as usize;
+pub(super) const MAX_DFA_STATES: usize = (EXT_BIT - 3) as usize;
 
 pub(crate) const MAX_DFA_ROWS: usize = 8;
 
-pub(crate) const MAX_DFA_ITEMS: usize = 64;
+const MAX_DFA_ITEMS: usize = 64;
 
 impl StateDfa {
     /// A DFA for walks on top of `base` rows. With no row above the base the walk's root is
@@ -87,7 +87,7 @@ impl StateDfa {
     /// row only waiting items matter (completions look for them; only the last row scans), so
     /// the others are left out: a finished item pointing back one row would otherwise chain
     /// every row of a loop into the structure.
-    pub(crate) fn intern(&mut self, prog: &Program, chart: &Chart) -> Option<u32> {
+    pub(super) fn intern(&mut self, prog: &Program, chart: &Chart) -> Option<u32> {
         if self.follow.len() == MAX_DFA_STATES {
             return None;
         }
@@ -181,7 +181,7 @@ impl StateDfa {
     }
 
     /// Puts state `id`'s rows back on the chart, right above the base.
-    pub(crate) fn materialize(&self, id: u32, chart: &mut Chart, items: &mut Vec<Item>) {
+    pub(super) fn materialize(&self, id: u32, chart: &mut Chart, items: &mut Vec<Item>) {
         let (key, follow) = (self.states.get(id), self.follow[id as usize]);
         chart.truncate(self.base);
         let n = key[0] as usize;

@@ -24,19 +24,19 @@ impl Node {
     const IN_CHART: u64 = 1 << 32;
     const LOW: u64 = Node::EXT - 1;
 
-    pub(crate) fn state(id: u32, ext: bool) -> Node {
+    pub(super) fn state(id: u32, ext: bool) -> Node {
         debug_assert!((id as usize) < MAX_DFA_STATES);
         Node(id as u64 | if ext { Node::EXT } else { 0 })
     }
 
-    pub(crate) fn chart(rows: usize, ext: bool) -> Node {
+    pub(super) fn chart(rows: usize, ext: bool) -> Node {
         debug_assert!(rows as u64 <= Node::LOW, "a chart of 2^31 rows");
         Node(rows as u64 | Node::IN_CHART | if ext { Node::EXT } else { 0 })
     }
 
     /// The node a known transition leads to: its target, with [`Node::EXT`] set if it was
     /// set here or the transition sets it.
-    pub(crate) fn follow(self, transition: u32) -> Node {
+    pub(super) fn follow(self, transition: u32) -> Node {
         Node(transition as u64 | self.0 & Node::EXT)
     }
 
@@ -46,7 +46,7 @@ impl Node {
     }
 
     /// Chart rows underneath this depth (when [`Node::dfa`] is `None`).
-    pub(crate) fn rows(self) -> usize {
+    pub(super) fn rows(self) -> usize {
         (self.0 & Node::LOW) as usize
     }
 
@@ -59,23 +59,23 @@ impl Node {
 /// rows, and a state's rows are put back on it only when a transition is not known yet.
 pub(crate) struct Stepper<'a> {
     pub(crate) prog: &'a Program,
-    pub(crate) chart: &'a mut Chart,
+    pub(super) chart: &'a mut Chart,
     /// Rows of the chart when the walk started (the walk leaves it so).
-    pub(crate) start: usize,
+    pub(super) start: usize,
     pub(crate) dfa: &'a mut StateDfa,
-    pub(crate) raw: Vec<Item>,
+    raw: Vec<Item>,
     /// The DFA state last put back on the chart and its number of rows: stepping a byte only
     /// adds a row above them, so the next unknown transition of the same state (the next
     /// class a prover tries, the next child in the trie) cuts back to them instead.
-    pub(crate) on_chart: Option<(u32, usize)>,
-    pub(crate) budget: &'a Budget,
+    on_chart: Option<(u32, usize)>,
+    pub(super) budget: &'a Budget,
     /// Steps not yet charged to the budget (charged by the thousand: a known transition is a
     /// table lookup, and the charge should not cost as much).
-    pub(crate) steps: u64,
+    steps: u64,
 }
 
 /// Steps charged to the budget at once.
-pub(crate) const STEPS_PER_CHARGE: u64 = 1024;
+const STEPS_PER_CHARGE: u64 = 1024;
 
 impl<'a> Stepper<'a> {
     pub(crate) fn new(
@@ -140,7 +140,7 @@ impl<'a> Stepper<'a> {
     /// [`Stepper::advance`] through the chart, recording the transition at `slot` (when the
     /// parent is a DFA state).
     #[cold]
-    pub(crate) fn advance_in_chart(
+    fn advance_in_chart(
         &mut self,
         parent: &Node,
         byte: u8,
@@ -189,7 +189,7 @@ impl<'a> Stepper<'a> {
     /// same program transition for each item and on the same side of the row's follow set
     /// pushes the same row. A JSON grammar has a class per letter of its property names, and
     /// most rows treat them alike; a slice proof asks a state for every class.
-    pub(crate) fn record(&mut self, slot: usize, row: usize, transition: u32) {
+    fn record(&mut self, slot: usize, row: usize, transition: u32) {
         let Stepper {
             prog, chart, dfa, ..
         } = self;
@@ -222,7 +222,7 @@ impl<'a> Stepper<'a> {
     }
 
     /// May the unknown context take `byte` right after an EXT completion in `node`'s last row?
-    pub(crate) fn may_leave(&self, node: &Node, byte: u8) -> bool {
+    pub(super) fn may_leave(&self, node: &Node, byte: u8) -> bool {
         let follow = match node.dfa() {
             Some(id) => &self.dfa.follow[id as usize],
             None => self.chart.row_follow(node.rows() - 1),

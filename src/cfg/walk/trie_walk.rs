@@ -12,19 +12,19 @@ use crate::vocab::{walk_sliced, SliceProbe, Subtree, TrieStep, TrieVisitor, Voca
 /// A token-trie walk. With `uncertain`, also collects tokens whose bytes run past an [`EXT`]
 /// completion (after the first byte).
 pub(crate) struct TrieWalk<'a> {
-    pub(crate) stepper: Stepper<'a>,
-    pub(crate) vocab: &'a Vocab,
-    pub(crate) accepted: &'a mut [u32],
+    pub(super) stepper: Stepper<'a>,
+    vocab: &'a Vocab,
+    accepted: &'a mut [u32],
     /// The accepted tokens and the longest one's length, while they are few and all came
     /// from the walk itself (not from a slice taken whole): then the cached entry is built
     /// from the list, without passes over the mask words.
     pub(crate) listed: Option<(Vec<TokenId>, u32)>,
-    pub(crate) uncertain: Option<&'a mut Vec<TokenId>>,
-    pub(crate) error: Option<LimitExceeded>,
+    uncertain: Option<&'a mut Vec<TokenId>>,
+    error: Option<LimitExceeded>,
 }
 
 /// Most accepted tokens a walk lists (see [`TrieWalk::listed`]); more are stored as a bitset.
-pub(crate) const MAX_LISTED: usize = 256;
+const MAX_LISTED: usize = 256;
 
 impl<'a> TrieWalk<'a> {
     pub(crate) fn new(

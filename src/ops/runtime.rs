@@ -17,9 +17,9 @@
 
 use std::sync::Arc;
 
-use super::cursor::{Thread, Threads, Walker};
 use super::leaf::Leaf;
 use super::program::{Op, OpId, UNBOUNDED};
+use super::walker::{Thread, Threads, Walker};
 use crate::base::bitmask::set_bit;
 use crate::base::token::TokenId;
 use crate::ir::StructHasher;
