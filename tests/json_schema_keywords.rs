@@ -520,6 +520,34 @@ fn one_of_recursive_discriminated_branches() {
     assert_eq!(agrees(&schema, &JsonSchemaOptions::new(), &universe), 3);
 }
 
+/// A shape met with a reference still being read, at one place reached twice (the root's
+/// `additionalProperties` and the definition's own, MaskBench resjson): each meeting is an
+/// entry of its own, named alike, and each gets its own rule (it was a "defined twice" error).
+#[test]
+fn recursion_met_twice_at_one_place() {
+    let schema = json!({
+        "type": "object",
+        "additionalProperties": {"minProperties": 1,
+            "anyOf": [{"type": "string"}, {"$ref": "#/definitions/resource"}]},
+        "definitions": {"resource": {"type": "object",
+            "additionalProperties": {"minProperties": 1,
+                "anyOf": [{"type": "string"}, {"$ref": "#/definitions/resource"}]}}}
+    });
+    let universe: Vec<String> = [
+        r#"{}"#,
+        r#"{"a":"b"}"#,
+        r#"{"a":{"b":"c"}}"#,
+        r#"{"a":{"b":{"c":"d"},"e":"f"}}"#,
+        r#"{"a":{}}"#,
+        r#"{"a":{"b":{}}}"#,
+        r#"{"a":1}"#,
+        r#"{"a":{"b":[]}}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(agrees(&schema, &JsonSchemaOptions::new(), &universe), 4);
+}
+
 /// `enum`/`const` of objects and arrays: literal alternatives, nested, whitespace as the
 /// options say, members in the literal's order or, with any order, in every order.
 #[test]

@@ -310,7 +310,18 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         if let Some(&rule) = self.ref_rules.get(&r) {
             return rule;
         }
-        let name = format!("{}ref {}", self.prefix, self.c.refs[r].name);
+        // Entries may share a name (a shape met twice at one place with a reference being
+        // read, and intersections of such): the builder finds rules by name, so a second
+        // entry would define the first's rule again.
+        let base = format!("{}ref {}", self.prefix, self.c.refs[r].name);
+        let mut name = base.clone();
+        // Each try is a new name, so this ends within as many tries as there are rules.
+        for k in 0.. {
+            if self.g.find_rule(&name).is_none() {
+                break;
+            }
+            name = format!("{base} (entry {r}.{k})");
+        }
         let rule = self.g.rule(&name);
         self.ref_rules.insert(r, rule);
         self.pending.push((r, rule));
