@@ -134,6 +134,11 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     any_value: Option<RuleId>,
     /// Character automata lowered so far (each one's rules get its number).
     automata: usize,
+    /// Groups of rules (objects in any order, runs of members with witnesses) lowered so far:
+    /// each one's rules get its number. The grammar's size was that number, but a group can
+    /// add no expression (all its choices impossible), so the next group took the same one
+    /// and defined its rules again.
+    rule_groups: usize,
     /// The expression of each number shape with steps lowered so far, by its fields.
     numbers: HashMap<String, ExprId>,
     /// The contents of each string shape with patterns, formats or excluded values, built
@@ -179,6 +184,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             pending: Vec::new(),
             any_value: None,
             automata: 0,
+            rule_groups: 0,
             numbers: HashMap::new(),
             contents: HashMap::new(),
         }
@@ -912,7 +918,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             .limits
             .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
             .map_err(|e| CompileError::over_limit(e, Location::None, "members with witnesses"))?;
-        let id = self.g.len();
+        self.rule_groups += 1;
+        let id = self.rule_groups;
         let mut rules = HashMap::new();
         for seen in (0..=all).filter(|s| s & !all == 0) {
             for c in 0..=cap {
@@ -1101,7 +1108,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             | witness_bits;
         let comma = self.punct(",");
         // rule (set, c): continuations after writing `set` and c members (c >= 1).
-        let id = self.g.len();
+        self.rule_groups += 1;
+        let id = self.rule_groups;
         let prefix = self.prefix.clone();
         let name = |set: u64, c: u64| format!("{prefix}props {id} {set:b} {c}");
         let mut rules = HashMap::new();
