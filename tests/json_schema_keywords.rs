@@ -520,6 +520,51 @@ fn one_of_recursive_discriminated_branches() {
     assert_eq!(agrees(&schema, &JsonSchemaOptions::new(), &universe), 3);
 }
 
+/// A shape met with a reference still being read, at one place reached twice (the root's
+/// `additionalProperties` and the definition's own, MaskBench resjson): each meeting is an
+/// entry of its own, named alike, and each gets its own rule (it was a "defined twice" error).
+#[test]
+fn recursion_met_twice_at_one_place() {
+    let schema = json!({
+        "type": "object",
+        "additionalProperties": {"minProperties": 1,
+            "anyOf": [{"type": "string"}, {"$ref": "#/definitions/resource"}]},
+        "definitions": {"resource": {"type": "object",
+            "additionalProperties": {"minProperties": 1,
+                "anyOf": [{"type": "string"}, {"$ref": "#/definitions/resource"}]}}}
+    });
+    let universe: Vec<String> = [
+        r#"{}"#,
+        r#"{"a":"b"}"#,
+        r#"{"a":{"b":"c"}}"#,
+        r#"{"a":{"b":{"c":"d"},"e":"f"}}"#,
+        r#"{"a":{}}"#,
+        r#"{"a":{"b":{}}}"#,
+        r#"{"a":1}"#,
+        r#"{"a":{"b":[]}}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(agrees(&schema, &JsonSchemaOptions::new(), &universe), 4);
+}
+
+/// Objects in any order lowered one after another that add no expression to the grammar
+/// (the same empty object reached through three references, MaskBench o69991): each group
+/// of rules gets a number of its own (the grammar's size was the number, and the third
+/// object defined the second's rules again).
+#[test]
+fn any_order_objects_adding_nothing_new() {
+    let schema = json!({
+        "definitions": {"a": {}, "b": {}, "c": {}},
+        "anyOf": [{"$ref": "#/definitions/a"}, {"$ref": "#/definitions/b"},
+            {"$ref": "#/definitions/c"}],
+        "additionalProperties": false
+    });
+    let universe = values();
+    let valid = agrees(&schema, &any_order(), &universe);
+    assert!(valid > 0 && valid < universe.len(), "{valid} valid");
+}
+
 /// `enum`/`const` of objects and arrays: literal alternatives, nested, whitespace as the
 /// options say, members in the literal's order or, with any order, in every order.
 #[test]

@@ -134,6 +134,11 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     any_value: Option<RuleId>,
     /// Character automata lowered so far (each one's rules get its number).
     automata: usize,
+    /// Groups of rules (objects in any order, runs of members with witnesses) lowered so far:
+    /// each one's rules get its number. The grammar's size was that number, but a group can
+    /// add no expression (all its choices impossible), so the next group took the same one
+    /// and defined its rules again.
+    rule_groups: usize,
     /// The expression of each number shape with steps lowered so far, by its fields.
     numbers: HashMap<String, ExprId>,
     /// The contents of each string shape with patterns, formats or excluded values, built
@@ -179,6 +184,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             pending: Vec::new(),
             any_value: None,
             automata: 0,
+            rule_groups: 0,
             numbers: HashMap::new(),
             contents: HashMap::new(),
         }
@@ -310,7 +316,18 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         if let Some(&rule) = self.ref_rules.get(&r) {
             return rule;
         }
-        let name = format!("{}ref {}", self.prefix, self.c.refs[r].name);
+        // Entries may share a name (a shape met twice at one place with a reference being
+        // read, and intersections of such): the builder finds rules by name, so a second
+        // entry would define the first's rule again.
+        let base = format!("{}ref {}", self.prefix, self.c.refs[r].name);
+        let mut name = base.clone();
+        // Each try is a new name, so this ends within as many tries as there are rules.
+        for k in 0.. {
+            if self.g.find_rule(&name).is_none() {
+                break;
+            }
+            name = format!("{base} (entry {r}.{k})");
+        }
         let rule = self.g.rule(&name);
         self.ref_rules.insert(r, rule);
         self.pending.push((r, rule));
@@ -901,7 +918,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             .limits
             .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
             .map_err(|e| CompileError::over_limit(e, Location::None, "members with witnesses"))?;
-        let id = self.g.len();
+        self.rule_groups += 1;
+        let id = self.rule_groups;
         let mut rules = HashMap::new();
         for seen in (0..=all).filter(|s| s & !all == 0) {
             for c in 0..=cap {
@@ -1090,7 +1108,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             | witness_bits;
         let comma = self.punct(",");
         // rule (set, c): continuations after writing `set` and c members (c >= 1).
-        let id = self.g.len();
+        self.rule_groups += 1;
+        let id = self.rule_groups;
         let prefix = self.prefix.clone();
         let name = |set: u64, c: u64| format!("{prefix}props {id} {set:b} {c}");
         let mut rules = HashMap::new();
