@@ -1475,6 +1475,29 @@ fn one_string_shape_is_one_automaton_for_all_its_properties() {
     }
 }
 
+/// A pattern spelled like a format's rule name (`format "date"`, searched) is still a pattern:
+/// the properties share no automaton, and `allOf` keeps both constraints.
+#[test]
+fn a_pattern_spelled_like_a_format_is_not_the_format() {
+    let pattern = json!({"type": "string", "pattern": "format \"date\""});
+    let date = json!({"type": "string", "format": "date"});
+    for (first, second) in [(&pattern, &date), (&date, &pattern)] {
+        let lang = schema_lang(json!({"type": "object",
+            "properties": {"a": first, "b": second}, "required": ["a", "b"]}));
+        let (a, b) = if first == &pattern {
+            (r#""format \"date\"""#, r#""2024-01-31""#)
+        } else {
+            (r#""2024-01-31""#, r#""format \"date\"""#)
+        };
+        lang.yes(&[&format!(r#"{{"a":{a},"b":{b}}}"#)]);
+        lang.no(&[&format!(r#"{{"a":{b},"b":{a}}}"#)]);
+    }
+    let both = schema_lang(json!({"allOf": [
+        {"pattern": "format \"date\""}, {"format": "date"}]}));
+    both.no(&[r#""format \"date\"""#, r#""2024-01-31""#]);
+    both.yes(&["1"]);
+}
+
 /// `n` optional boolean properties named alike but for a number, in schema order.
 fn optional_properties(n: usize) -> Value {
     let properties: serde_json::Map<String, Value> = (0..n)

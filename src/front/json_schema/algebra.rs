@@ -256,13 +256,13 @@ impl Compiler<'_> {
             (Shape::String(x), Shape::String(y)) => {
                 let mut regexes = x.regexes.clone();
                 for r in &y.regexes {
-                    if !regexes.iter().any(|q| q.source == r.source) {
+                    if !regexes.iter().any(|q| q.identity() == r.identity()) {
                         regexes.push(r.clone());
                     }
                 }
                 let mut forbidden = x.forbidden.clone();
                 for r in &y.forbidden {
-                    if !forbidden.iter().any(|q| q.source == r.source) {
+                    if !forbidden.iter().any(|q| q.identity() == r.identity()) {
                         forbidden.push(r.clone());
                     }
                 }

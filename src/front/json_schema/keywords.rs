@@ -164,6 +164,7 @@ impl Compiler<'_> {
                 Ok(regex) => shape.regexes.push(RegexConstraint {
                     regex,
                     source: p.clone(),
+                    is_format: false,
                     pointer: at,
                 }),
                 Err(e) if e.kind() == CompileErrorKind::Unsupported => {
@@ -179,6 +180,7 @@ impl Compiler<'_> {
                 shape.regexes.push(RegexConstraint {
                     regex: regex.clone(),
                     source: format!("format {name:?}"),
+                    is_format: true,
                     pointer: at.clone(),
                 });
                 if let Some(w) = formats::approximation(name) {
@@ -336,6 +338,7 @@ impl Compiler<'_> {
             let constraint = RegexConstraint {
                 regex,
                 source: source.clone(),
+                is_format: false,
                 pointer: at.clone(),
             };
             for (name, s) in properties.iter_mut() {

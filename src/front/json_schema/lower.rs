@@ -149,14 +149,14 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
 }
 
 /// What fixes a string's contents: key or value spelling, lengths, the regexes by source
-/// (a pattern's text, a format's name), the forbidden ones (complements), excluded values.
+/// (a pattern's text, a format's name, told apart), the forbidden ones (complements), excluded values.
 #[derive(PartialEq, Eq, Hash)]
 struct ContentKey {
     key: bool,
     min: u64,
     max: Option<u64>,
-    regexes: Vec<String>,
-    forbidden: Vec<String>,
+    regexes: Vec<(bool, String)>,
+    forbidden: Vec<(bool, String)>,
     exclude: Vec<String>,
 }
 
@@ -511,8 +511,16 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             key,
             min: s.min,
             max: s.max,
-            regexes: s.regexes.iter().map(|c| c.source.clone()).collect(),
-            forbidden: s.forbidden.iter().map(|c| c.source.clone()).collect(),
+            regexes: s
+                .regexes
+                .iter()
+                .map(|c| (c.is_format, c.source.clone()))
+                .collect(),
+            forbidden: s
+                .forbidden
+                .iter()
+                .map(|c| (c.is_format, c.source.clone()))
+                .collect(),
             exclude: s.exclude.iter().cloned().collect(),
         };
         if let Some(&e) = self.contents.get(&memo) {

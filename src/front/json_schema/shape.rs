@@ -58,8 +58,18 @@ pub(crate) struct NumberShape {
 #[derive(Clone)]
 pub(crate) struct RegexConstraint {
     pub regex: Regex,
+    /// A pattern's text, or `format "name"` for a format (also the name of its rule).
     pub source: String,
+    /// Whether `source` names a format: a pattern may be spelled `format "date"` too.
+    pub is_format: bool,
     pub pointer: String,
+}
+
+impl RegexConstraint {
+    /// What decides the constraint's language: two constraints with equal identities are one.
+    pub fn identity(&self) -> (bool, &str) {
+        (self.is_format, &self.source)
+    }
 }
 
 #[derive(Clone, Default)]
@@ -369,7 +379,7 @@ impl Shape {
                 Shape::String(st) => {
                     (st.min, st.max, &st.exclude).hash(h);
                     for c in st.regexes.iter().chain(&st.forbidden) {
-                        c.source.hash(h);
+                        c.identity().hash(h);
                     }
                     st.forbidden.len().hash(h);
                 }
@@ -439,7 +449,7 @@ impl ObjectShape {
 
     fn hash_undeclared(&self, h: &mut std::hash::DefaultHasher) {
         for (c, s) in &self.patterns {
-            c.source.hash(h);
+            c.identity().hash(h);
             s.hash_into(h);
         }
         self.additional.hash_into(h);
