@@ -319,8 +319,18 @@ impl CfgGrammar {
         self.prog.states.len()
     }
 
-    fn hashes(&self) -> &hash::Hashes {
-        &self.hashes
+    /// What the mask cache reads of the grammar, for one fill.
+    fn view(&self) -> cache::GrammarView<'_> {
+        cache::GrammarView {
+            prog: &self.prog,
+            vocab: &self.vocab,
+            hashes: &self.hashes,
+            context_depth: self.config.context_depth,
+            mask_cache: self.config.mask_cache,
+            cache: &self.cache,
+            index: &self.index,
+            walks: &self.walks,
+        }
     }
 }
 
@@ -453,7 +463,7 @@ impl CfgMatcher {
         };
         let mut mask = vec![0u32; g.vocab.mask_words()];
         cache::fill(
-            g,
+            &g.view(),
             self.chart.get_mut(),
             &mut self.scratch,
             &mut mask,
@@ -521,8 +531,14 @@ impl Matcher for CfgMatcher {
             return Ok(());
         }
         let budget = g.limits.budget();
-        cache::fill(g, self.chart.get_mut(), &mut self.scratch, out, &budget)
-            .map_err(limit_error)?;
+        cache::fill(
+            &g.view(),
+            self.chart.get_mut(),
+            &mut self.scratch,
+            out,
+            &budget,
+        )
+        .map_err(limit_error)?;
         self.masked = true;
         Ok(())
     }

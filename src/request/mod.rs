@@ -44,6 +44,7 @@ mod ast;
 mod bind;
 mod lexer;
 mod range;
+mod target;
 
 use std::sync::OnceLock;
 

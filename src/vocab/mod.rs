@@ -10,6 +10,7 @@ mod config;
 mod error;
 mod hf;
 mod slice;
+mod sliced_walk;
 mod token_kind;
 mod trie;
 
@@ -24,7 +25,8 @@ use crate::base::token::TokenId;
 pub use config::{VocabConfig, MAX_MASK_WIDTH, MAX_TOKENIZER_BYTES};
 use error::{check_width, without_panics};
 pub use error::{VocabError, VocabErrorKind};
-pub(crate) use slice::{walk_sliced, SliceProbe, SliceProofs, SliceState, TokenSlice};
+pub(crate) use slice::{SliceState, TokenSlice};
+pub(crate) use sliced_walk::{walk_sliced, SliceProbe, SliceProofs};
 pub use token_kind::TokenKind;
 pub use trie::{Subtree, TokenTrie, TrieStep, TrieVisitor};
 

@@ -9,12 +9,12 @@ use crate::base::byteset::ByteSet;
 use crate::cfg::cache::entry::{CacheEntry, LEVEL2_DOMAIN, OUTER_DOMAIN};
 use crate::cfg::cache::fill::{cap, count_class, Scratch};
 use crate::cfg::cache::item_level::{hash_follow, Subject};
+use crate::cfg::cache::view::GrammarView;
 use crate::cfg::chart::{waits_for, Chart, Item, EXT};
 use crate::cfg::program::{Program, CALLS, COUNTED, FINAL, RELAXED, SCANS, SPECIALS};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::row_dfa::{StateDfa, MAX_DFA_ROWS};
 use crate::cfg::walk::Position;
-use crate::cfg::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::limits::{Budget, LimitExceeded};
 
@@ -23,7 +23,7 @@ use crate::limits::{Budget, LimitExceeded};
 /// item-level key and a canonical description of those rows, where origins inside the gathered
 /// rows are renumbered and callers whose own callers were not gathered get origin [`EXT`].
 pub(super) fn context_key(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     chart: &Chart,
     scratch: &mut Scratch,
     subject: &Subject,
@@ -57,7 +57,7 @@ pub(super) fn context_key(
             EXT
         };
     }
-    let hashes = g.hashes();
+    let hashes = g.hashes;
     let cap = cap(&g.vocab);
     // An outermost caller's unit completes into the unknown context: what may follow it
     // decides which tokens stay uncertain.
@@ -93,7 +93,7 @@ pub(super) fn context_key(
 /// Gathers `k`'s callers into `scratch.explored` (the (row, unit) pairs looked into) and
 /// `scratch.found` (the items waiting there), `context_depth` levels up, tail callers free.
 fn gather_callers(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     chart: &Chart,
     scratch: &mut Scratch,
     k: &Item,
@@ -118,7 +118,7 @@ fn gather_callers(
     // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
     // levels up (several callers, as in an ambiguous loop, would grow the context each byte).
     let mut level: SmallVec<[(u32, u32); 8]> = smallvec::smallvec![explored[0]];
-    for depth in 1..=g.config.context_depth {
+    for depth in 1..=g.context_depth {
         let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
         while let Some((row, unit)) = level.pop() {
             let first = found.len();
@@ -139,7 +139,7 @@ fn gather_callers(
                     explored.push(next);
                     explored_set.insert(next);
                     level.push(next);
-                } else if depth < g.config.context_depth {
+                } else if depth < g.context_depth {
                     explored.push(next);
                     explored_set.insert(next);
                     next_level.push(next);
@@ -182,7 +182,7 @@ impl Context {
     /// before its upper bound (relaxed because it had reached its lower bound). `None` unless
     /// exactly one loop item was relaxed: with several, one count would not stand for all.
     pub(super) fn build_near(
-        g: &CfgGrammar,
+        g: &GrammarView<'_>,
         scratch: &Scratch,
         k: &Item,
         subject: &Subject,
@@ -209,7 +209,7 @@ impl Context {
     /// Re-walks the item level's uncertain tokens with the callers present.
     pub(super) fn classify(
         &self,
-        g: &CfgGrammar,
+        g: &GrammarView<'_>,
         uncertain: &[Position],
         budget: &Budget,
     ) -> Result<CacheEntry, LimitExceeded> {
@@ -256,7 +256,7 @@ const SHARED_DFA_ROOM: usize = 2048;
 
 /// Runs `walk` on a chart holding exactly `rows`, with the grammar's shared row DFA.
 pub(super) fn with_shared<R>(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     rows: &[Vec<Item>],
     walk: impl FnOnce(&mut Chart, &mut StateDfa) -> R,
 ) -> R {

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::cfg::cache::view::GrammarView;
 use crate::cfg::walk::Position;
-use crate::cfg::CfgGrammar;
 use crate::limits::{Budget, LimitExceeded};
 use crate::mask::{StoredMask, Weigh};
 
@@ -77,7 +77,7 @@ impl Weigh for CacheEntry {
 /// The cache's entry for `key`, computed and inserted if missing (a unit of work for the
 /// lookup; an entry whose computation failed is not kept).
 pub(super) fn cached(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     key: u128,
     budget: &Budget,
     compute: impl FnOnce() -> Result<CacheEntry, LimitExceeded>,

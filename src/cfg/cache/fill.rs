@@ -10,13 +10,13 @@ use crate::cfg::cache::entry::{
     cached, CacheEntry, NEAR_CONTEXT_DOMAIN, NEAR_DOMAIN, SETTLED_DOMAIN,
 };
 use crate::cfg::cache::item_level::{item_level, near_bound, Subject};
+use crate::cfg::cache::view::GrammarView;
 use crate::cfg::chart::{Chart, Item};
 use crate::cfg::program::{Program, COUNTED, SCANS, SPECIALS};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::row_dfa::StateDfa;
 use crate::cfg::walk::trie_walk::TrieWalk;
 use crate::cfg::walk::Position;
-use crate::cfg::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::limits::{Budget, LimitExceeded};
 use crate::vocab::Vocab;
@@ -105,14 +105,14 @@ fn row_hash(row: &[Item]) -> u128 {
 /// Work: a unit per trie node a walk visits and per cached entry looked up, plus what the
 /// Earley rows the walks push cost (see [`Chart`]); an error past the budget.
 pub(crate) fn fill(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     chart: &mut Chart,
     scratch: &mut Scratch,
     out: &mut [u32],
     budget: &Budget,
 ) -> Result<(), LimitExceeded> {
     out.fill(0);
-    if g.config.mask_cache {
+    if g.mask_cache {
         fill_cached(g, chart, scratch, out, budget)?;
     } else {
         let mut dfa = StateDfa::new(chart.num_rows(), g.prog.n_classes());
@@ -136,7 +136,7 @@ pub(crate) fn fill(
 // loop bound, context, near the bound in context), each level fed by what the one before left
 // uncertain, all of them sharing the scratch buffers.
 fn fill_cached(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     chart: &mut Chart,
     scratch: &mut Scratch,
     out: &mut [u32],
@@ -186,7 +186,7 @@ fn fill_cached(
                 let counts = subject.loop_counts(g, chart);
                 let mut key = StructHasher::new(NEAR_DOMAIN);
                 let lifted = subject.lifted.expect("only loops have iterations left");
-                key.hash(k1).hash(g.hashes().state(lifted));
+                key.hash(k1).hash(g.hashes.state(lifted));
                 counts.iter().for_each(|&n| {
                     key.word(n as u64);
                 });
@@ -214,7 +214,7 @@ fn fill_cached(
         if uncertain.is_empty() {
             continue;
         }
-        if g.config.context_depth == 0 {
+        if g.context_depth == 0 {
             pending.extend_from_slice(uncertain);
             continue;
         }
@@ -280,7 +280,7 @@ fn fill_cached(
 /// could decide and that are not in it yet: they depend on the whole chart, so they are walked
 /// along the trie against it, or found among the walks `settled` remembers for this row.
 fn settle(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     chart: &mut Chart,
     settled: &mut Settled,
     pending: &mut Vec<Position>,

@@ -11,12 +11,12 @@ use crate::cfg::cache::entry::{
 };
 use crate::cfg::cache::fill::cap;
 use crate::cfg::cache::starts::{iteration_starts, starts_below};
+use crate::cfg::cache::view::GrammarView;
 use crate::cfg::chart::{waits_for, Chart, Item, EXT};
 use crate::cfg::program::{Program, COUNTED, RELAXED};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::trie_walk::TrieWalk;
 use crate::cfg::walk::Position;
-use crate::cfg::CfgGrammar;
 use crate::ir::StructHasher;
 use crate::limits::{Budget, LimitExceeded};
 use crate::mask::StoredMask;
@@ -45,7 +45,7 @@ pub(super) struct Subject {
 }
 
 impl Subject {
-    pub(super) fn of(g: &CfgGrammar, chart: &Chart, k: &Item) -> Subject {
+    pub(super) fn of(g: &GrammarView<'_>, chart: &Chart, k: &Item) -> Subject {
         let prog = &g.prog;
         let plain = Subject {
             item: *k,
@@ -87,7 +87,7 @@ impl Subject {
 
     /// The counters of the loop's items waiting for the subject (one per derivation that
     /// reached its row after a different number of iterations).
-    pub(super) fn loop_counts(&self, g: &CfgGrammar, chart: &Chart) -> SmallVec<[u32; 2]> {
+    pub(super) fn loop_counts(&self, g: &GrammarView<'_>, chart: &Chart) -> SmallVec<[u32; 2]> {
         let unit = g.prog.state(self.item.state).unit;
         let mut counts = SmallVec::new();
         for w in chart.row(self.item.origin as usize) {
@@ -102,8 +102,8 @@ impl Subject {
 
     /// The item-level key. The unit entered from the unknown context (the loop, if lifted)
     /// adds what may follow it in this grammar: that decides which tokens are uncertain.
-    pub(super) fn key(&self, g: &CfgGrammar) -> u128 {
-        let hashes = g.hashes();
+    pub(super) fn key(&self, g: &GrammarView<'_>) -> u128 {
+        let hashes = g.hashes;
         let mut h = StructHasher::new(LEVEL1_DOMAIN);
         h.hash(hashes.state(self.item.state))
             .word(self.item.count as u64);
@@ -152,7 +152,7 @@ pub(super) fn hash_follow(h: &mut StructHasher, prog: &Program, state: u32) {
 
 /// Item level: the whole trie against the subject alone, the loop's counter (if any) relaxed.
 pub(super) fn item_level(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     subject: &Subject,
     budget: &Budget,
 ) -> Result<CacheEntry, LimitExceeded> {
@@ -201,7 +201,7 @@ pub(super) fn item_level(
 /// may also leave the loop and go on in the context, are walked with the real counters, and
 /// those left to the context are the entry's uncertain ones.
 pub(super) fn near_bound(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     subject: &Subject,
     counts: &[u32],
     accepted: &StoredMask,
@@ -212,7 +212,7 @@ pub(super) fn near_bound(
     // The subject's state is in the loop's body, so its hash names the body too; the loop's
     // bounds do not matter to a relaxed walk.
     let key = StructHasher::new(STARTS_DOMAIN)
-        .hash(g.hashes().state(subject.item.state))
+        .hash(g.hashes.state(subject.item.state))
         .word(subject.item.count as u64)
         .finish();
     let table = cached(g, key, budget, || iteration_starts(g, subject, budget))?;
@@ -252,7 +252,12 @@ pub(super) fn near_bound(
 /// Clears from `words` the tokens that start `left` or more iterations by the `starts` table,
 /// and returns (cleared too) the positions of those the table does not know and that are
 /// long enough to start that many: they are walked with the real counters.
-fn keep_below_bound(g: &CfgGrammar, starts: &[u16], left: u32, words: &mut [u32]) -> Vec<Position> {
+fn keep_below_bound(
+    g: &GrammarView<'_>,
+    starts: &[u16],
+    left: u32,
+    words: &mut [u32],
+) -> Vec<Position> {
     let vocab = &g.vocab;
     let below = left.min(UNKNOWN_STARTS as u32) as u16;
     // Unknown counts: a token of at most `left` bytes cannot start `left` iterations (each

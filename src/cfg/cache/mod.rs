@@ -44,8 +44,10 @@ mod fill;
 mod index;
 mod item_level;
 mod starts;
+mod view;
 
 pub(crate) use context_level::SharedWalks;
 pub(crate) use entry::CacheEntry;
 pub(crate) use fill::{fill, Scratch};
 pub(crate) use index::VocabIndex;
+pub(crate) use view::GrammarView;

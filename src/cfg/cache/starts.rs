@@ -8,10 +8,10 @@ use crate::base::token::TokenId;
 use crate::cfg::cache::context_level::with_shared;
 use crate::cfg::cache::entry::{CacheEntry, UNKNOWN_STARTS};
 use crate::cfg::cache::item_level::Subject;
+use crate::cfg::cache::view::GrammarView;
 use crate::cfg::chart::EXT;
 use crate::cfg::program::{CALLS, RELAXED, SCANS};
 use crate::cfg::walk::stepper::{Node, Stepper};
-use crate::cfg::CfgGrammar;
 use crate::limits::{Budget, LimitExceeded};
 use crate::vocab::{SliceState, Subtree, TokenSlice, TrieStep, TrieVisitor};
 
@@ -34,7 +34,7 @@ pub(super) fn starts_below(chunk: &[u16], below: u16) -> (u32, u32) {
 /// way on is a new iteration). Where a row both continues an iteration and could start one,
 /// the tokens below it get [`UNKNOWN_STARTS`].
 pub(super) fn iteration_starts(
-    g: &CfgGrammar,
+    g: &GrammarView<'_>,
     subject: &Subject,
     budget: &Budget,
 ) -> Result<CacheEntry, LimitExceeded> {

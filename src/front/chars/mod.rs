@@ -5,18 +5,20 @@
 //! and alternate but not intersect or complement, so those combinations are computed here on
 //! minimal DFAs and only the result is lowered, as right-linear rules whose characters the
 //! caller's [`TextEncoding`] spells.
+//!
+//! This file holds the automaton type and the operations on it (lengths, name sets, product,
+//! complement) with the minimization every constructor ends in; building one from a regex is
+//! in [`nfa`], lowering one to grammar rules in [`lower`].
+
+mod lower;
+mod nfa;
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::rc::Rc;
-
-use regex_syntax::hir::{Class, ClassUnicode, Hir, HirKind, Look};
 
 use crate::automata::minimize::hopcroft;
-use crate::error::{CompileError, CompileErrorKind, Location};
-use crate::front::guard::{guarded, over_time, tick};
-use crate::front::regex::TextEncoding;
-use crate::ir::{ExprId, GrammarBuilder, RuleId};
+use crate::error::{CompileError, Location};
+use crate::front::guard::{over_time, tick};
 use crate::limits::{Deadline, LimitExceeded, LimitKind};
 
 /// The missing transition.
@@ -63,28 +65,6 @@ pub(crate) struct CharDfa {
 }
 
 impl CharDfa {
-    /// The strings `hir` matches as a whole string (callers wrap search patterns in `.*`).
-    /// Captures are transparent; `^`/`$` (`Look::Start`/`End`) keep their meaning anywhere, so
-    /// where they are redundant they cost nothing and elsewhere they prune (`a^b` matches
-    /// nothing). Other assertions and byte classes are `Unsupported`; more DFA states than the
-    /// budget (or an NFA of more than twenty times that) is a `Limit` error.
-    pub fn from_hir(hir: &Hir, budget: &Budget) -> Result<CharDfa, CompileError> {
-        let atoms = partition(class_cuts(hir));
-        let mut nfa = Nfa {
-            atoms: &atoms,
-            nodes: vec![NfaNode::Match],
-            spans: HashMap::new(),
-            work: 0,
-            budget: budget.max_states.saturating_mul(20),
-            deadline: budget.deadline,
-            seen: Vec::new(),
-            round: 0,
-        };
-        let start = nfa.compile(hir, 0)?;
-        let (next, accept) = nfa.determinize(start, budget)?;
-        finish(atoms, next, accept, budget.deadline)
-    }
-
     /// Every string of `min..=max` characters (`None`: no upper bound); a `Limit` error if
     /// counting to the larger bound takes more than `max_states` states.
     pub fn length(min: u64, max: Option<u64>, budget: &Budget) -> Result<CharDfa, CompileError> {
@@ -251,77 +231,6 @@ impl CharDfa {
         self.accept[at]
     }
 
-    /// The language as right-linear grammar IR, one rule `{name} state {i}` per state (all are
-    /// live, see [`CharDfa`]): the empty string if the state accepts, and for each target state
-    /// one class of the characters going there, then the target's rule; a state that takes
-    /// every string is `any_text` (the caller's expression for it). Returns a reference to the
-    /// start rule, or [`GrammarBuilder::nothing`] for the empty language. `name` must be new in
-    /// `g` (a rule defined twice is the error of [`GrammarBuilder::define`]).
-    pub fn lower(
-        &self,
-        name: &str,
-        g: &mut GrammarBuilder,
-        enc: &mut dyn TextEncoding,
-        any_text: ExprId,
-        deadline: &Deadline,
-    ) -> Result<ExprId, CompileError> {
-        if self.is_empty() {
-            return Ok(g.nothing());
-        }
-        let width = self.atoms.len();
-        let rules: Vec<RuleId> = (0..self.accept.len())
-            .map(|i| g.rule(&format!("{name} state {i}")))
-            .collect();
-        // Where each target's arc is in `arcs` for the state at hand (`arc_of[t].0 == s`).
-        let mut arc_of: Vec<(usize, usize)> = vec![(usize::MAX, 0); self.accept.len()];
-        for (s, &rule) in rules.iter().enumerate() {
-            tick(deadline)?;
-            let row = &self.next[s * width..(s + 1) * width];
-            // The state that takes every string (a name past what the patterns tell apart):
-            // the caller's shared text, which the mask cache knows from every other string,
-            // instead of a loop of this automaton's own.
-            if self.accept[s] && row.iter().all(|&t| t == s as u32) {
-                g.define(rule, any_text)?;
-                continue;
-            }
-            let mut arcs: Vec<(u32, Vec<(char, char)>)> = Vec::new();
-            for (a, (&t, &(lo, hi))) in row.iter().zip(&self.atoms).enumerate() {
-                if t == DEAD {
-                    continue;
-                }
-                // Consecutive atoms are adjacent characters (across the surrogate gap too), so
-                // a run of them to one target is one range.
-                let run = a > 0 && row[a - 1] == t;
-                match arc_of[t as usize] {
-                    (seen, k) if seen == s => {
-                        let ranges = &mut arcs[k].1;
-                        match ranges.last_mut() {
-                            Some(last) if run => last.1 = hi,
-                            _ => ranges.push((lo, hi)),
-                        }
-                    }
-                    _ => {
-                        arc_of[t as usize] = (s, arcs.len());
-                        arcs.push((t, vec![(lo, hi)]));
-                    }
-                }
-            }
-            let mut branches = Vec::with_capacity(arcs.len() + 1);
-            if self.accept[s] {
-                branches.push(g.empty());
-            }
-            for (t, ranges) in arcs {
-                let class = enc.class(g, &ranges);
-                let then = g.rule_ref(rules[t as usize]);
-                branches.push(g.seq([class, then]));
-            }
-            let body = g.alt(branches);
-            g.define(rule, body)?;
-        }
-        // The start state 0 exists in every automaton.
-        Ok(g.rule_ref(rules[0]))
-    }
-
     /// The empty language.
     fn nothing() -> CharDfa {
         CharDfa {
@@ -347,14 +256,6 @@ fn too_many(needed: u64, max_states: usize) -> CompileError {
     CompileError::over_limit(exceeded, Location::None, "the character automaton")
 }
 
-/// The error of a regex construct that has no meaning over whole decoded strings here.
-fn unsupported(what: &str) -> CompileError {
-    CompileError::unplaced(
-        CompileErrorKind::Unsupported,
-        format!("{what} is not supported"),
-    )
-}
-
 /// The character after `c` in scalar values, skipping the surrogates.
 fn after(c: char) -> Option<char> {
     match c {
@@ -378,246 +279,6 @@ fn partition(mut cuts: Vec<char>) -> Vec<(char, char)> {
 /// Index of the atom holding `c` (atoms start at `'\0'`, so one always does).
 fn atom_of(atoms: &[(char, char)], c: char) -> usize {
     atoms.partition_point(|a| a.0 <= c).saturating_sub(1)
-}
-
-/// Where each class range and literal character of `hir` begins and ends (an explicit stack:
-/// `hir` nests as deeply as its pattern).
-fn class_cuts(hir: &Hir) -> Vec<char> {
-    let mut cuts = Vec::new();
-    let mut range = |lo: char, hi: char| cuts.extend([lo].into_iter().chain(after(hi)));
-    let mut stack = vec![hir];
-    while let Some(h) = stack.pop() {
-        match h.kind() {
-            HirKind::Literal(lit) => String::from_utf8_lossy(&lit.0)
-                .chars()
-                .for_each(|c| range(c, c)),
-            HirKind::Class(Class::Unicode(c)) => c.iter().for_each(|r| range(r.start(), r.end())),
-            HirKind::Repetition(rep) => stack.push(&rep.sub),
-            HirKind::Capture(cap) => stack.push(&cap.sub),
-            HirKind::Concat(hs) | HirKind::Alternation(hs) => stack.extend(hs),
-            HirKind::Empty | HirKind::Look(_) | HirKind::Class(Class::Bytes(_)) => {}
-        }
-    }
-    cuts
-}
-
-/// A Thompson NFA node; nodes are built back to front, each knowing its continuation.
-enum NfaNode {
-    /// One character of these sorted atom spans (inclusive, shared by the copies of a class
-    /// that repetitions make), then the node.
-    Char(Rc<[(u32, u32)]>, u32),
-    /// Any of these nodes, without input.
-    Split(Vec<u32>),
-    /// The node, if nothing has been read yet.
-    Start(u32),
-    /// The node, after which nothing more may be read.
-    End(u32),
-    /// The whole string matched.
-    Match,
-}
-
-/// A Thompson NFA over atoms, built from a `Hir` and then determinized.
-struct Nfa<'a> {
-    /// The alphabet: every class and literal of the `Hir` is a union of these.
-    atoms: &'a [(char, char)],
-    /// NfaNode 0 is [`NfaNode::Match`].
-    nodes: Vec<NfaNode>,
-    /// The atom spans of each class of the `Hir` (by address), computed once.
-    spans: HashMap<*const ClassUnicode, Rc<[(u32, u32)]>>,
-    /// Nodes built and sub-expressions visited: repetition counts multiply both, so this is
-    /// what must be bounded, before memory runs out.
-    work: usize,
-    /// The most `work` allowed.
-    budget: usize,
-    deadline: &'a Deadline,
-    /// Closure visit marks, `round` meaning visited in this closure (clearing per closure
-    /// was quadratic).
-    seen: Vec<u32>,
-    round: u32,
-}
-
-impl Nfa<'_> {
-    /// Adds a node, within the budget.
-    fn push(&mut self, node: NfaNode) -> Result<u32, CompileError> {
-        self.spend()?;
-        self.nodes.push(node);
-        Ok(self.nodes.len() as u32 - 1)
-    }
-
-    /// Counts one unit of work, failing past the budget.
-    fn spend(&mut self) -> Result<(), CompileError> {
-        self.work += 1;
-        tick(self.deadline)?;
-        match self.work > self.budget {
-            true => {
-                let exceeded = LimitExceeded {
-                    kind: LimitKind::AutomatonStates,
-                    value: self.work as u64,
-                    max: self.budget as u64,
-                };
-                Err(CompileError::over_limit(
-                    exceeded,
-                    Location::None,
-                    "the regex's automaton nodes",
-                ))
-            }
-            false => Ok(()),
-        }
-    }
-
-    /// The entry of `hir` followed by node `next`. Recursion: as deep as `hir` nests (bounded
-    /// by the regex parser's nesting limit), each level guarded.
-    fn compile(&mut self, hir: &Hir, next: u32) -> Result<u32, CompileError> {
-        guarded(|| self.compile_step(hir, next))
-    }
-
-    fn compile_step(&mut self, hir: &Hir, next: u32) -> Result<u32, CompileError> {
-        self.spend()?;
-        match hir.kind() {
-            HirKind::Empty => Ok(next),
-            HirKind::Literal(lit) => {
-                let text = std::str::from_utf8(&lit.0)
-                    .map_err(|_| unsupported("a literal that is not UTF-8 text"))?;
-                text.chars().rev().try_fold(next, |at, c| {
-                    let a = atom_of(self.atoms, c) as u32;
-                    self.push(NfaNode::Char(Rc::from([(a, a)]), at))
-                })
-            }
-            HirKind::Class(Class::Unicode(class)) => {
-                let atoms = self.atoms;
-                let atom = |c| atom_of(atoms, c) as u32;
-                let spans = self
-                    .spans
-                    .entry(class as *const ClassUnicode)
-                    .or_insert_with(|| {
-                        class
-                            .iter()
-                            .map(|r| (atom(r.start()), atom(r.end())))
-                            .collect()
-                    })
-                    .clone();
-                self.push(NfaNode::Char(spans, next))
-            }
-            HirKind::Class(Class::Bytes(_)) => Err(unsupported("a byte class")),
-            HirKind::Look(Look::Start) => self.push(NfaNode::Start(next)),
-            HirKind::Look(Look::End) => self.push(NfaNode::End(next)),
-            HirKind::Look(look) => Err(unsupported(&format!("the assertion {look:?}"))),
-            HirKind::Capture(cap) => self.compile(&cap.sub, next),
-            HirKind::Concat(parts) => parts
-                .iter()
-                .rev()
-                .try_fold(next, |at, p| self.compile(p, at)),
-            HirKind::Alternation(branches) => {
-                let entries = branches
-                    .iter()
-                    .map(|b| self.compile(b, next))
-                    .collect::<Result<_, _>>()?;
-                self.push(NfaNode::Split(entries))
-            }
-            HirKind::Repetition(rep) => {
-                let mut at = match rep.max {
-                    // `x{0,k}` nested: (x(x(...)?)?)?.
-                    Some(max) => {
-                        let mut at = next;
-                        for _ in rep.min..max {
-                            let body = self.compile(&rep.sub, at)?;
-                            at = self.push(NfaNode::Split(vec![body, next]))?;
-                        }
-                        at
-                    }
-                    None => {
-                        let back = self.push(NfaNode::Split(Vec::new()))?;
-                        let body = self.compile(&rep.sub, back)?;
-                        self.nodes[back as usize] = NfaNode::Split(vec![body, next]);
-                        back
-                    }
-                };
-                for _ in 0..rep.min {
-                    at = self.compile(&rep.sub, at)?;
-                }
-                Ok(at)
-            }
-        }
-    }
-
-    /// The character nodes reachable from `seeds` without input, and whether the string may
-    /// end here. Each node is visited twice at most: before and after passing an `End`.
-    fn closure(&mut self, seeds: &[u32], at_start: bool) -> (Vec<u32>, bool) {
-        if self.round == u32::MAX {
-            self.seen.fill(0);
-            self.round = 0;
-        }
-        self.round += 1;
-        self.seen.resize(self.nodes.len() * 2, 0);
-        let mut stack: Vec<(u32, bool)> = seeds.iter().map(|&s| (s, false)).collect();
-        let (mut chars, mut accept) = (Vec::new(), false);
-        while let Some((q, ended)) = stack.pop() {
-            let mark = &mut self.seen[q as usize * 2 + ended as usize];
-            if std::mem::replace(mark, self.round) == self.round {
-                continue;
-            }
-            match &self.nodes[q as usize] {
-                NfaNode::Char(..) if !ended => chars.push(q),
-                NfaNode::Char(..) => {}
-                NfaNode::Split(xs) => stack.extend(xs.iter().map(|&x| (x, ended))),
-                NfaNode::Start(x) if at_start => stack.push((*x, ended)),
-                NfaNode::Start(_) => {}
-                NfaNode::End(x) => stack.push((*x, true)),
-                NfaNode::Match => accept = true,
-            }
-        }
-        chars.sort_unstable();
-        (chars, accept)
-    }
-
-    /// Subset construction: the transition table and acceptance of the reachable subsets.
-    fn determinize(
-        &mut self,
-        start: u32,
-        budget: &Budget,
-    ) -> Result<(Vec<u32>, Vec<bool>), CompileError> {
-        let width = self.atoms.len();
-        let mut states = States::new(budget.states_for(width));
-        let first = self.closure(&[start], true);
-        states.id(first)?;
-        let mut next = Vec::new();
-        let mut i = 0;
-        while let Some((set, _)) = states.keys.get(i).cloned() {
-            tick(budget.deadline)?;
-            let mut row = vec![DEAD; width];
-            // Between consecutive span edges every atom leads to the same subset.
-            let mut cuts = vec![0, width as u32];
-            for &q in &set {
-                if let NfaNode::Char(spans, _) = &self.nodes[q as usize] {
-                    cuts.extend(spans.iter().flat_map(|&(lo, hi)| [lo, hi + 1]));
-                }
-            }
-            cuts.sort_unstable();
-            cuts.dedup();
-            for w in cuts.windows(2) {
-                tick(budget.deadline)?;
-                let targets: Vec<u32> = set
-                    .iter()
-                    .filter_map(|&q| match &self.nodes[q as usize] {
-                        NfaNode::Char(spans, to) => {
-                            let k = spans.partition_point(|s| s.1 < w[0]);
-                            spans.get(k).is_some_and(|s| s.0 <= w[0]).then_some(*to)
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                let key = self.closure(&targets, false);
-                if !key.0.is_empty() || key.1 {
-                    let id = states.id(key)?;
-                    row[w[0] as usize..w[1] as usize].fill(id);
-                }
-            }
-            next.extend(row);
-            i += 1;
-        }
-        let accept = states.keys.iter().map(|k| k.1).collect();
-        Ok((next, accept))
-    }
 }
 
 /// Numbers the states of a construction by key, refusing more than `max`.
@@ -754,19 +415,19 @@ fn minimize(
 
 #[cfg(test)]
 mod tests {
+    //! The helpers here are shared by the tests of [`super::nfa`] and [`super::lower`].
+
     use super::*;
-    use crate::front::regex::Utf8;
-    use crate::ir::recognizer::{Recognizer, Terminal};
-    use crate::ir::Expr;
+    use crate::error::CompileErrorKind;
 
     /// A deadline that never passes, for as long as a test needs it (a `Deadline` counts its
     /// ticks in a `Cell`, so it cannot be a shared static).
-    fn never() -> &'static Deadline {
+    pub(super) fn never() -> &'static Deadline {
         Box::leak(Box::new(Deadline::never()))
     }
 
     /// A budget of `max_states` states and no deadline.
-    fn budget(max_states: usize) -> Budget<'static> {
+    pub(super) fn budget(max_states: usize) -> Budget<'static> {
         Budget {
             max_states,
             deadline: never(),
@@ -774,11 +435,11 @@ mod tests {
     }
 
     /// xorshift64: deterministic and dependency-free.
-    struct Rng(u64);
+    pub(super) struct Rng(pub(super) u64);
 
     impl Rng {
         /// A number in `0..n` (0 for `n == 0`).
-        fn below(&mut self, n: usize) -> usize {
+        pub(super) fn below(&mut self, n: usize) -> usize {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
@@ -791,7 +452,7 @@ mod tests {
     const EXTRA: &str = "abcxzAZK09-_.:@ \n\t\0\x1féü😀\u{FFFF}\u{E000}\u{D7FF}\u{10FFFF}\u{212A}";
 
     /// The automaton of a regex in regex-syntax's own (Unicode) dialect.
-    fn dfa(pattern: &str) -> CharDfa {
+    pub(super) fn dfa(pattern: &str) -> CharDfa {
         let hir = regex_syntax::Parser::new().parse(pattern).unwrap();
         CharDfa::from_hir(&hir, &budget(4096)).unwrap()
     }
@@ -824,7 +485,12 @@ mod tests {
 
     /// `count` test strings for `d`: random ones over `alphabet`, walks, and walks with one
     /// character inserted, deleted or replaced; plus the empty string.
-    fn samples(d: &CharDfa, alphabet: &[char], rng: &mut Rng, count: usize) -> Vec<String> {
+    pub(super) fn samples(
+        d: &CharDfa,
+        alphabet: &[char],
+        rng: &mut Rng,
+        count: usize,
+    ) -> Vec<String> {
         let mut out = vec![String::new()];
         while out.len() < count {
             let mut s: Vec<char> = match rng.below(3) {
@@ -848,77 +514,11 @@ mod tests {
     }
 
     /// [`EXTRA`] and the characters of `extra` (a pattern's own literals, among others).
-    fn alphabet(extra: &str) -> Vec<char> {
+    pub(super) fn alphabet(extra: &str) -> Vec<char> {
         let mut chars: Vec<char> = EXTRA.chars().chain(extra.chars()).collect();
         chars.sort_unstable();
         chars.dedup();
         chars
-    }
-
-    /// Patterns of the kind JSON Schemas hold, and some that stress classes and repetition.
-    const PATTERNS: &[&str] = &[
-        r"^[a-z]+$",
-        r"^[A-Z][a-z0-9_-]{2,7}$",
-        r"(?s:.)*[0-9a-fA-F]+(?s:.)*",
-        r"^(\d+\.\d+\.\d+.*)$",
-        r"^x-",
-        r"^x-(?s:.)*",
-        r"^([a-z0-9-]+):([a-z0-9\.-]+):([a-z0-9-]+)?:([a-z0-9-]+)$",
-        r"^\S+$",
-        r"é+ü?",
-        r"^$",
-        r"a|b*c",
-        r"^[^\x00-\x1f]*$",
-        r"[\x{10000}-\x{10FFFF}]x",
-        r"(ab){2,4}",
-        r"^\w+@\w+\.\w{2,3}$",
-        r"(?i)abk",
-        r"[^a]*a[^a]*",
-        r"(a|ab)(c|bcd)(d*)",
-        r"\d{3}-\d{4}",
-        r"(?s:.)*(?:😀|\x{FFFF})(?s:.)*",
-        r"[\x{D7FF}\x{E000}]+",
-        r"[^\x{E000}]b",
-        r"a{0,3}b{2,}",
-        r"(?:ab|a)*b?",
-    ];
-
-    /// Anchors where they are not redundant keep their meaning rather than being dropped.
-    const ANCHORED: &[&str] = &[
-        r"a^b",
-        r"(?s:.)*(^a|b)c(?s:.)*",
-        r"a$|b",
-        r"(a|$)b",
-        r"x(^|y)z",
-        r"(?:^a)?b",
-        r"a(?:$)?",
-        r"(?:a$)*",
-    ];
-
-    #[test]
-    fn chars_from_hir_agrees_with_regex() {
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        for &p in PATTERNS.iter().chain(ANCHORED) {
-            let d = dfa(p);
-            let re = regex::Regex::new(&format!("^(?:{p})$")).unwrap();
-            let (mut yes, mut no) = (0, 0);
-            for s in samples(&d, &alphabet(p), &mut rng, 3000) {
-                assert_eq!(d.matches(&s), re.is_match(&s), "{p} on {s:?}");
-                *if re.is_match(&s) { &mut yes } else { &mut no } += 1;
-            }
-            if PATTERNS.contains(&p) {
-                assert!(yes > 0 && no > 0, "{p}: {yes} matches, {no} others");
-            }
-        }
-    }
-
-    #[test]
-    fn chars_from_hir_rejects_what_it_cannot_mean() {
-        for p in [r"(?m)^a", r"\bword", r"a\B", r"(?-u:[a-z])"] {
-            let hir = regex_syntax::Parser::new().parse(p).unwrap();
-            let err = CharDfa::from_hir(&hir, &budget(4096)).unwrap_err();
-            assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{p}");
-        }
     }
 
     #[test]
@@ -998,111 +598,6 @@ mod tests {
         assert!(!dfa(r"^a$").is_empty());
         assert!(CharDfa::strings(&[""], &budget(4096)).unwrap().matches(""));
         assert!(!dfa(r"a*").complement(never()).unwrap().is_empty());
-    }
-
-    /// The grammar of `d` under the name `t`, and the expression of its language.
-    fn lowered(d: &CharDfa) -> (GrammarBuilder, ExprId) {
-        let mut g = GrammarBuilder::new();
-        let any = any_utf8(&mut g);
-        let e = d.lower("t", &mut g, &mut Utf8, any, never()).unwrap();
-        (g, e)
-    }
-
-    /// Any string, as UTF-8.
-    fn any_utf8(g: &mut GrammarBuilder) -> ExprId {
-        let char = Utf8.class(g, &[ALL]);
-        g.repeat(char, 0, None)
-    }
-
-    /// The reference recognizer of `e` as the start rule.
-    fn recognizer(mut g: GrammarBuilder, e: ExprId) -> Recognizer {
-        let start = g.rule("start");
-        g.define(start, e).unwrap();
-        Recognizer::new(&g.finish(start).unwrap())
-    }
-
-    #[test]
-    fn chars_lowering_matches_the_automaton() {
-        let mut rng = Rng(42);
-        let dfas = [
-            dfa(r"^[A-Z][a-z0-9_-]{2,7}$"),
-            dfa(r"[\x{D7FF}\x{E000}]+é?"),
-            dfa(r"(?s:.)*[😀é](?s:.)*")
-                .intersect(
-                    &CharDfa::length(0, Some(4), &budget(64)).unwrap(),
-                    &budget(4096),
-                )
-                .unwrap(),
-            dfa(r"^[a-z]+$")
-                .complement(never())
-                .unwrap()
-                .intersect(
-                    &CharDfa::strings(&["ab", "x"], &budget(4096))
-                        .unwrap()
-                        .complement(never())
-                        .unwrap(),
-                    &budget(4096),
-                )
-                .unwrap(),
-            dfa(r"(?:a|b)*abb"),
-        ];
-        for d in &dfas {
-            let (g, e) = lowered(d);
-            let rules = (0..)
-                .take_while(|i| g.find_rule(&format!("t state {i}")).is_some())
-                .count();
-            assert_eq!(rules, d.accept.len());
-            let rec = recognizer(g, e);
-            for s in samples(d, &alphabet("Aabxz09_-"), &mut rng, 400) {
-                // At each character, the grammar goes on exactly when the automaton is alive:
-                // it never admits a prefix that cannot be completed.
-                let (mut chart, mut at, width) = (rec.start(), Some(0), d.atoms.len());
-                for c in s.chars() {
-                    let pushed = c
-                        .encode_utf8(&mut [0; 4])
-                        .bytes()
-                        .all(|b| chart.push(&rec, Terminal::Byte(b)));
-                    at = at
-                        .map(|q| d.next[q * width + d.atom(c)])
-                        .filter(|&t| t != DEAD)
-                        .map(|t| t as usize);
-                    assert_eq!(pushed, at.is_some(), "{s:?} at {c:?}");
-                    if !pushed {
-                        break;
-                    }
-                }
-                assert_eq!(
-                    at.is_some() && chart.is_accepting(&rec),
-                    d.matches(&s),
-                    "{s:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn chars_lowering_the_empty_language_is_nothing() {
-        let d = dfa(r"^a{3}$")
-            .intersect(
-                &CharDfa::length(0, Some(2), &budget(64)).unwrap(),
-                &budget(64),
-            )
-            .unwrap();
-        assert!(d.is_empty());
-        let (g, e) = lowered(&d);
-        assert_eq!(g.expr(e), &Expr::Nothing);
-        assert_eq!(g.find_rule("t state 0"), None);
-        let rec = recognizer(g, e);
-        let mut chart = rec.start();
-        assert!(!chart.is_accepting(&rec));
-        assert!(!chart.push(&rec, Terminal::Byte(b'a')));
-        // A name already used is the builder's error, not a panic.
-        let (mut g, _) = lowered(&dfa("ab"));
-        let any = any_utf8(&mut g);
-        let err = dfa("ab")
-            .lower("t", &mut g, &mut Utf8, any, never())
-            .unwrap_err();
-        assert_eq!(err.kind(), CompileErrorKind::Invalid);
     }
 
     #[test]
