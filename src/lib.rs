@@ -140,42 +140,22 @@ pub mod request;
 pub mod template;
 pub mod vocab;
 
+/// Declares each module public with the `internals` feature, crate-private without it.
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[cfg(feature = "internals")]
+            pub mod $name;
+            #[cfg(not(feature = "internals"))]
+            pub(crate) mod $name;
+        )*
+    };
+}
 // The backends, the front ends' internals, the mask cache and the engine's parts: public only
 // with the `internals` feature, for formwork's own tests, benches and fuzz targets
 // (`formwork-testkit` turns it on), with no stability promise. Users reach what they need
 // through the re-exports below.
-#[cfg(feature = "internals")]
-pub mod cfg;
-#[cfg(not(feature = "internals"))]
-pub(crate) mod cfg;
-#[cfg(feature = "internals")]
-pub mod engine;
-#[cfg(not(feature = "internals"))]
-pub(crate) mod engine;
-#[cfg(feature = "internals")]
-pub mod error;
-#[cfg(not(feature = "internals"))]
-pub(crate) mod error;
-#[cfg(feature = "internals")]
-pub mod front;
-#[cfg(not(feature = "internals"))]
-pub(crate) mod front;
-#[cfg(feature = "internals")]
-pub mod limits;
-#[cfg(not(feature = "internals"))]
-pub(crate) mod limits;
-#[cfg(feature = "internals")]
-pub mod mask;
-#[cfg(not(feature = "internals"))]
-pub(crate) mod mask;
-#[cfg(feature = "internals")]
-pub mod matcher;
-#[cfg(not(feature = "internals"))]
-pub(crate) mod matcher;
-#[cfg(feature = "internals")]
-pub mod ops;
-#[cfg(not(feature = "internals"))]
-pub(crate) mod ops;
+internal_modules!(cfg, engine, error, front, limits, mask, matcher, ops);
 
 pub use base::bitmask;
 pub use base::byteset::ByteSet;
