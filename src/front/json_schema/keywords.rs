@@ -5,12 +5,12 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+use super::ecma::Regex;
 use super::formats;
 use super::multiples::{step_too_large, Step};
 use super::numbers::{Bound, Decimal};
 use super::schema::{error, pointer_escape, Compiler, MAX_KEY_PATTERNS};
 use super::shape::{ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape};
-use super::strings::Regex;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
 

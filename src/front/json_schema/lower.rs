@@ -6,13 +6,14 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::algebra::property_index;
+use super::ecma::Regex;
 use super::multiples;
 use super::numbers::{self, Bound, Decimal};
 use super::schema::{error, over, Compiler, MAX_KEY_PATTERNS};
 use super::shape::{
     ArrayShape, Names, NumberShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape,
 };
-use super::strings::{any_text, text_not_in, JsonText, Regex};
+use super::strings::{any_text, text_not_in, JsonText};
 use super::{PropertyOrder, Whitespace};
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
