@@ -5,8 +5,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::algebra::property_index;
 use super::ecma::Regex;
+use super::intersect::property_index;
 use super::multiples;
 use super::numbers::{self, Bound, Decimal};
 use super::schema::{error, over, Compiler, MAX_KEY_PATTERNS};
@@ -734,7 +734,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             {
                 let mut matched = false;
                 for (c, _) in &o.patterns {
-                    matched |= super::algebra::matches(c, r)?;
+                    matched |= super::intersect::matches(c, r)?;
                 }
                 if !matched {
                     names.push((r.clone(), Shape::Any));

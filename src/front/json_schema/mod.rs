@@ -78,12 +78,13 @@
 //! assert!(!accepts(r#"{"age":36}"#));
 //! ```
 
-mod algebra;
 mod complement;
 mod ecma;
 mod formats;
+mod intersect;
 mod keywords;
 mod lower;
+mod membership;
 mod multiples;
 mod numbers;
 mod refs;
