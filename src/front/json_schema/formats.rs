@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use super::strings::Regex;
+use super::ecma::Regex;
 
 fn date() -> String {
     let long = "(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])";

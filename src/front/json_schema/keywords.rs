@@ -5,12 +5,12 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+use super::ecma::Regex;
 use super::formats;
 use super::multiples::{step_too_large, Step};
 use super::numbers::{Bound, Decimal};
 use super::schema::{error, pointer_escape, Compiler, MAX_KEY_PATTERNS};
 use super::shape::{ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape};
-use super::strings::Regex;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
 
@@ -343,7 +343,8 @@ impl Compiler<'_> {
             };
             for (name, s) in properties.iter_mut() {
                 self.tick(&at)?;
-                if constraint.regex.is_universal() || super::algebra::matches(&constraint, name)? {
+                if constraint.regex.is_universal() || super::intersect::matches(&constraint, name)?
+                {
                     *s = self.intersect(s, &value, &at)?;
                 }
             }

@@ -26,8 +26,8 @@
 //!   grammar grows as 2^n, hence [`JsonSchemaOptions::max_any_order_properties`]).
 //! - **Strings**: string values may use every JSON escape; fixed strings (`enum`, `const`) and
 //!   every object key, declared or not, are canonical (a serializer's spelling: only `"`, `\`
-//!   and controls escaped). See [`strings`](self) notes in the source: patterns are ECMA-262
-//!   with search semantics and apply to the decoded text.
+//!   and controls escaped). See the `strings` and `ecma` notes in the source: patterns are
+//!   ECMA-262 with search semantics and apply to the decoded text.
 //! - **Numbers**: integers (and integral `enum`/`const` values) are written
 //!   `-?(0|[1-9][0-9]*)`: draft 6+ also counts `1.0` and `1e2` as integers, draft 4 does not,
 //!   and the safe common ground is plain digits. Bounded numbers accept plain decimals and
@@ -78,11 +78,13 @@
 //! assert!(!accepts(r#"{"age":36}"#));
 //! ```
 
-mod algebra;
 mod complement;
+mod ecma;
 mod formats;
+mod intersect;
 mod keywords;
 mod lower;
+mod membership;
 mod multiples;
 mod numbers;
 mod refs;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::ecma::Regex;
 use super::multiples::Step;
 use super::numbers::Bound;
-use super::strings::Regex;
 use crate::front::guard::guarded;
 
 /// Index of a `$ref` target (or of the intersection of two) in the compiler's table.

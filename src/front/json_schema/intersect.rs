@@ -1,29 +1,23 @@
-//! Operations on shapes: intersection (`allOf`, sibling keywords), membership of a value
-//! (`enum` filtered by the other keywords), and disjointness (`oneOf`).
+//! Intersection of shapes (`allOf`, sibling keywords), with the placement of the witnesses
+//! `contains` and `minProperties`-style counts require once two objects or arrays meet.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde_json::Value;
-
 use super::complement::MAX_COMPLEMENT_BRANCHES;
 use super::multiples::step_too_large;
-use super::numbers::{in_range, Bound, Decimal};
-use super::schema::{error, json_equal, over, Compiler};
+use super::numbers::Bound;
+use super::schema::{over, Compiler};
 use super::shape::{
-    kind_of, ArrayShape, Names, NumberShape, ObjectShape, RefId, RegexConstraint, Shape,
-    StringShape, MAX_WITNESSES,
+    ArrayShape, Names, NumberShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape,
+    MAX_WITNESSES,
 };
-use crate::error::{CompileError, CompileErrorKind};
+use crate::error::CompileError;
 use crate::front::guard::guarded;
 use crate::front::regex::Utf8;
 use crate::ir::recognizer::{Recognizer, Terminal};
 use crate::ir::GrammarBuilder;
 use crate::limits::LimitKind;
-
-/// How many shape pairs one `disjoint` question may look at before answering "maybe not"
-/// (recursive schemas and wide unions would otherwise make it exponential).
-const DISJOINT_BUDGET: usize = 2_000;
 
 fn max_lo(a: &Option<Bound>, b: &Option<Bound>) -> Option<Bound> {
     match (a, b) {
@@ -72,7 +66,7 @@ enum Place {
 
 /// The numbers of both shapes, not normalized; `None` if the least common multiple of their
 /// steps outgrows a `u64`.
-fn meet(x: &NumberShape, y: &NumberShape) -> Option<NumberShape> {
+pub(super) fn meet(x: &NumberShape, y: &NumberShape) -> Option<NumberShape> {
     let multiple = match (x.multiple, y.multiple) {
         (Some(a), Some(b)) => Some(a.lcm(b)?),
         (a, b) => a.or(b),
@@ -90,11 +84,6 @@ fn meet(x: &NumberShape, y: &NumberShape) -> Option<NumberShape> {
             .collect(),
         steps_pointer: x.steps_pointer.clone().or_else(|| y.steps_pointer.clone()),
     })
-}
-
-/// Do `[a_lo, a_hi]` and `[b_lo, b_hi]` fail to overlap?
-fn counts_disjoint(a: (u64, Option<u64>), b: (u64, Option<u64>)) -> bool {
-    a.1.is_some_and(|h| h < b.0) || b.1.is_some_and(|h| h < a.0)
 }
 
 /// Does the decoded string `text` match the constraint's regex? (Exact: the reference recognizer
@@ -571,349 +560,5 @@ impl Compiler<'_> {
             .iter()
             .map(|(c, s)| Ok((c.clone(), self.intersect(s, within, &c.pointer)?)))
             .collect()
-    }
-
-    /// Does `shape` admit the value `v`? Exact for every constraint a shape holds (errors at
-    /// `pointer`). Recursion: each level reads one level of `v` (held to the nesting limit
-    /// when the schema was read), a branch, or one reference (at most
-    /// [`Limits::nesting`](crate::Limits) of those nested), each guarded; a reference met
-    /// again for the same value made no progress and admits nothing there.
-    pub fn accepts(
-        &mut self,
-        shape: &Shape,
-        v: &Value,
-        pointer: &str,
-    ) -> Result<bool, CompileError> {
-        self.tick(pointer)?;
-        guarded(|| self.accepts_step(shape, v, pointer))
-    }
-
-    // Long: one match over the shape kinds, each checking one JSON value against its keywords.
-    fn accepts_step(
-        &mut self,
-        shape: &Shape,
-        v: &Value,
-        pointer: &str,
-    ) -> Result<bool, CompileError> {
-        Ok(match shape {
-            Shape::Any => true,
-            Shape::Never => false,
-            Shape::Null => v.is_null(),
-            Shape::Boolean => v.is_boolean(),
-            Shape::Values(xs) => xs.iter().any(|x| json_equal(x, v)),
-            Shape::Ref(r) => {
-                let key = (*r, v as *const Value);
-                if self.accepting.contains(&key) {
-                    return Ok(false);
-                }
-                let what = "references checked against one value";
-                self.within(LimitKind::Nesting, self.accepting.len() + 1, pointer, what)?;
-                // A target still being built: its schema read again (a recursive `enum`).
-                let target = match *self.deref(*r)? {
-                    Shape::Ref(building) => match self.probe(building)? {
-                        Some(probe) => probe,
-                        None => return Err(self.cycle_error(building)),
-                    },
-                    _ => self.deref(*r)?,
-                };
-                self.accepting.push(key);
-                let out = self.accepts(&target, v, pointer);
-                self.accepting.pop();
-                out?
-            }
-            Shape::AnyOf(xs) => {
-                for x in xs {
-                    if self.accepts(x, v, pointer)? {
-                        return Ok(true);
-                    }
-                }
-                false
-            }
-            Shape::Number(n) => match v {
-                Value::Number(x) => {
-                    let d = Decimal::from_json(x);
-                    (!n.integer || d.is_integer())
-                        && in_range(&d, n.lo.as_ref(), n.hi.as_ref())
-                        && n.multiple.is_none_or(|s| s.divides(&d))
-                        && !n.not_multiples.iter().any(|s| s.divides(&d))
-                }
-                _ => false,
-            },
-            Shape::String(s) => match v {
-                Value::String(text) => {
-                    let len = text.chars().count() as u64;
-                    if len < s.min || s.max.is_some_and(|m| len > m) || s.exclude.contains(text) {
-                        return Ok(false);
-                    }
-                    for c in &s.regexes {
-                        self.tick(pointer)?;
-                        if !matches(c, text)? {
-                            return Ok(false);
-                        }
-                    }
-                    for c in &s.forbidden {
-                        self.tick(pointer)?;
-                        if matches(c, text)? {
-                            return Ok(false);
-                        }
-                    }
-                    true
-                }
-                _ => false,
-            },
-            Shape::Array(a) => match v {
-                Value::Array(xs) => {
-                    let n = xs.len() as u64;
-                    if n < a.min || a.max.is_some_and(|m| n > m) {
-                        return Ok(false);
-                    }
-                    let mut witnessed = vec![false; a.witnesses.len()];
-                    for (i, x) in xs.iter().enumerate() {
-                        if !self.accepts(a.item(i), x, pointer)? {
-                            return Ok(false);
-                        }
-                        for (seen, w) in witnessed.iter_mut().zip(&a.witnesses) {
-                            if !*seen && i >= a.prefix.len() {
-                                *seen = self.accepts(w, x, pointer)?;
-                            }
-                        }
-                    }
-                    witnessed.iter().all(|&seen| seen)
-                }
-                _ => false,
-            },
-            Shape::Object(o) => match v {
-                Value::Object(map) => {
-                    let n = map.len() as u64;
-                    if n < o.min
-                        || o.max.is_some_and(|m| n > m)
-                        || !o.required.iter().all(|r| map.contains_key(r))
-                    {
-                        return Ok(false);
-                    }
-                    let index = property_index(o);
-                    let mut witnessed = vec![false; o.witnesses.len()];
-                    for (k, x) in map {
-                        let sk = self.schema_in(o, &index, k)?;
-                        if !self.accepts(&sk, x, pointer)? {
-                            return Ok(false);
-                        }
-                        if o.witnesses.is_empty() || index.contains_key(k.as_str()) {
-                            continue;
-                        }
-                        let mut matching = Vec::with_capacity(o.patterns.len());
-                        for (c, _) in &o.patterns {
-                            matching.push(matches(c, k)?);
-                        }
-                        for (seen, (names, w)) in witnessed.iter_mut().zip(&o.witnesses) {
-                            let among = match names {
-                                Names::Unmatched => !matching.contains(&true),
-                                Names::Matching(i) => matching[*i],
-                            };
-                            if !*seen && among {
-                                *seen = self.accepts(w, x, pointer)?;
-                            }
-                        }
-                    }
-                    witnessed.iter().all(|&seen| seen)
-                }
-                _ => false,
-            },
-        })
-    }
-
-    /// `oneOf`: each branch without the values of the branches it may overlap (those not
-    /// proven [disjoint](Self::disjoint) from it), through their complements; when a
-    /// complement is out of reach, an error, or with `lenient` the branches' union (`anyOf`)
-    /// and a warning.
-    pub fn one_of(
-        &mut self,
-        branches: Vec<Shape>,
-        lossy: bool,
-        pointer: &str,
-    ) -> Result<Shape, CompileError> {
-        let n = branches.len();
-        let mut overlapping: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for i in 0..n {
-            for j in i + 1..n {
-                let mut budget = DISJOINT_BUDGET;
-                if !self.disjoint(&branches[i], &branches[j], &mut budget, pointer)? {
-                    overlapping[i].push(j);
-                    overlapping[j].push(i);
-                }
-            }
-        }
-        if lossy && overlapping.iter().any(|o| !o.is_empty()) {
-            // Lenient dropped keywords of the branches: complements of what is left would
-            // refuse too much.
-            let message =
-                "oneOf branches whose keywords were dropped may overlap; compiled as anyOf";
-            self.tolerate(error(CompileErrorKind::Unsupported, pointer, message))?;
-            return Ok(Shape::any_of(branches));
-        }
-        match self.exclusive(&branches, &overlapping, pointer) {
-            Ok(shape) => Ok(shape),
-            // Out of reach: a complement formwork cannot express, or too many branches.
-            Err(e)
-                if self.opts.lenient
-                    && (e.kind() == CompileErrorKind::Unsupported
-                        || e.limit().is_some_and(|l| l.kind == LimitKind::Alternatives)) =>
-            {
-                let message = format!("{}; compiled as anyOf", e.message());
-                self.tolerate(error(CompileErrorKind::Unsupported, pointer, message))?;
-                Ok(Shape::any_of(branches))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The union of `branches`, each without those it may overlap.
-    fn exclusive(
-        &mut self,
-        branches: &[Shape],
-        overlapping: &[Vec<usize>],
-        pointer: &str,
-    ) -> Result<Shape, CompileError> {
-        let mut complements: Vec<Option<Shape>> = branches.iter().map(|_| None).collect();
-        let mut out = Vec::with_capacity(branches.len());
-        for (i, branch) in branches.iter().enumerate() {
-            let mut only = branch.clone();
-            for &j in &overlapping[i] {
-                let complement = match complements[j].take() {
-                    Some(c) => c,
-                    None => self.complement(&branches[j], pointer).map_err(|e| {
-                        let (a, b) = (i.min(j), i.max(j));
-                        match e.kind() {
-                            CompileErrorKind::Unsupported => error(
-                                CompileErrorKind::Unsupported,
-                                pointer,
-                                format!(
-                                    "oneOf branches {a} and {b} may both match a value, and {}",
-                                    e.message()
-                                ),
-                            ),
-                            _ => e,
-                        }
-                    })?,
-                };
-                only = self.meet(&only, &complement, pointer)?;
-                complements[j] = Some(complement);
-            }
-            out.push(only);
-        }
-        Ok(Shape::any_of(out))
-    }
-
-    /// True only if no value matches both (false when unsure). Recursion: one level per unit
-    /// of `budget` (a few thousand), each guarded.
-    fn disjoint(
-        &mut self,
-        a: &Shape,
-        b: &Shape,
-        budget: &mut usize,
-        pointer: &str,
-    ) -> Result<bool, CompileError> {
-        if *budget == 0 {
-            return Ok(false);
-        }
-        *budget -= 1;
-        self.tick(pointer)?;
-        guarded(|| self.disjoint_step(a, b, budget, pointer))
-    }
-
-    // Long: one match over pairs of shape kinds; each arm decides one pair.
-    fn disjoint_step(
-        &mut self,
-        a: &Shape,
-        b: &Shape,
-        budget: &mut usize,
-        pointer: &str,
-    ) -> Result<bool, CompileError> {
-        Ok(match (a, b) {
-            (Shape::Never, _) | (_, Shape::Never) => true,
-            (Shape::Values(xs), other) | (other, Shape::Values(xs)) => {
-                for x in xs {
-                    if self.accepts(other, x, pointer)? {
-                        return Ok(false);
-                    }
-                }
-                true
-            }
-            (Shape::Any, _) | (_, Shape::Any) => false,
-            (Shape::Ref(r), other) | (other, Shape::Ref(r)) => {
-                let target = self.deref(*r)?;
-                match *target {
-                    // A reference still being read (recursion through the `oneOf` itself):
-                    // its schema read again for the question, or unknown.
-                    Shape::Ref(building) => match self.probe(building)? {
-                        Some(probe) => self.disjoint(&probe, other, budget, pointer)?,
-                        None => false,
-                    },
-                    _ => self.disjoint(&target, other, budget, pointer)?,
-                }
-            }
-            (Shape::AnyOf(xs), other) | (other, Shape::AnyOf(xs)) => {
-                for x in xs {
-                    if !self.disjoint(x, other, budget, pointer)? {
-                        return Ok(false);
-                    }
-                }
-                true
-            }
-            (Shape::Null, Shape::Null) | (Shape::Boolean, Shape::Boolean) => false,
-            // Empty intervals, and steps whose multiples the other side excludes.
-            (Shape::Number(x), Shape::Number(y)) => {
-                meet(x, y).is_some_and(|both| both.normalized().is_none())
-            }
-            (Shape::String(x), Shape::String(y)) => counts_disjoint((x.min, x.max), (y.min, y.max)),
-            (Shape::Array(x), Shape::Array(y)) => {
-                if counts_disjoint((x.min, x.max), (y.min, y.max)) {
-                    return Ok(true);
-                }
-                // An item both must have, at a position where the item shapes cannot meet.
-                let both = x
-                    .min
-                    .max(y.min)
-                    .min(x.prefix.len().max(y.prefix.len()) as u64 + 1);
-                for i in 0..both as usize {
-                    if self.disjoint(x.item(i), y.item(i), budget, pointer)? {
-                        return Ok(true);
-                    }
-                }
-                false
-            }
-            (Shape::Object(x), Shape::Object(y)) => {
-                if counts_disjoint((x.min, x.max), (y.min, y.max)) {
-                    return Ok(true);
-                }
-                // A property one side requires whose value the other side cannot accept there
-                // (a discriminator such as `"kind": {"const": "circle"}`).
-                let (xi, yi) = (property_index(x), property_index(y));
-                for ((p, pi), (q, qi)) in [((x, &xi), (y, &yi)), ((y, &yi), (x, &xi))] {
-                    for r in &p.required {
-                        let (sp, sq) = (self.schema_in(p, pi, r)?, self.schema_in(q, qi, r)?);
-                        if self.disjoint(&sp, &sq, budget, pointer)? {
-                            return Ok(true);
-                        }
-                    }
-                }
-                false
-            }
-            (x, y) => kind_name(x) != kind_name(y),
-        })
-    }
-}
-
-/// The JSON type a single-type shape describes.
-fn kind_name(s: &Shape) -> &'static str {
-    match s {
-        Shape::Null => "null",
-        Shape::Boolean => "boolean",
-        Shape::Number(_) => "number",
-        Shape::String(_) => "string",
-        Shape::Array(_) => "array",
-        Shape::Object(_) => "object",
-        Shape::Values(v) => v.first().map_or("", kind_of),
-        _ => "",
     }
 }

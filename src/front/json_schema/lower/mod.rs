@@ -1,0 +1,559 @@
+//! Shapes to grammar IR: JSON syntax, whitespace, shape dispatch, numbers, arrays, fixed
+//! values and `$ref` rules. Strings are in [`strings`], objects (property order, counts,
+//! undeclared properties, witnesses) in [`objects`].
+
+mod objects;
+mod strings;
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::multiples;
+use super::numbers::{self, Bound, Decimal};
+use super::schema::Compiler;
+use super::shape::{ArrayShape, NumberShape, ObjectShape, RefId, Shape, StringShape};
+use super::strings::JsonText;
+use super::{PropertyOrder, Whitespace};
+use crate::base::byteset::ByteSet;
+use crate::error::{CompileError, Location};
+use crate::front::chars::Budget;
+use crate::front::guard::{guarded, tick};
+use crate::front::regex::Utf8;
+use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
+use crate::limits::{Deadline, LimitKind};
+use strings::ContentKey;
+
+/// Most states of the automaton of one string's constraints together (patterns, lengths,
+/// excluded values; see [`CharDfa`](crate::front::chars::CharDfa)), and of one key automaton: each state is a rule, and a
+/// length far past a pattern's own (`maxLength: 100000`) multiplies its states. Lower still if
+/// [`Limits::automaton_states`](crate::Limits) is.
+const MAX_STRING_STATES: usize = 4096;
+
+/// Builds the IR of shapes, one rule per `$ref` target.
+pub(crate) struct SchemaLowering<'c, 'a, 'g> {
+    pub c: &'c mut Compiler<'a>,
+    g: &'g mut GrammarBuilder,
+    /// Prefix of every rule name, so several schemas can share one builder.
+    prefix: String,
+    text: JsonText,
+    keys: JsonText,
+    ws: ExprId,
+    ref_rules: HashMap<RefId, RuleId>,
+    /// References whose rule is declared but not defined yet: lowered one after another by
+    /// [`root`](Self::root), never inside the shape that refers to them, so a chain of
+    /// references costs no nesting.
+    pending: Vec<(RefId, RuleId)>,
+    any_value: Option<RuleId>,
+    /// Character automata lowered so far (each one's rules get its number).
+    automata: usize,
+    /// Groups of rules (objects in any order, runs of members with witnesses) lowered so far:
+    /// each one's rules get its number. The grammar's size was that number, but a group can
+    /// add no expression (all its choices impossible), so the next group took the same one
+    /// and defined its rules again.
+    rule_groups: usize,
+    /// The expression of each number shape with steps lowered so far, by its fields.
+    numbers: HashMap<String, ExprId>,
+    /// The contents of each string shape with patterns, formats or excluded values, built
+    /// once: a schema repeats one shape on many properties (a format, `.+`, an id pattern),
+    /// and each copy of an automaton was its own set of rules, so its own units, compiled
+    /// and walked again by the backend.
+    contents: HashMap<ContentKey, ExprId>,
+}
+
+impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
+    pub fn new(c: &'c mut Compiler<'a>, g: &'g mut GrammarBuilder, prefix: &str) -> Self {
+        let ws = match c.opts.whitespace {
+            Whitespace::Compact => g.empty(),
+            Whitespace::Flexible { max_run } => {
+                let mut set = ByteSet::EMPTY;
+                for b in [b' ', b'\t', b'\n', b'\r'] {
+                    set.insert(b);
+                }
+                let class = g.class(set);
+                g.repeat(class, 0, max_run)
+            }
+        };
+        SchemaLowering {
+            c,
+            g,
+            prefix: prefix.to_string(),
+            text: JsonText::values(),
+            keys: JsonText::keys(),
+            ws,
+            ref_rules: HashMap::new(),
+            pending: Vec::new(),
+            any_value: None,
+            automata: 0,
+            rule_groups: 0,
+            numbers: HashMap::new(),
+            contents: HashMap::new(),
+        }
+    }
+
+    /// The budget of one character automaton.
+    fn budget(&self) -> Budget<'a> {
+        Budget {
+            max_states: MAX_STRING_STATES
+                .min(self.c.limits.get(LimitKind::AutomatonStates) as usize),
+            deadline: self.c.deadline,
+        }
+    }
+
+    /// The expression of the root shape, with the rule of every reference it needs.
+    pub fn root(&mut self, s: &Shape) -> Result<ExprId, CompileError> {
+        let e = self.shape(s)?;
+        while let Some((r, rule)) = self.pending.pop() {
+            let shape = self.c.resolve(r)?;
+            let body = self.shape(&shape)?;
+            self.g.define(rule, body)?;
+        }
+        Ok(e)
+    }
+
+    /// `ws text ws`: a punctuation mark with the whitespace allowed around it.
+    fn punct(&mut self, text: &str) -> ExprId {
+        let t = self.g.text(text);
+        self.g.seq([self.ws, t, self.ws])
+    }
+
+    /// `Ok` while the grammar is within [`Limits::grammar_size`](crate::Limits), and the
+    /// deadline has not passed.
+    fn check_size(&mut self) -> Result<(), CompileError> {
+        tick(self.c.deadline)?;
+        self.c
+            .limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64)
+            .map_err(|e| CompileError::over_limit(e, Location::None, "the schema's grammar"))
+    }
+
+    /// Recursion: as deep as the shape nests (its schema's nesting, plus the references
+    /// intersections inlined, all bounded when it was built), each level guarded.
+    fn shape(&mut self, s: &Shape) -> Result<ExprId, CompileError> {
+        guarded(|| self.shape_step(s))
+    }
+
+    fn shape_step(&mut self, s: &Shape) -> Result<ExprId, CompileError> {
+        self.check_size()?;
+        let e = match s {
+            Shape::Any => {
+                let r = self.any_value();
+                self.g.rule_ref(r)
+            }
+            Shape::Never => self.g.nothing(),
+            Shape::Null => self.g.text("null"),
+            Shape::Boolean => {
+                let t = self.g.text("true");
+                let f = self.g.text("false");
+                self.g.alt([t, f])
+            }
+            Shape::Values(vs) => {
+                let mut branches = Vec::new();
+                for v in vs {
+                    tick(self.c.deadline)?;
+                    branches.push(self.value(v)?);
+                }
+                self.g.alt(branches)
+            }
+            Shape::Number(n) if n.has_steps() => self.divisible(n)?,
+            Shape::Number(n) => match n.integer {
+                true => numbers::integer(self.g, n.lo.as_ref(), n.hi.as_ref()),
+                false => numbers::number(self.g, n.lo.as_ref(), n.hi.as_ref()),
+            },
+            Shape::String(st) => self.string(st, false)?,
+            Shape::Array(a) => self.array(a)?,
+            Shape::Object(o) => self.object(o)?,
+            Shape::AnyOf(xs) => {
+                let mut branches = Vec::new();
+                for x in xs {
+                    branches.push(self.shape(x)?);
+                }
+                self.g.alt(branches)
+            }
+            Shape::Ref(r) => {
+                let rule = self.ref_rule(*r);
+                self.g.rule_ref(rule)
+            }
+        };
+        self.check_size()?;
+        Ok(e)
+    }
+
+    /// A number with divisibility constraints: the automaton of its plain literals (see
+    /// `multiples.rs`), lowered once per distinct shape.
+    fn divisible(&mut self, n: &NumberShape) -> Result<ExprId, CompileError> {
+        let key = format!(
+            "{} {:?} {:?} {:?} {:?}",
+            n.integer, n.lo, n.hi, n.multiple, n.not_multiples
+        );
+        if let Some(&e) = self.numbers.get(&key) {
+            return Ok(e);
+        }
+        let e = match multiples::automaton(n, &self.budget()) {
+            Ok(dfa) => {
+                self.automata += 1;
+                let name = format!("{}json number automaton {}", self.prefix, self.automata);
+                // No state of a number automaton takes every string.
+                let never = self.g.nothing();
+                dfa.lower(&name, self.g, &mut Utf8, never, self.c.deadline)?
+            }
+            Err(e) => {
+                let at = n.steps_pointer.as_deref().unwrap_or_default();
+                self.c
+                    .tolerate(e.or_at(Location::JsonPointer(at.to_string())))?;
+                // Lenient: the bounds alone.
+                match n.integer {
+                    true => numbers::integer(self.g, n.lo.as_ref(), n.hi.as_ref()),
+                    false => numbers::number(self.g, n.lo.as_ref(), n.hi.as_ref()),
+                }
+            }
+        };
+        self.numbers.insert(key, e);
+        Ok(e)
+    }
+
+    /// The rule of reference `r`, its body left to [`root`](Self::root)'s worklist.
+    fn ref_rule(&mut self, r: RefId) -> RuleId {
+        if let Some(&rule) = self.ref_rules.get(&r) {
+            return rule;
+        }
+        // Entries may share a name (a shape met twice at one place with a reference being
+        // read, and intersections of such): the builder finds rules by name, so a second
+        // entry would define the first's rule again.
+        let base = format!("{}ref {}", self.prefix, self.c.refs[r].name);
+        let mut name = base.clone();
+        // Each try is a new name, so this ends within as many tries as there are rules.
+        for k in 0.. {
+            if self.g.find_rule(&name).is_none() {
+                break;
+            }
+            name = format!("{base} (entry {r}.{k})");
+        }
+        let rule = self.g.rule(&name);
+        self.ref_rules.insert(r, rule);
+        self.pending.push((r, rule));
+        rule
+    }
+
+    /// Any JSON value (recursive rules, built once).
+    fn any_value(&mut self) -> RuleId {
+        if let Some(r) = self.any_value {
+            return r;
+        }
+        let value = self.g.rule(&format!("{}json value", self.prefix));
+        self.any_value = Some(value);
+        let v = self.g.rule_ref(value);
+        // Cannot fail: a string without patterns, lengths or exclusions is any text, built
+        // without automata, rules or limits.
+        let [key, string] = [true, false].map(|key| {
+            self.string(&StringShape::default(), key)
+                .expect("plain strings compile")
+        });
+        let colon = self.punct(":");
+        let member = self.g.seq([key, colon, v]);
+        let object = self.delimited("{", "}", member, 0, None);
+        let array = self.delimited("[", "]", v, 0, None);
+        let number = numbers::number(self.g, None, None);
+        let t = self.g.text("true");
+        let f = self.g.text("false");
+        let n = self.g.text("null");
+        let body = self.g.alt([object, array, string, number, t, f, n]);
+        // Cannot fail: the rule was declared just above, under the guard of `any_value`.
+        self.g.define(value, body).expect("defined once");
+        value
+    }
+
+    /// `open ws (item (, item){min-1,max-1})? ws close` with `min..=max` items.
+    fn delimited(
+        &mut self,
+        open: &str,
+        close: &str,
+        item: ExprId,
+        min: u64,
+        max: Option<u64>,
+    ) -> ExprId {
+        let o = self.g.text(open);
+        let c = self.g.text(close);
+        let comma = self.punct(",");
+        let more = self.g.seq([comma, item]);
+        let rest = self.g.repeat(
+            more,
+            clamp(min.saturating_sub(1)),
+            max.map(|m| clamp(m.saturating_sub(1))),
+        );
+        let items = self.g.seq([self.ws, item, rest, self.ws]);
+        let full = self.g.seq([o, items, c]);
+        let mut branches = Vec::new();
+        if min == 0 {
+            branches.push(self.g.seq([o, self.ws, c]));
+        }
+        if max != Some(0) {
+            branches.push(full);
+        }
+        self.g.alt(branches)
+    }
+
+    /// A fixed value: strings in canonical form, numbers in every notation of their value,
+    /// an object's members in its own order, or with [`PropertyOrder::Any`] in every order
+    /// (as an object of required properties, each with its one value: within
+    /// [`JsonSchemaOptions::max_any_order_properties`](super::JsonSchemaOptions), like any
+    /// object). Recursion: as deep as `v` nests (held to the nesting limit when the schema
+    /// was read), each level guarded.
+    fn value(&mut self, v: &Value) -> Result<ExprId, CompileError> {
+        guarded(|| self.value_step(v))
+    }
+
+    fn value_step(&mut self, v: &Value) -> Result<ExprId, CompileError> {
+        Ok(match v {
+            Value::Number(n) => {
+                let b = Bound {
+                    value: Decimal::from_json(n),
+                    strict: false,
+                };
+                // An integral value is written as an integer: `1.0` is no integer in draft 4.
+                match b.value.is_integer() {
+                    true => numbers::integer(self.g, Some(&b), Some(&b)),
+                    false => numbers::number(self.g, Some(&b), Some(&b)),
+                }
+            }
+            Value::Array(xs) => {
+                // Whitespace as around any array's items, or inside an empty one.
+                let mut parts = vec![self.g.text("["), self.ws];
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        parts.push(self.punct(","));
+                    }
+                    parts.push(self.value(x)?);
+                }
+                if !xs.is_empty() {
+                    parts.push(self.ws);
+                }
+                parts.push(self.g.text("]"));
+                self.g.seq(parts)
+            }
+            Value::Object(map)
+                if map.len() > 1 && self.c.opts.property_order == PropertyOrder::Any =>
+            {
+                let fixed = ObjectShape {
+                    properties: map
+                        .iter()
+                        .map(|(k, x)| (k.clone(), Shape::Values(vec![x.clone()])))
+                        .collect(),
+                    required: map.keys().cloned().collect(),
+                    additional: Box::new(Shape::Never),
+                    ..ObjectShape::any("")
+                };
+                self.object(&fixed)?
+            }
+            Value::Object(map) => {
+                let mut parts = vec![self.g.text("{"), self.ws];
+                for (i, (k, x)) in map.iter().enumerate() {
+                    if i > 0 {
+                        parts.push(self.punct(","));
+                    }
+                    parts.push(self.g.text(&Value::from(k.as_str()).to_string()));
+                    parts.push(self.punct(":"));
+                    parts.push(self.value(x)?);
+                }
+                if !map.is_empty() {
+                    parts.push(self.ws);
+                }
+                parts.push(self.g.text("}"));
+                self.g.seq(parts)
+            }
+            other => self.g.text(&other.to_string()),
+        })
+    }
+
+    /// A reference to a rule whose body is `body`, named `what` and after the (hash-consed)
+    /// expression, so equal bodies share one rule and different ones never do; the empty and
+    /// the impossible expression stay as they are.
+    fn named(&mut self, what: &str, body: ExprId) -> Result<ExprId, CompileError> {
+        if matches!(self.g.expr(body), Expr::Empty | Expr::Nothing) {
+            return Ok(body);
+        }
+        let name = format!("{}{what} {}", self.prefix, body.index());
+        let rule = match self.g.find_rule(&name) {
+            Some(r) => r,
+            None => {
+                let r = self.g.rule(&name);
+                self.g.define(r, body)?;
+                r
+            }
+        };
+        Ok(self.g.rule_ref(rule))
+    }
+
+    fn array(&mut self, a: &ArrayShape) -> Result<ExprId, CompileError> {
+        let max = match *a.items {
+            Shape::Never => Some(
+                a.max
+                    .map_or(a.prefix.len() as u64, |m| m.min(a.prefix.len() as u64)),
+            ),
+            _ => a.max,
+        };
+        // Witnesses are items past the prefix: there is one at least.
+        let min = match a.witnesses.is_empty() {
+            true => a.min,
+            false => a.min.max(a.prefix.len() as u64 + 1),
+        };
+        if max.is_some_and(|m| m < min) {
+            return Ok(self.g.nothing());
+        }
+        let items = self.shape(&a.items)?;
+        let mut marked = Vec::new();
+        for marks in 1..1u32 << a.witnesses.len() {
+            let mut value = (*a.items).clone();
+            for (j, w) in a.witnesses.iter().enumerate() {
+                if marks >> j & 1 == 1 {
+                    value = self.c.intersect(&value, w, "")?;
+                }
+            }
+            if !matches!(value, Shape::Never) {
+                marked.push((self.shape(&value)?, marks));
+            }
+        }
+        let all = (1u32 << a.witnesses.len()) - 1;
+        let n = a.prefix.len() as u64;
+        let witnessed = match all {
+            0 => None,
+            _ => {
+                let hi = max.map(|m| m.saturating_sub(n));
+                Some(self.witnessed_run(Some(items), &marked, all, min - n, hi)?)
+            }
+        };
+        if a.prefix.is_empty() {
+            let Some((_, first)) = witnessed else {
+                return Ok(self.delimited("[", "]", items, min, max));
+            };
+            let open = self.g.text("[");
+            let close = self.g.text("]");
+            return Ok(self.g.seq([open, self.ws, first, self.ws, close]));
+        }
+        let mut prefix = Vec::new();
+        for p in &a.prefix {
+            prefix.push(self.shape(p)?);
+        }
+        // tail(i): what follows once i items were written; built from the end of the prefix.
+        let comma = self.punct(",");
+        let more = self.g.seq([comma, items]);
+        let after = match (max, witnessed) {
+            (_, Some((run, _))) => run,
+            (Some(m), None) if m <= n => self.g.empty(),
+            _ => self.g.repeat(
+                more,
+                clamp(min.saturating_sub(n)),
+                max.map(|m| clamp(m - n)),
+            ),
+        };
+        let mut tail = after;
+        for i in (1..prefix.len()).rev() {
+            let i64_ = i as u64;
+            if max.is_some_and(|m| i64_ >= m) {
+                tail = self.g.empty();
+                continue;
+            }
+            let step = self.g.seq([comma, prefix[i], tail]);
+            tail = if i64_ < min {
+                step
+            } else {
+                self.g.optional(step)
+            };
+        }
+        let open = self.g.text("[");
+        let close = self.g.text("]");
+        // `prefix` is not empty: an array without one returned above.
+        let full = self.g.seq([open, self.ws, prefix[0], tail, self.ws, close]);
+        let mut branches = Vec::new();
+        if min == 0 {
+            branches.push(self.g.seq([open, self.ws, close]));
+        }
+        if max != Some(0) {
+            branches.push(full);
+        }
+        Ok(self.g.alt(branches))
+    }
+}
+
+fn clamp(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Does the start rule derive at least one string? (A required property that recurses into its
+/// own object, or `$ref`s that only point at each other, leave no finite instance.)
+///
+/// The productive expressions and rules, found from the leaves up with a worklist: each
+/// becomes productive once, when its last needed part does (a sequence: all parts; an
+/// alternation, a rule reference or a repeat: one), so the work is linear in the grammar. (A
+/// fixpoint of passes over the whole grammar took a pass per link of a chain of rules.)
+pub(crate) fn has_strings(g: &Grammar, deadline: &Deadline) -> Result<bool, CompileError> {
+    let exprs = g.exprs();
+    let rules = g.rules();
+    // Who waits on what: expressions on their parts, reference expressions on their rule,
+    // rules on their body.
+    let mut users: Vec<Vec<u32>> = vec![Vec::new(); exprs.len()];
+    let mut refs_to: Vec<Vec<u32>> = vec![Vec::new(); rules.len()];
+    let mut bodies_of: Vec<Vec<u32>> = vec![Vec::new(); exprs.len()];
+    // Parts still missing before an expression is productive.
+    let mut missing: Vec<u32> = vec![0; exprs.len()];
+    let mut ready: Vec<u32> = Vec::new();
+    for (i, e) in exprs.iter().enumerate() {
+        tick(deadline)?;
+        missing[i] = match e {
+            Expr::Nothing => u32::MAX,
+            Expr::Empty | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => 0,
+            Expr::Seq(xs) => {
+                xs.iter().for_each(|x| users[x.index()].push(i as u32));
+                xs.len() as u32
+            }
+            Expr::Alt(xs) => {
+                xs.iter().for_each(|x| users[x.index()].push(i as u32));
+                1
+            }
+            Expr::Repeat { min: 0, .. } => 0,
+            Expr::Repeat { body, .. } => {
+                users[body.index()].push(i as u32);
+                1
+            }
+            Expr::Rule(r) => {
+                refs_to[r.index()].push(i as u32);
+                1
+            }
+        };
+        if missing[i] == 0 {
+            ready.push(i as u32);
+        }
+    }
+    for (r, rule) in rules.iter().enumerate() {
+        bodies_of[rule.body.index()].push(r as u32);
+    }
+    let mut productive_rule = vec![false; rules.len()];
+    let mut done = vec![false; exprs.len()];
+    // Each expression is productive once; its users each lose one missing part per
+    // distinct part (a sequence's repeated part counts each time it occurs).
+    while let Some(i) = ready.pop() {
+        tick(deadline)?;
+        let i = i as usize;
+        if std::mem::replace(&mut done[i], true) {
+            continue;
+        }
+        for &u in &users[i] {
+            let u = u as usize;
+            missing[u] = missing[u].saturating_sub(1);
+            if missing[u] == 0 && !done[u] {
+                ready.push(u as u32);
+            }
+        }
+        for &r in &bodies_of[i] {
+            if !std::mem::replace(&mut productive_rule[r as usize], true) {
+                for &e in &refs_to[r as usize] {
+                    if !done[e as usize] {
+                        missing[e as usize] = 0;
+                        ready.push(e);
+                    }
+                }
+            }
+        }
+    }
+    Ok(productive_rule[g.start().index()])
+}

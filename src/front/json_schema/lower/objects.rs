@@ -1,0 +1,552 @@
+//! Objects in the grammar: declared properties in schema order or any order, undeclared
+//! properties split by the patterns their names match, property counts, and the runs of
+//! members that place `contains`-style witnesses (arrays' witnessed items too).
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::super::intersect::property_index;
+use super::super::schema::{error, over, MAX_KEY_PATTERNS};
+use super::super::shape::{Names, ObjectShape, RegexConstraint, Shape};
+use super::super::strings::{any_text, text_not_in};
+use super::super::PropertyOrder;
+use super::{clamp, SchemaLowering};
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::chars::{Budget, CharDfa};
+use crate::ir::ExprId;
+use crate::limits::LimitKind;
+
+/// An object with more declared properties than this has its chain of members cut into rules
+/// of [`MEMBERS_PER_RULE`] (see [`Lowering::ordered`]).
+const MEMBERS_IN_ONE_RULE: usize = 32;
+const MEMBERS_PER_RULE: usize = 8;
+
+/// The undeclared names of `o` split by the set of patterns they match (bit `i`: pattern
+/// `i`), each nonempty set with the automaton of its names.
+fn key_classes(
+    o: &ObjectShape,
+    declared: &[&str],
+    budget: &Budget,
+) -> Result<Vec<(usize, CharDfa)>, CompileError> {
+    debug_assert!(o.patterns.len() <= MAX_KEY_PATTERNS);
+    fn at(c: &RegexConstraint) -> impl Fn(CompileError) -> CompileError + '_ {
+        move |e| e.or_at(Location::JsonPointer(c.pointer.clone()))
+    }
+    let automata = o
+        .patterns
+        .iter()
+        .map(|(c, _)| c.regex.automaton(budget).map_err(at(c)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let complements = automata
+        .iter()
+        .map(|a| a.complement(budget.deadline))
+        .collect::<Result<Vec<_>, _>>()?;
+    let undeclared = CharDfa::strings(declared, budget)?.complement(budget.deadline)?;
+    let mut classes = Vec::new();
+    for set in 0..1usize << automata.len() {
+        let mut keys = undeclared.clone();
+        for (i, (c, _)) in o.patterns.iter().enumerate() {
+            let dfa = match set >> i & 1 == 1 {
+                true => &automata[i],
+                false => &complements[i],
+            };
+            keys = keys.intersect(dfa, budget).map_err(at(c))?;
+        }
+        if !keys.is_empty() {
+            classes.push((set, keys));
+        }
+    }
+    Ok(classes)
+}
+
+impl SchemaLowering<'_, '_, '_> {
+    pub(super) fn object(&mut self, o: &ObjectShape) -> Result<ExprId, CompileError> {
+        if !o.witnesses.is_empty() {
+            // The lowering writes required names as members, never as undeclared properties,
+            // so a witness that may be one of them is placed first (see `place_witnesses`).
+            let index = property_index(o);
+            let mut names = Vec::new();
+            for r in o
+                .required
+                .iter()
+                .filter(|r| !index.contains_key(r.as_str()))
+            {
+                let mut matched = false;
+                for (c, _) in &o.patterns {
+                    matched |= super::super::intersect::matches(c, r)?;
+                }
+                if !matched {
+                    names.push((r.clone(), Shape::Any));
+                }
+            }
+            if !names.is_empty() {
+                let declaring = Shape::Object(ObjectShape {
+                    properties: names,
+                    ..ObjectShape::any(&o.pointer)
+                });
+                let placed = self
+                    .c
+                    .intersect(&Shape::Object(o.clone()), &declaring, &o.pointer)?;
+                return self.shape(&placed);
+            }
+        }
+        // Required properties the schema does not declare take the shape their name gets there.
+        // Shapes borrowed, not copied: a copy is as deep as the shape, once per enclosing object.
+        let required: HashSet<&str> = o.required.iter().map(String::as_str).collect();
+        let mut props: Vec<(&str, Cow<Shape>, bool)> = o
+            .properties
+            .iter()
+            .map(|(k, s)| (k.as_str(), Cow::Borrowed(s), required.contains(k.as_str())))
+            .collect();
+        let index = property_index(o);
+        for r in &o.required {
+            if !index.contains_key(r.as_str()) {
+                let shape = self.c.schema_in(o, &index, r)?;
+                props.push((r, shape, true));
+            }
+        }
+        // A property whose schema is `false` can only be absent.
+        if props
+            .iter()
+            .any(|(_, s, req)| *req && matches!(**s, Shape::Never))
+        {
+            return Ok(self.g.nothing());
+        }
+        // Declared names are never additional properties, even those that can only be absent.
+        let declared: Vec<String> = props.iter().map(|(k, _, _)| k.to_string()).collect();
+        props.retain(|(_, s, _)| !matches!(**s, Shape::Never));
+        let mut members = Vec::new();
+        for (k, s, req) in &props {
+            let key = self.g.text(&Value::from(*k).to_string());
+            let colon = self.punct(":");
+            let value = self.shape(s)?;
+            members.push((self.g.seq([key, colon, value]), *req));
+        }
+        let extra = self.undeclared_members(o, &declared)?;
+        let counts = Counts {
+            min: o.min,
+            max: o.max,
+        };
+        if o.max == Some(0) {
+            let needs_one = props.iter().any(|(_, _, req)| *req) || o.min > 0;
+            return Ok(match needs_one || extra.all != 0 {
+                true => self.g.nothing(),
+                false => {
+                    let open = self.g.text("{");
+                    let close = self.g.text("}");
+                    self.g.seq([open, self.ws, close])
+                }
+            });
+        }
+        match self.c.opts.property_order {
+            PropertyOrder::Schema => self.ordered(&members, extra, counts, &o.pointer),
+            PropertyOrder::Any => {
+                if members.len() > self.c.opts.max_any_order_properties {
+                    return Err(error(
+                        CompileErrorKind::Limit,
+                        &o.pointer,
+                        format!(
+                            "{} properties in any order need {} grammar states (limit: {} properties)",
+                            members.len(),
+                            1u64 << members.len().min(63),
+                            self.c.opts.max_any_order_properties
+                        ),
+                    ));
+                }
+                self.unordered(&members, extra, counts, &o.pointer)
+            }
+        }
+    }
+
+    /// The members undeclared properties are written as. Without patterns, any other name
+    /// with the additional shape; with them, one branch per set of patterns a name may match,
+    /// its key the names matching exactly those and its value their shapes together (the
+    /// additional shape for the names matching none). With witnesses, also for each set of
+    /// them and each set of names they may share, the member of those names with all their
+    /// values, marked with the set.
+    fn undeclared_members(
+        &mut self,
+        o: &ObjectShape,
+        declared: &[String],
+    ) -> Result<Undeclared, CompileError> {
+        let names: Vec<&str> = declared.iter().map(String::as_str).collect();
+        let deadline = self.c.deadline;
+        let all = (1u32 << o.witnesses.len()) - 1;
+        if o.patterns.is_empty() && matches!(*o.additional, Shape::Never) {
+            return Ok(Undeclared {
+                all,
+                ..Undeclared::default()
+            });
+        }
+        let classes = match o.patterns.is_empty() {
+            true => None,
+            false => match key_classes(o, &names, &self.budget()) {
+                Ok(classes) => Some(classes),
+                Err(e) => {
+                    // Lenient: undeclared names not told apart, with any value, every witness.
+                    self.c.tolerate(e)?;
+                    let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
+                    let any = self.member(content, &Shape::Any)?;
+                    return Ok(Undeclared {
+                        any: Some(any),
+                        marked: (all != 0).then_some((any, all)).into_iter().collect(),
+                        all,
+                    });
+                }
+            },
+        };
+        let mut out = Undeclared {
+            all,
+            ..Undeclared::default()
+        };
+        let mut members = Vec::new();
+        let mut each_class = |lw: &mut Self, set: usize, content: ExprId| {
+            let matching: Vec<bool> = (0..o.patterns.len()).map(|i| set >> i & 1 == 1).collect();
+            let value = lw.c.undeclared_shape(o, &matching)?.into_owned();
+            if matches!(value, Shape::Never) {
+                return Ok(());
+            }
+            members.push(lw.member(content, &value)?);
+            for marks in 1..=all {
+                let mut both = value.clone();
+                for (j, (among, w)) in o.witnesses.iter().enumerate() {
+                    if marks >> j & 1 == 0 {
+                        continue;
+                    }
+                    let here = match among {
+                        Names::Unmatched => set == 0,
+                        Names::Matching(i) => set >> i & 1 == 1,
+                    };
+                    both = match here {
+                        true => lw.c.intersect(&both, w, &o.pointer)?,
+                        false => Shape::Never,
+                    };
+                }
+                if !matches!(both, Shape::Never) {
+                    out.marked.push((lw.member(content, &both)?, marks));
+                }
+            }
+            Ok::<(), CompileError>(())
+        };
+        match classes {
+            None => {
+                let content = text_not_in(self.g, &mut self.keys, &names, deadline)?;
+                each_class(self, 0, content)?;
+            }
+            Some(classes) => {
+                for (set, keys) in classes {
+                    self.automata += 1;
+                    let name = format!("{}json key automaton {}", self.prefix, self.automata);
+                    let any = any_text(self.g, &mut self.keys, 0, None);
+                    let content = keys.lower(&name, self.g, &mut self.keys, any, deadline)?;
+                    each_class(self, set, content)?;
+                }
+            }
+        }
+        out.any = (!members.is_empty()).then(|| self.g.alt(members));
+        Ok(out)
+    }
+
+    /// Members one after another, `lo..=hi` of them, such that every witness of `all` is among
+    /// the marks of a member written: `plain` members mark none, `marked` ones the witnesses
+    /// they are. One rule per set of witnesses seen and count (counted up to the larger
+    /// bound). Returns the run with a separator before each member, and the run whose first
+    /// member has none (at least one member long).
+    pub(super) fn witnessed_run(
+        &mut self,
+        plain: Option<ExprId>,
+        marked: &[(ExprId, u32)],
+        all: u32,
+        lo: u64,
+        hi: Option<u64>,
+    ) -> Result<(ExprId, ExprId), CompileError> {
+        let cap = hi.unwrap_or(lo);
+        let rules_needed = (u64::from(all) + 1).saturating_mul(cap.saturating_add(1));
+        self.c
+            .limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
+            .map_err(|e| CompileError::over_limit(e, Location::None, "members with witnesses"))?;
+        self.rule_groups += 1;
+        let id = self.rule_groups;
+        let mut rules = HashMap::new();
+        for seen in (0..=all).filter(|s| s & !all == 0) {
+            for c in 0..=cap {
+                let name = format!("{}witnessed {id} {seen:b} {c}", self.prefix);
+                rules.insert((seen, c), self.g.rule(&name));
+            }
+        }
+        let members: Vec<(ExprId, u32)> = plain
+            .map(|p| (p, 0))
+            .into_iter()
+            .chain(marked.iter().copied())
+            .collect();
+        let comma = self.punct(",");
+        let choices = |lw: &mut Self, seen: u32, c: u64, lead: bool| -> ExprId {
+            let mut branches = Vec::new();
+            if lead && seen == all && c >= lo {
+                branches.push(lw.g.empty());
+            }
+            if hi.is_none_or(|h| c < h) {
+                let next_c = (c + 1).min(cap);
+                for &(m, marks) in &members {
+                    let next = lw.g.rule_ref(rules[&(seen | marks, next_c)]);
+                    branches.push(match lead {
+                        true => lw.g.seq([comma, m, next]),
+                        false => lw.g.seq([m, next]),
+                    });
+                }
+            }
+            lw.g.alt(branches)
+        };
+        for (&(seen, c), &rule) in &rules {
+            let body = choices(self, seen, c, true);
+            self.g.define(rule, body)?;
+        }
+        self.check_size()?;
+        let first = choices(self, 0, 0, false);
+        Ok((self.g.rule_ref(rules[&(0, 0)]), first))
+    }
+
+    /// `"content": value`.
+    fn member(&mut self, content: ExprId, value: &Shape) -> Result<ExprId, CompileError> {
+        let quote = self.g.text("\"");
+        let colon = self.punct(":");
+        let value = self.shape(value)?;
+        Ok(self.g.seq([quote, content, quote, colon, value]))
+    }
+
+    /// Declared properties in schema order, then additional ones: an expression per member and
+    /// count written before it, so a `Limit` error (at `pointer`) if that many would not fit.
+    ///
+    /// In a long object the chain is cut every [`MEMBERS_PER_RULE`] members: the rest of the
+    /// chain there (and the choice of the first member written from there on) is a rule of
+    /// its own. Whole, the chain was one expression per member holding every later one (the
+    /// IR flattens sequences and alternations: quadratic to build), and one unit for the
+    /// backend, whose automaton tracks after each member which later names may follow — a
+    /// state per (member, later name prefix), quadratic in the properties (eslintrc, 97
+    /// optional properties: 3.5 s; 400 properties: over 2M states). Each rule is referred to
+    /// from every member of the block before it, so the backend calls it: a unit of a block's
+    /// names, the row after a member holding a call per block still ahead.
+    fn ordered(
+        &mut self,
+        members: &[(ExprId, bool)],
+        extra: Undeclared,
+        counts: Counts,
+        pointer: &str,
+    ) -> Result<ExprId, CompileError> {
+        let comma = self.punct(",");
+        // rest[c]: the members from k on after c were written (c capped), built from the end.
+        let cap = counts.cap(members.len(), false);
+        let needed = (members.len() as u64).saturating_mul(cap.saturating_add(1));
+        self.c
+            .limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64 + needed)
+            .map_err(|e| over(e, pointer, "properties and their counts"))?;
+        // The undeclared properties after c members, `witnessed` if every witness must be
+        // among them.
+        let extras_tail =
+            |lw: &mut Self, c: u64, witnessed: bool| -> Result<ExprId, CompileError> {
+                let lo = counts.min.saturating_sub(c);
+                let hi = counts.max.map(|m| m.saturating_sub(c));
+                Ok(match extra.any {
+                    _ if witnessed && extra.all != 0 => {
+                        lw.witnessed_run(extra.any, &extra.marked, extra.all, lo, hi)?
+                            .0
+                    }
+                    None if lo == 0 => lw.g.empty(),
+                    None => lw.g.nothing(),
+                    Some(x) => {
+                        let more = lw.g.seq([comma, x]);
+                        lw.g.repeat(more, clamp(lo), hi.map(clamp))
+                    }
+                })
+            };
+        // Non-empty continuations when nothing was written yet, and continuations after c >= 1.
+        let mut after = Vec::with_capacity(cap as usize + 1);
+        for c in 0..=cap {
+            after.push(extras_tail(self, c.max(1), true)?);
+        }
+        let mut first = match (extra.any, extra.all) {
+            (None, 0) => self.g.nothing(),
+            (Some(x), 0) => self.g.seq([x, after[1]]),
+            // Every witness among the undeclared properties, which start the object.
+            _ => {
+                let hi = counts.max;
+                let run = self.witnessed_run(extra.any, &extra.marked, extra.all, counts.min, hi);
+                run?.1
+            }
+        };
+        for (k, &(m, req)) in members.iter().enumerate().rev() {
+            self.check_size()?;
+            let cut = members.len() > MEMBERS_IN_ONE_RULE
+                && k > 0
+                && (members.len() - k) % MEMBERS_PER_RULE == 0;
+            if cut {
+                for a in after.iter_mut() {
+                    *a = self.named("json members", *a)?;
+                }
+                first = self.named("json first member", first)?;
+            }
+            let mut next_after = Vec::with_capacity(after.len());
+            for c in 0..=cap {
+                let c1 = (c + 1).min(cap);
+                let full = counts.max.is_some_and(|mx| c >= mx);
+                next_after.push(match (req, full) {
+                    (_, true) if req => self.g.nothing(),
+                    (_, true) => after[c as usize],
+                    // Past the cap the count no longer changes: `(, m)? rest` writes the
+                    // continuation once, where `, m rest | rest` doubled it at every optional
+                    // property (the CFG backend inlines both copies).
+                    (false, false) if c1 == c => {
+                        let member = self.g.seq([comma, m]);
+                        let optional = self.g.repeat(member, 0, Some(1));
+                        self.g.seq([optional, after[c as usize]])
+                    }
+                    (true, false) => self.g.seq([comma, m, after[c1 as usize]]),
+                    (false, false) => {
+                        let take = self.g.seq([comma, m, after[c1 as usize]]);
+                        self.g.alt([take, after[c as usize]])
+                    }
+                });
+            }
+            let take_first = self.g.seq([m, after[1.min(cap) as usize]]);
+            first = match req {
+                true => take_first,
+                false => self.g.alt([take_first, first]),
+            };
+            after = next_after;
+        }
+        let can_be_empty = members.iter().all(|(_, req)| !req) && counts.min == 0 && extra.all == 0;
+        let open = self.g.text("{");
+        let close = self.g.text("}");
+        let full = self.g.seq([open, self.ws, first, self.ws, close]);
+        let mut branches = vec![full];
+        if can_be_empty {
+            branches.push(self.g.seq([open, self.ws, close]));
+        }
+        Ok(self.g.alt(branches))
+    }
+
+    /// Properties in any order: one rule per set of declared properties written (and count).
+    fn unordered(
+        &mut self,
+        members: &[(ExprId, bool)],
+        extra: Undeclared,
+        counts: Counts,
+        pointer: &str,
+    ) -> Result<ExprId, CompileError> {
+        // Witnesses count as more required members, written among the undeclared ones: their
+        // bits are `n` on.
+        let n = members.len();
+        let witness_bits = u64::from(extra.all) << n;
+        let sets = 1u64 << (n + extra.all.count_ones() as usize);
+        let cap = counts.cap(n, extra.any.is_some());
+        // A rule per set and count, declared before any is defined: checked first.
+        let rules_needed = sets.saturating_mul(cap);
+        self.c
+            .limits
+            .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
+            .map_err(|e| over(e, pointer, "properties in any order"))?;
+        let required: u64 = members
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, r))| *r)
+            .map(|(i, _)| 1u64 << i)
+            .sum::<u64>()
+            | witness_bits;
+        let comma = self.punct(",");
+        // rule (set, c): continuations after writing `set` and c members (c >= 1).
+        self.rule_groups += 1;
+        let id = self.rule_groups;
+        let prefix = self.prefix.clone();
+        let name = |set: u64, c: u64| format!("{prefix}props {id} {set:b} {c}");
+        let mut rules = HashMap::new();
+        for set in 0..sets {
+            for c in 1..=cap {
+                rules.insert((set, c), self.g.rule(&name(set, c)));
+            }
+        }
+        let step = |lw: &mut Self, set: u64, c: u64| -> ExprId {
+            // Choices after `set` with c written, the separator in front of each choice given.
+            let mut branches = Vec::new();
+            if counts.max.is_none_or(|mx| c < mx) {
+                let c1 = (c + 1).min(cap).max(1);
+                for (i, &(m, _)) in members.iter().enumerate() {
+                    if set & (1 << i) == 0 {
+                        let next = lw.g.rule_ref(rules[&(set | 1 << i, c1)]);
+                        branches.push((m, next));
+                    }
+                }
+                if let Some(x) = extra.any {
+                    let next = lw.g.rule_ref(rules[&(set, c1)]);
+                    branches.push((x, next));
+                }
+                for &(w, marks) in &extra.marked {
+                    let next = lw.g.rule_ref(rules[&(set | u64::from(marks) << n, c1)]);
+                    branches.push((w, next));
+                }
+            }
+            let mut out = Vec::new();
+            for (m, next) in branches {
+                out.push(lw.g.seq([m, next]));
+            }
+            lw.g.alt(out)
+        };
+        for set in 0..sets {
+            for c in 1..=cap {
+                let choices = step(self, set, c);
+                let more = self.g.seq([comma, choices]);
+                let done = set & required == required && c >= counts.min.min(cap);
+                let body = match done {
+                    true => {
+                        let e = self.g.empty();
+                        self.g.alt([more, e])
+                    }
+                    false => more,
+                };
+                self.g.define(rules[&(set, c)], body)?;
+            }
+            self.check_size()?;
+        }
+        let first = step(self, 0, 0);
+        let open = self.g.text("{");
+        let close = self.g.text("}");
+        let full = self.g.seq([open, self.ws, first, self.ws, close]);
+        let mut branches = vec![full];
+        if required == 0 && counts.min == 0 {
+            branches.push(self.g.seq([open, self.ws, close]));
+        }
+        Ok(self.g.alt(branches))
+    }
+}
+
+/// The members undeclared properties of an object are written as.
+#[derive(Clone, Default)]
+struct Undeclared {
+    /// Any of them (`None`: there may be none).
+    any: Option<ExprId>,
+    /// Those that are witnesses, each with the set of witnesses it is (bit `j`: witness `j`).
+    marked: Vec<(ExprId, u32)>,
+    /// Every witness of the object: each must be among the marks of a member written.
+    all: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Counts {
+    min: u64,
+    max: Option<u64>,
+}
+
+impl Counts {
+    /// The largest count of properties worth telling apart: beyond it only "at least this many"
+    /// matters. Without interleaved additional properties the count never passes `declared`.
+    fn cap(&self, declared: usize, interleaved: bool) -> u64 {
+        let bound = self.max.unwrap_or(0).max(self.min);
+        match interleaved {
+            true => bound.max(1),
+            false => bound.min(declared as u64).max(1),
+        }
+    }
+}

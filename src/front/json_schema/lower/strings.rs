@@ -1,0 +1,218 @@
+//! String contents in the grammar: one regex as it reads, or the automaton of a string's
+//! constraints together (patterns, formats, lengths, excluded values), built once per shape.
+
+use super::super::ecma::Regex;
+use super::super::shape::{RegexConstraint, StringShape};
+use super::super::strings::{any_text, text_not_in, JsonText};
+use super::{clamp, SchemaLowering};
+use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::front::chars::{Budget, CharDfa};
+use crate::ir::ExprId;
+use crate::limits::LimitKind;
+
+/// Most states of the automaton of a single ambiguous pattern (see [`Regex::is_ambiguous`]):
+/// past it the pattern is lowered as it reads, so the time spent on a construction that
+/// fails is lost (a searched URI regex of RFC 3986 passed 4,096 states after 64 ms).
+const MAX_AMBIGUOUS_PATTERN_STATES: usize = 1024;
+
+/// The spelling of string contents: object keys' or values'.
+fn encoding<'e>(text: &'e mut JsonText, keys: &'e mut JsonText, key: bool) -> &'e mut JsonText {
+    match key {
+        true => keys,
+        false => text,
+    }
+}
+
+/// The strings every regex, no forbidden regex, the lengths and the exclusions of `s` admit,
+/// as one automaton;
+/// on failure (a construct automata do not take, too many states), where and why.
+fn string_automaton(s: &StringShape, budget: &Budget) -> Result<CharDfa, (String, CompileError)> {
+    let length_at = || {
+        s.length_pointer
+            .clone()
+            .or_else(|| s.regexes.first().map(|c| c.pointer.clone()))
+            .unwrap_or_default()
+    };
+    let mut dfa = CharDfa::length(s.min, s.max, budget).map_err(|e| (length_at(), e))?;
+    for c in &s.regexes {
+        let at = |e| (c.pointer.clone(), e);
+        let regex = c.regex.automaton(budget).map_err(at)?;
+        dfa = dfa.intersect(&regex, budget).map_err(at)?;
+    }
+    for c in &s.forbidden {
+        let at = |e| (c.pointer.clone(), e);
+        let regex = c.regex.automaton(budget).map_err(at)?;
+        let outside = regex.complement(budget.deadline).map_err(at)?;
+        dfa = dfa.intersect(&outside, budget).map_err(at)?;
+    }
+    if !s.exclude.is_empty() {
+        let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
+        let at = |e| (s.exclude_pointer.clone().unwrap_or_default(), e);
+        let excluded = CharDfa::strings(&names, budget)
+            .and_then(|d| d.complement(budget.deadline))
+            .map_err(at)?;
+        dfa = dfa.intersect(&excluded, budget).map_err(at)?;
+    }
+    Ok(dfa)
+}
+
+/// What fixes a string's contents: key or value spelling, lengths, the regexes by source
+/// (a pattern's text, a format's name, told apart), the forbidden ones (complements), excluded values.
+#[derive(PartialEq, Eq, Hash)]
+pub(super) struct ContentKey {
+    key: bool,
+    min: u64,
+    max: Option<u64>,
+    regexes: Vec<(bool, String)>,
+    forbidden: Vec<(bool, String)>,
+    exclude: Vec<String>,
+}
+
+impl SchemaLowering<'_, '_, '_> {
+    /// A string value (`key`: an object key, spelled canonically; see `json_schema/strings.rs`).
+    ///
+    /// A string with a pattern or format is a rule of its own, named after its expression, so
+    /// every use of one pattern is one rule: the CFG backend then builds it as one unit that
+    /// its uses call (a UUID pattern on a dozen properties), whose states hash alike in every
+    /// grammar, instead of a copy inside each enclosing object whose states hash apart, each
+    /// position of each copy walking the vocabulary anew (MaskBench o61612: ~450 µs a step).
+    pub(super) fn string(&mut self, s: &StringShape, key: bool) -> Result<ExprId, CompileError> {
+        let quote = self.g.text("\"");
+        let content = self.string_content(s, key)?;
+        let body = self.g.seq([quote, content, quote]);
+        if s.regexes.is_empty() {
+            return Ok(body);
+        }
+        self.named("json string", body)
+    }
+
+    /// [`string_content_uncached`](Self::string_content_uncached), once per shape (see
+    /// [`Lowering::contents`]); a shape that warned is built again at each use, so each
+    /// place gets its warning.
+    fn string_content(&mut self, s: &StringShape, key: bool) -> Result<ExprId, CompileError> {
+        if s.regexes.is_empty() && s.forbidden.is_empty() && s.exclude.is_empty() {
+            return self.string_content_uncached(s, key);
+        }
+        let memo = ContentKey {
+            key,
+            min: s.min,
+            max: s.max,
+            regexes: s
+                .regexes
+                .iter()
+                .map(|c| (c.is_format, c.source.clone()))
+                .collect(),
+            forbidden: s
+                .forbidden
+                .iter()
+                .map(|c| (c.is_format, c.source.clone()))
+                .collect(),
+            exclude: s.exclude.iter().cloned().collect(),
+        };
+        if let Some(&e) = self.contents.get(&memo) {
+            return Ok(e);
+        }
+        let warnings = self.c.warnings.len();
+        let e = self.string_content_uncached(s, key)?;
+        if self.c.warnings.len() == warnings {
+            self.contents.insert(memo, e);
+        }
+        Ok(e)
+    }
+
+    fn string_content_uncached(
+        &mut self,
+        s: &StringShape,
+        key: bool,
+    ) -> Result<ExprId, CompileError> {
+        let max = s.max;
+        if max.is_some_and(|m| m < s.min) {
+            return Ok(self.g.nothing());
+        }
+        let enc = encoding(&mut self.text, &mut self.keys, key);
+        // The shapes with a direct form: a counted loop for lengths, a trie for excluded
+        // names, one regex (narrowed to the lengths when they bound its one repetition).
+        let unbounded = s.min == 0 && max.is_none();
+        if !s.forbidden.is_empty() {
+            // Complements are the automata's: no direct form.
+        } else if !s.exclude.is_empty() && s.regexes.is_empty() && unbounded {
+            let names: Vec<&str> = s.exclude.iter().map(String::as_str).collect();
+            return text_not_in(self.g, enc, &names, self.c.deadline);
+        }
+        let plain = s.exclude.is_empty() && s.forbidden.is_empty();
+        let single = match (s.regexes.as_slice(), plain) {
+            ([], true) => return Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp))),
+            ([only], true) => {
+                let (lo, hi) = only.regex.char_len();
+                match lo >= s.min && max.is_none_or(|m| hi.is_some_and(|h| h <= m)) {
+                    true => Some((only, only.regex.clone())),
+                    false => only.regex.with_length(s.min, max).map(|r| (only, r)),
+                }
+            }
+            _ => None,
+        };
+        if let Some((c, regex)) = single {
+            if regex.is_ambiguous() {
+                let budget = Budget {
+                    max_states: self.budget().max_states.min(MAX_AMBIGUOUS_PATTERN_STATES),
+                    ..self.budget()
+                };
+                match regex.automaton(&budget) {
+                    Ok(dfa) => return self.lower_automaton(&dfa, key),
+                    // Too big or not expressible as an automaton (a word boundary): the
+                    // regex as it reads, exact all the same.
+                    Err(e) if e.kind() == CompileErrorKind::Unsupported => {}
+                    Err(e)
+                        if e.limit()
+                            .is_some_and(|l| l.kind == LimitKind::AutomatonStates) => {}
+                    Err(e) => return Err(e.or_at(Location::JsonPointer(c.pointer.clone()))),
+                }
+            }
+            return self.lower_regex(c, &regex, s, key);
+        }
+        match string_automaton(s, &self.budget()) {
+            Ok(dfa) => self.lower_automaton(&dfa, key),
+            Err((at, e)) => {
+                // Lenient: the first regex alone, or the lengths alone.
+                self.c.tolerate(e.or_at(Location::JsonPointer(at)))?;
+                match s.regexes.first() {
+                    Some(c) => self.lower_regex(c, &c.regex, s, key),
+                    None => {
+                        let enc = encoding(&mut self.text, &mut self.keys, key);
+                        Ok(any_text(self.g, enc, clamp(s.min), max.map(clamp)))
+                    }
+                }
+            }
+        }
+    }
+
+    /// String contents of `dfa`'s language, one rule per state; a state that takes every
+    /// string is the shared any-text expression, which the vocabulary's slices know.
+    fn lower_automaton(&mut self, dfa: &CharDfa, key: bool) -> Result<ExprId, CompileError> {
+        self.automata += 1;
+        let name = format!("{}json string automaton {}", self.prefix, self.automata);
+        let enc = encoding(&mut self.text, &mut self.keys, key);
+        let any = any_text(self.g, enc, 0, None);
+        dfa.lower(&name, self.g, enc, any, self.c.deadline)
+    }
+
+    /// One regex, already narrowed to the string's lengths where it could be.
+    fn lower_regex(
+        &mut self,
+        c: &RegexConstraint,
+        regex: &Regex,
+        s: &StringShape,
+        key: bool,
+    ) -> Result<ExprId, CompileError> {
+        let enc = encoding(&mut self.text, &mut self.keys, key);
+        match regex.lower(&c.source, self.g, enc) {
+            Ok(e) => Ok(e),
+            // Constructs found only while lowering (anchors inside, word boundaries).
+            Err(e) if e.kind() == CompileErrorKind::Unsupported => {
+                self.c.unsupported(&c.pointer, e.message().to_string())?;
+                Ok(any_text(self.g, enc, clamp(s.min), s.max.map(clamp)))
+            }
+            Err(e) => Err(e.or_at(Location::JsonPointer(c.pointer.clone()))),
+        }
+    }
+}
