@@ -19,7 +19,7 @@ use crate::ir::ExprId;
 use crate::limits::LimitKind;
 
 /// An object with more declared properties than this has its chain of members cut into rules
-/// of [`MEMBERS_PER_RULE`] (see [`Lowering::ordered`]).
+/// of [`MEMBERS_PER_RULE`] (see [`SchemaLowering::ordered`]).
 const MEMBERS_IN_ONE_RULE: usize = 32;
 const MEMBERS_PER_RULE: usize = 8;
 
