@@ -166,6 +166,8 @@ impl Runtime {
     /// the loop (a word in `[a-z]{0,3000}`) is accepted here instead of replayed through the
     /// cursor. Only a token that dies after a place where the loop (or a leaf with a way out
     /// and a way on) could have ended is left uncertain.
+    // Long: the walk's trie visitor and slice probe are local types (only this walk uses them,
+    // and they share its budget and result vectors); the walk itself is the last forty lines.
     fn compute_leaf_part(
         &self,
         leaf: &Leaf,

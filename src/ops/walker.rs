@@ -187,6 +187,9 @@ impl<'p> Walker<'p> {
 
     /// One task: pushes the tasks it leads to on `stack` (last to run first) or the thread to
     /// `out`.
+    // Long: one match over the task kinds of the cursor's explicit-stack interpreter (enter,
+    // exit, boundary, finish), each with an arm per operator; every arm pushes onto the same
+    // task stack and output.
     fn run(
         &self,
         task: Task,

@@ -15,6 +15,8 @@ use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
 
 impl Compiler<'_> {
+    // Long: the number keywords read in one place (multipleOf, bounds in both draft spellings,
+    // exclusive flags), sharing the closures that parse and tighten bounds.
     pub(super) fn number(
         &mut self,
         map: &Map<String, Value>,

@@ -191,6 +191,8 @@ impl<'a> Compiler<'a> {
         shape
     }
 
+    // Long: one `if let` per applicator keyword of a schema object (not, enum/const, $ref,
+    // allOf, anyOf, oneOf, if), each meeting its result with the same shape in turn.
     pub(super) fn build_step(
         &mut self,
         schema: &Value,

@@ -69,6 +69,8 @@ impl RawDfa {
 
     /// Drops states that cannot reach an exit, renumbers, compresses byte classes. `None` if
     /// the start state itself cannot reach an exit (the empty language).
+    // Long: the phases of completing a raw automaton in order (co-reachability, canonical
+    // renumbering, byte classes, specials), each reading the tables of the one before.
     pub fn finish(self) -> Option<Dfa> {
         let n = self.rows.len();
         // Co-reachability: reverse edges, BFS from exit states.
@@ -178,6 +180,9 @@ impl Dfa {
     /// (unless the caller has one that identifies the automaton more cheaply). Works class by
     /// class, so small alphabets (a choice trie) build in time linear in the table, not in 256
     /// × states.
+    // Long: one pass per per-state fact (units leaving a state, forced unit, text distance to
+    // an exit, structural hash), all over the same class-compressed table and the classes'
+    // representative bytes.
     fn from_table(
         classes: [u8; 256],
         stride: usize,

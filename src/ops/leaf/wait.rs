@@ -25,6 +25,8 @@ pub enum Terminator {
 /// The product of the content DFA and an Aho–Corasick automaton over the text terminators:
 /// the content DFA is fed only *committed* bytes — bytes that can no longer be the start of a
 /// terminator — so the terminator itself is never content.
+// Long: two breadth-first passes that belong together: the terminator prefix pending in
+// each Aho–Corasick state, then the product of content and AC states, which reads those tables.
 pub(crate) fn wait_leaf(
     content: &Leaf,
     terminators: &[Terminator],

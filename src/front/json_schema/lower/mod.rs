@@ -384,6 +384,8 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         Ok(self.g.rule_ref(rule))
     }
 
+    // Long: an array's parts in order (count bounds, witness marks, the prefix's tail rules
+    // built from the end), each reading the bounds and marks computed before it.
     fn array(&mut self, a: &ArrayShape) -> Result<ExprId, CompileError> {
         let max = match *a.items {
             Shape::Never => Some(

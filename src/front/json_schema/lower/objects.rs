@@ -62,6 +62,8 @@ fn key_classes(
 }
 
 impl SchemaLowering<'_, '_, '_> {
+    // Long: the order in which an object's parts are settled (witnesses placed, required names
+    // given shapes, `false` properties, declared names, undeclared members), each using the last.
     pub(super) fn object(&mut self, o: &ObjectShape) -> Result<ExprId, CompileError> {
         if !o.witnesses.is_empty() {
             // The lowering writes required names as members, never as undeclared properties,
@@ -166,6 +168,8 @@ impl SchemaLowering<'_, '_, '_> {
     /// additional shape for the names matching none). With witnesses, also for each set of
     /// them and each set of names they may share, the member of those names with all their
     /// values, marked with the set.
+    // Long: one member per class of undeclared names (and per witness set they may share),
+    // built through one closure that every class and the lenient case call.
     fn undeclared_members(
         &mut self,
         o: &ObjectShape,
@@ -329,6 +333,8 @@ impl SchemaLowering<'_, '_, '_> {
     /// optional properties: 3.5 s; 400 properties: over 2M states). Each rule is referred to
     /// from every member of the block before it, so the backend calls it: a unit of a block's
     /// names, the row after a member holding a call per block still ahead.
+    // Long: one rule table built from the end (the continuations after each member and count);
+    // the cut into blocks and the witness cases all index the same `after` and `rest` tables.
     fn ordered(
         &mut self,
         members: &[(ExprId, bool)],
@@ -430,6 +436,8 @@ impl SchemaLowering<'_, '_, '_> {
     }
 
     /// Properties in any order: one rule per set of declared properties written (and count).
+    // Long: one table of rules per set of properties written and count, declared before any is
+    // defined (they refer to each other); the bit layout of sets is shared by every step.
     fn unordered(
         &mut self,
         members: &[(ExprId, bool)],
