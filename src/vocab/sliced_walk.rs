@@ -280,18 +280,83 @@ mod tests {
     use super::*;
     use crate::base::bitmask::{get_bit, set_bit};
 
-    /// A client that counts the hex digits in a row inside a JSON string, as the minimal
-    /// automaton of a searched `[0-9A-Fa-f]{64}` does, and may close the string once it has
-    /// seen 64 (then any character goes). Every state survives every string of the JSON
-    /// slice, but a proof must visit all 65 of them.
-    struct HexRun {
+    /// A client given by its transition function over small states, counting the trie nodes
+    /// its walks enter.
+    struct ByteClient<S> {
+        next: fn(S, u8) -> Option<S>,
         accepted: Vec<u32>,
         steps: usize,
+    }
+
+    impl<S: Copy + Into<u32>> TrieVisitor for ByteClient<S> {
+        type State = S;
+        fn step(&mut self, s: &S, byte: u8, _: usize, _: Subtree) -> TrieStep<S> {
+            self.steps += 1;
+            (self.next)(*s, byte).map_or(TrieStep::Skip, TrieStep::Enter)
+        }
+        fn tokens(&mut self, _: &S, tokens: &[TokenId]) {
+            tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
+        }
+    }
+
+    impl<S: Copy + Into<u32>> SliceProbe for ByteClient<S> {
+        type Error = ();
+        fn advance(&mut self, s: &S, byte: u8) -> Result<Option<S>, ()> {
+            Ok((self.next)(*s, byte))
+        }
+        fn identity(&self, s: &S) -> Option<u32> {
+            Some((*s).into())
+        }
+        fn accepted(&mut self) -> &mut [u32] {
+            &mut self.accepted
+        }
+    }
+
+    /// Walks `next` from `root` with slices over the Qwen3 vocabulary: the accepted tokens are
+    /// exactly the text tokens whose bytes `next` reads through, and a slice's members were
+    /// taken whole (the walk entered under a tenth of the trie's nodes).
+    fn assert_sliced_walk<S: Copy + Into<u32>>(
+        vocab: &Vocab,
+        next: fn(S, u8) -> Option<S>,
+        root: S,
+        proofs: &mut SliceProofs,
+    ) {
+        let mut walk = ByteClient {
+            next,
+            accepted: vec![0; vocab.mask_words()],
+            steps: 0,
+        };
+        walk_sliced(vocab, root, &mut walk, proofs).unwrap();
+        let from = root.into();
+        for t in 0..vocab.len() as TokenId {
+            let text = get_bit(vocab.text_mask(), t);
+            let expected = text
+                && vocab
+                    .token_bytes(t)
+                    .iter()
+                    .try_fold(root, |s, &b| next(s, b))
+                    .is_some();
+            assert_eq!(
+                get_bit(&walk.accepted, t),
+                expected,
+                "token {t} from {from}"
+            );
+        }
+        assert!(
+            walk.steps * 10 < vocab.trie().num_nodes(),
+            "{} of {} trie nodes from state {from}",
+            walk.steps,
+            vocab.trie().num_nodes()
+        );
     }
 
     const RUN: u16 = 64;
     const CLOSED: u16 = 65;
 
+    /// A client that counts the hex digits in a row inside a JSON string, as the minimal
+    /// automaton of a searched `[0-9A-Fa-f]{64}` does, and may close the string once it has
+    /// seen 64 (then any character goes). Every state survives every string of the JSON
+    /// slice, but a proof must visit all 65 of them.
     fn hex_run(s: u16, b: u8) -> Option<u16> {
         match (s, b) {
             (CLOSED, _) => None,
@@ -303,73 +368,20 @@ mod tests {
         }
     }
 
-    impl TrieVisitor for HexRun {
-        type State = u16;
-        fn step(&mut self, s: &u16, byte: u8, _: usize, _: Subtree) -> TrieStep<u16> {
-            self.steps += 1;
-            hex_run(*s, byte).map_or(TrieStep::Skip, TrieStep::Enter)
-        }
-        fn tokens(&mut self, _: &u16, tokens: &[TokenId]) {
-            tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
-        }
-    }
-
-    impl SliceProbe for HexRun {
-        type Error = ();
-        fn advance(&mut self, s: &u16, byte: u8) -> Result<Option<u16>, ()> {
-            Ok(hex_run(*s, byte))
-        }
-        fn identity(&self, s: &u16) -> Option<u32> {
-            Some(u32::from(*s))
-        }
-        fn accepted(&mut self) -> &mut [u32] {
-            &mut self.accepted
-        }
-    }
-
+    /// The slice's members are taken whole from every state: the walk enters only the
+    /// slice's rest and the subtrees of the bytes the slice leaves out (`"`, `\`).
     #[test]
     fn a_counting_automaton_takes_the_string_slice_in_every_state() {
         let vocab = Vocab::embedded_qwen3().unwrap();
         let mut proofs = SliceProofs::default();
         for root in [0, 17, RUN - 1, RUN] {
-            let mut walk = HexRun {
-                accepted: vec![0; vocab.mask_words()],
-                steps: 0,
-            };
-            walk_sliced(&vocab, root, &mut walk, &mut proofs).unwrap();
-            for t in 0..vocab.len() as TokenId {
-                let text = get_bit(vocab.text_mask(), t);
-                let expected = text
-                    && vocab
-                        .token_bytes(t)
-                        .iter()
-                        .try_fold(root, |s, &b| hex_run(s, b))
-                        .is_some();
-                assert_eq!(
-                    get_bit(&walk.accepted, t),
-                    expected,
-                    "token {t} from {root}"
-                );
-            }
-            // The slice's members were taken whole: the walk entered the slice's rest and the
-            // subtrees of the bytes the slice leaves out (`"`, `\`), not the whole trie.
-            assert!(
-                walk.steps * 10 < vocab.trie().num_nodes(),
-                "{} of {} trie nodes from state {root}",
-                walk.steps,
-                vocab.trie().num_nodes()
-            );
+            assert_sliced_walk(&vocab, hex_run, root, &mut proofs);
         }
     }
 
     /// A client that reads a JSON string's raw characters but ECMA-262's line terminators
     /// (U+2028 and U+2029, `E2 80 A8`/`A9`), as a pattern's `.` does: states 1 and 2 are
     /// inside an `E2` character.
-    struct NoLineTerminator {
-        accepted: Vec<u32>,
-        steps: usize,
-    }
-
     fn no_line_terminator(s: u8, b: u8) -> Option<u8> {
         match (s, b) {
             (0, b'"' | b'\\' | 0..=0x1F) => None,
@@ -380,55 +392,11 @@ mod tests {
         }
     }
 
-    impl TrieVisitor for NoLineTerminator {
-        type State = u8;
-        fn step(&mut self, s: &u8, byte: u8, _: usize, _: Subtree) -> TrieStep<u8> {
-            self.steps += 1;
-            no_line_terminator(*s, byte).map_or(TrieStep::Skip, TrieStep::Enter)
-        }
-        fn tokens(&mut self, _: &u8, tokens: &[TokenId]) {
-            tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
-        }
-    }
-
-    impl SliceProbe for NoLineTerminator {
-        type Error = ();
-        fn advance(&mut self, s: &u8, byte: u8) -> Result<Option<u8>, ()> {
-            Ok(no_line_terminator(*s, byte))
-        }
-        fn identity(&self, s: &u8) -> Option<u32> {
-            Some(u32::from(*s))
-        }
-        fn accepted(&mut self) -> &mut [u32] {
-            &mut self.accepted
-        }
-    }
-
+    /// Without a slice of its own the string slice fails and the URI one leaves ~110k tokens
+    /// to walk.
     #[test]
     fn a_string_without_line_terminators_takes_its_own_slice() {
         let vocab = Vocab::embedded_qwen3().unwrap();
-        let mut walk = NoLineTerminator {
-            accepted: vec![0; vocab.mask_words()],
-            steps: 0,
-        };
-        walk_sliced(&vocab, 0, &mut walk, &mut SliceProofs::default()).unwrap();
-        for t in 0..vocab.len() as TokenId {
-            let text = get_bit(vocab.text_mask(), t);
-            let expected = text
-                && vocab
-                    .token_bytes(t)
-                    .iter()
-                    .try_fold(0, |s, &b| no_line_terminator(s, b))
-                    .is_some();
-            assert_eq!(get_bit(&walk.accepted, t), expected, "token {t}");
-        }
-        // Without a slice of its own the string slice fails and the URI one leaves ~110k
-        // tokens to walk.
-        assert!(
-            walk.steps * 10 < vocab.trie().num_nodes(),
-            "{} of {} trie nodes",
-            walk.steps,
-            vocab.trie().num_nodes()
-        );
+        assert_sliced_walk(&vocab, no_line_terminator, 0, &mut SliceProofs::default());
     }
 }
