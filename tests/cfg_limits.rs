@@ -5,7 +5,7 @@
 use formwork::cfg::{CfgCompiler, CfgConfig};
 use formwork::ir::{Grammar, GrammarBuilder};
 use formwork::{LimitKind, Limits, MatchErrorKind, Matcher};
-use formwork_testkit::grammars::ir;
+use formwork_testkit::grammars::{ir, rule_chain};
 use formwork_testkit::tokenizers;
 
 fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -19,21 +19,6 @@ fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 fn compiler(limits: Limits) -> CfgCompiler {
     CfgCompiler::new(tokenizers::qwen3(), CfgConfig::new()).with_limits(limits)
-}
-
-/// `r0 ::= "a" r1`, ..., `rn ::= "b"`.
-fn rule_chain(n: usize) -> Grammar {
-    let mut g = GrammarBuilder::new();
-    let rules: Vec<_> = (0..=n).map(|i| g.rule(&format!("r{i}"))).collect();
-    for i in 0..n {
-        let a = g.text("a");
-        let next = g.rule_ref(rules[i + 1]);
-        let body = g.seq([a, next]);
-        g.define(rules[i], body).unwrap();
-    }
-    let b = g.text("b");
-    g.define(rules[n], b).unwrap();
-    g.finish(rules[0]).unwrap()
 }
 
 /// A builder that lets IR nest `depth` levels deep (it allows 8 per level of

@@ -10,6 +10,7 @@ use formwork::ir::{Grammar, GrammarBuilder};
 use formwork::ops::{fits_operators, LowerConfig, OpsMatcher, RegexCompiler, Runtime};
 use formwork::vocab::Vocab;
 use formwork::{ByteSet, CompileErrorKind, LimitKind, Limits, MatchErrorKind, Matcher, TokenId};
+use formwork_testkit::grammars::rule_chain;
 use formwork_testkit::tokenizers;
 
 /// Runs `f` on a thread with the smallest stack a server may give its workers.
@@ -20,21 +21,6 @@ fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
         .unwrap()
         .join()
         .expect("no panic, no stack overflow")
-}
-
-/// `r0 ::= "a" r1`, ..., `rn ::= "b"`: a chain of `n` rules.
-fn rule_chain(n: usize) -> Grammar {
-    let mut g = GrammarBuilder::new();
-    let rules: Vec<_> = (0..=n).map(|i| g.rule(&format!("r{i}"))).collect();
-    for i in 0..n {
-        let a = g.text("a");
-        let next = g.rule_ref(rules[i + 1]);
-        let body = g.seq([a, next]);
-        g.define(rules[i], body).unwrap();
-    }
-    let b = g.text("b");
-    g.define(rules[n], b).unwrap();
-    g.finish(rules[0]).unwrap()
 }
 
 /// `((a?b)?b)?b...`: `n` optional repeats nested in one another. The IR builder allows 8

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use formwork::cfg::{CfgCompiler, CfgConfig, CfgGrammar};
 use formwork::front::gbnf::gbnf_to_ir;
-use formwork::ir::Grammar;
+use formwork::ir::{Grammar, GrammarBuilder};
 use formwork::vocab::Vocab;
 
 /// JSON (RFC 8259, any whitespace).
@@ -146,4 +146,20 @@ pub fn compile(vocab: &Vocab, config: CfgConfig, ir: &Grammar) -> Arc<CfgGrammar
     CfgCompiler::new(vocab, config)
         .compile(ir)
         .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `r0 ::= "a" r1`, ..., `rn ::= "b"`: a chain of `n` rules, as deep as `n`
+/// (the limits tests' input for recursion the input controls).
+pub fn rule_chain(n: usize) -> Grammar {
+    let mut g = GrammarBuilder::new();
+    let rules: Vec<_> = (0..=n).map(|i| g.rule(&format!("r{i}"))).collect();
+    for i in 0..n {
+        let a = g.text("a");
+        let next = g.rule_ref(rules[i + 1]);
+        let body = g.seq([a, next]);
+        g.define(rules[i], body).unwrap();
+    }
+    let b = g.text("b");
+    g.define(rules[n], b).unwrap();
+    g.finish(rules[0]).unwrap()
 }
