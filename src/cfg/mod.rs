@@ -56,9 +56,9 @@ use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
 use crate::error::{CompileError, Location};
 use crate::ir::Grammar;
-use crate::limits::{Budget, Deadline, LimitExceeded, LimitKind, Limits};
+use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 use crate::mask::{CacheStats, MaskCache};
-use crate::matcher::{fill_mask_prologue, rollback_to, MatchError, MatchErrorKind, Matcher};
+use crate::matcher::{rollback_to, MatchError, Matcher, Progress};
 use crate::vocab::{TokenKind, Vocab};
 
 use cache::CacheEntry;
@@ -304,10 +304,7 @@ impl CfgGrammar {
             grammar: self.clone(),
             chart: RefCell::new(self.initial.clone()),
             history: VecDeque::new(),
-            consumed: 0,
-            eos: 0,
-            over_limit: None,
-            masked: false,
+            progress: Progress::default(),
             old_rows: 0,
             scratch: cache::Scratch::default(),
         }
@@ -342,15 +339,7 @@ pub struct CfgMatcher {
     // `forced_bytes(&self)` looks ahead by pushing rows and truncating them again.
     chart: RefCell<Chart>,
     history: VecDeque<u32>,
-    /// Tokens consumed since the start (the history may hold fewer).
-    consumed: usize,
-    /// EOS tokens consumed (the last ones).
-    eos: usize,
-    /// The limit a consumed token reached (see [`Matcher`]): every call but `rollback` and
-    /// `reset` fails with it.
-    over_limit: Option<LimitExceeded>,
-    /// The last `fill_mask` succeeded on the current state.
-    masked: bool,
+    progress: Progress,
     /// Rows below the history's oldest token that the last [`Chart::forget_below`] kept.
     old_rows: usize,
     scratch: cache::Scratch,
@@ -367,10 +356,7 @@ impl Clone for CfgMatcher {
             grammar: self.grammar.clone(),
             chart: RefCell::new(self.chart.borrow().clone()),
             history: self.history.clone(),
-            consumed: self.consumed,
-            eos: self.eos,
-            over_limit: self.over_limit,
-            masked: self.masked,
+            progress: self.progress,
             old_rows: self.old_rows,
             scratch: cache::Scratch::default(),
         }
@@ -380,9 +366,9 @@ impl Clone for CfgMatcher {
 impl std::fmt::Debug for CfgMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CfgMatcher")
-            .field("consumed", &self.consumed)
+            .field("consumed", &self.progress.consumed())
             .field("rows", &self.chart.borrow().num_rows())
-            .field("terminated", &(self.eos > 0))
+            .field("terminated", &self.progress.is_terminated())
             .finish()
     }
 }
@@ -392,10 +378,6 @@ impl std::fmt::Debug for CfgMatcher {
 enum Forced {
     Byte(u8),
     Special(u32),
-}
-
-fn limit_error(e: LimitExceeded) -> MatchError {
-    MatchError::new(MatchErrorKind::Limit(e))
 }
 
 impl CfgMatcher {
@@ -412,7 +394,7 @@ impl CfgMatcher {
         let g = &*self.grammar;
         let prog = &g.prog;
         let mut out = Vec::new();
-        if self.eos > 0 || self.over_limit.is_some() {
+        if !self.progress.is_live() {
             return (out, false);
         }
         let budget = g.limits.budget();
@@ -457,10 +439,7 @@ impl CfgMatcher {
     /// mask was computed on this very state already (then it is known to fit).
     fn mask_allows(&mut self, token: TokenId) -> Result<bool, LimitExceeded> {
         let g = &*self.grammar;
-        let budget = match self.masked {
-            true => Budget::unmetered(&g.limits),
-            false => g.limits.budget(),
-        };
+        let budget = self.progress.mask_check_budget(&g.limits);
         let mut mask = vec![0u32; g.vocab.mask_words()];
         cache::fill(
             &g.view(),
@@ -483,8 +462,7 @@ impl CfgMatcher {
             }
             self.history.push_back(rows as u32);
         }
-        self.consumed += 1;
-        self.masked = false;
+        self.progress.stepped();
         if self.history.len() < cap {
             return;
         }
@@ -515,11 +493,11 @@ impl CfgMatcher {
         match self.mask_allows(token) {
             Ok(true) => {
                 self.advanced(rows);
-                self.over_limit = Some(limit);
+                self.progress.over(limit);
                 Ok(())
             }
-            Ok(false) => Err(limit_error(limit)),
-            Err(e) => Err(limit_error(e)),
+            Ok(false) => Err(limit.into()),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -527,7 +505,7 @@ impl CfgMatcher {
 impl Matcher for CfgMatcher {
     fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
         let g = &*self.grammar;
-        if fill_mask_prologue(out, &g.vocab, self.over_limit, self.eos > 0)? {
+        if self.progress.fill_mask_prologue(out, &g.vocab)? {
             return Ok(());
         }
         let budget = g.limits.budget();
@@ -538,44 +516,27 @@ impl Matcher for CfgMatcher {
             out,
             &budget,
         )
-        .map_err(limit_error)?;
-        self.masked = true;
+        ?;
+        self.progress.masked();
         Ok(())
     }
 
     fn consume(&mut self, token: TokenId) -> Result<(), MatchError> {
         let g = self.grammar.clone();
         let (prog, vocab) = (&g.prog, &g.vocab);
-        if token as usize >= vocab.mask_width() {
-            return Err(MatchError::new(MatchErrorKind::UnknownToken {
-                token,
-                mask_width: vocab.mask_width(),
-            }));
-        }
-        if let Some(e) = self.over_limit {
-            return Err(limit_error(e));
-        }
-        let step = self.consumed;
-        let rejected = |at_byte| {
-            MatchError::new(MatchErrorKind::Rejected {
-                token,
-                step,
-                at_byte,
-            })
-        };
+        let kind = self.progress.consume_prologue(vocab, token)?;
         let rows = self.chart.get_mut().num_rows();
-        if self.eos > 0 {
-            if !vocab.is_eos(token) {
-                return Err(MatchError::new(MatchErrorKind::Terminated));
-            }
+        let Some(kind) = kind else {
             self.advanced(rows);
-            self.eos += 1;
+            self.progress.ended();
             return Ok(());
-        }
+        };
+        let progress = self.progress;
+        let rejected = |at_byte| progress.rejected(token, at_byte);
         let budget = g.limits.budget();
         let chart = self.chart.get_mut();
-        match vocab.kind(token) {
-            Some(TokenKind::Text) => {
+        match kind {
+            TokenKind::Text => {
                 for (i, &b) in vocab.token_bytes(token).iter().enumerate() {
                     match chart.push_byte(prog, b, &budget) {
                         Ok(true) => {}
@@ -590,11 +551,11 @@ impl Matcher for CfgMatcher {
                     }
                 }
             }
-            Some(TokenKind::Special) => {
+            TokenKind::Special => {
                 // EOS ends a complete output; otherwise a special is a symbol of the grammar.
                 if vocab.is_eos(token) && chart.is_accepting(prog) {
                     self.advanced(rows);
-                    self.eos = 1;
+                    self.progress.ended();
                     return Ok(());
                 }
                 let sid = prog.special_index(token).ok_or_else(|| rejected(0))?;
@@ -604,7 +565,7 @@ impl Matcher for CfgMatcher {
                     Err(limit) => return self.limit_reached(token, limit, rows),
                 }
             }
-            _ => return Err(rejected(0)),
+            TokenKind::Unused => return Err(rejected(0)),
         }
         self.advanced(rows);
         Ok(())
@@ -617,20 +578,17 @@ impl Matcher for CfgMatcher {
         self.chart.get_mut().truncate(self.history[keep] as usize);
         self.scratch.forget_rows();
         self.history.truncate(keep);
-        self.consumed -= n;
-        self.eos -= n.min(self.eos);
-        self.over_limit = None;
-        self.masked = false;
+        self.progress.rolled_back(n);
         Ok(())
     }
 
     fn is_accepting(&self) -> bool {
-        self.over_limit.is_none()
-            && (self.eos > 0 || self.chart.borrow().is_accepting(&self.grammar.prog))
+        self.progress
+            .is_accepting(|| self.chart.borrow().is_accepting(&self.grammar.prog))
     }
 
     fn is_terminated(&self) -> bool {
-        self.eos > 0
+        self.progress.is_terminated()
     }
 
     fn forced_bytes(&self) -> Vec<u8> {
@@ -678,7 +636,7 @@ impl Matcher for CfgMatcher {
     }
 
     fn num_consumed(&self) -> usize {
-        self.consumed
+        self.progress.consumed()
     }
 
     fn reset(&mut self) {
@@ -687,19 +645,11 @@ impl Matcher for CfgMatcher {
         self.old_rows = 0;
         self.scratch.forget_rows();
         self.history.clear();
-        self.consumed = 0;
-        self.eos = 0;
-        self.over_limit = None;
-        self.masked = false;
+        self.progress = Progress::default();
     }
 
     fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
-        if let Some(e) = self.over_limit {
-            return Err(limit_error(e));
-        }
-        if self.eos > 0 {
-            return Err(MatchError::new(MatchErrorKind::Terminated));
-        }
+        self.progress.text_prologue()?;
         let g = self.grammar.clone();
         // Text no mask offered: a limit reached on it refuses it, changing nothing.
         let budget = g.limits.budget();
@@ -708,11 +658,8 @@ impl Matcher for CfgMatcher {
         for (at_byte, &b) in bytes.iter().enumerate() {
             let failure = match chart.push_byte(&g.prog, b, &budget) {
                 Ok(true) => continue,
-                Ok(false) => MatchError::new(MatchErrorKind::TextRejected {
-                    step: self.consumed,
-                    at_byte,
-                }),
-                Err(e) => limit_error(e),
+                Ok(false) => self.progress.text_rejected(at_byte),
+                Err(e) => e.into(),
             };
             chart.truncate(rows);
             return Err(failure);

@@ -12,7 +12,7 @@ use super::walker::{Frame, Thread, Threads, Walker};
 use crate::base::bitmask::get_bit;
 use crate::base::token::TokenId;
 use crate::limits::{Budget, LimitExceeded};
-use crate::matcher::{fill_mask_prologue, rollback_to, MatchError, MatchErrorKind, Matcher};
+use crate::matcher::{rollback_to, MatchError, Matcher, Progress};
 use crate::vocab::TokenKind;
 
 /// Longest forced stretch computed for jump-forward.
@@ -58,15 +58,7 @@ pub struct OpsMatcher {
     program: Arc<Program>,
     threads: Threads,
     history: History,
-    /// Tokens consumed since the start (the history may hold fewer).
-    consumed: usize,
-    /// EOS tokens consumed (the last ones).
-    eos: usize,
-    /// The limit a consumed token reached (see [`Matcher`]): every call but `rollback` and
-    /// `reset` fails with it.
-    over_limit: Option<LimitExceeded>,
-    /// The last `fill_mask` succeeded on the current state.
-    masked: bool,
+    progress: Progress,
     scratch: Threads,
 }
 
@@ -74,8 +66,8 @@ impl std::fmt::Debug for OpsMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpsMatcher")
             .field("threads", &self.threads.len())
-            .field("consumed", &self.consumed)
-            .field("terminated", &(self.eos > 0))
+            .field("consumed", &self.progress.consumed())
+            .field("terminated", &self.progress.is_terminated())
             .finish()
     }
 }
@@ -175,28 +167,23 @@ impl OpsMatcher {
             program,
             threads: Threads::new(),
             history,
-            consumed: 0,
-            eos: 0,
-            over_limit: None,
-            masked: false,
+            progress: Progress::default(),
             scratch: Threads::new(),
         };
         m.start();
         m
     }
 
-    /// The cursor at the start of the program (over its limit if the start alone has too
-    /// many readings).
+    /// The cursor at the start of the program, nothing consumed (over its limit if the
+    /// start alone has too many readings).
     fn start(&mut self) {
+        self.progress = Progress::default();
         let budget = self.runtime.limits.budget();
         match Walker::new(&self.program).initial(&budget) {
-            Ok(threads) => {
-                self.threads = threads;
-                self.over_limit = None;
-            }
+            Ok(threads) => self.threads = threads,
             Err(e) => {
                 self.threads = Threads::new();
-                self.over_limit = Some(e);
+                self.progress.over(e);
             }
         }
     }
@@ -205,14 +192,6 @@ impl OpsMatcher {
     #[cfg(feature = "internals")]
     pub fn num_threads(&self) -> usize {
         self.threads.len()
-    }
-
-    fn reject(&self, token: TokenId, at_byte: usize) -> MatchError {
-        MatchError::new(MatchErrorKind::Rejected {
-            token,
-            step: self.consumed,
-            at_byte,
-        })
     }
 
     /// Steps `units` on a copy of the cursor: the new threads, or the index of the failing unit.
@@ -238,10 +217,7 @@ impl OpsMatcher {
     /// Would the mask of the current state allow `token`? Within the work budget, unless a
     /// mask was computed on this very state already (then it is known to fit).
     fn mask_allows(&self, token: TokenId) -> Result<bool, LimitExceeded> {
-        let budget = match self.masked {
-            true => Budget::unmetered(&self.runtime.limits),
-            false => self.runtime.limits.budget(),
-        };
+        let budget = self.progress.mask_check_budget(&self.runtime.limits);
         let mut mask = vec![0u32; self.runtime.vocab.mask_words()];
         let walker = Walker::new(&self.program);
         self.runtime
@@ -252,8 +228,7 @@ impl OpsMatcher {
     /// Records a consumed token, the cursor before it going to the history.
     fn advanced(&mut self, before: &Threads) {
         self.history.push(before);
-        self.consumed += 1;
-        self.masked = false;
+        self.progress.stepped();
     }
 
     /// The forced units from the current state, and whether the stretch reaches the end of the
@@ -285,37 +260,24 @@ impl OpsMatcher {
 
 impl Matcher for OpsMatcher {
     fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
-        if fill_mask_prologue(out, &self.runtime.vocab, self.over_limit, self.eos > 0)? {
+        if self.progress.fill_mask_prologue(out, &self.runtime.vocab)? {
             return Ok(());
         }
         let budget = self.runtime.limits.budget();
         self.runtime
-            .fill(&Walker::new(&self.program), &self.threads, out, &budget)
-            .map_err(|e| MatchError::new(MatchErrorKind::Limit(e)))?;
-        self.masked = true;
+            .fill(&Walker::new(&self.program), &self.threads, out, &budget)?;
+        self.progress.masked();
         Ok(())
     }
 
     fn consume(&mut self, token: TokenId) -> Result<(), MatchError> {
         let vocab = &self.runtime.vocab;
-        let kind = vocab.kind(token).ok_or_else(|| {
-            MatchError::new(MatchErrorKind::UnknownToken {
-                token,
-                mask_width: vocab.mask_width(),
-            })
-        })?;
-        if let Some(e) = self.over_limit {
-            return Err(MatchError::new(MatchErrorKind::Limit(e)));
-        }
-        if self.eos > 0 {
-            if !vocab.is_eos(token) {
-                return Err(MatchError::new(MatchErrorKind::Terminated));
-            }
+        let Some(kind) = self.progress.consume_prologue(vocab, token)? else {
             let before = self.threads.clone();
             self.advanced(&before);
-            self.eos += 1;
+            self.progress.ended();
             return Ok(());
-        }
+        };
         let budget = self.runtime.limits.budget();
         let (program, threads, scratch) = (&self.program, &self.threads, &mut self.scratch);
         let stepped = match kind {
@@ -342,21 +304,21 @@ impl Matcher for OpsMatcher {
             Err(Ok(_)) if vocab.is_eos(token) && self.is_accepting() => {
                 let before = self.threads.clone();
                 self.advanced(&before);
-                self.eos = 1;
+                self.progress.ended();
                 Ok(())
             }
-            Err(Ok(at_byte)) => Err(self.reject(token, at_byte)),
+            Err(Ok(at_byte)) => Err(self.progress.rejected(token, at_byte)),
             // A limit never refuses a token the constraint allows here: the token is consumed
             // and the matcher stays over its limit until rolled back.
             Err(Err(limit)) => match self.mask_allows(token) {
                 Ok(true) => {
                     let before = self.threads.clone();
                     self.advanced(&before);
-                    self.over_limit = Some(limit);
+                    self.progress.over(limit);
                     Ok(())
                 }
-                Ok(false) => Err(MatchError::new(MatchErrorKind::Limit(limit))),
-                Err(e) => Err(MatchError::new(MatchErrorKind::Limit(e))),
+                Ok(false) => Err(limit.into()),
+                Err(e) => Err(e.into()),
             },
         }
     }
@@ -366,23 +328,21 @@ impl Matcher for OpsMatcher {
             return Ok(());
         };
         self.threads = self.history.restore(keep);
-        self.consumed -= n;
-        self.eos -= n.min(self.eos);
-        self.over_limit = None;
-        self.masked = false;
+        self.progress.rolled_back(n);
         Ok(())
     }
 
     fn is_accepting(&self) -> bool {
-        self.over_limit.is_none() && (self.eos > 0 || self.threads.iter().any(|t| t.is_end()))
+        self.progress
+            .is_accepting(|| self.threads.iter().any(|t| t.is_end()))
     }
 
     fn is_terminated(&self) -> bool {
-        self.eos > 0
+        self.progress.is_terminated()
     }
 
     fn forced_bytes(&self) -> Vec<u8> {
-        if self.eos > 0 || self.over_limit.is_some() {
+        if !self.progress.is_live() {
             return Vec::new();
         }
         self.forced_units()
@@ -394,7 +354,7 @@ impl Matcher for OpsMatcher {
     }
 
     fn forced_tokens(&self) -> Vec<TokenId> {
-        if self.eos > 0 || self.over_limit.is_some() {
+        if !self.progress.is_live() {
             return Vec::new();
         }
         let (units, reaches_end) = self.forced_units();
@@ -402,24 +362,16 @@ impl Matcher for OpsMatcher {
     }
 
     fn num_consumed(&self) -> usize {
-        self.consumed
+        self.progress.consumed()
     }
 
     fn reset(&mut self) {
         self.start();
         self.history.clear();
-        self.consumed = 0;
-        self.eos = 0;
-        self.masked = false;
     }
 
     fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
-        if let Some(e) = self.over_limit {
-            return Err(MatchError::new(MatchErrorKind::Limit(e)));
-        }
-        if self.eos > 0 {
-            return Err(MatchError::new(MatchErrorKind::Terminated));
-        }
+        self.progress.text_prologue()?;
         // Text no mask offered: a limit reached on it refuses it, changing nothing.
         let budget = self.runtime.limits.budget();
         let units = bytes.iter().map(|&b| b as u32);
@@ -435,11 +387,8 @@ impl Matcher for OpsMatcher {
                 self.advanced(&before);
                 Ok(())
             }
-            Err(Ok(at_byte)) => Err(MatchError::new(MatchErrorKind::TextRejected {
-                step: self.consumed,
-                at_byte,
-            })),
-            Err(Err(limit)) => Err(MatchError::new(MatchErrorKind::Limit(limit))),
+            Err(Ok(at_byte)) => Err(self.progress.text_rejected(at_byte)),
+            Err(Err(limit)) => Err(limit.into()),
         }
     }
 }
