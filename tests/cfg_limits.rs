@@ -6,16 +6,8 @@ use formwork::cfg::{CfgCompiler, CfgConfig};
 use formwork::ir::{Grammar, GrammarBuilder};
 use formwork::{LimitKind, Limits, MatchErrorKind, Matcher};
 use formwork_testkit::grammars::{ir, rule_chain};
+use formwork_testkit::stack::on_small_stack;
 use formwork_testkit::tokenizers;
-
-fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::Builder::new()
-        .stack_size(256 << 10)
-        .spawn(f)
-        .unwrap()
-        .join()
-        .expect("no panic, no stack overflow")
-}
 
 fn compiler(limits: Limits) -> CfgCompiler {
     CfgCompiler::new(tokenizers::qwen3(), CfgConfig::new()).with_limits(limits)

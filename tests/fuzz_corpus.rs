@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use formwork_testkit::stack::SMALL_STACK;
 use formwork_testkit::{Target, TARGETS};
 
 fn inputs(target: &Target) -> Vec<std::path::PathBuf> {
@@ -39,7 +40,7 @@ fn replay(name: &str) {
         let run = target.run;
         // Each input on a worker of the size a server gives (the targets' own rule).
         let outcome = std::thread::Builder::new()
-            .stack_size(256 << 10)
+            .stack_size(SMALL_STACK)
             .spawn(move || run(&data))
             .expect("spawn")
             .join();

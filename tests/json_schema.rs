@@ -8,6 +8,7 @@ use formwork::front::json_schema::{
 use formwork::ir::{Expr, Grammar};
 use formwork::{CompileError, CompileErrorKind, Engine, LimitKind, Limits, Location};
 use formwork_testkit::oracle::Lang;
+use formwork_testkit::stack::on_small_stack;
 use formwork_testkit::tokenizers;
 use serde_json::{json, Value};
 
@@ -909,18 +910,6 @@ fn pathological_schemas_stay_bounded() {
 
 // Untrusted input: every case below compiles on a thread with the smallest stack a server may
 // give its workers, and ends in a correct grammar or a typed `Limit` error at its place.
-
-/// Runs `f` on a thread with a 256 KiB stack.
-fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .stack_size(256 * 1024)
-            .spawn_scoped(s, f)
-            .unwrap()
-            .join()
-            .unwrap()
-    })
-}
 
 /// The limit a `Limit` error reached and the JSON pointer it names.
 fn limit_at(e: &CompileError) -> (LimitKind, String) {

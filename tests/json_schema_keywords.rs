@@ -15,6 +15,7 @@ use formwork::ir::Grammar;
 use formwork::{CompileErrorKind, Engine, LimitKind, Limits, Location, Matcher};
 use formwork_testkit::oracle::{assert_same_mask, mask_of, Lang};
 use formwork_testkit::rng::Rng;
+use formwork_testkit::stack::on_small_stack;
 use formwork_testkit::tokenizers;
 use formwork_testkit::walk::random_walk;
 use serde_json::{json, Value};
@@ -742,18 +743,6 @@ fn multiple_of_masks_match_llguidance() {
             &texts,
         );
     }
-}
-
-/// Runs `f` on a thread with a 256 KiB stack, the smallest a server may give a worker.
-fn on_small_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .stack_size(256 << 10)
-            .spawn_scoped(s, f)
-            .expect("spawn a worker thread")
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    })
 }
 
 /// Hostile uses of the new constructions end in typed errors (or compile), on a small stack,

@@ -11,17 +11,8 @@ use formwork::ops::{fits_operators, LowerConfig, OpsMatcher, RegexCompiler, Runt
 use formwork::vocab::Vocab;
 use formwork::{ByteSet, CompileErrorKind, LimitKind, Limits, MatchErrorKind, Matcher, TokenId};
 use formwork_testkit::grammars::rule_chain;
+use formwork_testkit::stack::on_small_stack;
 use formwork_testkit::tokenizers;
-
-/// Runs `f` on a thread with the smallest stack a server may give its workers.
-fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    std::thread::Builder::new()
-        .stack_size(256 << 10)
-        .spawn(f)
-        .unwrap()
-        .join()
-        .expect("no panic, no stack overflow")
-}
 
 /// `((a?b)?b)?b...`: `n` optional repeats nested in one another. The IR builder allows 8
 /// levels per level of [`Limits::nesting`]; raised here so that the depth reaches the backend.
