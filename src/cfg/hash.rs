@@ -11,7 +11,7 @@
 //! complete. Structures that are equal but numbered differently may hash differently, which
 //! only costs sharing.
 
-use super::program::{Program, DEAD, MULTI, SCANS};
+use super::program::{Program, MULTI};
 use crate::base::byteset::ByteSet;
 use crate::base::collections::FastMap;
 use crate::error::{CompileError, Location};
@@ -186,16 +186,8 @@ fn canonical_edges<'a>(
 ) {
     out.bytes.clear();
     out.group_of.clear();
-    // A state without byte edges has no entry to look at.
-    let entries: &[u32] = match prog.state(s).flags & SCANS != 0 {
-        true => prog.entries(s),
-        false => &[],
-    };
     // Classes are numbered by least byte, so a group's first class orders it by least byte.
-    for (c, &e) in entries.iter().enumerate() {
-        if e == DEAD {
-            continue;
-        }
+    for (c, e) in prog.transitions(s) {
         let set = prog.alphabet.sets[c];
         let single = [e];
         let targets: &[u32] = if e & MULTI == 0 {
