@@ -14,7 +14,7 @@
 use super::program::{Program, MULTI};
 use crate::base::byteset::ByteSet;
 use crate::base::collections::FastMap;
-use crate::error::{CompileError, Location};
+use crate::error::CompileError;
 use crate::ir::graph::strongly_connected;
 use crate::ir::StructHasher;
 use crate::limits::Deadline;
@@ -127,7 +127,7 @@ fn unit_local_hash(
     while i < order.len() {
         deadline
             .tick()
-            .map_err(|e| CompileError::over_limit(e, Location::None, "grammar hashing"))?;
+            .map_err(|e| CompileError::over_limit(e, prog.unit_place(u as u32), "grammar hashing"))?;
         let s = order[i];
         i += 1;
         canonical_edges(prog, s, callee_code, &mut edges);

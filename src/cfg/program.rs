@@ -27,6 +27,7 @@
 use crate::base::byteset::ByteSet;
 use crate::base::collections::FastSet;
 use crate::base::token::TokenId;
+use crate::error::Location;
 use crate::ir::{Expr, Grammar};
 
 /// No transition.
@@ -248,6 +249,8 @@ pub(crate) struct Program {
     pub special_edges: Vec<(u32, u32)>,
     /// Special tokens the grammar names: content and vocabulary id.
     pub specials: Vec<(Box<str>, TokenId)>,
+    /// Per unit, the name of the grammar rule it is (part of): where limit errors point.
+    pub unit_rules: Vec<Box<str>>,
     /// Per unit, the bytes that may come right after it completes, in any caller (a
     /// superset). A token the unit alone rejects on a byte outside them, after completing,
     /// is rejected in every context: the mask cache need not ask the context about it.
@@ -320,6 +323,11 @@ impl Program {
         self.transitions(s).fold(ByteSet::EMPTY, |out, (c, _)| {
             out.union(&self.alphabet.sets[c])
         })
+    }
+
+    /// Unit `u`'s rule as an error's location.
+    pub fn unit_place(&self, u: u32) -> Location {
+        Location::Rule(self.unit_rules[u as usize].to_string())
     }
 
     /// The special index of a vocabulary token, if the grammar names it.

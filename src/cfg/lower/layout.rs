@@ -37,8 +37,14 @@ impl CfgLowering<'_> {
                 callers[v as usize].push(u as u32);
             }
         }
+        // Past the deadline, the error names the unit being worked on.
+        let g = self.g;
+        let unit_rules = &self.unit_rules;
+        let late = |u: usize, e: LimitExceeded| {
+            compile_time(e).or_at(rule_place(g, unit_rules[u]))
+        };
         // Productive: derives some string. Nullable: derives the empty string.
-        let productive = fixpoint(n, &callers, deadline, |u, known| {
+        let productive = fixpoint(n, &callers, &late, deadline, |u, known| {
             match (&fsms[u], &counted[u]) {
                 (Some(f), _) => reaches_final(f, |c| known[c as usize], true),
                 (None, Some(c)) => c.min == 0 || known[c.body as usize],
@@ -51,7 +57,7 @@ impl CfgLowering<'_> {
                 "the grammar's start rule derives no string at all",
             ));
         }
-        let nullable = fixpoint(n, &callers, deadline, |u, known| {
+        let nullable = fixpoint(n, &callers, &late, deadline, |u, known| {
             match (&fsms[u], &counted[u]) {
                 (Some(f), _) => {
                     reaches_final(f, |c| known[c as usize] && productive[c as usize], false)
@@ -61,9 +67,11 @@ impl CfgLowering<'_> {
             }
         })?;
         // Trim every automaton to the states on some path from start to final.
-        for f in fsms.iter_mut().flatten() {
-            deadline.check().map_err(compile_time)?;
-            trim(f, |c| productive[c as usize]);
+        for (u, f) in fsms.iter_mut().enumerate() {
+            if let Some(f) = f {
+                deadline.check().map_err(|e| late(u, e))?;
+                trim(f, |c| productive[c as usize]);
+            }
         }
         let (order, new_id) = reachable_units(start, &fsms, &counted, &productive);
         let mut prog = Program {
@@ -77,6 +85,10 @@ impl CfgLowering<'_> {
             calls: Vec::new(),
             special_edges: Vec::new(),
             specials: self.specials,
+            unit_rules: order
+                .iter()
+                .map(|&u| self.g.rule(self.unit_rules[u as usize]).name.as_str().into())
+                .collect(),
             follow: Vec::new(),
             slices: 0,
         };
@@ -85,6 +97,8 @@ impl CfgLowering<'_> {
         let mut offset = Vec::with_capacity(order.len());
         let mut total = 0u32;
         let mut entries = 0usize;
+        // The unit with the most states (named when the program is over the limits).
+        let mut largest = (0, start);
         for &u in &order {
             offset.push(total);
             let Some(f) = &fsms[u as usize] else {
@@ -92,18 +106,21 @@ impl CfgLowering<'_> {
                 continue;
             };
             total += f.states.len() as u32;
+            largest = largest.max((f.states.len(), u));
             for s in &f.states {
                 for group in s.bytes.chunk_by(|a, b| a.0 == b.0) {
                     entries += f.classes[group[0].0 as usize].len();
                 }
             }
         }
+        let largest_place = || rule_place(g, self.unit_rules[largest.1 as usize]);
         if total as usize > self.options.max_states {
-            return Err(too_many_states(
-                total as usize,
-                self.options.max_states,
-                "the grammar's automata",
-            ));
+            let what = format!(
+                "the grammar's automata (the largest this rule's: {} states)",
+                largest.0
+            );
+            let e = too_many_states(total as usize, self.options.max_states, &what);
+            return Err(e.or_at(largest_place()));
         }
         // Each state's entries cost as much as its edges: the table is bounded at 64 entries
         // per allowed state.
@@ -112,12 +129,13 @@ impl CfgLowering<'_> {
                 entries.div_ceil(64),
                 self.options.max_states,
                 "the grammar's transition table (in rows of 64 entries)",
-            ));
+            )
+            .or_at(largest_place()));
         }
         prog.live = vec![ByteSet::EMPTY; total as usize];
         prog.trans = Vec::with_capacity(entries);
         for (k, &u) in order.iter().enumerate() {
-            deadline.tick().map_err(compile_time)?;
+            deadline.tick().map_err(|e| late(u as usize, e))?;
             let base = offset[k];
             let uid = k as u32;
             match (&fsms[u as usize], &counted[u as usize]) {
@@ -291,10 +309,12 @@ pub(super) fn unit_callees(fsm: &Option<Fsm>, counted: &Option<Counted>) -> Vec<
     }
 }
 
-/// Least fixpoint of a monotone per-unit property, re-checking callers when a unit flips.
+/// Least fixpoint of a monotone per-unit property, re-checking callers when a unit flips
+/// (`late`: the error past the deadline, while working on a unit).
 pub(super) fn fixpoint(
     n: usize,
     callers: &[Vec<u32>],
+    late: &dyn Fn(usize, LimitExceeded) -> CompileError,
     deadline: &Deadline,
     check: impl Fn(usize, &[bool]) -> bool,
 ) -> Result<Vec<bool>, CompileError> {
@@ -304,7 +324,7 @@ pub(super) fn fixpoint(
     // first check (each check walks the unit's automaton).
     let mut work: VecDeque<usize> = (0..n).rev().collect();
     while let Some(u) = work.pop_front() {
-        deadline.tick().map_err(compile_time)?;
+        deadline.tick().map_err(|e| late(u, e))?;
         queued[u] = false;
         if known[u] || !check(u, &known) {
             continue;

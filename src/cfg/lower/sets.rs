@@ -101,7 +101,9 @@ impl Program {
         while changed {
             changed = false;
             for u in (0..self.units.len()).rev() {
-                deadline.tick().map_err(compile_time)?;
+                deadline
+                    .tick()
+                    .map_err(|e| compile_time(e).or_at(self.unit_place(u as u32)))?;
                 let f = own[u].union(&self.callees_first(self.units[u].start, &first));
                 changed |= f != first[u];
                 first[u] = f;
@@ -148,7 +150,9 @@ impl Program {
         while changed {
             changed = false;
             for (&(unit, ret), next) in rets.iter().zip(&next_own) {
-                deadline.tick().map_err(compile_time)?;
+                deadline
+                    .tick()
+                    .map_err(|e| compile_time(e).or_at(self.unit_place(unit)))?;
                 let st = self.state(ret);
                 let mut f = follow[unit as usize].union(next);
                 if st.flags & (FINAL | COUNTED) != 0 {
