@@ -5,6 +5,7 @@ use std::fmt;
 
 use crate::base::bitmask::set_bit;
 use crate::base::token::TokenId;
+use crate::error::Location;
 use crate::limits::LimitExceeded;
 use crate::vocab::Vocab;
 
@@ -62,17 +63,33 @@ pub enum MatchErrorKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MatchError {
     kind: MatchErrorKind,
+    location: Location,
 }
 
 impl MatchError {
     /// An error of this kind.
     pub fn new(kind: MatchErrorKind) -> MatchError {
-        MatchError { kind }
+        MatchError {
+            kind,
+            location: Location::None,
+        }
+    }
+
+    /// The same error placed at `location` in the grammar (a `Limit` names the rule the
+    /// matcher was in).
+    pub fn at(mut self, location: Location) -> MatchError {
+        self.location = location;
+        self
     }
 
     /// What went wrong.
     pub fn kind(&self) -> &MatchErrorKind {
         &self.kind
+    }
+
+    /// Where in the grammar, if known ([`Location::None`] otherwise).
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 }
 
@@ -116,6 +133,9 @@ pub(crate) fn fill_mask_prologue(
 
 impl fmt::Display for MatchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.location != Location::None {
+            write!(f, "{}: ", self.location)?;
+        }
         match &self.kind {
             MatchErrorKind::Rejected {
                 token,

@@ -253,3 +253,28 @@ fn backend_limit_errors_name_the_rule_responsible() {
     assert_eq!(err.limit().unwrap().kind, LimitKind::CompileTime, "{err}");
     assert_eq!(err.location(), &Location::Rule("root".into()), "{err}");
 }
+
+/// A mask over its work limit names the rule the matcher is in: the rule of the items that
+/// read the next bytes.
+#[test]
+fn a_mask_over_its_work_limit_names_the_rule_the_matcher_is_in() {
+    let vocab = tokenizers::qwen3();
+    let words: Vec<String> = (0..300).map(|i| format!("\"w{i}x\"")).collect();
+    let gbnf = format!(
+        "root ::= \"[\" words \",\" words \"]\"\nwords ::= {}",
+        words.join(" | ")
+    );
+    let g = compiler(Limits::new().mask_work(200))
+        .compile(&ir(&gbnf))
+        .unwrap();
+    let mut m = g.matcher();
+    m.consume_all(&vocab.encode("[").unwrap()).unwrap();
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let err = m.fill_mask(&mut mask).unwrap_err();
+    match err.kind() {
+        MatchErrorKind::Limit(e) => assert_eq!(e.kind, LimitKind::MaskWork, "{err}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err.location(), &Location::Rule("words".into()), "{err}");
+    assert!(err.to_string().starts_with("rule `words`: "), "{err}");
+}
