@@ -45,6 +45,9 @@ pub enum Location {
     },
     /// A JSON pointer into a schema (`/properties/name/pattern`).
     JsonPointer(String),
+    /// A rule of the grammar a backend compiles, by name (the JSON Schema front end names
+    /// rules after the pointers and shapes they come from, GBNF after the source's rules).
+    Rule(String),
 }
 
 impl Location {
@@ -67,6 +70,7 @@ impl fmt::Display for Location {
             Location::None => Ok(()),
             Location::Text { source, line, col } => write!(f, "{source}:{line}:{col}"),
             Location::JsonPointer(p) => write!(f, "#{p}"),
+            Location::Rule(name) => write!(f, "rule `{name}`"),
         }
     }
 }

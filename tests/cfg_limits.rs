@@ -4,7 +4,9 @@
 
 use formwork::cfg::{CfgCompiler, CfgConfig};
 use formwork::ir::{Grammar, GrammarBuilder};
-use formwork::{LimitKind, Limits, MatchErrorKind, Matcher};
+use std::time::Duration;
+
+use formwork::{LimitKind, Limits, Location, MatchErrorKind, Matcher};
 use formwork_testkit::grammars::{ir, rule_chain};
 use formwork_testkit::stack::on_small_stack;
 use formwork_testkit::tokenizers;
@@ -210,4 +212,61 @@ fn the_first_row_over_the_readings_limit_is_a_typed_compile_error() {
         .compile(&ir(r#"root ::= "a""#))
         .unwrap_err();
     assert_eq!(err.limit().unwrap().kind, LimitKind::Readings, "{err}");
+}
+
+/// A limit the backend reaches while compiling names the grammar rule whose unit reached it
+/// (front ends name rules after JSON pointers and shapes): the rule that makes the program
+/// too big, and the unit being built when the compile time ran out.
+#[test]
+fn backend_limit_errors_name_the_rule_responsible() {
+    // `words` is called from two places and too big to inline: its own unit, built after
+    // `root`'s, alone past a grammar size of 300 states.
+    let words: Vec<String> = (0..300).map(|i| format!("\"w{i}x\"")).collect();
+    let gbnf = format!(
+        "root ::= \"[\" words \",\" words \"]\"\nwords ::= {}",
+        words.join(" | ")
+    );
+    let grammar = ir(&gbnf);
+    let err = compiler(Limits::new().grammar_size(300))
+        .compile(&grammar)
+        .unwrap_err();
+    assert_eq!(err.limit().unwrap().kind, LimitKind::GrammarSize, "{err}");
+    assert_eq!(err.location(), &Location::Rule("words".into()), "{err}");
+    assert!(err.to_string().starts_with("rule `words`: "), "{err}");
+    assert!(compiler(Limits::new()).compile(&grammar).is_ok());
+
+    // Out of time before the first unit is built (the cost pass of a grammar this small
+    // reads the clock less often than it ticks): the start rule's unit is the one named.
+    let err = compiler(Limits::new().compile_time(Some(Duration::ZERO)))
+        .compile(&ir(
+            "root ::= \"[\" words \",\" words \"]\"\nwords ::= \"a\" | \"b\"",
+        ))
+        .unwrap_err();
+    assert_eq!(err.limit().unwrap().kind, LimitKind::CompileTime, "{err}");
+    assert_eq!(err.location(), &Location::Rule("root".into()), "{err}");
+}
+
+/// A mask over its work limit names the rule the matcher is in: the rule of the items that
+/// read the next bytes.
+#[test]
+fn a_mask_over_its_work_limit_names_the_rule_the_matcher_is_in() {
+    let vocab = tokenizers::qwen3();
+    let words: Vec<String> = (0..300).map(|i| format!("\"w{i}x\"")).collect();
+    let gbnf = format!(
+        "root ::= \"[\" words \",\" words \"]\"\nwords ::= {}",
+        words.join(" | ")
+    );
+    let g = compiler(Limits::new().mask_work(200))
+        .compile(&ir(&gbnf))
+        .unwrap();
+    let mut m = g.matcher();
+    m.consume_all(&vocab.encode("[").unwrap()).unwrap();
+    let mut mask = vec![0u32; vocab.mask_words()];
+    let err = m.fill_mask(&mut mask).unwrap_err();
+    match err.kind() {
+        MatchErrorKind::Limit(e) => assert_eq!(e.kind, LimitKind::MaskWork, "{err}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err.location(), &Location::Rule("words".into()), "{err}");
+    assert!(err.to_string().starts_with("rule `words`: "), "{err}");
 }

@@ -9,7 +9,9 @@ use formwork::engine::{BackendChoice, BackendKind, Engine, EngineConfig};
 use formwork::ir::{Grammar, GrammarBuilder};
 use formwork::ops::{fits_operators, LowerConfig, OpsMatcher, RegexCompiler, Runtime};
 use formwork::vocab::Vocab;
-use formwork::{ByteSet, CompileErrorKind, LimitKind, Limits, MatchErrorKind, Matcher, TokenId};
+use formwork::{
+    ByteSet, CompileErrorKind, LimitKind, Limits, Location, MatchErrorKind, Matcher, TokenId,
+};
 use formwork_testkit::grammars::rule_chain;
 use formwork_testkit::stack::on_small_stack;
 use formwork_testkit::tokenizers;
@@ -149,12 +151,18 @@ fn compile_time_and_automaton_sizes_are_typed_limits() {
     let err = e.compile_regex(&pattern).unwrap_err();
     assert_eq!(err.limit().unwrap().kind, LimitKind::CompileTime, "{err}");
 
-    // Free text up to a special token is one `Wait` automaton, past a limit of 4 states.
+    // Free text up to a special token is one `Wait` automaton, past a limit of 4 states; it
+    // is a rule of its own, which the error names.
     let mut g = GrammarBuilder::new();
     let text = g.class(ByteSet::range(b'a', b'z'));
     let body = g.repeat(text, 0, None);
     let end = g.special("<|im_end|>");
-    let root_expr = g.seq([body, end]);
+    let free_expr = g.seq([body, end]);
+    let free = g.rule("free text");
+    g.define(free, free_expr).unwrap();
+    let open = g.text("> ");
+    let call = g.rule_ref(free);
+    let root_expr = g.seq([open, call]);
     let root = g.rule("root");
     g.define(root, root_expr).unwrap();
     let grammar = g.finish(root).unwrap();
@@ -165,6 +173,7 @@ fn compile_time_and_automaton_sizes_are_typed_limits() {
         LimitKind::AutomatonStates,
         "{err}"
     );
+    assert_eq!(err.location(), &Location::Rule("free text".into()), "{err}");
     assert!(engine(BackendChoice::Operators, Limits::new())
         .compile_grammar(&grammar)
         .is_ok());

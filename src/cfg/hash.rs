@@ -11,10 +11,10 @@
 //! complete. Structures that are equal but numbered differently may hash differently, which
 //! only costs sharing.
 
-use super::program::{Program, DEAD, MULTI, SCANS};
+use super::program::{Program, MULTI};
 use crate::base::byteset::ByteSet;
 use crate::base::collections::FastMap;
-use crate::error::{CompileError, Location};
+use crate::error::CompileError;
 use crate::ir::graph::strongly_connected;
 use crate::ir::StructHasher;
 use crate::limits::Deadline;
@@ -127,7 +127,7 @@ fn unit_local_hash(
     while i < order.len() {
         deadline
             .tick()
-            .map_err(|e| CompileError::over_limit(e, Location::None, "grammar hashing"))?;
+            .map_err(|e| CompileError::over_limit(e, prog.unit_place(u as u32), "grammar hashing"))?;
         let s = order[i];
         i += 1;
         canonical_edges(prog, s, callee_code, &mut edges);
@@ -186,16 +186,8 @@ fn canonical_edges<'a>(
 ) {
     out.bytes.clear();
     out.group_of.clear();
-    // A state without byte edges has no entry to look at.
-    let entries: &[u32] = match prog.state(s).flags & SCANS != 0 {
-        true => prog.entries(s),
-        false => &[],
-    };
     // Classes are numbered by least byte, so a group's first class orders it by least byte.
-    for (c, &e) in entries.iter().enumerate() {
-        if e == DEAD {
-            continue;
-        }
+    for (c, e) in prog.transitions(s) {
         let set = prog.alphabet.sets[c];
         let single = [e];
         let targets: &[u32] = if e & MULTI == 0 {

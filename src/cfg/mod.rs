@@ -381,6 +381,22 @@ enum Forced {
 }
 
 impl CfgMatcher {
+    /// Where the matcher is in the grammar: the rule of the first item of the last row that
+    /// reads bytes itself (else of its first item). A mask's work is spent walking tokens
+    /// from the whole row at once (its rows are shared by the items, and memoized across
+    /// them), so no single item is the one that spent it; the scanning items are the
+    /// innermost rules being written.
+    fn position(&self) -> Location {
+        let chart = self.chart.borrow();
+        let prog = &self.grammar.prog;
+        let row = chart.row(chart.num_rows() - 1);
+        let scans = |it: &&chart::Item| prog.state(it.state).flags & program::SCANS != 0;
+        match row.iter().find(scans).or(row.first()) {
+            Some(it) => prog.unit_place(prog.state(it.state).unit),
+            None => Location::None,
+        }
+    }
+
     /// Earley rows the matcher holds: one per byte or special token of the tokens it can still
     /// roll back, and the older ones an open structure still needs.
     #[cfg(feature = "internals")]
@@ -516,7 +532,7 @@ impl Matcher for CfgMatcher {
             out,
             &budget,
         )
-        ?;
+        .map_err(|e| MatchError::from(e).at(self.position()))?;
         self.progress.masked();
         Ok(())
     }

@@ -15,12 +15,19 @@
 //! compression, done exactly: the counter is part of the item, and the mask cache abstracts it
 //! to its distance from the bounds, see `cache/`).
 //!
-//! All states of all units live in one array; transitions are one dense table over the
-//! grammar's byte classes (bytes no rule distinguishes share a class).
+//! All states of all units live in one array; transitions are over the grammar's byte classes
+//! (bytes no rule distinguishes share a class), stored sparsely: per state, a bitmap of the
+//! classes it has a transition on and their entries packed in class order. A state has edges
+//! on a few of the grammar's classes (a property-name trie node on one or two letters of
+//! dozens), and a dense row per state was most of a large grammar's compile: Kubernetes or
+//! JSON Schema Store schemas compile to 100k–700k states over ~80 classes, a table of
+//! 40–220 MB to clear, fill and read back (the layout, the structural hashes and the slice
+//! check each walked every row).
 
 use crate::base::byteset::ByteSet;
 use crate::base::collections::FastSet;
 use crate::base::token::TokenId;
+use crate::error::Location;
 use crate::ir::{Expr, Grammar};
 
 /// No transition.
@@ -56,6 +63,8 @@ pub(crate) struct State {
     pub calls: (u32, u32),
     /// Range of `Program::special_edges`.
     pub specials: (u32, u32),
+    /// Where the state's entries start in `Program::trans`.
+    pub row: u32,
 }
 
 /// A call edge: predict `unit`; when it completes, continue at `ret`.
@@ -150,10 +159,6 @@ impl Alphabet {
         Alphabet { class_of, sets }
     }
 
-    pub fn len(&self) -> usize {
-        self.sets.len()
-    }
-
     /// The classes a byte set covers (as a set of class ids).
     pub(crate) fn classes(&self, set: &ByteSet) -> ByteSet {
         let mut out = ByteSet::EMPTY;
@@ -232,7 +237,10 @@ pub(crate) struct Program {
     pub units: Vec<Unit>,
     pub start_unit: u32,
     pub alphabet: Alphabet,
-    /// `states.len() * alphabet.len()` entries: target state, [`DEAD`], or [`MULTI`] | index.
+    /// Per state, the classes it has a transition on.
+    pub live: Vec<ByteSet>,
+    /// Per state from its `row`, one entry per class set in `live`, in class order: target
+    /// state or [`MULTI`] | index.
     pub trans: Vec<u32>,
     /// `[n, t1, .., tn]` lists for nondeterministic entries.
     pub multi: Vec<u32>,
@@ -241,6 +249,8 @@ pub(crate) struct Program {
     pub special_edges: Vec<(u32, u32)>,
     /// Special tokens the grammar names: content and vocabulary id.
     pub specials: Vec<(Box<str>, TokenId)>,
+    /// Per unit, the name of the grammar rule it is (part of): where limit errors point.
+    pub unit_rules: Vec<Box<str>>,
     /// Per unit, the bytes that may come right after it completes, in any caller (a
     /// superset). A token the unit alone rejects on a byte outside them, after completing,
     /// is rejected in every context: the mask cache need not ask the context about it.
@@ -273,17 +283,31 @@ impl Program {
         &self.special_edges[a as usize..b as usize]
     }
 
-    /// The raw transition entry of `s` on byte class `class`.
+    /// The classes state `s` has a transition on.
     #[inline]
-    pub fn entry(&self, s: u32, class: usize) -> u32 {
-        self.trans[s as usize * self.n_classes() + class]
+    pub fn live(&self, s: u32) -> ByteSet {
+        self.live[s as usize]
     }
 
-    /// State `s`'s transition entries, one per class.
+    /// The raw transition entry of `s` on byte class `class` ([`DEAD`] if none).
     #[inline]
-    pub fn entries(&self, s: u32) -> &[u32] {
-        let n = self.n_classes();
-        &self.trans[s as usize * n..(s as usize + 1) * n]
+    pub fn entry(&self, s: u32, class: usize) -> u32 {
+        let live = self.live[s as usize].words();
+        let (word, bit) = (class / 64, class % 64);
+        if live[word] >> bit & 1 == 0 {
+            return DEAD;
+        }
+        let below = live[..word].iter().map(|w| w.count_ones()).sum::<u32>()
+            + (live[word] & ((1u64 << bit) - 1)).count_ones();
+        self.trans[(self.states[s as usize].row + below) as usize]
+    }
+
+    /// State `s`'s transitions: `(class, entry)` for each class it has one on, in class order.
+    #[inline]
+    pub fn transitions(&self, s: u32) -> impl Iterator<Item = (usize, u32)> + '_ {
+        let row = self.states[s as usize].row as usize;
+        let classes = self.live[s as usize].iter().map(usize::from);
+        classes.zip(self.trans[row..].iter().copied())
     }
 
     /// The targets of a transition entry.
@@ -296,13 +320,14 @@ impl Program {
 
     /// The bytes on which `s` has a transition.
     pub fn first_bytes(&self, s: u32) -> ByteSet {
-        let mut out = ByteSet::EMPTY;
-        for c in 0..self.n_classes() {
-            if self.entry(s, c) != DEAD {
-                out = out.union(&self.alphabet.sets[c]);
-            }
-        }
-        out
+        self.transitions(s).fold(ByteSet::EMPTY, |out, (c, _)| {
+            out.union(&self.alphabet.sets[c])
+        })
+    }
+
+    /// Unit `u`'s rule as an error's location.
+    pub fn unit_place(&self, u: u32) -> Location {
+        Location::Rule(self.unit_rules[u as usize].to_string())
     }
 
     /// The special index of a vocabulary token, if the grammar names it.

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::base::token::TokenId;
+use crate::error::Location;
 use crate::limits::LimitExceeded;
 
 /// The kind of a [`MatchError`].
@@ -59,17 +60,33 @@ pub enum MatchErrorKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MatchError {
     kind: MatchErrorKind,
+    location: Location,
 }
 
 impl MatchError {
     /// An error of this kind.
     pub fn new(kind: MatchErrorKind) -> MatchError {
-        MatchError { kind }
+        MatchError {
+            kind,
+            location: Location::None,
+        }
+    }
+
+    /// The same error placed at `location` in the grammar (a `Limit` names the rule the
+    /// matcher was in).
+    pub fn at(mut self, location: Location) -> MatchError {
+        self.location = location;
+        self
     }
 
     /// What went wrong.
     pub fn kind(&self) -> &MatchErrorKind {
         &self.kind
+    }
+
+    /// Where in the grammar, if known ([`Location::None`] otherwise).
+    pub fn location(&self) -> &Location {
+        &self.location
     }
 }
 
@@ -82,6 +99,9 @@ impl From<LimitExceeded> for MatchError {
 
 impl fmt::Display for MatchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.location != Location::None {
+            write!(f, "{}: ", self.location)?;
+        }
         match &self.kind {
             MatchErrorKind::Rejected {
                 token,

@@ -241,13 +241,24 @@ impl<'a> OpsLowering<'a> {
             .map_err(|e| CompileError::over_limit(e, Location::None, "operator lowering"))
     }
 
-    /// The operator of `root`, lowering what it needs first, on an explicit stack (IR
-    /// nesting and rule chains can be deep). Parts already lowered are shared.
+    /// The operator of `root`, lowering what it needs first. A limit reached on the way is
+    /// placed at the innermost rule being lowered.
     fn op(&mut self, root: ExprId) -> Result<OpId, CompileError> {
+        let mut rules: Vec<RuleId> = Vec::new();
+        self.op_within(root, &mut rules).map_err(|e| match rules.last() {
+            Some(&r) if e.kind() == CompileErrorKind::Limit => {
+                e.or_at(Location::Rule(self.grammar.rule(r).name.clone()))
+            }
+            _ => e,
+        })
+    }
+
+    /// [`OpsLowering::op`] on an explicit stack (IR nesting and rule chains can be deep), with
+    /// the rules entered and not built yet in `rules`. Parts already lowered are shared.
+    fn op_within(&mut self, root: ExprId, rules: &mut Vec<RuleId>) -> Result<OpId, CompileError> {
         let mut stack = vec![Step::Enter(root)];
         // Expressions entered and not built yet: meeting one again is recursion.
         let mut open: FxHashSet<ExprId> = FxHashSet::default();
-        let mut rules: Vec<RuleId> = Vec::new();
         while let Some(step) = stack.pop() {
             self.tick()?;
             match step {

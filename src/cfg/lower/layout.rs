@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use super::*;
-use crate::cfg::program::{Call, State, Unit, CALLS, COUNTED, DEAD, FINAL, MULTI, SCANS, SPECIALS};
+use crate::cfg::program::{Call, State, Unit, CALLS, COUNTED, FINAL, MULTI, SCANS, SPECIALS};
 use crate::error::CompileErrorKind;
 
 impl CfgLowering<'_> {
@@ -37,8 +37,14 @@ impl CfgLowering<'_> {
                 callers[v as usize].push(u as u32);
             }
         }
+        // Past the deadline, the error names the unit being worked on.
+        let g = self.g;
+        let unit_rules = &self.unit_rules;
+        let late = |u: usize, e: LimitExceeded| {
+            compile_time(e).or_at(rule_place(g, unit_rules[u]))
+        };
         // Productive: derives some string. Nullable: derives the empty string.
-        let productive = fixpoint(n, &callers, deadline, |u, known| {
+        let productive = fixpoint(n, &callers, &late, deadline, |u, known| {
             match (&fsms[u], &counted[u]) {
                 (Some(f), _) => reaches_final(f, |c| known[c as usize], true),
                 (None, Some(c)) => c.min == 0 || known[c.body as usize],
@@ -51,7 +57,7 @@ impl CfgLowering<'_> {
                 "the grammar's start rule derives no string at all",
             ));
         }
-        let nullable = fixpoint(n, &callers, deadline, |u, known| {
+        let nullable = fixpoint(n, &callers, &late, deadline, |u, known| {
             match (&fsms[u], &counted[u]) {
                 (Some(f), _) => {
                     reaches_final(f, |c| known[c as usize] && productive[c as usize], false)
@@ -61,54 +67,75 @@ impl CfgLowering<'_> {
             }
         })?;
         // Trim every automaton to the states on some path from start to final.
-        for f in fsms.iter_mut().flatten() {
-            deadline.check().map_err(compile_time)?;
-            trim(f, |c| productive[c as usize]);
+        for (u, f) in fsms.iter_mut().enumerate() {
+            if let Some(f) = f {
+                deadline.check().map_err(|e| late(u, e))?;
+                trim(f, |c| productive[c as usize]);
+            }
         }
         let (order, new_id) = reachable_units(start, &fsms, &counted, &productive);
-        let nc = self.alphabet.len();
         let mut prog = Program {
             states: Vec::new(),
             units: Vec::with_capacity(order.len()),
             start_unit: 0,
             alphabet: self.alphabet,
+            live: Vec::new(),
             trans: Vec::new(),
             multi: Vec::new(),
             calls: Vec::new(),
             special_edges: Vec::new(),
             specials: self.specials,
+            unit_rules: order
+                .iter()
+                .map(|&u| self.g.rule(self.unit_rules[u as usize]).name.as_str().into())
+                .collect(),
             follow: Vec::new(),
             slices: 0,
         };
-        // First pass: state offsets.
+        // First pass: state offsets, and the entries the states' transitions take (one per
+        // grammar class a byte edge reads).
         let mut offset = Vec::with_capacity(order.len());
         let mut total = 0u32;
+        let mut entries = 0usize;
+        // The unit with the most states (named when the program is over the limits).
+        let mut largest = (0, start);
         for &u in &order {
             offset.push(total);
-            total += fsms[u as usize]
-                .as_ref()
-                .map_or(1, |f| f.states.len() as u32);
+            let Some(f) = &fsms[u as usize] else {
+                total += 1;
+                continue;
+            };
+            total += f.states.len() as u32;
+            largest = largest.max((f.states.len(), u));
+            for s in &f.states {
+                for group in s.bytes.chunk_by(|a, b| a.0 == b.0) {
+                    entries += f.classes[group[0].0 as usize].len();
+                }
+            }
         }
+        let largest_place = || rule_place(g, self.unit_rules[largest.1 as usize]);
         if total as usize > self.options.max_states {
-            return Err(too_many_states(
-                total as usize,
-                self.options.max_states,
-                "the grammar's automata",
-            ));
+            let what = format!(
+                "the grammar's automata (the largest this rule's: {} states)",
+                largest.0
+            );
+            let e = too_many_states(total as usize, self.options.max_states, &what);
+            return Err(e.or_at(largest_place()));
         }
-        // A state costs a table row of one entry per byte class: a grammar of many classes
-        // may have fewer states (the row bounds the table at 64 entries per allowed state).
-        let table_len = total as usize * nc;
-        if table_len > self.options.max_states.saturating_mul(64) {
+        // Each state's entries cost as much as its edges: the table is bounded at 64 entries
+        // per allowed state.
+        if entries > self.options.max_states.saturating_mul(64) {
             return Err(too_many_states(
-                table_len.div_ceil(64),
+                entries.div_ceil(64),
                 self.options.max_states,
                 "the grammar's transition table (in rows of 64 entries)",
-            ));
+            )
+            .or_at(largest_place()));
         }
-        prog.trans = vec![DEAD; table_len];
+        prog.live = vec![ByteSet::EMPTY; total as usize];
+        prog.trans = Vec::with_capacity(entries);
         for (k, &u) in order.iter().enumerate() {
-            deadline.tick().map_err(compile_time)?;
+            deadline.tick().map_err(|e| late(u as usize, e))?;
             let base = offset[k];
             let uid = k as u32;
             match (&fsms[u as usize], &counted[u as usize]) {
@@ -132,6 +159,7 @@ impl CfgLowering<'_> {
                             prog.special_edges.len() as u32,
                             prog.special_edges.len() as u32,
                         ),
+                        row: prog.trans.len() as u32,
                     });
                     prog.units.push(Unit {
                         start: base,
@@ -159,6 +187,7 @@ impl CfgLowering<'_> {
                             prog.special_edges.len() as u32,
                             prog.special_edges.len() as u32,
                         ),
+                        row: prog.trans.len() as u32,
                     });
                     prog.units.push(Unit {
                         start: base,
@@ -205,9 +234,14 @@ fn reachable_units(
 }
 
 /// Appends the states of automaton `f`, unit `uid` of the program laid out from state `base`,
-/// with their calls (to units renumbered by `new_id`), special edges and transition rows.
+/// with their calls (to units renumbered by `new_id`), special edges and transitions.
 fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32, new_id: &[u32]) {
-    let nc = prog.alphabet.len();
+    // The unit class of each grammar class the unit reads, and a state's entry per unit class.
+    let mut local_of = [0u8; 256];
+    for (local, classes) in f.classes.iter().enumerate() {
+        classes.iter().for_each(|c| local_of[c as usize] = local as u8);
+    }
+    let mut entry_of = vec![0u32; f.classes.len()];
     for (si, s) in f.states.iter().enumerate() {
         let gid = base + si as u32;
         let calls_start = prog.calls.len() as u32;
@@ -238,11 +272,14 @@ fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32, new_id: &[u3
             flags,
             calls: (calls_start, prog.calls.len() as u32),
             specials: (sp_start, prog.special_edges.len() as u32),
+            row: prog.trans.len() as u32,
         });
         // Group targets by unit class, then enter them under each grammar class the unit
-        // class stands for.
+        // class stands for, in class order.
+        let mut live = ByteSet::EMPTY;
         for group in s.bytes.chunk_by(|a, b| a.0 == b.0) {
-            let entry = match group {
+            let local = group[0].0;
+            entry_of[local as usize] = match group {
                 [(_, t)] => base + t,
                 _ => {
                     let at = MULTI | prog.multi.len() as u32;
@@ -251,11 +288,11 @@ fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32, new_id: &[u3
                     at
                 }
             };
-            let row = gid as usize * nc;
-            for class in f.classes[group[0].0 as usize].iter() {
-                prog.trans[row + class as usize] = entry;
-            }
+            live = live.union(&f.classes[local as usize]);
         }
+        prog.live[gid as usize] = live;
+        let entries = live.iter().map(|c| entry_of[local_of[c as usize] as usize]);
+        prog.trans.extend(entries);
     }
 }
 
@@ -272,18 +309,22 @@ pub(super) fn unit_callees(fsm: &Option<Fsm>, counted: &Option<Counted>) -> Vec<
     }
 }
 
-/// Least fixpoint of a monotone per-unit property, re-checking callers when a unit flips.
+/// Least fixpoint of a monotone per-unit property, re-checking callers when a unit flips
+/// (`late`: the error past the deadline, while working on a unit).
 pub(super) fn fixpoint(
     n: usize,
     callers: &[Vec<u32>],
+    late: &dyn Fn(usize, LimitExceeded) -> CompileError,
     deadline: &Deadline,
     check: impl Fn(usize, &[bool]) -> bool,
 ) -> Result<Vec<bool>, CompileError> {
     let mut known = vec![false; n];
     let mut queued = vec![true; n];
-    let mut work: VecDeque<usize> = (0..n).collect();
+    // Units are numbered callers first: checking callees first settles most units at their
+    // first check (each check walks the unit's automaton).
+    let mut work: VecDeque<usize> = (0..n).rev().collect();
     while let Some(u) = work.pop_front() {
-        deadline.tick().map_err(compile_time)?;
+        deadline.tick().map_err(|e| late(u, e))?;
         queued[u] = false;
         if known[u] || !check(u, &known) {
             continue;
@@ -432,4 +473,44 @@ pub(super) fn retarget<C: Copy>(
         .filter(|&&(c, t)| keep(c, t))
         .map(|&(c, t)| (c, map[t as usize]))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cfg::lower::tests::compile_for_test;
+    use crate::cfg::program::DEAD;
+
+    /// A state's transitions take an entry per class it reads, not a row over all of the
+    /// grammar's classes: the alternation of 400 words over the lowercase letters compiles to
+    /// a trie whose states read one or a few letters each, among dozens of classes.
+    #[test]
+    fn transitions_take_an_entry_per_class_a_state_reads() {
+        let word = |mut i: usize| {
+            let mut w = String::new();
+            for _ in 0..4 {
+                w.push((b'a' + (i % 26) as u8) as char);
+                i = i / 26 + 7;
+            }
+            w
+        };
+        let alternatives: Vec<String> = (0..400).map(|i| format!("\"{}\"", word(i))).collect();
+        let gbnf = format!("root ::= {}", alternatives.join(" | "));
+        let prog = compile_for_test(&crate::front::gbnf::gbnf_to_ir(&gbnf, "g").unwrap());
+        let states = prog.states.len() as u32;
+        assert!(prog.n_classes() >= 26 && states > 400, "{states} states");
+        let read: usize = (0..states).map(|s| prog.transitions(s).count()).sum();
+        assert_eq!(prog.trans.len(), read);
+        assert!(read < 2 * states as usize, "{read} entries for {states} states");
+        // The sparse rows answer as dense ones would.
+        for s in 0..states {
+            let mut listed = prog.transitions(s).peekable();
+            for c in 0..prog.n_classes() {
+                let expected = match listed.next_if(|&(class, _)| class == c) {
+                    Some((_, entry)) => entry,
+                    None => DEAD,
+                };
+                assert_eq!(prog.entry(s, c), expected, "state {s} class {c}");
+            }
+        }
+    }
 }

@@ -52,6 +52,11 @@ fn compile_time(e: LimitExceeded) -> CompileError {
     CompileError::over_limit(e, Location::None, "grammar compilation")
 }
 
+/// A rule of `g` as an error's location.
+fn rule_place(g: &Grammar, r: RuleId) -> Location {
+    Location::Rule(g.rule(r).name.clone())
+}
+
 /// The program would have `value` states, past `max` (the grammar size limit).
 fn too_many_states(value: usize, max: usize, what: &str) -> CompileError {
     let exceeded = LimitExceeded {
@@ -234,6 +239,11 @@ struct CfgLowering<'a> {
     rule_refs: Vec<u32>,
     alphabet: Alphabet,
     units: Vec<(UnitKey, UnitBody)>,
+    /// Per unit, the rule it is part of: its own, or the rule of the unit that first called
+    /// it (limit errors name it).
+    unit_rules: Vec<RuleId>,
+    /// The unit being built.
+    building: u32,
     unit_ids: FastMap<UnitKey, u32>,
     queue: VecDeque<u32>,
     specials: Vec<(Box<str>, TokenId)>,
@@ -264,6 +274,8 @@ impl<'a> CfgLowering<'a> {
             rule_refs: rule_refs(g),
             alphabet: Alphabet::new(g),
             units: Vec::new(),
+            unit_rules: Vec::new(),
+            building: 0,
             unit_ids: FastMap::default(),
             queue: VecDeque::new(),
             specials: Vec::new(),
@@ -389,25 +401,41 @@ impl<'a> CfgLowering<'a> {
             return u;
         }
         let u = self.units.len() as u32;
+        let rule = match key {
+            UnitKey::Rule(r) => r,
+            _ => self.unit_rules[self.building as usize],
+        };
         self.units.push((key, UnitBody::Pending));
+        self.unit_rules.push(rule);
         self.unit_ids.insert(key, u);
         self.queue.push_back(u);
         u
     }
 
+    /// Builds unit `u`; a limit it reaches (grammar size, compile time) or a special token the
+    /// vocabulary lacks is placed at the unit's rule.
     fn build_unit(&mut self, u: u32) -> Result<(), CompileError> {
+        self.building = u;
+        let body = self.build_body(u).map_err(|e| e.or_at(self.place(u)))?;
+        self.units[u as usize].1 = body;
+        Ok(())
+    }
+
+    fn build_body(&mut self, u: u32) -> Result<UnitBody, CompileError> {
         self.options.deadline.check().map_err(compile_time)?;
-        let key = self.units[u as usize].0;
-        let body = match key {
+        Ok(match self.units[u as usize].0 {
             UnitKey::Counted { body, min, max } => {
                 let body = self.unit(UnitKey::Expr(body));
                 UnitBody::Counted(Counted { body, min, max })
             }
             UnitKey::Rule(r) => UnitBody::Fsm(self.build_fsm(self.g.rule(r).body)?),
             UnitKey::Expr(e) => UnitBody::Fsm(self.build_fsm(e)?),
-        };
-        self.units[u as usize].1 = body;
-        Ok(())
+        })
+    }
+
+    /// Where unit `u` is in the grammar: its rule.
+    fn place(&self, u: u32) -> Location {
+        rule_place(self.g, self.unit_rules[u as usize])
     }
 
     fn special(&mut self, name: &str) -> Result<u32, CompileError> {

@@ -3,7 +3,7 @@
 
 use super::compile_time;
 use crate::base::byteset::ByteSet;
-use crate::cfg::program::{Program, COUNTED, DEAD, FINAL, SCANS};
+use crate::cfg::program::{Program, CALLS, COUNTED, FINAL, SCANS};
 use crate::error::CompileError;
 use crate::limits::Deadline;
 use crate::vocab::Vocab;
@@ -21,26 +21,32 @@ impl Program {
         let slices = vocab.slices();
         let first: Vec<ByteSet> = slices.iter().map(|s| s.first_bytes()).collect();
         // Per slice, the classes holding one of its first bytes: a state takes them all, by
-        // its own edges or through a callee, or it cannot take the slice (most states fail
-        // on the first class looked at).
-        let needed: Vec<Vec<usize>> = first
+        // its own edges or through a callee, or it cannot take the slice (most states miss
+        // some and call nothing).
+        let needed: Vec<ByteSet> = first
             .iter()
             .map(|f| {
                 (0..self.n_classes())
                     .filter(|&c| !self.alphabet.sets[c].intersection(f).is_empty())
-                    .collect()
+                    .fold(ByteSet::EMPTY, |acc, c| acc.union(&ByteSet::byte(c as u8)))
             })
             .collect();
-        let takes = |s: u32, k: usize| {
-            let mut callees = None;
-            needed[k].iter().all(|&c| {
-                self.entry(s, c) != DEAD || {
-                    let from_callees =
-                        callees.get_or_insert_with(|| self.callees_first(s, unit_first));
-                    let bytes = self.alphabet.sets[c].intersection(&first[k]);
-                    from_callees.intersection(&bytes) == bytes
-                }
-            })
+        // Whether state `s` takes slice `k`, the bytes its callees may start with computed
+        // once per state (`callees`).
+        let takes = |s: u32, k: usize, callees: &mut Option<ByteSet>| {
+            let missing = needed[k].intersection(&self.live(s).complement());
+            if missing.is_empty() {
+                return true;
+            }
+            if self.state(s).flags & CALLS == 0 {
+                return false;
+            }
+            let from_callees = *callees.get_or_insert_with(|| self.callees_first(s, unit_first));
+            let covered = missing.iter().all(|c| {
+                let bytes = self.alphabet.sets[usize::from(c)].intersection(&first[k]);
+                from_callees.intersection(&bytes) == bytes
+            });
+            covered
         };
         // A byte whose class holds only bytes the slice refuses: where no class separates them
         // from bytes it takes, a state refusing them refuses those too, so fails both slices.
@@ -51,16 +57,27 @@ impl Program {
                 class.intersection(&refused) == *class
             })
         };
-        let scanning = (0..self.states.len() as u32).filter(|&s| self.state(s).flags & SCANS != 0);
+        let alike: Vec<bool> = (0..first.len())
+            .map(|k| k >= 2 && first[k] == first[k - 1])
+            .collect();
+        // The slices some state could fit, if any does.
+        let candidates = (2..first.len())
+            .filter(|&k| !alike[k] || separates(slices[k].narrowed()))
+            .fold(0u32, |acc, k| acc | 1 << k);
+        // One pass over the states for all the slices.
         let mut worth = 0b11;
-        for k in 2..first.len() {
-            let could_fit = if first[k] == first[k - 1] {
-                separates(slices[k].narrowed()) && scanning.clone().any(|s| takes(s, k))
-            } else {
-                scanning.clone().any(|s| takes(s, k) && !takes(s, k - 1))
-            };
-            if could_fit {
-                worth |= 1 << k;
+        for s in (0..self.states.len() as u32).filter(|&s| self.state(s).flags & SCANS != 0) {
+            if worth & candidates == candidates {
+                break;
+            }
+            let mut callees = None;
+            let open = candidates & !worth;
+            for k in (2..first.len()).filter(|&k| open >> k & 1 != 0) {
+                let fits = takes(s, k, &mut callees)
+                    && (alike[k] || !takes(s, k - 1, &mut callees));
+                if fits {
+                    worth |= 1 << k;
+                }
             }
         }
         worth
@@ -84,7 +101,9 @@ impl Program {
         while changed {
             changed = false;
             for u in (0..self.units.len()).rev() {
-                deadline.tick().map_err(compile_time)?;
+                deadline
+                    .tick()
+                    .map_err(|e| compile_time(e).or_at(self.unit_place(u as u32)))?;
                 let f = own[u].union(&self.callees_first(self.units[u].start, &first));
                 changed |= f != first[u];
                 first[u] = f;
@@ -131,7 +150,9 @@ impl Program {
         while changed {
             changed = false;
             for (&(unit, ret), next) in rets.iter().zip(&next_own) {
-                deadline.tick().map_err(compile_time)?;
+                deadline
+                    .tick()
+                    .map_err(|e| compile_time(e).or_at(self.unit_place(unit)))?;
                 let st = self.state(ret);
                 let mut f = follow[unit as usize].union(next);
                 if st.flags & (FINAL | COUNTED) != 0 {

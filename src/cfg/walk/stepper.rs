@@ -206,14 +206,14 @@ impl<'a> Stepper<'a> {
             .collect();
         scanners.sort_unstable();
         scanners.dedup();
-        let entries: SmallVec<[(&[u32], u32); 16]> = scanners
+        let entries: SmallVec<[(u32, u32); 16]> = scanners
             .iter()
-            .map(|&s| (prog.entries(s), prog.entry(s, class)))
+            .map(|&s| (s, prog.entry(s, class)))
             .collect();
         dfa.trans[slot] = transition;
         for c in 0..n {
             if dfa.trans[first + c] == UNKNOWN
-                && entries.iter().all(|&(e, here)| e[c] == here)
+                && entries.iter().all(|&(s, here)| prog.entry(s, c) == here)
                 && leaves(c) == leaves_here
             {
                 dfa.trans[first + c] = transition;
