@@ -42,7 +42,6 @@
 mod cache;
 mod chart;
 mod hash;
-mod interner;
 mod lower;
 mod program;
 mod walk;

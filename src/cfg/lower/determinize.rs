@@ -2,7 +2,7 @@
 //! epsilon removal past it.
 
 use super::*;
-use crate::cfg::interner::SliceInterner;
+use crate::automata::interner::SliceInterner;
 
 /// NFA states the subset construction of one unit may visit (summed over the subsets it
 /// expands and the ones it closes) before it gives up like past its state budget, and the

@@ -1,8 +1,8 @@
 //! Earley rows memoized as a lazily built DFA over their structure.
 
+use crate::automata::interner::SliceInterner;
 use crate::base::byteset::ByteSet;
 use crate::cfg::chart::{Chart, Item, EXT};
-use crate::cfg::interner::SliceInterner;
 use crate::cfg::program::{Program, CALLS};
 use crate::vocab::SliceProofs;
 

@@ -1,12 +1,21 @@
-//! Interned `u32` slices, for the sets and signatures the compiler and the mask walks key by.
+//! Interned `u32` slices, numbered in the order they are first seen: the Earley compiler's
+//! state sets and minimization signatures, and its row DFA's row structures.
+
+use std::hash::{Hash, Hasher};
 
 use smallvec::SmallVec;
 
 use crate::base::collections::FastMap;
 
+/// The 64-bit hash the interners index by.
+fn fx_hash<K: Hash + ?Sized>(key: &K) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    key.hash(&mut h);
+    h.finish()
+}
+
 /// Interns `u32` slices: ids in insertion order, all slices in one arena (no allocation per
-/// slice). Determinization interns state sets with it, minimization signatures, the trie
-/// walk its row structures.
+/// slice).
 #[derive(Default, Debug)]
 pub(crate) struct SliceInterner {
     data: Vec<u32>,
@@ -17,10 +26,7 @@ pub(crate) struct SliceInterner {
 impl SliceInterner {
     /// The id of `slice`, and whether it is new.
     pub fn intern(&mut self, slice: &[u32]) -> (u32, bool) {
-        use std::hash::{Hash, Hasher};
-        let mut h = rustc_hash::FxHasher::default();
-        slice.hash(&mut h);
-        let candidates = self.index.entry(h.finish()).or_default();
+        let candidates = self.index.entry(fx_hash(slice)).or_default();
         for &id in candidates.iter() {
             let (a, b) = self.spans[id as usize];
             if &self.data[a as usize..b as usize] == slice {
@@ -42,6 +48,7 @@ impl SliceInterner {
         &self.data[a as usize..b as usize]
     }
 
+    /// How many slices are interned.
     pub fn len(&self) -> usize {
         self.spans.len()
     }
@@ -51,9 +58,37 @@ impl SliceInterner {
         self.data.len() * 4 + self.spans.len() * 8 + self.index.len() * 16
     }
 
+    /// Forgets every slice; ids start from 0 again.
     pub fn clear(&mut self) {
         self.data.clear();
         self.spans.clear();
         self.index.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys are numbered in first-seen order and give each its key back.
+    #[test]
+    fn interners_number_keys_in_first_seen_order() {
+        let slices: [&[u32]; 6] = [&[1, 2], &[], &[1, 2], &[2, 1], &[], &[7]];
+        let mut s = SliceInterner::default();
+        let ids: Vec<(u32, bool)> = slices.iter().map(|k| s.intern(k)).collect();
+        let want = [
+            (0, true),
+            (1, true),
+            (0, false),
+            (2, true),
+            (1, false),
+            (3, true),
+        ];
+        assert_eq!(ids, want);
+        assert_eq!(s.len(), 4);
+        assert_eq!(s.get(2), &[2, 1]);
+        assert_eq!(s.get(1), &[] as &[u32]);
+        s.clear();
+        assert_eq!((s.len(), s.intern(&[7])), (0, (0, true)));
     }
 }
