@@ -1,11 +1,28 @@
-//! Interned `u32` slices, numbered in the order they are first seen: the Earley compiler's
-//! state sets and minimization signatures, and its row DFA's row structures.
+//! Interners: keys numbered in the order they are first seen. The subset construction numbers
+//! its state sets with them (the numbering is its worklist, see [`super::determinize`]); the
+//! Earley compiler also interns minimization signatures, and its row DFA the row structures
+//! of a walk.
 
 use std::hash::{Hash, Hasher};
 
 use smallvec::SmallVec;
 
 use crate::base::collections::FastMap;
+
+/// Keys numbered `0, 1, …` in the order they are first interned.
+pub(crate) trait Numbering {
+    /// What is numbered.
+    type Key: ?Sized;
+
+    /// The id of `key`, and whether it is new.
+    fn intern(&mut self, key: &Self::Key) -> (u32, bool);
+
+    /// The key with id `id`.
+    fn get(&self, id: u32) -> &Self::Key;
+
+    /// How many keys are numbered.
+    fn len(&self) -> usize;
+}
 
 /// The 64-bit hash the interners index by.
 fn fx_hash<K: Hash + ?Sized>(key: &K) -> u64 {
@@ -63,6 +80,22 @@ impl SliceInterner {
         self.data.clear();
         self.spans.clear();
         self.index.clear();
+    }
+}
+
+impl Numbering for SliceInterner {
+    type Key = [u32];
+
+    fn intern(&mut self, key: &[u32]) -> (u32, bool) {
+        SliceInterner::intern(self, key)
+    }
+
+    fn get(&self, id: u32) -> &[u32] {
+        SliceInterner::get(self, id)
+    }
+
+    fn len(&self) -> usize {
+        SliceInterner::len(self)
     }
 }
 

@@ -2,6 +2,7 @@
 //! epsilon removal past it.
 
 use super::*;
+use crate::automata::determinize::{Closure, Stop, Worklist};
 use crate::automata::interner::SliceInterner;
 
 /// NFA states the subset construction of one unit may visit (summed over the subsets it
@@ -27,8 +28,6 @@ pub(super) enum Construction<'w> {
 }
 
 /// The automaton of a unit's NFA, built as `construction` says.
-// Long: one worklist loop of the subset construction (or epsilon removal); the closures it
-// calls per state share the work budget, the marks and the edge buffers reused across states.
 pub(super) fn determinize(
     nfa: &Nfa,
     labels: &[ByteSet],
@@ -38,39 +37,57 @@ pub(super) fn determinize(
     options: &CompileOptions,
     construction: Construction,
 ) -> Result<Option<Fsm>, CompileError> {
-    let deadline = options.deadline;
-    let (mut work, mut size) = match construction {
-        Construction::Subsets(work) => (Some(work), 0),
-        Construction::EpsilonFree { used } => (None, used),
-    };
-    let dfa = work.is_some();
-    let n = nfa.len();
-    let mut mark = vec![u32::MAX; n];
-    let mut gen = 0u32;
-    let closure = |set: &mut Vec<u32>, gen: u32, mark: &mut Vec<u32>| {
-        let mut i = 0;
-        set.iter().for_each(|&s| mark[s as usize] = gen);
-        while i < set.len() {
-            let s = set[i];
-            i += 1;
-            for &t in &nfa.eps[s as usize] {
-                if mark[t as usize] != gen {
-                    mark[t as usize] = gen;
-                    set.push(t);
-                }
-            }
-        }
-        set.sort_unstable();
-    };
-    // DFA states are sets of NFA states (closed under epsilon); with `dfa = false`, single
+    match construct(nfa, labels, nc, start, accept, options, construction) {
+        Ok(fsm) => Ok(Some(fsm)),
+        Err(Failure::Stopped(Stop::States | Stop::Work)) => Ok(None),
+        Err(Failure::Stopped(Stop::Time(exceeded))) => Err(compile_time(exceeded)),
+        Err(Failure::Error(e)) => Err(e),
+    }
+}
+
+/// Why [`construct`] gave up: a limit of the subset construction (its caller then removes
+/// epsilons instead) or an error.
+enum Failure {
+    Stopped(Stop),
+    Error(CompileError),
+}
+
+impl From<Stop> for Failure {
+    fn from(stop: Stop) -> Failure {
+        Failure::Stopped(stop)
+    }
+}
+
+// Long: one worklist loop of the subset construction (or epsilon removal); the closures it
+// calls per state share the work budget, the marks and the edge buffers reused across states.
+fn construct(
+    nfa: &Nfa,
+    labels: &[ByteSet],
+    nc: usize,
+    start: u32,
+    accept: u32,
+    options: &CompileOptions,
+    construction: Construction,
+) -> Result<Fsm, Failure> {
+    // DFA states are sets of NFA states (closed under epsilon); with epsilon removal, single
     // NFA states, closed when they are expanded.
-    let mut sets = SliceInterner::default();
+    let (dfa, mut sets, mut size) = match construction {
+        Construction::Subsets(work) => {
+            let sets = Worklist::new(SliceInterner::default(), options.max_dfa_states);
+            (true, sets.with_work(work), 0)
+        }
+        Construction::EpsilonFree { used } => {
+            let sets = Worklist::new(SliceInterner::default(), usize::MAX);
+            (false, sets, used)
+        }
+    };
+    let mut closure = Closure::new(nfa.len());
+    let eps = |s: u32| nfa.eps[s as usize].iter().copied();
     let mut members: Vec<u32> = vec![start];
     if dfa {
-        closure(&mut members, gen, &mut mark);
-        gen += 1;
+        closure.close(&mut members, eps);
     }
-    sets.intern(&members);
+    sets.add(&members);
     let mut fsm = Fsm::default();
     let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nc];
     // `(special or unit, target)` of the members' special and call edges.
@@ -82,25 +99,13 @@ pub(super) fn determinize(
     // per state was a third of the subset construction's time, in the allocator).
     let mut bytes_out: Vec<(u8, u32)> = Vec::new();
     let mut labelled_out: Vec<(u32, u32)> = Vec::new();
-    let mut i = 0;
-    while i < sets.len() {
-        deadline.tick().map_err(compile_time)?;
-        if dfa && sets.len() > options.max_dfa_states {
-            return Ok(None);
-        }
+    while let Some(id) = sets.next(options.deadline)? {
         members.clear();
-        members.extend_from_slice(sets.get(i as u32));
-        if let Some(left) = work.as_deref_mut() {
-            match left.checked_sub(members.len()) {
-                Some(l) => *left = l,
-                None => return Ok(None),
-            }
-        }
+        members.extend_from_slice(sets.key(id));
+        sets.spend(members.len())?;
         if !dfa {
-            closure(&mut members, gen, &mut mark);
-            gen += 1;
+            closure.close(&mut members, eps);
         }
-        i += 1;
         by_class.iter_mut().for_each(|v| v.clear());
         specials.clear();
         calls.clear();
@@ -116,27 +121,25 @@ pub(super) fn determinize(
             }
         }
         // The states reached from `targets`: one closed subset (dfa), or the targets
-        // themselves (epsilon removal). `false` once the subsets' work is spent: closing the
-        // targets of every class is where large subsets cost.
-        let mut intern = |targets: &mut dyn Iterator<Item = u32>, out: &mut SmallVec<[u32; 4]>| {
+        // themselves (epsilon removal). Closing the targets of every class is where large
+        // subsets cost, so it spends the work budget.
+        let mut intern = |targets: &mut dyn Iterator<Item = u32>,
+                          out: &mut SmallVec<[u32; 4]>|
+         -> Result<(), Stop> {
             out.clear();
             scratch.clear();
             scratch.extend(targets);
-            if let Some(left) = work.as_deref_mut() {
-                closure(&mut scratch, gen, &mut mark);
-                gen += 1;
-                match left.checked_sub(scratch.len()) {
-                    Some(l) => *left = l,
-                    None => return false,
-                }
+            if dfa {
+                closure.close(&mut scratch, eps);
+                sets.spend(scratch.len())?;
                 scratch.dedup();
-                out.push(sets.intern(&scratch).0);
+                out.push(sets.add(&scratch));
             } else {
                 scratch.sort_unstable();
                 scratch.dedup();
-                out.extend(scratch.iter().map(|&t| sets.intern(&[t]).0));
+                out.extend(scratch.iter().map(|&t| sets.add(&[t])));
             }
-            true
+            Ok(())
         };
         // Consecutive classes often share their targets.
         bytes_out.clear();
@@ -146,9 +149,7 @@ pub(super) fn determinize(
                 continue;
             }
             if prev.is_none_or(|p| by_class[p] != by_class[c]) {
-                if !intern(&mut by_class[c].iter().copied(), &mut ids_out) {
-                    return Ok(None);
-                }
+                intern(&mut by_class[c].iter().copied(), &mut ids_out)?;
                 prev = Some(c);
             }
             bytes_out.extend(ids_out.iter().map(|&id| (c as u8, id)));
@@ -157,19 +158,13 @@ pub(super) fn determinize(
             edges.sort_unstable();
             out.clear();
             for group in edges.chunk_by(|a, b| a.0 == b.0) {
-                if !intern(&mut group.iter().map(|e| e.1), &mut ids_out) {
-                    return None;
-                }
+                intern(&mut group.iter().map(|e| e.1), &mut ids_out)?;
                 out.extend(ids_out.iter().map(|&id| (group[0].0, id)));
             }
-            Some(out.as_slice().into())
+            Ok::<_, Stop>(out.as_slice().into())
         };
-        let (Some(specials), Some(calls)) = (
-            grouped(&mut specials, &mut labelled_out),
-            grouped(&mut calls, &mut labelled_out),
-        ) else {
-            return Ok(None);
-        };
+        let specials = grouped(&mut specials, &mut labelled_out)?;
+        let calls = grouped(&mut calls, &mut labelled_out)?;
         let st = FState {
             final_: members.binary_search(&accept).is_ok(),
             bytes: bytes_out.as_slice().into(),
@@ -179,14 +174,14 @@ pub(super) fn determinize(
         if !dfa {
             size += st.size();
             if size > options.max_states {
-                return Err(too_many_states(
+                return Err(Failure::Error(too_many_states(
                     size,
                     options.max_states,
                     "a nondeterministic unit of the grammar",
-                ));
+                )));
             }
         }
         fsm.states.push(st);
     }
-    Ok(Some(fsm))
+    Ok(fsm)
 }
