@@ -99,11 +99,53 @@ impl Numbering for SliceInterner {
     }
 }
 
+/// Interns keys of any hashable type (the states of a machine explored one character at a
+/// time), each stored once.
+pub(crate) struct KeyInterner<K> {
+    keys: Vec<K>,
+    index: FastMap<u64, SmallVec<[u32; 1]>>,
+}
+
+impl<K> Default for KeyInterner<K> {
+    fn default() -> Self {
+        KeyInterner {
+            keys: Vec::new(),
+            index: FastMap::default(),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash> Numbering for KeyInterner<K> {
+    type Key = K;
+
+    fn intern(&mut self, key: &K) -> (u32, bool) {
+        let candidates = self.index.entry(fx_hash(key)).or_default();
+        if let Some(&id) = candidates
+            .iter()
+            .find(|&&id| self.keys[id as usize] == *key)
+        {
+            return (id, false);
+        }
+        let id = self.keys.len() as u32;
+        candidates.push(id);
+        self.keys.push(key.clone());
+        (id, true)
+    }
+
+    fn get(&self, id: u32) -> &K {
+        &self.keys[id as usize]
+    }
+
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Keys are numbered in first-seen order and give each its key back.
+    /// Both interners number keys in first-seen order and give each its key back.
     #[test]
     fn interners_number_keys_in_first_seen_order() {
         let slices: [&[u32]; 6] = [&[1, 2], &[], &[1, 2], &[2, 1], &[], &[7]];
@@ -123,5 +165,11 @@ mod tests {
         assert_eq!(s.get(1), &[] as &[u32]);
         s.clear();
         assert_eq!((s.len(), s.intern(&[7])), (0, (0, true)));
+
+        let mut k = KeyInterner::<(char, bool)>::default();
+        let keys = [('a', true), ('a', false), ('a', true), ('b', true)];
+        let ids: Vec<(u32, bool)> = keys.iter().map(|key| k.intern(key)).collect();
+        assert_eq!(ids, [(0, true), (1, true), (0, false), (2, true)]);
+        assert_eq!((k.len(), *k.get(1)), (3, ('a', false)));
     }
 }
