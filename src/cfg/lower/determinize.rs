@@ -27,7 +27,10 @@ pub(super) enum Construction<'w> {
     EpsilonFree { used: usize },
 }
 
-/// The automaton of a unit's NFA, built as `construction` says.
+/// The automaton of a unit's NFA, built as `construction` says; `None` past the subset
+/// construction's state cap or work budget.
+// Long: one worklist loop of the subset construction (or epsilon removal); the closures it
+// calls per state share the work budget, the marks and the edge buffers reused across states.
 pub(super) fn determinize(
     nfa: &Nfa,
     labels: &[ByteSet],
@@ -37,38 +40,6 @@ pub(super) fn determinize(
     options: &CompileOptions,
     construction: Construction,
 ) -> Result<Option<Fsm>, CompileError> {
-    match construct(nfa, labels, nc, start, accept, options, construction) {
-        Ok(fsm) => Ok(Some(fsm)),
-        Err(Failure::Stopped(Stop::States | Stop::Work)) => Ok(None),
-        Err(Failure::Stopped(Stop::Time(exceeded))) => Err(compile_time(exceeded)),
-        Err(Failure::Error(e)) => Err(e),
-    }
-}
-
-/// Why [`construct`] gave up: a limit of the subset construction (its caller then removes
-/// epsilons instead) or an error.
-enum Failure {
-    Stopped(Stop),
-    Error(CompileError),
-}
-
-impl From<Stop> for Failure {
-    fn from(stop: Stop) -> Failure {
-        Failure::Stopped(stop)
-    }
-}
-
-// Long: one worklist loop of the subset construction (or epsilon removal); the closures it
-// calls per state share the work budget, the marks and the edge buffers reused across states.
-fn construct(
-    nfa: &Nfa,
-    labels: &[ByteSet],
-    nc: usize,
-    start: u32,
-    accept: u32,
-    options: &CompileOptions,
-    construction: Construction,
-) -> Result<Fsm, Failure> {
     // DFA states are sets of NFA states (closed under epsilon); with epsilon removal, single
     // NFA states, closed when they are expanded.
     let (dfa, mut sets, mut size) = match construction {
@@ -99,89 +70,111 @@ fn construct(
     // per state was a third of the subset construction's time, in the allocator).
     let mut bytes_out: Vec<(u8, u32)> = Vec::new();
     let mut labelled_out: Vec<(u32, u32)> = Vec::new();
-    while let Some(id) = sets.next(options.deadline)? {
-        members.clear();
-        members.extend_from_slice(sets.key(id));
-        sets.spend(members.len())?;
-        if !dfa {
-            closure.close(&mut members, eps);
-        }
-        by_class.iter_mut().for_each(|v| v.clear());
-        specials.clear();
-        calls.clear();
-        for &s in &members {
-            for &(label, t) in &nfa.edges[s as usize] {
-                match label {
-                    Label::Classes(k) => labels[k as usize]
-                        .iter()
-                        .for_each(|c| by_class[c as usize].push(t)),
-                    Label::Special(sid) => specials.push((sid, t)),
-                    Label::Call(u) => calls.push((u, t)),
+    // The loop, with `?` for the worklist's stops and errors alike.
+    let mut expand = || -> Result<(), Failure> {
+        while let Some(id) = sets.next(options.deadline)? {
+            members.clear();
+            members.extend_from_slice(sets.key(id));
+            sets.spend(members.len())?;
+            if !dfa {
+                closure.close(&mut members, eps);
+            }
+            by_class.iter_mut().for_each(|v| v.clear());
+            specials.clear();
+            calls.clear();
+            for &s in &members {
+                for &(label, t) in &nfa.edges[s as usize] {
+                    match label {
+                        Label::Classes(k) => labels[k as usize]
+                            .iter()
+                            .for_each(|c| by_class[c as usize].push(t)),
+                        Label::Special(sid) => specials.push((sid, t)),
+                        Label::Call(u) => calls.push((u, t)),
+                    }
                 }
             }
+            // The states reached from `targets`: one closed subset (dfa), or the targets
+            // themselves (epsilon removal). Closing the targets of every class is where large
+            // subsets cost, so it spends the work budget.
+            let mut intern = |targets: &mut dyn Iterator<Item = u32>,
+                              out: &mut SmallVec<[u32; 4]>|
+             -> Result<(), Stop> {
+                out.clear();
+                scratch.clear();
+                scratch.extend(targets);
+                if dfa {
+                    closure.close(&mut scratch, eps);
+                    sets.spend(scratch.len())?;
+                    scratch.dedup();
+                    out.push(sets.add(&scratch));
+                } else {
+                    scratch.sort_unstable();
+                    scratch.dedup();
+                    out.extend(scratch.iter().map(|&t| sets.add(&[t])));
+                }
+                Ok(())
+            };
+            // Consecutive classes often share their targets.
+            bytes_out.clear();
+            let mut prev: Option<usize> = None;
+            for c in 0..nc {
+                if by_class[c].is_empty() {
+                    continue;
+                }
+                if prev.is_none_or(|p| by_class[p] != by_class[c]) {
+                    intern(&mut by_class[c].iter().copied(), &mut ids_out)?;
+                    prev = Some(c);
+                }
+                bytes_out.extend(ids_out.iter().map(|&id| (c as u8, id)));
+            }
+            let mut grouped = |edges: &mut Vec<(u32, u32)>, out: &mut Vec<(u32, u32)>| {
+                edges.sort_unstable();
+                out.clear();
+                for group in edges.chunk_by(|a, b| a.0 == b.0) {
+                    intern(&mut group.iter().map(|e| e.1), &mut ids_out)?;
+                    out.extend(ids_out.iter().map(|&id| (group[0].0, id)));
+                }
+                Ok::<_, Stop>(out.as_slice().into())
+            };
+            let specials = grouped(&mut specials, &mut labelled_out)?;
+            let calls = grouped(&mut calls, &mut labelled_out)?;
+            let st = FState {
+                final_: members.binary_search(&accept).is_ok(),
+                bytes: bytes_out.as_slice().into(),
+                specials,
+                calls,
+            };
+            if !dfa {
+                size += st.size();
+                if size > options.max_states {
+                    return Err(Failure::Error(too_many_states(
+                        size,
+                        options.max_states,
+                        "a nondeterministic unit of the grammar",
+                    )));
+                }
+            }
+            fsm.states.push(st);
         }
-        // The states reached from `targets`: one closed subset (dfa), or the targets
-        // themselves (epsilon removal). Closing the targets of every class is where large
-        // subsets cost, so it spends the work budget.
-        let mut intern = |targets: &mut dyn Iterator<Item = u32>,
-                          out: &mut SmallVec<[u32; 4]>|
-         -> Result<(), Stop> {
-            out.clear();
-            scratch.clear();
-            scratch.extend(targets);
-            if dfa {
-                closure.close(&mut scratch, eps);
-                sets.spend(scratch.len())?;
-                scratch.dedup();
-                out.push(sets.add(&scratch));
-            } else {
-                scratch.sort_unstable();
-                scratch.dedup();
-                out.extend(scratch.iter().map(|&t| sets.add(&[t])));
-            }
-            Ok(())
-        };
-        // Consecutive classes often share their targets.
-        bytes_out.clear();
-        let mut prev: Option<usize> = None;
-        for c in 0..nc {
-            if by_class[c].is_empty() {
-                continue;
-            }
-            if prev.is_none_or(|p| by_class[p] != by_class[c]) {
-                intern(&mut by_class[c].iter().copied(), &mut ids_out)?;
-                prev = Some(c);
-            }
-            bytes_out.extend(ids_out.iter().map(|&id| (c as u8, id)));
-        }
-        let mut grouped = |edges: &mut Vec<(u32, u32)>, out: &mut Vec<(u32, u32)>| {
-            edges.sort_unstable();
-            out.clear();
-            for group in edges.chunk_by(|a, b| a.0 == b.0) {
-                intern(&mut group.iter().map(|e| e.1), &mut ids_out)?;
-                out.extend(ids_out.iter().map(|&id| (group[0].0, id)));
-            }
-            Ok::<_, Stop>(out.as_slice().into())
-        };
-        let specials = grouped(&mut specials, &mut labelled_out)?;
-        let calls = grouped(&mut calls, &mut labelled_out)?;
-        let st = FState {
-            final_: members.binary_search(&accept).is_ok(),
-            bytes: bytes_out.as_slice().into(),
-            specials,
-            calls,
-        };
-        if !dfa {
-            size += st.size();
-            if size > options.max_states {
-                return Err(Failure::Error(too_many_states(
-                    size,
-                    options.max_states,
-                    "a nondeterministic unit of the grammar",
-                )));
-            }
-        }
-        fsm.states.push(st);
+        Ok(())
+    };
+    match expand() {
+        Ok(()) => Ok(Some(fsm)),
+        Err(Failure::Stopped(Stop::States | Stop::Work)) => Ok(None),
+        Err(Failure::Stopped(Stop::Time(exceeded))) => Err(compile_time(exceeded)),
+        Err(Failure::Error(e)) => Err(e),
     }
-    Ok(fsm)
+}
+
+/// Why the subset construction gave up: a limit of its own (its caller then removes epsilons
+/// instead) or an error.
+enum Failure {
+    Stopped(Stop),
+    Error(CompileError),
+}
+
+impl From<Stop> for Failure {
+    fn from(stop: Stop) -> Failure {
+        Failure::Stopped(stop)
+    }
 }
