@@ -44,6 +44,8 @@ mod chart;
 mod hash;
 mod lower;
 mod program;
+#[cfg(test)]
+mod testing;
 mod walk;
 
 use std::cell::RefCell;
