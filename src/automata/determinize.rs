@@ -164,19 +164,14 @@ impl Closure {
 mod tests {
     use std::collections::{BTreeSet, HashSet};
 
+    use formwork_testkit::rng::Rng;
+
     use super::*;
     use crate::automata::interner::SliceInterner;
 
-    /// xorshift64: deterministic and dependency-free.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u32) -> u32 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            (self.0 % n.max(1) as u64) as u32
-        }
+    /// Uniform in `0..n`, as a state or label number.
+    fn below(rng: &mut Rng, n: u32) -> u32 {
+        rng.below(n as usize) as u32
     }
 
     /// A small NFA: `edges[s]` are `(label, target)`, `eps[s]` epsilon targets; start 0.
@@ -188,19 +183,19 @@ mod tests {
     }
 
     fn random_nfa(rng: &mut Rng) -> Nfa {
-        let (n, labels) = (1 + rng.below(7), 1 + rng.below(3));
+        let (n, labels) = (1 + below(rng, 7), 1 + below(rng, 3));
         let mut nfa = Nfa {
             labels,
             edges: vec![Vec::new(); n as usize],
             eps: vec![Vec::new(); n as usize],
-            accept: (0..n).map(|_| rng.below(4) == 0).collect(),
+            accept: (0..n).map(|_| below(rng, 4) == 0).collect(),
         };
         for s in 0..n as usize {
-            for _ in 0..rng.below(4) {
-                nfa.edges[s].push((rng.below(labels), rng.below(n)));
+            for _ in 0..below(rng, 4) {
+                nfa.edges[s].push((below(rng, labels), below(rng, n)));
             }
-            for _ in 0..rng.below(3) {
-                nfa.eps[s].push(rng.below(n));
+            for _ in 0..below(rng, 3) {
+                nfa.eps[s].push(below(rng, n));
             }
         }
         nfa
@@ -287,7 +282,7 @@ mod tests {
 
     #[test]
     fn subsets_accept_what_the_nfa_accepts() {
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut rng = Rng::new(19);
         for _ in 0..400 {
             let nfa = random_nfa(&mut rng);
             let dfa = determinize(&nfa, usize::MAX, &mut { usize::MAX }).unwrap();
@@ -345,13 +340,19 @@ mod tests {
 
     #[test]
     fn closure_reaches_exactly_the_epsilon_successors() {
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         let mut closure = Closure::new(9);
         for _ in 0..500 {
             let eps: Vec<Vec<u32>> = (0..9)
-                .map(|_| (0..rng.below(3)).map(|_| rng.below(9)).collect())
+                .map(|_| {
+                    (0..below(&mut rng, 3))
+                        .map(|_| below(&mut rng, 9))
+                        .collect()
+                })
                 .collect();
-            let seeds: Vec<u32> = (0..rng.below(4)).map(|_| rng.below(9)).collect();
+            let seeds: Vec<u32> = (0..below(&mut rng, 4))
+                .map(|_| below(&mut rng, 9))
+                .collect();
             let mut set = seeds.clone();
             closure.close(&mut set, |s| eps[s as usize].iter().copied());
             let mut want: BTreeSet<u32> = seeds.iter().copied().collect();
