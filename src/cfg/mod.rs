@@ -42,9 +42,10 @@
 mod cache;
 mod chart;
 mod hash;
-mod interner;
 mod lower;
 mod program;
+#[cfg(test)]
+mod testing;
 mod walk;
 
 use std::cell::RefCell;

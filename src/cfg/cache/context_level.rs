@@ -295,3 +295,116 @@ fn returns_to_end(prog: &Program, w: &Item, unit: u32) -> bool {
             .filter(|c| c.unit == unit)
             .all(|c| prog.state(c.ret).flags & (FINAL | SCANS | CALLS | SPECIALS) == FINAL)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::token::TokenId;
+    use crate::cfg::cache::item_level::item_level;
+    use crate::cfg::testing::*;
+    use crate::cfg::{CfgCompiler, CfgConfig};
+
+    /// The context keys of a chart's scannable items, sorted.
+    fn keys(g: &crate::cfg::CfgGrammar, prefix: &str) -> Vec<u128> {
+        let view = g.view();
+        let chart = chart_after(g, prefix.as_bytes());
+        let mut scratch = Scratch::default();
+        let mut keys: Vec<u128> = scannable(g, &chart)
+            .iter()
+            .map(|k| {
+                let subject = Subject::of(&view, &chart, k);
+                let k1 = subject.key(&view);
+                context_key(&view, &chart, &mut scratch, &subject, k1, &budget()).unwrap()
+            })
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// Two levels of callers are the key: charts whose items have the same two callers share
+    /// it, wherever they are and whatever lies further out; another caller is another key.
+    #[test]
+    fn context_keys_name_the_callers_up_to_the_depth() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2));
+        let (g, _) = compile(&compiler, CASES[1].0);
+        let deep = keys(&g, "[[[");
+        assert_eq!(deep, keys(&g, "[[[["), "the same callers one row further");
+        assert_eq!(deep, keys(&g, "{[["), "what is beyond the depth does not count");
+        assert_eq!(deep, keys(&g, "[a,[[["), "nor where the rows are");
+        assert_ne!(deep, keys(&g, "[{["), "another caller at the second level");
+        assert_ne!(deep, keys(&g, "["), "the start rule at the second level");
+        assert_ne!(keys(&g, "{"), keys(&g, "["), "another caller at the first level");
+    }
+
+    /// The context level decides some of the item level's uncertain tokens with the real
+    /// callers: what it accepts is allowed, and the rest stays uncertain or is rejected.
+    #[test]
+    fn context_level_accepts_allowed_tokens_among_the_uncertain() {
+        let vocab = small_vocab();
+        let trie = vocab.trie();
+        let mut decided = 0;
+        each_case(&CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2)), |case| {
+            let view = case.g.view();
+            let mut scratch = Scratch::default();
+            for k in scannable(case.g, &case.chart) {
+                let subject = Subject::of(&view, &case.chart, &k);
+                let budget = budget();
+                let item = item_level(&view, &subject, &budget).unwrap();
+                let (_, _, uncertain) = item.item_parts();
+                let k1 = subject.key(&view);
+                context_key(&view, &case.chart, &mut scratch, &subject, k1, &budget).unwrap();
+                let context = Context::build(&scratch, &k);
+                let entry = context.classify(&view, uncertain, &budget).unwrap();
+                let (accepted, still) = entry.context_parts();
+                for &p in accepted.iter().chain(still) {
+                    assert!(uncertain.contains(&p), "{}: {p} was not uncertain", case.at());
+                }
+                for &p in accepted {
+                    // Near a bound the relaxed loop may take more than the chart does.
+                    let (t, near) = (trie.token_at(p), subject.left.is_some());
+                    assert!(near || case.allowed.contains(&t), "{}: {t}", case.at());
+                }
+                assert!(accepted.iter().all(|p| !still.contains(p)), "{}", case.at());
+                decided += accepted.len();
+            }
+        });
+        assert!(decided > 0, "the context level decided something");
+    }
+
+    /// Inside two brackets the item alone cannot close one (its unit ends inside the token),
+    /// the callers can: `a]` is accepted in context.
+    #[test]
+    fn context_level_closes_what_the_callers_close() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2));
+        let (g, _) = compile(&compiler, CASES[1].0);
+        let view = g.view();
+        let chart = chart_after(&g, b"[[");
+        let trie = vocab.trie();
+        let a_close = text_tokens(&vocab)
+            .find(|&t| vocab.token_bytes(t) == b"a]")
+            .expect("a token");
+        let position = view.index.position(a_close);
+        let mut scratch = Scratch::default();
+        let mut found = false;
+        for k in scannable(&g, &chart) {
+            let subject = Subject::of(&view, &chart, &k);
+            let budget = budget();
+            let item = item_level(&view, &subject, &budget).unwrap();
+            let (_, _, uncertain) = item.item_parts();
+            if !uncertain.contains(&position) {
+                continue;
+            }
+            let k1 = subject.key(&view);
+            context_key(&view, &chart, &mut scratch, &subject, k1, &budget).unwrap();
+            let entry = Context::build(&scratch, &k).classify(&view, &[position], &budget);
+            let entry = entry.unwrap();
+            let (accepted, _) = entry.context_parts();
+            let tokens: Vec<TokenId> = accepted.iter().map(|&p| trie.token_at(p)).collect();
+            assert_eq!(tokens, [a_close]);
+            found = true;
+        }
+        assert!(found, "`a]` is uncertain for some item");
+    }
+}

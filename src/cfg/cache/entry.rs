@@ -74,6 +74,31 @@ impl Weigh for CacheEntry {
     }
 }
 
+/// The parts of an entry of a known kind, for tests (a wrong kind is a failed test).
+#[cfg(test)]
+impl CacheEntry {
+    pub(super) fn item_parts(&self) -> (&StoredMask, Option<u32>, &[Position]) {
+        match self {
+            CacheEntry::Item {
+                accepted,
+                longest,
+                uncertain,
+            } => (accepted, *longest, uncertain),
+            other => panic!("an item entry, not {other:?}"),
+        }
+    }
+
+    pub(super) fn context_parts(&self) -> (&[Position], &[Position]) {
+        match self {
+            CacheEntry::Context {
+                accepted,
+                uncertain,
+            } => (accepted, uncertain),
+            other => panic!("a context entry, not {other:?}"),
+        }
+    }
+}
+
 /// The cache's entry for `key`, computed and inserted if missing (a unit of work for the
 /// lookup; an entry whose computation failed is not kept).
 pub(super) fn cached(
@@ -98,5 +123,77 @@ pub(super) fn stored(words: &[u32], universe: &[u32]) -> StoredMask {
             StoredMask::Bitset(words.into())
         }
         small => small,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::base::bitmask::set_bit;
+    use crate::cfg::testing::*;
+    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::limits::Limits;
+
+    /// Short lists stay lists; a list `StoredMask` would keep that is past 256 ids becomes the
+    /// bitset; every form writes back the same set.
+    #[test]
+    fn stored_lists_few_ids_and_sets_the_rest() {
+        // Qwen3's width: lists of a few hundred ids would still be smaller than the bitset.
+        let universe = vec![u32::MAX; 4748];
+        let set = |ids: &mut dyn Iterator<Item = u32>| {
+            let mut words = vec![0u32; universe.len()];
+            ids.for_each(|t| set_bit(&mut words, t));
+            words
+        };
+        let few = set(&mut (0..200).map(|i| i * 7));
+        let many = set(&mut (0..300).map(|i| i * 7));
+        let all_but_few = set(&mut (3..universe.len() as u32 * 32));
+        let all_but_many = set(&mut (0..universe.len() as u32 * 32).filter(|t| t % 300 != 0));
+        for words in [&few, &many, &all_but_few, &all_but_many] {
+            let mut back = vec![0u32; universe.len()];
+            stored(words, &universe).or_into(&mut back, &universe);
+            assert!(back == *words);
+        }
+        assert!(matches!(stored(&few, &universe), StoredMask::Accepted(ids) if ids.len() == 200));
+        assert!(matches!(stored(&many, &universe), StoredMask::Bitset(_)));
+        let rejected = stored(&all_but_few, &universe);
+        assert!(matches!(rejected, StoredMask::Rejected(ids) if *ids == [0, 1, 2]));
+        assert!(matches!(stored(&all_but_many, &universe), StoredMask::Bitset(_)));
+    }
+
+    /// An entry is computed once per key and then shared; a failed computation is not kept;
+    /// every lookup costs a unit of work.
+    #[test]
+    fn cached_computes_each_key_once() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let (g, _) = compile(&compiler, CASES[0].0);
+        let view = g.view();
+        let computed = Cell::new(0);
+        let entry = || {
+            computed.set(computed.get() + 1);
+            Ok(CacheEntry::Starts(vec![1, 2, 3].into()))
+        };
+        let budget = budget();
+        let first = cached(&view, 1, &budget, entry).unwrap();
+        let again = cached(&view, 1, &budget, entry).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(computed.get(), 1);
+        cached(&view, 2, &budget, entry).unwrap();
+        assert_eq!(computed.get(), 2, "another key is another entry");
+        let over = LimitExceeded {
+            kind: crate::limits::LimitKind::MaskWork,
+            value: 2,
+            max: 1,
+        };
+        assert_eq!(cached(&view, 3, &budget, || Err(over)).unwrap_err(), over);
+        cached(&view, 3, &budget, entry).unwrap();
+        assert_eq!(computed.get(), 3, "a failure is not kept");
+        let two = Limits::new().mask_work(2).budget();
+        cached(&view, 1, &two, entry).unwrap();
+        cached(&view, 1, &two, entry).unwrap();
+        assert!(cached(&view, 1, &two, entry).is_err(), "the third lookup is over");
     }
 }

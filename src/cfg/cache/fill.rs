@@ -337,3 +337,72 @@ pub(super) fn count_class(prog: &Program, it: &Item, cap: u32) -> u64 {
 pub(super) fn cap(vocab: &Vocab) -> u32 {
     vocab.max_token_len() as u32 + 1
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::testing::*;
+    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::ir::recognizer::Terminal;
+
+    /// The mask through the cache levels (cold, then warm) is the mask of one plain trie walk
+    /// and the oracle's, EOS included, with every context depth.
+    #[test]
+    fn cached_masks_are_the_walked_and_the_oracle_masks() {
+        let vocab = small_vocab();
+        let eos = vocab.eos_tokens()[0];
+        let configs = [
+            CfgConfig::new(),
+            CfgConfig::new().context_depth(0),
+            CfgConfig::new().context_depth(1),
+            CfgConfig::new().mask_cache(false),
+        ];
+        for config in configs {
+            let compiler = CfgCompiler::new(&vocab, config);
+            each_case(&compiler, |case| {
+                let mut want = case.allowed.clone();
+                let mut r = case.rec.start();
+                let bytes = case.prefix.bytes();
+                bytes.for_each(|b| assert!(r.push(case.rec, Terminal::Byte(b))));
+                if r.is_accepting(case.rec) {
+                    want.push(eos);
+                }
+                let mut scratch = Scratch::default();
+                for pass in ["cold", "warm"] {
+                    let mut out = vec![u32::MAX; vocab.mask_words()];
+                    let (view, chart) = (case.g.view(), &mut case.chart);
+                    fill(&view, chart, &mut scratch, &mut out, &budget()).unwrap();
+                    assert_eq!(ones(&out), want, "{}, {pass}", case.at());
+                }
+            });
+            let stats = compiler.cache_stats();
+            match compiler.config.mask_cache {
+                true => assert!(stats.hits > 0 && stats.misses > 0, "{stats:?}"),
+                false => assert_eq!(stats.hits + stats.misses, 0),
+            }
+        }
+    }
+
+    /// A counter's class is its distance to each bound, capped: counters further than a token
+    /// from both bounds are alike.
+    #[test]
+    fn count_classes_cap_the_distance_to_the_bounds() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let (g, _) = compile(&compiler, r#"root ::= "\"" [a-zA-Z]{2,60} "\"""#);
+        let chart = chart_after(&g, b"\"");
+        let counted = chart
+            .last_row()
+            .iter()
+            .find(|it| g.prog.state(it.state).flags & COUNTED != 0)
+            .copied()
+            .expect("the loop waits for its body");
+        let cap = cap(&vocab);
+        let class = |count| count_class(&g.prog, &Item { count, ..counted }, cap);
+        assert_eq!(class(0), (cap as u64) << 32 | 2);
+        assert_eq!(class(1), (cap as u64) << 32 | 1);
+        assert_eq!(class(10), class(20), "far from both bounds");
+        assert_eq!(class(58), 2 << 32);
+        assert_eq!(class(60), 0);
+    }
+}

@@ -94,3 +94,71 @@ impl VocabIndex {
         positions.into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::bitmask::set_bit;
+    use crate::cfg::testing::{small_vocab, text_tokens};
+
+    /// Positions number the text tokens in trie order (the trie gives each token back, and a
+    /// token's bytes never sort before the previous one's); the other ids have none.
+    #[test]
+    fn positions_are_the_trie_order_of_text_tokens() {
+        let vocab = small_vocab();
+        let index = VocabIndex::new(&vocab);
+        let text: Vec<TokenId> = text_tokens(&vocab).collect();
+        for t in 0..vocab.len() as TokenId {
+            match text.contains(&t) {
+                true => assert_eq!(vocab.trie().token_at(index.position(t)), t),
+                false => assert_eq!(index.position(t), u32::MAX),
+            }
+        }
+        let in_order: Vec<&[u8]> = (0..text.len() as Position)
+            .map(|p| vocab.token_bytes(vocab.trie().token_at(p)))
+            .collect();
+        assert!(in_order.is_sorted());
+        let positions = index.positions(&[text[9], text[2], text[5]]);
+        assert!(positions.is_sorted());
+        assert_eq!(positions.len(), 3);
+    }
+
+    /// `longer_than` is exactly the text tokens over a length; `longest` the longest token of
+    /// a set, read either way (few tokens set, or many); `characters` counts the bytes that
+    /// start a UTF-8 character.
+    #[test]
+    fn lengths_and_characters_of_tokens() {
+        let vocab = small_vocab();
+        let index = VocabIndex::new(&vocab);
+        let len = |t: TokenId| vocab.token_bytes(t).len();
+        for n in 0..8 {
+            let mut longer = index.longer_than(&vocab, n).to_vec();
+            longer.sort_unstable();
+            let want: Vec<TokenId> = text_tokens(&vocab).filter(|&t| len(t) > n as usize).collect();
+            assert_eq!(longer, want, "longer than {n}");
+        }
+        let mut words = vec![0u32; vocab.mask_words()];
+        assert_eq!(index.longest(&vocab, &words), 0);
+        let mut most = 0;
+        for (i, t) in text_tokens(&vocab).enumerate() {
+            // A handful first (read bit by bit), then most of the vocabulary (by length).
+            if i % 40 == 7 || i > 100 {
+                set_bit(&mut words, t);
+                most = most.max(len(t) as u32);
+                assert_eq!(index.longest(&vocab, &words), most, "after {i} tokens");
+            }
+        }
+        for t in text_tokens(&vocab) {
+            let bytes = vocab.token_bytes(t);
+            let want = match std::str::from_utf8(bytes) {
+                Ok(text) => text.chars().count(),
+                // A lone continuation byte starts none; a lone lead byte one.
+                Err(_) if bytes.len() == 1 => usize::from(bytes[0] & 0xC0 != 0x80),
+                Err(_) => continue,
+            };
+            assert_eq!(index.characters[t as usize] as usize, want, "{bytes:?}");
+        }
+        let e_acute = text_tokens(&vocab).find(|&t| vocab.token_bytes(t) == "éa".as_bytes());
+        assert_eq!(e_acute.map(|t| index.characters[t as usize]), Some(2));
+    }
+}

@@ -295,3 +295,133 @@ fn keep_below_bound(
     }
     unknown
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::testing::*;
+    use crate::cfg::{CfgCompiler, CfgConfig};
+
+    /// The cached entry of each scannable item is what a fresh walk of the item alone (its
+    /// own row DFA, no cache) finds; its accepted tokens are allowed (where no loop bound is
+    /// near), and with the uncertain ones they cover every allowed token.
+    #[test]
+    fn item_entries_are_fresh_walks_and_sound() {
+        let vocab = small_vocab();
+        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+            let view = case.g.view();
+            let mut covered = vec![0u32; vocab.mask_words()];
+            for k in scannable(case.g, &case.chart) {
+                let subject = Subject::of(&view, &case.chart, &k);
+                let budget = budget();
+                let key = subject.key(&view);
+                let entry = cached(&view, key, &budget, || item_level(&view, &subject, &budget));
+                let entry = entry.unwrap();
+                let (accepted, longest, uncertain) = entry.item_parts();
+                let mut words = vec![0u32; vocab.mask_words()];
+                accepted.or_into(&mut words, vocab.text_mask());
+                let (fresh, fresh_uncertain) = walk_rows(case.g, &subject.rows(&[RELAXED]));
+                let at = format!("{}, item {k:?}", case.at());
+                assert!(words == fresh, "{at}: accepted");
+                assert_eq!(uncertain, &*view.index.positions(&fresh_uncertain), "{at}");
+                let lengths = ones(&words).into_iter().map(|t| vocab.token_bytes(t).len());
+                let want_longest = subject.lifted.map(|_| lengths.max().unwrap_or(0) as u32);
+                assert_eq!(longest, want_longest, "{at}");
+                for t in ones(&words) {
+                    let allowed = case.allowed.contains(&t);
+                    assert!(subject.left.is_some() || allowed, "{at}: {t}");
+                    set_bit(&mut covered, t);
+                }
+                let trie = vocab.trie();
+                uncertain.iter().for_each(|&p| set_bit(&mut covered, trie.token_at(p)));
+            }
+            for &t in &case.allowed {
+                assert!(get_bit(&covered, t), "{}: {t} lost", case.at());
+            }
+        });
+    }
+
+    /// The body of a counted loop is classified with its loop: one key at every count (its
+    /// bounds relaxed), the iterations left known once a token could use them up, and the
+    /// loop relaxed in context once its minimum is reached.
+    #[test]
+    fn loop_bodies_are_lifted_with_their_loop() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let (g, _) = compile(&compiler, CASES[2].0);
+        let view = g.view();
+        let mut keys = Vec::new();
+        for prefix in ["\"", "\"a", "\"ab", "\"abcd", "\"abcde"] {
+            let letters = prefix.len() - 1;
+            let chart = chart_after(&g, prefix.as_bytes());
+            let bodies: Vec<Subject> = scannable(&g, &chart)
+                .iter()
+                .map(|k| Subject::of(&view, &chart, k))
+                .filter(|s| s.lifted.is_some())
+                .collect();
+            assert_eq!(bodies.len(), 1, "after {prefix:?}");
+            let s = bodies[0];
+            assert_eq!(s.left, Some(6 - letters as u32), "after {prefix:?}");
+            assert_eq!(s.relax, letters >= 2, "after {prefix:?}");
+            assert_eq!(s.loop_counts(&view, &chart).as_slice(), [letters as u32]);
+            keys.push(s.key(&view));
+        }
+        assert!(keys.iter().all(|&k| k == keys[0]), "one key for every count");
+        // Elsewhere nothing is lifted, and another follow set is another key.
+        let (other, _) = compile(&compiler, r#"root ::= "\"" [a-zA-Z]{2,6} "'""#);
+        let chart = chart_after(&other, b"\"a");
+        let k = scannable(&other, &chart)[0];
+        assert_ne!(Subject::of(&other.view(), &chart, &k).key(&other.view()), keys[0]);
+        let chart = chart_after(&g, b"\"ab\",");
+        for k in scannable(&g, &chart) {
+            assert!(Subject::of(&view, &chart, &k).lifted.is_none());
+        }
+    }
+
+    /// Near the bound, the tokens kept by the iteration starts table (and the walks of those
+    /// it does not know) are exactly those a walk with the real counters accepts, and what
+    /// it leaves to the context is among what that walk leaves.
+    #[test]
+    fn near_bound_entries_are_the_walks_with_real_counters() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let grammars = [CASES[2].0, r#"root ::= ([a-zA-Z]{1,5} "-")+"#];
+        let mut checked = 0;
+        for gbnf in grammars {
+            let (g, _) = compile(&compiler, gbnf);
+            let view = g.view();
+            for prefix in ["\"", "\"ab", "\"abcd", "\"abcdef", "a", "abc-abcd", "abcde"] {
+                let mut chart = g.initial.clone();
+                let budget = budget();
+                if !prefix.bytes().all(|b| chart.push_byte(&g.prog, b, &budget).unwrap()) {
+                    continue;
+                }
+                for k in scannable(&g, &chart) {
+                    let subject = Subject::of(&view, &chart, &k);
+                    if subject.left.is_none() {
+                        continue;
+                    }
+                    let item = item_level(&view, &subject, &budget).unwrap();
+                    let (accepted, _, _) = item.item_parts();
+                    let counts = subject.loop_counts(&view, &chart);
+                    let CacheEntry::NearBound { valid, uncertain } =
+                        near_bound(&view, &subject, &counts, accepted, &budget).unwrap()
+                    else {
+                        panic!("a near-bound entry")
+                    };
+                    let (walked, left_over) = walk_rows(&g, &subject.rows(&counts));
+                    let at = format!("{gbnf} after {prefix:?}");
+                    let mut kept = vec![0u32; vocab.mask_words()];
+                    valid.or_into(&mut kept, vocab.text_mask());
+                    assert_eq!(ones(&kept), ones(&walked), "{at}");
+                    let trie = vocab.trie();
+                    for &p in uncertain.iter() {
+                        assert!(left_over.contains(&trie.token_at(p)), "{at}: {p}");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 5, "{checked} subjects near a bound");
+    }
+}

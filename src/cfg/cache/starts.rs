@@ -229,3 +229,78 @@ impl TrieVisitor for StartsWalk<'_> {
         tokens.iter().for_each(|&t| self.starts[t as usize] = n);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use formwork_testkit::rng::Rng;
+
+    use super::*;
+    use crate::cfg::testing::*;
+    use crate::cfg::{CfgCompiler, CfgConfig};
+
+    /// The bit form agrees with reading each count, short chunks (the vocabulary's last
+    /// words) included: a missing lane is unknown.
+    #[test]
+    fn starts_below_reads_each_lane() {
+        let mut rng = Rng::new(5);
+        for _ in 0..500 {
+            let len = 1 + rng.below(32);
+            let chunk: Vec<u16> = (0..len)
+                .map(|_| match rng.below(5) {
+                    0 => UNKNOWN_STARTS,
+                    n => n as u16 - 1,
+                })
+                .collect();
+            let below = rng.below(6) as u16;
+            let (takes, unknowns) = starts_below(&chunk, below);
+            for j in 0..32 {
+                let n = chunk.get(j).copied().unwrap_or(UNKNOWN_STARTS);
+                assert_eq!(takes >> j & 1 == 1, n < below, "{chunk:?} below {below}");
+                assert_eq!(unknowns >> j & 1 == 1, n == UNKNOWN_STARTS, "{chunk:?}");
+            }
+        }
+    }
+
+    /// In a loop over single characters, a token the loop takes starts an iteration at each
+    /// character after its first (the first continues the one in progress), whether the table
+    /// reads it from a slice or from the walk.
+    #[test]
+    fn iteration_starts_count_the_characters_after_the_first() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let cases: [(&str, &[u8]); 3] = [
+            (CASES[2].0, b"\"a"),
+            (r#"root ::= "\"" [^"\\]{2,60} "\"""#, b"\"a"),
+            (r#"root ::= ([a-zA-Z]{1,5} "-")+"#, b"a"),
+        ];
+        for (gbnf, prefix) in cases {
+            let (g, _) = compile(&compiler, gbnf);
+            let view = g.view();
+            let chart = chart_after(&g, prefix);
+            let subject = scannable(&g, &chart)
+                .iter()
+                .map(|k| Subject::of(&view, &chart, k))
+                .find(|s| s.lifted.is_some())
+                .expect("a loop body");
+            let CacheEntry::Starts(starts) =
+                iteration_starts(&view, &subject, &budget()).unwrap()
+            else {
+                panic!("a starts entry")
+            };
+            assert_eq!(starts.len(), vocab.len());
+            let mut letters = 0;
+            for t in text_tokens(&vocab) {
+                let bytes = vocab.token_bytes(t);
+                if bytes.iter().all(u8::is_ascii_alphabetic) {
+                    letters += 1;
+                    assert_eq!(starts[t as usize] as usize, bytes.len() - 1, "{gbnf}: {bytes:?}");
+                }
+            }
+            assert!(letters > 10);
+            if gbnf.contains("^") {
+                let two = text_tokens(&vocab).find(|&t| vocab.token_bytes(t) == "éa".as_bytes());
+                assert_eq!(two.map(|t| starts[t as usize]), Some(1), "two characters, three bytes");
+            }
+        }
+    }
+}

@@ -2,7 +2,8 @@
 //! epsilon removal past it.
 
 use super::*;
-use crate::cfg::interner::SliceInterner;
+use crate::automata::determinize::{Closure, Stop, Worklist};
+use crate::automata::interner::SliceInterner;
 
 /// NFA states the subset construction of one unit may visit (summed over the subsets it
 /// expands and the ones it closes) before it gives up like past its state budget, and the
@@ -26,7 +27,8 @@ pub(super) enum Construction<'w> {
     EpsilonFree { used: usize },
 }
 
-/// The automaton of a unit's NFA, built as `construction` says.
+/// The automaton of a unit's NFA, built as `construction` says; `None` past the subset
+/// construction's state cap or work budget.
 // Long: one worklist loop of the subset construction (or epsilon removal); the closures it
 // calls per state share the work budget, the marks and the edge buffers reused across states.
 pub(super) fn determinize(
@@ -38,39 +40,25 @@ pub(super) fn determinize(
     options: &CompileOptions,
     construction: Construction,
 ) -> Result<Option<Fsm>, CompileError> {
-    let deadline = options.deadline;
-    let (mut work, mut size) = match construction {
-        Construction::Subsets(work) => (Some(work), 0),
-        Construction::EpsilonFree { used } => (None, used),
-    };
-    let dfa = work.is_some();
-    let n = nfa.len();
-    let mut mark = vec![u32::MAX; n];
-    let mut gen = 0u32;
-    let closure = |set: &mut Vec<u32>, gen: u32, mark: &mut Vec<u32>| {
-        let mut i = 0;
-        set.iter().for_each(|&s| mark[s as usize] = gen);
-        while i < set.len() {
-            let s = set[i];
-            i += 1;
-            for &t in &nfa.eps[s as usize] {
-                if mark[t as usize] != gen {
-                    mark[t as usize] = gen;
-                    set.push(t);
-                }
-            }
-        }
-        set.sort_unstable();
-    };
-    // DFA states are sets of NFA states (closed under epsilon); with `dfa = false`, single
+    // DFA states are sets of NFA states (closed under epsilon); with epsilon removal, single
     // NFA states, closed when they are expanded.
-    let mut sets = SliceInterner::default();
+    let (dfa, mut sets, mut size) = match construction {
+        Construction::Subsets(work) => {
+            let sets = Worklist::new(SliceInterner::default(), options.max_dfa_states);
+            (true, sets.with_work(work), 0)
+        }
+        Construction::EpsilonFree { used } => {
+            let sets = Worklist::new(SliceInterner::default(), usize::MAX);
+            (false, sets, used)
+        }
+    };
+    let mut closure = Closure::new(nfa.len());
+    let eps = |s: u32| nfa.eps[s as usize].iter().copied();
     let mut members: Vec<u32> = vec![start];
     if dfa {
-        closure(&mut members, gen, &mut mark);
-        gen += 1;
+        closure.close(&mut members, eps);
     }
-    sets.intern(&members);
+    sets.add(&members);
     let mut fsm = Fsm::default();
     let mut by_class: Vec<Vec<u32>> = vec![Vec::new(); nc];
     // `(special or unit, target)` of the members' special and call edges.
@@ -82,111 +70,111 @@ pub(super) fn determinize(
     // per state was a third of the subset construction's time, in the allocator).
     let mut bytes_out: Vec<(u8, u32)> = Vec::new();
     let mut labelled_out: Vec<(u32, u32)> = Vec::new();
-    let mut i = 0;
-    while i < sets.len() {
-        deadline.tick().map_err(compile_time)?;
-        if dfa && sets.len() > options.max_dfa_states {
-            return Ok(None);
-        }
-        members.clear();
-        members.extend_from_slice(sets.get(i as u32));
-        if let Some(left) = work.as_deref_mut() {
-            match left.checked_sub(members.len()) {
-                Some(l) => *left = l,
-                None => return Ok(None),
+    // The loop, with `?` for the worklist's stops and errors alike.
+    let mut expand = || -> Result<(), Failure> {
+        while let Some(id) = sets.next(options.deadline)? {
+            members.clear();
+            members.extend_from_slice(sets.key(id));
+            sets.spend(members.len())?;
+            if !dfa {
+                closure.close(&mut members, eps);
             }
-        }
-        if !dfa {
-            closure(&mut members, gen, &mut mark);
-            gen += 1;
-        }
-        i += 1;
-        by_class.iter_mut().for_each(|v| v.clear());
-        specials.clear();
-        calls.clear();
-        for &s in &members {
-            for &(label, t) in &nfa.edges[s as usize] {
-                match label {
-                    Label::Classes(k) => labels[k as usize]
-                        .iter()
-                        .for_each(|c| by_class[c as usize].push(t)),
-                    Label::Special(sid) => specials.push((sid, t)),
-                    Label::Call(u) => calls.push((u, t)),
+            by_class.iter_mut().for_each(|v| v.clear());
+            specials.clear();
+            calls.clear();
+            for &s in &members {
+                for &(label, t) in &nfa.edges[s as usize] {
+                    match label {
+                        Label::Classes(k) => labels[k as usize]
+                            .iter()
+                            .for_each(|c| by_class[c as usize].push(t)),
+                        Label::Special(sid) => specials.push((sid, t)),
+                        Label::Call(u) => calls.push((u, t)),
+                    }
                 }
             }
-        }
-        // The states reached from `targets`: one closed subset (dfa), or the targets
-        // themselves (epsilon removal). `false` once the subsets' work is spent: closing the
-        // targets of every class is where large subsets cost.
-        let mut intern = |targets: &mut dyn Iterator<Item = u32>, out: &mut SmallVec<[u32; 4]>| {
-            out.clear();
-            scratch.clear();
-            scratch.extend(targets);
-            if let Some(left) = work.as_deref_mut() {
-                closure(&mut scratch, gen, &mut mark);
-                gen += 1;
-                match left.checked_sub(scratch.len()) {
-                    Some(l) => *left = l,
-                    None => return false,
+            // The states reached from `targets`: one closed subset (dfa), or the targets
+            // themselves (epsilon removal). Closing the targets of every class is where large
+            // subsets cost, so it spends the work budget.
+            let mut intern = |targets: &mut dyn Iterator<Item = u32>,
+                              out: &mut SmallVec<[u32; 4]>|
+             -> Result<(), Stop> {
+                out.clear();
+                scratch.clear();
+                scratch.extend(targets);
+                if dfa {
+                    closure.close(&mut scratch, eps);
+                    sets.spend(scratch.len())?;
+                    scratch.dedup();
+                    out.push(sets.add(&scratch));
+                } else {
+                    scratch.sort_unstable();
+                    scratch.dedup();
+                    out.extend(scratch.iter().map(|&t| sets.add(&[t])));
                 }
-                scratch.dedup();
-                out.push(sets.intern(&scratch).0);
-            } else {
-                scratch.sort_unstable();
-                scratch.dedup();
-                out.extend(scratch.iter().map(|&t| sets.intern(&[t]).0));
-            }
-            true
-        };
-        // Consecutive classes often share their targets.
-        bytes_out.clear();
-        let mut prev: Option<usize> = None;
-        for c in 0..nc {
-            if by_class[c].is_empty() {
-                continue;
-            }
-            if prev.is_none_or(|p| by_class[p] != by_class[c]) {
-                if !intern(&mut by_class[c].iter().copied(), &mut ids_out) {
-                    return Ok(None);
+                Ok(())
+            };
+            // Consecutive classes often share their targets.
+            bytes_out.clear();
+            let mut prev: Option<usize> = None;
+            for c in 0..nc {
+                if by_class[c].is_empty() {
+                    continue;
                 }
-                prev = Some(c);
-            }
-            bytes_out.extend(ids_out.iter().map(|&id| (c as u8, id)));
-        }
-        let mut grouped = |edges: &mut Vec<(u32, u32)>, out: &mut Vec<(u32, u32)>| {
-            edges.sort_unstable();
-            out.clear();
-            for group in edges.chunk_by(|a, b| a.0 == b.0) {
-                if !intern(&mut group.iter().map(|e| e.1), &mut ids_out) {
-                    return None;
+                if prev.is_none_or(|p| by_class[p] != by_class[c]) {
+                    intern(&mut by_class[c].iter().copied(), &mut ids_out)?;
+                    prev = Some(c);
                 }
-                out.extend(ids_out.iter().map(|&id| (group[0].0, id)));
+                bytes_out.extend(ids_out.iter().map(|&id| (c as u8, id)));
             }
-            Some(out.as_slice().into())
-        };
-        let (Some(specials), Some(calls)) = (
-            grouped(&mut specials, &mut labelled_out),
-            grouped(&mut calls, &mut labelled_out),
-        ) else {
-            return Ok(None);
-        };
-        let st = FState {
-            final_: members.binary_search(&accept).is_ok(),
-            bytes: bytes_out.as_slice().into(),
-            specials,
-            calls,
-        };
-        if !dfa {
-            size += st.size();
-            if size > options.max_states {
-                return Err(too_many_states(
-                    size,
-                    options.max_states,
-                    "a nondeterministic unit of the grammar",
-                ));
+            let mut grouped = |edges: &mut Vec<(u32, u32)>, out: &mut Vec<(u32, u32)>| {
+                edges.sort_unstable();
+                out.clear();
+                for group in edges.chunk_by(|a, b| a.0 == b.0) {
+                    intern(&mut group.iter().map(|e| e.1), &mut ids_out)?;
+                    out.extend(ids_out.iter().map(|&id| (group[0].0, id)));
+                }
+                Ok::<_, Stop>(out.as_slice().into())
+            };
+            let specials = grouped(&mut specials, &mut labelled_out)?;
+            let calls = grouped(&mut calls, &mut labelled_out)?;
+            let st = FState {
+                final_: members.binary_search(&accept).is_ok(),
+                bytes: bytes_out.as_slice().into(),
+                specials,
+                calls,
+            };
+            if !dfa {
+                size += st.size();
+                if size > options.max_states {
+                    return Err(Failure::Error(too_many_states(
+                        size,
+                        options.max_states,
+                        "a nondeterministic unit of the grammar",
+                    )));
+                }
             }
+            fsm.states.push(st);
         }
-        fsm.states.push(st);
+        Ok(())
+    };
+    match expand() {
+        Ok(()) => Ok(Some(fsm)),
+        Err(Failure::Stopped(Stop::States | Stop::Work)) => Ok(None),
+        Err(Failure::Stopped(Stop::Time(exceeded))) => Err(compile_time(exceeded)),
+        Err(Failure::Error(e)) => Err(e),
     }
-    Ok(Some(fsm))
+}
+
+/// Why the subset construction gave up: a limit of its own (its caller then removes epsilons
+/// instead) or an error.
+enum Failure {
+    Stopped(Stop),
+    Error(CompileError),
+}
+
+impl From<Stop> for Failure {
+    fn from(stop: Stop) -> Failure {
+        Failure::Stopped(stop)
+    }
 }

@@ -2,8 +2,8 @@
 //! deterministic units, bisimulation by signatures for the others.
 
 use super::{compile_time, FState, Fsm};
+use crate::automata::interner::SliceInterner;
 use crate::automata::minimize::hopcroft;
-use crate::cfg::interner::SliceInterner;
 use crate::error::CompileError;
 use crate::limits::Deadline;
 

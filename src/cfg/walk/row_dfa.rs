@@ -1,8 +1,8 @@
 //! Earley rows memoized as a lazily built DFA over their structure.
 
+use crate::automata::interner::SliceInterner;
 use crate::base::byteset::ByteSet;
 use crate::cfg::chart::{Chart, Item, EXT};
-use crate::cfg::interner::SliceInterner;
 use crate::cfg::program::{Program, CALLS};
 use crate::vocab::SliceProofs;
 
@@ -198,5 +198,79 @@ impl StateDfa {
             let last = r == n - 1;
             chart.push_raw(items, if last { follow } else { ByteSet::EMPTY });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::testing::*;
+    use crate::cfg::walk::stepper::Stepper;
+    use crate::cfg::{CfgCompiler, CfgConfig};
+
+    /// Inside a string the rows repeat: every letter after the first leads to the same state,
+    /// whose rows put back on the chart intern to it again, and whose last row is the one the
+    /// chart had.
+    #[test]
+    fn row_dfa_states_are_row_structures() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let (g, _) = compile(&compiler, CASES[0].0);
+        let mut chart = chart_after(&g, b"[\"");
+        let base = chart.num_rows();
+        let mut dfa = StateDfa::new(base, g.prog.n_classes());
+        let budget = budget();
+        let mut stepper = Stepper::new(&g.prog, &mut chart, &mut dfa, &budget);
+        let root = stepper.root();
+        assert_eq!(root.dfa(), Some(ROOT));
+        let mut states = Vec::new();
+        let mut node = root;
+        for &b in b"abcab" {
+            node = stepper.advance(&node, b).unwrap().expect("letters go on");
+            states.push(node.dfa().expect("a small structure"));
+        }
+        drop(stepper);
+        assert_ne!(states[0], ROOT);
+        assert!(states.iter().all(|&s| s == states[0]), "{states:?}");
+        let id = states[0];
+        // Put back, the rows intern to the same state, and its last row is the chart's.
+        let mut items = Vec::new();
+        dfa.materialize(id, &mut chart, &mut items);
+        assert_eq!(chart.num_rows(), base + 1);
+        assert_eq!(dfa.intern(&g.prog, &chart), Some(id));
+        let (row, last) = dfa.last_row(id);
+        assert_eq!(row as usize, base);
+        assert_eq!(last.collect::<Vec<_>>(), chart.last_row());
+        // The same letters pushed on the chart itself reach the same structure.
+        chart.truncate(base);
+        let pushed = chart.push_byte(&g.prog, b'a', &budget).unwrap();
+        assert!(pushed);
+        assert_eq!(dfa.intern(&g.prog, &chart), Some(id));
+    }
+
+    /// Nesting deeper than the rows a state may hold inside one walk leaves the structure in
+    /// the chart, and stepping on from there still follows the chart.
+    #[test]
+    fn row_dfa_leaves_deep_structures_in_the_chart() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let (g, _) = compile(&compiler, CASES[1].0);
+        let mut chart = chart_after(&g, b"");
+        let mut dfa = StateDfa::new(chart.num_rows(), g.prog.n_classes());
+        let budget = budget();
+        let mut stepper = Stepper::new(&g.prog, &mut chart, &mut dfa, &budget);
+        let mut node = stepper.root();
+        let mut in_chart = None;
+        for depth in 1..=MAX_DFA_ROWS + 2 {
+            node = stepper.advance(&node, b'[').unwrap().expect("brackets nest");
+            if node.dfa().is_none() && in_chart.is_none() {
+                in_chart = Some(depth);
+            }
+        }
+        assert!(in_chart.is_some_and(|d| d > 1), "went to the chart at {in_chart:?}");
+        for &b in b"a]]" {
+            node = stepper.advance(&node, b).unwrap().expect("closing is fine");
+        }
+        assert!(stepper.advance(&node, b'}').unwrap().is_none());
     }
 }

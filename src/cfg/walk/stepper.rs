@@ -244,3 +244,61 @@ impl Drop for Stepper<'_> {
         self.chart.truncate(self.start);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use formwork_testkit::rng::Rng;
+
+    use super::*;
+    use crate::cfg::testing::*;
+    use crate::cfg::{CfgCompiler, CfgConfig};
+
+    /// Random byte strings over the grammars' bytes, each stepped twice through one DFA (the
+    /// second time on known transitions): a byte is taken exactly when the chart takes it.
+    #[test]
+    fn stepper_takes_exactly_the_bytes_the_chart_takes() {
+        let vocab = small_vocab();
+        let bytes = "ab{}[]\":,0-!zAé".as_bytes();
+        let mut rng = Rng::new(3);
+        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+            let (prog, rows) = (&case.g.prog, case.chart.num_rows());
+            let mut dfa = StateDfa::new(rows, prog.n_classes());
+            let strings: Vec<Vec<u8>> = (0..60)
+                .map(|_| (0..1 + rng.below(14)).map(|_| bytes[rng.below(bytes.len())]).collect())
+                .collect();
+            for s in strings.iter().chain(&strings) {
+                // The chart's own verdict, on a copy.
+                let (mut alone, budget) = (case.chart.clone(), budget());
+                let taken = s
+                    .iter()
+                    .take_while(|&&b| alone.push_byte(prog, b, &budget).unwrap())
+                    .count();
+                let mut stepper = Stepper::new(prog, &mut case.chart, &mut dfa, &budget);
+                let mut node = stepper.root();
+                let mut stepped = 0;
+                while let Some(next) = s.get(stepped).and_then(|&b| stepper.advance(&node, b).unwrap()) {
+                    node = next;
+                    stepped += 1;
+                }
+                stepper.finish().unwrap();
+                drop(stepper);
+                assert_eq!(stepped, taken, "{}, then {s:?}", case.at());
+                assert_eq!(case.chart.num_rows(), rows, "the chart is left as it was");
+            }
+        });
+    }
+
+    /// A node packs a DFA state or a row count, and the EXT flag, which following a known
+    /// transition keeps.
+    #[test]
+    fn nodes_pack_their_parts() {
+        let n = Node::state(5, false);
+        assert_eq!((n.dfa(), n.ext()), (Some(5), false));
+        let c = Node::chart(3, true);
+        assert_eq!((c.dfa(), c.rows(), c.ext()), (None, 3, true));
+        assert!(Node::state(1, true).follow(7).ext());
+        let leaves = n.follow(7 | EXT_BIT);
+        assert_eq!((leaves.dfa(), leaves.ext()), (Some(7), true));
+        assert_eq!(n.follow(9).dfa(), Some(9));
+    }
+}

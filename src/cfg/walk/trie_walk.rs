@@ -123,3 +123,64 @@ impl TrieVisitor for TrieWalk<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::bitmask::get_bit;
+    use crate::cfg::testing::*;
+    use crate::cfg::{CfgCompiler, CfgConfig};
+
+    /// The walk on a live chart allows exactly the tokens the recognizer takes one by one, the
+    /// second time through the same row DFA (transitions known, slice proofs remembered) too,
+    /// and leaves the chart as it found it.
+    #[test]
+    fn trie_walk_allows_what_each_token_alone_does() {
+        let vocab = small_vocab();
+        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+            let rows = case.chart.num_rows();
+            let mut dfa = StateDfa::new(rows, case.g.prog.n_classes());
+            for pass in 0..2 {
+                let mut words = vec![0u32; vocab.mask_words()];
+                let budget = budget();
+                let (prog, chart) = (&case.g.prog, &mut case.chart);
+                let mut walk = TrieWalk::new(prog, &vocab, chart, &mut dfa, &mut words, None, &budget);
+                walk.walk().unwrap();
+                let listed = walk.listed.take();
+                drop(walk);
+                if let Some((mut listed, _)) = listed {
+                    listed.sort_unstable();
+                    assert_eq!(listed, case.allowed, "{}: the listed tokens", case.at());
+                }
+                assert_eq!(ones(&words), case.allowed, "{}, pass {pass}", case.at());
+                assert_eq!(case.chart.num_rows(), rows);
+            }
+        });
+    }
+
+    /// On an item alone (its unit entered from an unknown context), the tokens collected as
+    /// uncertain are exactly those that run past the unit's end into a byte that may follow
+    /// it: the item's accepted tokens and the uncertain ones never meet, and every token the
+    /// live chart allows through this item is one or the other.
+    #[test]
+    fn trie_walk_collects_the_tokens_that_run_past_the_unit() {
+        let vocab = small_vocab();
+        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+            let mut covered = vec![0u32; vocab.mask_words()];
+            for k in scannable(case.g, &case.chart) {
+                let (words, uncertain) = walk_rows(case.g, &item_rows(k));
+                for &t in &uncertain {
+                    assert!(!get_bit(&words, t), "{}: token {t} both", case.at());
+                    set_bit(&mut covered, t);
+                }
+                for t in ones(&words) {
+                    assert!(case.allowed.contains(&t), "{}: {t} accepted alone", case.at());
+                    set_bit(&mut covered, t);
+                }
+            }
+            for &t in &case.allowed {
+                assert!(get_bit(&covered, t), "{}: token {t} lost", case.at());
+            }
+        });
+    }
+}

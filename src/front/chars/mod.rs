@@ -13,9 +13,10 @@
 mod lower;
 mod nfa;
 
-use std::collections::HashMap;
 use std::hash::Hash;
 
+use crate::automata::determinize::{Stop, Worklist};
+use crate::automata::interner::{KeyInterner, Numbering};
 use crate::automata::minimize::hopcroft;
 use crate::error::{CompileError, Location};
 use crate::front::guard::{over_time, tick};
@@ -146,22 +147,23 @@ impl CharDfa {
                 .collect(),
         );
         let width = atoms.len();
-        let mut states = States::new(budget.states_for(width));
-        states.id(start)?;
+        let max_states = budget.states_for(width);
+        let mut states = Worklist::new(KeyInterner::default(), max_states);
+        states.add(&start);
         let mut next = Vec::new();
-        let mut i = 0;
-        while let Some(key) = states.keys.get(i).cloned() {
-            tick(budget.deadline)?;
+        while let Some(id) = expand_next(&mut states, max_states, budget.deadline)? {
+            let key = states.key(id).clone();
             let mut row = vec![DEAD; width];
             for &c in alphabet {
                 if let Some(to) = step(&key, c) {
-                    row[atom_of(&atoms, c)] = states.id(to)?;
+                    row[atom_of(&atoms, c)] = states.add(&to);
                 }
             }
             next.extend(row);
-            i += 1;
         }
-        let accept = states.keys.iter().map(accept).collect();
+        let accept = (0..states.len() as u32)
+            .map(|id| accept(states.key(id)))
+            .collect();
         finish(atoms, next, accept, budget.deadline)
     }
 
@@ -175,25 +177,25 @@ impl CharDfa {
             .map(|&(lo, _)| (self.atom(lo), other.atom(lo)))
             .collect();
         let (wa, wb) = (self.atoms.len(), other.atoms.len());
-        let mut states = States::new(budget.states_for(atoms.len()));
-        states.id((0, 0))?;
+        let max_states = budget.states_for(atoms.len());
+        let mut states = Worklist::new(KeyInterner::default(), max_states);
+        states.add(&(0, 0));
         let mut next = Vec::new();
-        let mut i = 0;
-        while let Some(&(x, y)) = states.keys.get(i) {
-            tick(budget.deadline)?;
+        while let Some(id) = expand_next(&mut states, max_states, budget.deadline)? {
+            let (x, y) = *states.key(id);
             for &(a, b) in &pairs {
                 let (tx, ty) = (self.next[x * wa + a], other.next[y * wb + b]);
                 next.push(match tx == DEAD || ty == DEAD {
                     true => DEAD,
-                    false => states.id((tx as usize, ty as usize))?,
+                    false => states.add(&(tx as usize, ty as usize)),
                 });
             }
-            i += 1;
         }
-        let accept = states
-            .keys
-            .iter()
-            .map(|&(x, y)| self.accept[x] && other.accept[y])
+        let accept = (0..states.len() as u32)
+            .map(|id| {
+                let (x, y) = *states.key(id);
+                self.accept[x] && other.accept[y]
+            })
             .collect();
         finish(atoms, next, accept, budget.deadline)
     }
@@ -281,39 +283,17 @@ fn atom_of(atoms: &[(char, char)], c: char) -> usize {
     atoms.partition_point(|a| a.0 <= c).saturating_sub(1)
 }
 
-/// Numbers the states of a construction by key, refusing more than `max`.
-struct States<K> {
-    /// The id of each key seen.
-    ids: HashMap<K, u32>,
-    /// The key of each id: also the worklist, processed in id order.
-    keys: Vec<K>,
-    /// The most states allowed.
-    max: usize,
-}
-
-impl<K: Clone + Eq + Hash> States<K> {
-    /// No state yet.
-    fn new(max: usize) -> Self {
-        States {
-            ids: HashMap::new(),
-            keys: Vec::new(),
-            max,
-        }
-    }
-
-    /// The id of `key`, numbering it if new.
-    fn id(&mut self, key: K) -> Result<u32, CompileError> {
-        if let Some(&id) = self.ids.get(&key) {
-            return Ok(id);
-        }
-        if self.keys.len() >= self.max {
-            return Err(too_many(self.keys.len() as u64 + 1, self.max));
-        }
-        let id = self.keys.len() as u32;
-        self.ids.insert(key.clone(), id);
-        self.keys.push(key);
-        Ok(id)
-    }
+/// The next state of a construction to expand; a `Limit` error once it has found more than
+/// `max_states` states.
+fn expand_next<N: Numbering>(
+    states: &mut Worklist<N>,
+    max_states: usize,
+    deadline: &Deadline,
+) -> Result<Option<u32>, CompileError> {
+    states.next(deadline).map_err(|stop| match stop {
+        Stop::Time(exceeded) => over_time(exceeded),
+        Stop::States | Stop::Work => too_many(max_states as u64 + 1, max_states),
+    })
 }
 
 /// The minimal, trimmed, canonically numbered (breadth first from the start, atom by atom)

@@ -6,7 +6,9 @@ use std::rc::Rc;
 
 use regex_syntax::hir::{Class, ClassUnicode, Hir, HirKind, Look};
 
-use super::{after, atom_of, finish, partition, Budget, CharDfa, States, DEAD};
+use super::{after, atom_of, expand_next, finish, partition, Budget, CharDfa, DEAD};
+use crate::automata::determinize::{Closure, Worklist};
+use crate::automata::interner::SliceInterner;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::{guarded, tick};
 use crate::limits::{Deadline, LimitExceeded, LimitKind};
@@ -26,8 +28,6 @@ impl CharDfa {
             work: 0,
             budget: budget.max_states.saturating_mul(20),
             deadline: budget.deadline,
-            seen: Vec::new(),
-            round: 0,
         };
         let start = nfa.compile(hir, 0)?;
         let (next, accept) = nfa.determinize(start, budget)?;
@@ -79,11 +79,14 @@ enum NfaNode {
     Match,
 }
 
+/// The node that matches the whole string, the first built.
+const MATCH: u32 = 0;
+
 /// A Thompson NFA over atoms, built from a `Hir` and then determinized.
 struct Nfa<'a> {
     /// The alphabet: every class and literal of the `Hir` is a union of these.
     atoms: &'a [(char, char)],
-    /// NfaNode 0 is [`NfaNode::Match`].
+    /// Node [`MATCH`] is [`NfaNode::Match`].
     nodes: Vec<NfaNode>,
     /// The atom spans of each class of the `Hir` (by address), computed once.
     spans: HashMap<*const ClassUnicode, Rc<[(u32, u32)]>>,
@@ -93,10 +96,6 @@ struct Nfa<'a> {
     /// The most `work` allowed.
     budget: usize,
     deadline: &'a Deadline,
-    /// Closure visit marks, `round` meaning visited in this closure (clearing per closure
-    /// was quadratic).
-    seen: Vec<u32>,
-    round: u32,
 }
 
 impl Nfa<'_> {
@@ -203,50 +202,49 @@ impl Nfa<'_> {
         }
     }
 
-    /// The character nodes reachable from `seeds` without input, and whether the string may
-    /// end here. Each node is visited twice at most: before and after passing an `End`.
-    fn closure(&mut self, seeds: &[u32], at_start: bool) -> (Vec<u32>, bool) {
-        if self.round == u32::MAX {
-            self.seen.fill(0);
-            self.round = 0;
-        }
-        self.round += 1;
-        self.seen.resize(self.nodes.len() * 2, 0);
-        let mut stack: Vec<(u32, bool)> = seeds.iter().map(|&s| (s, false)).collect();
-        let (mut chars, mut accept) = (Vec::new(), false);
-        while let Some((q, ended)) = stack.pop() {
-            let mark = &mut self.seen[q as usize * 2 + ended as usize];
-            if std::mem::replace(mark, self.round) == self.round {
-                continue;
-            }
-            match &self.nodes[q as usize] {
-                NfaNode::Char(..) if !ended => chars.push(q),
-                NfaNode::Char(..) => {}
-                NfaNode::Split(xs) => stack.extend(xs.iter().map(|&x| (x, ended))),
-                NfaNode::Start(x) if at_start => stack.push((*x, ended)),
-                NfaNode::Start(_) => {}
-                NfaNode::End(x) => stack.push((*x, true)),
-                NfaNode::Match => accept = true,
-            }
-        }
-        chars.sort_unstable();
-        (chars, accept)
+    /// Into `key`, sorted: the character nodes reachable from `seeds` without input, and
+    /// [`MATCH`] if the string may end here. The closure runs over pairs (node, whether an
+    /// `End` has passed), numbered `2 * node + ended`: past `$` only the match counts.
+    fn closure(&self, marks: &mut Closure, seeds: &[u32], at_start: bool, key: &mut Vec<u32>) {
+        key.clear();
+        key.extend(seeds.iter().map(|&q| 2 * q));
+        marks.close(key, |s| {
+            let (q, ended) = (s / 2, s % 2);
+            let (split, then): (&[u32], Option<u32>) = match &self.nodes[q as usize] {
+                NfaNode::Split(xs) => (xs, None),
+                NfaNode::Start(x) if at_start => (&[], Some(2 * x + ended)),
+                NfaNode::End(x) => (&[], Some(2 * x + 1)),
+                NfaNode::Char(..) | NfaNode::Start(_) | NfaNode::Match => (&[], None),
+            };
+            split.iter().map(move |&x| 2 * x + ended).chain(then)
+        });
+        key.retain(|&s| match self.nodes[s as usize / 2] {
+            NfaNode::Char(..) => s % 2 == 0,
+            NfaNode::Match => true,
+            NfaNode::Split(_) | NfaNode::Start(_) | NfaNode::End(_) => false,
+        });
+        key.iter_mut().for_each(|s| *s /= 2);
+        key.dedup();
     }
 
-    /// Subset construction: the transition table and acceptance of the reachable subsets.
+    /// Subset construction: the transition table and acceptance of the reachable subsets,
+    /// each numbered by its key (see [`Nfa::closure`]).
     fn determinize(
-        &mut self,
+        &self,
         start: u32,
         budget: &Budget,
     ) -> Result<(Vec<u32>, Vec<bool>), CompileError> {
         let width = self.atoms.len();
-        let mut states = States::new(budget.states_for(width));
-        let first = self.closure(&[start], true);
-        states.id(first)?;
+        let max_states = budget.states_for(width);
+        let mut states = Worklist::new(SliceInterner::default(), max_states);
+        let mut marks = Closure::new(self.nodes.len() * 2);
+        let (mut set, mut key) = (Vec::new(), Vec::new());
+        self.closure(&mut marks, &[start], true, &mut key);
+        states.add(&key);
         let mut next = Vec::new();
-        let mut i = 0;
-        while let Some((set, _)) = states.keys.get(i).cloned() {
-            tick(budget.deadline)?;
+        while let Some(id) = expand_next(&mut states, max_states, budget.deadline)? {
+            set.clear();
+            set.extend_from_slice(states.key(id));
             let mut row = vec![DEAD; width];
             // Between consecutive span edges every atom leads to the same subset.
             let mut cuts = vec![0, width as u32];
@@ -269,16 +267,16 @@ impl Nfa<'_> {
                         _ => None,
                     })
                     .collect();
-                let key = self.closure(&targets, false);
-                if !key.0.is_empty() || key.1 {
-                    let id = states.id(key)?;
-                    row[w[0] as usize..w[1] as usize].fill(id);
+                self.closure(&mut marks, &targets, false, &mut key);
+                if !key.is_empty() {
+                    row[w[0] as usize..w[1] as usize].fill(states.add(&key));
                 }
             }
             next.extend(row);
-            i += 1;
         }
-        let accept = states.keys.iter().map(|k| k.1).collect();
+        let accept = (0..states.len() as u32)
+            .map(|id| states.key(id).first() == Some(&MATCH))
+            .collect();
         Ok((next, accept))
     }
 }
