@@ -9,7 +9,7 @@ use super::ecma::Regex;
 use super::formats;
 use super::multiples::{step_too_large, Step};
 use super::numbers::{Bound, Decimal};
-use super::schema::{error, pointer_escape, Compiler, MAX_KEY_PATTERNS};
+use super::schema::{error, pointer_escape, Compiler, Draft, MAX_KEY_PATTERNS};
 use super::shape::{ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
@@ -293,16 +293,33 @@ impl Compiler<'_> {
             }
             _ => Vec::new(),
         };
-        Ok(Shape::Object(ObjectShape {
+        let mut max = self.count(map, pointer, "maxProperties")?;
+        let names = match map.get("propertyNames") {
+            Some(s) if self.draft >= Draft::Draft6 => {
+                self.property_names(s, &format!("{pointer}/propertyNames"))?
+            }
+            _ => None,
+        };
+        let names = match names {
+            Some(Shape::Never) => {
+                max = Some(0);
+                None
+            }
+            names => names.map(Box::new),
+        };
+        let mut object = ObjectShape {
             properties,
             patterns,
             required,
             additional: Box::new(additional),
             min: self.count(map, pointer, "minProperties")?.unwrap_or(0),
-            max: self.count(map, pointer, "maxProperties")?,
+            max,
             witnesses: Vec::new(),
+            names,
             pointer: pointer.into(),
-        }))
+        };
+        self.forbid_refused_names(&mut object)?;
+        Ok(Shape::Object(object))
     }
 
     /// `patternProperties`: each declared name takes the shapes of the patterns it matches,
