@@ -18,9 +18,10 @@
 //! recursive rules), `$defs`/`definitions`, `not`, `if`/`then`/`else` and overlapping `oneOf`
 //! through complements of shapes (`complement.rs`), `multipleOf`, `dependencies`/
 //! `dependentRequired`/`dependentSchemas` (`dependencies.rs`), `propertyNames`
-//! (`property_names.rs`). Keywords a draft does not have are annotations in documents of that
+//! (`property_names.rs`), `contains` (a witness item; `minContains` 0 or 1). Keywords a draft does not have are annotations in documents of that
 //! draft (its root's `$schema`): `if` before draft 7, `propertyNames` before draft 6,
-//! `dependentRequired`/`dependentSchemas` before 2019-09. Several constraints on one string (patterns,
+//! `dependentRequired`/`dependentSchemas`/`minContains`/`maxContains` before 2019-09,
+//! `contains` before draft 6. Several constraints on one string (patterns,
 //! formats, lengths, excluded values) are intersected, and the names of undeclared properties
 //! split by the patterns they match, on automata over characters (`front::chars`), within a
 //! budget of states (a `Limit` error past it).
@@ -45,8 +46,8 @@
 //! - **`$ref` with siblings** is an intersection (2019-09 and later semantics).
 //!
 //! Unsupported (typed error): complements out of reach (of `propertyNames`, of
-//! `patternProperties` meeting others, past the branch budget), `contains`,
-//! `uniqueItems: true`, `unevaluated*`, `$dynamicRef`, references to other documents, and
+//! `patternProperties` meeting others, past the branch budget), `minContains` over 1 and
+//! `maxContains`, `uniqueItems: true`, `unevaluated*`, `$dynamicRef`, references to other documents, and
 //! patterns with assertions other than `^`/`$` where they must be intersected.
 //!
 //! # Limits

@@ -18,9 +18,6 @@ use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 /// Validation keywords formwork cannot express; anything not listed here or handled is an
 /// unknown keyword, which JSON Schema defines as an annotation.
 pub(super) const UNSUPPORTED: &[&str] = &[
-    "contains",
-    "minContains",
-    "maxContains",
     "unevaluatedItems",
     "unevaluatedProperties",
     "$dynamicRef",
@@ -51,8 +48,9 @@ pub(crate) fn over(exceeded: LimitExceeded, pointer: &str, what: &str) -> Compil
 }
 
 /// The draft a document is written in (its root's `$schema`), for the keywords drafts
-/// disagree on: `if`/`then`/`else` from draft 7, `propertyNames` from draft 6,
-/// `dependentRequired`/`dependentSchemas` from 2019-09 (earlier, unknown keywords: annotations).
+/// disagree on: `if`/`then`/`else` from draft 7, `propertyNames` and `contains` from draft 6,
+/// `dependentRequired`/`dependentSchemas`/`minContains`/`maxContains` from 2019-09 (earlier,
+/// unknown keywords: annotations).
 /// Without `$schema`, or with one naming no draft, the latest, as validators read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Draft {
