@@ -1,6 +1,7 @@
 //! The JSON Schema keywords compiled by exact regular constructions: `multipleOf` (remainder
 //! automata), `not` (complements of shapes), `if`/`then`/`else`, overlapping `oneOf`
-//! branches, `enum`/`const` of objects and arrays. Each is checked three ways: its language
+//! branches, `enum`/`const` of objects and arrays, `dependencies` (and `dependentRequired`,
+//! `dependentSchemas`), `propertyNames`, `contains`. Each is checked three ways: its language
 //! against the `jsonschema` crate over a universe of JSON texts (a text is accepted exactly
 //! when its value is valid, for the spellings the grammar writes), its masks against the
 //! reference recognizer over the whole Qwen3 vocabulary at every step of valid and invalid
@@ -468,6 +469,100 @@ fn if_then_else() {
 }
 
 #[test]
+fn dependencies_and_dependent_keywords() {
+    all_agree(&[
+        json!({"dependencies": {"a": ["b"]}}),
+        json!({"dependencies": {"a": ["b", "c"], "b": ["c"]}}),
+        json!({"dependencies": {"a": ["c"], "b": ["c"], "c": ["a"]}}),
+        json!({"dependencies": {"a": {"properties": {"b": {"type": "integer"}}, "required": ["b"]}}}),
+        json!({"type": "object", "dependencies": {"a": ["b"], "c": {"maxProperties": 2}}}),
+        json!({"type": "object", "properties": {"a": {}, "b": {"type": "string"}}, "additionalProperties": false, "dependencies": {"a": ["b"], "c": ["a"]}}),
+        json!({"required": ["a"], "dependencies": {"a": ["c"], "b": ["a"]}}),
+        json!({"properties": {"c": false}, "dependencies": {"a": ["c"]}}),
+        json!({"dependentRequired": {"a": ["b"], "b": ["a"]}}),
+        json!({"dependentSchemas": {"c": {"properties": {"a": {"const": 1}}}}, "dependentRequired": {"c": ["b"]}}),
+        json!({"dependencies": {"a": false, "b": true, "c": []}}),
+        json!({"not": {"dependencies": {"a": ["b"]}}}),
+        json!({"if": {"dependencies": {"a": ["b"]}}, "then": {"required": ["c"]}, "else": {"type": "object", "maxProperties": 2}}),
+        json!({"anyOf": [{"type": "string"}, {"$ref": "#/$defs/o"}], "$defs": {"o": {"type": "object", "properties": {"c": {"type": "null"}}}}, "dependencies": {"b": ["c"]}}),
+        json!({"enum": [{"a": 1}, {"a": 1, "b": "x"}, 1], "dependencies": {"a": ["b"]}}),
+        // Draft 7 has no `dependentRequired`: an annotation there.
+        json!({"$schema": "http://json-schema.org/draft-07/schema#", "dependentRequired": {"a": ["b"]}, "dependencies": {"b": ["c"]}}),
+    ]);
+}
+
+#[test]
+fn property_names() {
+    all_agree(&[
+        json!({"propertyNames": {"pattern": "^[ab]$"}}),
+        json!({"propertyNames": {"enum": ["a", "c"]}, "properties": {"b": {"type": "integer"}}}),
+        json!({"propertyNames": {"maxLength": 0}}),
+        json!({"propertyNames": false}),
+        json!({"propertyNames": {"not": {"const": "b"}}, "required": ["b"]}),
+        json!({"type": "object", "propertyNames": {"pattern": "^[a-c]$"}, "patternProperties": {"^b": {"type": "integer"}}, "additionalProperties": {"type": "null"}}),
+        json!({"type": "object", "propertyNames": {"$ref": "#/$defs/n"}, "$defs": {"n": {"enum": ["a", "b"]}}}),
+        json!({"propertyNames": {"anyOf": [{"const": "a"}, {"pattern": "^c"}]}}),
+        json!({"allOf": [{"propertyNames": {"pattern": "^[ab]"}}, {"propertyNames": {"pattern": "[bd]$"}}]}),
+        json!({"type": "object", "propertyNames": {"enum": ["a", "b", "d"]}, "additionalProperties": false, "properties": {"a": {}, "c": {}, "d": {"type": "integer"}}}),
+        json!({"dependencies": {"a": {"propertyNames": {"enum": ["a", "b"]}}}}),
+        json!({"propertyNames": {"minLength": 1, "maxLength": 1, "not": {"enum": ["c"]}}, "minProperties": 2}),
+    ]);
+    // Names are strings: a schema every string passes constrains nothing.
+    let universe = values();
+    for schema in [
+        json!({"propertyNames": {"type": "string"}}),
+        json!({"$schema": "http://json-schema.org/draft-04/schema#", "propertyNames": {"const": "a"}}),
+    ] {
+        assert_eq!(
+            agrees(&schema, &any_order(), &universe),
+            universe.len(),
+            "{schema}"
+        );
+    }
+}
+
+#[test]
+fn contains() {
+    all_agree(&[
+        json!({"contains": {"type": "string"}}),
+        json!({"contains": {"minimum": 2}, "items": {"type": "integer"}}),
+        json!({"prefixItems": [{"type": "integer"}], "contains": {"type": "string"}}),
+        json!({"prefixItems": [{"type": "integer"}, {}], "items": false, "contains": {"const": 2}}),
+        json!({"contains": {"const": 1}, "maxItems": 1}),
+        json!({"not": {"contains": {"type": "integer"}}}),
+        json!({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}),
+        json!({"type": "array", "contains": {"type": "integer"}, "minContains": 0, "items": {"type": "null"}}),
+        json!({"type": "array", "contains": {"type": "integer"}, "minContains": 1}),
+        json!({"contains": {"contains": {"type": "object"}}}),
+    ]);
+    let universe = values();
+    let draft4 =
+        json!({"$schema": "http://json-schema.org/draft-04/schema#", "contains": {"const": 1}});
+    assert_eq!(agrees(&draft4, &any_order(), &universe), universe.len());
+    for key in ["minContains", "maxContains"] {
+        let counted = json!({"contains": {"type": "integer"}, key: 2});
+        let e = compile_schema(&counted, &JsonSchemaOptions::new()).unwrap_err();
+        assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{e}");
+    }
+}
+
+/// Draft 4 and 6 have no `if`, draft 4 no `propertyNames`: annotations there, as validators
+/// read them.
+#[test]
+fn keywords_of_later_drafts_are_annotations_in_earlier_ones() {
+    let universe = values();
+    for draft in [
+        "http://json-schema.org/draft-04/schema#",
+        "https://json-schema.org/draft-06/schema",
+    ] {
+        let schema = json!({"$schema": draft, "type": "string", "if": {"minLength": 2}, "then": {"pattern": "^a"}});
+        assert_eq!(agrees(&schema, &any_order(), &universe), 7, "{schema}");
+    }
+    let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "string", "if": {"minLength": 2}, "then": {"pattern": "^a"}});
+    assert_eq!(agrees(&schema, &any_order(), &universe), 6, "{schema}");
+}
+
+#[test]
 fn one_of_with_overlapping_branches() {
     all_agree(&[
         json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}),
@@ -695,6 +790,80 @@ fn conditionals_masks_match_the_oracle() {
     );
 }
 
+#[test]
+fn dependencies_masks_match_the_oracle() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "object", "properties": {"name": {"type": "string"}, "card": {"type": "integer"}, "billing": {"type": "string"}}, "dependencies": {"card": ["billing"]}}),
+                &[
+                    r#"{"name":"x","card":1,"billing":"y"}"#,
+                    r#"{"name":"x"}"#,
+                    r#"{"billing":"y"}"#,
+                ],
+                &[r#"{"name":"x","card":1}"#, r#"{"card":12}"#],
+            ),
+            (
+                json!({"type": "object", "properties": {"kind": {"type": "string"}, "size": {"type": "integer"}}, "dependentSchemas": {"size": {"properties": {"kind": {"const": "box"}}, "required": ["kind"]}}, "dependentRequired": {"kind": ["size"]}}),
+                &[r#"{"kind":"box","size":3}"#, "{}"],
+                &[r#"{"kind":"bag","size":3}"#, r#"{"kind":"box"}"#],
+            ),
+            (
+                // Chained: the address needs a region, which needs a country.
+                json!({"type": "object", "properties": {"street": {"type": "string"}, "region": {"type": "string"}, "country": {"type": "string"}}, "additionalProperties": false,
+                    "dependencies": {"street": ["region"], "region": ["country"]}}),
+                &[
+                    r#"{"street":"s","region":"r","country":"c"}"#,
+                    r#"{"country":"c"}"#,
+                ],
+                &[
+                    r#"{"street":"s","region":"r"}"#,
+                    r#"{"street":"s","country":"c"}"#,
+                ],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}
+
+#[test]
+fn property_names_masks_match_the_oracle() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "object", "propertyNames": {"pattern": "^[a-z_]+$", "maxLength": 8}, "additionalProperties": {"type": "integer"}}),
+                &[r#"{"ab_c":1,"d":2}"#, "{}"],
+                &[r#"{"Ab":1}"#, r#"{"abcdefghi":1}"#],
+            ),
+            (
+                json!({"type": "object", "properties": {"id": {"type": "integer"}, "Name": {"type": "string"}}, "propertyNames": {"enum": ["id", "note", "nota"]}}),
+                &[r#"{"id":1,"note":null}"#, r#"{"nota":[]}"#],
+                &[r#"{"id":1,"Name":"x"}"#, r#"{"not":1}"#],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}
+
+#[test]
+fn contains_masks_match_the_oracle() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "array", "items": {"type": "integer", "maximum": 100}, "contains": {"minimum": 10}}),
+                &["[1,12,3]", "[10]"],
+                &["[1,2]", "[]"],
+            ),
+            (
+                json!({"type": "array", "prefixItems": [{"type": "string"}], "contains": {"type": "string"}}),
+                &[r#"["a"]"#, r#"["a",2]"#],
+                &["[1,2]", r#"[1,"b"]"#, "[]"],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}
+
 /// Any order: an enum's object in another order, and an object's witness anywhere.
 #[test]
 fn any_order_complements_masks_match_the_oracle() {
@@ -704,6 +873,16 @@ fn any_order_complements_masks_match_the_oracle() {
                 json!({"enum": [{"a": 1, "b": [true]}]}),
                 &[r#"{"b":[true],"a":1}"#],
                 &[],
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "integer"}}, "propertyNames": {"pattern": "^[a-c]$"}}),
+                &[r#"{"b":null,"a":1}"#],
+                &[r#"{"b":null,"d":1}"#],
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": true}, "dependencies": {"b": ["a"]}}),
+                &[r#"{"b":null,"a":1}"#, r#"{"a":1}"#],
+                &[r#"{"b":null}"#],
             ),
             (
                 json!({"type": "object", "properties": {"a": true}, "not": {"additionalProperties": {"type": "integer"}}}),
@@ -795,6 +974,33 @@ fn hostile_complements_end_in_typed_errors() {
     if let Err(e) = outcome {
         assert!(e.limit().is_some(), "{e}");
     }
+}
+
+/// Many dependencies on independent optional properties multiply their branches: a typed
+/// `Limit` error at the entry that passed the budget, on a small stack and promptly (no
+/// 2^64 expansion); the same number on properties already required compiles.
+#[test]
+fn hostile_dependencies_end_in_typed_errors() {
+    let keys: Vec<String> = (0..64).map(|i| format!("k{i}")).collect();
+    let deps: serde_json::Map<String, Value> = keys
+        .iter()
+        .map(|k| (k.clone(), json!([format!("{k}x")])))
+        .collect();
+    let wide = json!({"type": "object", "dependencies": deps});
+    let (kind, at) = on_small_stack(|| limit_of(&wide, &Limits::new()));
+    assert_eq!(kind, LimitKind::Alternatives);
+    assert!(at.starts_with("/dependencies/k"), "{at}");
+    let required = json!({"type": "object", "required": keys, "dependencies": deps});
+    on_small_stack(|| compile_schema(&required, &JsonSchemaOptions::new()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Dependencies nested under dependencies, past the nesting limit.
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..1500 {
+        deep = json!({"dependencies": {"a": deep}});
+    }
+    let e = on_small_stack(|| compile_schema(&deep, &JsonSchemaOptions::new()))
+        .expect_err("nested past the limit");
+    assert_eq!(e.limit().map(|l| l.kind), Some(LimitKind::Nesting), "{e}");
 }
 
 /// A schema met with a reference still being built (recursion inside it): the meeting waits

@@ -328,6 +328,9 @@ impl Compiler<'_> {
     }
 
     fn refused_object(&mut self, o: &ObjectShape, pointer: &str) -> Result<Shape, CompileError> {
+        if o.names.is_some() {
+            return Err(super::property_names::names_complement(o));
+        }
         let mut parts = Vec::new();
         if o.min > 0 {
             parts.push(Shape::Object(ObjectShape {
@@ -498,7 +501,7 @@ fn refused_strings(st: &StringShape) -> Vec<Shape> {
 /// whose constraints include all of another object's (it admits nothing the other does not:
 /// `A ∨ (A ∧ B)` is `A`). Products of complements repeat and nest constraints often, and each
 /// branch is a grammar of its own.
-fn pruned(mut s: Shape) -> Shape {
+pub(super) fn pruned(mut s: Shape) -> Shape {
     let branches = match &mut s {
         Shape::AnyOf(xs) => std::mem::take(xs),
         _ => return s,

@@ -115,13 +115,16 @@ pub(crate) fn property_index(o: &ObjectShape) -> HashMap<&str, usize> {
 impl Compiler<'_> {
     /// The shape the property `key` of an object of shape `o` must have, `index` being `o`'s
     /// [`property_index`]: borrowed from `o` unless patterns make a new one (a copy is as
-    /// deep as the shape).
+    /// deep as the shape); `Never` for a name `o`'s `propertyNames` refuses.
     pub fn schema_in<'o>(
         &mut self,
         o: &'o ObjectShape,
         index: &HashMap<&str, usize>,
         key: &str,
     ) -> Result<Cow<'o, Shape>, CompileError> {
+        if !self.names_admit(o, key)? {
+            return Ok(Cow::Owned(Shape::Never));
+        }
         if let Some(&i) = index.get(key) {
             return Ok(Cow::Borrowed(&o.properties[i].1));
         }
@@ -337,6 +340,10 @@ impl Compiler<'_> {
             min: x.min.max(y.min),
             max: min_opt(x.max, y.max),
             witnesses: Vec::new(),
+            names: match (&x.names, &y.names) {
+                (Some(a), Some(b)) => Some(Box::new(self.intersect(a, b, pointer)?)),
+                (a, b) => a.clone().or_else(|| b.clone()),
+            },
             pointer: x.pointer.clone(),
         })
     }

@@ -9,7 +9,7 @@ use super::ecma::Regex;
 use super::formats;
 use super::multiples::{step_too_large, Step};
 use super::numbers::{Bound, Decimal};
-use super::schema::{error, pointer_escape, Compiler, MAX_KEY_PATTERNS};
+use super::schema::{error, pointer_escape, Compiler, Draft, MAX_KEY_PATTERNS};
 use super::shape::{ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
@@ -229,13 +229,56 @@ impl Compiler<'_> {
             Some(s) => self.build(s, &format!("{pointer}/{rest_key}"))?,
             None => Shape::Any,
         };
-        Ok(Shape::Array(ArrayShape {
+        let array = Shape::Array(ArrayShape {
             prefix,
             items: Box::new(items),
             min: self.count(map, pointer, "minItems")?.unwrap_or(0),
             max: self.count(map, pointer, "maxItems")?,
             witnesses: Vec::new(),
-        }))
+        });
+        match map.get("contains").filter(|_| self.draft >= Draft::Draft6) {
+            Some(c) => self.contains(array, c, map, pointer),
+            None => Ok(array),
+        }
+    }
+
+    /// `array` with at least one item of the `contains` schema `c`: a witness, which meeting
+    /// the array places on each item of its prefix or past it (see `intersect.rs`).
+    /// `minContains` 0 (2019-09 on) makes it nothing, 1 is the plain case; more, and
+    /// `maxContains`, count items, which witnesses do not: unsupported.
+    fn contains(
+        &mut self,
+        array: Shape,
+        c: &Value,
+        map: &Map<String, Value>,
+        pointer: &str,
+    ) -> Result<Shape, CompileError> {
+        let at = format!("{pointer}/contains");
+        let counted = self.draft >= Draft::Draft2019;
+        let min = match counted {
+            true => self.count(map, pointer, "minContains")?,
+            false => None,
+        };
+        if min == Some(0) {
+            return Ok(array);
+        }
+        if counted && (min.is_some_and(|m| m > 1) || map.contains_key("maxContains")) {
+            let key = match min.is_some_and(|m| m > 1) {
+                true => "minContains",
+                false => "maxContains",
+            };
+            self.unsupported(
+                &format!("{pointer}/{key}"),
+                format!("`{key}` (a count of the items `contains` matches)"),
+            )?;
+            return Ok(array);
+        }
+        let witness = self.build(c, &at)?;
+        let witnessing = Shape::Array(ArrayShape {
+            witnesses: vec![witness],
+            ..ArrayShape::any()
+        });
+        self.intersect(&array, &witnessing, &at)
     }
 
     pub(super) fn object(
@@ -293,16 +336,33 @@ impl Compiler<'_> {
             }
             _ => Vec::new(),
         };
-        Ok(Shape::Object(ObjectShape {
+        let mut max = self.count(map, pointer, "maxProperties")?;
+        let names = match map.get("propertyNames") {
+            Some(s) if self.draft >= Draft::Draft6 => {
+                self.property_names(s, &format!("{pointer}/propertyNames"))?
+            }
+            _ => None,
+        };
+        let names = match names {
+            Some(Shape::Never) => {
+                max = Some(0);
+                None
+            }
+            names => names.map(Box::new),
+        };
+        let mut object = ObjectShape {
             properties,
             patterns,
             required,
             additional: Box::new(additional),
             min: self.count(map, pointer, "minProperties")?.unwrap_or(0),
-            max: self.count(map, pointer, "maxProperties")?,
+            max,
             witnesses: Vec::new(),
+            names,
             pointer: pointer.into(),
-        }))
+        };
+        self.forbid_refused_names(&mut object)?;
+        Ok(Shape::Object(object))
     }
 
     /// `patternProperties`: each declared name takes the shapes of the patterns it matches,

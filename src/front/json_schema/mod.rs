@@ -15,7 +15,13 @@
 //! uri-reference, json-pointer, relative-json-pointer), `minimum`/`maximum`/
 //! `exclusiveMinimum`/`exclusiveMaximum` (draft 4 booleans too), `anyOf`, `oneOf`, `allOf`,
 //! `$ref` to `#/...` pointers, `$anchor`s and `$id`s inside the document (recursion becomes
-//! recursive rules), `$defs`/`definitions`. Several constraints on one string (patterns,
+//! recursive rules), `$defs`/`definitions`, `not`, `if`/`then`/`else` and overlapping `oneOf`
+//! through complements of shapes (`complement.rs`), `multipleOf`, `dependencies`/
+//! `dependentRequired`/`dependentSchemas` (`dependencies.rs`), `propertyNames`
+//! (`property_names.rs`), `contains` (a witness item; `minContains` 0 or 1). Keywords a draft does not have are annotations in documents of that
+//! draft (its root's `$schema`): `if` before draft 7, `propertyNames` before draft 6,
+//! `dependentRequired`/`dependentSchemas`/`minContains`/`maxContains` before 2019-09,
+//! `contains` before draft 6. Several constraints on one string (patterns,
 //! formats, lengths, excluded values) are intersected, and the names of undeclared properties
 //! split by the patterns they match, on automata over characters (`front::chars`), within a
 //! budget of states (a `Limit` error past it).
@@ -32,15 +38,17 @@
 //!   `-?(0|[1-9][0-9]*)`: draft 6+ also counts `1.0` and `1e2` as integers, draft 4 does not,
 //!   and the safe common ground is plain digits. Bounded numbers accept plain decimals and
 //!   normalised exponent forms (`1.5e-3`); a bound at zero accepts all forms.
-//! - **`oneOf`** compiles when its branches are provably disjoint (different types, disjoint
-//!   ranges or lengths, a required property with disjoint values such as a `const` tag).
+//! - **`oneOf`**: branches provably disjoint (different types, disjoint ranges or lengths, a
+//!   required property with disjoint values such as a `const` tag) are an `anyOf`; the others
+//!   each lose the values of those they overlap, through complements.
+//! - **`dependencies`** apply in every draft, as validators read them (2019-09 split them into
+//!   `dependentRequired` and `dependentSchemas`).
 //! - **`$ref` with siblings** is an intersection (2019-09 and later semantics).
 //!
-//! Unsupported (typed error): `not` (but for the exact cases), `if`/`then`/`else`,
-//! `propertyNames`, `dependencies`/`dependentRequired`/`dependentSchemas`, `contains`,
-//! `uniqueItems: true`, `multipleOf` other than 1, `unevaluated*`, `$dynamicRef`, references to
-//! other documents, and patterns with assertions other than `^`/`$` where they must be
-//! intersected.
+//! Unsupported (typed error): complements out of reach (of `propertyNames`, of
+//! `patternProperties` meeting others, past the branch budget), `minContains` over 1 and
+//! `maxContains`, `uniqueItems: true`, `unevaluated*`, `$dynamicRef`, references to other documents, and
+//! patterns with assertions other than `^`/`$` where they must be intersected.
 //!
 //! # Limits
 //!
@@ -79,6 +87,7 @@
 //! ```
 
 mod complement;
+mod dependencies;
 mod ecma;
 mod formats;
 mod intersect;
@@ -87,6 +96,7 @@ mod lower;
 mod membership;
 mod multiples;
 mod numbers;
+mod property_names;
 mod refs;
 mod schema;
 mod shape;

@@ -18,13 +18,6 @@ use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 /// Validation keywords formwork cannot express; anything not listed here or handled is an
 /// unknown keyword, which JSON Schema defines as an annotation.
 pub(super) const UNSUPPORTED: &[&str] = &[
-    "dependentRequired",
-    "dependentSchemas",
-    "dependencies",
-    "propertyNames",
-    "contains",
-    "minContains",
-    "maxContains",
     "unevaluatedItems",
     "unevaluatedProperties",
     "$dynamicRef",
@@ -52,6 +45,39 @@ pub(crate) fn error(
 /// The `Limit` error of `exceeded` at `pointer`, `what` naming what reached it.
 pub(crate) fn over(exceeded: LimitExceeded, pointer: &str, what: &str) -> CompileError {
     CompileError::over_limit(exceeded, Location::JsonPointer(pointer.to_string()), what)
+}
+
+/// The draft a document is written in (its root's `$schema`), for the keywords drafts
+/// disagree on: `if`/`then`/`else` from draft 7, `propertyNames` and `contains` from draft 6,
+/// `dependentRequired`/`dependentSchemas`/`minContains`/`maxContains` from 2019-09 (earlier,
+/// unknown keywords: annotations).
+/// Without `$schema`, or with one naming no draft, the latest, as validators read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Draft {
+    Draft4,
+    Draft6,
+    Draft7,
+    Draft2019,
+    Draft2020,
+}
+
+impl Draft {
+    /// The draft `root` declares.
+    pub fn of(root: &Value) -> Draft {
+        let uri = root.get("$schema").and_then(Value::as_str).unwrap_or_default();
+        let uri = uri.trim_end_matches('#');
+        let path = uri
+            .strip_prefix("https://")
+            .or_else(|| uri.strip_prefix("http://"))
+            .unwrap_or_default();
+        match path {
+            "json-schema.org/draft-04/schema" => Draft::Draft4,
+            "json-schema.org/draft-06/schema" => Draft::Draft6,
+            "json-schema.org/draft-07/schema" => Draft::Draft7,
+            "json-schema.org/draft/2019-09/schema" => Draft::Draft2019,
+            _ => Draft::Draft2020,
+        }
+    }
 }
 
 /// How a `$ref` table entry is defined.
@@ -83,6 +109,8 @@ pub(crate) struct Compiler<'a> {
     pub opts: &'a JsonSchemaOptions,
     pub limits: &'a Limits,
     pub deadline: &'a Deadline,
+    /// The document's draft.
+    pub draft: Draft,
     pub warnings: Vec<CompileError>,
     pub refs: Vec<RefDef>,
     pub(super) ref_ids: HashMap<String, RefId>,
@@ -123,6 +151,7 @@ impl<'a> Compiler<'a> {
             opts,
             limits,
             deadline,
+            draft: Draft::of(root),
             warnings: Vec::new(),
             refs: Vec::new(),
             ref_ids: HashMap::new(),
@@ -192,7 +221,8 @@ impl<'a> Compiler<'a> {
     }
 
     // Long: one `if let` per applicator keyword of a schema object (not, enum/const, $ref,
-    // allOf, anyOf, oneOf, if), each meeting its result with the same shape in turn.
+    // allOf, anyOf, oneOf, if), each meeting its result with the same shape in turn; then the
+    // dependencies (`dependencies.rs`).
     pub(super) fn build_step(
         &mut self,
         schema: &Value,
@@ -279,12 +309,12 @@ impl<'a> Compiler<'a> {
             };
             shape = self.intersect(&shape, &one_of, &at)?;
         }
-        if let Some(condition) = map.get("if") {
+        if let Some(condition) = map.get("if").filter(|_| self.draft >= Draft::Draft7) {
             if let Some(conditional) = self.conditional(condition, map, pointer)? {
                 shape = self.intersect(&shape, &conditional, &format!("{pointer}/if"))?;
             }
         }
-        Ok(shape)
+        self.dependencies(shape, map, pointer)
     }
 
     /// `if`/`then`/`else`: `(if ∧ then) ∨ (¬if ∧ else)`, which is `if ∨ else` without `then`
@@ -373,10 +403,7 @@ impl<'a> Compiler<'a> {
                         .and_then(Value::as_u64)
                         .is_some_and(|m| m <= 1)
             }
-            "dependentRequired" | "dependentSchemas" | "dependencies" => {
-                v.as_object().is_some_and(Map::is_empty)
-            }
-            "propertyNames" | "unevaluatedItems" | "unevaluatedProperties" => {
+            "unevaluatedItems" | "unevaluatedProperties" => {
                 v == &Value::Bool(true) || v.as_object().is_some_and(Map::is_empty)
             }
             _ => false,

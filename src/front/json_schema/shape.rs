@@ -117,6 +117,11 @@ pub(crate) struct ObjectShape {
     /// `additionalProperties` and `patternProperties` need (see `complement.rs`). At most
     /// [`MAX_WITNESSES`].
     pub witnesses: Vec<(Names, Shape)>,
+    /// The names every property must have (`propertyNames`): a shape of strings (`String`,
+    /// `Values` of strings, unions of them); `None` for any name. A declared name it refuses
+    /// is a property that can only be absent, whatever `properties` says (see
+    /// `Compiler::schema_in`).
+    pub names: Option<Box<Shape>>,
     /// Where the object's keywords are, for errors (shared by the copies of the shape).
     pub pointer: Arc<str>,
 }
@@ -162,6 +167,7 @@ impl ObjectShape {
             min: 0,
             max: None,
             witnesses: Vec::new(),
+            names: None,
             pointer: pointer.into(),
         }
     }
@@ -239,6 +245,7 @@ impl Drop for Shape {
                 subs.extend(std::mem::take(&mut o.patterns).into_iter().map(|(_, s)| s));
                 subs.push(std::mem::replace(&mut *o.additional, Shape::Never));
                 subs.extend(std::mem::take(&mut o.witnesses).into_iter().map(|(_, w)| w));
+                subs.extend(o.names.take().map(|n| *n));
                 subs
             }
             Shape::AnyOf(xs) => std::mem::take(xs),
@@ -438,6 +445,12 @@ impl ObjectShape {
             self.properties.iter().for_each(|(k, _)| k.hash(h));
             self.hash_undeclared(h);
         }));
+        if let Some(names) = &self.names {
+            out.push(atom(&|h| {
+                "names".hash(h);
+                names.hash_into(h);
+            }));
+        }
         out.sort_unstable();
         out.dedup();
         out
@@ -445,6 +458,9 @@ impl ObjectShape {
 
     fn hash_head(&self, h: &mut std::hash::DefaultHasher) {
         (self.min, self.max, &self.required).hash(h);
+        if let Some(names) = &self.names {
+            names.hash_into(h);
+        }
     }
 
     fn hash_undeclared(&self, h: &mut std::hash::DefaultHasher) {

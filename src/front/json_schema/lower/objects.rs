@@ -23,11 +23,13 @@ use crate::limits::LimitKind;
 const MEMBERS_IN_ONE_RULE: usize = 32;
 const MEMBERS_PER_RULE: usize = 8;
 
-/// The undeclared names of `o` split by the set of patterns they match (bit `i`: pattern
-/// `i`), each nonempty set with the automaton of its names.
+/// The undeclared names of `o` (among `names`, those `propertyNames` admits, if given) split
+/// by the set of patterns they match (bit `i`: pattern `i`), each nonempty set with the
+/// automaton of its names.
 fn key_classes(
     o: &ObjectShape,
     declared: &[&str],
+    names: Option<&CharDfa>,
     budget: &Budget,
 ) -> Result<Vec<(usize, CharDfa)>, CompileError> {
     debug_assert!(o.patterns.len() <= MAX_KEY_PATTERNS);
@@ -43,7 +45,10 @@ fn key_classes(
         .iter()
         .map(|a| a.complement(budget.deadline))
         .collect::<Result<Vec<_>, _>>()?;
-    let undeclared = CharDfa::strings(declared, budget)?.complement(budget.deadline)?;
+    let mut undeclared = CharDfa::strings(declared, budget)?.complement(budget.deadline)?;
+    if let Some(names) = names {
+        undeclared = undeclared.intersect(names, budget)?;
+    }
     let mut classes = Vec::new();
     for set in 0..1usize << automata.len() {
         let mut keys = undeclared.clone();
@@ -184,9 +189,20 @@ impl SchemaLowering<'_, '_, '_> {
                 ..Undeclared::default()
             });
         }
-        let classes = match o.patterns.is_empty() {
+        let allowed = match &o.names {
+            Some(shape) => match self.strings_automaton(shape, &format!("{}/propertyNames", o.pointer)) {
+                Ok(dfa) => Some(dfa),
+                Err(e) => {
+                    // Lenient: the names not narrowed.
+                    self.c.tolerate(e)?;
+                    None
+                }
+            },
+            None => None,
+        };
+        let classes = match o.patterns.is_empty() && allowed.is_none() {
             true => None,
-            false => match key_classes(o, &names, &self.budget()) {
+            false => match key_classes(o, &names, allowed.as_ref(), &self.budget()) {
                 Ok(classes) => Some(classes),
                 Err(e) => {
                     // Lenient: undeclared names not told apart, with any value, every witness.

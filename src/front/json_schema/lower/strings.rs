@@ -1,8 +1,11 @@
 //! String contents in the grammar: one regex as it reads, or the automaton of a string's
 //! constraints together (patterns, formats, lengths, excluded values), built once per shape.
 
+use serde_json::Value;
+
 use super::super::ecma::Regex;
-use super::super::shape::{RegexConstraint, StringShape};
+use super::super::schema::error;
+use super::super::shape::{RegexConstraint, Shape, StringShape};
 use super::super::strings::{any_text, text_not_in, JsonText};
 use super::{clamp, SchemaLowering};
 use crate::error::{CompileError, CompileErrorKind, Location};
@@ -69,6 +72,57 @@ pub(super) struct ContentKey {
 }
 
 impl SchemaLowering<'_, '_, '_> {
+    /// The automaton of the strings a shape of strings admits (`String`, `Values`, unions of
+    /// them: `propertyNames`), errors at `pointer` unless a part says where.
+    pub(super) fn strings_automaton(
+        &self,
+        s: &Shape,
+        pointer: &str,
+    ) -> Result<CharDfa, CompileError> {
+        let budget = self.budget();
+        let at = |e: CompileError| e.or_at(Location::JsonPointer(pointer.to_string()));
+        let branches = match s {
+            Shape::AnyOf(xs) => xs.as_slice(),
+            one => std::slice::from_ref(one),
+        };
+        let mut automata = Vec::with_capacity(branches.len());
+        for b in branches {
+            automata.push(match b {
+                Shape::String(st) => string_automaton(st, &budget)
+                    .map_err(|(p, e)| e.or_at(Location::JsonPointer(p)))?,
+                Shape::Values(vs) => {
+                    let strings: Vec<&str> = vs.iter().filter_map(Value::as_str).collect();
+                    CharDfa::strings(&strings, &budget).map_err(at)?
+                }
+                Shape::Never => continue,
+                _ => {
+                    return Err(error(
+                        CompileErrorKind::Unsupported,
+                        pointer,
+                        "names of a shape other than strings",
+                    ))
+                }
+            });
+        }
+        if automata.len() == 1 {
+            return Ok(automata.remove(0));
+        }
+        // The union: outside every branch, complemented.
+        let mut outside: Option<CharDfa> = None;
+        for a in &automata {
+            let not = a.complement(budget.deadline).map_err(at)?;
+            outside = Some(match outside {
+                Some(o) => o.intersect(&not, &budget).map_err(at)?,
+                None => not,
+            });
+        }
+        match outside {
+            Some(o) => o.complement(budget.deadline).map_err(at),
+            None => CharDfa::strings(&[], &budget).map_err(at),
+        }
+    }
+
+
     /// A string value (`key`: an object key, spelled canonically; see `json_schema/strings.rs`).
     ///
     /// A string with a pattern or format is a rule of its own, named after its expression, so
