@@ -303,28 +303,7 @@ impl Compiler<'_> {
                 ));
             }
         }
-        let mut required = Vec::new();
-        if let Some(r) = map.get("required") {
-            let at = format!("{pointer}/required");
-            match r {
-                Value::Array(xs) if xs.iter().all(Value::is_string) => {
-                    let mut seen = HashSet::new();
-                    for name in xs.iter().filter_map(Value::as_str) {
-                        if seen.insert(name) {
-                            required.push(name.to_string());
-                        }
-                    }
-                }
-                // Draft 3 put `required: true` on the property itself; not part of later drafts.
-                _ => {
-                    return Err(error(
-                        CompileErrorKind::Invalid,
-                        &at,
-                        "`required` must be an array of strings",
-                    ))
-                }
-            }
-        }
+        let required = required_names(map, pointer)?;
         let mut additional = match map.get("additionalProperties") {
             Some(s) => self.build(s, &format!("{pointer}/additionalProperties"))?,
             None if self.opts.additional_properties => Shape::Any,
@@ -434,5 +413,29 @@ impl Compiler<'_> {
             out.truncate(MAX_KEY_PATTERNS);
         }
         Ok(out)
+    }
+}
+
+/// The names `required` lists, each once, in the order first listed.
+fn required_names(map: &Map<String, Value>, pointer: &str) -> Result<Vec<String>, CompileError> {
+    let Some(r) = map.get("required") else {
+        return Ok(Vec::new());
+    };
+    match r {
+        Value::Array(xs) if xs.iter().all(Value::is_string) => {
+            let mut seen = HashSet::new();
+            Ok(xs
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|name| seen.insert(*name))
+                .map(str::to_string)
+                .collect())
+        }
+        // Draft 3 put `required: true` on the property itself; not part of later drafts.
+        _ => Err(error(
+            CompileErrorKind::Invalid,
+            &format!("{pointer}/required"),
+            "`required` must be an array of strings",
+        )),
     }
 }
