@@ -436,6 +436,87 @@ fn enum_of_90k_strings() {
     });
 }
 
+/// `allOf` of `k` unions of ten objects, each naming its own property: the intersection is
+/// a union of 10^k objects.
+fn product_of_unions(k: usize) -> Value {
+    let union = |i: usize| {
+        let objects: Vec<Value> = (0..10)
+            .map(|j| json!({"type": "object", "properties": {format!("p{i}_{j}"): {"type": "string"}}}))
+            .collect();
+        json!({ "anyOf": objects })
+    };
+    json!({ "allOf": (0..k).map(union).collect::<Vec<_>>() })
+}
+
+/// Intersections count the shapes they make against the grammar-size limit: a million-branch
+/// product (3 GB and a panic past the grammar limit before, with no time limit) is refused
+/// before it is built, at the `allOf` entry that passed the limit; a hundred-branch one
+/// compiles, or is refused the same way under a smaller limit.
+#[test]
+fn intersection_products_count_the_shapes_they_make() {
+    let case = "allOf of six unions of ten objects";
+    let unlimited_time = Limits::new().compile_time(None);
+    on_small_stack(case, || {
+        let e = engine(unlimited_time.clone())
+            .compile_json_schema(&product_of_unions(6), &JsonSchemaOptions::new())
+            .expect_err("a million branches");
+        assert_limit(case, &e, &[LimitKind::GrammarSize]);
+        assert!(
+            e.to_string().contains("shapes made by intersections"),
+            "{e}"
+        );
+        assert!(
+            matches!(e.location(), formwork::Location::JsonPointer(p) if p.starts_with("/allOf/")),
+            "{case}: {e}"
+        );
+    });
+    let case = "allOf of two unions of ten objects";
+    on_small_stack(case, || {
+        let two = product_of_unions(2);
+        let c = engine(unlimited_time.clone())
+            .compile_json_schema(&two, &JsonSchemaOptions::new())
+            .unwrap_or_else(|e| panic!("{case}: {e}"));
+        let valid = [r#"{"p0_3":"a","p1_7":"b"}"#, r#"{}"#];
+        assert_verdicts(case, &c, &valid, &["[]", "1"]);
+        let e = engine(unlimited_time.clone().grammar_size(150))
+            .compile_json_schema(&two, &JsonSchemaOptions::new())
+            .expect_err("over 150 shapes");
+        assert_limit(case, &e, &[LimitKind::GrammarSize]);
+    });
+}
+
+/// Past the grammar-size limit, lowering a schema stops with a `Limit` error wherever it is:
+/// the rules of key tries and of "any value" used to assume their definition could not fail
+/// and panicked.
+#[test]
+fn every_grammar_size_limit_is_an_error_in_schema_lowering() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 20},
+            "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}},
+            "extra": {},
+            "nested": {"type": "object", "properties": {"x": {"type": "integer"}}}
+        },
+        "patternProperties": {"^x-": {"type": "number"}},
+        "additionalProperties": {"type": "boolean"}
+    });
+    let case = "every grammar size limit up to 400";
+    on_small_stack(case, || {
+        let mut refused = 0;
+        for max in 1..=400 {
+            let limits = Limits::new().compile_time(None).grammar_size(max);
+            let result = engine(limits).compile_json_schema(&schema, &JsonSchemaOptions::new());
+            if let Err(e) = result {
+                let kind = e.limit().map(|l| l.kind);
+                assert_eq!(kind, Some(LimitKind::GrammarSize), "{case}: {max}: {e}");
+                refused += 1;
+            }
+        }
+        assert!(refused > 0, "{case}: no limit was reached");
+    });
+}
+
 /// A tag `forbid` list of 20,000 strings of 200 bytes (10,000 took over 60 s and 4 GB).
 #[test]
 fn long_forbid_lists() {

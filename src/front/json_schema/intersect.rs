@@ -146,13 +146,28 @@ impl Compiler<'_> {
         for ((c, s), _) in o.patterns.iter().zip(matching).filter(|(_, &m)| m) {
             shape = Some(match shape {
                 Some(both) => self.intersect(&both, s, &c.pointer)?,
-                None => s.clone(),
+                None => self.copy(s, &c.pointer)?,
             });
         }
         Ok(match shape {
             Some(s) => Cow::Owned(s),
             None => Cow::Borrowed(&o.additional),
         })
+    }
+
+    /// Counts `shapes` more made by intersecting: a `Limit` error at `pointer` once the
+    /// compilation has made more than [`Limits::grammar_size`](crate::Limits) (each would
+    /// become at least one expression of the grammar, were it kept).
+    fn made(&mut self, shapes: u64, pointer: &str) -> Result<(), CompileError> {
+        self.shapes_made = self.shapes_made.saturating_add(shapes);
+        let what = "shapes made by intersections (`allOf`, `not`, `if`, overlapping `oneOf`)";
+        self.within(LimitKind::GrammarSize, self.shapes_made as usize, pointer, what)
+    }
+
+    /// A copy of `s`, counted by [`made`](Self::made).
+    fn copy(&mut self, s: &Shape, pointer: &str) -> Result<Shape, CompileError> {
+        self.made(s.size(), pointer)?;
+        Ok(s.clone())
     }
 
     /// The values both shapes admit. Recursion: at most [`Limits::nesting`](crate::Limits)
@@ -167,6 +182,7 @@ impl Compiler<'_> {
         let what = "intersection of schemas (recursive ones inlined)";
         self.within(LimitKind::Nesting, self.intersect_depth + 1, pointer, what)?;
         self.tick(pointer)?;
+        self.made(1, pointer)?;
         self.intersect_depth += 1;
         let out = guarded(|| self.intersect_inner(a, b, pointer));
         self.intersect_depth -= 1;
@@ -201,7 +217,7 @@ impl Compiler<'_> {
         pointer: &str,
     ) -> Result<Shape, CompileError> {
         Ok(match (a, b) {
-            (Shape::Any, x) | (x, Shape::Any) => x.clone(),
+            (Shape::Any, x) | (x, Shape::Any) => self.copy(x, pointer)?,
             (Shape::Never, _) | (_, Shape::Never) => Shape::Never,
             (Shape::Ref(x), Shape::Ref(y)) if x == y => Shape::Ref(*x),
             (Shape::Ref(x), Shape::Ref(y)) => Shape::Ref(self.both_id(*x, *y, pointer)?),
@@ -209,6 +225,7 @@ impl Compiler<'_> {
                 let mut kept = Vec::new();
                 for v in xs {
                     if self.accepts(other, v, pointer)? {
+                        self.made(1, pointer)?;
                         kept.push(v.clone());
                     }
                 }
@@ -369,6 +386,7 @@ impl Compiler<'_> {
             }
         }
         self.each_placement(&choices, pointer, |c, placed| {
+            c.made(both.size(), pointer)?;
             let mut o = both.clone();
             for at in placed {
                 match at {
@@ -418,6 +436,7 @@ impl Compiler<'_> {
             })
             .collect();
         self.each_placement(&choices, pointer, |c, placed| {
+            c.made(both.size(), pointer)?;
             let mut a = both.clone();
             let mut past = Vec::new();
             for at in placed {

@@ -131,6 +131,9 @@ pub(crate) struct Compiler<'a> {
     pub(super) depth: usize,
     /// Nesting of `intersect` calls (bounded).
     pub intersect_depth: usize,
+    /// Shapes intersections have made or copied so far, within [`Limits::grammar_size`]:
+    /// products of branches can grow far beyond the schema before anything is lowered.
+    pub(super) shapes_made: u64,
     /// The (reference, value) pairs `accepts` is checking, innermost last: meeting one again
     /// is a derivation that made no progress.
     pub accepting: Vec<(RefId, *const Value)>,
@@ -163,6 +166,7 @@ impl<'a> Compiler<'a> {
             ids: index_ids(root, deadline)?,
             depth: 0,
             intersect_depth: 0,
+            shapes_made: 0,
             accepting: Vec::new(),
             chain_end: HashMap::new(),
         })
@@ -641,3 +645,4 @@ fn json_equal_step(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+

@@ -154,6 +154,16 @@ impl ArrayShape {
     pub fn item(&self, index: usize) -> &Shape {
         self.prefix.get(index).unwrap_or(&self.items)
     }
+
+    fn children(&self) -> Vec<&Shape> {
+        let items = std::iter::once(&*self.items);
+        self.prefix.iter().chain(items).chain(&self.witnesses).collect()
+    }
+
+    /// What copying the array shape costs, as [`Shape::size`].
+    pub fn size(&self) -> u64 {
+        1 + size_of_all(self.children())
+    }
 }
 
 impl ObjectShape {
@@ -170,6 +180,20 @@ impl ObjectShape {
             names: None,
             pointer: pointer.into(),
         }
+    }
+
+    fn children(&self) -> Vec<&Shape> {
+        let properties = self.properties.iter().map(|(_, s)| s);
+        let patterns = self.patterns.iter().map(|(_, s)| s);
+        let witnesses = self.witnesses.iter().map(|(_, w)| w);
+        (properties.chain(patterns).chain([&*self.additional]).chain(witnesses))
+            .chain(self.names.as_deref())
+            .collect()
+    }
+
+    /// What copying the object shape costs, as [`Shape::size`].
+    pub fn size(&self) -> u64 {
+        1 + size_of_all(self.children())
     }
 }
 
@@ -205,6 +229,19 @@ impl Kind {
             Value::Object(_) => Kind::Object,
         }
     }
+}
+
+/// [`Shape::size`] summed over `shapes`.
+fn size_of_all(mut stack: Vec<&Shape>) -> u64 {
+    let mut n = 0u64;
+    while let Some(s) = stack.pop() {
+        n += 1 + match s {
+            Shape::Values(vs) => vs.len() as u64,
+            _ => 0,
+        };
+        stack.extend(s.children());
+    }
+    n
 }
 
 impl Clone for Shape {
@@ -256,6 +293,22 @@ impl Drop for Shape {
 }
 
 impl Shape {
+    /// The shapes directly inside this one.
+    fn children(&self) -> Vec<&Shape> {
+        match self {
+            Shape::Array(a) => a.children(),
+            Shape::Object(o) => o.children(),
+            Shape::AnyOf(xs) => xs.iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// How many shapes and literal values this one holds, itself included: what copying it
+    /// costs. Iterative, whatever the nesting.
+    pub fn size(&self) -> u64 {
+        size_of_all(vec![self])
+    }
+
     /// Every value of the kind (an object's keywords at `pointer`).
     pub fn of_kind(kind: Kind, pointer: &str) -> Shape {
         match kind {

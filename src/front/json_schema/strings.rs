@@ -328,7 +328,7 @@ pub(crate) fn text_not_in(
     for node in (0..ends.len()).rev() {
         tick(deadline)?;
         children[node].sort_unstable();
-        exprs[node] = trie.node(ends[node], &children[node], &exprs);
+        exprs[node] = trie.node(ends[node], &children[node], &exprs)?;
     }
     Ok(exprs[0])
 }
@@ -358,7 +358,12 @@ struct NotIn<'a> {
 impl NotIn<'_> {
     /// A node of the trie: `end` if a name ends here, `children` its next characters (sorted)
     /// and subtries, whose expressions `exprs` already holds.
-    fn node(&mut self, end: bool, children: &[(char, u32)], exprs: &[ExprId]) -> ExprId {
+    fn node(
+        &mut self,
+        end: bool,
+        children: &[(char, u32)],
+        exprs: &[ExprId],
+    ) -> Result<ExprId, CompileError> {
         let mut branches = Vec::new();
         if !end {
             branches.push(self.g.empty());
@@ -369,8 +374,8 @@ impl NotIn<'_> {
             .any(|&c| EXITS.iter().any(|(_, ranges)| contains(ranges, c)));
         for (i, (what, ranges)) in EXITS.into_iter().enumerate() {
             let exit = match plain {
-                true => self.plain_exit(i),
-                false => self.leave_by_rule(what, &without(ranges, &firsts)),
+                true => self.plain_exit(i)?,
+                false => self.leave_by_rule(what, &without(ranges, &firsts))?,
             };
             branches.push(exit);
         }
@@ -380,7 +385,7 @@ impl NotIn<'_> {
             let first = self.enc.char(self.g, c);
             branches.push(self.g.seq([first, exprs[child as usize]]));
         }
-        self.g.alt(branches)
+        Ok(self.g.alt(branches))
     }
 
     /// A character of `ranges`, then any text.
@@ -396,29 +401,33 @@ impl NotIn<'_> {
     /// inlining a copy per node. Inlined, each node counted the escapes' dozens of states in
     /// its size even though the automaton builds them once, so a trie of a dozen names split
     /// into a dozen units that each determinized the escapes again.
-    fn leave_by_rule(&mut self, what: &str, ranges: &[(char, char)]) -> ExprId {
+    fn leave_by_rule(
+        &mut self,
+        what: &str,
+        ranges: &[(char, char)],
+    ) -> Result<ExprId, CompileError> {
         let body = self.leave(ranges);
         let name = format!("json text after {what} {}", body.index());
         let rule = match self.g.find_rule(&name) {
             Some(r) => r,
             None => {
                 let r = self.g.rule(&name);
-                // Cannot fail: the rule was just declared, so it has no body yet.
-                self.g.define(r, body).expect("a new rule");
+                // Fails only once the grammar is over a limit.
+                self.g.define(r, body)?;
                 r
             }
         };
-        self.g.rule_ref(rule)
+        Ok(self.g.rule_ref(rule))
     }
 
     /// Exit `i` of [`EXITS`] whole, built once per trie.
-    fn plain_exit(&mut self, i: usize) -> ExprId {
+    fn plain_exit(&mut self, i: usize) -> Result<ExprId, CompileError> {
         if let Some(e) = self.plain_exits[i] {
-            return e;
+            return Ok(e);
         }
         let (what, ranges) = EXITS[i];
-        let e = self.leave_by_rule(what, ranges);
-        *self.plain_exits[i].insert(e)
+        let e = self.leave_by_rule(what, ranges)?;
+        Ok(*self.plain_exits[i].insert(e))
     }
 }
 

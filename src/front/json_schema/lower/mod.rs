@@ -137,7 +137,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         self.check_size()?;
         let e = match s {
             Shape::Any => {
-                let r = self.any_value();
+                let r = self.any_value()?;
                 self.g.rule_ref(r)
             }
             Shape::Never => self.g.nothing(),
@@ -236,19 +236,17 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     }
 
     /// Any JSON value (recursive rules, built once).
-    fn any_value(&mut self) -> RuleId {
+    fn any_value(&mut self) -> Result<RuleId, CompileError> {
         if let Some(r) = self.any_value {
-            return r;
+            return Ok(r);
         }
         let value = self.g.rule(&format!("{}json value", self.prefix));
         self.any_value = Some(value);
         let v = self.g.rule_ref(value);
-        // Cannot fail: a string without patterns, lengths or exclusions is any text, built
-        // without automata, rules or limits.
-        let [key, string] = [true, false].map(|key| {
-            self.string(&StringShape::default(), key)
-                .expect("plain strings compile")
-        });
+        // A string without patterns, lengths or exclusions needs no automaton; it fails only
+        // once the grammar is over a limit.
+        let key = self.string(&StringShape::default(), true)?;
+        let string = self.string(&StringShape::default(), false)?;
         let colon = self.punct(":");
         let member = self.g.seq([key, colon, v]);
         let object = self.delimited("{", "}", member, 0, None);
@@ -258,9 +256,9 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         let f = self.g.text("false");
         let n = self.g.text("null");
         let body = self.g.alt([object, array, string, number, t, f, n]);
-        // Cannot fail: the rule was declared just above, under the guard of `any_value`.
-        self.g.define(value, body).expect("defined once");
-        value
+        // Declared just above, under the guard of `any_value`: fails only over a limit.
+        self.g.define(value, body)?;
+        Ok(value)
     }
 
     /// `open ws (item (, item){min-1,max-1})? ws close` with `min..=max` items.
