@@ -290,11 +290,16 @@ impl SchemaLowering<'_, '_, '_> {
             .map_err(|e| CompileError::over_limit(e, Location::None, "members with witnesses"))?;
         self.rule_groups += 1;
         let id = self.rule_groups;
-        let mut rules = HashMap::new();
+        // Defined in the order made: the order of definitions decides the expression ids of
+        // the bodies, so it must not be a hash map's (seeded per map instance).
+        let mut rules = Vec::new();
+        let mut rule_of = HashMap::new();
         for seen in (0..=all).filter(|s| s & !all == 0) {
             for c in 0..=cap {
                 let name = format!("{}witnessed {id} {seen:b} {c}", self.prefix);
-                rules.insert((seen, c), self.g.rule(&name));
+                let rule = self.g.rule(&name);
+                rules.push(((seen, c), rule));
+                rule_of.insert((seen, c), rule);
             }
         }
         let members: Vec<(ExprId, u32)> = plain
@@ -311,7 +316,7 @@ impl SchemaLowering<'_, '_, '_> {
             if hi.is_none_or(|h| c < h) {
                 let next_c = (c + 1).min(cap);
                 for &(m, marks) in &members {
-                    let next = lw.g.rule_ref(rules[&(seen | marks, next_c)]);
+                    let next = lw.g.rule_ref(rule_of[&(seen | marks, next_c)]);
                     branches.push(match lead {
                         true => lw.g.seq([comma, m, next]),
                         false => lw.g.seq([m, next]),
@@ -320,13 +325,13 @@ impl SchemaLowering<'_, '_, '_> {
             }
             lw.g.alt(branches)
         };
-        for (&(seen, c), &rule) in &rules {
+        for &((seen, c), rule) in &rules {
             let body = choices(self, seen, c, true);
             self.g.define(rule, body)?;
         }
         self.check_size()?;
         let first = choices(self, 0, 0, false);
-        Ok((self.g.rule_ref(rules[&(0, 0)]), first))
+        Ok((self.g.rule_ref(rule_of[&(0, 0)]), first))
     }
 
     /// `"content": value`.
