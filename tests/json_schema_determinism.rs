@@ -170,6 +170,45 @@ fn verdicts_are_the_same_at_every_compilation() {
     assert_eq!(compiled, cases().len());
 }
 
+/// The committed MaskBench sample's schemas that use complements, `oneOf`, `dependencies`,
+/// `patternProperties` or `contains` (those compiling or not): each compiles to one grammar
+/// (or one error) every time.
+#[test]
+fn sample_schemas_compile_the_same_every_time() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/maskbench-sample");
+    let keywords = ["\"not\"", "\"oneOf\"", "\"if\"", "\"dependencies\"", "\"dependentSchemas\"", "\"patternProperties\"", "\"contains\""];
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let opts = JsonSchemaOptions::new();
+    let mut checked = 0;
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let Some(schema) = serde_json::from_str::<Value>(&text).unwrap().get("schema").cloned() else {
+            continue;
+        };
+        let schema_text = schema.to_string();
+        if !keywords.iter().any(|k| schema_text.contains(k)) {
+            continue;
+        }
+        checked += 1;
+        let first = compiled_text(&schema, &opts);
+        for run in 1..RUNS / 3 {
+            let again = compiled_text(&schema, &opts);
+            assert!(
+                again == first,
+                "{}: compilation {run} differs from the first:\n{}",
+                path.display(),
+                first_difference(&first, &again)
+            );
+        }
+    }
+    assert!(checked >= 30, "only {checked} sample schemas use the keywords");
+}
+
 /// The first line where two texts differ, with both versions.
 fn first_difference(a: &str, b: &str) -> String {
     let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
