@@ -40,7 +40,12 @@ fn compiled_text(schema: &Value, opts: &JsonSchemaOptions) -> String {
 
 /// The engine's verdict on each instance (accepted through a mask at every token, or refused),
 /// or the compile error.
-fn verdicts(engine: &Engine, schema: &Value, opts: &JsonSchemaOptions, instances: &[Value]) -> String {
+fn verdicts(
+    engine: &Engine,
+    schema: &Value,
+    opts: &JsonSchemaOptions,
+    instances: &[Value],
+) -> String {
     let constraint = match engine.compile_json_schema(schema, opts) {
         Ok(c) => c,
         Err(e) => return format!("error {e}"),
@@ -73,32 +78,58 @@ fn cases() -> Vec<(Value, Vec<Value>)> {
     vec![
         (
             json!({"type": "object", "not": {"additionalProperties": {"type": "string"}}}),
-            vec![json!({}), json!({"a": "x"}), json!({"a": 1}), json!({"a": "x", "b": null})],
+            vec![
+                json!({}),
+                json!({"a": "x"}),
+                json!({"a": 1}),
+                json!({"a": "x", "b": null}),
+            ],
         ),
         (
             json!({"type": "object", "properties": {"a": {"type": "integer"}},
                    "not": {"patternProperties": {"^x": {"type": "string"}, "y$": {"type": "integer"}},
                            "additionalProperties": {"type": "boolean"}}}),
-            vec![json!({"a": 1}), json!({"a": 1, "xy": true}), json!({"a": 1, "x": 2}), json!({"q": "s"})],
+            vec![
+                json!({"a": 1}),
+                json!({"a": 1, "xy": true}),
+                json!({"a": 1, "x": 2}),
+                json!({"q": "s"}),
+            ],
         ),
         (
             json!({"type": "object", "minProperties": 1,
                    "allOf": [{"not": {"additionalProperties": {"type": "integer"}}},
                              {"not": {"additionalProperties": {"type": "string"}}}]}),
-            vec![json!({"a": null}), json!({"a": 1, "b": "s"}), json!({"a": 1}), json!({"a": "s"})],
+            vec![
+                json!({"a": null}),
+                json!({"a": 1, "b": "s"}),
+                json!({"a": 1}),
+                json!({"a": "s"}),
+            ],
         ),
         (
             json!({"type": "array", "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}},
                                                {"not": {"items": {"type": "integer"}}}],
                    "maxItems": 4}),
-            vec![json!([1, 2, "a"]), json!([1, 2]), json!([2, "a", 1]), json!([1, "a"])],
+            vec![
+                json!([1, 2, "a"]),
+                json!([1, 2]),
+                json!([2, "a", 1]),
+                json!([1, "a"]),
+            ],
         ),
         (
             json!({"oneOf": [
                 {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
                 {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]},
                 {"type": "object", "additionalProperties": {"type": "string"}}]}),
-            vec![json!({"a": "x"}), json!({"b": 1}), json!({"a": "x", "b": 1}), json!({"c": "y"}), json!({"a": 1, "b": 1})],
+            vec![
+                json!({"a": "x"}),
+                json!({"b": 1}),
+                json!({"a": "x", "b": 1}),
+                json!({"c": "y"}),
+                json!({"a": 1, "b": 1}),
+            ],
         ),
         (
             json!({"type": "object",
@@ -106,19 +137,35 @@ fn cases() -> Vec<(Value, Vec<Value>)> {
                    "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
                    "then": {"required": ["n"]},
                    "else": {"required": ["s"], "not": {"required": ["n"]}}}),
-            vec![json!({"kind": "a", "n": 1}), json!({"kind": "b", "s": "x"}), json!({"kind": "a"}), json!({"kind": "b", "n": 1, "s": "x"})],
+            vec![
+                json!({"kind": "a", "n": 1}),
+                json!({"kind": "b", "s": "x"}),
+                json!({"kind": "a"}),
+                json!({"kind": "b", "n": 1, "s": "x"}),
+            ],
         ),
         (
             json!({"type": "object",
                    "properties": {"card": {"type": "string"}, "billing": {"type": "string"}, "zip": {"type": "integer"}},
                    "dependencies": {"card": ["billing"], "billing": {"properties": {"zip": {"minimum": 10}}, "required": ["zip"]}}}),
-            vec![json!({"card": "1", "billing": "x", "zip": 12}), json!({"card": "1"}), json!({"billing": "x", "zip": 3}), json!({})],
+            vec![
+                json!({"card": "1", "billing": "x", "zip": 12}),
+                json!({"card": "1"}),
+                json!({"billing": "x", "zip": 3}),
+                json!({}),
+            ],
         ),
         (
             json!({"type": "object",
                    "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 3}, "^c": {"type": "string"}, "d": {"type": "null"}},
                    "additionalProperties": false, "maxProperties": 3}),
-            vec![json!({"ab": 4}), json!({"ab": 2}), json!({"c": "x", "xd": null}), json!({"z": 1}), json!({"a": 1, "cb": 5})],
+            vec![
+                json!({"ab": 4}),
+                json!({"ab": 2}),
+                json!({"c": "x", "xd": null}),
+                json!({"z": 1}),
+                json!({"a": 1, "cb": 5}),
+            ],
         ),
         (
             json!({"oneOf": [{"type": "integer", "multipleOf": 3}, {"type": "integer", "multipleOf": 5}, {"not": {"type": ["integer", "object"]}}]}),
@@ -128,7 +175,12 @@ fn cases() -> Vec<(Value, Vec<Value>)> {
             json!({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}},
                                       "not": {"required": ["w"]}}},
                    "oneOf": [{"$ref": "#/$defs/node"}, {"type": "object", "required": ["v"], "properties": {"v": {"minimum": 5}}}]}),
-            vec![json!({"v": 1}), json!({"v": 7}), json!({"next": {"v": 2}}), json!({"w": 1, "v": 6})],
+            vec![
+                json!({"v": 1}),
+                json!({"v": 7}),
+                json!({"next": {"v": 2}}),
+                json!({"w": 1, "v": 6}),
+            ],
         ),
     ]
 }
@@ -176,7 +228,15 @@ fn verdicts_are_the_same_at_every_compilation() {
 #[test]
 fn sample_schemas_compile_the_same_every_time() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/maskbench-sample");
-    let keywords = ["\"not\"", "\"oneOf\"", "\"if\"", "\"dependencies\"", "\"dependentSchemas\"", "\"patternProperties\"", "\"contains\""];
+    let keywords = [
+        "\"not\"",
+        "\"oneOf\"",
+        "\"if\"",
+        "\"dependencies\"",
+        "\"dependentSchemas\"",
+        "\"patternProperties\"",
+        "\"contains\"",
+    ];
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -187,7 +247,11 @@ fn sample_schemas_compile_the_same_every_time() {
     let mut checked = 0;
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
-        let Some(schema) = serde_json::from_str::<Value>(&text).unwrap().get("schema").cloned() else {
+        let Some(schema) = serde_json::from_str::<Value>(&text)
+            .unwrap()
+            .get("schema")
+            .cloned()
+        else {
             continue;
         };
         let schema_text = schema.to_string();
@@ -206,7 +270,10 @@ fn sample_schemas_compile_the_same_every_time() {
             );
         }
     }
-    assert!(checked >= 30, "only {checked} sample schemas use the keywords");
+    assert!(
+        checked >= 30,
+        "only {checked} sample schemas use the keywords"
+    );
 }
 
 /// The first line where two texts differ, with both versions.
