@@ -1048,3 +1048,128 @@ fn lenient_complements_only_loosen() {
         assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{schema}");
     }
 }
+
+/// Two objects with `patternProperties` meeting (`allOf`, a complement of one meeting the
+/// other, overlapping `oneOf` branches): a name neither declares takes from each side the
+/// shapes of the patterns it matches there, or that side's `additionalProperties` if it
+/// matches none.
+#[test]
+fn pattern_properties_on_both_sides_of_an_intersection() {
+    all_agree(&[
+        json!({"allOf": [{"patternProperties": {"^[ab]$": {"type": "integer"}}}, {"patternProperties": {"^[bc]$": {"minimum": 1}}}]}),
+        json!({"allOf": [
+            {"patternProperties": {"^[ab]$": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+            {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}, "additionalProperties": false}]}),
+        json!({"allOf": [
+            {"patternProperties": {"^[ab]$": {"type": ["integer", "string"]}}, "additionalProperties": {"type": "null"}},
+            {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}, "additionalProperties": {"type": ["string", "null"]}}]}),
+        // The same pattern on both sides is one, with both shapes.
+        json!({"allOf": [{"patternProperties": {"^a": {"type": "integer"}}}, {"patternProperties": {"^a": {"minimum": 2}}, "additionalProperties": {"type": "null"}}]}),
+        json!({"allOf": [
+            {"patternProperties": {"^a": {"type": "integer"}, "^[bc]$": {"type": "string"}}, "additionalProperties": false},
+            {"patternProperties": {"^[bc]$": {"const": "x"}, "^a": true, "^c": {"type": "null"}}}]}),
+        // Declared properties take the other side's patterns.
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {"^[bc]$": {"type": "string"}},
+               "allOf": [{"patternProperties": {"^[ab]$": {"not": {"type": "null"}}}, "additionalProperties": {"type": "integer"}}]}),
+        // Three sides.
+        json!({"allOf": [
+            {"patternProperties": {"^[ab]$": {"type": ["integer", "null"]}}},
+            {"patternProperties": {"^[bc]$": {"type": ["integer", "string"]}}, "additionalProperties": {"type": "boolean"}},
+            {"patternProperties": {"^c": {"minLength": 1}}, "additionalProperties": false}]}),
+        // Complements meeting patterns: witnesses among one side's names, placed in the merge.
+        json!({"type": "object", "patternProperties": {"^[ab]$": {"type": "integer"}},
+               "not": {"patternProperties": {"^[bc]$": {"type": "integer"}}}}),
+        json!({"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": {"type": ["null", "integer"]},
+               "not": {"patternProperties": {"^[bc]$": {"minimum": 2}}, "additionalProperties": {"type": "integer"}}}),
+        json!({"type": "object", "allOf": [
+            {"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}},
+            {"not": {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}, "additionalProperties": false}}]}),
+        json!({"type": "object", "oneOf": [
+            {"patternProperties": {"^[ab]$": {"type": "integer"}}, "additionalProperties": false},
+            {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}}]}),
+    ]);
+    // In schema order too, with the keys' spellings and values told apart.
+    let l = Lang::new(&compiled(
+        &json!({"allOf": [
+            {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+            {"patternProperties": {"-y$": {"minimum": 0}}, "additionalProperties": {"maxLength": 2}}]}),
+        &JsonSchemaOptions::new(),
+    ));
+    l.yes(&[
+        r#"{"x-y":3}"#,
+        r#"{"x-a":-3,"b":"ab"}"#,
+        r#"{"q-y":"abcdef","x-":0}"#,
+        r#"{}"#,
+    ]);
+    l.no(&[
+        r#"{"x-y":-3}"#,
+        r#"{"x-y":"a"}"#,
+        r#"{"b":"abc"}"#,
+        r#"{"b":1}"#,
+        r#"{"q-y":-1}"#,
+        r#"{"x-a":1.5}"#,
+    ]);
+}
+
+/// The merge's undeclared names split into more kinds than one object's four patterns can
+/// make: a typed `Unsupported` error at the object; lenient, a warning and a grammar that
+/// admits at least the valid values.
+#[test]
+fn pattern_properties_meeting_past_the_limit() {
+    let patterns = |names: &[&str]| -> Value {
+        let map: serde_json::Map<String, Value> = names
+            .iter()
+            .map(|n| (n.to_string(), json!({"type": "integer"})))
+            .collect();
+        json!({"patternProperties": map})
+    };
+    // Five kinds of names on each side (four prefixes, or none) meet in 25.
+    let wide = json!({"allOf": [patterns(&["^a", "^b", "^c", "^d"]), patterns(&["a$", "b$", "c$", "d$"])]});
+    let e = compile_schema(&wide, &JsonSchemaOptions::new()).unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("patternProperties"), "{e}");
+    assert_eq!(e.location(), &Location::JsonPointer("/allOf/0".into()));
+    let lenient = compile_schema(&wide, &JsonSchemaOptions::new().lenient(true)).unwrap();
+    assert!(!lenient.warnings.is_empty());
+    Lang::new(&lenient.grammar).yes(&[r#"{"ab":1,"q":null}"#]);
+    // Five sides of four patterns each are more patterns than one object holds.
+    let sides: Vec<Value> = (0..5)
+        .map(|i| {
+            patterns(&[
+                &format!("^{i}a"),
+                &format!("^{i}b"),
+                &format!("^{i}c"),
+                &format!("^{i}d"),
+            ])
+        })
+        .collect();
+    let e = compile_schema(&json!({"allOf": sides}), &JsonSchemaOptions::new()).unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("patternProperties"), "{e}");
+}
+
+#[test]
+fn pattern_properties_intersections_masks_match_the_oracle() {
+    complements_masks(
+        &[
+            (
+                json!({"type": "object", "allOf": [
+                    {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+                    {"patternProperties": {"-y$": {"minimum": 0}}, "additionalProperties": {"maxLength": 2}}]}),
+                &[r#"{"x-y":3,"b":"ab"}"#, r#"{"q-y":"abc"}"#],
+                &[r#"{"x-y":-3}"#, r#"{"b":"abc"}"#],
+            ),
+            (
+                json!({"type": "object", "properties": {"ID": {"type": "string"}}, "patternProperties": {"^[a-c]": {"type": "integer"}},
+                       "additionalProperties": false, "not": {"patternProperties": {"^[bc]": {"minimum": 1}}}}),
+                &[r#"{"ID":"x","a":3,"cd":0}"#, r#"{"b":-2}"#],
+                &[
+                    r#"{"ID":"x","cd":30}"#,
+                    r#"{"ID":"x","ab":0}"#,
+                    r#"{"d":0}"#,
+                ],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+}

@@ -9,8 +9,8 @@ use super::multiples::step_too_large;
 use super::numbers::Bound;
 use super::schema::{over, Compiler};
 use super::shape::{
-    ArrayShape, Names, NumberShape, ObjectShape, RefId, RegexConstraint, Shape, StringShape,
-    MAX_WITNESSES,
+    ArrayShape, NamePattern, Names, NumberShape, ObjectShape, RefId, RegexConstraint, Shape,
+    StringShape, MAX_NAME_PATTERNS, MAX_WITNESSES,
 };
 use crate::error::CompileError;
 use crate::front::guard::guarded;
@@ -129,8 +129,8 @@ impl Compiler<'_> {
             return Ok(Cow::Borrowed(&o.properties[i].1));
         }
         let mut matching = vec![false; o.patterns.len()];
-        for (m, (c, _)) in matching.iter_mut().zip(&o.patterns) {
-            *m = matches(c, key)?;
+        for (m, (p, _)) in matching.iter_mut().zip(&o.patterns) {
+            *m = p.matches(key)?;
         }
         self.undeclared_shape(o, &matching)
     }
@@ -143,10 +143,10 @@ impl Compiler<'_> {
         matching: &[bool],
     ) -> Result<Cow<'o, Shape>, CompileError> {
         let mut shape: Option<Shape> = None;
-        for ((c, s), _) in o.patterns.iter().zip(matching).filter(|(_, &m)| m) {
+        for ((p, s), _) in o.patterns.iter().zip(matching).filter(|(_, &m)| m) {
             shape = Some(match shape {
-                Some(both) => self.intersect(&both, s, &c.pointer)?,
-                None => self.copy(s, &c.pointer)?,
+                Some(both) => self.intersect(&both, s, p.pointer())?,
+                None => self.copy(s, p.pointer())?,
             });
         }
         Ok(match shape {
@@ -307,20 +307,21 @@ impl Compiler<'_> {
                 self.place_item_witnesses(both, x, y, pointer)?
             }
             (Shape::Object(x), Shape::Object(y)) => {
-                let both = self.merge_objects(x, y, pointer)?;
-                self.place_witnesses(both, x, y, pointer)?
+                let (both, names) = self.merge_objects(x, y, pointer)?;
+                self.place_witnesses(both, x, y, &names, pointer)?
             }
             _ => Shape::Never,
         })
     }
 
-    /// The objects both admit, but for their witnesses (see [`place_witnesses`](Self::place_witnesses)).
+    /// The objects both admit, but for their witnesses (see [`place_witnesses`](Self::place_witnesses)),
+    /// and where each side's undeclared names are in the merge.
     fn merge_objects(
         &mut self,
         x: &ObjectShape,
         y: &ObjectShape,
         pointer: &str,
-    ) -> Result<ObjectShape, CompileError> {
+    ) -> Result<(ObjectShape, [SideNames; 2]), CompileError> {
         let mut properties = Vec::new();
         let (xi, yi) = (property_index(x), property_index(y));
         let mut seen = std::collections::HashSet::new();
@@ -336,24 +337,12 @@ impl Compiler<'_> {
         let in_x: std::collections::HashSet<&String> = x.required.iter().collect();
         let mut required = x.required.clone();
         required.extend(y.required.iter().filter(|r| !in_x.contains(r)).cloned());
-        // A name matching one side's patterns takes that side's pattern shapes and
-        // the other side's additional shape: exact while one side has none.
-        let patterns = match (x.patterns.is_empty(), y.patterns.is_empty()) {
-            (true, _) => self.patterns_within(&y.patterns, &x.additional)?,
-            (false, true) => self.patterns_within(&x.patterns, &y.additional)?,
-            (false, false) => {
-                self.unsupported(
-                    &y.pointer,
-                    "`patternProperties` on both sides of an intersection",
-                )?;
-                self.patterns_within(&x.patterns, &y.additional)?
-            }
-        };
-        Ok(ObjectShape {
+        let merged = self.merge_patterns(x, y, pointer)?;
+        let both = ObjectShape {
             properties,
-            patterns,
+            patterns: merged.patterns,
             required,
-            additional: Box::new(self.intersect(&x.additional, &y.additional, pointer)?),
+            additional: Box::new(merged.additional),
             min: x.min.max(y.min),
             max: min_opt(x.max, y.max),
             witnesses: Vec::new(),
@@ -362,27 +351,127 @@ impl Compiler<'_> {
                 (a, b) => a.clone().or_else(|| b.clone()),
             },
             pointer: x.pointer.clone(),
+        };
+        Ok((both, merged.sides))
+    }
+
+    /// The patterns and additional shape of the merge of `x` and `y`, where a name neither
+    /// declares takes from each side the shapes of the patterns it matches there, or that
+    /// side's additional shape if it matches none; and where each side's undeclared names are
+    /// among the merge's.
+    ///
+    /// With patterns on one side only, they are the merge's, each narrowed to the other side's
+    /// additional shape. With patterns on both, the merge has both sides' (a pattern both
+    /// have once, with both shapes) and, for a side whose additional shape says something (or
+    /// is where a witness of it is), a pattern of the names matching none of that side's
+    /// ([`NamePattern::NoneOf`]) with that shape: a name matching patterns of one side only
+    /// gets the other side's additional shape through it. Every name then matches some
+    /// pattern unless both additional shapes are `Any`, so the merge's additional shape is
+    /// `Any`. Past [`MAX_NAME_PATTERNS`], unsupported (lenient: as if `y` had no patterns).
+    // Long: the one-sided cases, the shared patterns, then one `NoneOf` per side.
+    fn merge_patterns(
+        &mut self,
+        x: &ObjectShape,
+        y: &ObjectShape,
+        pointer: &str,
+    ) -> Result<MergedPatterns, CompileError> {
+        let (nx, ny) = (x.patterns.len(), y.patterns.len());
+        if nx == 0 || ny == 0 {
+            let additional = self.intersect(&x.additional, &y.additional, pointer)?;
+            return Ok(match nx == 0 {
+                true => MergedPatterns {
+                    patterns: self.patterns_within(&y.patterns, &x.additional)?,
+                    additional,
+                    sides: [SideNames::dropped(0, ny), SideNames::kept(ny)],
+                },
+                false => MergedPatterns {
+                    patterns: self.patterns_within(&x.patterns, &y.additional)?,
+                    additional,
+                    sides: [SideNames::kept(nx), SideNames::dropped(0, nx)],
+                },
+            });
+        }
+        let mut patterns: Vec<(NamePattern, Shape)> = x.patterns.clone();
+        let mut y_at = Vec::with_capacity(ny);
+        for (p, s) in &y.patterns {
+            match patterns[..nx].iter().position(|(q, _)| q.same_names(p)) {
+                Some(i) => {
+                    patterns[i].1 = self.intersect(&patterns[i].1, s, p.pointer())?;
+                    y_at.push(i);
+                }
+                None => {
+                    y_at.push(patterns.len());
+                    patterns.push((p.clone(), s.clone()));
+                }
+            }
+        }
+        let mut sides = [
+            SideNames::kept(nx),
+            SideNames {
+                patterns: y_at.iter().map(|&i| vec![Names::Matching(i)]).collect(),
+                unmatched: vec![Names::Unmatched],
+            },
+        ];
+        // The same patterns on both sides: the same names match none of them.
+        if patterns.len() == nx && (0..nx).all(|i| y_at.contains(&i)) {
+            let additional = self.intersect(&x.additional, &y.additional, pointer)?;
+            return Ok(MergedPatterns {
+                patterns,
+                additional,
+                sides,
+            });
+        }
+        for (side, o) in sides.iter_mut().zip([x, y]) {
+            let witnessed = o.witnesses.iter().any(|(n, _)| *n == Names::Unmatched);
+            side.unmatched = Vec::new();
+            if matches!(*o.additional, Shape::Any) && !witnessed {
+                continue;
+            }
+            side.unmatched.push(Names::Matching(patterns.len()));
+            let none_of = NamePattern::NoneOf {
+                parts: o.patterns.iter().map(|(p, _)| p.clone()).collect(),
+                pointer: o.pointer.clone(),
+            };
+            patterns.push((none_of, (*o.additional).clone()));
+        }
+        if patterns.len() > MAX_NAME_PATTERNS {
+            self.unsupported(
+                &y.pointer,
+                format!("`patternProperties` on both sides of an intersection, more than {MAX_NAME_PATTERNS} patterns together"),
+            )?;
+            return Ok(MergedPatterns {
+                patterns: self.patterns_within(&x.patterns, &y.additional)?,
+                additional: self.intersect(&x.additional, &y.additional, pointer)?,
+                sides: [SideNames::kept(nx), SideNames::dropped(ny, nx)],
+            });
+        }
+        Ok(MergedPatterns {
+            patterns,
+            additional: Shape::Any,
+            sides,
         })
     }
 
-    /// `both` (the merge of objects `x` and `y`) with their witnesses placed: a witness of
-    /// `x` is a property `x` does not declare, so in `both` it is one of the names only `y`
-    /// declares (required there, with a value of the witness too) or still undeclared (among
-    /// `y`'s patterns too, when those are the merge's). One branch per choice of places.
+    /// `both` (the merge of objects `x` and `y`, `sides` where their undeclared names are
+    /// in it) with their witnesses placed: a witness of `x` is a property `x` does not
+    /// declare, so in `both` it is one of the names only `y` declares (required there, with a
+    /// value of the witness too) or still undeclared, among the merge's names that were its
+    /// names in `x`. One branch per choice of places.
     fn place_witnesses(
         &mut self,
         both: ObjectShape,
         x: &ObjectShape,
         y: &ObjectShape,
+        sides: &[SideNames; 2],
         pointer: &str,
     ) -> Result<Shape, CompileError> {
         if x.witnesses.is_empty() && y.witnesses.is_empty() {
             return Ok(Shape::Object(both).normalized());
         }
         let mut choices: Vec<Vec<WitnessAt>> = Vec::new();
-        for (owner, other, owner_is_x) in [(x, y, true), (y, x, false)] {
+        for (owner, other, side) in [(x, y, &sides[0]), (y, x, &sides[1])] {
             for (names, w) in &owner.witnesses {
-                choices.push(self.witness_places(owner, other, owner_is_x, *names, w, pointer)?);
+                choices.push(self.witness_places(owner, other, side, *names, w)?);
             }
         }
         self.each_placement(&choices, pointer, |c, placed| {
@@ -522,16 +611,15 @@ impl Compiler<'_> {
         Ok(Shape::any_of(out))
     }
 
-    /// Where a witness of `owner` among `names` may be once `owner` meets `other` (the merge's
-    /// patterns are `x`'s when both have some, else whichever side's).
+    /// Where a witness of `owner` among `names` may be once `owner` meets `other` (`side`:
+    /// where `owner`'s undeclared names are in the merge).
     fn witness_places(
         &mut self,
         owner: &ObjectShape,
         other: &ObjectShape,
-        owner_is_x: bool,
+        side: &SideNames,
         names: Names,
         w: &Shape,
-        pointer: &str,
     ) -> Result<Vec<WitnessAt>, CompileError> {
         let declared = property_index(owner);
         let mut places = Vec::new();
@@ -542,36 +630,19 @@ impl Compiler<'_> {
             let among = match names {
                 Names::Unmatched => {
                     let mut none = true;
-                    for (c, _) in &owner.patterns {
-                        none = none && !matches(c, k)?;
+                    for (p, _) in &owner.patterns {
+                        none = none && !p.matches(k)?;
                     }
                     none
                 }
-                Names::Matching(i) => matches(&owner.patterns[i].0, k)?,
+                Names::Matching(i) => owner.patterns[i].0.matches(k)?,
             };
             if among {
                 places.push(WitnessAt::Declared(Place::Property(k.clone()), w.clone()));
             }
         }
-        match (owner.patterns.is_empty(), other.patterns.is_empty()) {
-            // The merge keeps the owner's patterns (or has none).
-            (_, true) => places.push(WitnessAt::Undeclared(names, w.clone())),
-            (false, false) if owner_is_x => places.push(WitnessAt::Undeclared(names, w.clone())),
-            // The other side's patterns become the merge's: the names may match them.
-            (true, false) => {
-                places.push(WitnessAt::Undeclared(Names::Unmatched, w.clone()));
-                for i in 0..other.patterns.len() {
-                    places.push(WitnessAt::Undeclared(Names::Matching(i), w.clone()));
-                }
-            }
-            (false, false) => {
-                // Lenient: as if the names matched none of the other side's patterns.
-                self.unsupported(
-                    pointer,
-                    "a witness among the undeclared properties of an object whose `patternProperties` meet others",
-                )?;
-                places.push(WitnessAt::Undeclared(names, w.clone()));
-            }
+        for &merged in side.among(names) {
+            places.push(WitnessAt::Undeclared(merged, w.clone()));
         }
         Ok(places)
     }
@@ -579,12 +650,61 @@ impl Compiler<'_> {
     /// `patterns` with each shape narrowed to `within`.
     fn patterns_within(
         &mut self,
-        patterns: &[(RegexConstraint, Shape)],
+        patterns: &[(NamePattern, Shape)],
         within: &Shape,
-    ) -> Result<Vec<(RegexConstraint, Shape)>, CompileError> {
+    ) -> Result<Vec<(NamePattern, Shape)>, CompileError> {
         patterns
             .iter()
-            .map(|(c, s)| Ok((c.clone(), self.intersect(s, within, &c.pointer)?)))
+            .map(|(p, s)| Ok((p.clone(), self.intersect(s, within, p.pointer())?)))
             .collect()
+    }
+}
+
+/// The undeclared properties of an intersection of objects (see
+/// [`Compiler::merge_patterns`]).
+struct MergedPatterns {
+    patterns: Vec<(NamePattern, Shape)>,
+    additional: Shape,
+    /// Where each side's undeclared names are among the merge's (`x`'s, then `y`'s).
+    sides: [SideNames; 2],
+}
+
+/// Where the undeclared names of one side of an intersection of objects are among the
+/// merge's (see [`Compiler::merge_patterns`]): the merge's name sets that together are them.
+struct SideNames {
+    /// For each of the side's patterns, the names matching it.
+    patterns: Vec<Vec<Names>>,
+    /// The names matching none of the side's patterns (none listed where no witness of the
+    /// side is among them: the merge then has no pattern of its own for them).
+    unmatched: Vec<Names>,
+}
+
+impl SideNames {
+    /// The side's patterns are the merge's (`n` of them), in order.
+    fn kept(n: usize) -> SideNames {
+        SideNames {
+            patterns: (0..n).map(|i| vec![Names::Matching(i)]).collect(),
+            unmatched: vec![Names::Unmatched],
+        }
+    }
+
+    /// A side without patterns, or whose `own` patterns the merge dropped, meeting one whose
+    /// `merged` patterns are the merge's: its undeclared names are any of the merge's.
+    fn dropped(own: usize, merged: usize) -> SideNames {
+        let any: Vec<Names> = std::iter::once(Names::Unmatched)
+            .chain((0..merged).map(Names::Matching))
+            .collect();
+        SideNames {
+            patterns: (0..own).map(|_| any.clone()).collect(),
+            unmatched: any,
+        }
+    }
+
+    /// The merge's name sets whose union is the side's `names`.
+    fn among(&self, names: Names) -> &[Names] {
+        match names {
+            Names::Matching(i) => &self.patterns[i],
+            Names::Unmatched => &self.unmatched,
+        }
     }
 }

@@ -10,7 +10,9 @@ use super::formats;
 use super::multiples::{step_too_large, Step};
 use super::numbers::{Bound, Decimal};
 use super::schema::{error, pointer_escape, Compiler, Draft, MAX_KEY_PATTERNS};
-use super::shape::{ArrayShape, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape};
+use super::shape::{
+    ArrayShape, NamePattern, NumberShape, ObjectShape, RegexConstraint, Shape, StringShape,
+};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
 
@@ -355,7 +357,7 @@ impl Compiler<'_> {
         pointer: &str,
         properties: &mut [(String, Shape)],
         additional: &mut Shape,
-    ) -> Result<Vec<(RegexConstraint, Shape)>, CompileError> {
+    ) -> Result<Vec<(NamePattern, Shape)>, CompileError> {
         let here = format!("{pointer}/patternProperties");
         self.within(
             LimitKind::Alternatives,
@@ -364,7 +366,7 @@ impl Compiler<'_> {
             "patternProperties",
         )?;
         let mut every_name: Option<Shape> = None;
-        let mut out: Vec<(RegexConstraint, Shape)> = Vec::new();
+        let mut out: Vec<(NamePattern, Shape)> = Vec::new();
         for (source, sub) in patterns {
             let at = format!("{here}/{}", pointer_escape(source));
             let value = self.build(sub, &at)?;
@@ -396,12 +398,12 @@ impl Compiler<'_> {
                 });
             } else if !matches!(value, Shape::Any) || !matches!(additional, Shape::Any) {
                 // With any value and any additional property, the pattern changes nothing.
-                out.push((constraint, value));
+                out.push((NamePattern::Regex(constraint), value));
             }
         }
         if let Some(every) = every_name {
-            for (c, s) in out.iter_mut() {
-                *s = self.intersect(s, &every, &c.pointer)?;
+            for (p, s) in out.iter_mut() {
+                *s = self.intersect(s, &every, p.pointer())?;
             }
             *additional = every;
         }

@@ -151,8 +151,8 @@ impl Compiler<'_> {
                             continue;
                         }
                         let mut matching = Vec::with_capacity(o.patterns.len());
-                        for (c, _) in &o.patterns {
-                            matching.push(matches(c, k)?);
+                        for (p, _) in &o.patterns {
+                            matching.push(p.matches(k)?);
                         }
                         for (seen, (names, w)) in witnessed.iter_mut().zip(&o.witnesses) {
                             let among = match names {

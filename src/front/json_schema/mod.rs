@@ -9,7 +9,8 @@
 //!
 //! Supported: `type` (and lists of types), `enum`, `const`, `properties`, `required`,
 //! `additionalProperties`, `patternProperties` (up to four patterns besides those matching
-//! every name), `minProperties`/`maxProperties`, `items`, `prefixItems`,
+//! every name; objects with patterns on both sides of an intersection take both sides', up
+//! to sixteen kinds of undeclared names), `minProperties`/`maxProperties`, `items`, `prefixItems`,
 //! `additionalItems` (draft 4–2019 tuples), `minItems`/`maxItems`, `minLength`/`maxLength`,
 //! `pattern`, `format` (date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri,
 //! uri-reference, json-pointer, relative-json-pointer), `minimum`/`maximum`/
@@ -45,8 +46,9 @@
 //!   `dependentRequired` and `dependentSchemas`).
 //! - **`$ref` with siblings** is an intersection (2019-09 and later semantics).
 //!
-//! Unsupported (typed error): complements out of reach (of `propertyNames`, of
-//! `patternProperties` meeting others, past the branch budget), `minContains` over 1 and
+//! Unsupported (typed error): complements out of reach (of `propertyNames`, past the branch
+//! budget), objects meeting whose patterns tell apart more than sixteen kinds of undeclared
+//! names, `minContains` over 1 and
 //! `maxContains`, `uniqueItems: true`, `unevaluated*`, `$dynamicRef`, references to other documents, and
 //! patterns with assertions other than `^`/`$` where they must be intersected.
 //!

@@ -600,8 +600,13 @@ fn exactly_one_present(sets: &[Vec<String>], pointer: &str) -> Option<Shape> {
 }
 
 /// Most patterns of one object's `patternProperties` (besides those matching every name): the
-/// lowering writes a key automaton for each set of them a name may match, `2^n` sets.
+/// lowering writes a key automaton for each set of them a name may match, up to `2^n` sets.
 pub(crate) const MAX_KEY_PATTERNS: usize = 4;
+
+/// Most sets of patterns the undeclared names of one object may match (each a key automaton
+/// and a member in the grammar): as many as [`MAX_KEY_PATTERNS`] patterns can make, also for
+/// the objects intersections make, whose patterns are both sides' (see `merge_objects`).
+pub(crate) const MAX_KEY_CLASSES: usize = 1 << MAX_KEY_PATTERNS;
 
 /// Most branches "exactly one of these sets present" may expand to.
 const MAX_ONE_OF_COMBINATIONS: usize = 256;

@@ -10,6 +10,8 @@ use serde_json::Value;
 use super::ecma::Regex;
 use super::multiples::Step;
 use super::numbers::Bound;
+use crate::error::{CompileError, Location};
+use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::guarded;
 
 /// Index of a `$ref` target (or of the intersection of two) in the compiler's table.
@@ -72,6 +74,95 @@ impl RegexConstraint {
     }
 }
 
+/// The names one entry of an object's `patternProperties` applies to.
+#[derive(Clone)]
+pub(crate) enum NamePattern {
+    /// The names a regex matches (searched for, as `patternProperties` keys are).
+    Regex(RegexConstraint),
+    /// The names none of these match: where an intersection of two objects with patterns
+    /// gives one side's `additionalProperties` (see `Compiler::merge_objects`). Nested as
+    /// deep as such intersections are, each level one more pattern of the object, so within
+    /// [`MAX_NAME_PATTERNS`].
+    NoneOf {
+        parts: Arc<[NamePattern]>,
+        /// The object whose `additionalProperties` this is, for errors.
+        pointer: Arc<str>,
+    },
+}
+
+/// Most patterns of one object, those intersections of objects make included (each side's,
+/// and the names matching none of a side's, see [`NamePattern::NoneOf`]).
+pub(crate) const MAX_NAME_PATTERNS: usize = 16;
+
+impl NamePattern {
+    /// Where the pattern is, for errors.
+    pub fn pointer(&self) -> &str {
+        match self {
+            NamePattern::Regex(c) => &c.pointer,
+            NamePattern::NoneOf { pointer, .. } => pointer,
+        }
+    }
+
+    /// Do both stand for the same names, as written (regexes by their source)?
+    /// Recursion: as deep as `NoneOf`s nest, each level guarded.
+    pub fn same_names(&self, other: &NamePattern) -> bool {
+        guarded(|| match (self, other) {
+            (NamePattern::Regex(a), NamePattern::Regex(b)) => a.identity() == b.identity(),
+            (NamePattern::NoneOf { parts: a, .. }, NamePattern::NoneOf { parts: b, .. }) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same_names(y))
+            }
+            _ => false,
+        })
+    }
+
+    /// Does the name match? (Exact: see [`matches`](super::intersect::matches).)
+    /// Recursion: as deep as `NoneOf`s nest, each level guarded.
+    pub fn matches(&self, name: &str) -> Result<bool, CompileError> {
+        guarded(|| match self {
+            NamePattern::Regex(c) => super::intersect::matches(c, name),
+            NamePattern::NoneOf { parts, .. } => {
+                for p in parts.iter() {
+                    if p.matches(name)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+        })
+    }
+
+    /// The names as an automaton (errors placed at the pattern). Recursion: as deep as
+    /// `NoneOf`s nest, each level guarded.
+    pub fn automaton(&self, budget: &Budget) -> Result<CharDfa, CompileError> {
+        guarded(|| match self {
+            NamePattern::Regex(c) => c
+                .regex
+                .automaton(budget)
+                .map_err(|e| e.or_at(Location::JsonPointer(c.pointer.clone()))),
+            NamePattern::NoneOf { parts, .. } => {
+                // Every name, then those outside each part.
+                let mut none = CharDfa::strings(&[], budget)?.complement(budget.deadline)?;
+                for p in parts.iter() {
+                    let outside = p.automaton(budget)?.complement(budget.deadline)?;
+                    none = none.intersect(&outside, budget)?;
+                }
+                Ok(none)
+            }
+        })
+    }
+
+    /// Recursion: as deep as `NoneOf`s nest, each level guarded.
+    fn hash_into(&self, h: &mut std::hash::DefaultHasher) {
+        guarded(|| match self {
+            NamePattern::Regex(c) => c.identity().hash(h),
+            NamePattern::NoneOf { parts, .. } => {
+                ("none of", parts.len()).hash(h);
+                parts.iter().for_each(|p| p.hash_into(h));
+            }
+        })
+    }
+}
+
 #[derive(Clone, Default)]
 pub(crate) struct StringShape {
     pub min: u64,
@@ -106,7 +197,7 @@ pub(crate) struct ObjectShape {
     pub properties: Vec<(String, Shape)>,
     /// `patternProperties` (none matching every name): an undeclared name takes the shapes of
     /// the patterns it matches, all of them; declared names already carry them.
-    pub patterns: Vec<(RegexConstraint, Shape)>,
+    pub patterns: Vec<(NamePattern, Shape)>,
     pub required: Vec<String>,
     /// Values of properties neither declared nor matching a pattern.
     pub additional: Box<Shape>,
@@ -517,8 +608,8 @@ impl ObjectShape {
     }
 
     fn hash_undeclared(&self, h: &mut std::hash::DefaultHasher) {
-        for (c, s) in &self.patterns {
-            c.identity().hash(h);
+        for (p, s) in &self.patterns {
+            p.hash_into(h);
             s.hash_into(h);
         }
         self.additional.hash_into(h);

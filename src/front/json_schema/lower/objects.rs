@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::super::intersect::property_index;
-use super::super::schema::{error, over, MAX_KEY_PATTERNS};
-use super::super::shape::{Names, ObjectShape, RegexConstraint, Shape};
+use super::super::schema::{error, over, MAX_KEY_CLASSES};
+use super::super::shape::{Names, ObjectShape, Shape, MAX_NAME_PATTERNS};
 use super::super::strings::{any_text, text_not_in};
 use super::super::PropertyOrder;
 use super::{clamp, SchemaLowering};
@@ -25,44 +25,46 @@ const MEMBERS_PER_RULE: usize = 8;
 
 /// The undeclared names of `o` (among `names`, those `propertyNames` admits, if given) split
 /// by the set of patterns they match (bit `i`: pattern `i`), each nonempty set with the
-/// automaton of its names.
+/// automaton of its names, in the order of the sets. The names are split one pattern at a
+/// time and empty parts dropped, so the work follows the classes that exist, not `2^n`; past
+/// [`MAX_KEY_CLASSES`] of them, `Unsupported`.
 fn key_classes(
     o: &ObjectShape,
     declared: &[&str],
     names: Option<&CharDfa>,
     budget: &Budget,
 ) -> Result<Vec<(usize, CharDfa)>, CompileError> {
-    debug_assert!(o.patterns.len() <= MAX_KEY_PATTERNS);
-    fn at(c: &RegexConstraint) -> impl Fn(CompileError) -> CompileError + '_ {
-        move |e| e.or_at(Location::JsonPointer(c.pointer.clone()))
-    }
-    let automata = o
-        .patterns
-        .iter()
-        .map(|(c, _)| c.regex.automaton(budget).map_err(at(c)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let complements = automata
-        .iter()
-        .map(|a| a.complement(budget.deadline))
-        .collect::<Result<Vec<_>, _>>()?;
+    debug_assert!(o.patterns.len() <= MAX_NAME_PATTERNS);
     let mut undeclared = CharDfa::strings(declared, budget)?.complement(budget.deadline)?;
     if let Some(names) = names {
         undeclared = undeclared.intersect(names, budget)?;
     }
-    let mut classes = Vec::new();
-    for set in 0..1usize << automata.len() {
-        let mut keys = undeclared.clone();
-        for (i, (c, _)) in o.patterns.iter().enumerate() {
-            let dfa = match set >> i & 1 == 1 {
-                true => &automata[i],
-                false => &complements[i],
-            };
-            keys = keys.intersect(dfa, budget).map_err(at(c))?;
+    let mut classes = vec![(0usize, undeclared)];
+    for (i, (p, _)) in o.patterns.iter().enumerate() {
+        let at = |e: CompileError| e.or_at(Location::JsonPointer(p.pointer().to_string()));
+        let inside = p.automaton(budget)?;
+        let outside = inside.complement(budget.deadline)?;
+        let mut split = Vec::with_capacity(classes.len() * 2);
+        for (set, keys) in classes {
+            for (dfa, bit) in [(&inside, 1 << i), (&outside, 0)] {
+                let part = keys.intersect(dfa, budget).map_err(at)?;
+                if !part.is_empty() {
+                    split.push((set | bit, part));
+                }
+            }
         }
-        if !keys.is_empty() {
-            classes.push((set, keys));
+        if split.len() > MAX_KEY_CLASSES {
+            return Err(error(
+                CompileErrorKind::Unsupported,
+                &o.pointer,
+                format!(
+                    "undeclared property names of more than {MAX_KEY_CLASSES} kinds (by the `patternProperties` they match)"
+                ),
+            ));
         }
+        classes = split;
     }
+    classes.sort_unstable_by_key(|(set, _)| *set);
     Ok(classes)
 }
 
@@ -81,8 +83,8 @@ impl SchemaLowering<'_, '_, '_> {
                 .filter(|r| !index.contains_key(r.as_str()))
             {
                 let mut matched = false;
-                for (c, _) in &o.patterns {
-                    matched |= super::super::intersect::matches(c, r)?;
+                for (p, _) in &o.patterns {
+                    matched |= p.matches(r)?;
                 }
                 if !matched {
                     names.push((r.clone(), Shape::Any));
@@ -290,11 +292,16 @@ impl SchemaLowering<'_, '_, '_> {
             .map_err(|e| CompileError::over_limit(e, Location::None, "members with witnesses"))?;
         self.rule_groups += 1;
         let id = self.rule_groups;
-        let mut rules = HashMap::new();
+        // Defined in the order made: the order of definitions decides the expression ids of
+        // the bodies, so it must not be a hash map's (seeded per map instance).
+        let mut rules = Vec::new();
+        let mut rule_of = HashMap::new();
         for seen in (0..=all).filter(|s| s & !all == 0) {
             for c in 0..=cap {
                 let name = format!("{}witnessed {id} {seen:b} {c}", self.prefix);
-                rules.insert((seen, c), self.g.rule(&name));
+                let rule = self.g.rule(&name);
+                rules.push(((seen, c), rule));
+                rule_of.insert((seen, c), rule);
             }
         }
         let members: Vec<(ExprId, u32)> = plain
@@ -311,7 +318,7 @@ impl SchemaLowering<'_, '_, '_> {
             if hi.is_none_or(|h| c < h) {
                 let next_c = (c + 1).min(cap);
                 for &(m, marks) in &members {
-                    let next = lw.g.rule_ref(rules[&(seen | marks, next_c)]);
+                    let next = lw.g.rule_ref(rule_of[&(seen | marks, next_c)]);
                     branches.push(match lead {
                         true => lw.g.seq([comma, m, next]),
                         false => lw.g.seq([m, next]),
@@ -320,13 +327,13 @@ impl SchemaLowering<'_, '_, '_> {
             }
             lw.g.alt(branches)
         };
-        for (&(seen, c), &rule) in &rules {
+        for &((seen, c), rule) in &rules {
             let body = choices(self, seen, c, true);
             self.g.define(rule, body)?;
         }
         self.check_size()?;
         let first = choices(self, 0, 0, false);
-        Ok((self.g.rule_ref(rules[&(0, 0)]), first))
+        Ok((self.g.rule_ref(rule_of[&(0, 0)]), first))
     }
 
     /// `"content": value`.
