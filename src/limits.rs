@@ -339,6 +339,12 @@ impl Deadline {
         }
     }
 
+    /// Units of work ticked so far (wrapping): tests count the work a compilation does.
+    #[cfg(test)]
+    pub(crate) fn ticks(&self) -> u32 {
+        self.ticks.get()
+    }
+
     fn exceeded(&self) -> LimitExceeded {
         let millis = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
         LimitExceeded {

@@ -1541,3 +1541,66 @@ fn long_objects_compile_in_linear_size() {
         r#"{"property_040":true}"#,
     ]);
 }
+
+/// `allOf` of `n` conditionals that pick a variant by a tag (`if` a `const`, `then` the
+/// variant's properties), as config schemas write discriminated unions.
+fn tagged_variants(n: usize) -> Value {
+    let variants: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({
+                "if": {"properties": {"kind": {"const": format!("k{i}")}}, "required": ["kind"]},
+                "then": {"properties": {"settings": {"type": "object", "properties": {format!("s{i}"): {"type": "integer"}}, "additionalProperties": false}}}
+            })
+        })
+        .collect();
+    json!({"type": "object", "properties": {"kind": {"type": "string"}, "settings": {}}, "allOf": variants})
+}
+
+#[test]
+fn discriminated_unions_compile_in_linear_size() {
+    // Three times the variants, about three times the grammar. Read as `not if or then`, the
+    // conditionals' branches overlapped and the `allOf` multiplied out to an object per
+    // subset of the variants (2^n: v4-config's ten tags were 1,024 objects, 0.9 s to
+    // compile).
+    let small = ir_size(&grammar_of(tagged_variants(4)));
+    let large = ir_size(&grammar_of(tagged_variants(12)));
+    assert!(large < 4 * small, "IR {small} -> {large}");
+    let l = schema_lang(tagged_variants(12));
+    l.yes(&[
+        "{}",
+        r#"{"kind":"k3","settings":{"s3":1}}"#,
+        r#"{"kind":"other","settings":{"s3":"x","s4":[]}}"#,
+        r#"{"settings":{"s11":"anything"}}"#,
+    ]);
+    l.no(&[
+        r#"{"kind":"k3","settings":{"s4":1}}"#,
+        r#"{"kind":"k11","settings":{"s11":"x"}}"#,
+        r#"{"kind":"k0","settings":[]}"#,
+    ]);
+}
+
+/// A `then` of more branches than a complement's product may have keeps the overlapping
+/// form `not if or then` (the same language, no product).
+#[test]
+fn conditionals_past_the_branch_budget_keep_their_overlapping_form() {
+    let one_of = |key: &str| -> Value {
+        let branches: Vec<Value> = (0..33)
+            .map(|i| json!({"properties": {key: {"const": i}}, "required": [key]}))
+            .collect();
+        json!({"anyOf": branches})
+    };
+    // 33 x 33 objects: past the budget of 1,024 once `if` meets them.
+    let schema = json!({
+        "if": {"required": ["t"]},
+        "then": {"allOf": [one_of("a"), one_of("b")]},
+    });
+    let l = schema_lang(schema);
+    l.yes(&[
+        "{}",
+        "1",
+        r#"{"a":"free"}"#,
+        r#"{"a":32,"b":7,"t":0}"#,
+        r#"{"a":1,"b":2,"t":null}"#,
+    ]);
+    l.no(&[r#"{"t":0}"#, r#"{"a":33,"b":1,"t":0}"#, r#"{"a":1,"t":0}"#]);
+}

@@ -459,6 +459,18 @@ fn if_then_else() {
         json!({"if": {"required": ["a"]}, "then": {"properties": {"b": false}}, "else": {"required": ["b"]}}),
         json!({"type": "object", "if": {"properties": {"a": {"type": "string"}}, "required": ["a"]}, "then": {"additionalProperties": false, "properties": {"a": {}, "b": {}}}}),
         json!({"if": {"properties": {"a": {"enum": [1, "x"]}}}, "then": {"if": {"required": ["b"]}, "then": {"required": ["c"]}}, "else": {"type": "object", "maxProperties": 1}}),
+        // Chains of `then`s: tags that exclude each other (`required`), one that does not
+        // (absent `a` passes its `if`), variants that are unions.
+        json!({"allOf": [
+            {"if": {"properties": {"a": {"const": 1}}, "required": ["a"]}, "then": {"properties": {"b": {"type": "null"}}}},
+            {"if": {"properties": {"a": {"const": "x"}}, "required": ["a"]}, "then": {"required": ["b"]}},
+            {"if": {"properties": {"a": {"const": null}}}, "then": {"properties": {"c": false}}},
+            {"if": {"properties": {"a": {"const": true}}, "required": ["a"]}, "then": {"anyOf": [{"required": ["c"]}, {"properties": {"b": {"type": "array"}}}]}},
+        ]}),
+        json!({"type": "object", "allOf": [
+            {"if": {"properties": {"b": {"const": 1}}}, "then": {"anyOf": [{"required": ["a"]}, {"required": ["c"]}]}},
+            {"if": {"properties": {"b": {"const": "x"}}}, "then": {"anyOf": [{"required": ["a"]}, {"properties": {"c": {"type": "string"}}}]}},
+        ]}),
     ]);
     // Without `then` and `else`, `if` constrains nothing.
     let l = Lang::new(&compiled(

@@ -59,6 +59,9 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     /// and each copy of an automaton was its own set of rules, so its own units, compiled
     /// and walked again by the backend.
     contents: HashMap<ContentKey, ExprId>,
+    /// The keys of undeclared properties for each set of declared names (sorted), built once
+    /// (see [`keys_not_in`](Self::keys_not_in)).
+    undeclared_keys: HashMap<Vec<String>, ExprId>,
 }
 
 impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
@@ -88,6 +91,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             rule_groups: 0,
             numbers: HashMap::new(),
             contents: HashMap::new(),
+            undeclared_keys: HashMap::new(),
         }
     }
 
