@@ -168,6 +168,18 @@ fn cases() -> Vec<(Value, Vec<Value>)> {
             ],
         ),
         (
+            json!({"type": "object", "oneOf": [
+                {"patternProperties": {"^[ab]": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+                {"patternProperties": {"[bc]$": {"minimum": 2}, "^a": {"type": "number"}}, "additionalProperties": false}]}),
+            vec![
+                json!({"ab": 1}),
+                json!({"ab": 3}),
+                json!({"x": "s"}),
+                json!({"ac": 2.5}),
+                json!({"bc": 5, "x": "s"}),
+            ],
+        ),
+        (
             json!({"oneOf": [{"type": "integer", "multipleOf": 3}, {"type": "integer", "multipleOf": 5}, {"not": {"type": ["integer", "object"]}}]}),
             vec![json!(3), json!(5), json!(15), json!("s"), json!({})],
         ),
