@@ -1542,6 +1542,48 @@ fn long_objects_compile_in_linear_size() {
     ]);
 }
 
+/// An object of `n` optional properties, each an object of ten integers.
+fn heavy_members(n: usize) -> Value {
+    let member = |i: usize| {
+        let fields: serde_json::Map<String, Value> = (0..10)
+            .map(|j| (format!("field_{j}_{i}"), json!({"type": "integer"})))
+            .collect();
+        json!({"type": "object", "properties": fields, "additionalProperties": false})
+    };
+    let properties: serde_json::Map<String, Value> = (0..n)
+        .map(|i| (format!("member_{i:02}"), member(i)))
+        .collect();
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
+}
+
+#[test]
+fn objects_of_large_members_compile_in_linear_states() {
+    let cfg = formwork::cfg::CfgCompiler::new(tokenizers::qwen3(), formwork::cfg::CfgConfig::new());
+    let states = |n: usize| {
+        cfg.compile(&grammar_of(heavy_members(n)))
+            .unwrap()
+            .num_states()
+    };
+    let (states_8, states_32) = (states(8), states(32));
+    // Four times the members, about four times the states. Each "first member written"
+    // branch (member k, then every optional member after it) was a unit of its own that
+    // inlined all the later members: 7,922 -> 125,149 states.
+    assert!(states_32 < 6 * states_8, "states {states_8} -> {states_32}");
+    let l = schema_lang(heavy_members(32));
+    l.yes(&[
+        "{}",
+        r#"{"member_00":{}}"#,
+        r#"{"member_03":{"field_0_3":1},"member_17":{"field_9_17":-2},"member_31":{}}"#,
+        r#"{"member_30":{"field_1_30":0,"field_2_30":5}}"#,
+    ]);
+    l.no(&[
+        r#"{"member_17":{},"member_03":{}}"#,
+        r#"{"member_03":{"field_0_4":1}}"#,
+        r#"{"member_31":{},}"#,
+        r#"{,"member_00":{}}"#,
+    ]);
+}
+
 /// `allOf` of `n` conditionals that pick a variant by a tag (`if` a `const`, `then` the
 /// variant's properties), as config schemas write discriminated unions.
 fn tagged_variants(n: usize) -> Value {

@@ -1,14 +1,15 @@
 //! The compiled form of a grammar: a flat *program* of small automata.
 //!
 //! Every IR rule that needs its own stack frame (recursive rules, big rules, big shared
-//! sub-expressions, rules referred to from several places) becomes a *unit*: an automaton whose
-//! edges read a byte class, read a special token, or *call* another unit. Everything else is
-//! inlined into its caller's automaton, so a JSON string or number is a handful of states
-//! inside its caller instead of a chain of Earley items; rules that recurse only in tail
-//! position (free text around tool calls) are loops inside it, not calls. Fragments are built
-//! once per continuation, so branches that end alike share their ending. Unit automata are
-//! determinized where that stays small (and minimized on request), so an Earley row inside a
-//! terminal-heavy region holds a single item and a byte costs one table lookup.
+//! sub-expressions, rules referred to from several places, the chunks of long sequences)
+//! becomes a *unit*: an automaton whose edges read a byte class, read a special token, or
+//! *call* another unit. Everything else is inlined into its caller's automaton, so a JSON
+//! string or number is a handful of states inside its caller instead of a chain of Earley
+//! items; rules that recurse only in tail position (free text around tool calls) are loops
+//! inside it, not calls. Fragments are built once per continuation, so branches that end
+//! alike share their ending. Unit automata are determinized where that stays small (and
+//! minimized on request), so an Earley row inside a terminal-heavy region holds a single item
+//! and a byte costs one table lookup.
 //!
 //! Counted repeats (`x{0,100000}`, `x{500,}`) are not unrolled: they become a *counted unit*, a
 //! single state whose Earley items carry a repetition counter (XGrammar 2's repetition

@@ -8,10 +8,15 @@ use crate::base::collections::FastSet;
 use crate::cfg::program::{refine, UNBOUNDED};
 
 impl CfgLowering<'_> {
-    pub(super) fn build_fsm(&mut self, root: ExprId) -> Result<Fsm, CompileError> {
+    /// The automaton of the sequence `parts` (one expression, or a suffix unit's parts).
+    pub(super) fn build_fsm(&mut self, parts: &[ExprId]) -> Result<Fsm, CompileError> {
         let mut nfa = Nfa::default();
         let accept = nfa.state();
-        let start = self.fragment(&mut nfa, root, 0, accept)?;
+        let start = match parts {
+            [root] => self.fragment(&mut nfa, *root, 0, accept)?,
+            _ => self.sequence(&mut nfa, parts, 0, accept)?,
+        };
+        nfa.in_place = true;
         while let Some((rule, next, entry)) = nfa.pending.pop() {
             self.tick()?;
             let body = self.fragment(&mut nfa, self.g.rule(rule).body, 1, next)?;
@@ -81,6 +86,72 @@ impl CfgLowering<'_> {
             ));
         }
         Ok(fsm)
+    }
+
+    /// The parts `xs` one after another, leading to `next`. A long sequence (more than
+    /// `SPLIT_EXPR_MAX`) is cut into chunks, each from a boundary on a unit of its own that
+    /// the chunk before calls: the boundaries fall where the cost counted from the end passes
+    /// a multiple of `SPLIT_EXPR_MAX`, so sequences that end alike cut their common end alike
+    /// and share its units. An object's "first member written" branches are such sequences
+    /// (member k, then the optional members after it): each branch over the budget was a unit
+    /// inlining every later member, quadratic in the members (detekt: 226k states).
+    fn sequence(
+        &mut self,
+        nfa: &mut Nfa,
+        xs: &[ExprId],
+        depth: usize,
+        next: u32,
+    ) -> Result<u32, CompileError> {
+        let boundary = match nfa.in_place {
+            true => None,
+            false => self.chunk_boundary(xs),
+        };
+        let (inline, next) = match boundary {
+            Some(cut) => {
+                let id = self.suffix(&xs[cut..]);
+                let u = self.unit(UnitKey::Suffix(id));
+                let a = nfa.state();
+                nfa.edge(a, Label::Call(u), next);
+                (&xs[..cut], a)
+            }
+            None => (xs, next),
+        };
+        let mut cur = next;
+        for &x in inline.iter().rev() {
+            cur = self.fragment(nfa, x, depth + 1, cur)?;
+        }
+        Ok(cur)
+    }
+
+    /// The first chunk boundary of `xs` after its first part, if it is long enough to cut.
+    fn chunk_boundary(&self, xs: &[ExprId]) -> Option<usize> {
+        let total = xs
+            .iter()
+            .fold(0u32, |a, &x| a.saturating_add(self.use_cost(x)));
+        if total <= SPLIT_EXPR_MAX {
+            return None;
+        }
+        let mut from_end = 0u32;
+        let mut first = None;
+        for j in (1..xs.len()).rev() {
+            let before = from_end;
+            from_end = from_end.saturating_add(self.use_cost(xs[j]));
+            if from_end / SPLIT_EXPR_MAX != before / SPLIT_EXPR_MAX {
+                first = Some(j);
+            }
+        }
+        first
+    }
+
+    /// The number of the suffix `parts`, new or found.
+    fn suffix(&mut self, parts: &[ExprId]) -> u32 {
+        if let Some(&id) = self.suffix_ids.get(parts) {
+            return id;
+        }
+        let id = self.suffixes.len() as u32;
+        self.suffixes.push(parts.into());
+        self.suffix_ids.insert(parts.into(), id);
+        id
     }
 
     /// Thompson construction of `e` inside the current unit, built backwards: reading `e` from
@@ -166,13 +237,7 @@ impl CfgLowering<'_> {
                 nfa.edge(s, Label::Special(sid), next);
                 s
             }
-            Expr::Seq(xs) => {
-                let mut cur = next;
-                for &x in xs.iter().rev() {
-                    cur = self.fragment(nfa, x, depth + 1, cur)?;
-                }
-                cur
-            }
+            Expr::Seq(xs) => self.sequence(nfa, xs, depth, next)?,
             Expr::Alt(xs) => {
                 let s = nfa.state();
                 for &x in xs.iter() {

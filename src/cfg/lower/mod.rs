@@ -131,6 +131,8 @@ enum UnitKey {
     Rule(RuleId),
     Expr(ExprId),
     Counted { body: ExprId, min: u32, max: u32 },
+    /// The parts of a long sequence from a chunk boundary on (`CfgLowering::suffixes`).
+    Suffix(u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -150,6 +152,9 @@ struct Nfa {
     built: FastMap<(ExprId, u32), u32>,
     /// Right-linear rules entered but not built yet: `(rule, continuation, entry)`.
     pending: Vec<(RuleId, u32, u32)>,
+    /// Building those rules' bodies: a loop through one must stay in this automaton, so no
+    /// sequence on it is cut into chunks (see `CfgLowering::sequence`).
+    in_place: bool,
 }
 
 impl Default for Nfa {
@@ -161,6 +166,7 @@ impl Default for Nfa {
             byte_label: [u32::MAX; 256],
             built: FastMap::default(),
             pending: Vec::new(),
+            in_place: false,
         }
     }
 }
@@ -234,6 +240,9 @@ struct CfgLowering<'a> {
     cost: Vec<u32>,
     /// Every byte some class or literal inside the expression reads.
     width: Vec<ByteSet>,
+    /// The sequence suffixes that are units, and their numbers.
+    suffixes: Vec<Box<[ExprId]>>,
+    suffix_ids: FastMap<Box<[ExprId]>, u32>,
     inline_rule: Vec<bool>,
     /// How many expressions refer to each rule.
     rule_refs: Vec<u32>,
@@ -270,6 +279,8 @@ impl<'a> CfgLowering<'a> {
             jumps,
             cost: vec![0; g.exprs().len()],
             width: vec![ByteSet::EMPTY; g.exprs().len()],
+            suffixes: Vec::new(),
+            suffix_ids: FastMap::default(),
             inline_rule: vec![false; g.rules().len()],
             rule_refs: rule_refs(g),
             alphabet: Alphabet::new(g),
@@ -428,8 +439,12 @@ impl<'a> CfgLowering<'a> {
                 let body = self.unit(UnitKey::Expr(body));
                 UnitBody::Counted(Counted { body, min, max })
             }
-            UnitKey::Rule(r) => UnitBody::Fsm(self.build_fsm(self.g.rule(r).body)?),
-            UnitKey::Expr(e) => UnitBody::Fsm(self.build_fsm(e)?),
+            UnitKey::Rule(r) => UnitBody::Fsm(self.build_fsm(&[self.g.rule(r).body])?),
+            UnitKey::Expr(e) => UnitBody::Fsm(self.build_fsm(&[e])?),
+            UnitKey::Suffix(i) => {
+                let parts = self.suffixes[i as usize].clone();
+                UnitBody::Fsm(self.build_fsm(&parts)?)
+            }
         })
     }
 
