@@ -436,6 +436,32 @@ fn enum_of_90k_strings() {
     });
 }
 
+/// A `const` checked against a `pattern` of 300 alternatives under a star: the check runs
+/// the reference recognizer, whose every byte costs the whole alternation (45 ms a byte
+/// here), and read no deadline (over 15 minutes under a 5 s budget). Now the deadline stops
+/// it, at the pattern.
+#[test]
+fn const_against_a_large_pattern_stops_at_the_deadline() {
+    let alternatives: Vec<String> = (1..=300).map(|k| "a".repeat(k)).collect();
+    let schema = json!({
+        "type": "string",
+        "pattern": format!("^({})*$", alternatives.join("|")),
+        "const": "a".repeat(20_000)
+    });
+    let case = "const against a pattern of 300 alternatives";
+    on_small_stack(case, || {
+        let e = engine(short_budget())
+            .compile_json_schema(&schema, &JsonSchemaOptions::new())
+            .expect_err("past the compile budget");
+        assert_limit(case, &e, &[LimitKind::CompileTime]);
+        assert_eq!(
+            e.location(),
+            &formwork::Location::JsonPointer("/pattern".into()),
+            "{case}: {e}"
+        );
+    });
+}
+
 /// `allOf` of `k` unions of ten objects, each naming its own property: the intersection is
 /// a union of 10^k objects.
 fn product_of_unions(k: usize) -> Value {

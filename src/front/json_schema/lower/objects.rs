@@ -82,7 +82,7 @@ impl SchemaLowering<'_, '_, '_> {
             {
                 let mut matched = false;
                 for (c, _) in &o.patterns {
-                    matched |= super::super::intersect::matches(c, r)?;
+                    matched |= self.c.matches(c, r)?;
                 }
                 if !matched {
                     names.push((r.clone(), Shape::Any));
