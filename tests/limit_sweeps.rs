@@ -10,9 +10,10 @@
 //! invalid texts must not be: a limit may refuse, never loosen or narrow a constraint. The
 //! match-time limits (mask work, readings, history) are swept the same way over the walks.
 //!
-//! Values: every one from 0 to 32, then steps of a thirty-second, until the input compiles (or
-//! walks) within the limit at four values in a row. Everything runs on a 256 KiB stack, on
-//! the small synthetic vocabulary (thousands of compilations; its masks are exact as Qwen3's).
+//! Values: every one from 0 to 32, then steps of a thirty-second, until the input compiles
+//! (or walks) within the limit at four values in a row, then the largest value (a server's
+//! "unlimited"). Everything runs on a 256 KiB stack, on the small synthetic vocabulary
+//! (thousands of compilations; its masks are exact as Qwen3's).
 
 use std::time::{Duration, Instant};
 
@@ -130,7 +131,9 @@ fn limited(base: Limits, kind: LimitKind, value: u64) -> Limits {
 }
 
 /// Runs `at` on 0, 1, ..., 32, then in steps of a thirty-second, until it answers `true` (the
-/// input got through within the limit) four times in a row; returns how many values it ran.
+/// input got through within the limit) four times in a row, then on the largest value (what
+/// a server sets for "unlimited"), which must let it through too; returns how many values it
+/// ran.
 fn sweep(case: &str, kind: LimitKind, mut at: impl FnMut(u64) -> bool) -> usize {
     let (mut value, mut through, mut runs) = (0u64, 0, 0);
     while through < 4 {
@@ -145,7 +148,8 @@ fn sweep(case: &str, kind: LimitKind, mut at: impl FnMut(u64) -> bool) -> usize 
         };
         value += (value / 32).max(1);
     }
-    runs
+    assert!(at(u64::MAX), "{case}: {kind:?} at its largest value");
+    runs + 1
 }
 
 /// The tokens of `text` on `vocab`: special tokens by their content, the text between them
