@@ -25,6 +25,7 @@ use formwork::{
 };
 use formwork_testkit::drive::Checked;
 use formwork_testkit::stack::on_small_stack;
+use formwork_testkit::targets::with_limit;
 use formwork_testkit::{repo_path, vocab};
 use serde_json::{json, Value};
 
@@ -110,23 +111,6 @@ impl Case {
                 }
             }
         }
-    }
-}
-
-/// `base` with the limit `kind` at `value`.
-fn limited(base: Limits, kind: LimitKind, value: u64) -> Limits {
-    let n = value as usize;
-    match kind {
-        LimitKind::Nesting => base.nesting(n),
-        LimitKind::InputBytes => base.input_bytes(n),
-        LimitKind::GrammarSize => base.grammar_size(n),
-        LimitKind::AutomatonStates => base.automaton_states(n),
-        LimitKind::Alternatives => base.alternatives(n),
-        LimitKind::CompileTime => base.compile_time(Some(Duration::from_millis(value))),
-        LimitKind::MaskWork => base.mask_work(value),
-        LimitKind::History => base.history(n),
-        LimitKind::Readings => base.readings(n),
-        other => panic!("no sweep for {other:?}"),
     }
 }
 
@@ -265,7 +249,7 @@ fn sweep_compile_limits(case: &Case, backend: BackendChoice) {
         let started = Instant::now();
         let runs = sweep(&case.name, kind, |value| {
             let at = format!("{backend:?}, {kind:?} {value}");
-            let result = case.compile(backend, limited(base.clone(), kind, value));
+            let result = case.compile(backend, with_limit(base.clone(), kind, value));
             match compiled_or_refused(case, &at, kind, result) {
                 Some(c) => {
                     verdicts(case, &c, &at);
@@ -286,7 +270,7 @@ fn sweep_match_limits(case: &Case, backend: BackendChoice) {
         let started = Instant::now();
         let runs = sweep(&case.name, kind, |value| {
             let at = format!("{backend:?}, {kind:?} {value}");
-            let result = case.compile(backend, limited(base.clone(), kind, value));
+            let result = case.compile(backend, with_limit(base.clone(), kind, value));
             match compiled_or_refused(case, &at, kind, result) {
                 Some(c) => verdicts(case, &c, &at),
                 None => false,
