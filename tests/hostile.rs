@@ -365,6 +365,39 @@ fn template_chain_of_100k_rules() {
     template("template chain of 100k rules", &source, &["a"], &["", "aa"]);
 }
 
+/// A regex nested 200 deep in a template, and as a request's argument bound into grammar IR:
+/// refused under a nesting limit of 100, built under 300. Both used to be parsed under the
+/// default limit (128) whatever the engine's, so raising the limit did not let them through.
+#[test]
+fn template_regexes_are_nested_within_the_engine_limit() {
+    let deep = format!("{}a{}", "(".repeat(200), ")".repeat(200));
+    let case = "template regex nested 200 deep";
+    on_small_stack(case, || {
+        for (nesting, fits) in [(100, false), (300, true)] {
+            let limits = Limits::new().nesting(nesting);
+            let mut e = engine(limits.clone());
+            match e.register_template_source("deep.fw", &format!("t ::= /{deep}/\n")) {
+                Ok(()) => assert!(fits, "{case}: registered under nesting {nesting}"),
+                Err(err) => {
+                    assert!(!fits, "{case}: {err}");
+                    assert_limit(case, &err, &[LimitKind::Nesting]);
+                    assert_eq!(err.limit().map(|l| l.max), Some(nesting as u64));
+                }
+            }
+            let mut e = engine(limits);
+            e.register_template_source("arg.fw", "t(re: regex) ::= re\n")
+                .expect("a template with a regex parameter");
+            match e.request_grammar(&format!("t(re: /{deep}/)")) {
+                Ok(_) => assert!(fits, "{case}: bound under nesting {nesting}"),
+                Err(err) => {
+                    assert!(!fits, "{case}: {err}");
+                    assert_limit(case, &err, &[LimitKind::Nesting]);
+                }
+            }
+        }
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // Memory in a long-running server.
 
