@@ -515,7 +515,13 @@ pub fn under_a_small_limit(data: &[u8]) {
     show("limit", &format!("{kind:?} {value}"));
     match compile(&engine_under(backend, with_limit(limits(), kind, value))) {
         Ok(constraint) => {
-            Checked::new(vocab::small(), constraint.matcher(), symbols).run(&mut u, 64);
+            let history = match kind {
+                LimitKind::History => usize::try_from(value).unwrap_or(usize::MAX),
+                _ => usize::MAX,
+            };
+            Checked::new(vocab::small(), constraint.matcher(), symbols)
+                .with_history(history)
+                .run(&mut u, 64);
         }
         Err(e) => {
             let limit = e.limit().map(|l| l.kind);
