@@ -439,8 +439,8 @@ pub fn matcher(data: &[u8]) {
     Checked::new(vocab::small(), constraint.matcher(), symbols).run(&mut u, 512);
 }
 
-/// The limits [`under_a_small_limit`] sets small: all but the compile time, which would make a run depend
-/// on the machine's speed.
+/// The limits [`under_a_small_limit`] sets small: all but the compile time, which would make
+/// a run depend on the machine's speed.
 const SMALL_LIMITS: &[LimitKind] = &[
     LimitKind::Nesting,
     LimitKind::InputBytes,
