@@ -185,6 +185,12 @@ def main():
     d.mkdir(parents=True, exist_ok=True)
     for i in range(16):
         (d / f"seed-random-{i:02}").write_bytes(bytes(rng.randrange(1, 256) for _ in range(rng.randrange(16, 512))))
+    # The limits target reads its limit, backend and generated input from the bytes alone.
+    rng = random.Random(19)
+    d = CORPUS / "limits"
+    d.mkdir(parents=True, exist_ok=True)
+    for i in range(16):
+        (d / f"seed-random-{i:02}").write_bytes(bytes(rng.randrange(1, 256) for _ in range(rng.randrange(16, 512))))
 
 
 main()

@@ -109,3 +109,8 @@ fn every_target_is_replayed() {
         );
     }
 }
+
+#[test]
+fn limits_corpus() {
+    replay("limits");
+}

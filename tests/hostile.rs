@@ -365,6 +365,39 @@ fn template_chain_of_100k_rules() {
     template("template chain of 100k rules", &source, &["a"], &["", "aa"]);
 }
 
+/// A regex nested 200 deep in a template, and as a request's argument bound into grammar IR:
+/// refused under a nesting limit of 100, built under 300. Both used to be parsed under the
+/// default limit (128) whatever the engine's, so raising the limit did not let them through.
+#[test]
+fn template_regexes_are_nested_within_the_engine_limit() {
+    let deep = format!("{}a{}", "(".repeat(200), ")".repeat(200));
+    let case = "template regex nested 200 deep";
+    on_small_stack(case, || {
+        for (nesting, fits) in [(100, false), (300, true)] {
+            let limits = Limits::new().nesting(nesting);
+            let mut e = engine(limits.clone());
+            match e.register_template_source("deep.fw", &format!("t ::= /{deep}/\n")) {
+                Ok(()) => assert!(fits, "{case}: registered under nesting {nesting}"),
+                Err(err) => {
+                    assert!(!fits, "{case}: {err}");
+                    assert_limit(case, &err, &[LimitKind::Nesting]);
+                    assert_eq!(err.limit().map(|l| l.max), Some(nesting as u64));
+                }
+            }
+            let mut e = engine(limits);
+            e.register_template_source("arg.fw", "t(re: regex) ::= re\n")
+                .expect("a template with a regex parameter");
+            match e.request_grammar(&format!("t(re: /{deep}/)")) {
+                Ok(_) => assert!(fits, "{case}: bound under nesting {nesting}"),
+                Err(err) => {
+                    assert!(!fits, "{case}: {err}");
+                    assert_limit(case, &err, &[LimitKind::Nesting]);
+                }
+            }
+        }
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // Memory in a long-running server.
 
@@ -433,6 +466,32 @@ fn enum_of_90k_strings() {
         if let Some(c) = compiled_or_limited(case, result, &limits) {
             assert_verdicts(case, &c, &["\"value-89999\""], &["\"value-90000\""]);
         }
+    });
+}
+
+/// A `const` checked against a `pattern` of 300 alternatives under a star: the check runs
+/// the reference recognizer, whose every byte costs the whole alternation (45 ms a byte
+/// here), and read no deadline (over 15 minutes under a 5 s budget). Now the deadline stops
+/// it, at the pattern.
+#[test]
+fn const_against_a_large_pattern_stops_at_the_deadline() {
+    let alternatives: Vec<String> = (1..=300).map(|k| "a".repeat(k)).collect();
+    let schema = json!({
+        "type": "string",
+        "pattern": format!("^({})*$", alternatives.join("|")),
+        "const": "a".repeat(20_000)
+    });
+    let case = "const against a pattern of 300 alternatives";
+    on_small_stack(case, || {
+        let e = engine(short_budget())
+            .compile_json_schema(&schema, &JsonSchemaOptions::new())
+            .expect_err("past the compile budget");
+        assert_limit(case, &e, &[LimitKind::CompileTime]);
+        assert_eq!(
+            e.location(),
+            &formwork::Location::JsonPointer("/pattern".into()),
+            "{case}: {e}"
+        );
     });
 }
 

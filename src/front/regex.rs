@@ -29,6 +29,8 @@ use crate::limits::{LimitExceeded, LimitKind, Limits};
 /// let err = regex_to_ir(r"(a)\1", &mut g).unwrap_err();
 /// assert!(err.to_string().contains("backreference"));
 /// ```
+// The engine's own front ends always pass their limits; this form is for tests and benches.
+#[cfg(any(test, feature = "internals"))]
 pub fn regex_to_ir(pattern: &str, g: &mut GrammarBuilder) -> Result<ExprId, CompileError> {
     regex_to_ir_with(pattern, g, &Limits::new())
 }

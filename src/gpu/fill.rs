@@ -135,6 +135,11 @@ impl fmt::Debug for BatchFiller {
 
 impl BatchFiller {
     /// Starts the worker threads; they sleep between steps.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system refuses to start a thread: the count is the server's
+    /// configuration, started once, never a request's.
     pub fn new(config: FillConfig) -> BatchFiller {
         let shared = Arc::new(Shared {
             slot: Mutex::new(Slot {

@@ -126,7 +126,8 @@ impl fmt::Display for MatchError {
             } => {
                 write!(
                     f,
-                    "cannot roll back {requested} tokens, only {available} consumed"
+                    "cannot roll back {requested} tokens, only {available} (consumed and kept \
+                     in the history)"
                 )
             }
             MatchErrorKind::MaskSize { expected, got } => {

@@ -419,7 +419,7 @@ pub(crate) fn forced_units_to_tokens(
             .map(|&u| Unit::from_code(u))
             .map(|u| match u {
                 Unit::Byte(b) => b,
-                Unit::Special(_) => unreachable!(),
+                Unit::Special(_) => unreachable!("codes below SPECIAL_BASE are bytes"),
             })
             .collect();
         let mut tokens = text_tokens(vocab, &bytes);

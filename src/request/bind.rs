@@ -42,6 +42,7 @@ pub(super) fn instantiate_ir(
 ) -> Result<Grammar, CompileError> {
     let target = IrTarget {
         g: GrammarBuilder::with_limits(limits),
+        limits,
         factory,
         copied: HashMap::new(),
     };

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::CompileError;
-use crate::front::regex::regex_to_ir;
+use crate::front::regex::regex_to_ir_with;
 use crate::ir::{Expr, ExprId, GrammarBuilder};
+use crate::limits::Limits;
 use crate::ops::{Leaf, OpId, ProgramBuilder, Unit};
 use crate::template::{Fragment, StructureFactory};
 
@@ -127,6 +128,7 @@ impl Target for OpsTarget<'_> {
 /// Assembles grammar IR, copying the factory's fragment expressions.
 pub(super) struct IrTarget<'f> {
     pub(super) g: GrammarBuilder,
+    pub(super) limits: &'f Limits,
     pub(super) factory: &'f StructureFactory,
     pub(super) copied: HashMap<ExprId, ExprId>,
 }
@@ -217,7 +219,7 @@ impl Target for IrTarget<'_> {
     }
 
     fn regex(&mut self, pattern: &str) -> Result<ExprId, CompileError> {
-        regex_to_ir(pattern, &mut self.g)
+        regex_to_ir_with(pattern, &mut self.g, self.limits)
     }
 
     fn alt(&mut self, branches: &[ExprId]) -> ExprId {

@@ -20,7 +20,7 @@ use super::structure::{Param, ParamDefault, StructId, Structure};
 use super::tables::WriteTable;
 use crate::base::token::TokenId;
 use crate::error::{CompileError, CompileErrorKind, Location};
-use crate::front::regex::regex_to_ir;
+use crate::front::regex::regex_to_ir_with;
 use crate::ir::{Expr, ExprId, GrammarBuilder};
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 use crate::ops::{lower, LeafOp, LowerConfig, RegexCompiler, Unit};
@@ -63,6 +63,7 @@ struct Build<'a> {
     files: &'a Files,
     rules: &'a [RRule],
     vocab: &'a Vocab,
+    limits: &'a Limits,
     g: GrammarBuilder,
     /// Every argument substitution met, interned, so that a rule expanded twice with the same
     /// arguments is one key of `expansions`.
@@ -101,6 +102,7 @@ pub(super) fn build(
         files,
         rules: &rules,
         vocab,
+        limits,
         g: GrammarBuilder::with_limits(limits),
         substs: Vec::new(),
         subst_ids: HashMap::new(),
@@ -631,7 +633,7 @@ impl Build<'_> {
         what: &str,
         text: &str,
     ) -> Result<ExprId, CompileError> {
-        regex_to_ir(text, &mut self.g)
+        regex_to_ir_with(text, &mut self.g, self.limits)
             .map_err(|e| e.within(self.loc(owner, at), &format!("in {what} `{text}`")))
     }
 }

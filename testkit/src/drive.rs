@@ -4,8 +4,9 @@
 //! - whatever a mask allows, `consume` accepts (a limit acts on the mask, never only on
 //!   `consume`);
 //! - a token the mask refuses is rejected, and the rejection changes nothing;
-//! - `rollback(n)` restores the masks seen `n` tokens earlier, `reset` the first one, and a
-//!   clone (a fork) has the masks of its original;
+//! - `rollback(n)` restores the masks seen `n` tokens earlier (and is refused past the
+//!   start or the steps the history keeps), `reset` the first one, and a clone (a fork) has
+//!   the masks of its original;
 //! - EOS is allowed iff the matcher accepts (where the constraint cannot name EOS as a
 //!   symbol); after EOS only EOS is allowed, and consuming what that mask allows succeeds;
 //! - forced tokens can always be consumed;
@@ -68,6 +69,11 @@ pub struct Checked<'v> {
     /// The constraint may name EOS ids as symbols (templates, GBNF, tags): then an EOS bit
     /// in a mask does not mean the text is complete.
     eos_may_be_symbol: bool,
+    /// The matcher's [`Limits::history`](formwork::Limits): how many of the last steps it
+    /// keeps for rollback.
+    history: usize,
+    /// Steps of `path` the matcher can still roll back.
+    kept: usize,
     drive: Drive,
 }
 
@@ -85,8 +91,17 @@ impl<'v> Checked<'v> {
             seen: vec![None],
             path: Vec::new(),
             eos_may_be_symbol,
+            history: usize::MAX,
+            kept: 0,
             drive: Drive::default(),
         }
+    }
+
+    /// The matcher keeps only its last `steps` steps for rollback (its constraint was
+    /// compiled under `Limits::history(steps)`): a rollback past them must be refused.
+    pub fn with_history(mut self, steps: usize) -> Self {
+        self.history = steps;
+        self
     }
 
     /// Runs the operations read from `u` (at most `max_ops`), checking every rule.
@@ -167,6 +182,7 @@ impl<'v> Checked<'v> {
             Op::Reset => {
                 self.matcher.reset();
                 self.path.clear();
+                self.kept = 0;
                 self.seen.truncate(1);
                 self.mask()?;
             }
@@ -224,12 +240,14 @@ impl<'v> Checked<'v> {
                     self.vocab.display_token(t),
                     self.path_text()
                 );
-                undone.rollback(1).expect("one step of text to undo");
-                let here = self.path.len() - 1;
-                assert!(
-                    fill(self.vocab, &mut undone).as_ref() == self.seen[here].as_ref(),
-                    "rollback(1) after consume_bytes does not restore the mask before it"
-                );
+                if self.history > 0 {
+                    undone.rollback(1).expect("one step of text to undo");
+                    let here = self.path.len() - 1;
+                    assert!(
+                        fill(self.vocab, &mut undone).as_ref() == self.seen[here].as_ref(),
+                        "rollback(1) after consume_bytes does not restore the mask before it"
+                    );
+                }
             }
             Op::Text(bytes, len) => {
                 let before = self.mask()?;
@@ -312,6 +330,7 @@ impl<'v> Checked<'v> {
         match self.matcher.consume(t) {
             Ok(()) => {
                 self.path.push(t);
+                self.kept = (self.kept + 1).min(self.history);
                 self.seen.push(None);
                 Ok(())
             }
@@ -344,23 +363,29 @@ impl<'v> Checked<'v> {
 
     fn rollback(&mut self, n: usize) -> Result<(), Stop> {
         let result = self.matcher.rollback(n);
-        match (result, n <= self.path.len()) {
+        match (result, n <= self.kept) {
             (Ok(()), true) => {
                 self.path.truncate(self.path.len() - n);
                 self.seen.truncate(self.path.len() + 1);
+                self.kept -= n;
                 self.mask().map(drop)
             }
             (Err(e), false) => {
                 assert!(
                     matches!(e.kind(), MatchErrorKind::RollbackTooFar { .. }),
-                    "rollback({n}) past the start gave {e}"
+                    "rollback({n}) past the start or the history gave {e}"
                 );
                 Ok(())
             }
-            (Ok(()), false) => panic!("rollback({n}) succeeded with {} consumed", self.path.len()),
+            (Ok(()), false) => panic!(
+                "rollback({n}) succeeded with {} consumed, {} kept",
+                self.path.len(),
+                self.kept
+            ),
             (Err(e), true) => panic!(
-                "rollback({n}) failed with {} consumed: {e}",
-                self.path.len()
+                "rollback({n}) failed with {} consumed, {} kept: {e}",
+                self.path.len(),
+                self.kept
             ),
         }
     }

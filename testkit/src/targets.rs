@@ -10,8 +10,8 @@ use std::time::Duration;
 use arbitrary::Unstructured;
 use formwork::engine::BackendChoice;
 use formwork::{
-    Engine, EngineConfig, JsonSchemaOptions, Limits, PropertyOrder, TagDispatch, Vocab,
-    VocabConfig, Whitespace,
+    CompileError, CompileErrorKind, Constraint, Engine, EngineConfig, JsonSchemaOptions, LimitKind,
+    Limits, PropertyOrder, TagDispatch, Vocab, VocabConfig, Whitespace,
 };
 
 use crate::drive::{Checked, Drive};
@@ -56,6 +56,10 @@ pub const TARGETS: &[Target] = &[
         name: "matcher",
         run: matcher,
     },
+    Target {
+        name: "limits",
+        run: under_a_small_limit,
+    },
 ];
 
 /// Ceilings for fuzzing: the defaults with a shorter compile budget and mask work, so an
@@ -67,11 +71,32 @@ pub fn limits() -> Limits {
 }
 
 fn engine(backend: BackendChoice) -> Engine {
+    engine_under(backend, limits())
+}
+
+fn engine_under(backend: BackendChoice, limits: Limits) -> Engine {
     let config = EngineConfig::new()
         .backend(backend)
-        .limits(limits())
+        .limits(limits)
         .cache_bytes(8 << 20);
     Engine::with_config(vocab::small().clone(), config)
+}
+
+/// `base` with the limit `kind` at `value` (a `CompileTime` in milliseconds).
+pub fn with_limit(base: Limits, kind: LimitKind, value: u64) -> Limits {
+    let n = usize::try_from(value).unwrap_or(usize::MAX);
+    match kind {
+        LimitKind::Nesting => base.nesting(n),
+        LimitKind::InputBytes => base.input_bytes(n),
+        LimitKind::GrammarSize => base.grammar_size(n),
+        LimitKind::AutomatonStates => base.automaton_states(n),
+        LimitKind::Alternatives => base.alternatives(n),
+        LimitKind::CompileTime => base.compile_time(Some(Duration::from_millis(value))),
+        LimitKind::MaskWork => base.mask_work(value),
+        LimitKind::History => base.history(n),
+        LimitKind::Readings => base.readings(n),
+        other => panic!("no setter for {other:?}"),
+    }
 }
 
 fn backend(u: &mut Unstructured<'_>) -> BackendChoice {
@@ -412,4 +437,99 @@ pub fn matcher(data: &[u8]) {
     };
     let Ok(constraint) = compiled else { return };
     Checked::new(vocab::small(), constraint.matcher(), symbols).run(&mut u, 512);
+}
+
+/// The limits [`under_a_small_limit`] sets small: all but the compile time, which would make
+/// a run depend on the machine's speed.
+const SMALL_LIMITS: &[LimitKind] = &[
+    LimitKind::Nesting,
+    LimitKind::InputBytes,
+    LimitKind::GrammarSize,
+    LimitKind::AutomatonStates,
+    LimitKind::Alternatives,
+    LimitKind::Readings,
+    LimitKind::MaskWork,
+    LimitKind::History,
+];
+
+/// Limits: a generated regex, schema, grammar or tool spec that compiles under the fuzzing
+/// limits is compiled again with one limit (chosen by the bytes) small, mostly under a few
+/// hundred. The result must be a constraint whose matcher keeps the contract, or a `Limit`
+/// error naming that limit (or the compile time): a step that "cannot fail" under the
+/// defaults and does under a small limit panics or answers another error.
+pub fn under_a_small_limit(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let (Ok(&kind), Ok(value), Ok(shift)) = (
+        u.choose(SMALL_LIMITS),
+        u.arbitrary::<u16>(),
+        u.int_in_range(0..=15u32),
+    ) else {
+        return;
+    };
+    let value = u64::from(value >> shift);
+    let backend = backend(&mut u);
+    type Compile = Box<dyn Fn(&Engine) -> Result<Constraint, CompileError>>;
+    let (compile, symbols): (Compile, bool) = match u.int_in_range(0..=3u8).unwrap_or(0) {
+        0 => {
+            let Ok(pattern) = gen::regex(&mut u, 3) else {
+                return;
+            };
+            show("regex", &pattern);
+            (Box::new(move |e| e.compile_regex(&pattern)), false)
+        }
+        1 => {
+            let Ok(schema) = gen::schema(&mut u, 3) else {
+                return;
+            };
+            let options = schema_options(&mut u);
+            show("schema", &schema);
+            (
+                Box::new(move |e| e.compile_json_schema(&schema, &options)),
+                false,
+            )
+        }
+        2 => {
+            let Ok(grammar) = gen::gbnf(&mut u) else {
+                return;
+            };
+            show("gbnf", &grammar);
+            (
+                Box::new(move |e| e.compile_gbnf(&grammar, "fuzz.gbnf")),
+                true,
+            )
+        }
+        _ => {
+            let Ok(spec) = gen::tags_spec(&mut u) else {
+                return;
+            };
+            show("tags", &spec);
+            let Ok(dispatch) = TagDispatch::from_spec(&spec) else {
+                return;
+            };
+            (Box::new(move |e| e.compile_tags(&dispatch)), true)
+        }
+    };
+    if compile(&engine(backend)).is_err() {
+        return;
+    }
+    show("limit", &format!("{kind:?} {value}"));
+    match compile(&engine_under(backend, with_limit(limits(), kind, value))) {
+        Ok(constraint) => {
+            let history = match kind {
+                LimitKind::History => usize::try_from(value).unwrap_or(usize::MAX),
+                _ => usize::MAX,
+            };
+            Checked::new(vocab::small(), constraint.matcher(), symbols)
+                .with_history(history)
+                .run(&mut u, 64);
+        }
+        Err(e) => {
+            let limit = e.limit().map(|l| l.kind);
+            assert!(
+                e.kind() == CompileErrorKind::Limit
+                    && (limit == Some(kind) || limit == Some(LimitKind::CompileTime)),
+                "under a {kind:?} limit of {value}: {e}"
+            );
+        }
+    }
 }

@@ -61,7 +61,7 @@ impl CfgLowering<'_> {
                     used: self.total_states,
                 };
                 let fsm = determinize(&nfa, &labels, nc, start, accept, options, epsilon_free)?
-                    .expect("epsilon removal fails only on the grammar size");
+                    .expect("epsilon removal has no state cap or work budget to stop at");
                 (fsm, false)
             }
         };

@@ -386,7 +386,7 @@ impl Compiler<'_> {
             };
             for (name, s) in properties.iter_mut() {
                 self.tick(&at)?;
-                if constraint.regex.is_universal() || super::intersect::matches(&constraint, name)?
+                if constraint.regex.is_universal() || self.matches(&constraint, name)?
                 {
                     *s = self.intersect(s, &value, &at)?;
                 }

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::intersect::{matches, meet, property_index};
+use super::intersect::{meet, property_index};
 use super::numbers::{in_range, Decimal};
 use super::schema::{error, json_equal, Compiler};
 use super::shape::{kind_of, Names, Shape};
@@ -96,13 +96,13 @@ impl Compiler<'_> {
                     }
                     for c in &s.regexes {
                         self.tick(pointer)?;
-                        if !matches(c, text)? {
+                        if !self.matches(c, text)? {
                             return Ok(false);
                         }
                     }
                     for c in &s.forbidden {
                         self.tick(pointer)?;
-                        if matches(c, text)? {
+                        if self.matches(c, text)? {
                             return Ok(false);
                         }
                     }
@@ -152,7 +152,7 @@ impl Compiler<'_> {
                         }
                         let mut matching = Vec::with_capacity(o.patterns.len());
                         for (p, _) in &o.patterns {
-                            matching.push(p.matches(k)?);
+                            matching.push(p.matches(self, k)?);
                         }
                         for (seen, (names, w)) in witnessed.iter_mut().zip(&o.witnesses) {
                             let among = match names {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::ecma::Regex;
+use super::schema::Compiler;
 use super::multiples::Step;
 use super::numbers::Bound;
 use crate::error::{CompileError, Location};
@@ -115,14 +116,14 @@ impl NamePattern {
         })
     }
 
-    /// Does the name match? (Exact: see [`matches`](super::intersect::matches).)
-    /// Recursion: as deep as `NoneOf`s nest, each level guarded.
-    pub fn matches(&self, name: &str) -> Result<bool, CompileError> {
+    /// Does the name match? (Exact, within `c`'s limits and deadline: see
+    /// [`Compiler::matches`].) Recursion: as deep as `NoneOf`s nest, each level guarded.
+    pub fn matches(&self, c: &Compiler, name: &str) -> Result<bool, CompileError> {
         guarded(|| match self {
-            NamePattern::Regex(c) => super::intersect::matches(c, name),
+            NamePattern::Regex(r) => c.matches(r, name),
             NamePattern::NoneOf { parts, .. } => {
                 for p in parts.iter() {
-                    if p.matches(name)? {
+                    if p.matches(c, name)? {
                         return Ok(false);
                     }
                 }

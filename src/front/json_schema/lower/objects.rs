@@ -84,7 +84,7 @@ impl SchemaLowering<'_, '_, '_> {
             {
                 let mut matched = false;
                 for (p, _) in &o.patterns {
-                    matched |= p.matches(r)?;
+                    matched |= p.matches(self.c, r)?;
                 }
                 if !matched {
                     names.push((r.clone(), Shape::Any));
