@@ -5,8 +5,9 @@
 //!
 //! It shares nothing with the backends' fast paths: the grammar is expanded into textbook BNF
 //! (repeats unrolled into chains of optional copies), items are `(production, dot, origin)`
-//! triples in hash sets, and nullable symbols are handled the Aycock–Horspool way. It is slow
-//! and obviously right; that is its job.
+//! triples in hash sets, nullable symbols are handled the Aycock–Horspool way, and productions
+//! that derive no string are dropped first (so a prefix is accepted exactly when some text
+//! completes it). It is slow and obviously right; that is its job.
 
 use std::collections::{HashMap, HashSet};
 
@@ -138,13 +139,31 @@ impl Recognizer {
         let start_nt = b
             .expand(grammar.rule(grammar.start()).body)
             .map_err(|e| CompileError::over_limit(e, Location::None, "reference recognizer"))?;
+        // Productions that derive no string are dropped, so every item the chart holds can
+        // complete: a prefix is in the chart exactly when some text extends it into the
+        // language (the masks' semantics; front ends may write rules that can never end, as
+        // an object's run of members whose count leaves no room for a witness).
+        let productive = holds_for(b.nts, &b.prods, |t| match t {
+            Symbol::Class(c) => !c.is_empty(),
+            _ => true,
+        });
+        let settles = |sym: &Symbol| match sym {
+            Symbol::Nt(n) => productive[*n],
+            Symbol::Class(c) => !c.is_empty(),
+            Symbol::Special(_) => true,
+        };
+        let prods: Vec<(usize, Vec<Symbol>)> = b
+            .prods
+            .into_iter()
+            .filter(|(_, rhs)| rhs.iter().all(settles))
+            .collect();
         let mut by_lhs = vec![Vec::new(); b.nts];
-        for (i, (lhs, _)) in b.prods.iter().enumerate() {
+        for (i, (lhs, _)) in prods.iter().enumerate() {
             by_lhs[*lhs].push(i as u32);
         }
-        let nullable = nullable(b.nts, &b.prods);
+        let nullable = holds_for(b.nts, &prods, |_| false);
         Ok(Recognizer {
-            prods: b.prods,
+            prods,
             by_lhs,
             nullable,
             specials: b.specials,
@@ -290,27 +309,38 @@ impl Chart {
     }
 }
 
-/// Which nonterminals derive the empty string: a worklist over productions, each waiting for
-/// its count of not-yet-nullable symbols to reach zero (linear, where a fixpoint over all
+/// Which nonterminals derive a string of terminals each satisfying `terminal_holds`: with
+/// none, those deriving the empty string (nullable); with every nonempty terminal, those
+/// deriving any string (productive). A worklist over productions, each waiting for its count
+/// of symbols not yet known to hold to reach zero (linear, where a fixpoint over all
 /// productions took a pass per link of a rule chain).
-fn nullable(nts: usize, prods: &[(usize, Vec<Symbol>)]) -> Vec<bool> {
-    let mut nullable = vec![false; nts];
-    let mut waiting: Vec<usize> = prods.iter().map(|(_, rhs)| rhs.len()).collect();
+fn holds_for(
+    nts: usize,
+    prods: &[(usize, Vec<Symbol>)],
+    terminal_holds: impl Fn(&Symbol) -> bool,
+) -> Vec<bool> {
+    let mut holds = vec![false; nts];
+    let mut waiting = vec![0usize; prods.len()];
     let mut uses: Vec<Vec<u32>> = vec![Vec::new(); nts];
     let mut ready: Vec<usize> = Vec::new();
     for (p, (lhs, rhs)) in prods.iter().enumerate() {
-        if rhs.is_empty() {
-            ready.push(*lhs);
-        }
-        // A production with a terminal never becomes nullable: its count never reaches zero.
         for sym in rhs {
-            if let Symbol::Nt(n) = sym {
-                uses[*n].push(p as u32);
+            match sym {
+                Symbol::Nt(n) => {
+                    uses[*n].push(p as u32);
+                    waiting[p] += 1;
+                }
+                // A terminal that does not hold keeps its production waiting for good.
+                t if !terminal_holds(t) => waiting[p] += 1,
+                _ => {}
             }
+        }
+        if waiting[p] == 0 {
+            ready.push(*lhs);
         }
     }
     while let Some(n) = ready.pop() {
-        if std::mem::replace(&mut nullable[n], true) {
+        if std::mem::replace(&mut holds[n], true) {
             continue;
         }
         for &p in &uses[n] {
@@ -321,7 +351,7 @@ fn nullable(nts: usize, prods: &[(usize, Vec<Symbol>)]) -> Vec<bool> {
             }
         }
     }
-    nullable
+    holds
 }
 
 /// No nonterminal yet.
@@ -465,5 +495,39 @@ impl Expand<'_> {
             }
         }
         Ok(root_nt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::GrammarBuilder;
+
+    fn push_text(rec: &Recognizer, chart: &mut Chart, text: &str) -> bool {
+        text.bytes().all(|b| chart.push(rec, Terminal::Byte(b)))
+    }
+
+    /// A prefix only a rule that never ends can continue is refused: `a` leads only into
+    /// `dead`, which calls itself after every byte and has no way out.
+    #[test]
+    fn prefixes_no_text_completes_are_refused() {
+        let mut g = GrammarBuilder::new();
+        let dead = g.rule("dead");
+        let x = g.text("x");
+        let again = g.rule_ref(dead);
+        let dead_body = g.seq([x, again]);
+        g.define(dead, dead_body).unwrap();
+        let a = g.text("a");
+        let into_dead = g.rule_ref(dead);
+        let doomed = g.seq([a, into_dead]);
+        let b = g.text("b");
+        let body = g.alt([doomed, b]);
+        let start = g.rule("start");
+        g.define(start, body).unwrap();
+        let rec = Recognizer::new(&g.finish(start).unwrap());
+        let mut chart = rec.start();
+        assert!(!push_text(&rec, &mut chart, "a"));
+        assert!(push_text(&rec, &mut chart, "b"));
+        assert!(chart.is_accepting(&rec));
     }
 }
