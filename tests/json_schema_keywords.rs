@@ -432,6 +432,9 @@ fn not_with_several_witnesses() {
         json!({"type": "object", "allOf": [{"not": {"additionalProperties": {"type": "integer"}}}, {"not": {"additionalProperties": {"type": "null"}}}]}),
         json!({"type": "object", "allOf": [{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}, {"not": {"additionalProperties": {"type": "null"}, "properties": {"a": true}}}]}),
         json!({"oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "string"}}, {"items": {"type": "null"}}]}),
+        // A required name a witness's pattern matches is itself the witness.
+        json!({"allOf": [{"not": {"patternProperties": {"^a": false}}}, {"required": ["a"]}]}),
+        json!({"type": "object", "allOf": [{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}, {"required": ["b"]}, {"maxProperties": 1}]}),
     ]);
 }
 
@@ -518,6 +521,15 @@ fn property_names() {
         json!({"type": "object", "propertyNames": {"enum": ["a", "b", "d"]}, "additionalProperties": false, "properties": {"a": {}, "c": {}, "d": {"type": "integer"}}}),
         json!({"dependencies": {"a": {"propertyNames": {"enum": ["a", "b"]}}}}),
         json!({"propertyNames": {"minLength": 1, "maxLength": 1, "not": {"enum": ["c"]}}, "minProperties": 2}),
+        // Complements: some name the names' schema refuses (an undeclared one, a witness among
+        // the refused names; a declared one, present).
+        json!({"not": {"propertyNames": {"pattern": "^[ab]$"}}}),
+        json!({"type": "object", "not": {"propertyNames": {"enum": ["a", "b"]}, "properties": {"c": {"type": "integer"}}}}),
+        json!({"allOf": [{"not": {"propertyNames": {"not": {"const": "a"}}}}, {"not": {"propertyNames": {"not": {"const": "b"}}}}]}),
+        json!({"type": "object", "not": {"anyOf": [{"propertyNames": {"not": {"enum": ["a", "c"]}}}, {"propertyNames": {"not": {"enum": ["b", "c"]}}}]}}),
+        json!({"if": {"propertyNames": {"enum": ["a"]}}, "then": {"minProperties": 1}, "else": {"required": ["b"]}}),
+        json!({"type": "object", "oneOf": [{"propertyNames": {"enum": ["a", "b"]}}, {"propertyNames": {"enum": ["b", "c"]}}]}),
+        json!({"type": "object", "not": {"propertyNames": {"not": {"const": "b"}}}, "patternProperties": {"^[bc]$": {"type": "null"}}}),
     ]);
     // Names are strings: a schema every string passes constrains nothing.
     let universe = values();
@@ -852,6 +864,16 @@ fn property_names_masks_match_the_oracle() {
                 &[r#"{"id":1,"note":null}"#, r#"{"nota":[]}"#],
                 &[r#"{"id":1,"Name":"x"}"#, r#"{"not":1}"#],
             ),
+            (
+                json!({"type": "object", "allOf": [{"not": {"propertyNames": {"pattern": "^[a-z]+$"}}}, {"not": {"propertyNames": {"not": {"pattern": "^id"}}}}], "properties": {"id": {"type": "integer"}}, "maxProperties": 2}),
+                &[r#"{"id":1,"X":2}"#, r#"{"id7":null}"#, r#"{"idA":true}"#],
+                &[
+                    r#"{"id":1}"#,
+                    r#"{"ab":1,"id":2}"#,
+                    r#"{"X":1,"Y":2}"#,
+                    r#"{"id":1,"X":2,"Y":3}"#,
+                ],
+            ),
         ],
         &JsonSchemaOptions::new(),
     );
@@ -1048,9 +1070,9 @@ fn meetings_with_references_being_built() {
 fn lenient_complements_only_loosen() {
     let lenient = JsonSchemaOptions::new().lenient(true);
     for schema in [
-        json!({"not": {"propertyNames": {"pattern": "^a"}}}),
-        json!({"if": {"propertyNames": {"pattern": "^a"}}, "then": {"type": "string"}, "else": {"type": "object"}}),
-        json!({"oneOf": [{"propertyNames": {"pattern": "^a"}}, {"type": "object"}]}),
+        json!({"not": {"uniqueItems": true}}),
+        json!({"if": {"uniqueItems": true}, "then": {"type": "string"}, "else": {"type": "object"}}),
+        json!({"oneOf": [{"uniqueItems": true}, {"type": "object"}]}),
     ] {
         let compiled = compile_schema(&schema, &lenient).unwrap();
         assert!(!compiled.warnings.is_empty(), "{schema}");

@@ -32,12 +32,17 @@
 //! Intersecting complements multiplies their branches; past [`MAX_COMPLEMENT_BRANCHES`] the
 //! error is a `Limit`.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::multiples::Step;
 use super::numbers::{Bound, Decimal};
 use super::schema::{over, Compiler};
-use super::shape::{ArrayShape, Kind, Names, NumberShape, ObjectShape, RefId, Shape, StringShape};
+use super::shape::{
+    ArrayShape, Kind, NamePattern, Names, NumberShape, ObjectShape, RefId, Shape, StringShape,
+    MAX_NAME_PATTERNS,
+};
 use crate::error::CompileError;
 use crate::front::guard::guarded;
 use crate::limits::{LimitExceeded, LimitKind};
@@ -328,9 +333,6 @@ impl Compiler<'_> {
     }
 
     fn refused_object(&mut self, o: &ObjectShape, pointer: &str) -> Result<Shape, CompileError> {
-        if o.names.is_some() {
-            return Err(super::property_names::names_complement(o));
-        }
         let mut parts = Vec::new();
         if o.min > 0 {
             parts.push(Shape::Object(ObjectShape {
@@ -348,6 +350,11 @@ impl Compiler<'_> {
             parts.push(object(vec![(r.clone(), Shape::Never)], vec![], o));
         }
         for (k, s) in &o.properties {
+            // A declared name `propertyNames` refuses can only be absent, whatever its schema.
+            let s = match self.names_admit(o, k)? {
+                true => s,
+                false => &Shape::Never,
+            };
             if !matches!(s, Shape::Any) {
                 let c = self.complement(s, pointer)?;
                 parts.push(object(vec![(k.clone(), c)], vec![k.clone()], o));
@@ -369,7 +376,7 @@ impl Compiler<'_> {
             if let Some((Names::Unmatched, s)) = among {
                 additional = s;
             }
-            Shape::Object(ObjectShape {
+            ObjectShape {
                 properties: o
                     .properties
                     .iter()
@@ -379,7 +386,7 @@ impl Compiler<'_> {
                 additional: Box::new(additional),
                 witnesses,
                 ..ObjectShape::any(&o.pointer)
-            })
+            }
         };
         let given = o
             .patterns
@@ -390,12 +397,28 @@ impl Compiler<'_> {
         for (names, s) in given {
             if !matches!(s, Shape::Any) {
                 let c = self.complement(s, pointer)?;
-                parts.push(undeclared(None, vec![(names, c)]));
+                parts.push(Shape::Object(undeclared(None, vec![(names, c)])));
             }
         }
         for (names, w) in &o.witnesses {
             let c = self.complement(w, pointer)?;
-            parts.push(undeclared(Some((*names, c)), Vec::new()));
+            parts.push(Shape::Object(undeclared(Some((*names, c)), Vec::new())));
+        }
+        if let Some(names) = &o.names {
+            // An undeclared property whose name `propertyNames` refuses: a witness among the
+            // names of one more pattern, those it refuses.
+            let at = format!("{}/propertyNames", o.pointer);
+            if o.patterns.len() >= MAX_NAME_PATTERNS {
+                return Err(super::property_names::names_complement(o));
+            }
+            let refused = NamePattern::Refused {
+                names: Arc::new(self.copy(names, &at)?),
+                pointer: at.into(),
+            };
+            let mut part = undeclared(None, Vec::new());
+            part.witnesses = vec![(Names::Matching(part.patterns.len()), Shape::Any)];
+            part.patterns.push((refused, Shape::Any));
+            parts.push(Shape::Object(part));
         }
         Ok(Shape::any_of(
             parts.into_iter().map(Shape::normalized).collect(),

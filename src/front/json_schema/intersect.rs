@@ -174,7 +174,7 @@ impl Compiler<'_> {
     }
 
     /// A copy of `s`, counted by [`made`](Self::made).
-    fn copy(&mut self, s: &Shape, pointer: &str) -> Result<Shape, CompileError> {
+    pub(super) fn copy(&mut self, s: &Shape, pointer: &str) -> Result<Shape, CompileError> {
         self.made(s.size(), pointer)?;
         Ok(s.clone())
     }

@@ -12,8 +12,12 @@
 //! - `false` (no name at all) is `maxProperties: 0`, and a schema every string passes (`{}`,
 //!   `{"type": "string"}`) no constraint.
 //!
-//! The complement of an object with `names` ("some property's name is refused") is not built:
-//! an `Unsupported` error, which lenient compilation turns into dropping the `not`.
+//! The complement of an object with `names` ("some property's name is refused", for `not`,
+//! `if` and overlapping `oneOf`) is one more branch of the object's complement: a declared
+//! name it refuses present, or an undeclared one, a witness among the names of a pattern
+//! standing for those it refuses ([`NamePattern::Refused`](super::shape::NamePattern)). Only
+//! an object that already has the most patterns one may have cannot take it: an
+//! `Unsupported` error, which lenient compilation turns into dropping the `not`.
 
 use serde_json::Value;
 
@@ -89,6 +93,10 @@ pub(super) fn names_complement(o: &ObjectShape) -> CompileError {
     error(
         CompileErrorKind::Unsupported,
         &format!("{}/propertyNames", o.pointer),
-        "the complement of `propertyNames` (`not`, `if`, overlapping `oneOf`)",
+        &format!(
+            "the complement of `propertyNames` (`not`, `if`, overlapping `oneOf`) on an object with {} `patternProperties` (and the patterns intersections make), at most {} with it",
+            o.patterns.len(),
+            super::shape::MAX_NAME_PATTERNS - 1
+        ),
     )
 }

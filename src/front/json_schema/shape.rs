@@ -89,6 +89,14 @@ pub(crate) enum NamePattern {
         /// The object whose `additionalProperties` this is, for errors.
         pointer: Arc<str>,
     },
+    /// The names an object's `propertyNames` refuses: the complement of that object (`not`,
+    /// `if`, overlapping `oneOf`) has a property of such a name (a witness among them).
+    Refused {
+        /// The strings `propertyNames` admits (a string shape, or a union of them).
+        names: Arc<Shape>,
+        /// The `propertyNames`, for errors.
+        pointer: Arc<str>,
+    },
 }
 
 /// Most patterns of one object, those intersections of objects make included (each side's,
@@ -100,7 +108,7 @@ impl NamePattern {
     pub fn pointer(&self) -> &str {
         match self {
             NamePattern::Regex(c) => &c.pointer,
-            NamePattern::NoneOf { pointer, .. } => pointer,
+            NamePattern::NoneOf { pointer, .. } | NamePattern::Refused { pointer, .. } => pointer,
         }
     }
 
@@ -112,13 +120,16 @@ impl NamePattern {
             (NamePattern::NoneOf { parts: a, .. }, NamePattern::NoneOf { parts: b, .. }) => {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same_names(y))
             }
+            (NamePattern::Refused { names: a, .. }, NamePattern::Refused { names: b, .. }) => {
+                Arc::ptr_eq(a, b)
+            }
             _ => false,
         })
     }
 
     /// Does the name match? (Exact, within `c`'s limits and deadline: see
     /// [`Compiler::matches`].) Recursion: as deep as `NoneOf`s nest, each level guarded.
-    pub fn matches(&self, c: &Compiler, name: &str) -> Result<bool, CompileError> {
+    pub fn matches(&self, c: &mut Compiler, name: &str) -> Result<bool, CompileError> {
         guarded(|| match self {
             NamePattern::Regex(r) => c.matches(r, name),
             NamePattern::NoneOf { parts, .. } => {
@@ -128,6 +139,9 @@ impl NamePattern {
                     }
                 }
                 Ok(true)
+            }
+            NamePattern::Refused { names, pointer } => {
+                Ok(!c.accepts(names, &Value::String(name.to_string()), pointer)?)
             }
         })
     }
@@ -149,6 +163,9 @@ impl NamePattern {
                 }
                 Ok(none)
             }
+            NamePattern::Refused { names, pointer } => {
+                super::lower::strings_automaton(names, pointer, budget)?.complement(budget.deadline)
+            }
         })
     }
 
@@ -159,6 +176,10 @@ impl NamePattern {
             NamePattern::NoneOf { parts, .. } => {
                 ("none of", parts.len()).hash(h);
                 parts.iter().for_each(|p| p.hash_into(h));
+            }
+            NamePattern::Refused { names, .. } => {
+                "refused".hash(h);
+                names.hash_into(h);
             }
         })
     }

@@ -5,6 +5,8 @@
 mod objects;
 mod strings;
 
+pub(crate) use strings::strings_automaton;
+
 use std::collections::HashMap;
 
 use serde_json::Value;

@@ -12,7 +12,7 @@ use super::super::schema::{error, over, MAX_KEY_CLASSES};
 use super::super::shape::{Names, ObjectShape, Shape, MAX_NAME_PATTERNS};
 use super::super::strings::{any_text, text_not_in};
 use super::super::PropertyOrder;
-use super::{clamp, SchemaLowering};
+use super::{clamp, strings_automaton, SchemaLowering};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::chars::{Budget, CharDfa};
 use crate::ir::ExprId;
@@ -76,20 +76,12 @@ impl SchemaLowering<'_, '_, '_> {
             // The lowering writes required names as members, never as undeclared properties,
             // so a witness that may be one of them is placed first (see `place_witnesses`).
             let index = property_index(o);
-            let mut names = Vec::new();
-            for r in o
+            let names: Vec<(String, Shape)> = o
                 .required
                 .iter()
                 .filter(|r| !index.contains_key(r.as_str()))
-            {
-                let mut matched = false;
-                for (p, _) in &o.patterns {
-                    matched |= p.matches(self.c, r)?;
-                }
-                if !matched {
-                    names.push((r.clone(), Shape::Any));
-                }
-            }
+                .map(|r| (r.clone(), Shape::Any))
+                .collect();
             if !names.is_empty() {
                 let declaring = Shape::Object(ObjectShape {
                     properties: names,
@@ -192,7 +184,11 @@ impl SchemaLowering<'_, '_, '_> {
             });
         }
         let allowed = match &o.names {
-            Some(shape) => match self.strings_automaton(shape, &format!("{}/propertyNames", o.pointer)) {
+            Some(shape) => match strings_automaton(
+                shape,
+                &format!("{}/propertyNames", o.pointer),
+                &self.budget(),
+            ) {
                 Ok(dfa) => Some(dfa),
                 Err(e) => {
                     // Lenient: the names not narrowed.

@@ -71,58 +71,56 @@ pub(super) struct ContentKey {
     exclude: Vec<String>,
 }
 
-impl SchemaLowering<'_, '_, '_> {
-    /// The automaton of the strings a shape of strings admits (`String`, `Values`, unions of
-    /// them: `propertyNames`), errors at `pointer` unless a part says where.
-    pub(super) fn strings_automaton(
-        &self,
-        s: &Shape,
-        pointer: &str,
-    ) -> Result<CharDfa, CompileError> {
-        let budget = self.budget();
-        let at = |e: CompileError| e.or_at(Location::JsonPointer(pointer.to_string()));
-        let branches = match s {
-            Shape::AnyOf(xs) => xs.as_slice(),
-            one => std::slice::from_ref(one),
-        };
-        let mut automata = Vec::with_capacity(branches.len());
-        for b in branches {
-            automata.push(match b {
-                Shape::String(st) => string_automaton(st, &budget)
-                    .map_err(|(p, e)| e.or_at(Location::JsonPointer(p)))?,
-                Shape::Values(vs) => {
-                    let strings: Vec<&str> = vs.iter().filter_map(Value::as_str).collect();
-                    CharDfa::strings(&strings, &budget).map_err(at)?
-                }
-                Shape::Never => continue,
-                _ => {
-                    return Err(error(
-                        CompileErrorKind::Unsupported,
-                        pointer,
-                        "names of a shape other than strings",
-                    ))
-                }
-            });
-        }
-        if automata.len() == 1 {
-            return Ok(automata.remove(0));
-        }
-        // The union: outside every branch, complemented.
-        let mut outside: Option<CharDfa> = None;
-        for a in &automata {
-            let not = a.complement(budget.deadline).map_err(at)?;
-            outside = Some(match outside {
-                Some(o) => o.intersect(&not, &budget).map_err(at)?,
-                None => not,
-            });
-        }
-        match outside {
-            Some(o) => o.complement(budget.deadline).map_err(at),
-            None => CharDfa::strings(&[], &budget).map_err(at),
-        }
+/// The automaton of the strings a shape of strings admits (`String`, `Values`, unions of
+/// them: `propertyNames`), errors at `pointer` unless a part says where.
+pub(crate) fn strings_automaton(
+s: &Shape,
+pointer: &str,
+budget: &Budget,
+) -> Result<CharDfa, CompileError> {
+    let at = |e: CompileError| e.or_at(Location::JsonPointer(pointer.to_string()));
+    let branches = match s {
+        Shape::AnyOf(xs) => xs.as_slice(),
+        one => std::slice::from_ref(one),
+    };
+    let mut automata = Vec::with_capacity(branches.len());
+    for b in branches {
+        automata.push(match b {
+            Shape::String(st) => string_automaton(st, budget)
+                .map_err(|(p, e)| e.or_at(Location::JsonPointer(p)))?,
+            Shape::Values(vs) => {
+                let strings: Vec<&str> = vs.iter().filter_map(Value::as_str).collect();
+                CharDfa::strings(&strings, budget).map_err(at)?
+            }
+            Shape::Never => continue,
+            _ => {
+                return Err(error(
+                    CompileErrorKind::Unsupported,
+                    pointer,
+                    "names of a shape other than strings",
+                ))
+            }
+        });
     }
+    if automata.len() == 1 {
+        return Ok(automata.remove(0));
+    }
+    // The union: outside every branch, complemented.
+    let mut outside: Option<CharDfa> = None;
+    for a in &automata {
+        let not = a.complement(budget.deadline).map_err(at)?;
+        outside = Some(match outside {
+            Some(o) => o.intersect(&not, budget).map_err(at)?,
+            None => not,
+        });
+    }
+    match outside {
+        Some(o) => o.complement(budget.deadline).map_err(at),
+        None => CharDfa::strings(&[], budget).map_err(at),
+    }
+}
 
-
+impl SchemaLowering<'_, '_, '_> {
     /// A string value (`key`: an object key, spelled canonically; see `json_schema/strings.rs`).
     ///
     /// A string with a pattern or format is a rule of its own, named after its expression, so
