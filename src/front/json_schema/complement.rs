@@ -48,7 +48,7 @@ pub(crate) const MAX_COMPLEMENT_BRANCHES: usize = 1024;
 
 /// Objects with these properties and nothing else said about them.
 fn object(properties: Vec<(String, Shape)>, required: Vec<String>, at: &ObjectShape) -> Shape {
-    Shape::Object(ObjectShape {
+    Shape::object(ObjectShape {
         properties,
         required,
         pointer: at.pointer.clone(),
@@ -275,7 +275,7 @@ impl Compiler<'_> {
                     for k in map.keys() {
                         parts.push(object(vec![(k.clone(), Shape::Never)], vec![], &at));
                     }
-                    parts.push(Shape::Object(ObjectShape {
+                    parts.push(Shape::object(ObjectShape {
                         min: map.len() as u64 + 1,
                         ..ObjectShape::any(pointer)
                     }));
@@ -333,13 +333,13 @@ impl Compiler<'_> {
         }
         let mut parts = Vec::new();
         if o.min > 0 {
-            parts.push(Shape::Object(ObjectShape {
+            parts.push(Shape::object(ObjectShape {
                 max: Some(o.min - 1),
                 ..ObjectShape::any(&o.pointer)
             }));
         }
         if let Some(m) = o.max {
-            parts.push(Shape::Object(ObjectShape {
+            parts.push(Shape::object(ObjectShape {
                 min: m.saturating_add(1),
                 ..ObjectShape::any(&o.pointer)
             }));
@@ -369,7 +369,7 @@ impl Compiler<'_> {
             if let Some((Names::Unmatched, s)) = among {
                 additional = s;
             }
-            Shape::Object(ObjectShape {
+            Shape::object(ObjectShape {
                 properties: o
                     .properties
                     .iter()

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -35,7 +36,10 @@ pub(crate) enum Shape {
     Number(NumberShape),
     String(StringShape),
     Array(ArrayShape),
-    Object(ObjectShape),
+    /// Shared: intersections copy objects into every branch they meet (an `allOf` with a
+    /// union, complements), and a copy of a property's object is the same object; the
+    /// lowering writes each shared object once.
+    Object(Rc<ObjectShape>),
     /// Values of at least one branch.
     AnyOf(Vec<Shape>),
     /// The shape of a `$ref` target.
@@ -366,7 +370,11 @@ impl Drop for Shape {
                 subs.append(&mut a.witnesses);
                 subs
             }
-            Shape::Object(o) => {
+            Shape::Object(shared) => {
+                // Another holder keeps it whole; the last one takes it apart.
+                let Some(o) = Rc::get_mut(shared) else {
+                    return;
+                };
                 let mut subs: Vec<Shape> = std::mem::take(&mut o.properties)
                     .into_iter()
                     .map(|(_, s)| s)
@@ -409,7 +417,7 @@ impl Shape {
             Kind::Number => Shape::Number(NumberShape::default()),
             Kind::String => Shape::String(StringShape::default()),
             Kind::Array => Shape::Array(ArrayShape::any()),
-            Kind::Object => Shape::Object(ObjectShape::any(pointer)),
+            Kind::Object => Shape::object(ObjectShape::any(pointer)),
         }
     }
 
@@ -484,6 +492,11 @@ impl Shape {
             true => Shape::Never,
             false => self,
         }
+    }
+
+    /// The objects of `o`.
+    pub fn object(o: ObjectShape) -> Shape {
+        Shape::Object(Rc::new(o))
     }
 
     /// The numbers of `n`, [normalized](NumberShape::normalized): `Never` if there are none.

@@ -6,6 +6,7 @@ mod objects;
 mod strings;
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -62,6 +63,9 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     /// The keys of undeclared properties for each set of declared names (sorted), built once
     /// (see [`keys_not_in`](Self::keys_not_in)).
     undeclared_keys: HashMap<Vec<String>, ExprId>,
+    /// The expression of each object shape lowered so far, by address (the shape held, so
+    /// the address stays its own; see [`shared_object`](Self::shared_object)).
+    objects: HashMap<*const ObjectShape, (Rc<ObjectShape>, ExprId)>,
 }
 
 impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
@@ -92,6 +96,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             numbers: HashMap::new(),
             contents: HashMap::new(),
             undeclared_keys: HashMap::new(),
+            objects: HashMap::new(),
         }
     }
 
@@ -166,7 +171,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             },
             Shape::String(st) => self.string(st, false)?,
             Shape::Array(a) => self.array(a)?,
-            Shape::Object(o) => self.object(o)?,
+            Shape::Object(o) => self.shared_object(o)?,
             Shape::AnyOf(xs) => {
                 let mut branches = Vec::new();
                 for x in xs {
@@ -180,6 +185,22 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             }
         };
         self.check_size()?;
+        Ok(e)
+    }
+
+    /// An object shape, lowered once however many shapes share it: intersections put the same
+    /// object in every branch they make (a property's object in every copy of the object
+    /// around it), and each copy wrote its grammar again. A shape that warned is lowered at
+    /// each use, so each use reports it.
+    fn shared_object(&mut self, o: &Rc<ObjectShape>) -> Result<ExprId, CompileError> {
+        if let Some(&(_, e)) = self.objects.get(&Rc::as_ptr(o)) {
+            return Ok(e);
+        }
+        let warnings = self.c.warnings.len();
+        let e = self.object(o)?;
+        if self.c.warnings.len() == warnings {
+            self.objects.insert(Rc::as_ptr(o), (o.clone(), e));
+        }
         Ok(e)
     }
 
@@ -336,7 +357,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             Value::Object(map)
                 if map.len() > 1 && self.c.opts.property_order == PropertyOrder::Any =>
             {
-                let fixed = ObjectShape {
+                let fixed = Rc::new(ObjectShape {
                     properties: map
                         .iter()
                         .map(|(k, x)| (k.clone(), Shape::Values(vec![x.clone()])))
@@ -344,7 +365,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                     required: map.keys().cloned().collect(),
                     additional: Box::new(Shape::Never),
                     ..ObjectShape::any("")
-                };
+                });
                 self.object(&fixed)?
             }
             Value::Object(map) => {
