@@ -23,6 +23,7 @@ use crate::front::guard::{guarded, tick};
 use crate::front::regex::Utf8;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
+pub(super) use strings::string_automaton;
 use strings::ContentKey;
 
 /// Most states of the automaton of one string's constraints together (patterns, lengths,
