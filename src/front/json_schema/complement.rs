@@ -32,7 +32,7 @@
 //! Intersecting complements multiplies their branches; past [`MAX_COMPLEMENT_BRANCHES`] the
 //! error is a `Limit`.
 
-use std::sync::Arc;
+use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -53,7 +53,7 @@ pub(crate) const MAX_COMPLEMENT_BRANCHES: usize = 1024;
 
 /// Objects with these properties and nothing else said about them.
 fn object(properties: Vec<(String, Shape)>, required: Vec<String>, at: &ObjectShape) -> Shape {
-    Shape::Object(ObjectShape {
+    Shape::object(ObjectShape {
         properties,
         required,
         pointer: at.pointer.clone(),
@@ -280,7 +280,7 @@ impl Compiler<'_> {
                     for k in map.keys() {
                         parts.push(object(vec![(k.clone(), Shape::Never)], vec![], &at));
                     }
-                    parts.push(Shape::Object(ObjectShape {
+                    parts.push(Shape::object(ObjectShape {
                         min: map.len() as u64 + 1,
                         ..ObjectShape::any(pointer)
                     }));
@@ -335,13 +335,13 @@ impl Compiler<'_> {
     fn refused_object(&mut self, o: &ObjectShape, pointer: &str) -> Result<Shape, CompileError> {
         let mut parts = Vec::new();
         if o.min > 0 {
-            parts.push(Shape::Object(ObjectShape {
+            parts.push(Shape::object(ObjectShape {
                 max: Some(o.min - 1),
                 ..ObjectShape::any(&o.pointer)
             }));
         }
         if let Some(m) = o.max {
-            parts.push(Shape::Object(ObjectShape {
+            parts.push(Shape::object(ObjectShape {
                 min: m.saturating_add(1),
                 ..ObjectShape::any(&o.pointer)
             }));
@@ -397,12 +397,12 @@ impl Compiler<'_> {
         for (names, s) in given {
             if !matches!(s, Shape::Any) {
                 let c = self.complement(s, pointer)?;
-                parts.push(Shape::Object(undeclared(None, vec![(names, c)])));
+                parts.push(Shape::object(undeclared(None, vec![(names, c)])));
             }
         }
         for (names, w) in &o.witnesses {
             let c = self.complement(w, pointer)?;
-            parts.push(Shape::Object(undeclared(Some((*names, c)), Vec::new())));
+            parts.push(Shape::object(undeclared(Some((*names, c)), Vec::new())));
         }
         if let Some(names) = &o.names {
             // An undeclared property whose name `propertyNames` refuses: a witness among the
@@ -412,13 +412,13 @@ impl Compiler<'_> {
                 return Err(super::property_names::names_complement(o));
             }
             let refused = NamePattern::Refused {
-                names: Arc::new(self.copy(names, &at)?),
+                names: Rc::new(self.copy(names, &at)?),
                 pointer: at.into(),
             };
             let mut part = undeclared(None, Vec::new());
             part.witnesses = vec![(Names::Matching(part.patterns.len()), Shape::Any)];
             part.patterns.push((refused, Shape::Any));
-            parts.push(Shape::Object(part));
+            parts.push(Shape::object(part));
         }
         Ok(Shape::any_of(
             parts.into_iter().map(Shape::normalized).collect(),

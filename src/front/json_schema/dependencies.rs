@@ -41,7 +41,7 @@ struct Dependency {
 
 /// Objects without property `name` (their keywords at `pointer`).
 fn absent(name: &str, pointer: &str) -> Shape {
-    Shape::Object(ObjectShape {
+    Shape::object(ObjectShape {
         properties: vec![(name.to_string(), Shape::Never)],
         ..ObjectShape::any(pointer)
     })
@@ -114,7 +114,7 @@ impl Compiler<'_> {
                         let required = names(xs, &at)?;
                         match required.is_empty() {
                             true => Shape::Any,
-                            false => Shape::Object(ObjectShape {
+                            false => Shape::object(ObjectShape {
                                 required,
                                 ..ObjectShape::any(&at)
                             }),

@@ -475,7 +475,7 @@ impl Compiler<'_> {
         pointer: &str,
     ) -> Result<Shape, CompileError> {
         if x.witnesses.is_empty() && y.witnesses.is_empty() {
-            return Ok(Shape::Object(both).normalized());
+            return Ok(Shape::object(both).normalized());
         }
         let mut choices: Vec<Vec<WitnessAt>> = Vec::new();
         for (owner, other, side) in [(x, y, &sides[0]), (y, x, &sides[1])] {
@@ -503,7 +503,7 @@ impl Compiler<'_> {
             }
             let all = std::mem::take(&mut o.witnesses);
             o.witnesses = c.fewer_witnesses(all, pointer)?;
-            Ok(Shape::Object(o).normalized())
+            Ok(Shape::object(o).normalized())
         })
     }
 

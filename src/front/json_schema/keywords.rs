@@ -343,7 +343,7 @@ impl Compiler<'_> {
             pointer: pointer.into(),
         };
         self.forbid_refused_names(&mut object)?;
-        Ok(Shape::Object(object))
+        Ok(Shape::object(object))
     }
 
     /// `patternProperties`: each declared name takes the shapes of the patterns it matches,

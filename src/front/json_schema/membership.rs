@@ -5,16 +5,22 @@
 use serde_json::Value;
 
 use super::intersect::{meet, property_index};
+use super::lower::string_automaton;
 use super::numbers::{in_range, Decimal};
 use super::schema::{error, json_equal, Compiler};
-use super::shape::{kind_of, Names, Shape};
+use super::shape::{kind_of, Names, Shape, StringShape};
 use crate::error::{CompileError, CompileErrorKind};
+use crate::front::chars::Budget;
 use crate::front::guard::guarded;
 use crate::limits::LimitKind;
 
 /// How many shape pairs one `disjoint` question may look at before answering "maybe not"
 /// (recursive schemas and wide unions would otherwise make it exponential).
 const DISJOINT_BUDGET: usize = 2_000;
+
+/// Most states of each string automaton a `disjoint` question builds: the patterns that tell
+/// `oneOf` branches apart are short (`^pkg:npm/.+@.+`); past it the answer is "maybe not".
+const DISJOINT_STRING_STATES: usize = 256;
 
 /// Do `[a_lo, a_hi]` and `[b_lo, b_hi]` fail to overlap?
 fn counts_disjoint(a: (u64, Option<u64>), b: (u64, Option<u64>)) -> bool {
@@ -314,7 +320,9 @@ impl Compiler<'_> {
             (Shape::Number(x), Shape::Number(y)) => {
                 meet(x, y).is_some_and(|both| both.normalized().is_none())
             }
-            (Shape::String(x), Shape::String(y)) => counts_disjoint((x.min, x.max), (y.min, y.max)),
+            (Shape::String(x), Shape::String(y)) => {
+                counts_disjoint((x.min, x.max), (y.min, y.max)) || self.patterns_disjoint(x, y)
+            }
             (Shape::Array(x), Shape::Array(y)) => {
                 if counts_disjoint((x.min, x.max), (y.min, y.max)) {
                     return Ok(true);
@@ -351,6 +359,26 @@ impl Compiler<'_> {
             (x, y) => kind_name(x) != kind_name(y),
         })
     }
+
+    /// True only if the strings of `x` and `y` have no string in common by their regexes
+    /// (`pattern`, `format`): `oneOf` branches told apart by an id's prefix (`^pkg:cargo/`,
+    /// `^pkg:npm/`) were each intersected with the complements of the others, a grammar
+    /// ~100 times the size of their union. False when either automaton is out of budget
+    /// (a deadline that passed meanwhile is caught at the next tick).
+    fn patterns_disjoint(&self, x: &StringShape, y: &StringShape) -> bool {
+        if x.regexes.is_empty() && y.regexes.is_empty() {
+            return false;
+        }
+        let budget = Budget {
+            max_states: DISJOINT_STRING_STATES,
+            deadline: self.deadline,
+        };
+        let both = string_automaton(x, &budget).and_then(|a| {
+            let b = string_automaton(y, &budget)?;
+            a.intersect(&b, &budget).map_err(|e| (String::new(), e))
+        });
+        both.is_ok_and(|d| d.is_empty())
+    }
 }
 
 /// The JSON type a single-type shape describes.
@@ -364,5 +392,55 @@ fn kind_name(s: &Shape) -> &'static str {
         Shape::Object(_) => "object",
         Shape::Values(v) => v.first().map_or("", kind_of),
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use crate::front::json_schema::{compile_schema_within, JsonSchemaOptions};
+    use crate::limits::{Deadline, Limits};
+
+    /// Expressions and rules of the grammar of `schema`.
+    fn grammar_size(schema: &Value) -> usize {
+        let (deadline, limits) = (Deadline::never(), Limits::new());
+        let g = compile_schema_within(schema, &JsonSchemaOptions::new(), &limits, &deadline)
+            .unwrap()
+            .grammar;
+        g.exprs().len() + g.rules().len()
+    }
+
+    /// `kind` of objects, one per id pattern, in `kind` of union (`oneOf` or `anyOf`).
+    fn packages(kind: &str, patterns: &[&str]) -> Value {
+        let branches: Vec<Value> = patterns
+            .iter()
+            .map(|p| {
+                json!({"type": "object", "additionalProperties": false, "required": ["id"],
+                    "properties": {"id": {"type": "string", "pattern": p}}})
+            })
+            .collect();
+        json!({ kind: branches })
+    }
+
+    /// Branches told apart by their id patterns only are disjoint: the `oneOf` is their
+    /// union, the grammar of the `anyOf`. Patterns that overlap (`^pkg:` takes every id of
+    /// `^pkg:npm/`) keep the complements, a larger grammar.
+    #[test]
+    fn branches_with_disjoint_patterns_are_a_union() {
+        let ids = [
+            "^pkg:cargo/.+@.+",
+            "^pkg:npm/.+@.+",
+            "^pkg:pypi/.+@.+",
+            "^pkg:gem/.+",
+        ];
+        let union = grammar_size(&packages("anyOf", &ids));
+        assert_eq!(grammar_size(&packages("oneOf", &ids)), union);
+        let overlapping = ["^pkg:", "^pkg:npm/.+@.+", "^pkg:pypi/.+@.+", "^pkg:gem/.+"];
+        let overlapping_union = grammar_size(&packages("anyOf", &overlapping));
+        assert!(
+            grammar_size(&packages("oneOf", &overlapping)) > overlapping_union,
+            "overlapping branches need their complements"
+        );
     }
 }

@@ -574,7 +574,7 @@ fn required_sets(branches: &[Value]) -> Option<Vec<Vec<String>>> {
 /// so none of them passes a `oneOf` of two or more.
 fn exactly_one_present(sets: &[Vec<String>], pointer: &str) -> Option<Shape> {
     let object = |present: &[String], absent: &[&String]| {
-        Shape::Object(ObjectShape {
+        Shape::object(ObjectShape {
             properties: absent
                 .iter()
                 .map(|n| ((*n).clone(), Shape::Never))

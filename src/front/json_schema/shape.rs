@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -35,7 +36,10 @@ pub(crate) enum Shape {
     Number(NumberShape),
     String(StringShape),
     Array(ArrayShape),
-    Object(ObjectShape),
+    /// Shared: intersections copy objects into every branch they meet (an `allOf` with a
+    /// union, complements), and a copy of a property's object is the same object; the
+    /// lowering writes each shared object once.
+    Object(Rc<ObjectShape>),
     /// Values of at least one branch.
     AnyOf(Vec<Shape>),
     /// The shape of a `$ref` target.
@@ -93,7 +97,7 @@ pub(crate) enum NamePattern {
     /// `if`, overlapping `oneOf`) has a property of such a name (a witness among them).
     Refused {
         /// The strings `propertyNames` admits (a string shape, or a union of them).
-        names: Arc<Shape>,
+        names: Rc<Shape>,
         /// The `propertyNames`, for errors.
         pointer: Arc<str>,
     },
@@ -121,7 +125,7 @@ impl NamePattern {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same_names(y))
             }
             (NamePattern::Refused { names: a, .. }, NamePattern::Refused { names: b, .. }) => {
-                Arc::ptr_eq(a, b)
+                Rc::ptr_eq(a, b)
             }
             _ => false,
         })
@@ -387,7 +391,11 @@ impl Drop for Shape {
                 subs.append(&mut a.witnesses);
                 subs
             }
-            Shape::Object(o) => {
+            Shape::Object(shared) => {
+                // Another holder keeps it whole; the last one takes it apart.
+                let Some(o) = Rc::get_mut(shared) else {
+                    return;
+                };
                 let mut subs: Vec<Shape> = std::mem::take(&mut o.properties)
                     .into_iter()
                     .map(|(_, s)| s)
@@ -430,7 +438,7 @@ impl Shape {
             Kind::Number => Shape::Number(NumberShape::default()),
             Kind::String => Shape::String(StringShape::default()),
             Kind::Array => Shape::Array(ArrayShape::any()),
-            Kind::Object => Shape::Object(ObjectShape::any(pointer)),
+            Kind::Object => Shape::object(ObjectShape::any(pointer)),
         }
     }
 
@@ -505,6 +513,11 @@ impl Shape {
             true => Shape::Never,
             false => self,
         }
+    }
+
+    /// The objects of `o`.
+    pub fn object(o: ObjectShape) -> Shape {
+        Shape::Object(Rc::new(o))
     }
 
     /// The numbers of `n`, [normalized](NumberShape::normalized): `Never` if there are none.

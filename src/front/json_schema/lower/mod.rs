@@ -5,9 +5,8 @@
 mod objects;
 mod strings;
 
-pub(crate) use strings::strings_automaton;
-
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -24,6 +23,7 @@ use crate::front::guard::{guarded, tick};
 use crate::front::regex::Utf8;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
+pub(super) use strings::{string_automaton, strings_automaton};
 use strings::ContentKey;
 
 /// Most states of the automaton of one string's constraints together (patterns, lengths,
@@ -64,6 +64,9 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     /// The keys of undeclared properties for each set of declared names (sorted), built once
     /// (see [`keys_not_in`](Self::keys_not_in)).
     undeclared_keys: HashMap<Vec<String>, ExprId>,
+    /// The expression of each object shape lowered so far, by address (the shape held, so
+    /// the address stays its own; see [`shared_object`](Self::shared_object)).
+    objects: HashMap<*const ObjectShape, (Rc<ObjectShape>, ExprId)>,
 }
 
 impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
@@ -94,6 +97,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             numbers: HashMap::new(),
             contents: HashMap::new(),
             undeclared_keys: HashMap::new(),
+            objects: HashMap::new(),
         }
     }
 
@@ -168,7 +172,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             },
             Shape::String(st) => self.string(st, false)?,
             Shape::Array(a) => self.array(a)?,
-            Shape::Object(o) => self.object(o)?,
+            Shape::Object(o) => self.shared_object(o)?,
             Shape::AnyOf(xs) => {
                 let mut branches = Vec::new();
                 for x in xs {
@@ -182,6 +186,22 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             }
         };
         self.check_size()?;
+        Ok(e)
+    }
+
+    /// An object shape, lowered once however many shapes share it: intersections put the same
+    /// object in every branch they make (a property's object in every copy of the object
+    /// around it), and each copy wrote its grammar again. A shape that warned is lowered at
+    /// each use, so each use reports it.
+    fn shared_object(&mut self, o: &Rc<ObjectShape>) -> Result<ExprId, CompileError> {
+        if let Some(&(_, e)) = self.objects.get(&Rc::as_ptr(o)) {
+            return Ok(e);
+        }
+        let warnings = self.c.warnings.len();
+        let e = self.object(o)?;
+        if self.c.warnings.len() == warnings {
+            self.objects.insert(Rc::as_ptr(o), (o.clone(), e));
+        }
         Ok(e)
     }
 
@@ -338,7 +358,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             Value::Object(map)
                 if map.len() > 1 && self.c.opts.property_order == PropertyOrder::Any =>
             {
-                let fixed = ObjectShape {
+                let fixed = Rc::new(ObjectShape {
                     properties: map
                         .iter()
                         .map(|(k, x)| (k.clone(), Shape::Values(vec![x.clone()])))
@@ -346,7 +366,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                     required: map.keys().cloned().collect(),
                     additional: Box::new(Shape::Never),
                     ..ObjectShape::any("")
-                };
+                });
                 self.object(&fixed)?
             }
             Value::Object(map) => {

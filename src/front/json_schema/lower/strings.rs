@@ -29,7 +29,10 @@ fn encoding<'e>(text: &'e mut JsonText, keys: &'e mut JsonText, key: bool) -> &'
 /// The strings every regex, no forbidden regex, the lengths and the exclusions of `s` admit,
 /// as one automaton;
 /// on failure (a construct automata do not take, too many states), where and why.
-fn string_automaton(s: &StringShape, budget: &Budget) -> Result<CharDfa, (String, CompileError)> {
+pub(in crate::front::json_schema) fn string_automaton(
+    s: &StringShape,
+    budget: &Budget,
+) -> Result<CharDfa, (String, CompileError)> {
     let length_at = || {
         s.length_pointer
             .clone()
@@ -73,7 +76,7 @@ pub(super) struct ContentKey {
 
 /// The automaton of the strings a shape of strings admits (`String`, `Values`, unions of
 /// them: `propertyNames`), errors at `pointer` unless a part says where.
-pub(crate) fn strings_automaton(
+pub(in crate::front::json_schema) fn strings_automaton(
 s: &Shape,
 pointer: &str,
 budget: &Budget,
