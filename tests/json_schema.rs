@@ -568,6 +568,46 @@ fn patterns_search_semantics_and_ecma_classes() {
     let l = schema_lang(json!({"type": "string", "pattern": "^a.c$"}));
     l.yes(&[r#""abc""#, r#""a\"c""#, r#""a\tc""#]);
     l.no(&[r#""a\nc""#, r#""a\rc""#, r#""ac""#]);
+    // `\<` and `\>` are the characters to ECMA-262 (identity escapes), not word boundaries.
+    let l = schema_lang(json!({"type": "string", "pattern": "^.+\\<.+@.+\\>$"}));
+    l.yes(&[r#""Ann <ann@x.org>""#]);
+    l.no(&[r#""Ann ann@x.org""#, r#""<a@b>""#]);
+}
+
+/// A look-ahead right after the pattern's `^` is tested once, at the first character: the
+/// pattern is the rest, searched from the start, with the look-ahead's own pattern required
+/// (`(?=`) or refused (`(?!`) there, as a pattern or a `patternProperties` name.
+#[test]
+fn leading_lookaheads() {
+    let l = schema_lang(json!({"type": "string", "pattern": "^(?!org\\.bukkit\\.)[a-z.]+$"}));
+    l.yes(&[r#""com.x""#, r#""org.bukkitx""#, r#""org.buk""#]);
+    l.no(&[r#""org.bukkit.x""#, r#""org.bukkit.""#, r#""Com""#]);
+    let l = schema_lang(json!({"type": "string", "pattern": "^(?=.*[0-9])(?=.*[a-z])"}));
+    l.yes(&[r#""a1""#, r#""9z!""#]);
+    l.no(&[r#""abc""#, r#""123""#, r#""""#]);
+    let l = schema_lang(
+        json!({"type": "object", "patternProperties": {"^(?!@@)[@a-z]+$": {"type": "integer"}}, "additionalProperties": false}),
+    );
+    l.yes(&[r#"{"ab":1,"@x":2}"#, "{}"]);
+    l.no(&[r#"{"@@x":1}"#, r#"{"ab":"s"}"#]);
+    // A `|` outside the look-ahead puts a branch beyond its reach: refused, typed.
+    let e = compile_schema(
+        &json!({"type": "string", "pattern": "^(?!a)b|c"}),
+        &JsonSchemaOptions::new(),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{e}");
+    // Look-aheads in a row: each one more regex, as many as the nesting limit.
+    let l = schema_lang(json!({"type": "string", "pattern": "^(?=.*[0-9])(?!.*x)[a-z0-9]+$"}));
+    l.yes(&[r#""a1""#]);
+    l.no(&[r#""ax1""#, r#""ab""#]);
+    let many = format!("^{}a", "(?=a)".repeat(200));
+    let e = compile_schema(
+        &json!({"type": "string", "pattern": many}),
+        &JsonSchemaOptions::new(),
+    )
+    .unwrap_err();
+    assert_eq!(e.limit().map(|l| l.kind), Some(LimitKind::Nesting), "{e}");
 }
 
 #[test]

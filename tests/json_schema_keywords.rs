@@ -1148,6 +1148,38 @@ fn pattern_properties_on_both_sides_of_an_intersection() {
 /// The merge's undeclared names split into more kinds than one object's four patterns can
 /// make: a typed `Unsupported` error at the object; lenient, a warning and a grammar that
 /// admits at least the valid values.
+/// An object's `patternProperties` cost by the kinds of names they make, not by their number:
+/// patterns that exclude each other (one per fixed name, a prefix) are one kind each, however
+/// many; overlapping ones make a kind per set a name can match, refused past 32.
+/// Patterns opening with a look-ahead (`^(?!X)R`, `^(?=X)R`), as values and as names.
+#[test]
+fn leading_lookaheads() {
+    all_agree(&[
+        json!({"type": "string", "pattern": "^(?!ab)[a-z]+$"}),
+        json!({"type": "object", "patternProperties": {"^(?!a)": {"type": "integer"}, "^(?=[ab])": {"type": ["integer", "string"]}}}),
+        json!({"not": {"type": "string", "pattern": "^(?=a)(?!ab)"}}),
+    ]);
+}
+
+#[test]
+fn many_pattern_properties() {
+    all_agree(&[
+        json!({"type": "object", "patternProperties": {"^a$": {"type": "integer"}, "^b$": {"type": "null"}, "^c$": {"type": "string"}, "^d$": {"type": "boolean"}, "^x-": {}, "^[0-9]+$": {"type": "array"}}, "additionalProperties": false}),
+        json!({"type": "object", "patternProperties": {"^[a-z]+$": {"type": ["integer", "string"]}, "^a$": {"type": "integer"}, "^b$": {"type": "string"}, "^c$": {"type": "null"}, "^d$": {}, "^e$": {}}}),
+    ]);
+    let unanchored: serde_json::Map<String, Value> = ["a", "b", "c", "d", "e", "f"]
+        .iter()
+        .map(|n| (n.to_string(), json!({"type": "integer"})))
+        .collect();
+    let e = compile_schema(
+        &json!({"patternProperties": unanchored}),
+        &JsonSchemaOptions::new(),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("more than 32 kinds"), "{e}");
+}
+
 #[test]
 fn pattern_properties_meeting_past_the_limit() {
     let patterns = |names: &[&str]| -> Value {
@@ -1157,8 +1189,9 @@ fn pattern_properties_meeting_past_the_limit() {
             .collect();
         json!({"patternProperties": map})
     };
-    // Five kinds of names on each side (four prefixes, or none) meet in 25.
-    let wide = json!({"allOf": [patterns(&["^a", "^b", "^c", "^d"]), patterns(&["a$", "b$", "c$", "d$"])]});
+    // Six kinds of names on each side (five prefixes, or none) meet in 36, past the 32 kinds
+    // one object's undeclared names may come in.
+    let wide = json!({"allOf": [patterns(&["^a", "^b", "^c", "^d", "^e"]), patterns(&["a$", "b$", "c$", "d$", "e$"])]});
     let e = compile_schema(&wide, &JsonSchemaOptions::new()).unwrap_err();
     assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{e}");
     assert!(e.to_string().contains("patternProperties"), "{e}");

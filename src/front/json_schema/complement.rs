@@ -411,8 +411,9 @@ impl Compiler<'_> {
             if o.patterns.len() >= MAX_NAME_PATTERNS {
                 return Err(super::property_names::names_complement(o));
             }
-            let refused = NamePattern::Refused {
+            let refused = NamePattern::Strings {
                 names: Rc::new(self.copy(names, &at)?),
+                admitted: false,
                 pointer: at.into(),
             };
             let mut part = undeclared(None, Vec::new());

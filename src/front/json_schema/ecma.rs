@@ -345,6 +345,74 @@ fn char_len_step(h: &Hir) -> (u64, Option<u64>) {
 }
 
 /// The `Limit` error of a regex nested more than `limit` deep.
+/// A pattern that opens with a look-ahead, `^(?!X)R` or `^(?=X)R`, read as two patterns a
+/// string is checked against: with search semantics from its start, `^R` must match and
+/// `^(?:X)` must not (`(?!`) or must (`(?=`). A look-ahead at the start is tested once, at the
+/// first character, so this is exactly the pattern's language. Only when `R` has no `|` of its
+/// own at the top (which would put a branch outside the look-ahead's reach).
+pub(crate) struct LeadingLookahead {
+    /// `^(?:X)`.
+    pub look: String,
+    /// `^R`.
+    pub rest: String,
+    /// `(?!` rather than `(?=`.
+    pub negative: bool,
+}
+
+/// See [`LeadingLookahead`]: `None` for any other pattern.
+pub(crate) fn leading_lookahead(pattern: &str) -> Option<LeadingLookahead> {
+    let negative = match pattern.get(..4)? {
+        "^(?!" => true,
+        "^(?=" => false,
+        _ => return None,
+    };
+    let end = 4 + close_of_group(&pattern[4..])?;
+    let rest = &pattern[end + 1..];
+    if has_top_level_bar(rest) {
+        return None;
+    }
+    Some(LeadingLookahead {
+        look: format!("^(?:{})", &pattern[4..end]),
+        rest: format!("^{rest}"),
+        negative,
+    })
+}
+
+/// Walks an ECMA pattern's characters with the depth of the groups they are in (escapes and
+/// classes skipped), stopping when `stop` says so; the byte offset where it stopped.
+fn scan_depth(pattern: &str, mut stop: impl FnMut(char, i64) -> bool) -> Option<usize> {
+    let mut depth = 0i64;
+    let mut chars = pattern.char_indices();
+    let mut in_class = false;
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+                continue;
+            }
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '(' if !in_class => depth += 1,
+            ')' if !in_class => depth -= 1,
+            _ => {}
+        }
+        if !in_class && stop(c, depth) {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// Where the group the pattern is inside closes (the pattern starts just after its `(`).
+fn close_of_group(pattern: &str) -> Option<usize> {
+    scan_depth(pattern, |c, depth| c == ')' && depth < 0)
+}
+
+/// Does the pattern have a `|` outside every group?
+fn has_top_level_bar(pattern: &str) -> bool {
+    scan_depth(pattern, |c, depth| c == '|' && depth == 0).is_some()
+}
+
 pub(crate) fn nesting_error(pattern: &str, limit: u32, col: usize) -> CompileError {
     let exceeded = LimitExceeded {
         kind: LimitKind::Nesting,
@@ -479,6 +547,25 @@ fn ecma_ast(root: &mut Ast) {
                 Ast::ClassPerl(perl) => {
                     let span = perl.span;
                     *ast = bracketed(perl_item(perl), span);
+                }
+                // `\<` and `\>` are word boundaries to regex-syntax, identity escapes (the
+                // characters themselves) to ECMA-262.
+                Ast::Assertion(a)
+                    if matches!(
+                        a.kind,
+                        ast::AssertionKind::WordBoundaryStartAngle
+                            | ast::AssertionKind::WordBoundaryEndAngle
+                    ) =>
+                {
+                    let c = match a.kind {
+                        ast::AssertionKind::WordBoundaryStartAngle => '<',
+                        _ => '>',
+                    };
+                    *ast = Ast::literal(ast::Literal {
+                        span: a.span,
+                        kind: ast::LiteralKind::Superfluous,
+                        c,
+                    });
                 }
                 Ast::ClassBracketed(class) => stack.push(Node::Set(&mut class.kind)),
                 Ast::Repetition(rep) => stack.push(Node::Ast(&mut rep.ast)),

@@ -2,10 +2,11 @@
 //! items and counts, object properties and their patterns), read into [`Shape`]s.
 
 use std::collections::HashSet;
+use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
-use super::ecma::Regex;
+use super::ecma::{leading_lookahead, Regex};
 use super::formats;
 use super::multiples::{step_too_large, Step};
 use super::numbers::{Bound, Decimal};
@@ -15,6 +16,14 @@ use super::shape::{
 };
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
+
+
+/// What a pattern asks of a string (see [`Compiler::pattern_parts`]).
+#[derive(Default)]
+struct PatternParts {
+    must: Vec<RegexConstraint>,
+    must_not: Vec<RegexConstraint>,
+}
 
 impl Compiler<'_> {
     // Long: the number keywords read in one place (multipleOf, bounds in both draft spellings,
@@ -160,21 +169,9 @@ impl Compiler<'_> {
                     "`pattern` must be a string",
                 ));
             };
-            match Regex::pattern(p, self.limits.get(LimitKind::Nesting) as usize) {
-                // It constrains nothing; kept, it was the grammar `.*(…)*.*` of a search that
-                // always succeeds, read in as many ways as the text has positions
-                // (`[A-Za-z0-9_-]*` on MaskBench: masks of 5–30 ms).
-                Ok(regex) if regex.is_universal() => {}
-                Ok(regex) => shape.regexes.push(RegexConstraint {
-                    regex,
-                    source: p.clone(),
-                    is_format: false,
-                    pointer: at,
-                }),
-                Err(e) if e.kind() == CompileErrorKind::Unsupported => {
-                    self.unsupported(&at, e.message().to_string())?
-                }
-                Err(e) => return Err(e.or_at(Location::JsonPointer(at))),
+            if let Some(parts) = self.pattern_parts(p, &at)? {
+                shape.regexes.extend(parts.must);
+                shape.forbidden.extend(parts.must_not);
             }
         }
         if let Some(f) = map.get("format") {
@@ -346,6 +343,47 @@ impl Compiler<'_> {
         Ok(Shape::object(object))
     }
 
+    /// A pattern as the regexes a string must match and those it must not: one regex, and one
+    /// more per look-ahead opening it (see [`LeadingLookahead`](super::ecma::LeadingLookahead),
+    /// at most [`Limits::nesting`](crate::Limits) of them); a regex every string matches is
+    /// left out (kept, it was the grammar `.*(…)*.*` of a search that always succeeds, read in
+    /// as many ways as the text has positions: `[A-Za-z0-9_-]*` on MaskBench, masks of
+    /// 5–30 ms). `None` for a pattern refused under lenient compilation.
+    fn pattern_parts(&mut self, source: &str, at: &str) -> Result<Option<PatternParts>, CompileError> {
+        // Look-aheads in a row (`^(?=.*\d)(?=.*[a-z])…`) each test the first character.
+        let mut texts = Vec::new();
+        let mut rest = source.to_string();
+        while let Some(l) = leading_lookahead(&rest) {
+            texts.push((l.look, !l.negative));
+            self.within(LimitKind::Nesting, texts.len(), at, "look-aheads opening a pattern")?;
+            rest = l.rest;
+        }
+        texts.push((rest, true));
+        let mut parts = PatternParts::default();
+        for (text, must) in texts {
+            let regex = match Regex::pattern(&text, self.limits.get(LimitKind::Nesting) as usize) {
+                Ok(r) => r,
+                Err(e) if e.kind() == CompileErrorKind::Unsupported => {
+                    self.unsupported(at, e.message().to_string())?;
+                    return Ok(None);
+                }
+                Err(e) => return Err(e.or_at(Location::JsonPointer(at.to_string()))),
+            };
+            let c = RegexConstraint {
+                regex,
+                source: text,
+                is_format: false,
+                pointer: at.to_string(),
+            };
+            match (must, c.regex.is_universal()) {
+                (true, true) => {}
+                (true, false) => parts.must.push(c),
+                (false, _) => parts.must_not.push(c),
+            }
+        }
+        Ok(Some(parts))
+    }
+
     /// `patternProperties`: each declared name takes the shapes of the patterns it matches,
     /// and the patterns that match every name (`.*`, `""`) become the shape of every undeclared
     /// name. The other patterns are returned with those shapes folded in: where they match,
@@ -370,35 +408,36 @@ impl Compiler<'_> {
         for (source, sub) in patterns {
             let at = format!("{here}/{}", pointer_escape(source));
             let value = self.build(sub, &at)?;
-            let regex = match Regex::pattern(source, self.limits.get(LimitKind::Nesting) as usize) {
-                Ok(r) => r,
-                Err(e) if e.kind() == CompileErrorKind::Unsupported => {
-                    self.unsupported(&at, e.message().to_string())?;
-                    continue;
-                }
-                Err(e) => return Err(e.or_at(Location::JsonPointer(at))),
+            let Some(mut parts) = self.pattern_parts(source, &at)? else {
+                continue;
             };
-            let constraint = RegexConstraint {
-                regex,
-                source: source.clone(),
-                is_format: false,
-                pointer: at.clone(),
+            let universal = parts.must.is_empty() && parts.must_not.is_empty();
+            let pattern = match (parts.must.pop(), parts.must.is_empty() && parts.must_not.is_empty()) {
+                (Some(one), true) => NamePattern::Regex(one),
+                (last, _) => NamePattern::Strings {
+                    names: Rc::new(Shape::String(StringShape {
+                        regexes: parts.must.into_iter().chain(last).collect(),
+                        forbidden: parts.must_not,
+                        ..StringShape::default()
+                    })),
+                    admitted: true,
+                    pointer: at.as_str().into(),
+                },
             };
             for (name, s) in properties.iter_mut() {
                 self.tick(&at)?;
-                if constraint.regex.is_universal() || self.matches(&constraint, name)?
-                {
+                if universal || pattern.matches(self, name)? {
                     *s = self.intersect(s, &value, &at)?;
                 }
             }
-            if constraint.regex.is_universal() {
+            if universal {
                 every_name = Some(match every_name {
                     Some(shape) => self.intersect(&shape, &value, &at)?,
                     None => value,
                 });
             } else if !matches!(value, Shape::Any) || !matches!(additional, Shape::Any) {
                 // With any value and any additional property, the pattern changes nothing.
-                out.push((NamePattern::Regex(constraint), value));
+                out.push((pattern, value));
             }
         }
         if let Some(every) = every_name {

@@ -15,7 +15,7 @@
 //! The complement of an object with `names` ("some property's name is refused", for `not`,
 //! `if` and overlapping `oneOf`) is one more branch of the object's complement: a declared
 //! name it refuses present, or an undeclared one, a witness among the names of a pattern
-//! standing for those it refuses ([`NamePattern::Refused`](super::shape::NamePattern)). Only
+//! standing for those it refuses ([`NamePattern::Strings`](super::shape::NamePattern)). Only
 //! an object that already has the most patterns one may have cannot take it: an
 //! `Unsupported` error, which lenient compilation turns into dropping the `not`.
 

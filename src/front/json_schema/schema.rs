@@ -613,14 +613,17 @@ fn exactly_one_present(sets: &[Vec<String>], pointer: &str) -> Option<Shape> {
     Some(Shape::any_of(branches))
 }
 
-/// Most patterns of one object's `patternProperties` (besides those matching every name): the
-/// lowering writes a key automaton for each set of them a name may match, up to `2^n` sets.
-pub(crate) const MAX_KEY_PATTERNS: usize = 4;
+/// Most patterns of one object's `patternProperties` (besides those matching every name), as
+/// many as an object may hold at all. What costs is not the patterns but the sets of them the
+/// undeclared names actually match (a key automaton and a member each), bounded by
+/// [`MAX_KEY_CLASSES`] when the object is lowered: patterns that exclude each other (`^x-`,
+/// `^[0-9]+$`, one per fixed name) make one set each, not `2^n`.
+pub(crate) const MAX_KEY_PATTERNS: usize = super::shape::MAX_NAME_PATTERNS;
 
 /// Most sets of patterns the undeclared names of one object may match (each a key automaton
-/// and a member in the grammar): as many as [`MAX_KEY_PATTERNS`] patterns can make, also for
-/// the objects intersections make, whose patterns are both sides' (see `merge_objects`).
-pub(crate) const MAX_KEY_CLASSES: usize = 1 << MAX_KEY_PATTERNS;
+/// and a member in the grammar), also for the objects intersections make, whose patterns are
+/// both sides' (see `merge_objects`): every set five overlapping patterns can make.
+pub(crate) const MAX_KEY_CLASSES: usize = 32;
 
 /// Most branches "exactly one of these sets present" may expand to.
 const MAX_ONE_OF_COMBINATIONS: usize = 256;

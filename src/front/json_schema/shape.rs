@@ -93,12 +93,15 @@ pub(crate) enum NamePattern {
         /// The object whose `additionalProperties` this is, for errors.
         pointer: Arc<str>,
     },
-    /// The names an object's `propertyNames` refuses: the complement of that object (`not`,
-    /// `if`, overlapping `oneOf`) has a property of such a name (a witness among them).
-    Refused {
-        /// The strings `propertyNames` admits (a string shape, or a union of them).
+    /// The names a shape of strings admits (`admitted`) or refuses: a pattern with a leading
+    /// look-ahead (two regexes, see `ecma::LeadingLookahead`), or the names an object's
+    /// `propertyNames` refuses, where the complement of that object (`not`, `if`,
+    /// overlapping `oneOf`) has a property of such a name (a witness among them).
+    Strings {
+        /// A string shape, or a union of them.
         names: Rc<Shape>,
-        /// The `propertyNames`, for errors.
+        admitted: bool,
+        /// The pattern or the `propertyNames`, for errors.
         pointer: Arc<str>,
     },
 }
@@ -112,7 +115,7 @@ impl NamePattern {
     pub fn pointer(&self) -> &str {
         match self {
             NamePattern::Regex(c) => &c.pointer,
-            NamePattern::NoneOf { pointer, .. } | NamePattern::Refused { pointer, .. } => pointer,
+            NamePattern::NoneOf { pointer, .. } | NamePattern::Strings { pointer, .. } => pointer,
         }
     }
 
@@ -124,9 +127,18 @@ impl NamePattern {
             (NamePattern::NoneOf { parts: a, .. }, NamePattern::NoneOf { parts: b, .. }) => {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same_names(y))
             }
-            (NamePattern::Refused { names: a, .. }, NamePattern::Refused { names: b, .. }) => {
-                Rc::ptr_eq(a, b)
-            }
+            (
+                NamePattern::Strings {
+                    names: a,
+                    admitted: x,
+                    ..
+                },
+                NamePattern::Strings {
+                    names: b,
+                    admitted: y,
+                    ..
+                },
+            ) => Rc::ptr_eq(a, b) && x == y,
             _ => false,
         })
     }
@@ -144,9 +156,11 @@ impl NamePattern {
                 }
                 Ok(true)
             }
-            NamePattern::Refused { names, pointer } => {
-                Ok(!c.accepts(names, &Value::String(name.to_string()), pointer)?)
-            }
+            NamePattern::Strings {
+                names,
+                admitted,
+                pointer,
+            } => Ok(c.accepts(names, &Value::String(name.to_string()), pointer)? == *admitted),
         })
     }
 
@@ -167,8 +181,16 @@ impl NamePattern {
                 }
                 Ok(none)
             }
-            NamePattern::Refused { names, pointer } => {
-                super::lower::strings_automaton(names, pointer, budget)?.complement(budget.deadline)
+            NamePattern::Strings {
+                names,
+                admitted,
+                pointer,
+            } => {
+                let inside = super::lower::strings_automaton(names, pointer, budget)?;
+                match admitted {
+                    true => Ok(inside),
+                    false => inside.complement(budget.deadline),
+                }
             }
         })
     }
@@ -181,8 +203,10 @@ impl NamePattern {
                 ("none of", parts.len()).hash(h);
                 parts.iter().for_each(|p| p.hash_into(h));
             }
-            NamePattern::Refused { names, .. } => {
-                "refused".hash(h);
+            NamePattern::Strings {
+                names, admitted, ..
+            } => {
+                ("strings", admitted).hash(h);
                 names.hash_into(h);
             }
         })
