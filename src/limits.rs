@@ -55,6 +55,26 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
+    /// Every kind, in declaration order.
+    ///
+    /// ```
+    /// use formwork::LimitKind;
+    ///
+    /// assert_eq!(LimitKind::ALL.len(), 9);
+    /// assert!(LimitKind::ALL.contains(&LimitKind::MaskWork));
+    /// ```
+    pub const ALL: [LimitKind; 9] = [
+        LimitKind::Nesting,
+        LimitKind::InputBytes,
+        LimitKind::GrammarSize,
+        LimitKind::AutomatonStates,
+        LimitKind::Alternatives,
+        LimitKind::CompileTime,
+        LimitKind::MaskWork,
+        LimitKind::History,
+        LimitKind::Readings,
+    ];
+
     /// The name used in error messages and in the README's limits table.
     pub fn name(self) -> &'static str {
         match self {

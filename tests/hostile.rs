@@ -549,17 +549,7 @@ fn intersection_products_count_the_shapes_they_make() {
 /// and panicked.
 #[test]
 fn every_grammar_size_limit_is_an_error_in_schema_lowering() {
-    let schema = json!({
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "maxLength": 20},
-            "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}},
-            "extra": {},
-            "nested": {"type": "object", "properties": {"x": {"type": "integer"}}}
-        },
-        "patternProperties": {"^x-": {"type": "number"}},
-        "additionalProperties": {"type": "boolean"}
-    });
+    let schema = formwork_testkit::grammars::object_of_every_part();
     let case = "every grammar size limit up to 400";
     on_small_stack(case, || {
         let mut refused = 0;

@@ -29,16 +29,13 @@ use formwork_testkit::targets::with_limit;
 use formwork_testkit::{repo_path, vocab};
 use serde_json::{json, Value};
 
-/// The limits a compilation is checked against, each swept in turn.
-const COMPILE_LIMITS: &[LimitKind] = &[
-    LimitKind::Nesting,
-    LimitKind::InputBytes,
-    LimitKind::GrammarSize,
-    LimitKind::AutomatonStates,
-    LimitKind::Alternatives,
-    LimitKind::Readings,
-    LimitKind::CompileTime,
-];
+/// The limits a compilation is checked against, each swept in turn: all but those of
+/// matching.
+fn compile_limits() -> impl Iterator<Item = LimitKind> {
+    LimitKind::ALL
+        .into_iter()
+        .filter(|k| !matches!(k, LimitKind::MaskWork | LimitKind::History))
+}
 
 /// The limits a matcher is checked against while it walks (readings also at compile time).
 const MATCH_LIMITS: &[LimitKind] = &[LimitKind::MaskWork, LimitKind::Readings];
@@ -245,7 +242,7 @@ fn sweep_compile_limits(case: &Case, backend: BackendChoice) {
         Ok(c) => assert!(verdicts(case, &c, "defaults"), "{}: limited", case.name),
         Err(e) => panic!("{} on {backend:?}: does not compile: {e}", case.name),
     }
-    for &kind in COMPILE_LIMITS {
+    for kind in compile_limits() {
         let started = Instant::now();
         let runs = sweep(&case.name, kind, |value| {
             let at = format!("{backend:?}, {kind:?} {value}");
@@ -320,20 +317,7 @@ fn schema_cases() -> Vec<Case> {
     vec![
         Case::new(
             "object with patterns and additional properties",
-            Input::Schema(
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "maxLength": 20},
-                        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}},
-                        "extra": {},
-                        "nested": {"type": "object", "properties": {"x": {"type": "integer"}}}
-                    },
-                    "patternProperties": {"^x-": {"type": "number"}},
-                    "additionalProperties": {"type": "boolean"}
-                }),
-                strict(),
-            ),
+            Input::Schema(formwork_testkit::grammars::object_of_every_part(), strict()),
             &[
                 r#"{"name":"bob","tags":["a","c"],"extra":[1,{"k":null}],"nested":{"x":-3},"x-rate":1.5,"flag":true}"#,
                 r#"{}"#,

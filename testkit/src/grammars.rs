@@ -163,3 +163,20 @@ pub fn rule_chain(n: usize) -> Grammar {
     g.define(rules[n], b).unwrap();
     g.finish(rules[0]).unwrap()
 }
+
+/// An object schema with one of each part the JSON Schema lowering builds (declared strings,
+/// arrays of an enum, any value, a nested object, a pattern, additional properties), for the
+/// tests that sweep limits over every rule it defines.
+pub fn object_of_every_part() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 20},
+            "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}},
+            "extra": {},
+            "nested": {"type": "object", "properties": {"x": {"type": "integer"}}}
+        },
+        "patternProperties": {"^x-": {"type": "number"}},
+        "additionalProperties": {"type": "boolean"}
+    })
+}

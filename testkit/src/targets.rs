@@ -441,16 +441,12 @@ pub fn matcher(data: &[u8]) {
 
 /// The limits [`under_a_small_limit`] sets small: all but the compile time, which would make
 /// a run depend on the machine's speed.
-const SMALL_LIMITS: &[LimitKind] = &[
-    LimitKind::Nesting,
-    LimitKind::InputBytes,
-    LimitKind::GrammarSize,
-    LimitKind::AutomatonStates,
-    LimitKind::Alternatives,
-    LimitKind::Readings,
-    LimitKind::MaskWork,
-    LimitKind::History,
-];
+fn small_limits() -> Vec<LimitKind> {
+    LimitKind::ALL
+        .into_iter()
+        .filter(|&k| k != LimitKind::CompileTime)
+        .collect()
+}
 
 /// Limits: a generated regex, schema, grammar or tool spec that compiles under the fuzzing
 /// limits is compiled again with one limit (chosen by the bytes) small, mostly under a few
@@ -460,7 +456,7 @@ const SMALL_LIMITS: &[LimitKind] = &[
 pub fn under_a_small_limit(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let (Ok(&kind), Ok(value), Ok(shift)) = (
-        u.choose(SMALL_LIMITS),
+        u.choose(&small_limits()),
         u.arbitrary::<u16>(),
         u.int_in_range(0..=15u32),
     ) else {
