@@ -1486,6 +1486,36 @@ fn anchored_dots_take_the_no_line_terminator_slice_on_earley() {
     );
 }
 
+/// A length-bounded string with a searched pattern (MaskBench o45481's DynamoDB index names)
+/// is a chain of a few thousand automaton states that dies after its 255th character, so the
+/// slice proof, which asks for survival of every length, failed in each state and every
+/// position walked the whole trie (over 300,000 work units, ~7 ms). Its states survive every
+/// string of the JSON string slice as long as a token, read off the unit's transitions: each
+/// mask fits a budget a whole-trie walk would exceed, and equals the oracle's.
+#[test]
+fn bounded_searched_strings_take_the_string_slice_on_earley() {
+    let vocab = tokenizers::qwen3();
+    let schema = json!({"type": "string", "minLength": 3, "maxLength": 255,
+        "pattern": "[a-zA-Z0-9_.-]+"});
+    let options = JsonSchemaOptions::new();
+    let config = EngineConfig::new()
+        .backend(BackendChoice::Earley)
+        .limits(Limits::new().mask_work(50_000));
+    let engine = Engine::with_config(vocab.clone(), config);
+    let constraint = engine.compile_json_schema(&schema, &options).unwrap();
+    assert_eq!(constraint.backend(), BackendKind::Earley);
+    let grammar = compile_schema(&schema, &options).unwrap().grammar;
+    let text = "\"name-index \u{e9}t\u{e9} ~ \u{1F600}\"";
+    let tokens = vocab.encode(text).unwrap();
+    formwork_testkit::oracle::assert_masks_match_oracle(
+        "bounded searched string",
+        vocab,
+        &grammar,
+        &mut constraint.matcher(),
+        &tokens,
+    );
+}
+
 #[test]
 fn one_string_shape_is_one_automaton_for_all_its_properties() {
     for shape in [

@@ -71,6 +71,22 @@ pub(crate) trait SliceProbe: TrieVisitor {
     fn tries_slice(&self, _k: usize) -> bool {
         true
     }
+    /// Is the state after `first` from the root known, without exploring pairs, to survive
+    /// every string of slice `k` from slice state `at` of at most `len` bytes? A token has at
+    /// most [`Vocab::max_token_len`] bytes, so that is enough to take the slice's tokens that
+    /// start with `first`, where a pair proof asks for survival of every length and fails in a
+    /// state that has only so many characters left (a string's `maxLength`). `classes` are the
+    /// bytes the slice and the client treat alike, by least byte.
+    fn survives_slice(
+        &mut self,
+        _first: u8,
+        _k: usize,
+        _at: SliceState,
+        _len: usize,
+        _classes: &[(u8, ByteSet)],
+    ) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
 }
 
 /// Most (slice state, walk state) pairs explored per first byte before leaving it to the walk,
@@ -103,7 +119,9 @@ pub(crate) fn walk_sliced<V: SliceProbe>(
         if !v.tries_slice(k) {
             continue;
         }
-        let (taken, decided) = decide_first_bytes(slice, &mut proofs.slices[k], &root, v)?;
+        let longest = vocab.max_token_len();
+        let (taken, decided) =
+            decide_first_bytes(k, slice, &mut proofs.slices[k], &root, v, longest)?;
         if taken.is_empty() {
             continue;
         }
@@ -135,10 +153,12 @@ pub(crate) fn walk_sliced<V: SliceProbe>(
 // Long: one budgeted exploration of (slice state, client state) pairs per first byte; its
 // worklist, budget and per-byte verdicts are shared by every step.
 fn decide_first_bytes<V: SliceProbe>(
+    k: usize,
     slice: &TokenSlice,
     pairs: &mut Pairs,
     root: &V::State,
     v: &mut V,
+    longest: usize,
 ) -> Result<(ByteSet, ByteSet), V::Error> {
     let (mut taken, mut decided) = (ByteSet::EMPTY, ByteSet::EMPTY);
     let Pairs {
@@ -176,6 +196,11 @@ fn decide_first_bytes<V: SliceProbe>(
             decided = decided.union(&alike);
             continue;
         };
+        if v.survives_slice(first, k, s, longest.saturating_sub(1), classes)? {
+            taken = taken.union(&alike);
+            decided = decided.union(&alike);
+            continue;
+        }
         let Some(id) = v.identity(&state) else {
             continue;
         };

@@ -4,6 +4,7 @@ use crate::automata::interner::SliceInterner;
 use crate::base::byteset::ByteSet;
 use crate::cfg::chart::{Chart, Item, EXT};
 use crate::cfg::program::{Program, CALLS};
+use crate::cfg::walk::horizon::Horizons;
 use crate::vocab::SliceProofs;
 
 /// A lazily built DFA over Earley rows. A *state* is the last row together with every row of
@@ -34,6 +35,8 @@ pub(crate) struct StateDfa {
     scratch_key: Vec<u32>,
     /// What slice walks proved about these states.
     pub(super) slice_proofs: SliceProofs,
+    /// What slice walks learnt about unit states (not row states: these hold in any DFA).
+    pub(super) horizons: Horizons,
 }
 
 pub(super) const NO_ROW: u32 = u32::MAX;
@@ -73,6 +76,7 @@ impl StateDfa {
             scratch_rows: Vec::new(),
             scratch_key: Vec::new(),
             slice_proofs: SliceProofs::default(),
+            horizons: Horizons::default(),
         }
     }
 
@@ -160,6 +164,7 @@ impl StateDfa {
             + self.states.heap_bytes()
             + self.follow.len() * std::mem::size_of::<ByteSet>()
             + self.slice_proofs.heap_bytes()
+            + self.horizons.heap_bytes()
     }
 
     /// The number state `id`'s last row would have on the chart, and its items.

@@ -3,11 +3,12 @@
 use crate::base::bitmask::set_bit;
 use crate::base::token::TokenId;
 use crate::cfg::chart::Chart;
-use crate::cfg::program::Program;
+use crate::base::byteset::ByteSet;
+use crate::cfg::program::{Program, COUNTED, DEAD, MULTI};
 use crate::cfg::walk::row_dfa::StateDfa;
 use crate::cfg::walk::stepper::{Node, Stepper};
 use crate::limits::{Budget, LimitExceeded};
-use crate::vocab::{walk_sliced, SliceProbe, Subtree, TrieStep, TrieVisitor, Vocab};
+use crate::vocab::{walk_sliced, SliceProbe, SliceState, Subtree, TrieStep, TrieVisitor, Vocab};
 
 /// A token-trie walk. With `uncertain`, also collects tokens whose bytes run past an [`EXT`]
 /// completion (after the first byte).
@@ -21,6 +22,9 @@ pub(crate) struct TrieWalk<'a> {
     pub(crate) listed: Option<(Vec<TokenId>, u32)>,
     uncertain: Option<&'a mut Vec<TokenId>>,
     error: Option<LimitExceeded>,
+    /// The state of the one uncounted item the walk starts from, if so (steps replace the
+    /// chart's rows, so it is read before the first).
+    alone: Option<u32>,
 }
 
 /// Most accepted tokens a walk lists (see [`TrieWalk::listed`]); more are stored as a bitset.
@@ -43,10 +47,12 @@ impl<'a> TrieWalk<'a> {
             listed: Some((Vec::new(), 0)),
             uncertain,
             error: None,
+            alone: None,
         }
     }
 
     pub(crate) fn walk(&mut self) -> Result<(), LimitExceeded> {
+        self.alone = self.alone_item();
         let root = self.stepper.root();
         // The proofs are about this DFA's states: they live and go with it.
         let mut proofs = std::mem::take(&mut self.stepper.dfa.slice_proofs);
@@ -81,6 +87,48 @@ impl SliceProbe for TrieWalk<'_> {
 
     fn tries_slice(&self, k: usize) -> bool {
         self.stepper.prog.slices & 1 << k != 0
+    }
+
+    /// Known where the walk starts from one item alone (the item level's walks): what its
+    /// unit's own transitions take, the item's derivations take (see [`Horizons`](super::horizon::Horizons)).
+    fn survives_slice(
+        &mut self,
+        first: u8,
+        k: usize,
+        at: SliceState,
+        len: usize,
+        classes: &[(u8, ByteSet)],
+    ) -> Result<bool, LimitExceeded> {
+        let Some(state) = self.alone_after(first) else {
+            return Ok(false);
+        };
+        let slice = &self.vocab.slices()[k];
+        let Stepper {
+            prog, dfa, budget, ..
+        } = &mut self.stepper;
+        dfa.horizons
+            .survives(prog, k, slice, classes, state, at, len, budget)
+    }
+}
+
+impl TrieWalk<'_> {
+    /// The state of the chart's only item, when it is the walk's whole base and uncounted.
+    fn alone_item(&self) -> Option<u32> {
+        let (prog, chart) = (self.stepper.prog, &*self.stepper.chart);
+        match chart.row(0) {
+            [item] if chart.num_rows() == 1 && prog.state(item.state).flags & COUNTED == 0 => {
+                Some(item.state)
+            }
+            _ => None,
+        }
+    }
+
+    /// The unit state `first` leads to, when the walk starts from a single uncounted item and
+    /// its unit has one transition on `first`.
+    fn alone_after(&self, first: u8) -> Option<u32> {
+        let prog = self.stepper.prog;
+        let entry = prog.entry(self.alone?, prog.alphabet.class_of[first as usize] as usize);
+        (entry != DEAD && entry & MULTI == 0).then_some(entry)
     }
 }
 

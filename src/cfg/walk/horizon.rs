@@ -1,0 +1,197 @@
+//! How far a unit's own byte transitions carry every string of a token slice: the static
+//! proof a sliced walk uses where its pair proof cannot end.
+//!
+//! A string whose length is bounded by its automaton (`minLength`/`maxLength` with a searched
+//! `pattern`: the product of a character counter and the pattern's states, hundreds of states
+//! in a chain) dies after its last character on every slice string long enough, so the pair
+//! proof of [`walk_sliced`](crate::vocab::walk_sliced), which asks for survival of strings of
+//! every length, fails in each of its states, and each position of the string walked the whole
+//! trie through Earley rows (MaskBench Github_hard---o45481: 147k tokens allowed, ~7 ms a
+//! step). A token has at most [`Vocab::max_token_len`](crate::vocab::Vocab::max_token_len)
+//! bytes, so surviving that many is enough: here that is read off the unit's transitions, the
+//! length of the shortest slice string each (unit state, slice state) pair rejects.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rustc_hash::FxHashMap;
+
+use crate::base::byteset::ByteSet;
+use crate::cfg::program::{Program, DEAD, MULTI};
+use crate::limits::{Budget, LimitExceeded};
+use crate::vocab::{SliceState, TokenSlice};
+
+/// Shortest rejected lengths, by (slice index, unit state, slice state), capped at
+/// [`Horizons::CAP`]; kept with the grammar's shared row DFA, whose byte limit counts them.
+#[derive(Default)]
+pub(crate) struct Horizons {
+    known: FxHashMap<(u8, u32, SliceState), u16>,
+    /// By (slice index, slice state): the least byte of each class the slice goes on with
+    /// (inside a UTF-8 character, a few of the grammar's ~80 classes).
+    goes_on: FxHashMap<(u8, SliceState), Box<[u8]>>,
+}
+
+/// Most pairs one exploration visits: a chain of a 255-character string's states, each at
+/// every UTF-8 position, is a few thousand; past it the walk falls back to its pair proof.
+const MAX_PAIRS: usize = 1 << 16;
+
+impl Horizons {
+    /// Lengths at or past it are all alike ("never within a token").
+    pub(crate) const CAP: u16 = u16::MAX;
+
+    /// Bytes held.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.known.capacity() * (std::mem::size_of::<((u8, u32, SliceState), u16)>() + 1)
+            + self.goes_on.values().map(|b| b.len() + 32).sum::<usize>()
+    }
+
+    /// Does `state` alone, by its unit's own byte transitions, take every string of slice
+    /// `k`'s language from slice state `at` of at most `len` bytes? `classes` are the bytes
+    /// both the slice and the program treat alike, by least byte. `false` also when not known
+    /// (too many pairs).
+    ///
+    /// Where a transition has several targets, the items it makes reject a string only if
+    /// each does, so their shortest rejected length is at least the longest of theirs: that
+    /// bound is what is kept (exact for deterministic units, sound for the rest).
+    // Long: one exploration of the pairs reachable from the asked one, then a pass backwards
+    // from the pairs that reject a byte, sharing the node numbering.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn survives(
+        &mut self,
+        prog: &Program,
+        k: usize,
+        slice: &TokenSlice,
+        classes: &[(u8, ByteSet)],
+        state: u32,
+        at: SliceState,
+        len: usize,
+        budget: &Budget,
+    ) -> Result<bool, LimitExceeded> {
+        let k = k as u8;
+        if let Some(&shortest) = self.known.get(&(k, state, at)) {
+            return Ok(shortest as usize > len);
+        }
+        // Nodes: pairs (explored in order of discovery, or known from earlier explorations)
+        // and, for a transition with several targets, a node standing for all of them.
+        let mut index: FxHashMap<(u32, SliceState), u32> = FxHashMap::default();
+        let mut nodes: Vec<Node> = vec![Node::Pair(state, at)];
+        index.insert((state, at), 0);
+        let mut shortest: Vec<u16> = vec![Horizons::CAP];
+        let mut predecessors: Vec<Vec<u32>> = vec![Vec::new()];
+        let mut pair_of = |pair: (u32, SliceState),
+                           nodes: &mut Vec<Node>,
+                           shortest: &mut Vec<u16>,
+                           predecessors: &mut Vec<Vec<u32>>|
+         -> Option<u32> {
+            if let Some(&id) = index.get(&pair) {
+                return Some(id);
+            }
+            if nodes.len() >= MAX_PAIRS {
+                return None;
+            }
+            let id = nodes.len() as u32;
+            index.insert(pair, id);
+            let known = self.known.get(&(k, pair.0, pair.1)).copied();
+            nodes.push(match known {
+                Some(_) => Node::Known,
+                None => Node::Pair(pair.0, pair.1),
+            });
+            shortest.push(known.unwrap_or(Horizons::CAP));
+            predecessors.push(Vec::new());
+            Some(id)
+        };
+        let mut i = 0;
+        while i < nodes.len() {
+            let Node::Pair(q, s) = nodes[i] else {
+                i += 1;
+                continue;
+            };
+            let from = i as u32;
+            i += 1;
+            let goes_on = self.goes_on.entry((k, s)).or_insert_with(|| {
+                let on = classes.iter().map(|&(b, _)| b);
+                on.filter(|&b| slice.next(s, b).is_some()).collect()
+            });
+            budget.spend(goes_on.len() as u64)?;
+            // Runs of classes lead to the same targets (a string's characters): an edge each.
+            let mut previous = None;
+            for &byte in goes_on.iter() {
+                let s2 = slice.next(s, byte).expect("the slice goes on");
+                let e = prog.entry(q, prog.alphabet.class_of[byte as usize] as usize);
+                if e == DEAD {
+                    shortest[from as usize] = 1;
+                    break;
+                }
+                if std::mem::replace(&mut previous, Some((e, s2))) == Some((e, s2)) {
+                    continue;
+                }
+                if e & MULTI == 0 {
+                    let Some(id) = pair_of((e, s2), &mut nodes, &mut shortest, &mut predecessors)
+                    else {
+                        return Ok(false);
+                    };
+                    predecessors[id as usize].push(from);
+                    continue;
+                }
+                let all = nodes.len() as u32;
+                let targets = prog.targets(e);
+                nodes.push(Node::All(targets.len() as u32));
+                shortest.push(Horizons::CAP);
+                predecessors.push(vec![from]);
+                for &t in targets {
+                    let Some(id) = pair_of((t, s2), &mut nodes, &mut shortest, &mut predecessors)
+                    else {
+                        return Ok(false);
+                    };
+                    predecessors[id as usize].push(all);
+                }
+            }
+        }
+        // Shortest rejected lengths in increasing order (Knuth's generalization of Dijkstra,
+        // unit weights): a pair is one more than its least successor, a node for several
+        // targets is their greatest, known when the last of them is.
+        let mut heap: BinaryHeap<Reverse<(u16, u32)>> = (0..nodes.len() as u32)
+            .filter(|&p| shortest[p as usize] < Horizons::CAP)
+            .map(|p| Reverse((shortest[p as usize], p)))
+            .collect();
+        let mut done = vec![false; nodes.len()];
+        while let Some(Reverse((d, p))) = heap.pop() {
+            if std::mem::replace(&mut done[p as usize], true) {
+                continue;
+            }
+            for &q in &predecessors[p as usize] {
+                let q = q as usize;
+                let candidate = match &mut nodes[q] {
+                    Node::All(left) => {
+                        *left -= 1;
+                        if *left > 0 {
+                            continue;
+                        }
+                        d
+                    }
+                    _ => d.saturating_add(1),
+                };
+                if candidate < shortest[q] {
+                    shortest[q] = candidate;
+                    heap.push(Reverse((candidate, q as u32)));
+                }
+            }
+        }
+        for (&(q, s), &id) in &index {
+            if let Node::Pair(..) = nodes[id as usize] {
+                self.known.insert((k, q, s), shortest[id as usize]);
+            }
+        }
+        Ok(shortest[0] as usize > len)
+    }
+}
+
+/// A node of [`Horizons::survives`]' exploration.
+enum Node {
+    /// A unit state and a slice state, explored.
+    Pair(u32, SliceState),
+    /// A pair whose shortest rejected length an earlier exploration found.
+    Known,
+    /// The items of a transition with several targets: the targets not yet known.
+    All(u32),
+}
