@@ -1465,20 +1465,29 @@ fn ambiguous_patterns_become_minimal_automata() {
 /// mask now fits a budget a whole-trie walk would exceed, and equals the oracle's.
 #[test]
 fn anchored_dots_take_the_no_line_terminator_slice_on_earley() {
-    let vocab = tokenizers::qwen3();
     let schema = json!({"type": "string", "pattern": "^.+$"});
+    masks_within_a_small_work_budget_on_earley(
+        &schema,
+        "\"Chrome \u{2027} a browser, \\u00e9 escaped\"",
+    );
+}
+
+/// Every mask of `text` through `schema` on the Earley backend fits 50,000 work units (a
+/// whole-trie walk needs several times that) and equals the oracle's.
+#[track_caller]
+fn masks_within_a_small_work_budget_on_earley(schema: &serde_json::Value, text: &str) {
+    let vocab = tokenizers::qwen3();
     let options = JsonSchemaOptions::new();
     let config = EngineConfig::new()
         .backend(BackendChoice::Earley)
         .limits(Limits::new().mask_work(50_000));
     let engine = Engine::with_config(vocab.clone(), config);
-    let constraint = engine.compile_json_schema(&schema, &options).unwrap();
+    let constraint = engine.compile_json_schema(schema, &options).unwrap();
     assert_eq!(constraint.backend(), BackendKind::Earley);
-    let grammar = compile_schema(&schema, &options).unwrap().grammar;
-    let text = "\"Chrome \u{2027} a browser, \\u00e9 escaped\"";
+    let grammar = compile_schema(schema, &options).unwrap().grammar;
     let tokens = vocab.encode(text).unwrap();
     formwork_testkit::oracle::assert_masks_match_oracle(
-        "^.+$",
+        &schema.to_string(),
         vocab,
         &grammar,
         &mut constraint.matcher(),
@@ -1494,26 +1503,9 @@ fn anchored_dots_take_the_no_line_terminator_slice_on_earley() {
 /// mask fits a budget a whole-trie walk would exceed, and equals the oracle's.
 #[test]
 fn bounded_searched_strings_take_the_string_slice_on_earley() {
-    let vocab = tokenizers::qwen3();
     let schema = json!({"type": "string", "minLength": 3, "maxLength": 255,
         "pattern": "[a-zA-Z0-9_.-]+"});
-    let options = JsonSchemaOptions::new();
-    let config = EngineConfig::new()
-        .backend(BackendChoice::Earley)
-        .limits(Limits::new().mask_work(50_000));
-    let engine = Engine::with_config(vocab.clone(), config);
-    let constraint = engine.compile_json_schema(&schema, &options).unwrap();
-    assert_eq!(constraint.backend(), BackendKind::Earley);
-    let grammar = compile_schema(&schema, &options).unwrap().grammar;
-    let text = "\"name-index \u{e9}t\u{e9} ~ \u{1F600}\"";
-    let tokens = vocab.encode(text).unwrap();
-    formwork_testkit::oracle::assert_masks_match_oracle(
-        "bounded searched string",
-        vocab,
-        &grammar,
-        &mut constraint.matcher(),
-        &tokens,
-    );
+    masks_within_a_small_work_budget_on_earley(&schema, "\"name-index \u{e9}t\u{e9} ~ \u{1F600}\"");
 }
 
 #[test]
