@@ -17,7 +17,6 @@ use super::shape::{
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
 
-
 /// What a pattern asks of a string (see [`Compiler::pattern_parts`]).
 #[derive(Default)]
 struct PatternParts {
@@ -349,7 +348,11 @@ impl Compiler<'_> {
     /// left out (kept, it was the grammar `.*(…)*.*` of a search that always succeeds, read in
     /// as many ways as the text has positions: `[A-Za-z0-9_-]*` on MaskBench, masks of
     /// 5–30 ms). `None` for a pattern refused under lenient compilation.
-    fn pattern_parts(&mut self, source: &str, at: &str) -> Result<Option<PatternParts>, CompileError> {
+    fn pattern_parts(
+        &mut self,
+        source: &str,
+        at: &str,
+    ) -> Result<Option<PatternParts>, CompileError> {
         // Look-aheads in a row (`^(?=.*\d)(?=.*[a-z])…`) each test the first character.
         let mut texts = Vec::new();
         let mut rest = source.to_string();
@@ -412,7 +415,8 @@ impl Compiler<'_> {
                 continue;
             };
             let universal = parts.must.is_empty() && parts.must_not.is_empty();
-            let pattern = match (parts.must.pop(), parts.must.is_empty() && parts.must_not.is_empty()) {
+            let last = parts.must.pop();
+            let pattern = match (last, parts.must.is_empty() && parts.must_not.is_empty()) {
                 (Some(one), true) => NamePattern::Regex(one),
                 (last, _) => NamePattern::Strings {
                     names: Rc::new(Shape::String(StringShape {

@@ -99,9 +99,9 @@ fn canonical_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> Expr
 }
 
 /// Any of the byte strings `spellings` (sorted, distinct, none a prefix of another, none
-/// empty; none at all: the empty language) as a trie: the strings sharing a first byte are that byte, then the trie of their
-/// rests, and the strings of one byte are one class. Recursion: as deep as the longest
-/// string (an escape: six bytes).
+/// empty; none at all: the empty language) as a trie: the strings sharing a first byte are
+/// that byte, then the trie of their rests, and the strings of one byte are one class.
+/// Recursion: as deep as the longest string (an escape: six bytes).
 fn byte_trie<S: AsRef<[u8]>>(g: &mut GrammarBuilder, spellings: &[S]) -> ExprId {
     let mut last = ByteSet::EMPTY;
     let mut branches = Vec::new();
