@@ -125,9 +125,9 @@ fn unit_local_hash(
     let mut i = 0;
     let mut edges = Edges::default();
     while i < order.len() {
-        deadline
-            .tick()
-            .map_err(|e| CompileError::over_limit(e, prog.unit_place(u as u32), "grammar hashing"))?;
+        deadline.tick().map_err(|e| {
+            CompileError::over_limit(e, prog.unit_place(u as u32), "grammar hashing")
+        })?;
         let s = order[i];
         i += 1;
         canonical_edges(prog, s, callee_code, &mut edges);

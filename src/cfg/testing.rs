@@ -32,7 +32,16 @@ pub(crate) const CASES: &[(&str, &[&str])] = &[
     ),
     (
         r#"root ::= "\"" [a-zA-Z]{2,6} "\"" ("," root)?"#,
-        &["", "\"", "\"a", "\"ab", "\"abcd", "\"abcde", "\"abcdef", "\"ab\",\"abc"],
+        &[
+            "",
+            "\"",
+            "\"a",
+            "\"ab",
+            "\"abcd",
+            "\"abcde",
+            "\"abcdef",
+            "\"ab\",\"abc",
+        ],
     ),
     (
         r#"root ::= ("ab" | "a" | "b")* "!" | "abab" [0-9]"#,
@@ -123,7 +132,11 @@ pub(crate) fn chart_after(g: &CfgGrammar, prefix: &[u8]) -> Chart {
     let mut chart = g.initial.clone();
     for &b in prefix {
         let taken = chart.push_byte(&g.prog, b, &budget()).unwrap();
-        assert!(taken, "the grammar takes {:?}", String::from_utf8_lossy(prefix));
+        assert!(
+            taken,
+            "the grammar takes {:?}",
+            String::from_utf8_lossy(prefix)
+        );
     }
     chart
 }

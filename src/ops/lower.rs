@@ -245,12 +245,13 @@ impl<'a> OpsLowering<'a> {
     /// placed at the innermost rule being lowered.
     fn op(&mut self, root: ExprId) -> Result<OpId, CompileError> {
         let mut rules: Vec<RuleId> = Vec::new();
-        self.op_within(root, &mut rules).map_err(|e| match rules.last() {
-            Some(&r) if e.kind() == CompileErrorKind::Limit => {
-                e.or_at(Location::Rule(self.grammar.rule(r).name.clone()))
-            }
-            _ => e,
-        })
+        self.op_within(root, &mut rules)
+            .map_err(|e| match rules.last() {
+                Some(&r) if e.kind() == CompileErrorKind::Limit => {
+                    e.or_at(Location::Rule(self.grammar.rule(r).name.clone()))
+                }
+                _ => e,
+            })
     }
 
     /// [`OpsLowering::op`] on an explicit stack (IR nesting and rule chains can be deep), with

@@ -330,11 +330,19 @@ mod tests {
         let (g, _) = compile(&compiler, CASES[1].0);
         let deep = keys(&g, "[[[");
         assert_eq!(deep, keys(&g, "[[[["), "the same callers one row further");
-        assert_eq!(deep, keys(&g, "{[["), "what is beyond the depth does not count");
+        assert_eq!(
+            deep,
+            keys(&g, "{[["),
+            "what is beyond the depth does not count"
+        );
         assert_eq!(deep, keys(&g, "[a,[[["), "nor where the rows are");
         assert_ne!(deep, keys(&g, "[{["), "another caller at the second level");
         assert_ne!(deep, keys(&g, "["), "the start rule at the second level");
-        assert_ne!(keys(&g, "{"), keys(&g, "["), "another caller at the first level");
+        assert_ne!(
+            keys(&g, "{"),
+            keys(&g, "["),
+            "another caller at the first level"
+        );
     }
 
     /// The context level decides some of the item level's uncertain tokens with the real
@@ -344,31 +352,38 @@ mod tests {
         let vocab = small_vocab();
         let trie = vocab.trie();
         let mut decided = 0;
-        each_case(&CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2)), |case| {
-            let view = case.g.view();
-            let mut scratch = Scratch::default();
-            for k in scannable(case.g, &case.chart) {
-                let subject = Subject::of(&view, &case.chart, &k);
-                let budget = budget();
-                let item = item_level(&view, &subject, &budget).unwrap();
-                let (_, _, uncertain) = item.item_parts();
-                let k1 = subject.key(&view);
-                context_key(&view, &case.chart, &mut scratch, &subject, k1, &budget).unwrap();
-                let context = Context::build(&scratch, &k);
-                let entry = context.classify(&view, uncertain, &budget).unwrap();
-                let (accepted, still) = entry.context_parts();
-                for &p in accepted.iter().chain(still) {
-                    assert!(uncertain.contains(&p), "{}: {p} was not uncertain", case.at());
+        each_case(
+            &CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2)),
+            |case| {
+                let view = case.g.view();
+                let mut scratch = Scratch::default();
+                for k in scannable(case.g, &case.chart) {
+                    let subject = Subject::of(&view, &case.chart, &k);
+                    let budget = budget();
+                    let item = item_level(&view, &subject, &budget).unwrap();
+                    let (_, _, uncertain) = item.item_parts();
+                    let k1 = subject.key(&view);
+                    context_key(&view, &case.chart, &mut scratch, &subject, k1, &budget).unwrap();
+                    let context = Context::build(&scratch, &k);
+                    let entry = context.classify(&view, uncertain, &budget).unwrap();
+                    let (accepted, still) = entry.context_parts();
+                    for &p in accepted.iter().chain(still) {
+                        assert!(
+                            uncertain.contains(&p),
+                            "{}: {p} was not uncertain",
+                            case.at()
+                        );
+                    }
+                    for &p in accepted {
+                        // Near a bound the relaxed loop may take more than the chart does.
+                        let (t, near) = (trie.token_at(p), subject.left.is_some());
+                        assert!(near || case.allowed.contains(&t), "{}: {t}", case.at());
+                    }
+                    assert!(accepted.iter().all(|p| !still.contains(p)), "{}", case.at());
+                    decided += accepted.len();
                 }
-                for &p in accepted {
-                    // Near a bound the relaxed loop may take more than the chart does.
-                    let (t, near) = (trie.token_at(p), subject.left.is_some());
-                    assert!(near || case.allowed.contains(&t), "{}: {t}", case.at());
-                }
-                assert!(accepted.iter().all(|p| !still.contains(p)), "{}", case.at());
-                decided += accepted.len();
-            }
-        });
+            },
+        );
         assert!(decided > 0, "the context level decided something");
     }
 

@@ -160,7 +160,10 @@ mod tests {
         assert!(matches!(stored(&many, &universe), StoredMask::Bitset(_)));
         let rejected = stored(&all_but_few, &universe);
         assert!(matches!(rejected, StoredMask::Rejected(ids) if *ids == [0, 1, 2]));
-        assert!(matches!(stored(&all_but_many, &universe), StoredMask::Bitset(_)));
+        assert!(matches!(
+            stored(&all_but_many, &universe),
+            StoredMask::Bitset(_)
+        ));
     }
 
     /// An entry is computed once per key and then shared; a failed computation is not kept;
@@ -194,6 +197,9 @@ mod tests {
         let two = Limits::new().mask_work(2).budget();
         cached(&view, 1, &two, entry).unwrap();
         cached(&view, 1, &two, entry).unwrap();
-        assert!(cached(&view, 1, &two, entry).is_err(), "the third lookup is over");
+        assert!(
+            cached(&view, 1, &two, entry).is_err(),
+            "the third lookup is over"
+        );
     }
 }

@@ -134,7 +134,9 @@ mod tests {
         for n in 0..8 {
             let mut longer = index.longer_than(&vocab, n).to_vec();
             longer.sort_unstable();
-            let want: Vec<TokenId> = text_tokens(&vocab).filter(|&t| len(t) > n as usize).collect();
+            let want: Vec<TokenId> = text_tokens(&vocab)
+                .filter(|&t| len(t) > n as usize)
+                .collect();
             assert_eq!(longer, want, "longer than {n}");
         }
         let mut words = vec![0u32; vocab.mask_words()];

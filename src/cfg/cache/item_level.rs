@@ -333,7 +333,9 @@ mod tests {
                     set_bit(&mut covered, t);
                 }
                 let trie = vocab.trie();
-                uncertain.iter().for_each(|&p| set_bit(&mut covered, trie.token_at(p)));
+                uncertain
+                    .iter()
+                    .for_each(|&p| set_bit(&mut covered, trie.token_at(p)));
             }
             for &t in &case.allowed {
                 assert!(get_bit(&covered, t), "{}: {t} lost", case.at());
@@ -366,12 +368,18 @@ mod tests {
             assert_eq!(s.loop_counts(&view, &chart).as_slice(), [letters as u32]);
             keys.push(s.key(&view));
         }
-        assert!(keys.iter().all(|&k| k == keys[0]), "one key for every count");
+        assert!(
+            keys.iter().all(|&k| k == keys[0]),
+            "one key for every count"
+        );
         // Elsewhere nothing is lifted, and another follow set is another key.
         let (other, _) = compile(&compiler, r#"root ::= "\"" [a-zA-Z]{2,6} "'""#);
         let chart = chart_after(&other, b"\"a");
         let k = scannable(&other, &chart)[0];
-        assert_ne!(Subject::of(&other.view(), &chart, &k).key(&other.view()), keys[0]);
+        assert_ne!(
+            Subject::of(&other.view(), &chart, &k).key(&other.view()),
+            keys[0]
+        );
         let chart = chart_after(&g, b"\"ab\",");
         for k in scannable(&g, &chart) {
             assert!(Subject::of(&view, &chart, &k).lifted.is_none());
@@ -393,7 +401,10 @@ mod tests {
             for prefix in ["\"", "\"ab", "\"abcd", "\"abcdef", "a", "abc-abcd", "abcde"] {
                 let mut chart = g.initial.clone();
                 let budget = budget();
-                if !prefix.bytes().all(|b| chart.push_byte(&g.prog, b, &budget).unwrap()) {
+                if !prefix
+                    .bytes()
+                    .all(|b| chart.push_byte(&g.prog, b, &budget).unwrap())
+                {
                     continue;
                 }
                 for k in scannable(&g, &chart) {

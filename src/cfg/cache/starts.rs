@@ -282,8 +282,7 @@ mod tests {
                 .map(|k| Subject::of(&view, &chart, k))
                 .find(|s| s.lifted.is_some())
                 .expect("a loop body");
-            let CacheEntry::Starts(starts) =
-                iteration_starts(&view, &subject, &budget()).unwrap()
+            let CacheEntry::Starts(starts) = iteration_starts(&view, &subject, &budget()).unwrap()
             else {
                 panic!("a starts entry")
             };
@@ -293,13 +292,21 @@ mod tests {
                 let bytes = vocab.token_bytes(t);
                 if bytes.iter().all(u8::is_ascii_alphabetic) {
                     letters += 1;
-                    assert_eq!(starts[t as usize] as usize, bytes.len() - 1, "{gbnf}: {bytes:?}");
+                    assert_eq!(
+                        starts[t as usize] as usize,
+                        bytes.len() - 1,
+                        "{gbnf}: {bytes:?}"
+                    );
                 }
             }
             assert!(letters > 10);
             if gbnf.contains("^") {
                 let two = text_tokens(&vocab).find(|&t| vocab.token_bytes(t) == "éa".as_bytes());
-                assert_eq!(two.map(|t| starts[t as usize]), Some(1), "two characters, three bytes");
+                assert_eq!(
+                    two.map(|t| starts[t as usize]),
+                    Some(1),
+                    "two characters, three bytes"
+                );
             }
         }
     }

@@ -40,9 +40,7 @@ impl CfgLowering<'_> {
         // Past the deadline, the error names the unit being worked on.
         let g = self.g;
         let unit_rules = &self.unit_rules;
-        let late = |u: usize, e: LimitExceeded| {
-            compile_time(e).or_at(rule_place(g, unit_rules[u]))
-        };
+        let late = |u: usize, e: LimitExceeded| compile_time(e).or_at(rule_place(g, unit_rules[u]));
         // Productive: derives some string. Nullable: derives the empty string.
         let productive = fixpoint(n, &callers, &late, deadline, |u, known| {
             match (&fsms[u], &counted[u]) {
@@ -87,7 +85,13 @@ impl CfgLowering<'_> {
             specials: self.specials,
             unit_rules: order
                 .iter()
-                .map(|&u| self.g.rule(self.unit_rules[u as usize]).name.as_str().into())
+                .map(|&u| {
+                    self.g
+                        .rule(self.unit_rules[u as usize])
+                        .name
+                        .as_str()
+                        .into()
+                })
                 .collect(),
             follow: Vec::new(),
             slices: 0,
@@ -239,7 +243,9 @@ fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32, new_id: &[u3
     // The unit class of each grammar class the unit reads, and a state's entry per unit class.
     let mut local_of = [0u8; 256];
     for (local, classes) in f.classes.iter().enumerate() {
-        classes.iter().for_each(|c| local_of[c as usize] = local as u8);
+        classes
+            .iter()
+            .for_each(|c| local_of[c as usize] = local as u8);
     }
     let mut entry_of = vec![0u32; f.classes.len()];
     for (si, s) in f.states.iter().enumerate() {
@@ -500,7 +506,10 @@ mod tests {
         assert!(prog.n_classes() >= 26 && states > 400, "{states} states");
         let read: usize = (0..states).map(|s| prog.transitions(s).count()).sum();
         assert_eq!(prog.trans.len(), read);
-        assert!(read < 2 * states as usize, "{read} entries for {states} states");
+        assert!(
+            read < 2 * states as usize,
+            "{read} entries for {states} states"
+        );
         // The sparse rows answer as dense ones would.
         for s in 0..states {
             let mut listed = prog.transitions(s).peekable();

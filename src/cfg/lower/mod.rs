@@ -130,7 +130,11 @@ pub(crate) fn compile(
 enum UnitKey {
     Rule(RuleId),
     Expr(ExprId),
-    Counted { body: ExprId, min: u32, max: u32 },
+    Counted {
+        body: ExprId,
+        min: u32,
+        max: u32,
+    },
     /// The parts of a long sequence from a chunk boundary on (`CfgLowering::suffixes`).
     Suffix(u32),
 }

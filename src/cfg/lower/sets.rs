@@ -73,8 +73,8 @@ impl Program {
             let mut callees = None;
             let open = candidates & !worth;
             for k in (2..first.len()).filter(|&k| open >> k & 1 != 0) {
-                let fits = takes(s, k, &mut callees)
-                    && (alike[k] || !takes(s, k - 1, &mut callees));
+                let fits =
+                    takes(s, k, &mut callees) && (alike[k] || !takes(s, k - 1, &mut callees));
                 if fits {
                     worth |= 1 << k;
                 }

@@ -95,7 +95,12 @@ mod tests {
                     }
                 })
                 .unwrap();
-                assert_eq!(reported, list, "{}: each listed token once, in order", case.at());
+                assert_eq!(
+                    reported,
+                    list,
+                    "{}: each listed token once, in order",
+                    case.at()
+                );
                 accepted.sort_unstable();
                 let listed: Vec<TokenId> = list.iter().map(|&p| trie.token_at(p)).collect();
                 let allowed = case.allowed.iter().copied();
@@ -120,11 +125,19 @@ mod tests {
                 let mut chart = Chart::from_rows(prog, &rows);
                 let mut dfa = StateDfa::new(0, prog.n_classes());
                 let (list, budget) = (all_positions(&vocab), budget());
-                walk_list(prog, &vocab, &mut chart, &mut dfa, &list, &budget, |p, o| match o {
-                    Outcome::Accepted => set_bit(&mut accepted, trie.token_at(p)),
-                    Outcome::Failed { ext: true } => ext.push(trie.token_at(p)),
-                    Outcome::Failed { ext: false } => {}
-                })
+                walk_list(
+                    prog,
+                    &vocab,
+                    &mut chart,
+                    &mut dfa,
+                    &list,
+                    &budget,
+                    |p, o| match o {
+                        Outcome::Accepted => set_bit(&mut accepted, trie.token_at(p)),
+                        Outcome::Failed { ext: true } => ext.push(trie.token_at(p)),
+                        Outcome::Failed { ext: false } => {}
+                    },
+                )
                 .unwrap();
                 ext.sort_unstable();
                 assert_eq!(accepted, words, "{}, item {k:?}", case.at());

@@ -267,12 +267,18 @@ mod tests {
         let mut node = stepper.root();
         let mut in_chart = None;
         for depth in 1..=MAX_DFA_ROWS + 2 {
-            node = stepper.advance(&node, b'[').unwrap().expect("brackets nest");
+            node = stepper
+                .advance(&node, b'[')
+                .unwrap()
+                .expect("brackets nest");
             if node.dfa().is_none() && in_chart.is_none() {
                 in_chart = Some(depth);
             }
         }
-        assert!(in_chart.is_some_and(|d| d > 1), "went to the chart at {in_chart:?}");
+        assert!(
+            in_chart.is_some_and(|d| d > 1),
+            "went to the chart at {in_chart:?}"
+        );
         for &b in b"a]]" {
             node = stepper.advance(&node, b).unwrap().expect("closing is fine");
         }

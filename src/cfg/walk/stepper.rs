@@ -264,7 +264,11 @@ mod tests {
             let (prog, rows) = (&case.g.prog, case.chart.num_rows());
             let mut dfa = StateDfa::new(rows, prog.n_classes());
             let strings: Vec<Vec<u8>> = (0..60)
-                .map(|_| (0..1 + rng.below(14)).map(|_| bytes[rng.below(bytes.len())]).collect())
+                .map(|_| {
+                    (0..1 + rng.below(14))
+                        .map(|_| bytes[rng.below(bytes.len())])
+                        .collect()
+                })
                 .collect();
             for s in strings.iter().chain(&strings) {
                 // The chart's own verdict, on a copy.
@@ -276,7 +280,10 @@ mod tests {
                 let mut stepper = Stepper::new(prog, &mut case.chart, &mut dfa, &budget);
                 let mut node = stepper.root();
                 let mut stepped = 0;
-                while let Some(next) = s.get(stepped).and_then(|&b| stepper.advance(&node, b).unwrap()) {
+                while let Some(next) = s
+                    .get(stepped)
+                    .and_then(|&b| stepper.advance(&node, b).unwrap())
+                {
                     node = next;
                     stepped += 1;
                 }

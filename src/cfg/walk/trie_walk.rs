@@ -1,9 +1,9 @@
 //! The whole token trie pushed through the chart, with slice proofs.
 
 use crate::base::bitmask::set_bit;
+use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
 use crate::cfg::chart::Chart;
-use crate::base::byteset::ByteSet;
 use crate::cfg::program::{Program, COUNTED, DEAD, MULTI};
 use crate::cfg::walk::row_dfa::StateDfa;
 use crate::cfg::walk::stepper::{Node, Stepper};
@@ -192,7 +192,8 @@ mod tests {
                 let mut words = vec![0u32; vocab.mask_words()];
                 let budget = budget();
                 let (prog, chart) = (&case.g.prog, &mut case.chart);
-                let mut walk = TrieWalk::new(prog, &vocab, chart, &mut dfa, &mut words, None, &budget);
+                let mut walk =
+                    TrieWalk::new(prog, &vocab, chart, &mut dfa, &mut words, None, &budget);
                 walk.walk().unwrap();
                 let listed = walk.listed.take();
                 drop(walk);
@@ -222,7 +223,11 @@ mod tests {
                     set_bit(&mut covered, t);
                 }
                 for t in ones(&words) {
-                    assert!(case.allowed.contains(&t), "{}: {t} accepted alone", case.at());
+                    assert!(
+                        case.allowed.contains(&t),
+                        "{}: {t} accepted alone",
+                        case.at()
+                    );
                     set_bit(&mut covered, t);
                 }
             }

@@ -105,7 +105,10 @@ impl Compiler<'_> {
     pub(crate) fn matches(&self, c: &RegexConstraint, text: &str) -> Result<bool, CompileError> {
         let at = || crate::Location::JsonPointer(c.pointer.clone());
         let mut g = GrammarBuilder::with_limits(self.limits);
-        let e = c.regex.lower(&c.source, &mut g, &mut Utf8).map_err(|e| e.or_at(at()))?;
+        let e = c
+            .regex
+            .lower(&c.source, &mut g, &mut Utf8)
+            .map_err(|e| e.or_at(at()))?;
         let start = g.rule("start");
         g.define(start, e).map_err(|e| e.or_at(at()))?;
         let grammar = g.finish(start).map_err(|e| e.or_at(at()))?;
@@ -170,7 +173,12 @@ impl Compiler<'_> {
     fn made(&mut self, shapes: u64, pointer: &str) -> Result<(), CompileError> {
         self.shapes_made = self.shapes_made.saturating_add(shapes);
         let what = "shapes made by intersections (`allOf`, `not`, `if`, overlapping `oneOf`)";
-        self.within(LimitKind::GrammarSize, self.shapes_made as usize, pointer, what)
+        self.within(
+            LimitKind::GrammarSize,
+            self.shapes_made as usize,
+            pointer,
+            what,
+        )
     }
 
     /// A copy of `s`, counted by [`made`](Self::made).

@@ -358,7 +358,12 @@ impl Compiler<'_> {
         let mut rest = source.to_string();
         while let Some(l) = leading_lookahead(&rest) {
             texts.push((l.look, !l.negative));
-            self.within(LimitKind::Nesting, texts.len(), at, "look-aheads opening a pattern")?;
+            self.within(
+                LimitKind::Nesting,
+                texts.len(),
+                at,
+                "look-aheads opening a pattern",
+            )?;
             rest = l.rest;
         }
         texts.push((rest, true));

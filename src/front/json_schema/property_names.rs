@@ -62,7 +62,11 @@ impl Compiler<'_> {
     }
 
     /// Does the `propertyNames` of `o` admit `name`?
-    pub(super) fn names_admit(&mut self, o: &ObjectShape, name: &str) -> Result<bool, CompileError> {
+    pub(super) fn names_admit(
+        &mut self,
+        o: &ObjectShape,
+        name: &str,
+    ) -> Result<bool, CompileError> {
         match &o.names {
             None => Ok(true),
             Some(names) => self.accepts(names, &Value::String(name.to_string()), &o.pointer),
@@ -85,7 +89,6 @@ impl Compiler<'_> {
         }
         Ok(())
     }
-
 }
 
 /// The error for a complement of an object whose names are constrained.

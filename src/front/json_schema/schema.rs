@@ -64,7 +64,10 @@ pub(crate) enum Draft {
 impl Draft {
     /// The draft `root` declares.
     pub fn of(root: &Value) -> Draft {
-        let uri = root.get("$schema").and_then(Value::as_str).unwrap_or_default();
+        let uri = root
+            .get("$schema")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let uri = uri.trim_end_matches('#');
         let path = uri
             .strip_prefix("https://")
@@ -667,4 +670,3 @@ fn json_equal_step(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
-

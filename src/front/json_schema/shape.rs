@@ -9,9 +9,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::ecma::Regex;
-use super::schema::Compiler;
 use super::multiples::Step;
 use super::numbers::Bound;
+use super::schema::Compiler;
 use crate::error::{CompileError, Location};
 use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::guarded;
@@ -298,7 +298,11 @@ impl ArrayShape {
 
     fn children(&self) -> Vec<&Shape> {
         let items = std::iter::once(&*self.items);
-        self.prefix.iter().chain(items).chain(&self.witnesses).collect()
+        self.prefix
+            .iter()
+            .chain(items)
+            .chain(&self.witnesses)
+            .collect()
     }
 
     /// What copying the array shape costs, as [`Shape::size`].
@@ -327,9 +331,12 @@ impl ObjectShape {
         let properties = self.properties.iter().map(|(_, s)| s);
         let patterns = self.patterns.iter().map(|(_, s)| s);
         let witnesses = self.witnesses.iter().map(|(_, w)| w);
-        (properties.chain(patterns).chain([&*self.additional]).chain(witnesses))
-            .chain(self.names.as_deref())
-            .collect()
+        (properties
+            .chain(patterns)
+            .chain([&*self.additional])
+            .chain(witnesses))
+        .chain(self.names.as_deref())
+        .collect()
     }
 
     /// What copying the object shape costs, as [`Shape::size`].

@@ -23,8 +23,8 @@ use crate::front::guard::{guarded, tick};
 use crate::front::regex::Utf8;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
-pub(super) use strings::{string_automaton, strings_automaton};
 use strings::ContentKey;
+pub(super) use strings::{string_automaton, strings_automaton};
 
 /// Most states of the automaton of one string's constraints together (patterns, lengths,
 /// excluded values; see [`CharDfa`](crate::front::chars::CharDfa)), and of one key automaton: each state is a rule, and a

@@ -77,9 +77,9 @@ pub(super) struct ContentKey {
 /// The automaton of the strings a shape of strings admits (`String`, `Values`, unions of
 /// them: `propertyNames`), errors at `pointer` unless a part says where.
 pub(in crate::front::json_schema) fn strings_automaton(
-s: &Shape,
-pointer: &str,
-budget: &Budget,
+    s: &Shape,
+    pointer: &str,
+    budget: &Budget,
 ) -> Result<CharDfa, CompileError> {
     let at = |e: CompileError| e.or_at(Location::JsonPointer(pointer.to_string()));
     let branches = match s {
@@ -89,8 +89,9 @@ budget: &Budget,
     let mut automata = Vec::with_capacity(branches.len());
     for b in branches {
         automata.push(match b {
-            Shape::String(st) => string_automaton(st, budget)
-                .map_err(|(p, e)| e.or_at(Location::JsonPointer(p)))?,
+            Shape::String(st) => {
+                string_automaton(st, budget).map_err(|(p, e)| e.or_at(Location::JsonPointer(p)))?
+            }
             Shape::Values(vs) => {
                 let strings: Vec<&str> = vs.iter().filter_map(Value::as_str).collect();
                 CharDfa::strings(&strings, budget).map_err(at)?
