@@ -139,6 +139,62 @@ pub enum Expr {
     Rule(RuleId),
 }
 
+/// The parts of a sequence or alternation being built: most have a handful.
+type Parts = smallvec::SmallVec<[ExprId; 16]>;
+
+/// Alternations of at most this many branches drop duplicates by comparing each with those
+/// kept, without a hash set.
+const FEW_BRANCHES: usize = 16;
+
+/// An [`Expr`] with its contents borrowed: what the builder hashes and compares to find an
+/// expression it holds, so that finding one allocates nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Key<'a> {
+    Empty,
+    Nothing,
+    Bytes(&'a [u8]),
+    Class(ByteSet),
+    Special(&'a str),
+    Seq(&'a [ExprId]),
+    Alt(&'a [ExprId]),
+    Repeat {
+        body: ExprId,
+        min: u32,
+        max: Option<u32>,
+    },
+    Rule(RuleId),
+}
+
+impl<'a> Key<'a> {
+    fn of(e: &'a Expr) -> Key<'a> {
+        match e {
+            Expr::Empty => Key::Empty,
+            Expr::Nothing => Key::Nothing,
+            Expr::Bytes(b) => Key::Bytes(b),
+            Expr::Class(c) => Key::Class(*c),
+            Expr::Special(s) => Key::Special(s),
+            Expr::Seq(xs) => Key::Seq(xs),
+            Expr::Alt(xs) => Key::Alt(xs),
+            &Expr::Repeat { body, min, max } => Key::Repeat { body, min, max },
+            &Expr::Rule(r) => Key::Rule(r),
+        }
+    }
+
+    fn to_expr(self) -> Expr {
+        match self {
+            Key::Empty => Expr::Empty,
+            Key::Nothing => Expr::Nothing,
+            Key::Bytes(b) => Expr::Bytes(b.into()),
+            Key::Class(c) => Expr::Class(c),
+            Key::Special(s) => Expr::Special(s.into()),
+            Key::Seq(xs) => Expr::Seq(xs.into()),
+            Key::Alt(xs) => Expr::Alt(xs.into()),
+            Key::Repeat { body, min, max } => Expr::Repeat { body, min, max },
+            Key::Rule(r) => Expr::Rule(r),
+        }
+    }
+}
+
 /// A named rule.
 #[derive(Clone, Debug)]
 pub struct Rule {
@@ -292,25 +348,27 @@ impl GrammarBuilder {
         }
     }
 
-    fn intern(&mut self, e: Expr) -> ExprId {
+    /// The id of the expression `key` describes, built if new. A lookup that finds it
+    /// allocates nothing: most calls do (a schema's objects rebuild the same sequences over
+    /// and over), and boxing the parts first, to drop them again, was a third of the cost.
+    fn intern(&mut self, key: Key) -> ExprId {
         use std::hash::BuildHasher;
-        let hash = self.dedup.hasher().hash_one(&e);
-        if let Some(&id) = self
-            .dedup
-            .get(&hash)
-            .and_then(|ids| ids.iter().find(|id| self.exprs[id.index()] == e))
-        {
+        let hash = self.dedup.hasher().hash_one(key);
+        if let Some(&id) = self.dedup.get(&hash).and_then(|ids| {
+            ids.iter()
+                .find(|id| Key::of(&self.exprs[id.index()]) == key)
+        }) {
             return id;
         }
-        let depth = 1 + match &e {
-            Expr::Seq(xs) | Expr::Alt(xs) => {
+        let depth = 1 + match key {
+            Key::Seq(xs) | Key::Alt(xs) => {
                 xs.iter().map(|x| self.depths[x.index()]).max().unwrap_or(0)
             }
-            Expr::Repeat { body, .. } => self.depths[body.index()],
+            Key::Repeat { body, .. } => self.depths[body.index()],
             _ => 0,
         };
-        let literal = match &e {
-            Expr::Bytes(b) => b.len(),
+        let literal = match key {
+            Key::Bytes(b) => b.len(),
             _ => 0,
         };
         let over = self
@@ -320,16 +378,16 @@ impl GrammarBuilder {
         if let Some(exceeded) = over {
             self.exceeded.get_or_insert(exceeded);
         }
-        if self.exceeded.is_some() && e != Expr::Nothing {
+        if self.exceeded.is_some() && key != Key::Nothing {
             return self.nothing();
         }
         let id = ExprId(self.exprs.len() as u32);
         self.dedup.entry(hash).or_default().push(id);
-        if let Expr::Seq(xs) | Expr::Alt(xs) = &e {
+        if let Key::Seq(xs) | Key::Alt(xs) = key {
             self.parts += xs.len();
         }
         self.bytes += literal;
-        self.exprs.push(e);
+        self.exprs.push(key.to_expr());
         self.depths.push(depth);
         id
     }
@@ -373,7 +431,7 @@ impl GrammarBuilder {
 
     /// The empty string.
     pub fn empty(&mut self) -> ExprId {
-        self.intern(Expr::Empty)
+        self.intern(Key::Empty)
     }
 
     /// The empty language.
@@ -381,7 +439,7 @@ impl GrammarBuilder {
         match self.nothing {
             Some(id) => id,
             None => {
-                let id = self.intern(Expr::Nothing);
+                let id = self.intern(Key::Nothing);
                 self.nothing = Some(id);
                 id
             }
@@ -393,7 +451,7 @@ impl GrammarBuilder {
         if b.is_empty() {
             return self.empty();
         }
-        self.intern(Expr::Bytes(b.into()))
+        self.intern(Key::Bytes(b))
     }
 
     /// UTF-8 text.
@@ -406,18 +464,18 @@ impl GrammarBuilder {
         if c.is_empty() {
             return self.nothing();
         }
-        self.intern(Expr::Class(c))
+        self.intern(Key::Class(c))
     }
 
     /// A special token by content.
     pub fn special(&mut self, content: &str) -> ExprId {
-        self.intern(Expr::Special(content.into()))
+        self.intern(Key::Special(content))
     }
 
     /// A sequence; nested sequences are flattened, empty strings dropped, adjacent byte strings
     /// joined, and a sequence with an impossible part is impossible.
     pub fn seq(&mut self, parts: impl IntoIterator<Item = ExprId>) -> ExprId {
-        let mut flat: Vec<ExprId> = Vec::new();
+        let mut flat: Parts = Parts::new();
         for p in parts {
             let inner = match self.expr(p) {
                 Expr::Empty => continue,
@@ -436,50 +494,54 @@ impl GrammarBuilder {
         }
         // Adjacent byte strings are joined in one buffer per run (joining pairwise built every
         // prefix of a long run of literals).
-        let mut joined: Vec<ExprId> = Vec::with_capacity(flat.len());
-        let mut run: Vec<u8> = Vec::new();
-        let mut run_parts = 0;
-        for (i, &p) in flat.iter().enumerate() {
-            if let Expr::Bytes(b) = self.expr(p) {
+        let mut joined = Parts::with_capacity(flat.len());
+        let mut i = 0;
+        while i < flat.len() {
+            let mut len = 0;
+            let mut end = i;
+            while let Some(Expr::Bytes(b)) = flat.get(end).map(|&p| self.expr(p)) {
                 // Joining copies shared literals: `s = seq([s, s])` doubles per step.
-                if run.len() + b.len() > self.max_bytes.saturating_sub(self.bytes) {
+                if len + b.len() > self.max_bytes.saturating_sub(self.bytes) {
                     let exceeded = LimitExceeded {
                         kind: LimitKind::InputBytes,
-                        value: (self.bytes + run.len() + b.len()) as u64,
+                        value: (self.bytes + len + b.len()) as u64,
                         max: self.max_bytes as u64,
                     };
                     self.exceeded.get_or_insert(exceeded);
                     return self.nothing();
                 }
-                run.extend_from_slice(b);
-                run_parts += 1;
-                if flat
-                    .get(i + 1)
-                    .is_some_and(|&n| matches!(self.expr(n), Expr::Bytes(_)))
-                {
-                    continue;
-                }
-                joined.push(match run_parts {
-                    1 => p,
-                    _ => self.bytes(&run),
-                });
-                run.clear();
-                run_parts = 0;
-                continue;
+                len += b.len();
+                end += 1;
             }
-            joined.push(p);
+            match end - i {
+                0 => {
+                    joined.push(flat[i]);
+                    end += 1;
+                }
+                1 => joined.push(flat[i]),
+                _ => {
+                    let mut run = Vec::with_capacity(len);
+                    for &p in &flat[i..end] {
+                        if let Expr::Bytes(b) = self.expr(p) {
+                            run.extend_from_slice(b);
+                        }
+                    }
+                    joined.push(self.bytes(&run));
+                }
+            }
+            i = end;
         }
         match joined.len() {
             0 => self.empty(),
             1 => joined[0],
-            _ => self.intern(Expr::Seq(joined.into())),
+            _ => self.intern(Key::Seq(&joined)),
         }
     }
 
     /// An alternation; nested alternations are flattened, duplicates and impossible branches
     /// dropped.
     pub fn alt(&mut self, branches: impl IntoIterator<Item = ExprId>) -> ExprId {
-        let mut flat: Vec<ExprId> = Vec::new();
+        let mut flat: Parts = Parts::new();
         for b in branches {
             let inner = match self.expr(b) {
                 Expr::Nothing => continue,
@@ -494,12 +556,24 @@ impl GrammarBuilder {
                 _ => flat.push(b),
             }
         }
-        let mut seen = rustc_hash::FxHashSet::default();
-        flat.retain(|x| seen.insert(*x));
+        // The first of equal branches stays; a few are compared directly, more through a set.
+        if flat.len() <= FEW_BRANCHES {
+            let mut kept = 0;
+            for i in 0..flat.len() {
+                if !flat[..kept].contains(&flat[i]) {
+                    flat[kept] = flat[i];
+                    kept += 1;
+                }
+            }
+            flat.truncate(kept);
+        } else {
+            let mut seen = rustc_hash::FxHashSet::default();
+            flat.retain(|x| seen.insert(*x));
+        }
         match flat.len() {
             0 => self.nothing(),
             1 => flat[0],
-            _ => self.intern(Expr::Alt(flat.into())),
+            _ => self.intern(Key::Alt(&flat)),
         }
     }
 
@@ -526,7 +600,7 @@ impl GrammarBuilder {
             Expr::Nothing => return self.nothing(),
             _ => {}
         }
-        self.intern(Expr::Repeat { body, min, max })
+        self.intern(Key::Repeat { body, min, max })
     }
 
     /// `body?`.
@@ -576,7 +650,7 @@ impl GrammarBuilder {
 
     /// A reference to `rule`.
     pub fn rule_ref(&mut self, rule: RuleId) -> ExprId {
-        self.intern(Expr::Rule(rule))
+        self.intern(Key::Rule(rule))
     }
 
     /// The grammar starting at `start`; every referenced rule must be defined, and no limit
