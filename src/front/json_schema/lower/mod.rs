@@ -67,6 +67,9 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     /// The expression of each object shape lowered so far, by address (the shape held, so
     /// the address stays its own; see [`shared_object`](Self::shared_object)).
     objects: HashMap<*const ObjectShape, (Rc<ObjectShape>, ExprId)>,
+    /// The expression of each object lowered so far, by what its grammar is made of (see
+    /// [`objects::Chain`]).
+    chains: HashMap<objects::Chain, ExprId>,
 }
 
 impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
@@ -98,6 +101,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             contents: HashMap::new(),
             undeclared_keys: HashMap::new(),
             objects: HashMap::new(),
+            chains: HashMap::new(),
         }
     }
 

@@ -142,8 +142,17 @@ impl SchemaLowering<'_, '_, '_> {
                 }
             });
         }
-        match self.c.opts.property_order {
-            PropertyOrder::Schema => self.ordered(&members, extra, counts, &o.pointer),
+        let chain = Chain {
+            members,
+            extra: extra.clone(),
+            counts,
+        };
+        if let Some(&e) = self.chains.get(&chain) {
+            return Ok(e);
+        }
+        let members = &chain.members;
+        let e = match self.c.opts.property_order {
+            PropertyOrder::Schema => self.ordered(members, extra, counts, &o.pointer)?,
             PropertyOrder::Any => {
                 if members.len() > self.c.opts.max_any_order_properties {
                     return Err(error(
@@ -157,9 +166,11 @@ impl SchemaLowering<'_, '_, '_> {
                         ),
                     ));
                 }
-                self.unordered(&members, extra, counts, &o.pointer)
+                self.unordered(members, extra, counts, &o.pointer)?
             }
-        }
+        };
+        self.chains.insert(chain, e);
+        Ok(e)
     }
 
     /// The members undeclared properties are written as. Without patterns, any other name
@@ -567,8 +578,20 @@ impl SchemaLowering<'_, '_, '_> {
     }
 }
 
+/// What the grammar of an object is made of once its members are: the member expressions
+/// (required or not), the undeclared ones and the counts. Objects with equal parts have
+/// equal grammars, so each is built once: intersections make many copies of an object,
+/// equal but for their address (an overlapping `oneOf` of five objects made 1,872 objects
+/// of 307 kinds, each chain of members built again expression by expression).
+#[derive(PartialEq, Eq, Hash)]
+pub(super) struct Chain {
+    members: Vec<(ExprId, bool)>,
+    extra: Undeclared,
+    counts: Counts,
+}
+
 /// The members undeclared properties of an object are written as.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 struct Undeclared {
     /// Any of them (`None`: there may be none).
     any: Option<ExprId>,
@@ -578,7 +601,7 @@ struct Undeclared {
     all: u32,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Counts {
     min: u64,
     max: Option<u64>,
