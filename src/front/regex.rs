@@ -87,6 +87,10 @@ pub fn utf8_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
     let mut ascii = ByteSet::EMPTY;
     let mut branches = Vec::new();
     for &(lo, hi) in ranges {
+        if hi.is_ascii() {
+            ascii.insert_range(lo as u8, hi as u8);
+            continue;
+        }
         for seq in Utf8Sequences::new(lo, hi) {
             if let [r] = seq.as_slice() {
                 ascii.insert_range(r.start, r.end);

@@ -37,14 +37,25 @@ pub(crate) const ANY_CHAR: (char, char) = ('\0', char::MAX);
 /// schema asks for the same classes again and again).
 pub(crate) struct JsonText {
     memo: rustc_hash::FxHashMap<Vec<(char, char)>, ExprId>,
+    /// The nodes of the tries of names [`text_not_in`] built so far (see [`TrieNode`]).
+    nodes: rustc_hash::FxHashMap<TrieNode, ExprId>,
     spell: fn(&mut GrammarBuilder, &[(char, char)]) -> ExprId,
 }
+
+/// A node of a trie of names: whether a name ends there, and its children's characters
+/// (sorted) and expressions. A node's expression is a function of these alone, so each is
+/// built once per spelling: sets of names that differ by a few (the copies of an object
+/// that intersections make, each declaring some names of the branches it met; MaskBench
+/// o72217: ~300 sets) share all their other subtries, and each set built every node again,
+/// a dozen expressions per character (41% of that schema's front end).
+type TrieNode = (bool, Vec<(char, ExprId)>);
 
 impl JsonText {
     /// String values: every JSON spelling of each character (see the module notes).
     pub fn values() -> JsonText {
         JsonText {
             memo: Default::default(),
+            nodes: Default::default(),
             spell: json_char_class,
         }
     }
@@ -55,6 +66,7 @@ impl JsonText {
     pub fn keys() -> JsonText {
         JsonText {
             memo: Default::default(),
+            nodes: Default::default(),
             spell: canonical_char_class,
         }
     }
@@ -82,7 +94,23 @@ impl TextEncoding for JsonText {
 /// them at once (a schema of two negated `patternProperties`: 2.3M NFA states visited for
 /// 736 automaton states, per unit).
 fn canonical_char_class(g: &mut GrammarBuilder, ranges: &[(char, char)]) -> ExprId {
-    let raw = utf8_class(g, &raw_ranges(ranges));
+    // Within ASCII (the classes of a trie of names, mostly) the raw spellings are one byte
+    // class, as `utf8_class` would give, without the Unicode set difference.
+    let raw = match ranges.iter().all(|&(_, hi)| hi.is_ascii()) {
+        true => {
+            let mut set = ByteSet::EMPTY;
+            for &(lo, hi) in ranges {
+                set.insert_range(lo as u8, hi as u8);
+            }
+            let raw = ByteSet::range(0x20, 0x7f).intersection(
+                &ByteSet::byte(b'"')
+                    .union(&ByteSet::byte(b'\\'))
+                    .complement(),
+            );
+            g.class(set.intersection(&raw))
+        }
+        false => utf8_class(g, &raw_ranges(ranges)),
+    };
     let mut escapes: Vec<Vec<u8>> = Vec::new();
     for c in ('\0'..='\u{1f}').chain(['"', '\\']) {
         if contains(ranges, c) {
@@ -327,7 +355,7 @@ pub(crate) fn any_text(
 /// out to free text.
 pub(crate) fn text_not_in(
     g: &mut GrammarBuilder,
-    enc: &mut dyn TextEncoding,
+    enc: &mut JsonText,
     names: &[&str],
     deadline: &Deadline,
 ) -> Result<ExprId, CompileError> {
@@ -337,22 +365,22 @@ pub(crate) fn text_not_in(
     }
     // Nodes are numbered as they are made, so every child comes after its parent.
     let mut ends = vec![false];
+    let mut children: Vec<Vec<(char, u32)>> = vec![Vec::new()];
     let mut edges: rustc_hash::FxHashMap<(u32, char), u32> = Default::default();
     for name in names {
         let mut at = 0;
         for c in name.chars() {
             tick(deadline)?;
             let fresh = ends.len() as u32;
-            at = *edges.entry((at, c)).or_insert(fresh);
-            if at == fresh {
+            let child = *edges.entry((at, c)).or_insert(fresh);
+            if child == fresh {
                 ends.push(false);
+                children.push(Vec::new());
+                children[at as usize].push((c, child));
             }
+            at = child;
         }
         ends[at as usize] = true;
-    }
-    let mut children: Vec<Vec<(char, u32)>> = vec![Vec::new(); ends.len()];
-    for (&(parent, c), &child) in &edges {
-        children[parent as usize].push((c, child));
     }
     let mut trie = NotIn {
         g,
@@ -364,7 +392,21 @@ pub(crate) fn text_not_in(
     for node in (0..ends.len()).rev() {
         tick(deadline)?;
         children[node].sort_unstable();
-        exprs[node] = trie.node(ends[node], &children[node], &exprs)?;
+        let key: TrieNode = (
+            ends[node],
+            children[node]
+                .iter()
+                .map(|&(c, child)| (c, exprs[child as usize]))
+                .collect(),
+        );
+        exprs[node] = match trie.enc.nodes.get(&key) {
+            Some(&e) => e,
+            None => {
+                let e = trie.node(key.0, &key.1)?;
+                trie.enc.nodes.insert(key, e);
+                e
+            }
+        };
     }
     Ok(exprs[0])
 }
@@ -383,7 +425,7 @@ const EXITS: [(&str, &[(char, char)]); 2] = [
 /// and any other character leaves it for free text.
 struct NotIn<'a> {
     g: &'a mut GrammarBuilder,
-    enc: &'a mut dyn TextEncoding,
+    enc: &'a mut JsonText,
     /// Any text.
     rest: ExprId,
     /// The [`EXITS`] branches of a node where no name goes on with one of their characters:
@@ -393,13 +435,8 @@ struct NotIn<'a> {
 
 impl NotIn<'_> {
     /// A node of the trie: `end` if a name ends here, `children` its next characters (sorted)
-    /// and subtries, whose expressions `exprs` already holds.
-    fn node(
-        &mut self,
-        end: bool,
-        children: &[(char, u32)],
-        exprs: &[ExprId],
-    ) -> Result<ExprId, CompileError> {
+    /// and the expressions of their subtries.
+    fn node(&mut self, end: bool, children: &[(char, ExprId)]) -> Result<ExprId, CompileError> {
         let mut branches = Vec::new();
         if !end {
             branches.push(self.g.empty());
@@ -419,7 +456,7 @@ impl NotIn<'_> {
         branches.push(self.leave(&ascii));
         for &(c, child) in children {
             let first = self.enc.char(self.g, c);
-            branches.push(self.g.seq([first, exprs[child as usize]]));
+            branches.push(self.g.seq([first, child]));
         }
         Ok(self.g.alt(branches))
     }
