@@ -17,6 +17,23 @@ use crate::base::byteset::ByteSet;
 use crate::ir::StructHasher;
 use crate::limits::{Budget, LimitExceeded};
 
+/// Why a step of the parse (a byte, a token, a mask) stopped short, with the chart as before
+/// it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Halt {
+    /// A limit of the call ([`Budget`]).
+    Limit(LimitExceeded),
+    /// The step predicts these units, which the program does not have yet: once they are
+    /// built (`CfgGrammar::build`), the step is taken again on the new program.
+    Unbuilt(Vec<u32>),
+}
+
+impl From<LimitExceeded> for Halt {
+    fn from(e: LimitExceeded) -> Halt {
+        Halt::Limit(e)
+    }
+}
+
 /// An Earley item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Item {
@@ -78,11 +95,13 @@ pub(crate) struct Chart {
     waiters: FxHashMap<u32, (u32, Vec<(u32, u32)>)>,
     /// Pairs held in `waiters` (kept no larger than the chart's items).
     waiters_len: usize,
+    /// Units the row being closed predicts that are not built yet.
+    unbuilt: Vec<u32>,
 }
 
 impl Chart {
     /// The chart before any input: the start unit predicted in row 0.
-    pub fn new(prog: &Program, budget: &Budget) -> Result<Chart, LimitExceeded> {
+    pub fn new(prog: &Program, budget: &Budget) -> Result<Chart, Halt> {
         let mut chart = Chart::from_rows(prog, &[]);
         chart.open_row(ByteSet::EMPTY);
         chart.add(
@@ -115,6 +134,7 @@ impl Chart {
             revisit: Vec::new(),
             waiters: FxHashMap::default(),
             waiters_len: 0,
+            unbuilt: Vec::new(),
         };
         rows.iter()
             .for_each(|row| chart.push_raw(row, ByteSet::EMPTY));
@@ -265,7 +285,7 @@ impl Chart {
         prog: &Program,
         byte: u8,
         budget: &Budget,
-    ) -> Result<bool, LimitExceeded> {
+    ) -> Result<bool, Halt> {
         let class = prog.alphabet.class_of[byte as usize] as usize;
         let last = self.starts.len() - 1;
         let (lo, hi) = (self.starts[last] as usize, self.items.len());
@@ -301,7 +321,7 @@ impl Chart {
         prog: &Program,
         sid: u32,
         budget: &Budget,
-    ) -> Result<bool, LimitExceeded> {
+    ) -> Result<bool, Halt> {
         let last = self.starts.len() - 1;
         let (lo, hi) = (self.starts[last] as usize, self.items.len());
         budget.spend((hi - lo) as u64)?;
@@ -341,7 +361,7 @@ impl Chart {
         self.revisit.clear();
     }
 
-    fn finish_row(&mut self, prog: &Program, budget: &Budget) -> Result<bool, LimitExceeded> {
+    fn finish_row(&mut self, prog: &Program, budget: &Budget) -> Result<bool, Halt> {
         let last = self.starts.len() - 1;
         if self.items.len() == self.starts[last] as usize {
             self.truncate(last);
@@ -368,6 +388,10 @@ impl Chart {
     ///   count in every row). A new item that dominates an old one this way takes its place.
     fn add(&mut self, prog: &Program, it: Item) {
         let r = self.starts.len() as u32;
+        if it.state as usize >= self.stamp.len() {
+            // Units built since the chart was made (rows start at 1: 0 is "never").
+            self.stamp.resize(prog.states.len(), 0);
+        }
         let stamp = &mut self.stamp[it.state as usize];
         if *stamp != r {
             *stamp = r;
@@ -498,7 +522,11 @@ impl Chart {
     /// Predictions and completions in the last row, until nothing new appears. One unit of
     /// work per item processed and per item a completion looks at; an error past the budget
     /// or when the row holds more items than the readings allowed.
-    fn close(&mut self, prog: &Program, budget: &Budget) -> Result<(), LimitExceeded> {
+    ///
+    /// A unit it would predict that is not built yet is left out and named in the error
+    /// ([`Halt::Unbuilt`], with every such unit of the row) once the row is otherwise closed.
+    fn close(&mut self, prog: &Program, budget: &Budget) -> Result<(), Halt> {
+        self.unbuilt.clear();
         let here = (self.starts.len() - 1) as u32;
         let start = self.starts[here as usize] as usize;
         let mut i = start;
@@ -521,7 +549,9 @@ impl Chart {
             }
             if st.flags & COUNTED != 0 {
                 let c = counted(prog, st.unit);
-                if c.can_iterate(it.count) {
+                if !prog.units[c.body as usize].is_built() {
+                    self.unbuilt.push(c.body);
+                } else if c.can_iterate(it.count) {
                     let body = prog.units[c.body as usize].start;
                     self.add(
                         prog,
@@ -535,6 +565,10 @@ impl Chart {
             } else if st.flags & CALLS != 0 {
                 for call in prog.calls_of(it.state) {
                     let callee = &prog.units[call.unit as usize];
+                    if !callee.is_built() {
+                        self.unbuilt.push(call.unit);
+                        continue;
+                    }
                     self.add(
                         prog,
                         Item {
@@ -570,7 +604,14 @@ impl Chart {
             }
         }
         budget.spend(std::mem::take(&mut self.uncharged))?;
-        budget.readings(self.items.len() - start)
+        budget.readings(self.items.len() - start)?;
+        if self.unbuilt.is_empty() {
+            return Ok(());
+        }
+        let mut unbuilt = std::mem::take(&mut self.unbuilt);
+        unbuilt.sort_unstable();
+        unbuilt.dedup();
+        Err(Halt::Unbuilt(unbuilt))
     }
 
     /// Advances the items of row `origin` waiting for `unit`.
@@ -580,7 +621,7 @@ impl Chart {
         unit: u32,
         origin: usize,
         budget: &Budget,
-    ) -> Result<(), LimitExceeded> {
+    ) -> Result<(), Halt> {
         let lo = self.starts[origin] as usize;
         let hi = self.starts[origin + 1] as usize;
         if hi - lo <= LINEAR_ROW {

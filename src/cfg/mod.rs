@@ -50,21 +50,21 @@ mod walk;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::base::bitmask::get_bit;
 use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
 use crate::error::{CompileError, Location};
 use crate::ir::Grammar;
-use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
+use crate::limits::{Budget, Deadline, LimitExceeded, LimitKind, Limits};
 use crate::mask::{CacheStats, MaskCache};
 use crate::matcher::{rollback_to, MatchError, Matcher, Progress};
 use crate::vocab::{TokenKind, Vocab};
 
 use cache::CacheEntry;
-use chart::Chart;
-use lower::CompileOptions;
+use chart::{Chart, Halt};
+use lower::{CompileOptions, Lowering};
 use program::{Program, SPECIALS};
 
 /// Tuning options of the CFG engine: cache budget, how far masks look at the context, how
@@ -87,6 +87,7 @@ pub struct CfgConfig {
     mask_cache: bool,
     minimize: bool,
     max_forced_bytes: usize,
+    eager_states: usize,
 }
 
 impl Default for CfgConfig {
@@ -98,13 +99,18 @@ impl Default for CfgConfig {
             mask_cache: true,
             minimize: false,
             max_forced_bytes: 4096,
+            eager_states: DEFAULT_EAGER_STATES,
         }
     }
 }
 
+/// Default of [`CfgConfig::eager_states`].
+pub const DEFAULT_EAGER_STATES: usize = 4096;
+
 impl CfgConfig {
     /// Defaults: 256 MiB of mask cache, units determinized up to 50k states, context depth 3,
-    /// forced stretches of up to 4,096 bytes.
+    /// forced stretches of up to 4,096 bytes, [`DEFAULT_EAGER_STATES`] states built at compile
+    /// time.
     pub fn new() -> CfgConfig {
         CfgConfig::default()
     }
@@ -154,6 +160,37 @@ impl CfgConfig {
     /// Longest forced stretch `forced_bytes` reports.
     pub fn max_forced_bytes(mut self, n: usize) -> CfgConfig {
         self.max_forced_bytes = n;
+        self
+    }
+
+    /// How much of a grammar compiling builds: its start rule's automaton and, breadth first,
+    /// those of the rules it calls while the grammar has fewer than `n` states; every other
+    /// rule is built when a parse first enters it (by the `fill_mask` or `consume` call that
+    /// gets there), so a large schema compiles in proportion to what its first mask needs
+    /// rather than to its size. `usize::MAX` builds everything up front; 0 only the start
+    /// rule. Masks are the same either way; a limit a later build reaches
+    /// ([`LimitKind::GrammarSize`], [`LimitKind::CompileTime`] per build) is then the error of
+    /// the call that needed it.
+    ///
+    /// ```
+    /// use formwork::cfg::{CfgCompiler, CfgConfig};
+    /// use formwork::front::gbnf::gbnf_to_ir;
+    /// use formwork::vocab::Vocab;
+    /// use formwork::Matcher;
+    ///
+    /// let vocab = Vocab::embedded_qwen3().unwrap();
+    /// let text = r#"root ::= "a" big | "b"
+    /// big ::= "(" big ")" | "x""#;
+    /// let ir = gbnf_to_ir(text, "<example>").unwrap();
+    /// let lazy = CfgCompiler::new(&vocab, CfgConfig::new().eager_states(0)).compile(&ir).unwrap();
+    /// assert_eq!(lazy.num_built_units(), 1);
+    /// let mut m = lazy.matcher();
+    /// m.consume_all(&vocab.encode("a((x").unwrap()).unwrap();
+    /// assert_eq!(m.forced_bytes(), b"))");
+    /// assert_eq!(lazy.num_built_units(), 2);
+    /// ```
+    pub fn eager_states(mut self, n: usize) -> CfgConfig {
+        self.eager_states = n;
         self
     }
 }
@@ -248,17 +285,24 @@ impl CfgCompiler {
                 .config
                 .max_dfa_states
                 .min(bound(LimitKind::AutomatonStates)),
-            deadline,
             minimize: self.config.minimize,
+            eager_states: self.config.eager_states,
         };
-        let prog = lower::compile(grammar, &self.vocab, &options)?;
-        let initial = Chart::new(&prog, &self.limits.budget())
-            .map_err(|e| CompileError::over_limit(e, Location::None, "the first Earley row"))?;
-        // The cache keys: every first walk needs them, so they are part of the grammar.
-        let hashes = hash::Hashes::new(&prog, deadline)?;
+        let mut lowering = lower::compile(grammar, &self.vocab, options, deadline)?;
+        let budget = self.limits.budget();
+        let first_row = |e| CompileError::over_limit(e, Location::None, "the first Earley row");
+        let initial = loop {
+            match Chart::new(lowering.program(), &budget) {
+                Ok(chart) => break chart,
+                Err(Halt::Limit(e)) => return Err(first_row(e)),
+                Err(Halt::Unbuilt(units)) => lowering.build(&units, deadline.clone())?,
+            }
+        };
+        let current = Mutex::new(lowering.program().clone());
+        let lowering = Mutex::new((!lowering.is_complete()).then_some(lowering));
         Ok(Arc::new(CfgGrammar {
-            hashes,
-            prog,
+            current,
+            lowering,
             vocab: self.vocab.clone(),
             config: self.config.clone(),
             limits: self.limits.clone(),
@@ -276,24 +320,32 @@ impl CfgCompiler {
 }
 
 /// A compiled grammar, shared by all matchers of a constraint (and across threads).
+///
+/// Its program grows as parses enter units not built yet ([`CfgConfig::eager_states`]):
+/// states are only appended, so each matcher keeps the program it works on and takes the
+/// current one when it needs a unit its own lacks.
 pub struct CfgGrammar {
-    prog: Program,
+    /// The program with every unit built so far.
+    current: Mutex<Arc<Program>>,
+    /// What builds the other units; `None` once every unit is built.
+    lowering: Mutex<Option<Lowering>>,
     vocab: Vocab,
     config: CfgConfig,
     limits: Limits,
     cache: Arc<MaskCache<u128, CacheEntry>>,
     index: Arc<cache::VocabIndex>,
-    hashes: hash::Hashes,
     walks: Mutex<Option<cache::SharedWalks>>,
     initial: Chart,
 }
 
 impl std::fmt::Debug for CfgGrammar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let prog = self.program();
         f.debug_struct("CfgGrammar")
-            .field("units", &self.prog.units.len())
-            .field("states", &self.prog.states.len())
-            .field("byte_classes", &self.prog.n_classes())
+            .field("units", &prog.units.len())
+            .field("built_units", &prog.units.iter().filter(|u| u.is_built()).count())
+            .field("states", &prog.states.len())
+            .field("byte_classes", &prog.n_classes())
             .finish()
     }
 }
@@ -303,6 +355,7 @@ impl CfgGrammar {
     pub fn matcher(self: &Arc<Self>) -> CfgMatcher {
         CfgMatcher {
             grammar: self.clone(),
+            prog: self.program(),
             chart: RefCell::new(self.initial.clone()),
             history: VecDeque::new(),
             progress: Progress::default(),
@@ -311,18 +364,64 @@ impl CfgGrammar {
         }
     }
 
-    /// Number of automaton states the grammar compiled to.
+    /// Number of automaton states built so far.
     #[cfg(feature = "internals")]
     pub fn num_states(&self) -> usize {
-        self.prog.states.len()
+        self.program().states.len()
     }
 
-    /// What the mask cache reads of the grammar, for one fill.
-    fn view(&self) -> cache::GrammarView<'_> {
+    /// Number of units (rules' automata) found so far, built or not.
+    #[cfg(feature = "internals")]
+    pub fn num_units(&self) -> usize {
+        self.program().units.len()
+    }
+
+    /// Number of units built so far (see [`CfgConfig::eager_states`]).
+    #[cfg(feature = "internals")]
+    pub fn num_built_units(&self) -> usize {
+        self.program().units.iter().filter(|u| u.is_built()).count()
+    }
+
+    /// The program with every unit built so far (the unit tests' grammars are built whole).
+    #[cfg(test)]
+    fn prog(&self) -> Arc<Program> {
+        self.program()
+    }
+
+    /// The program with every unit built so far.
+    fn program(&self) -> Arc<Program> {
+        self.current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Builds those of `units` not built yet, within a time budget of
+    /// [`Limits::compile_time`], and returns the program that has them. A limit the build
+    /// reaches is the error (the program stays as it was).
+    fn build(&self, units: &[u32]) -> Result<Arc<Program>, LimitExceeded> {
+        let mut lowering = self.lowering.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(lower) = lowering.as_mut() else {
+            return Ok(self.program());
+        };
+        if let Err(e) = lower.build(units, self.limits.deadline()) {
+            // A later build only meets limits: the special tokens were resolved, and the
+            // start rule's productivity checked, when the grammar compiled.
+            return Err(*e.limit().expect("a later build fails on a limit only"));
+        }
+        let prog = lower.program().clone();
+        if lower.is_complete() {
+            *lowering = None;
+        }
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = prog.clone();
+        Ok(prog)
+    }
+
+    /// What the mask cache reads of the grammar, for one fill on `prog`.
+    fn view<'a>(&'a self, prog: &'a Program) -> cache::GrammarView<'a> {
         cache::GrammarView {
-            prog: &self.prog,
+            prog,
             vocab: &self.vocab,
-            hashes: &self.hashes,
             context_depth: self.config.context_depth,
             mask_cache: self.config.mask_cache,
             cache: &self.cache,
@@ -337,6 +436,8 @@ impl CfgGrammar {
 /// most [`Limits::history`] of them).
 pub struct CfgMatcher {
     grammar: Arc<CfgGrammar>,
+    /// The grammar's program as it was when this matcher last needed a unit.
+    prog: Arc<Program>,
     // `forced_bytes(&self)` looks ahead by pushing rows and truncating them again.
     chart: RefCell<Chart>,
     history: VecDeque<u32>,
@@ -355,6 +456,7 @@ impl Clone for CfgMatcher {
     fn clone(&self) -> CfgMatcher {
         CfgMatcher {
             grammar: self.grammar.clone(),
+            prog: self.prog.clone(),
             chart: RefCell::new(self.chart.borrow().clone()),
             history: self.history.clone(),
             progress: self.progress,
@@ -389,7 +491,7 @@ impl CfgMatcher {
     /// innermost rules being written.
     fn position(&self) -> Location {
         let chart = self.chart.borrow();
-        let prog = &self.grammar.prog;
+        let prog = &self.prog;
         let row = chart.row(chart.num_rows() - 1);
         let scans = |it: &&chart::Item| prog.state(it.state).flags & program::SCANS != 0;
         match row.iter().find(scans).or(row.first()) {
@@ -405,11 +507,29 @@ impl CfgMatcher {
         self.chart.borrow().num_rows()
     }
 
+    /// Takes `step` on the matcher's program until it no longer halts on units the program
+    /// lacks, building those in between (a step that halts leaves the matcher as it found it).
+    /// A limit is the error: the step's own, or that of a build.
+    fn building<R>(
+        &mut self,
+        mut step: impl FnMut(&mut CfgMatcher) -> Result<R, Halt>,
+    ) -> Result<R, LimitExceeded> {
+        loop {
+            match step(self) {
+                Ok(r) => return Ok(r),
+                Err(Halt::Limit(e)) => return Err(e),
+                Err(Halt::Unbuilt(units)) => self.prog = self.grammar.build(&units)?,
+            }
+        }
+    }
+
     /// The units every continuation starts with, and whether they reach the end of the
-    /// language (accepting with nothing else possible).
+    /// language (accepting with nothing else possible). A unit not built yet is built here
+    /// (on a program of this call's own: `forced_bytes` takes `&self`); a limit ends the
+    /// stretch.
     fn forced_units(&self) -> (Vec<Forced>, bool) {
         let g = &*self.grammar;
-        let prog = &g.prog;
+        let mut prog = self.prog.clone();
         let mut out = Vec::new();
         if !self.progress.is_live() {
             return (out, false);
@@ -419,7 +539,7 @@ impl CfgMatcher {
         let base = chart.num_rows();
         let mut at_end = false;
         while out.len() < g.config.max_forced_bytes {
-            let accepting = chart.is_accepting(prog);
+            let accepting = chart.is_accepting(&prog);
             let mut bytes = ByteSet::EMPTY;
             let mut specials: Vec<u32> = Vec::new();
             for it in chart.last_row() {
@@ -439,11 +559,20 @@ impl CfgMatcher {
                 (None, true, [s]) => Forced::Special(*s),
                 _ => break,
             };
-            let pushed = match next {
-                Forced::Byte(b) => chart.push_byte(prog, b, &budget),
-                Forced::Special(s) => chart.push_special(prog, s, &budget),
+            let pushed = loop {
+                let pushed = match next {
+                    Forced::Byte(b) => chart.push_byte(&prog, b, &budget),
+                    Forced::Special(s) => chart.push_special(&prog, s, &budget),
+                };
+                match pushed {
+                    Err(Halt::Unbuilt(units)) => match g.build(&units) {
+                        Ok(built) => prog = built,
+                        Err(_) => break false,
+                    },
+                    pushed => break pushed == Ok(true),
+                }
             };
-            if pushed != Ok(true) {
+            if !pushed {
                 break;
             }
             out.push(next);
@@ -455,17 +584,64 @@ impl CfgMatcher {
     /// Would the mask of the current state allow `token`? Within the work budget, unless a
     /// mask was computed on this very state already (then it is known to fit).
     fn mask_allows(&mut self, token: TokenId) -> Result<bool, LimitExceeded> {
-        let g = &*self.grammar;
-        let budget = self.progress.mask_check_budget(&g.limits);
-        let mut mask = vec![0u32; g.vocab.mask_words()];
-        cache::fill(
-            &g.view(),
-            self.chart.get_mut(),
-            &mut self.scratch,
-            &mut mask,
-            &budget,
-        )?;
+        let budget = self.progress.mask_check_budget(&self.grammar.limits);
+        let mut mask = vec![0u32; self.grammar.vocab.mask_words()];
+        self.fill(&mut mask, &budget)?;
         Ok(get_bit(&mask, token))
+    }
+
+    /// The mask of the current state into `out`, within `budget`.
+    fn fill(&mut self, out: &mut [u32], budget: &Budget) -> Result<(), LimitExceeded> {
+        let g = self.grammar.clone();
+        self.building(|m| {
+            let view = g.view(&m.prog);
+            cache::fill(&view, m.chart.get_mut(), &mut m.scratch, out, budget)
+        })
+    }
+
+    /// Pushes `token` (of `kind`, text or a special other than a final EOS) onto the chart:
+    /// `Ok(None)` if every byte was taken, `Ok(Some(at_byte))` where it was refused (chart
+    /// unchanged).
+    fn push_token(
+        &mut self,
+        token: TokenId,
+        kind: TokenKind,
+        budget: &Budget,
+    ) -> Result<Option<usize>, LimitExceeded> {
+        let g = self.grammar.clone();
+        self.building(|m| {
+            let prog = &*m.prog;
+            let chart = m.chart.get_mut();
+            let rows = chart.num_rows();
+            match kind {
+                TokenKind::Text => {
+                    for (i, &b) in g.vocab.token_bytes(token).iter().enumerate() {
+                        match chart.push_byte(prog, b, budget) {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                chart.truncate(rows);
+                                return Ok(Some(i));
+                            }
+                            Err(halt) => {
+                                chart.truncate(rows);
+                                return Err(halt);
+                            }
+                        }
+                    }
+                    Ok(None)
+                }
+                TokenKind::Special => {
+                    let Some(sid) = prog.special_index(token) else {
+                        return Ok(Some(0));
+                    };
+                    Ok(match chart.push_special(prog, sid, budget)? {
+                        true => None,
+                        false => Some(0),
+                    })
+                }
+                TokenKind::Unused => Ok(Some(0)),
+            }
+        })
     }
 
     /// Records a consumed token; the chart had `rows` rows before it. Once the history is
@@ -492,7 +668,7 @@ impl CfgMatcher {
         if boundary - self.old_rows.min(boundary) < above.max(MIN_FORGOTTEN_ROWS) {
             return;
         }
-        let dropped = chart.forget_below(&self.grammar.prog, boundary);
+        let dropped = chart.forget_below(&self.prog, boundary);
         self.history.iter_mut().for_each(|r| *r -= dropped as u32);
         self.old_rows = boundary - dropped;
         self.scratch.forget_rows();
@@ -521,68 +697,35 @@ impl CfgMatcher {
 
 impl Matcher for CfgMatcher {
     fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
-        let g = &*self.grammar;
+        let g = self.grammar.clone();
         if self.progress.fill_mask_prologue(out, &g.vocab)? {
             return Ok(());
         }
-        let budget = g.limits.budget();
-        cache::fill(
-            &g.view(),
-            self.chart.get_mut(),
-            &mut self.scratch,
-            out,
-            &budget,
-        )
-        .map_err(|e| MatchError::from(e).at(self.position()))?;
+        self.fill(out, &g.limits.budget())
+            .map_err(|e| MatchError::from(e).at(self.position()))?;
         self.progress.masked();
         Ok(())
     }
 
     fn consume(&mut self, token: TokenId) -> Result<(), MatchError> {
         let g = self.grammar.clone();
-        let (prog, vocab) = (&g.prog, &g.vocab);
-        let kind = self.progress.consume_prologue(vocab, token)?;
+        let kind = self.progress.consume_prologue(&g.vocab, token)?;
         let rows = self.chart.get_mut().num_rows();
+        // EOS ends a complete output; otherwise a special is a symbol of the grammar.
+        let ends = |m: &Self| g.vocab.is_eos(token) && m.chart.borrow().is_accepting(&m.prog);
+        let kind = match kind {
+            Some(TokenKind::Special) if ends(self) => None,
+            kind => kind,
+        };
         let Some(kind) = kind else {
             self.advanced(rows);
             self.progress.ended();
             return Ok(());
         };
-        let progress = self.progress;
-        let rejected = |at_byte| progress.rejected(token, at_byte);
-        let budget = g.limits.budget();
-        let chart = self.chart.get_mut();
-        match kind {
-            TokenKind::Text => {
-                for (i, &b) in vocab.token_bytes(token).iter().enumerate() {
-                    match chart.push_byte(prog, b, &budget) {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            chart.truncate(rows);
-                            return Err(rejected(i));
-                        }
-                        Err(limit) => {
-                            chart.truncate(rows);
-                            return self.limit_reached(token, limit, rows);
-                        }
-                    }
-                }
-            }
-            TokenKind::Special => {
-                // EOS ends a complete output; otherwise a special is a symbol of the grammar.
-                if vocab.is_eos(token) && chart.is_accepting(prog) {
-                    self.advanced(rows);
-                    self.progress.ended();
-                    return Ok(());
-                }
-                let sid = prog.special_index(token).ok_or_else(|| rejected(0))?;
-                match chart.push_special(prog, sid, &budget) {
-                    Ok(true) => {}
-                    Ok(false) => return Err(rejected(0)),
-                    Err(limit) => return self.limit_reached(token, limit, rows),
-                }
-            }
-            TokenKind::Unused => return Err(rejected(0)),
+        match self.push_token(token, kind, &g.limits.budget()) {
+            Ok(None) => {}
+            Ok(Some(at_byte)) => return Err(self.progress.rejected(token, at_byte)),
+            Err(limit) => return self.limit_reached(token, limit, rows),
         }
         self.advanced(rows);
         Ok(())
@@ -601,7 +744,7 @@ impl Matcher for CfgMatcher {
 
     fn is_accepting(&self) -> bool {
         self.progress
-            .is_accepting(|| self.chart.borrow().is_accepting(&self.grammar.prog))
+            .is_accepting(|| self.chart.borrow().is_accepting(&self.prog))
     }
 
     fn is_terminated(&self) -> bool {
@@ -626,7 +769,7 @@ impl Matcher for CfgMatcher {
         let mut i = 0;
         while i < units.len() {
             if let Forced::Special(s) = units[i] {
-                out.push(g.prog.specials[s as usize].1);
+                out.push(self.prog.specials[s as usize].1);
                 i += 1;
                 continue;
             }
@@ -667,19 +810,27 @@ impl Matcher for CfgMatcher {
 
     fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
         self.progress.text_prologue()?;
-        let g = self.grammar.clone();
         // Text no mask offered: a limit reached on it refuses it, changing nothing.
-        let budget = g.limits.budget();
-        let chart = self.chart.get_mut();
-        let rows = chart.num_rows();
-        for (at_byte, &b) in bytes.iter().enumerate() {
-            let failure = match chart.push_byte(&g.prog, b, &budget) {
-                Ok(true) => continue,
-                Ok(false) => self.progress.text_rejected(at_byte),
-                Err(e) => e.into(),
-            };
-            chart.truncate(rows);
-            return Err(failure);
+        let budget = self.grammar.limits.budget();
+        let rows = self.chart.get_mut().num_rows();
+        let refused = self.building(|m| {
+            let chart = m.chart.get_mut();
+            for (at_byte, &b) in bytes.iter().enumerate() {
+                match chart.push_byte(&m.prog, b, &budget) {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(halt) => {
+                        chart.truncate(rows);
+                        return Err(halt);
+                    }
+                }
+                chart.truncate(rows);
+                return Ok(Some(at_byte));
+            }
+            Ok(None)
+        })?;
+        if let Some(at_byte) = refused {
+            return Err(self.progress.text_rejected(at_byte));
         }
         self.advanced(rows);
         Ok(())

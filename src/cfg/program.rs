@@ -122,13 +122,25 @@ impl Counted {
     }
 }
 
-/// A unit: its states are `start..end` in the global state array; `start` is its start state.
+/// `Unit::start` of a unit no parse has entered yet: its automaton is not built.
+pub(crate) const UNBUILT: u32 = u32::MAX;
+
+/// A unit: its states are `start..end` in the global state array; `start` is its start state
+/// ([`UNBUILT`] until the unit is built). Whether it is nullable is known before it is built.
 #[derive(Clone, Debug)]
 pub(crate) struct Unit {
     pub start: u32,
     pub end: u32,
     pub nullable: bool,
     pub counted: Option<Counted>,
+}
+
+impl Unit {
+    /// Is the unit's automaton in the program?
+    #[inline]
+    pub fn is_built(&self) -> bool {
+        self.start != UNBUILT
+    }
 }
 
 /// The grammar's byte classes: bytes that every byte set of the grammar treats alike.
@@ -231,8 +243,10 @@ pub(crate) fn refine<'s>(
     parts
 }
 
-/// A compiled grammar.
-#[derive(Debug)]
+/// A compiled grammar: the units built so far (the rest are built when a parse first enters
+/// them, see `lower`); states are only ever appended, so a state or unit number means the same
+/// in every later program of the grammar.
+#[derive(Clone, Debug)]
 pub(crate) struct Program {
     pub states: Vec<State>,
     pub units: Vec<Unit>,
@@ -259,9 +273,51 @@ pub(crate) struct Program {
     /// Bit `k`: the vocabulary's slice `k` is worth a proof in this grammar
     /// ([`Program::slices_worth_trying`]).
     pub slices: u32,
+    /// Per state, its structural hash: the key of its classifications in the mask cache
+    /// (see `hash`).
+    pub hashes: Vec<u128>,
 }
 
 impl Program {
+    /// A program with no unit yet, over the grammar's classes.
+    pub fn new(alphabet: Alphabet) -> Program {
+        Program {
+            states: Vec::new(),
+            units: Vec::new(),
+            start_unit: 0,
+            alphabet,
+            live: Vec::new(),
+            trans: Vec::new(),
+            multi: Vec::new(),
+            calls: Vec::new(),
+            special_edges: Vec::new(),
+            specials: Vec::new(),
+            unit_rules: Vec::new(),
+            follow: Vec::new(),
+            slices: 0,
+            hashes: Vec::new(),
+        }
+    }
+
+    /// Appends a state (no transition, no hash yet).
+    pub fn push_state(&mut self, state: State) {
+        self.states.push(state);
+        self.live.push(ByteSet::EMPTY);
+        self.hashes.push(0);
+    }
+
+    /// The units built unit `u` calls (a counted unit: its body), in order, with repeats.
+    pub fn callees(&self, u: u32) -> impl Iterator<Item = u32> + '_ {
+        let unit = &self.units[u as usize];
+        let body = unit.counted.map(|c| c.body);
+        let states = match body {
+            Some(_) => 0..0,
+            None => unit.start..unit.end,
+        };
+        let calls = states.flat_map(|s| self.calls_of(s).iter().map(|c| c.unit));
+        body.into_iter().chain(calls)
+    }
+
     #[inline]
     pub fn n_classes(&self) -> usize {
         self.alphabet.sets.len()
@@ -282,6 +338,12 @@ impl Program {
     pub fn specials_of(&self, s: u32) -> &[(u32, u32)] {
         let (a, b) = self.states[s as usize].specials;
         &self.special_edges[a as usize..b as usize]
+    }
+
+    /// The hash of state `s` (see `hash`).
+    #[inline]
+    pub fn hash(&self, s: u32) -> u128 {
+        self.hashes[s as usize]
     }
 
     /// The classes state `s` has a transition on.

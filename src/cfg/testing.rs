@@ -131,7 +131,7 @@ pub(crate) fn compile(compiler: &CfgCompiler, gbnf: &str) -> (Arc<CfgGrammar>, R
 pub(crate) fn chart_after(g: &CfgGrammar, prefix: &[u8]) -> Chart {
     let mut chart = g.initial.clone();
     for &b in prefix {
-        let taken = chart.push_byte(&g.prog, b, &budget()).unwrap();
+        let taken = chart.push_byte(&g.prog(), b, &budget()).unwrap();
         assert!(
             taken,
             "the grammar takes {:?}",
@@ -170,7 +170,7 @@ pub(crate) fn ones(words: &[u32]) -> Vec<TokenId> {
 
 /// The items of the chart's last row that scan bytes themselves (what the cache classifies).
 pub(crate) fn scannable(g: &CfgGrammar, chart: &Chart) -> Vec<Item> {
-    let scans = |it: &&Item| g.prog.state(it.state).flags & SCANS != 0;
+    let scans = |it: &&Item| g.prog().state(it.state).flags & SCANS != 0;
     chart.last_row().iter().filter(scans).copied().collect()
 }
 
@@ -186,12 +186,12 @@ pub(crate) fn item_rows(item: Item) -> Vec<Vec<Item>> {
 /// One trie walk of a chart holding exactly `rows`, with a row DFA of its own: the accepted
 /// tokens' mask words, and the uncertain tokens (they run past an unknown context), sorted.
 pub(crate) fn walk_rows(g: &CfgGrammar, rows: &[Vec<Item>]) -> (Vec<u32>, Vec<TokenId>) {
-    let mut chart = Chart::from_rows(&g.prog, rows);
-    let mut dfa = StateDfa::new(0, g.prog.n_classes());
+    let mut chart = Chart::from_rows(&g.prog(), rows);
+    let mut dfa = StateDfa::new(0, g.prog().n_classes());
     let (mut words, mut uncertain) = (vec![0u32; g.vocab.mask_words()], Vec::new());
     let budget = budget();
     TrieWalk::new(
-        &g.prog,
+        &g.prog(),
         &g.vocab,
         &mut chart,
         &mut dfa,

@@ -39,6 +39,7 @@
 //! [`GrammarBuilder::define`]) return the `Limit` error, so a front end needs no check of its
 //! own to stay within these bounds; it may call [`GrammarBuilder::check`] to stop early.
 
+pub(crate) mod facts;
 pub(crate) mod graph;
 mod hash;
 pub mod recognizer;

@@ -129,11 +129,15 @@ pub fn ir(gbnf: &str) -> Grammar {
 }
 
 /// The engine configurations every oracle test runs: the adaptive cache, the cache without
-/// context expansion, and the plain trie walk over minimized automata.
+/// context expansion over rules built as parses enter them, and the plain trie walk over
+/// minimized automata.
 pub fn configs() -> Vec<(&'static str, CfgConfig)> {
     vec![
         ("cached", CfgConfig::new()),
-        ("cached, no context", CfgConfig::new().context_depth(0)),
+        (
+            "cached, no context, built on entry",
+            CfgConfig::new().context_depth(0).eager_states(0),
+        ),
         (
             "uncached, minimized",
             CfgConfig::new().mask_cache(false).minimize(true),

@@ -12,7 +12,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use formwork::template::StructureFactory;
 use formwork::vocab::{TokenKind, Vocab, VocabConfig};
 use formwork::{
-    BackendChoice, BackendKind, Constraint, Engine, EngineConfig, JsonSchemaOptions, Limits,
+    BackendChoice, BackendKind, CfgConfig, Constraint, Engine, EngineConfig, JsonSchemaOptions, Limits,
     Matcher, PropertyOrder, TagDispatch, TokenId, Whitespace,
 };
 use maskbench::{HarnessConfig, Status};
@@ -174,6 +174,10 @@ struct SchemaArgs {
     /// recursive → Earley), or forced.
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     backend: BackendArg,
+    /// Earley backend: automaton states a grammar builds when it compiles, breadth first from
+    /// its start rule; the rest is built when a parse first enters it [default: 4,096].
+    #[arg(long, value_name = "N")]
+    eager_states: Option<usize>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -217,8 +221,13 @@ impl SchemaArgs {
             BackendArg::Ops => BackendChoice::Operators,
             BackendArg::Earley => BackendChoice::Earley,
         };
+        let mut cfg = CfgConfig::new();
+        if let Some(n) = self.eager_states {
+            cfg = cfg.eager_states(n);
+        }
         let config = EngineConfig::new()
             .backend(backend)
+            .cfg(cfg)
             .limits(self.limits.limits());
         Engine::with_config(vocab, config)
     }

@@ -10,13 +10,13 @@ use crate::cfg::cache::entry::{CacheEntry, LEVEL2_DOMAIN, OUTER_DOMAIN};
 use crate::cfg::cache::fill::{cap, count_class, Scratch};
 use crate::cfg::cache::item_level::{hash_follow, Subject};
 use crate::cfg::cache::view::GrammarView;
-use crate::cfg::chart::{waits_for, Chart, Item, EXT};
+use crate::cfg::chart::{Halt, waits_for, Chart, Item, EXT};
 use crate::cfg::program::{Program, CALLS, COUNTED, FINAL, RELAXED, SCANS, SPECIALS};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::row_dfa::{StateDfa, MAX_DFA_ROWS};
 use crate::cfg::walk::Position;
 use crate::ir::StructHasher;
-use crate::limits::{Budget, LimitExceeded};
+use crate::limits::Budget;
 
 /// Gathers `k`'s callers in the chart into `scratch` (callers of its unit in its origin row,
 /// their callers, ... up to `context_depth` levels) and returns the context-level key: the
@@ -29,7 +29,7 @@ pub(super) fn context_key(
     subject: &Subject,
     item_key: u128,
     budget: &Budget,
-) -> Result<u128, LimitExceeded> {
+) -> Result<u128, Halt> {
     gather_callers(g, chart, scratch, &subject.item, budget)?;
     let k = &subject.item;
     let prog = &g.prog;
@@ -57,18 +57,17 @@ pub(super) fn context_key(
             EXT
         };
     }
-    let hashes = g.hashes;
     let cap = cap(&g.vocab);
     // An outermost caller's unit completes into the unknown context: what may follow it
     // decides which tokens stay uncertain.
     let state_key = |w: &Item| match w.origin {
         EXT => {
             let mut h = StructHasher::new(OUTER_DOMAIN);
-            h.hash(hashes.state(w.state));
+            h.hash(prog.hash(w.state));
             hash_follow(&mut h, prog, w.state);
             h.finish()
         }
-        _ => hashes.state(w.state),
+        _ => prog.hash(w.state),
     };
     described.extend(
         found
@@ -98,7 +97,7 @@ fn gather_callers(
     scratch: &mut Scratch,
     k: &Item,
     budget: &Budget,
-) -> Result<(), LimitExceeded> {
+) -> Result<(), Halt> {
     let prog = &g.prog;
     let Scratch {
         explored,
@@ -212,7 +211,7 @@ impl Context {
         g: &GrammarView<'_>,
         uncertain: &[Position],
         budget: &Budget,
-    ) -> Result<CacheEntry, LimitExceeded> {
+    ) -> Result<CacheEntry, Halt> {
         let mut accepted = Vec::new();
         let mut still = Vec::new();
         with_shared(g, &self.rows, |chart, dfa| {
@@ -306,7 +305,8 @@ mod tests {
 
     /// The context keys of a chart's scannable items, sorted.
     fn keys(g: &crate::cfg::CfgGrammar, prefix: &str) -> Vec<u128> {
-        let view = g.view();
+        let prog = g.prog();
+        let view = g.view(&prog);
         let chart = chart_after(g, prefix.as_bytes());
         let mut scratch = Scratch::default();
         let mut keys: Vec<u128> = scannable(g, &chart)
@@ -355,7 +355,8 @@ mod tests {
         each_case(
             &CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2)),
             |case| {
-                let view = case.g.view();
+                let prog = case.g.prog();
+                let view = case.g.view(&prog);
                 let mut scratch = Scratch::default();
                 for k in scannable(case.g, &case.chart) {
                     let subject = Subject::of(&view, &case.chart, &k);
@@ -394,7 +395,8 @@ mod tests {
         let vocab = small_vocab();
         let compiler = CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2));
         let (g, _) = compile(&compiler, CASES[1].0);
-        let view = g.view();
+        let prog = g.prog();
+        let view = g.view(&prog);
         let chart = chart_after(&g, b"[[");
         let trie = vocab.trie();
         let a_close = text_tokens(&vocab)

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use crate::cfg::cache::view::GrammarView;
 use crate::cfg::walk::Position;
-use crate::limits::{Budget, LimitExceeded};
+use crate::cfg::chart::Halt;
+use crate::limits::Budget;
 use crate::mask::{StoredMask, Weigh};
 
 pub(super) const LEVEL1_DOMAIN: u64 = 0x6366_676c_6576_0001;
@@ -105,8 +106,8 @@ pub(super) fn cached(
     g: &GrammarView<'_>,
     key: u128,
     budget: &Budget,
-    compute: impl FnOnce() -> Result<CacheEntry, LimitExceeded>,
-) -> Result<Arc<CacheEntry>, LimitExceeded> {
+    compute: impl FnOnce() -> Result<CacheEntry, Halt>,
+) -> Result<Arc<CacheEntry>, Halt> {
     budget.spend(1)?;
     match g.cache.get(&key) {
         Some(entry) => Ok(entry),
@@ -173,7 +174,8 @@ mod tests {
         let vocab = small_vocab();
         let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
         let (g, _) = compile(&compiler, CASES[0].0);
-        let view = g.view();
+        let prog = g.prog();
+        let view = g.view(&prog);
         let computed = Cell::new(0);
         let entry = || {
             computed.set(computed.get() + 1);
@@ -186,12 +188,15 @@ mod tests {
         assert_eq!(computed.get(), 1);
         cached(&view, 2, &budget, entry).unwrap();
         assert_eq!(computed.get(), 2, "another key is another entry");
-        let over = LimitExceeded {
+        let over = Halt::Limit(crate::limits::LimitExceeded {
             kind: crate::limits::LimitKind::MaskWork,
             value: 2,
             max: 1,
-        };
-        assert_eq!(cached(&view, 3, &budget, || Err(over)).unwrap_err(), over);
+        });
+        assert_eq!(
+            cached(&view, 3, &budget, || Err(over.clone())).unwrap_err(),
+            over
+        );
         cached(&view, 3, &budget, entry).unwrap();
         assert_eq!(computed.get(), 3, "a failure is not kept");
         let two = Limits::new().mask_work(2).budget();

@@ -11,14 +11,14 @@ use crate::cfg::cache::entry::{
 };
 use crate::cfg::cache::item_level::{item_level, near_bound, Subject};
 use crate::cfg::cache::view::GrammarView;
-use crate::cfg::chart::{Chart, Item};
+use crate::cfg::chart::{Halt, Chart, Item};
 use crate::cfg::program::{Program, COUNTED, SCANS, SPECIALS};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::row_dfa::StateDfa;
 use crate::cfg::walk::trie_walk::TrieWalk;
 use crate::cfg::walk::Position;
 use crate::ir::StructHasher;
-use crate::limits::{Budget, LimitExceeded};
+use crate::limits::Budget;
 use crate::vocab::Vocab;
 
 /// Buffers reused across masks (a matcher owns one), so a cached mask allocates nothing.
@@ -110,7 +110,7 @@ pub(crate) fn fill(
     scratch: &mut Scratch,
     out: &mut [u32],
     budget: &Budget,
-) -> Result<(), LimitExceeded> {
+) -> Result<(), Halt> {
     out.fill(0);
     if g.mask_cache {
         fill_cached(g, chart, scratch, out, budget)?;
@@ -141,7 +141,7 @@ fn fill_cached(
     scratch: &mut Scratch,
     out: &mut [u32],
     budget: &Budget,
-) -> Result<(), LimitExceeded> {
+) -> Result<(), Halt> {
     let prog = &g.prog;
     let vocab = &g.vocab;
     let trie = vocab.trie();
@@ -186,7 +186,7 @@ fn fill_cached(
                 let counts = subject.loop_counts(g, chart);
                 let mut key = StructHasher::new(NEAR_DOMAIN);
                 let lifted = subject.lifted.expect("only loops have iterations left");
-                key.hash(k1).hash(g.hashes.state(lifted));
+                key.hash(k1).hash(g.prog.hash(lifted));
                 counts.iter().for_each(|&n| {
                     key.word(n as u64);
                 });
@@ -286,7 +286,7 @@ fn settle(
     pending: &mut Vec<Position>,
     out: &mut [u32],
     budget: &Budget,
-) -> Result<(), LimitExceeded> {
+) -> Result<(), Halt> {
     let (prog, vocab) = (&g.prog, &g.vocab);
     let trie = vocab.trie();
     pending.sort_unstable();
@@ -370,7 +370,8 @@ mod tests {
                 let mut scratch = Scratch::default();
                 for pass in ["cold", "warm"] {
                     let mut out = vec![u32::MAX; vocab.mask_words()];
-                    let (view, chart) = (case.g.view(), &mut case.chart);
+                    let prog = case.g.prog();
+                    let (view, chart) = (case.g.view(&prog), &mut case.chart);
                     fill(&view, chart, &mut scratch, &mut out, &budget()).unwrap();
                     assert_eq!(ones(&out), want, "{}, {pass}", case.at());
                 }
@@ -394,11 +395,11 @@ mod tests {
         let counted = chart
             .last_row()
             .iter()
-            .find(|it| g.prog.state(it.state).flags & COUNTED != 0)
+            .find(|it| g.prog().state(it.state).flags & COUNTED != 0)
             .copied()
             .expect("the loop waits for its body");
         let cap = cap(&vocab);
-        let class = |count| count_class(&g.prog, &Item { count, ..counted }, cap);
+        let class = |count| count_class(&g.prog(), &Item { count, ..counted }, cap);
         assert_eq!(class(0), (cap as u64) << 32 | 2);
         assert_eq!(class(1), (cap as u64) << 32 | 1);
         assert_eq!(class(10), class(20), "far from both bounds");

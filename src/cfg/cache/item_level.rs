@@ -12,13 +12,13 @@ use crate::cfg::cache::entry::{
 use crate::cfg::cache::fill::cap;
 use crate::cfg::cache::starts::{iteration_starts, starts_below};
 use crate::cfg::cache::view::GrammarView;
-use crate::cfg::chart::{waits_for, Chart, Item, EXT};
+use crate::cfg::chart::{Halt, waits_for, Chart, Item, EXT};
 use crate::cfg::program::{Program, COUNTED, RELAXED};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::trie_walk::TrieWalk;
 use crate::cfg::walk::Position;
 use crate::ir::StructHasher;
-use crate::limits::{Budget, LimitExceeded};
+use crate::limits::Budget;
 use crate::mask::StoredMask;
 
 /// What the item level classifies: a scannable item and, when it is the body of a counted
@@ -103,9 +103,8 @@ impl Subject {
     /// The item-level key. The unit entered from the unknown context (the loop, if lifted)
     /// adds what may follow it in this grammar: that decides which tokens are uncertain.
     pub(super) fn key(&self, g: &GrammarView<'_>) -> u128 {
-        let hashes = g.hashes;
         let mut h = StructHasher::new(LEVEL1_DOMAIN);
-        h.hash(hashes.state(self.item.state))
+        h.hash(g.prog.hash(self.item.state))
             .word(self.item.count as u64);
         // A lifted loop is named by its body, the item's unit, alone: this level relaxes its
         // bounds, so the loops of `[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-…` share one walk. Keys
@@ -155,7 +154,7 @@ pub(super) fn item_level(
     g: &GrammarView<'_>,
     subject: &Subject,
     budget: &Budget,
-) -> Result<CacheEntry, LimitExceeded> {
+) -> Result<CacheEntry, Halt> {
     let prog = &g.prog;
     let vocab = &g.vocab;
     let rows = subject.rows(&[RELAXED]);
@@ -206,13 +205,13 @@ pub(super) fn near_bound(
     counts: &[u32],
     accepted: &StoredMask,
     budget: &Budget,
-) -> Result<CacheEntry, LimitExceeded> {
+) -> Result<CacheEntry, Halt> {
     let (prog, vocab) = (&g.prog, &g.vocab);
     let left = subject.left.expect("near a bound");
     // The subject's state is in the loop's body, so its hash names the body too; the loop's
     // bounds do not matter to a relaxed walk.
     let key = StructHasher::new(STARTS_DOMAIN)
-        .hash(g.hashes.state(subject.item.state))
+        .hash(g.prog.hash(subject.item.state))
         .word(subject.item.count as u64)
         .finish();
     let table = cached(g, key, budget, || iteration_starts(g, subject, budget))?;
@@ -309,7 +308,8 @@ mod tests {
     fn item_entries_are_fresh_walks_and_sound() {
         let vocab = small_vocab();
         each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
-            let view = case.g.view();
+            let prog = case.g.prog();
+            let view = case.g.view(&prog);
             let mut covered = vec![0u32; vocab.mask_words()];
             for k in scannable(case.g, &case.chart) {
                 let subject = Subject::of(&view, &case.chart, &k);
@@ -351,7 +351,8 @@ mod tests {
         let vocab = small_vocab();
         let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
         let (g, _) = compile(&compiler, CASES[2].0);
-        let view = g.view();
+        let prog = g.prog();
+        let view = g.view(&prog);
         let mut keys = Vec::new();
         for prefix in ["\"", "\"a", "\"ab", "\"abcd", "\"abcde"] {
             let letters = prefix.len() - 1;
@@ -376,8 +377,9 @@ mod tests {
         let (other, _) = compile(&compiler, r#"root ::= "\"" [a-zA-Z]{2,6} "'""#);
         let chart = chart_after(&other, b"\"a");
         let k = scannable(&other, &chart)[0];
+        let other_prog = other.prog();
         assert_ne!(
-            Subject::of(&other.view(), &chart, &k).key(&other.view()),
+            Subject::of(&other.view(&other_prog), &chart, &k).key(&other.view(&other_prog)),
             keys[0]
         );
         let chart = chart_after(&g, b"\"ab\",");
@@ -397,13 +399,14 @@ mod tests {
         let mut checked = 0;
         for gbnf in grammars {
             let (g, _) = compile(&compiler, gbnf);
-            let view = g.view();
+            let prog = g.prog();
+            let view = g.view(&prog);
             for prefix in ["\"", "\"ab", "\"abcd", "\"abcdef", "a", "abc-abcd", "abcde"] {
                 let mut chart = g.initial.clone();
                 let budget = budget();
                 if !prefix
                     .bytes()
-                    .all(|b| chart.push_byte(&g.prog, b, &budget).unwrap())
+                    .all(|b| chart.push_byte(&g.prog(), b, &budget).unwrap())
                 {
                     continue;
                 }

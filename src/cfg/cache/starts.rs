@@ -9,10 +9,10 @@ use crate::cfg::cache::context_level::with_shared;
 use crate::cfg::cache::entry::{CacheEntry, UNKNOWN_STARTS};
 use crate::cfg::cache::item_level::Subject;
 use crate::cfg::cache::view::GrammarView;
-use crate::cfg::chart::EXT;
+use crate::cfg::chart::{Halt, EXT};
 use crate::cfg::program::{CALLS, RELAXED, SCANS};
 use crate::cfg::walk::stepper::{Node, Stepper};
-use crate::limits::{Budget, LimitExceeded};
+use crate::limits::Budget;
 use crate::vocab::{SliceState, Subtree, TokenSlice, TrieStep, TrieVisitor};
 
 /// Bits of the tokens of a 32-token chunk that start fewer than `below` iterations, and of
@@ -37,7 +37,7 @@ pub(super) fn iteration_starts(
     g: &GrammarView<'_>,
     subject: &Subject,
     budget: &Budget,
-) -> Result<CacheEntry, LimitExceeded> {
+) -> Result<CacheEntry, Halt> {
     let (prog, vocab) = (&g.prog, &g.vocab);
     let lifted = subject.lifted.expect("only loop bodies have bounds");
     let rows = subject.rows(&[RELAXED]);
@@ -95,7 +95,7 @@ struct StartsWalk<'a> {
     /// Per row-DFA state, where it stands (`None`: not looked at yet).
     boundaries: Vec<Option<Boundary>>,
     starts: &'a mut [u16],
-    error: Option<LimitExceeded>,
+    error: Option<Halt>,
 }
 
 impl StartsWalk<'_> {
@@ -147,7 +147,7 @@ impl StartsWalk<'_> {
         &mut self,
         slice: &TokenSlice,
         root: Node,
-    ) -> Result<Option<bool>, LimitExceeded> {
+    ) -> Result<Option<bool>, Halt> {
         let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
         let mut stack = vec![(slice.start(), root, true)];
         let mut root_starts = false;
@@ -275,7 +275,8 @@ mod tests {
         ];
         for (gbnf, prefix) in cases {
             let (g, _) = compile(&compiler, gbnf);
-            let view = g.view();
+            let prog = g.prog();
+            let view = g.view(&prog);
             let chart = chart_after(&g, prefix);
             let subject = scannable(&g, &chart)
                 .iter()

@@ -3,19 +3,17 @@
 use std::sync::{Arc, Mutex};
 
 use super::{CacheEntry, SharedWalks, VocabIndex};
-use crate::cfg::hash::Hashes;
 use crate::cfg::program::Program;
 use crate::mask::MaskCache;
 use crate::vocab::Vocab;
 
-/// A compiled grammar as the mask cache reads it: its program and cache keys, the vocabulary,
+/// A compiled grammar as the mask cache reads it: its program (with the cache keys), the vocabulary,
 /// the context options, and the cache state every grammar of one compiler shares. Borrowed
 /// from the `CfgGrammar` for one fill: the grammar owns the cache's state, so the cache
 /// naming the grammar's own type would make the two modules import each other.
 pub(crate) struct GrammarView<'g> {
     pub prog: &'g Program,
     pub vocab: &'g Vocab,
-    pub hashes: &'g Hashes,
     /// `CfgConfig::context_depth`.
     pub context_depth: usize,
     /// `CfgConfig::mask_cache`.

@@ -5,9 +5,9 @@ use super::determinize::{determinize, Construction, DETERMINIZE_WORK};
 use super::minimize::minimize;
 use super::*;
 use crate::base::collections::FastSet;
-use crate::cfg::program::{refine, UNBOUNDED};
+use crate::cfg::program::refine;
 
-impl CfgLowering<'_> {
+impl Lowering {
     /// The automaton of the sequence `parts` (one expression, or a suffix unit's parts).
     pub(super) fn build_fsm(&mut self, parts: &[ExprId]) -> Result<Fsm, CompileError> {
         let mut nfa = Nfa::default();
@@ -43,14 +43,14 @@ impl CfgLowering<'_> {
         let nc = classes.len();
         let given = DETERMINIZE_WORK.min(self.determinize_left);
         let mut allowance = given;
-        let options = self.options;
         let subsets = determinize(
             &nfa,
             &labels,
             nc,
             start,
             accept,
-            options,
+            &self.options,
+            &self.deadline,
             Construction::Subsets(&mut allowance),
         )?;
         self.determinize_left -= given - allowance;
@@ -60,8 +60,17 @@ impl CfgLowering<'_> {
                 let epsilon_free = Construction::EpsilonFree {
                     used: self.total_states,
                 };
-                let fsm = determinize(&nfa, &labels, nc, start, accept, options, epsilon_free)?
-                    .expect("epsilon removal has no state cap or work budget to stop at");
+                let fsm = determinize(
+                    &nfa,
+                    &labels,
+                    nc,
+                    start,
+                    accept,
+                    &self.options,
+                    &self.deadline,
+                    epsilon_free,
+                )?
+                .expect("epsilon removal has no state cap or work budget to stop at");
                 (fsm, false)
             }
         };
@@ -72,7 +81,7 @@ impl CfgLowering<'_> {
         // Earley row holds at once is one more item.
         let fsm = match deterministic && !self.options.minimize {
             true => fsm,
-            false => minimize(fsm, self.options.deadline, &mut self.bisimulate_left)?,
+            false => minimize(fsm, &self.deadline, &mut self.bisimulate_left)?,
         };
         self.total_states += match deterministic {
             true => fsm.states.len(),
@@ -207,7 +216,7 @@ impl CfgLowering<'_> {
         {
             return Ok(call(self, nfa, UnitKey::Expr(e)));
         }
-        let g = self.g;
+        let g = Arc::clone(&self.g);
         Ok(match g.expr(e) {
             Expr::Empty => next,
             Expr::Nothing => nfa.state(),
@@ -254,12 +263,7 @@ impl CfgLowering<'_> {
                     return Ok(next);
                 }
                 if !self.unrolls(body, min, max) {
-                    let key = UnitKey::Counted {
-                        body,
-                        min,
-                        max: max.unwrap_or(UNBOUNDED),
-                    };
-                    return Ok(call(self, nfa, key));
+                    return Ok(call(self, nfa, UnitKey::Counted(e)));
                 }
                 // The optional iterations, then the required ones in front of them.
                 let mut cur = match max {

@@ -38,6 +38,7 @@ pub(super) fn determinize(
     start: u32,
     accept: u32,
     options: &CompileOptions,
+    deadline: &Deadline,
     construction: Construction,
 ) -> Result<Option<Fsm>, CompileError> {
     // DFA states are sets of NFA states (closed under epsilon); with epsilon removal, single
@@ -72,7 +73,7 @@ pub(super) fn determinize(
     let mut labelled_out: Vec<(u32, u32)> = Vec::new();
     // The loop, with `?` for the worklist's stops and errors alike.
     let mut expand = || -> Result<(), Failure> {
-        while let Some(id) = sets.next(options.deadline)? {
+        while let Some(id) = sets.next(deadline)? {
             members.clear();
             members.extend_from_slice(sets.key(id));
             sets.spend(members.len())?;

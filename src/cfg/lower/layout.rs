@@ -1,245 +1,89 @@
-//! The built units to one program: which units derive anything and which derive the empty
-//! string (fixpoints over the call graph), each automaton trimmed to its useful states, the
-//! reachable units laid out in one state array with one transition table.
-
-use std::collections::VecDeque;
+//! A built unit into the program: its automaton trimmed to its useful states (calls to units
+//! that derive nothing dropped), its states appended to the one state array and its
+//! transitions to the one transition table, with hashes of its own (see `hash`).
 
 use super::*;
-use crate::cfg::program::{Call, State, Unit, CALLS, COUNTED, FINAL, MULTI, SCANS, SPECIALS};
-use crate::error::CompileErrorKind;
+use crate::cfg::program::{Call, State, CALLS, COUNTED, FINAL, MULTI, SCANS, SPECIALS};
 
-impl CfgLowering<'_> {
-    /// Productivity, nullability, trimming and layout.
-    // Long: the steps of finishing in order (unit facts, trimming, reachability, state offsets
-    // within the limits, then one match laying out each kind of unit), each reading the last.
-    pub(super) fn finish(self, start: u32) -> Result<Program, CompileError> {
-        let deadline = self.options.deadline;
-        let n = self.units.len();
-        let mut fsms: Vec<Option<Fsm>> = Vec::with_capacity(n);
-        let mut counted: Vec<Option<Counted>> = Vec::with_capacity(n);
-        for (_, body) in self.units {
-            match body {
-                UnitBody::Fsm(f) => {
-                    fsms.push(Some(f));
-                    counted.push(None);
+impl Lowering {
+    /// Appends unit `u`, built as `body`, to the program.
+    pub(super) fn lay_out(&mut self, u: u32, body: UnitBody) -> Result<(), CompileError> {
+        let productive = &self.productive;
+        let prog = Arc::make_mut(&mut self.prog);
+        let base = prog.states.len() as u32;
+        let (end, counted) = match body {
+            UnitBody::Fsm(mut f) => {
+                trim(&mut f, |c| productive[c as usize]);
+                // Each state's entries cost as much as its edges: the table is bounded at 64
+                // entries per allowed state.
+                for s in &f.states {
+                    for group in s.bytes.chunk_by(|a, b| a.0 == b.0) {
+                        self.entries += f.classes[group[0].0 as usize].len();
+                    }
                 }
-                UnitBody::Counted(c) => {
-                    fsms.push(None);
-                    counted.push(Some(c));
+                if self.entries > self.options.max_states.saturating_mul(64) {
+                    return Err(too_many_states(
+                        self.entries.div_ceil(64),
+                        self.options.max_states,
+                        "the grammar's transition table (in rows of 64 entries)",
+                    ));
                 }
-                // `compile` builds every queued unit before it finishes.
-                UnitBody::Pending => unreachable!("every queued unit is built"),
+                lay_out_states(prog, &f, base, u);
+                (base + f.states.len() as u32, None)
             }
-        }
-        let mut callers: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for u in 0..n {
-            for v in unit_callees(&fsms[u], &counted[u]) {
-                callers[v as usize].push(u as u32);
+            UnitBody::Counted(c) if !productive[c.body as usize] => {
+                // The body derives nothing: zero iterations is all there is (the minimum is
+                // 0, or the unit would derive nothing and never be called).
+                prog.push_state(State {
+                    unit: u,
+                    flags: FINAL,
+                    calls: (prog.calls.len() as u32, prog.calls.len() as u32),
+                    specials: (
+                        prog.special_edges.len() as u32,
+                        prog.special_edges.len() as u32,
+                    ),
+                    row: prog.trans.len() as u32,
+                });
+                (base + 1, None)
             }
-        }
-        // Past the deadline, the error names the unit being worked on.
-        let g = self.g;
-        let unit_rules = &self.unit_rules;
-        let late = |u: usize, e: LimitExceeded| compile_time(e).or_at(rule_place(g, unit_rules[u]));
-        // Productive: derives some string. Nullable: derives the empty string.
-        let productive = fixpoint(n, &callers, &late, deadline, |u, known| {
-            match (&fsms[u], &counted[u]) {
-                (Some(f), _) => reaches_final(f, |c| known[c as usize], true),
-                (None, Some(c)) => c.min == 0 || known[c.body as usize],
-                _ => false,
+            UnitBody::Counted(c) => {
+                // Empty iterations change nothing but the count, so a nullable body needs no
+                // minimum: any shortfall is made up by empty iterations.
+                let min = match prog.units[c.body as usize].nullable {
+                    true => 0,
+                    false => c.min,
+                };
+                let calls_start = prog.calls.len() as u32;
+                prog.calls.push(Call {
+                    unit: c.body,
+                    ret: base,
+                });
+                prog.push_state(State {
+                    unit: u,
+                    flags: CALLS | COUNTED,
+                    calls: (calls_start, calls_start + 1),
+                    specials: (
+                        prog.special_edges.len() as u32,
+                        prog.special_edges.len() as u32,
+                    ),
+                    row: prog.trans.len() as u32,
+                });
+                (base + 1, Some(Counted { min, ..c }))
             }
-        })?;
-        if !productive[start as usize] {
-            return Err(CompileError::unplaced(
-                CompileErrorKind::EmptyLanguage,
-                "the grammar's start rule derives no string at all",
-            ));
-        }
-        let nullable = fixpoint(n, &callers, &late, deadline, |u, known| {
-            match (&fsms[u], &counted[u]) {
-                (Some(f), _) => {
-                    reaches_final(f, |c| known[c as usize] && productive[c as usize], false)
-                }
-                (None, Some(c)) => c.min == 0 || known[c.body as usize],
-                _ => false,
-            }
-        })?;
-        // Trim every automaton to the states on some path from start to final.
-        for (u, f) in fsms.iter_mut().enumerate() {
-            if let Some(f) = f {
-                deadline.check().map_err(|e| late(u, e))?;
-                trim(f, |c| productive[c as usize]);
-            }
-        }
-        let (order, new_id) = reachable_units(start, &fsms, &counted, &productive);
-        let mut prog = Program {
-            states: Vec::new(),
-            units: Vec::with_capacity(order.len()),
-            start_unit: 0,
-            alphabet: self.alphabet,
-            live: Vec::new(),
-            trans: Vec::new(),
-            multi: Vec::new(),
-            calls: Vec::new(),
-            special_edges: Vec::new(),
-            specials: self.specials,
-            unit_rules: order
-                .iter()
-                .map(|&u| {
-                    self.g
-                        .rule(self.unit_rules[u as usize])
-                        .name
-                        .as_str()
-                        .into()
-                })
-                .collect(),
-            follow: Vec::new(),
-            slices: 0,
         };
-        // First pass: state offsets, and the entries the states' transitions take (one per
-        // grammar class a byte edge reads).
-        let mut offset = Vec::with_capacity(order.len());
-        let mut total = 0u32;
-        let mut entries = 0usize;
-        // The unit with the most states (named when the program is over the limits).
-        let mut largest = (0, start);
-        for &u in &order {
-            offset.push(total);
-            let Some(f) = &fsms[u as usize] else {
-                total += 1;
-                continue;
-            };
-            total += f.states.len() as u32;
-            largest = largest.max((f.states.len(), u));
-            for s in &f.states {
-                for group in s.bytes.chunk_by(|a, b| a.0 == b.0) {
-                    entries += f.classes[group[0].0 as usize].len();
-                }
-            }
-        }
-        let largest_place = || rule_place(g, self.unit_rules[largest.1 as usize]);
-        if total as usize > self.options.max_states {
-            let what = format!(
-                "the grammar's automata (the largest this rule's: {} states)",
-                largest.0
-            );
-            let e = too_many_states(total as usize, self.options.max_states, &what);
-            return Err(e.or_at(largest_place()));
-        }
-        // Each state's entries cost as much as its edges: the table is bounded at 64 entries
-        // per allowed state.
-        if entries > self.options.max_states.saturating_mul(64) {
-            return Err(too_many_states(
-                entries.div_ceil(64),
-                self.options.max_states,
-                "the grammar's transition table (in rows of 64 entries)",
-            )
-            .or_at(largest_place()));
-        }
-        prog.live = vec![ByteSet::EMPTY; total as usize];
-        prog.trans = Vec::with_capacity(entries);
-        for (k, &u) in order.iter().enumerate() {
-            deadline.tick().map_err(|e| late(u as usize, e))?;
-            let base = offset[k];
-            let uid = k as u32;
-            match (&fsms[u as usize], &counted[u as usize]) {
-                (Some(f), _) => {
-                    lay_out_states(&mut prog, f, base, uid, &new_id);
-                    prog.units.push(Unit {
-                        start: base,
-                        end: base + f.states.len() as u32,
-                        nullable: nullable[u as usize],
-                        counted: None,
-                    });
-                }
-                (None, Some(c)) if !productive[c.body as usize] => {
-                    // The body derives nothing: zero iterations is all there is (min is 0, or
-                    // the unit would be unproductive and unreachable).
-                    prog.states.push(State {
-                        unit: uid,
-                        flags: FINAL,
-                        calls: (prog.calls.len() as u32, prog.calls.len() as u32),
-                        specials: (
-                            prog.special_edges.len() as u32,
-                            prog.special_edges.len() as u32,
-                        ),
-                        row: prog.trans.len() as u32,
-                    });
-                    prog.units.push(Unit {
-                        start: base,
-                        end: base + 1,
-                        nullable: true,
-                        counted: None,
-                    });
-                }
-                (None, Some(c)) => {
-                    let body = new_id[c.body as usize];
-                    let body_nullable = nullable[c.body as usize];
-                    // Empty iterations change nothing but the count, so a nullable body needs
-                    // no minimum: any shortfall is made up by empty iterations.
-                    let min = if body_nullable { 0 } else { c.min };
-                    let calls_start = prog.calls.len() as u32;
-                    prog.calls.push(Call {
-                        unit: body,
-                        ret: base,
-                    });
-                    prog.states.push(State {
-                        unit: uid,
-                        flags: CALLS | COUNTED,
-                        calls: (calls_start, calls_start + 1),
-                        specials: (
-                            prog.special_edges.len() as u32,
-                            prog.special_edges.len() as u32,
-                        ),
-                        row: prog.trans.len() as u32,
-                    });
-                    prog.units.push(Unit {
-                        start: base,
-                        end: base + 1,
-                        nullable: nullable[u as usize],
-                        counted: Some(Counted {
-                            body,
-                            min,
-                            max: c.max,
-                        }),
-                    });
-                }
-                // Every built unit is an automaton or a counted loop.
-                _ => unreachable!("a unit is an automaton or a counted loop"),
-            }
-        }
-        Ok(prog)
+        let unit = &mut prog.units[u as usize];
+        unit.start = base;
+        unit.end = end;
+        unit.counted = counted;
+        hash::local(prog, self.nonce, base..end);
+        prog.slices = prog.slices_worth_trying(&self.vocab, &self.first, base..end, prog.slices);
+        Ok(())
     }
-}
-
-/// The units reachable from `start` through productive calls, in discovery order, and each
-/// unit's index in that order (`u32::MAX` for the others).
-fn reachable_units(
-    start: u32,
-    fsms: &[Option<Fsm>],
-    counted: &[Option<Counted>],
-    productive: &[bool],
-) -> (Vec<u32>, Vec<u32>) {
-    let mut order: Vec<u32> = vec![start];
-    let mut new_id = vec![u32::MAX; fsms.len()];
-    new_id[start as usize] = 0;
-    let mut i = 0;
-    while i < order.len() {
-        let u = order[i] as usize;
-        i += 1;
-        for v in unit_callees(&fsms[u], &counted[u]) {
-            if productive[v as usize] && new_id[v as usize] == u32::MAX {
-                new_id[v as usize] = order.len() as u32;
-                order.push(v);
-            }
-        }
-    }
-    (order, new_id)
 }
 
 /// Appends the states of automaton `f`, unit `uid` of the program laid out from state `base`,
-/// with their calls (to units renumbered by `new_id`), special edges and transitions.
-fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32, new_id: &[u32]) {
+/// with their calls, special edges and transitions.
+fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32) {
     // The unit class of each grammar class the unit reads, and a state's entry per unit class.
     let mut local_of = [0u8; 256];
     for (local, classes) in f.classes.iter().enumerate() {
@@ -248,12 +92,11 @@ fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32, new_id: &[u3
             .for_each(|c| local_of[c as usize] = local as u8);
     }
     let mut entry_of = vec![0u32; f.classes.len()];
-    for (si, s) in f.states.iter().enumerate() {
-        let gid = base + si as u32;
+    for s in &f.states {
         let calls_start = prog.calls.len() as u32;
         for &(cu, t) in &s.calls {
             prog.calls.push(Call {
-                unit: new_id[cu as usize],
+                unit: cu,
                 ret: base + t,
             });
         }
@@ -273,13 +116,7 @@ fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32, new_id: &[u3
         if !s.bytes.is_empty() {
             flags |= SCANS;
         }
-        prog.states.push(State {
-            unit: uid,
-            flags,
-            calls: (calls_start, prog.calls.len() as u32),
-            specials: (sp_start, prog.special_edges.len() as u32),
-            row: prog.trans.len() as u32,
-        });
+        let row = prog.trans.len() as u32;
         // Group targets by unit class, then enter them under each grammar class the unit
         // class stands for, in class order.
         let mut live = ByteSet::EMPTY;
@@ -296,80 +133,18 @@ fn lay_out_states(prog: &mut Program, f: &Fsm, base: u32, uid: u32, new_id: &[u3
             };
             live = live.union(&f.classes[local as usize]);
         }
-        prog.live[gid as usize] = live;
         let entries = live.iter().map(|c| entry_of[local_of[c as usize] as usize]);
         prog.trans.extend(entries);
+        prog.push_state(State {
+            unit: uid,
+            flags,
+            calls: (calls_start, prog.calls.len() as u32),
+            specials: (sp_start, prog.special_edges.len() as u32),
+            row,
+        });
+        let last = prog.live.len() - 1;
+        prog.live[last] = live;
     }
-}
-
-/// The units a unit calls.
-pub(super) fn unit_callees(fsm: &Option<Fsm>, counted: &Option<Counted>) -> Vec<u32> {
-    match (fsm, counted) {
-        (Some(f), _) => f
-            .states
-            .iter()
-            .flat_map(|s| s.calls.iter().map(|c| c.0))
-            .collect(),
-        (None, Some(c)) => vec![c.body],
-        _ => vec![],
-    }
-}
-
-/// Least fixpoint of a monotone per-unit property, re-checking callers when a unit flips
-/// (`late`: the error past the deadline, while working on a unit).
-pub(super) fn fixpoint(
-    n: usize,
-    callers: &[Vec<u32>],
-    late: &dyn Fn(usize, LimitExceeded) -> CompileError,
-    deadline: &Deadline,
-    check: impl Fn(usize, &[bool]) -> bool,
-) -> Result<Vec<bool>, CompileError> {
-    let mut known = vec![false; n];
-    let mut queued = vec![true; n];
-    // Units are numbered callers first: checking callees first settles most units at their
-    // first check (each check walks the unit's automaton).
-    let mut work: VecDeque<usize> = (0..n).rev().collect();
-    while let Some(u) = work.pop_front() {
-        deadline.tick().map_err(|e| late(u, e))?;
-        queued[u] = false;
-        if known[u] || !check(u, &known) {
-            continue;
-        }
-        known[u] = true;
-        for &c in &callers[u] {
-            if !known[c as usize] && !queued[c as usize] {
-                queued[c as usize] = true;
-                work.push_back(c as usize);
-            }
-        }
-    }
-    Ok(known)
-}
-
-/// Is a final state reachable from the start, through calls `ok` allows (and, if `consume`,
-/// through byte and special edges)?
-pub(super) fn reaches_final(f: &Fsm, ok: impl Fn(u32) -> bool, consume: bool) -> bool {
-    let mut seen = vec![false; f.states.len()];
-    let mut stack = vec![0u32];
-    seen[0] = true;
-    while let Some(s) = stack.pop() {
-        let st = &f.states[s as usize];
-        if st.final_ {
-            return true;
-        }
-        let mut push = |t: u32| {
-            if !seen[t as usize] {
-                seen[t as usize] = true;
-                stack.push(t);
-            }
-        };
-        st.calls.iter().filter(|c| ok(c.0)).for_each(|c| push(c.1));
-        if consume {
-            st.bytes.iter().for_each(|b| push(b.1));
-            st.specials.iter().for_each(|b| push(b.1));
-        }
-    }
-    false
 }
 
 /// Drops calls to unproductive units and every state not on a start-to-final path; the start

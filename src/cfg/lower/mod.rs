@@ -1,14 +1,24 @@
 //! IR → program: each rule that needs a stack frame becomes a unit automaton, the rest is
 //! inlined into its caller (see the [program docs](super::program)).
 //!
+//! Units are built when a parse first enters them (XGrammar 2's just-in-time compilation):
+//! [`compile`] builds the start unit and, breadth first, its callees up to
+//! [`CompileOptions::eager_states`]; the [`Lowering`] stays with the compiled grammar and
+//! builds any other unit when a parse predicts it ([`Lowering::build`]). A large schema's
+//! first mask needs a few of its units (a Kubernetes schema: 3 of 1,442, 339 of 108,869
+//! states), and most generations never enter most of the rest. What a parse needs to know of
+//! a unit before it is built — whether it is nullable, what may follow it — comes from the IR
+//! ([`crate::ir::facts`]), and a call to a unit that derives nothing is dropped from its
+//! caller as it is built.
+//!
 //! - this file: the options, the sizes that decide inlining and unrolling, the unit
 //!   automata under construction and the lowering state with its cost pass;
 //! - `rules`: which rules recurse, only in tail position, or are built in place;
 //! - `build`: expressions to NFA fragments;
 //! - `determinize`: a unit's NFA to its automaton;
 //! - `minimize`: equivalent states merged;
-//! - `layout`: productivity, nullability, trimming and the flat program;
-//! - `sets`: the units' first and follow bytes and the vocabulary slices worth trying.
+//! - `layout`: trimming and appending a built unit to the program;
+//! - `sets`: the vocabulary slices worth trying.
 
 mod build;
 mod determinize;
@@ -18,14 +28,16 @@ mod rules;
 mod sets;
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::program::{Alphabet, Counted, Program};
+use super::hash;
+use super::program::{Alphabet, Counted, Program, Unit, UNBOUNDED, UNBUILT};
 use crate::base::byteset::ByteSet;
 use crate::base::collections::FastMap;
-use crate::base::token::TokenId;
 use crate::error::{CompileError, CompileErrorKind, Location};
+use crate::ir::facts::{Boundaries, Derivations};
 use crate::ir::{Expr, ExprId, Grammar, RuleId};
 use crate::limits::{Deadline, LimitExceeded, LimitKind};
 use crate::vocab::Vocab;
@@ -35,16 +47,17 @@ use rules::{jump_rules, recursive_rules, rule_refs};
 
 /// How to compile (from `CfgConfig`), and the limits on it (from `Limits`).
 #[derive(Clone, Debug)]
-pub(crate) struct CompileOptions<'a> {
+pub(crate) struct CompileOptions {
     /// Most states of the whole program ([`LimitKind::GrammarSize`]); one unit's automaton
     /// under construction may have as many.
     pub max_states: usize,
     /// A unit is determinized while it stays under this many states (tuning, below
     /// [`LimitKind::AutomatonStates`]); past it, it stays nondeterministic.
     pub max_dfa_states: usize,
-    pub deadline: &'a Deadline,
     /// Minimize deterministic units too (see `CfgConfig::minimize`).
     pub minimize: bool,
+    /// States [`compile`] builds before the grammar is first used (see `CfgConfig::eager_states`).
+    pub eager_states: usize,
 }
 
 /// The compile time ran out.
@@ -108,33 +121,50 @@ const SHARED_RULE_MIN: u32 = 48;
 /// Cost of a call edge, as states.
 const CALL_COST: u32 = 2;
 
-/// Compiles `grammar` against `vocab` (special tokens are resolved to ids here).
+/// Compiles `grammar` against `vocab` (special tokens are resolved to ids here) within
+/// `deadline`: the start unit and, breadth first, the units it calls while the program has
+/// fewer than `options.eager_states` states. Units built now whose callees are all built
+/// get structural hashes (shared with every grammar that builds the same automaton); the
+/// others, and units built later, hashes of their own (see [`hash`]).
+///
+/// Errors: `EmptyLanguage` (the start rule derives nothing), `UnknownSpecialToken`, `Limit`
+/// (grammar size, compile time).
 pub(crate) fn compile(
     grammar: &Grammar,
     vocab: &Vocab,
-    options: &CompileOptions,
-) -> Result<Program, CompileError> {
-    let mut lower = CfgLowering::new(grammar, vocab, options)?;
-    let start = lower.unit(UnitKey::Rule(grammar.start()));
-    while let Some(u) = lower.queue.pop_front() {
-        lower.build_unit(u)?;
+    options: CompileOptions,
+    deadline: &Deadline,
+) -> Result<Lowering, CompileError> {
+    let mut lower = Lowering::new(Arc::new(grammar.clone()), vocab, options, deadline.clone())?;
+    let start_body = lower.g.rule(lower.g.start()).body;
+    if !lower.derivations.productive[start_body.index()] {
+        return Err(CompileError::unplaced(
+            CompileErrorKind::EmptyLanguage,
+            "the grammar's start rule derives no string at all",
+        ));
     }
-    let mut prog = lower.finish(start)?;
-    let unit_first = prog.unit_first_sets(options.deadline)?;
-    prog.follow = prog.follow_sets(&unit_first, options.deadline)?;
-    prog.slices = prog.slices_worth_trying(vocab, &unit_first);
-    Ok(prog)
+    let start = lower.unit(UnitKey::Rule(lower.g.start()));
+    let mut queue = VecDeque::from([start]);
+    while let Some(u) = queue.pop_front() {
+        if lower.prog.units[u as usize].is_built() {
+            continue;
+        }
+        if u != start && lower.prog.states.len() >= lower.options.eager_states {
+            break;
+        }
+        lower.build_unit(u)?;
+        queue.extend(lower.prog.callees(u));
+    }
+    lower.hash_complete_units()?;
+    Ok(lower)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum UnitKey {
     Rule(RuleId),
     Expr(ExprId),
-    Counted {
-        body: ExprId,
-        min: u32,
-        max: u32,
-    },
+    /// A repeat that is not unrolled (its expression, an `Expr::Repeat`).
+    Counted(ExprId),
     /// The parts of a long sequence from a chunk boundary on (`CfgLowering::suffixes`).
     Suffix(u32),
 }
@@ -227,16 +257,22 @@ impl Fsm {
 }
 
 enum UnitBody {
-    /// Not built yet.
-    Pending,
     Fsm(Fsm),
     Counted(Counted),
 }
 
-struct CfgLowering<'a> {
-    g: &'a Grammar,
-    vocab: &'a Vocab,
-    options: &'a CompileOptions<'a>,
+/// The lowering of one grammar, kept with the compiled grammar to build the units no parse
+/// has entered yet: the IR, what the passes over it decided (what recurses, what is inlined,
+/// what each expression costs and derives), the units found so far and the program built.
+pub(crate) struct Lowering {
+    /// Shared with the fragment being built, which reads it while the lowering changes.
+    g: Arc<Grammar>,
+    vocab: Vocab,
+    options: CompileOptions,
+    /// The budget of the build in progress: the compilation's, then one per later build.
+    deadline: Deadline,
+    derivations: Derivations,
+    boundaries: Boundaries,
     recursive: Vec<bool>,
     /// Rules built into their caller's automaton even when too big to inline
     /// ([`jump_rules`]).
@@ -251,33 +287,48 @@ struct CfgLowering<'a> {
     /// How many expressions refer to each rule.
     rule_refs: Vec<u32>,
     alphabet: Alphabet,
-    units: Vec<(UnitKey, UnitBody)>,
+    /// Per unit (by number, in the order units were found), what it is built from.
+    units: Vec<UnitKey>,
+    /// Per unit, whether it derives anything (a call to one that does not is dropped).
+    productive: Vec<bool>,
+    /// Per unit, the bytes its strings may start with (for the slices worth trying).
+    first: Vec<ByteSet>,
     /// Per unit, the rule it is part of: its own, or the rule of the unit that first called
     /// it (limit errors name it).
     unit_rules: Vec<RuleId>,
     /// The unit being built.
     building: u32,
     unit_ids: FastMap<UnitKey, u32>,
-    queue: VecDeque<u32>,
-    specials: Vec<(Box<str>, TokenId)>,
     special_ids: HashMap<Box<str>, u32>,
     total_states: usize,
+    /// Transition entries of the units laid out (bounded with the states).
+    entries: usize,
     /// What is left of [`TOTAL_DETERMINIZE_WORK`] and [`TOTAL_BISIMULATION_WORK`].
     determinize_left: usize,
     bisimulate_left: usize,
+    /// The program built so far (shared with the matchers that use it: building more copies
+    /// it once, see [`Lowering::build`]).
+    prog: Arc<Program>,
+    /// Distinguishes this grammar's own hashes from every other grammar's.
+    nonce: u64,
+    /// Per unit, its structural hash once its automaton is complete (see `hash`).
+    unit_hashes: Vec<Option<u128>>,
 }
 
-impl<'a> CfgLowering<'a> {
+impl Lowering {
     fn new(
-        g: &'a Grammar,
-        vocab: &'a Vocab,
-        options: &'a CompileOptions<'a>,
+        g: Arc<Grammar>,
+        vocab: &Vocab,
+        options: CompileOptions,
+        deadline: Deadline,
     ) -> Result<Self, CompileError> {
-        let (recursive, tail_recursive) = recursive_rules(g, options.deadline)?;
-        let jumps = jump_rules(g, &recursive, tail_recursive, options.deadline)?;
-        let mut me = CfgLowering {
-            g,
-            vocab,
+        let (recursive, tail_recursive) = recursive_rules(&g, &deadline)?;
+        let jumps = jump_rules(&g, &recursive, tail_recursive, &deadline)?;
+        let derivations = Derivations::new(&g, &deadline).map_err(compile_time)?;
+        let boundaries = Boundaries::new(&g, &derivations, &deadline).map_err(compile_time)?;
+        let alphabet = Alphabet::new(&g);
+        let mut me = Lowering {
+            vocab: vocab.clone(),
             options,
             recursive,
             jumps,
@@ -286,25 +337,102 @@ impl<'a> CfgLowering<'a> {
             suffixes: Vec::new(),
             suffix_ids: FastMap::default(),
             inline_rule: vec![false; g.rules().len()],
-            rule_refs: rule_refs(g),
-            alphabet: Alphabet::new(g),
+            rule_refs: rule_refs(&g),
+            prog: Arc::new(Program::new(alphabet.clone())),
+            alphabet,
+            derivations,
+            boundaries,
             units: Vec::new(),
+            productive: Vec::new(),
+            first: Vec::new(),
             unit_rules: Vec::new(),
             building: 0,
             unit_ids: FastMap::default(),
-            queue: VecDeque::new(),
-            specials: Vec::new(),
             special_ids: HashMap::new(),
             total_states: 0,
+            entries: 0,
             determinize_left: TOTAL_DETERMINIZE_WORK,
             bisimulate_left: TOTAL_BISIMULATION_WORK,
+            nonce: hash::nonce(),
+            unit_hashes: Vec::new(),
+            deadline,
+            g,
         };
         me.compute_costs()?;
+        me.resolve_specials()?;
         Ok(me)
     }
 
+    /// The program built so far.
+    pub fn program(&self) -> &Arc<Program> {
+        &self.prog
+    }
+
+    /// Has every unit a parse could enter been built (so this lowering is no longer needed)?
+    pub fn is_complete(&self) -> bool {
+        self.prog.units.iter().all(Unit::is_built)
+    }
+
+    /// Builds `units` (those not built yet) within `deadline`. The program is copied once if
+    /// matchers share it (they keep the program they have until they need a unit it lacks).
+    pub fn build(&mut self, units: &[u32], deadline: Deadline) -> Result<(), CompileError> {
+        self.deadline = deadline;
+        let mut built = false;
+        for &u in units {
+            if !self.prog.units[u as usize].is_built() {
+                self.build_unit(u)?;
+                built = true;
+            }
+        }
+        match built {
+            true => self.hash_complete_units(),
+            false => Ok(()),
+        }
+    }
+
+    /// Gives the units whose automata are now complete their structural hashes (see
+    /// [`hash::structural`]).
+    fn hash_complete_units(&mut self) -> Result<(), CompileError> {
+        let prog = Arc::make_mut(&mut self.prog);
+        hash::structural(prog, &mut self.unit_hashes, &self.deadline)
+    }
+
+    /// Resolves every special token the grammar's reachable rules name (an unknown one is an
+    /// error at the rule naming it), so building a unit later never meets one.
+    fn resolve_specials(&mut self) -> Result<(), CompileError> {
+        let mut seen_rule = vec![false; self.g.rules().len()];
+        let mut rules = vec![self.g.start()];
+        seen_rule[self.g.start().index()] = true;
+        let mut seen = vec![false; self.g.exprs().len()];
+        while let Some(r) = rules.pop() {
+            let mut stack = vec![self.g.rule(r).body];
+            while let Some(e) = stack.pop() {
+                self.tick()?;
+                if std::mem::replace(&mut seen[e.index()], true) {
+                    continue;
+                }
+                match self.g.expr(e) {
+                    Expr::Special(name) => {
+                        let name = name.clone();
+                        self.special(&name)
+                            .map_err(|err| err.or_at(rule_place(&self.g, r)))?;
+                    }
+                    Expr::Seq(xs) | Expr::Alt(xs) => stack.extend(xs.iter().copied()),
+                    Expr::Repeat { body, .. } => stack.push(*body),
+                    Expr::Rule(callee) => {
+                        if !std::mem::replace(&mut seen_rule[callee.index()], true) {
+                            rules.push(*callee);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn tick(&self) -> Result<(), CompileError> {
-        self.options.deadline.tick().map_err(compile_time)
+        self.deadline.tick().map_err(compile_time)
     }
 
     /// Children of an expression for the cost order; references to recursive rules are leaves.
@@ -410,7 +538,8 @@ impl<'a> CfgLowering<'a> {
         Ok(())
     }
 
-    /// The unit for `key`, queued for building if new.
+    /// The unit for `key`, numbered if new: a unit of the program not built yet, with what
+    /// the IR says of it (nullable, productive, first and follow bytes).
     fn unit(&mut self, key: UnitKey) -> u32 {
         if let Some(&u) = self.unit_ids.get(&key) {
             return u;
@@ -420,27 +549,66 @@ impl<'a> CfgLowering<'a> {
             UnitKey::Rule(r) => r,
             _ => self.unit_rules[self.building as usize],
         };
-        self.units.push((key, UnitBody::Pending));
+        let d = &self.derivations;
+        let b = &self.boundaries;
+        // The expressions the unit's strings are made of, in order, and the one whose end is
+        // the unit's end (what follows it follows the unit).
+        let (parts, last): (&[ExprId], ExprId) = match &key {
+            UnitKey::Rule(r) => {
+                let body = self.g.rule(*r).body;
+                (std::slice::from_ref(&self.g.rule(*r).body), body)
+            }
+            UnitKey::Expr(e) | UnitKey::Counted(e) => (std::slice::from_ref(e), *e),
+            UnitKey::Suffix(i) => {
+                let parts = &self.suffixes[*i as usize];
+                (parts, *parts.last().expect("a suffix has parts"))
+            }
+        };
+        let productive = parts.iter().all(|x| d.productive[x.index()]);
+        let nullable = parts.iter().all(|x| d.nullable[x.index()]);
+        let mut first = ByteSet::EMPTY;
+        for x in parts {
+            first = first.union(&b.first[x.index()]);
+            if !d.nullable[x.index()] {
+                break;
+            }
+        }
+        let follow = b.follow[last.index()];
+        let prog = Arc::make_mut(&mut self.prog);
+        prog.units.push(Unit {
+            start: UNBUILT,
+            end: UNBUILT,
+            nullable,
+            counted: None,
+        });
+        prog.follow.push(follow);
+        prog.unit_rules
+            .push(self.g.rule(rule).name.as_str().into());
+        self.units.push(key);
+        self.productive.push(productive);
+        self.first.push(first);
         self.unit_rules.push(rule);
         self.unit_ids.insert(key, u);
-        self.queue.push_back(u);
         u
     }
 
-    /// Builds unit `u`; a limit it reaches (grammar size, compile time) or a special token the
-    /// vocabulary lacks is placed at the unit's rule.
+    /// Builds unit `u` and appends it to the program; a limit it reaches (grammar size,
+    /// compile time) is placed at the unit's rule.
     fn build_unit(&mut self, u: u32) -> Result<(), CompileError> {
         self.building = u;
         let body = self.build_body(u).map_err(|e| e.or_at(self.place(u)))?;
-        self.units[u as usize].1 = body;
-        Ok(())
+        self.lay_out(u, body).map_err(|e| e.or_at(self.place(u)))
     }
 
     fn build_body(&mut self, u: u32) -> Result<UnitBody, CompileError> {
-        self.options.deadline.check().map_err(compile_time)?;
-        Ok(match self.units[u as usize].0 {
-            UnitKey::Counted { body, min, max } => {
+        self.deadline.check().map_err(compile_time)?;
+        Ok(match self.units[u as usize] {
+            UnitKey::Counted(e) => {
+                let Expr::Repeat { body, min, max } = *self.g.expr(e) else {
+                    unreachable!("a counted unit is built from a repeat")
+                };
                 let body = self.unit(UnitKey::Expr(body));
+                let max = max.unwrap_or(UNBOUNDED);
                 UnitBody::Counted(Counted { body, min, max })
             }
             UnitKey::Rule(r) => UnitBody::Fsm(self.build_fsm(&[self.g.rule(r).body])?),
@@ -454,7 +622,7 @@ impl<'a> CfgLowering<'a> {
 
     /// Where unit `u` is in the grammar: its rule.
     fn place(&self, u: u32) -> Location {
-        rule_place(self.g, self.unit_rules[u as usize])
+        rule_place(&self.g, self.unit_rules[u as usize])
     }
 
     fn special(&mut self, name: &str) -> Result<u32, CompileError> {
@@ -470,8 +638,9 @@ impl<'a> CfgLowering<'a> {
                 ),
             )
         })?;
-        let i = self.specials.len() as u32;
-        self.specials.push((name.into(), id));
+        let specials = &mut Arc::make_mut(&mut self.prog).specials;
+        let i = specials.len() as u32;
+        specials.push((name.into(), id));
         self.special_ids.insert(name.into(), i);
         Ok(i)
     }
@@ -481,15 +650,17 @@ impl<'a> CfgLowering<'a> {
 mod tests {
     use super::*;
 
+    /// The whole program of `g`, every unit built.
     pub(super) fn compile_for_test(g: &Grammar) -> Program {
         let vocab = Vocab::from_token_bytes(Vec::new(), &[], &[]).unwrap();
-        let never = Deadline::never();
         let options = CompileOptions {
             max_states: 1 << 20,
             max_dfa_states: 1 << 16,
-            deadline: &never,
             minimize: false,
+            eager_states: usize::MAX,
         };
-        compile(g, &vocab, &options).unwrap()
+        let lower = compile(g, &vocab, options, &Deadline::never()).unwrap();
+        assert!(lower.is_complete());
+        Program::clone(lower.program())
     }
 }

@@ -1,11 +1,10 @@
-//! What the mask walks need to know of a compiled program: the bytes each unit may start
-//! with and may be followed by, and the vocabulary slices worth a proof.
+//! What the mask walks need to know of a compiled program: the vocabulary slices worth a
+//! proof.
 
-use super::compile_time;
+use std::ops::Range;
+
 use crate::base::byteset::ByteSet;
-use crate::cfg::program::{Program, CALLS, COUNTED, FINAL, SCANS};
-use crate::error::CompileError;
-use crate::limits::Deadline;
+use crate::cfg::program::{Program, CALLS, SCANS};
 use crate::vocab::Vocab;
 
 impl Program {
@@ -16,8 +15,15 @@ impl Program {
     /// a slice that starts alike and refuses bytes inside its strings (the no-line-terminator
     /// slice: a pattern's `.` in a JSON string), by telling those bytes from the ones it
     /// takes. Other grammars would only fail its proof at every walk where no slice fits
-    /// (JSON keys, numbers).
-    pub fn slices_worth_trying(&self, vocab: &Vocab, unit_first: &[ByteSet]) -> u32 {
+    /// (JSON keys, numbers). `states` are the states to look at (those of units built since
+    /// `worth` was found), `unit_first` the bytes each unit may start with.
+    pub fn slices_worth_trying(
+        &self,
+        vocab: &Vocab,
+        unit_first: &[ByteSet],
+        states: Range<u32>,
+        worth: u32,
+    ) -> u32 {
         let slices = vocab.slices();
         let first: Vec<ByteSet> = slices.iter().map(|s| s.first_bytes()).collect();
         // Per slice, the classes holding one of its first bytes: a state takes them all, by
@@ -65,8 +71,8 @@ impl Program {
             .filter(|&k| !alike[k] || separates(slices[k].narrowed()))
             .fold(0u32, |acc, k| acc | 1 << k);
         // One pass over the states for all the slices.
-        let mut worth = 0b11;
-        for s in (0..self.states.len() as u32).filter(|&s| self.state(s).flags & SCANS != 0) {
+        let mut worth = worth | 0b11;
+        for s in states.filter(|&s| self.state(s).flags & SCANS != 0) {
             if worth & candidates == candidates {
                 break;
             }
@@ -83,86 +89,15 @@ impl Program {
         worth
     }
 
-    /// Per unit, the bytes its strings may start with, by a fixpoint: its start state's, and
-    /// its start's callees' (every byte when one can be empty). Units are numbered in the
-    /// order they were called, callers first, so passes run from the last: a chain of calls
-    /// settles in one.
-    pub(super) fn unit_first_sets(
-        &self,
-        deadline: &Deadline,
-    ) -> Result<Vec<ByteSet>, CompileError> {
-        let own: Vec<ByteSet> = self
-            .units
-            .iter()
-            .map(|u| self.first_bytes(u.start))
-            .collect();
-        let mut first = own.clone();
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for u in (0..self.units.len()).rev() {
-                deadline
-                    .tick()
-                    .map_err(|e| compile_time(e).or_at(self.unit_place(u as u32)))?;
-                let f = own[u].union(&self.callees_first(self.units[u].start, &first));
-                changed |= f != first[u];
-                first[u] = f;
-            }
-        }
-        Ok(first)
-    }
-
     /// The bytes the units `s` calls may start with, by `first` (any byte if one is
     /// nullable).
-    pub(super) fn callees_first(&self, s: u32, first: &[ByteSet]) -> ByteSet {
+    fn callees_first(&self, s: u32, first: &[ByteSet]) -> ByteSet {
         self.calls_of(s).iter().fold(ByteSet::EMPTY, |acc, c| {
             match self.units[c.unit as usize].nullable {
                 true => ByteSet::FULL,
                 false => acc.union(&first[c.unit as usize]),
             }
         })
-    }
-
-    /// [`Program::follow`], by a fixpoint over the units' `first` bytes
-    /// ([`Program::unit_first_sets`]). What may follow a call's return state: its own bytes,
-    /// its callees' first bytes, and, when it may end its unit, whatever follows that unit; a
-    /// unit is followed by what follows each of its calls. A counted unit's state calls the
-    /// body and returns to itself, so a body is followed by its own first bytes and by what
-    /// follows the loop.
-    /// Callers come first in unit order, and what follows a callee comes from its callers, so
-    /// passes run in that order.
-    pub(super) fn follow_sets(
-        &self,
-        first: &[ByteSet],
-        deadline: &Deadline,
-    ) -> Result<Vec<ByteSet>, CompileError> {
-        let n = self.units.len();
-        let mut rets: Vec<(u32, u32)> = self.calls.iter().map(|c| (c.unit, c.ret)).collect();
-        // By the caller's unit (a return state is a state of the caller).
-        rets.sort_unstable_by_key(|&(unit, ret)| (self.state(ret).unit, unit, ret));
-        rets.dedup();
-        let next_own: Vec<ByteSet> = rets
-            .iter()
-            .map(|&(_, r)| self.first_bytes(r).union(&self.callees_first(r, first)))
-            .collect();
-        let mut follow = vec![ByteSet::EMPTY; n];
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for (&(unit, ret), next) in rets.iter().zip(&next_own) {
-                deadline
-                    .tick()
-                    .map_err(|e| compile_time(e).or_at(self.unit_place(unit)))?;
-                let st = self.state(ret);
-                let mut f = follow[unit as usize].union(next);
-                if st.flags & (FINAL | COUNTED) != 0 {
-                    f = f.union(&follow[st.unit as usize]);
-                }
-                changed |= f != follow[unit as usize];
-                follow[unit as usize] = f;
-            }
-        }
-        Ok(follow)
     }
 }
 

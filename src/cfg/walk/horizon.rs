@@ -18,7 +18,8 @@ use rustc_hash::FxHashMap;
 
 use crate::base::byteset::ByteSet;
 use crate::cfg::program::{Program, DEAD, MULTI};
-use crate::limits::{Budget, LimitExceeded};
+use crate::cfg::chart::Halt;
+use crate::limits::Budget;
 use crate::vocab::{SliceState, TokenSlice};
 
 /// Shortest rejected lengths, by (slice index, unit state, slice state), capped at
@@ -66,7 +67,7 @@ impl Horizons {
         at: SliceState,
         len: usize,
         budget: &Budget,
-    ) -> Result<bool, LimitExceeded> {
+    ) -> Result<bool, Halt> {
         let k = k as u8;
         if let Some(&shortest) = self.known.get(&(k, state, at)) {
             return Ok(shortest as usize > len);

@@ -2,12 +2,12 @@
 
 use std::cell::Cell;
 
-use crate::cfg::chart::Chart;
+use crate::cfg::chart::{Halt, Chart};
 use crate::cfg::program::Program;
 use crate::cfg::walk::row_dfa::StateDfa;
 use crate::cfg::walk::stepper::Stepper;
 use crate::cfg::walk::Position;
-use crate::limits::{Budget, LimitExceeded};
+use crate::limits::Budget;
 use crate::vocab::Vocab;
 
 pub(crate) enum Outcome {
@@ -29,7 +29,7 @@ pub(crate) fn walk_list(
     positions: &[Position],
     budget: &Budget,
     mut report: impl FnMut(Position, Outcome),
-) -> Result<(), LimitExceeded> {
+) -> Result<(), Halt> {
     let mut stepper = Stepper::new(prog, chart, dfa, budget);
     let root = stepper.root();
     // Whether the context may take the rest of the last rejected token: known to the stepper
@@ -43,7 +43,7 @@ pub(crate) fn walk_list(
             if next.is_none() {
                 context_may_continue.set(stepper.may_leave(node, byte));
             }
-            Ok(next)
+            Ok::<_, Halt>(next)
         },
         |run, taken, _| {
             for &p in run {
@@ -82,12 +82,12 @@ mod tests {
         let vocab = small_vocab();
         let trie = vocab.trie();
         each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
-            let mut dfa = StateDfa::new(case.chart.num_rows(), case.g.prog.n_classes());
+            let mut dfa = StateDfa::new(case.chart.num_rows(), case.g.prog().n_classes());
             let all = all_positions(&vocab);
             let every_third: Vec<Position> = all.iter().copied().step_by(3).collect();
             for list in [all, every_third] {
                 let (mut reported, mut accepted) = (Vec::new(), Vec::new());
-                let (prog, chart, budget) = (&case.g.prog, &mut case.chart, budget());
+                let (prog, chart, budget) = (&case.g.prog(), &mut case.chart, budget());
                 walk_list(prog, &vocab, chart, &mut dfa, &list, &budget, |p, o| {
                     reported.push(p);
                     if matches!(o, Outcome::Accepted) {
@@ -117,7 +117,7 @@ mod tests {
         let vocab = small_vocab();
         let trie = vocab.trie();
         each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
-            let prog = &case.g.prog;
+            let prog = &case.g.prog();
             for k in scannable(case.g, &case.chart) {
                 let rows = item_rows(k);
                 let (words, uncertain) = walk_rows(case.g, &rows);

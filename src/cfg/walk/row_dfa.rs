@@ -223,9 +223,10 @@ mod tests {
         let (g, _) = compile(&compiler, CASES[0].0);
         let mut chart = chart_after(&g, b"[\"");
         let base = chart.num_rows();
-        let mut dfa = StateDfa::new(base, g.prog.n_classes());
+        let mut dfa = StateDfa::new(base, g.prog().n_classes());
         let budget = budget();
-        let mut stepper = Stepper::new(&g.prog, &mut chart, &mut dfa, &budget);
+        let prog = g.prog();
+        let mut stepper = Stepper::new(&prog, &mut chart, &mut dfa, &budget);
         let root = stepper.root();
         assert_eq!(root.dfa(), Some(ROOT));
         let mut states = Vec::new();
@@ -242,15 +243,15 @@ mod tests {
         let mut items = Vec::new();
         dfa.materialize(id, &mut chart, &mut items);
         assert_eq!(chart.num_rows(), base + 1);
-        assert_eq!(dfa.intern(&g.prog, &chart), Some(id));
+        assert_eq!(dfa.intern(&g.prog(), &chart), Some(id));
         let (row, last) = dfa.last_row(id);
         assert_eq!(row as usize, base);
         assert_eq!(last.collect::<Vec<_>>(), chart.last_row());
         // The same letters pushed on the chart itself reach the same structure.
         chart.truncate(base);
-        let pushed = chart.push_byte(&g.prog, b'a', &budget).unwrap();
+        let pushed = chart.push_byte(&g.prog(), b'a', &budget).unwrap();
         assert!(pushed);
-        assert_eq!(dfa.intern(&g.prog, &chart), Some(id));
+        assert_eq!(dfa.intern(&g.prog(), &chart), Some(id));
     }
 
     /// Nesting deeper than the rows a state may hold inside one walk leaves the structure in
@@ -261,9 +262,10 @@ mod tests {
         let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
         let (g, _) = compile(&compiler, CASES[1].0);
         let mut chart = chart_after(&g, b"");
-        let mut dfa = StateDfa::new(chart.num_rows(), g.prog.n_classes());
+        let mut dfa = StateDfa::new(chart.num_rows(), g.prog().n_classes());
         let budget = budget();
-        let mut stepper = Stepper::new(&g.prog, &mut chart, &mut dfa, &budget);
+        let prog = g.prog();
+        let mut stepper = Stepper::new(&prog, &mut chart, &mut dfa, &budget);
         let mut node = stepper.root();
         let mut in_chart = None;
         for depth in 1..=MAX_DFA_ROWS + 2 {

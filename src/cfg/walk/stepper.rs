@@ -2,12 +2,12 @@
 
 use smallvec::SmallVec;
 
-use crate::cfg::chart::{Chart, Item};
+use crate::cfg::chart::{Halt, Chart, Item};
 use crate::cfg::program::{Program, SCANS};
 use crate::cfg::walk::row_dfa::{
     StateDfa, EXT_BIT, IN_CHART, MAX_DFA_STATES, NO_ROW, ROOT, UNKNOWN,
 };
-use crate::limits::{Budget, LimitExceeded};
+use crate::limits::Budget;
 
 /// The walk's state at a trie node, packed in one word: it is written and read at every trie
 /// node, and a struct of separate fields is stored piecewise and then reloaded whole, which
@@ -120,7 +120,7 @@ impl<'a> Stepper<'a> {
         &mut self,
         parent: &Node,
         byte: u8,
-    ) -> Result<Option<Node>, LimitExceeded> {
+    ) -> Result<Option<Node>, Halt> {
         self.steps += 1;
         if self.steps == STEPS_PER_CHARGE {
             self.budget.spend(std::mem::take(&mut self.steps))?;
@@ -145,7 +145,7 @@ impl<'a> Stepper<'a> {
         parent: &Node,
         byte: u8,
         slot: Option<usize>,
-    ) -> Result<Option<Node>, LimitExceeded> {
+    ) -> Result<Option<Node>, Halt> {
         // Under a node in the chart, everything stays in the chart: putting a DFA state back
         // would replace the rows its ancestors still stand on.
         match (parent.dfa(), self.on_chart) {
@@ -231,8 +231,8 @@ impl<'a> Stepper<'a> {
     }
 
     /// Charges the steps not charged yet.
-    pub(crate) fn finish(&mut self) -> Result<(), LimitExceeded> {
-        self.budget.spend(std::mem::take(&mut self.steps))
+    pub(crate) fn finish(&mut self) -> Result<(), Halt> {
+        Ok(self.budget.spend(std::mem::take(&mut self.steps))?)
     }
 }
 
@@ -261,7 +261,7 @@ mod tests {
         let bytes = "ab{}[]\":,0-!zAé".as_bytes();
         let mut rng = Rng::new(3);
         each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
-            let (prog, rows) = (&case.g.prog, case.chart.num_rows());
+            let (prog, rows) = (&case.g.prog(), case.chart.num_rows());
             let mut dfa = StateDfa::new(rows, prog.n_classes());
             let strings: Vec<Vec<u8>> = (0..60)
                 .map(|_| {

@@ -3,11 +3,11 @@
 use crate::base::bitmask::set_bit;
 use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
-use crate::cfg::chart::Chart;
+use crate::cfg::chart::{Halt, Chart};
 use crate::cfg::program::{Program, COUNTED, DEAD, MULTI};
 use crate::cfg::walk::row_dfa::StateDfa;
 use crate::cfg::walk::stepper::{Node, Stepper};
-use crate::limits::{Budget, LimitExceeded};
+use crate::limits::Budget;
 use crate::vocab::{walk_sliced, SliceProbe, SliceState, Subtree, TrieStep, TrieVisitor, Vocab};
 
 /// A token-trie walk. With `uncertain`, also collects tokens whose bytes run past an [`EXT`]
@@ -21,7 +21,7 @@ pub(crate) struct TrieWalk<'a> {
     /// from the list, without passes over the mask words.
     pub(crate) listed: Option<(Vec<TokenId>, u32)>,
     uncertain: Option<&'a mut Vec<TokenId>>,
-    error: Option<LimitExceeded>,
+    error: Option<Halt>,
     /// The state of the one uncounted item the walk starts from, if so (steps replace the
     /// chart's rows, so it is read before the first).
     alone: Option<u32>,
@@ -51,7 +51,7 @@ impl<'a> TrieWalk<'a> {
         }
     }
 
-    pub(crate) fn walk(&mut self) -> Result<(), LimitExceeded> {
+    pub(crate) fn walk(&mut self) -> Result<(), Halt> {
         self.alone = self.alone_item();
         let root = self.stepper.root();
         // The proofs are about this DFA's states: they live and go with it.
@@ -65,9 +65,9 @@ impl<'a> TrieWalk<'a> {
 }
 
 impl SliceProbe for TrieWalk<'_> {
-    type Error = LimitExceeded;
+    type Error = Halt;
 
-    fn advance(&mut self, s: &Node, byte: u8) -> Result<Option<Node>, LimitExceeded> {
+    fn advance(&mut self, s: &Node, byte: u8) -> Result<Option<Node>, Halt> {
         self.stepper.advance(s, byte)
     }
 
@@ -98,7 +98,7 @@ impl SliceProbe for TrieWalk<'_> {
         at: SliceState,
         len: usize,
         classes: &[(u8, ByteSet)],
-    ) -> Result<bool, LimitExceeded> {
+    ) -> Result<bool, Halt> {
         let Some(state) = self.alone_after(first) else {
             return Ok(false);
         };
@@ -187,11 +187,11 @@ mod tests {
         let vocab = small_vocab();
         each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
             let rows = case.chart.num_rows();
-            let mut dfa = StateDfa::new(rows, case.g.prog.n_classes());
+            let mut dfa = StateDfa::new(rows, case.g.prog().n_classes());
             for pass in 0..2 {
                 let mut words = vec![0u32; vocab.mask_words()];
                 let budget = budget();
-                let (prog, chart) = (&case.g.prog, &mut case.chart);
+                let (prog, chart) = (&case.g.prog(), &mut case.chart);
                 let mut walk =
                     TrieWalk::new(prog, &vocab, chart, &mut dfa, &mut words, None, &budget);
                 walk.walk().unwrap();

@@ -19,8 +19,9 @@ use super::{PropertyOrder, Whitespace};
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, Location};
 use crate::front::chars::Budget;
-use crate::front::guard::{guarded, tick};
+use crate::front::guard::{guarded, over_time, tick};
 use crate::front::regex::Utf8;
+use crate::ir::facts::Derivations;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
 use strings::ContentKey;
@@ -511,113 +512,8 @@ fn clamp(n: u64) -> u32 {
 
 /// Does the start rule derive at least one string? (A required property that recurses into its
 /// own object, or `$ref`s that only point at each other, leave no finite instance.)
-///
-/// The productive expressions and rules, found from the leaves up with a worklist: each
-/// becomes productive once, when its last needed part does (a sequence: all parts; an
-/// alternation, a rule reference or a repeat: one), so the work is linear in the grammar. (A
-/// fixpoint of passes over the whole grammar took a pass per link of a chain of rules.)
 pub(crate) fn has_strings(g: &Grammar, deadline: &Deadline) -> Result<bool, CompileError> {
-    let exprs = g.exprs();
-    let rules = g.rules();
-    // Who waits on what: expressions on their parts, reference expressions on their rule,
-    // rules on their body; each list a slice of one array (a vector per expression was most
-    // of the pass's time).
-    let users = Adjacency::new(exprs.len(), |add| {
-        for (i, e) in exprs.iter().enumerate() {
-            match e {
-                Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| add(x.index(), i)),
-                Expr::Repeat { body, min, .. } if *min > 0 => add(body.index(), i),
-                _ => {}
-            }
-        }
-    });
-    let refs_to = Adjacency::new(rules.len(), |add| {
-        for (i, e) in exprs.iter().enumerate() {
-            if let Expr::Rule(r) = e {
-                add(r.index(), i);
-            }
-        }
-    });
-    let bodies_of = Adjacency::new(exprs.len(), |add| {
-        for (r, rule) in rules.iter().enumerate() {
-            add(rule.body.index(), r);
-        }
-    });
-    // Parts still missing before an expression is productive.
-    let mut missing: Vec<u32> = vec![0; exprs.len()];
-    let mut ready: Vec<u32> = Vec::new();
-    for (i, e) in exprs.iter().enumerate() {
-        tick(deadline)?;
-        missing[i] = match e {
-            Expr::Nothing => u32::MAX,
-            Expr::Empty | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => 0,
-            Expr::Seq(xs) => xs.len() as u32,
-            Expr::Alt(_) => 1,
-            Expr::Repeat { min: 0, .. } => 0,
-            Expr::Repeat { .. } => 1,
-            Expr::Rule(_) => 1,
-        };
-        if missing[i] == 0 {
-            ready.push(i as u32);
-        }
-    }
-    let mut productive_rule = vec![false; rules.len()];
-    let mut done = vec![false; exprs.len()];
-    // Each expression is productive once; its users each lose one missing part per
-    // distinct part (a sequence's repeated part counts each time it occurs).
-    while let Some(i) = ready.pop() {
-        tick(deadline)?;
-        let i = i as usize;
-        if std::mem::replace(&mut done[i], true) {
-            continue;
-        }
-        for &u in users.of(i) {
-            let u = u as usize;
-            missing[u] = missing[u].saturating_sub(1);
-            if missing[u] == 0 && !done[u] {
-                ready.push(u as u32);
-            }
-        }
-        for &r in bodies_of.of(i) {
-            if !std::mem::replace(&mut productive_rule[r as usize], true) {
-                for &e in refs_to.of(r as usize) {
-                    if !done[e as usize] {
-                        missing[e as usize] = 0;
-                        ready.push(e);
-                    }
-                }
-            }
-        }
-    }
-    Ok(productive_rule[g.start().index()])
+    let derivations = Derivations::new(g, deadline).map_err(over_time)?;
+    Ok(derivations.productive[g.rule(g.start()).body.index()])
 }
 
-/// Lists of `u32` for `n` nodes, all in one array (compressed sparse rows).
-struct Adjacency {
-    /// Node `i`'s list is `items[start[i]..start[i + 1]]`.
-    start: Vec<u32>,
-    items: Vec<u32>,
-}
-
-impl Adjacency {
-    /// The lists `edges` gives: it calls its argument `add(node, item)` for each item of
-    /// each list, in order, and is run twice (once to count, once to fill).
-    fn new(n: usize, edges: impl Fn(&mut dyn FnMut(usize, usize))) -> Adjacency {
-        let mut start = vec![0u32; n + 1];
-        edges(&mut |node, _| start[node + 1] += 1);
-        for i in 0..n {
-            start[i + 1] += start[i];
-        }
-        let mut items = vec![0u32; start[n] as usize];
-        let mut next = start.clone();
-        edges(&mut |node, item| {
-            items[next[node] as usize] = item as u32;
-            next[node] += 1;
-        });
-        Adjacency { start, items }
-    }
-
-    fn of(&self, node: usize) -> &[u32] {
-        &self.items[self.start[node] as usize..self.start[node + 1] as usize]
-    }
-}

@@ -1,0 +1,337 @@
+//! What each expression of a grammar can derive, read off the IR alone: whether it derives
+//! any string (*productive*), the empty string (*nullable*), which bytes its strings start
+//! with (*first*) and which bytes may come right after it in the grammar (*follow*).
+//!
+//! The Earley compiler builds its units when a parse first enters them (see `cfg::lower`),
+//! so what it needs to know of a unit before building it comes from here: a unit is nullable
+//! exactly when the expression it is built from is, and a call to an unproductive unit is
+//! dropped from its caller. The JSON Schema front end asks whether a schema's grammar is
+//! productive at all. Each analysis is a worklist, linear in the grammar (each expression's
+//! set only grows, a bounded number of times), and iterative: rule chains are as long as the
+//! grammar.
+//!
+//! The meaning of each expression is the one its automaton has: a repeat whose maximum is
+//! below its minimum derives nothing, a special token is not a byte (it starts and follows
+//! nothing byte-wise).
+
+use super::{Expr, ExprId, Grammar};
+use crate::base::byteset::ByteSet;
+use crate::limits::{Deadline, LimitExceeded};
+
+/// Which expressions derive some string and which the empty string (index = `ExprId`).
+#[derive(Clone, Debug)]
+pub(crate) struct Derivations {
+    pub productive: Vec<bool>,
+    pub nullable: Vec<bool>,
+}
+
+/// What an expression needs before it holds.
+enum Need {
+    /// It never holds.
+    Never,
+    /// It holds whatever its parts do.
+    Now,
+    /// It holds once this many of its parts do (counted per occurrence).
+    Parts(u32),
+}
+
+impl Derivations {
+    /// The derivations of every expression of `g` (a tick of `deadline` per expression and
+    /// per use of one).
+    pub fn new(g: &Grammar, deadline: &Deadline) -> Result<Derivations, LimitExceeded> {
+        let productive = holds(g, deadline, |e| match e {
+            Expr::Nothing => Need::Never,
+            Expr::Class(c) if c.is_empty() => Need::Never,
+            Expr::Empty | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => Need::Now,
+            Expr::Seq(xs) => Need::Parts(xs.len() as u32),
+            Expr::Alt(_) | Expr::Rule(_) => Need::Parts(1),
+            Expr::Repeat { min, max, .. } if max.is_some_and(|m| m < *min) => Need::Never,
+            Expr::Repeat { min: 0, .. } => Need::Now,
+            Expr::Repeat { .. } => Need::Parts(1),
+        })?;
+        let nullable = holds(g, deadline, |e| match e {
+            Expr::Empty => Need::Now,
+            Expr::Nothing | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => Need::Never,
+            Expr::Seq(xs) => Need::Parts(xs.len() as u32),
+            Expr::Alt(_) | Expr::Rule(_) => Need::Parts(1),
+            Expr::Repeat { min, max, .. } if max.is_some_and(|m| m < *min) => Need::Never,
+            Expr::Repeat { min: 0, .. } => Need::Now,
+            Expr::Repeat { .. } => Need::Parts(1),
+        })?;
+        Ok(Derivations {
+            productive,
+            nullable,
+        })
+    }
+}
+
+/// The expressions for which a property holds, from the leaves up: each holds once as many
+/// of its parts as `need` says do (a sequence: all, an alternation, a reference or a repeat:
+/// one), a rule's references once its body does.
+fn holds(
+    g: &Grammar,
+    deadline: &Deadline,
+    need: impl Fn(&Expr) -> Need,
+) -> Result<Vec<bool>, LimitExceeded> {
+    let exprs = g.exprs();
+    let rules = g.rules();
+    // Who waits on what: expressions on their parts, reference expressions on their rule's
+    // body.
+    let mut users: Vec<Vec<u32>> = vec![Vec::new(); exprs.len()];
+    let mut missing: Vec<u32> = vec![0; exprs.len()];
+    let mut ready: Vec<u32> = Vec::new();
+    for (i, e) in exprs.iter().enumerate() {
+        deadline.tick()?;
+        missing[i] = match need(e) {
+            Need::Never => u32::MAX,
+            Need::Now => 0,
+            Need::Parts(n) => n,
+        };
+        match e {
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| users[x.index()].push(i as u32)),
+            Expr::Repeat { body, .. } => users[body.index()].push(i as u32),
+            Expr::Rule(r) => users[rules[r.index()].body.index()].push(i as u32),
+            _ => {}
+        }
+        if missing[i] == 0 {
+            ready.push(i as u32);
+        }
+    }
+    let mut done = vec![false; exprs.len()];
+    while let Some(i) = ready.pop() {
+        deadline.tick()?;
+        let i = i as usize;
+        if std::mem::replace(&mut done[i], true) {
+            continue;
+        }
+        for &u in &users[i] {
+            let u = u as usize;
+            missing[u] = missing[u].saturating_sub(1);
+            if missing[u] == 0 && !done[u] {
+                ready.push(u as u32);
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// The bytes each expression's strings may start with and may be followed by, where it is
+/// reachable from the start rule (index = `ExprId`; empty elsewhere). Both are supersets
+/// only where expressions are shared: an expression used in several places is followed by
+/// what follows any of them, as a unit called from several places is.
+#[derive(Clone, Debug)]
+pub(crate) struct Boundaries {
+    pub first: Vec<ByteSet>,
+    pub follow: Vec<ByteSet>,
+}
+
+impl Boundaries {
+    /// The boundaries of `g`'s productive expressions, by `d`.
+    pub fn new(
+        g: &Grammar,
+        d: &Derivations,
+        deadline: &Deadline,
+    ) -> Result<Boundaries, LimitExceeded> {
+        let first = first_bytes(g, d, deadline)?;
+        let follow = follow_bytes(g, d, &first, deadline)?;
+        Ok(Boundaries { first, follow })
+    }
+}
+
+/// What a productive expression may start with: a least fixpoint from the leaves up, each
+/// expression recomputed from its parts when one of them grows.
+fn first_bytes(
+    g: &Grammar,
+    d: &Derivations,
+    deadline: &Deadline,
+) -> Result<Vec<ByteSet>, LimitExceeded> {
+    let exprs = g.exprs();
+    let rules = g.rules();
+    let mut users: Vec<Vec<u32>> = vec![Vec::new(); exprs.len()];
+    for (i, e) in exprs.iter().enumerate() {
+        match e {
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| users[x.index()].push(i as u32)),
+            Expr::Repeat { body, .. } => users[body.index()].push(i as u32),
+            Expr::Rule(r) => users[rules[r.index()].body.index()].push(i as u32),
+            _ => {}
+        }
+    }
+    let mut first = vec![ByteSet::EMPTY; exprs.len()];
+    let mut work: Vec<u32> = (0..exprs.len() as u32).collect();
+    let mut queued = vec![true; exprs.len()];
+    while let Some(i) = work.pop() {
+        deadline.tick()?;
+        let i = i as usize;
+        queued[i] = false;
+        if !d.productive[i] {
+            continue;
+        }
+        let of = |x: &ExprId| match d.productive[x.index()] {
+            true => first[x.index()],
+            false => ByteSet::EMPTY,
+        };
+        let f = match &exprs[i] {
+            Expr::Empty | Expr::Nothing | Expr::Special(_) => ByteSet::EMPTY,
+            Expr::Bytes(b) => ByteSet::byte(b[0]),
+            Expr::Class(c) => *c,
+            Expr::Seq(xs) => {
+                let mut acc = ByteSet::EMPTY;
+                for x in xs.iter() {
+                    acc = acc.union(&of(x));
+                    if !d.nullable[x.index()] {
+                        break;
+                    }
+                }
+                acc
+            }
+            Expr::Alt(xs) => xs.iter().fold(ByteSet::EMPTY, |acc, x| acc.union(&of(x))),
+            Expr::Repeat { body, .. } => of(body),
+            Expr::Rule(r) => of(&rules[r.index()].body),
+        };
+        if f != first[i] {
+            first[i] = f;
+            for &u in &users[i] {
+                if !std::mem::replace(&mut queued[u as usize], true) {
+                    work.push(u);
+                }
+            }
+        }
+    }
+    Ok(first)
+}
+
+/// What may follow each reachable productive expression: from the start rule down, a
+/// sequence's part is followed by the first bytes of the parts after it (and, while those can
+/// be empty, by what follows the sequence), an alternative and a rule's body by what follows
+/// their parent, a repeated body also by its own first bytes when another round may come.
+fn follow_bytes(
+    g: &Grammar,
+    d: &Derivations,
+    first: &[ByteSet],
+    deadline: &Deadline,
+) -> Result<Vec<ByteSet>, LimitExceeded> {
+    let exprs = g.exprs();
+    let rules = g.rules();
+    let mut follow = vec![ByteSet::EMPTY; exprs.len()];
+    let mut seen = vec![false; exprs.len()];
+    let root = rules[g.start().index()].body.index();
+    let mut work: Vec<u32> = vec![root as u32];
+    seen[root] = true;
+    // `(child, bytes it is followed by)` of the expression being expanded.
+    let mut out: Vec<(usize, ByteSet)> = Vec::new();
+    while let Some(p) = work.pop() {
+        deadline.tick()?;
+        let p = p as usize;
+        if !d.productive[p] {
+            continue;
+        }
+        let after = follow[p];
+        out.clear();
+        match &exprs[p] {
+            Expr::Seq(xs) => {
+                let mut acc = after;
+                for x in xs.iter().rev() {
+                    out.push((x.index(), acc));
+                    acc = match d.nullable[x.index()] {
+                        true => first[x.index()].union(&acc),
+                        false => first[x.index()],
+                    };
+                }
+            }
+            Expr::Alt(xs) => out.extend(xs.iter().map(|x| (x.index(), after))),
+            Expr::Repeat { body, max, .. } => {
+                let again = match max {
+                    Some(m) if *m < 2 => ByteSet::EMPTY,
+                    _ => first[body.index()],
+                };
+                out.push((body.index(), after.union(&again)));
+            }
+            Expr::Rule(r) => out.push((rules[r.index()].body.index(), after)),
+            _ => {}
+        }
+        for &(c, bytes) in &out {
+            let grown = follow[c].union(&bytes);
+            if grown != follow[c] || !seen[c] {
+                follow[c] = grown;
+                seen[c] = true;
+                work.push(c as u32);
+            }
+        }
+    }
+    Ok(follow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::gbnf::gbnf_to_ir;
+
+    fn facts(gbnf: &str) -> (Grammar, Derivations, Boundaries) {
+        let g = gbnf_to_ir(gbnf, "test").unwrap();
+        let never = Deadline::never();
+        let d = Derivations::new(&g, &never).unwrap();
+        let b = Boundaries::new(&g, &d, &never).unwrap();
+        (g, d, b)
+    }
+
+    fn rule_body(g: &Grammar, name: &str) -> usize {
+        let r = g.rules().iter().find(|r| r.name == name).unwrap();
+        r.body.index()
+    }
+
+    fn set(bytes: &[u8]) -> ByteSet {
+        bytes
+            .iter()
+            .fold(ByteSet::EMPTY, |a, &b| a.union(&ByteSet::byte(b)))
+    }
+
+    #[test]
+    fn derivations_follow_the_automata() {
+        let (g, d, _) = facts(
+            r#"root ::= a | b | e
+               a ::= "x" a
+               b ::= "y"? "z"*
+               e ::= a | "v""#,
+        );
+        let body = |n| rule_body(&g, n);
+        // `a` only recurses: no string at all; `e` has a way out.
+        assert!(!d.productive[body("a")]);
+        assert!(d.productive[body("e")] && !d.nullable[body("e")]);
+        assert!(d.productive[body("b")] && d.nullable[body("b")]);
+        assert!(d.productive[body("root")] && d.nullable[body("root")]);
+        // A repeat whose maximum is below its minimum is empty, as its automaton (front ends
+        // refuse to write one; the IR can hold it).
+        let mut b = crate::ir::GrammarBuilder::new();
+        let w = b.text("w");
+        let empty_range = b.repeat(w, 3, Some(2));
+        let root = b.rule("root");
+        b.define(root, empty_range).unwrap();
+        let g = b.finish(root).unwrap();
+        let d = Derivations::new(&g, &Deadline::never()).unwrap();
+        assert!(!d.productive[empty_range.index()] && !d.nullable[empty_range.index()]);
+    }
+
+    #[test]
+    fn follow_takes_every_place_and_loops_back() {
+        let (g, _, b) = facts(
+            r#"root ::= "[" item ("," item)* "]" | "<" item ">"
+               item ::= [0-9]+ x
+               x ::= "k"?"#,
+        );
+        let item = rule_body(&g, "item");
+        assert_eq!(b.first[item], set(b"0123456789"));
+        assert_eq!(b.follow[item], set(b",]>"));
+        // `x` may be empty, so what follows `item` also follows the digits, and a digit may
+        // follow a digit.
+        let Expr::Seq(parts) = g.expr(ExprId::from_index(item)) else {
+            panic!("item is a sequence")
+        };
+        let digits = parts[0].index();
+        assert_eq!(b.follow[digits], set(b"k,]>"));
+        let Expr::Repeat { body: digit, .. } = g.expr(parts[0]) else {
+            panic!("digits repeat")
+        };
+        assert_eq!(b.follow[digit.index()], set(b"0123456789k,]>"));
+        assert_eq!(b.follow[rule_body(&g, "root")], ByteSet::EMPTY);
+    }
+}
