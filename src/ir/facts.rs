@@ -14,15 +14,19 @@
 //! below its minimum derives nothing, a special token is not a byte (it starts and follows
 //! nothing byte-wise).
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use super::{Expr, ExprId, Grammar};
 use crate::base::byteset::ByteSet;
 use crate::limits::{Deadline, LimitExceeded};
 
 /// Which expressions derive some string and which the empty string (index = `ExprId`).
-#[derive(Clone, Debug)]
 pub(crate) struct Derivations {
     pub productive: Vec<bool>,
     pub nullable: Vec<bool>,
+    /// Kept for [`Boundaries::new`].
+    users: Users,
 }
 
 /// What an expression needs before it holds.
@@ -39,7 +43,8 @@ impl Derivations {
     /// The derivations of every expression of `g` (a tick of `deadline` per expression and
     /// per use of one).
     pub fn new(g: &Grammar, deadline: &Deadline) -> Result<Derivations, LimitExceeded> {
-        let productive = holds(g, deadline, |e| match e {
+        let users = Users::new(g);
+        let productive = holds(g, &users, deadline, |e| match e {
             Expr::Nothing => Need::Never,
             Expr::Class(c) if c.is_empty() => Need::Never,
             Expr::Empty | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => Need::Now,
@@ -49,7 +54,7 @@ impl Derivations {
             Expr::Repeat { min: 0, .. } => Need::Now,
             Expr::Repeat { .. } => Need::Parts(1),
         })?;
-        let nullable = holds(g, deadline, |e| match e {
+        let nullable = holds(g, &users, deadline, |e| match e {
             Expr::Empty => Need::Now,
             Expr::Nothing | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => Need::Never,
             Expr::Seq(xs) => Need::Parts(xs.len() as u32),
@@ -61,7 +66,52 @@ impl Derivations {
         Ok(Derivations {
             productive,
             nullable,
+            users,
         })
+    }
+}
+
+/// Who uses each expression: the expressions it is a part of (once per occurrence), and the
+/// references to the rules it is the body of. In one array, grouped by expression (a vector
+/// per expression was most of these analyses' time, in the allocator).
+struct Users {
+    /// `at[e]..at[e + 1]` are `e`'s users in `users`.
+    at: Vec<u32>,
+    users: Vec<u32>,
+}
+
+impl Users {
+    fn new(g: &Grammar) -> Users {
+        let exprs = g.exprs();
+        let rules = g.rules();
+        // Each (part, user) pair, visited twice: to count, then to place.
+        let each = |visit: &mut dyn FnMut(usize, u32)| {
+            for (i, e) in exprs.iter().enumerate() {
+                let user = i as u32;
+                match e {
+                    Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| visit(x.index(), user)),
+                    Expr::Repeat { body, .. } => visit(body.index(), user),
+                    Expr::Rule(r) => visit(rules[r.index()].body.index(), user),
+                    _ => {}
+                }
+            }
+        };
+        let mut at = vec![0u32; exprs.len() + 1];
+        each(&mut |part, _| at[part + 1] += 1);
+        for i in 0..exprs.len() {
+            at[i + 1] += at[i];
+        }
+        let mut users = vec![0u32; at[exprs.len()] as usize];
+        let mut fill = at.clone();
+        each(&mut |part, user| {
+            users[fill[part] as usize] = user;
+            fill[part] += 1;
+        });
+        Users { at, users }
+    }
+
+    fn of(&self, e: usize) -> &[u32] {
+        &self.users[self.at[e] as usize..self.at[e + 1] as usize]
     }
 }
 
@@ -70,14 +120,11 @@ impl Derivations {
 /// one), a rule's references once its body does.
 fn holds(
     g: &Grammar,
+    users: &Users,
     deadline: &Deadline,
     need: impl Fn(&Expr) -> Need,
 ) -> Result<Vec<bool>, LimitExceeded> {
     let exprs = g.exprs();
-    let rules = g.rules();
-    // Who waits on what: expressions on their parts, reference expressions on their rule's
-    // body.
-    let mut users: Vec<Vec<u32>> = vec![Vec::new(); exprs.len()];
     let mut missing: Vec<u32> = vec![0; exprs.len()];
     let mut ready: Vec<u32> = Vec::new();
     for (i, e) in exprs.iter().enumerate() {
@@ -87,12 +134,6 @@ fn holds(
             Need::Now => 0,
             Need::Parts(n) => n,
         };
-        match e {
-            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| users[x.index()].push(i as u32)),
-            Expr::Repeat { body, .. } => users[body.index()].push(i as u32),
-            Expr::Rule(r) => users[rules[r.index()].body.index()].push(i as u32),
-            _ => {}
-        }
         if missing[i] == 0 {
             ready.push(i as u32);
         }
@@ -104,7 +145,7 @@ fn holds(
         if std::mem::replace(&mut done[i], true) {
             continue;
         }
-        for &u in &users[i] {
+        for &u in users.of(i) {
             let u = u as usize;
             missing[u] = missing[u].saturating_sub(1);
             if missing[u] == 0 && !done[u] {
@@ -132,34 +173,28 @@ impl Boundaries {
         d: &Derivations,
         deadline: &Deadline,
     ) -> Result<Boundaries, LimitExceeded> {
-        let first = first_bytes(g, d, deadline)?;
+        let first = first_bytes(g, &d.users, d, deadline)?;
         let follow = follow_bytes(g, d, &first, deadline)?;
         Ok(Boundaries { first, follow })
     }
 }
 
 /// What a productive expression may start with: a least fixpoint from the leaves up, each
-/// expression recomputed from its parts when one of them grows.
+/// expression recomputed from its parts when one of them grows. Parts are interned before the
+/// expressions made of them, so taking the lowest id first settles each expression of a rule's
+/// body in one visit; only references to rules defined later come back.
 fn first_bytes(
     g: &Grammar,
+    users: &Users,
     d: &Derivations,
     deadline: &Deadline,
 ) -> Result<Vec<ByteSet>, LimitExceeded> {
     let exprs = g.exprs();
     let rules = g.rules();
-    let mut users: Vec<Vec<u32>> = vec![Vec::new(); exprs.len()];
-    for (i, e) in exprs.iter().enumerate() {
-        match e {
-            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| users[x.index()].push(i as u32)),
-            Expr::Repeat { body, .. } => users[body.index()].push(i as u32),
-            Expr::Rule(r) => users[rules[r.index()].body.index()].push(i as u32),
-            _ => {}
-        }
-    }
     let mut first = vec![ByteSet::EMPTY; exprs.len()];
-    let mut work: Vec<u32> = (0..exprs.len() as u32).collect();
+    let mut work: BinaryHeap<Reverse<u32>> = (0..exprs.len() as u32).map(Reverse).collect();
     let mut queued = vec![true; exprs.len()];
-    while let Some(i) = work.pop() {
+    while let Some(Reverse(i)) = work.pop() {
         deadline.tick()?;
         let i = i as usize;
         queued[i] = false;
@@ -190,9 +225,9 @@ fn first_bytes(
         };
         if f != first[i] {
             first[i] = f;
-            for &u in &users[i] {
+            for &u in users.of(i) {
                 if !std::mem::replace(&mut queued[u as usize], true) {
-                    work.push(u);
+                    work.push(Reverse(u));
                 }
             }
         }
@@ -204,6 +239,8 @@ fn first_bytes(
 /// sequence's part is followed by the first bytes of the parts after it (and, while those can
 /// be empty, by what follows the sequence), an alternative and a rule's body by what follows
 /// their parent, a repeated body also by its own first bytes when another round may come.
+/// The highest id first: an expression's users come after it, so a shared expression takes
+/// what follows all of them before it passes it on.
 fn follow_bytes(
     g: &Grammar,
     d: &Derivations,
@@ -214,14 +251,16 @@ fn follow_bytes(
     let rules = g.rules();
     let mut follow = vec![ByteSet::EMPTY; exprs.len()];
     let mut seen = vec![false; exprs.len()];
+    let mut queued = vec![false; exprs.len()];
     let root = rules[g.start().index()].body.index();
-    let mut work: Vec<u32> = vec![root as u32];
-    seen[root] = true;
+    let mut work: BinaryHeap<u32> = BinaryHeap::from([root as u32]);
+    (seen[root], queued[root]) = (true, true);
     // `(child, bytes it is followed by)` of the expression being expanded.
     let mut out: Vec<(usize, ByteSet)> = Vec::new();
     while let Some(p) = work.pop() {
         deadline.tick()?;
         let p = p as usize;
+        queued[p] = false;
         if !d.productive[p] {
             continue;
         }
@@ -254,7 +293,9 @@ fn follow_bytes(
             if grown != follow[c] || !seen[c] {
                 follow[c] = grown;
                 seen[c] = true;
-                work.push(c as u32);
+                if !std::mem::replace(&mut queued[c], true) {
+                    work.push(c as u32);
+                }
             }
         }
     }
