@@ -25,7 +25,12 @@ fn sample(vocab: &Vocab) -> Vec<(String, formwork::ir::Grammar, Vec<TokenId>)> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with("expected"))
+        .filter(|p| {
+            !p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("expected")
+        })
         .collect();
     files.sort();
     let mut out = Vec::new();
@@ -51,7 +56,13 @@ fn sample(vocab: &Vocab) -> Vec<(String, formwork::ir::Grammar, Vec<TokenId>)> {
 
 /// Walks `tokens` (at most [`STEPS`]) on both grammars, comparing masks, forced bytes and
 /// acceptance at every step; rolls back three tokens halfway and walks them again.
-fn walk_alike(vocab: &Vocab, name: &str, eager: &Arc<CfgGrammar>, lazy: &Arc<CfgGrammar>, tokens: &[TokenId]) {
+fn walk_alike(
+    vocab: &Vocab,
+    name: &str,
+    eager: &Arc<CfgGrammar>,
+    lazy: &Arc<CfgGrammar>,
+    tokens: &[TokenId],
+) {
     let (mut e, mut l) = (eager.matcher(), lazy.matcher());
     let tokens = &tokens[..tokens.len().min(STEPS)];
     let halfway = tokens.len() / 2;
@@ -59,12 +70,20 @@ fn walk_alike(vocab: &Vocab, name: &str, eager: &Arc<CfgGrammar>, lazy: &Arc<Cfg
     let mut step = 0;
     while step < tokens.len() {
         let what = format!("{name}: step {step}");
-        assert_same_mask(&mask_of(&mut l, vocab), &mask_of(&mut e, vocab), vocab, &what);
+        assert_same_mask(
+            &mask_of(&mut l, vocab),
+            &mask_of(&mut e, vocab),
+            vocab,
+            &what,
+        );
         assert_eq!(l.forced_bytes(), e.forced_bytes(), "{what}: forced bytes");
         assert_eq!(l.is_accepting(), e.is_accepting(), "{what}: accepting");
         // A valid instance the schema-order default refuses (properties in another order)
         // ends the walk, on both alike.
-        let (taken, also) = (e.consume(tokens[step]).is_ok(), l.consume(tokens[step]).is_ok());
+        let (taken, also) = (
+            e.consume(tokens[step]).is_ok(),
+            l.consume(tokens[step]).is_ok(),
+        );
         assert_eq!(taken, also, "{what}: token {} taken", tokens[step]);
         if !taken {
             return;
@@ -78,18 +97,27 @@ fn walk_alike(vocab: &Vocab, name: &str, eager: &Arc<CfgGrammar>, lazy: &Arc<Cfg
         }
     }
     let what = format!("{name}: after {step} tokens");
-    assert_same_mask(&mask_of(&mut l, vocab), &mask_of(&mut e, vocab), vocab, &what);
+    assert_same_mask(
+        &mask_of(&mut l, vocab),
+        &mask_of(&mut e, vocab),
+        vocab,
+        &what,
+    );
 }
 
 #[test]
 fn masks_of_units_built_on_entry_are_those_of_the_grammar_built_up_front() {
     let vocab = tokenizers::qwen3();
     let eager = CfgCompiler::new(vocab, CfgConfig::new().eager_states(usize::MAX));
-    let lazy = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0));
+    let lazy = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0).batch_states(0));
     let (mut all_units, mut built_lazily) = (0, 0);
     for (name, grammar, tokens) in sample(vocab) {
-        let e = eager.compile(&grammar).unwrap_or_else(|err| panic!("{name}: {err}"));
-        let l = lazy.compile(&grammar).unwrap_or_else(|err| panic!("{name}: {err}"));
+        let e = eager
+            .compile(&grammar)
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
+        let l = lazy
+            .compile(&grammar)
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
         walk_alike(vocab, &name, &e, &l, &tokens);
         assert_eq!(e.num_built_units(), e.num_units(), "{name}: built up front");
         all_units += e.num_units();
@@ -112,25 +140,37 @@ fn a_large_schema_builds_the_units_its_output_enters() {
     for i in 0..40 {
         let mut props = serde_json::Map::new();
         for p in 0..8 {
-            props.insert(format!("field_{i}_{p}"), serde_json::json!({"type": "string"}));
+            props.insert(
+                format!("field_{i}_{p}"),
+                serde_json::json!({"type": "string"}),
+            );
         }
         props.insert(
             "next".into(),
             serde_json::json!({"$ref": format!("#/definitions/d{}", (i + 1) % 40)}),
         );
-        defs.insert(format!("d{i}"), serde_json::json!({"type": "object", "properties": props}));
+        defs.insert(
+            format!("d{i}"),
+            serde_json::json!({"type": "object", "properties": props}),
+        );
     }
     let schema = serde_json::json!({"definitions": defs, "$ref": "#/definitions/d0"});
-    let grammar = compile_schema(&schema, &JsonSchemaOptions::new()).unwrap().grammar;
-    let g = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0))
+    let grammar = compile_schema(&schema, &JsonSchemaOptions::new())
+        .unwrap()
+        .grammar;
+    let g = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0).batch_states(0))
         .compile(&grammar)
         .unwrap();
     let compiled = g.num_built_units();
     let mut m = g.matcher();
     mask_of(&mut m, vocab);
     let first_mask = g.num_built_units();
-    m.consume_all(&vocab.encode(r#"{"field_0_1":"x","next":{"field_1_0":"#).unwrap())
-        .unwrap();
+    m.consume_all(
+        &vocab
+            .encode(r#"{"field_0_1":"x","next":{"field_1_0":"#)
+            .unwrap(),
+    )
+    .unwrap();
     mask_of(&mut m, vocab);
     let entered = g.num_built_units();
     let full = CfgCompiler::new(vocab, CfgConfig::new().eager_states(usize::MAX))
@@ -138,7 +178,10 @@ fn a_large_schema_builds_the_units_its_output_enters() {
         .unwrap();
     assert!(full.num_units() >= 40, "{} units", full.num_units());
     assert!(compiled <= 2, "{compiled} units built at compile time");
-    assert!(first_mask < 6, "{first_mask} units built for the first mask");
+    assert!(
+        first_mask < 6,
+        "{first_mask} units built for the first mask"
+    );
     assert!(
         first_mask < entered && entered < 12,
         "{entered} units built after entering one definition"
@@ -154,7 +197,7 @@ fn threads_build_units_of_one_grammar_alike() {
     cases.retain(|(_, _, tokens)| tokens.len() >= 16);
     cases.truncate(12);
     let eager = CfgCompiler::new(vocab, CfgConfig::new().eager_states(usize::MAX));
-    let lazy = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0));
+    let lazy = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0).batch_states(0));
     for (name, grammar, tokens) in &cases {
         let e = eager.compile(grammar).unwrap();
         let l = lazy.compile(grammar).unwrap();
@@ -176,9 +219,12 @@ fn a_later_build_past_a_limit_is_a_typed_error_of_the_call() {
     let vocab = tokenizers::qwen3();
     let words: Vec<String> = (0..300).map(|i| format!("\"w{i:03}x\"")).collect();
     // `big` in the middle of its rule: a call (at the end, it would be built in place).
-    let text = format!("root ::= \"a\" big \"!\" | \"b\"\nbig ::= \"(\" ({}) \")\"", words.join(" | "));
+    let text = format!(
+        "root ::= \"a\" big \"!\" | \"b\"\nbig ::= \"(\" ({}) \")\"",
+        words.join(" | ")
+    );
     let grammar = ir(&text);
-    let compiler = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0))
+    let compiler = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0).batch_states(0))
         .with_limits(Limits::new().grammar_size(200));
     let g = compiler.compile(&grammar).unwrap();
     let mut m = g.matcher();

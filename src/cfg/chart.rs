@@ -280,12 +280,7 @@ impl Chart {
 
     /// Consumes a byte. `Ok(false)` (chart unchanged) if no item continues; an error (chart
     /// unchanged) past the budget.
-    pub fn push_byte(
-        &mut self,
-        prog: &Program,
-        byte: u8,
-        budget: &Budget,
-    ) -> Result<bool, Halt> {
+    pub fn push_byte(&mut self, prog: &Program, byte: u8, budget: &Budget) -> Result<bool, Halt> {
         let class = prog.alphabet.class_of[byte as usize] as usize;
         let last = self.starts.len() - 1;
         let (lo, hi) = (self.starts[last] as usize, self.items.len());

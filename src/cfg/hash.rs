@@ -89,7 +89,11 @@ pub(crate) fn structural(
         .collect();
     let callees: Vec<Vec<usize>> = (0..n)
         .map(|u| match fresh[u] {
-            true => prog.callees(u as u32).map(|v| v as usize).filter(|&v| fresh[v]).collect(),
+            true => prog
+                .callees(u as u32)
+                .map(|v| v as usize)
+                .filter(|&v| fresh[v])
+                .collect(),
             false => Vec::new(),
         })
         .collect();

@@ -50,7 +50,7 @@ mod walk;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use crate::base::bitmask::get_bit;
 use crate::base::byteset::ByteSet;
@@ -65,7 +65,7 @@ use crate::vocab::{TokenKind, Vocab};
 use cache::CacheEntry;
 use chart::{Chart, Halt};
 use lower::{CompileOptions, Lowering};
-use program::{Program, SPECIALS};
+use program::{Alphabet, Program, SPECIALS};
 
 /// Tuning options of the CFG engine: cache budget, how far masks look at the context, how
 /// much is determinized and minimized. The ceilings that turn pathological grammars into
@@ -88,6 +88,7 @@ pub struct CfgConfig {
     minimize: bool,
     max_forced_bytes: usize,
     eager_states: usize,
+    batch_states: usize,
 }
 
 impl Default for CfgConfig {
@@ -100,12 +101,16 @@ impl Default for CfgConfig {
             minimize: false,
             max_forced_bytes: 4096,
             eager_states: DEFAULT_EAGER_STATES,
+            batch_states: DEFAULT_BATCH_STATES,
         }
     }
 }
 
 /// Default of [`CfgConfig::eager_states`].
 pub const DEFAULT_EAGER_STATES: usize = 4096;
+
+/// Default of [`CfgConfig::batch_states`].
+pub const DEFAULT_BATCH_STATES: usize = 1024;
 
 impl CfgConfig {
     /// Defaults: 256 MiB of mask cache, units determinized up to 50k states, context depth 3,
@@ -191,6 +196,35 @@ impl CfgConfig {
     /// ```
     pub fn eager_states(mut self, n: usize) -> CfgConfig {
         self.eager_states = n;
+        self
+    }
+
+    /// How much a later build adds beyond the rules a parse entered: the rules they call,
+    /// breadth first, while the build has added fewer than `n` states. A parse that enters a
+    /// rule mostly goes on into its callees; each one left unbuilt costs the step that gets
+    /// there a halt, a build and a retry.
+    ///
+    /// ```
+    /// use formwork::cfg::{CfgCompiler, CfgConfig};
+    /// use formwork::front::gbnf::gbnf_to_ir;
+    /// use formwork::vocab::Vocab;
+    /// use formwork::Matcher;
+    ///
+    /// let vocab = Vocab::embedded_qwen3().unwrap();
+    /// let text = r#"root ::= "a" one | "b"
+    /// one ::= "1" two | "(" one ")"
+    /// two ::= "2" three | "(" two ")"
+    /// three ::= "3" | "(" three ")""#;
+    /// let ir = gbnf_to_ir(text, "<example>").unwrap();
+    /// let config = CfgConfig::new().eager_states(0).batch_states(usize::MAX);
+    /// let g = CfgCompiler::new(&vocab, config).compile(&ir).unwrap();
+    /// assert_eq!(g.num_built_units(), 1);
+    /// let mut m = g.matcher();
+    /// m.consume_all(&vocab.encode("a").unwrap()).unwrap();
+    /// assert_eq!(g.num_built_units(), g.num_units(), "`one` came with `two` and `three`");
+    /// ```
+    pub fn batch_states(mut self, n: usize) -> CfgConfig {
+        self.batch_states = n;
         self
     }
 }
@@ -295,14 +329,17 @@ impl CfgCompiler {
             match Chart::new(lowering.program(), &budget) {
                 Ok(chart) => break chart,
                 Err(Halt::Limit(e)) => return Err(first_row(e)),
-                Err(Halt::Unbuilt(units)) => lowering.build(&units, deadline.clone())?,
+                Err(Halt::Unbuilt(units)) => {
+                    lowering.build(&units, self.config.batch_states, deadline.clone())?
+                }
             }
         };
-        let current = Mutex::new(lowering.program().clone());
-        let lowering = Mutex::new((!lowering.is_complete()).then_some(lowering));
+        let growth = match lowering.is_complete() {
+            true => Growth::Complete(lowering.program().clone()),
+            false => Growth::Growing(Box::new(lowering)),
+        };
         Ok(Arc::new(CfgGrammar {
-            current,
-            lowering,
+            growth: Mutex::new(growth),
             vocab: self.vocab.clone(),
             config: self.config.clone(),
             limits: self.limits.clone(),
@@ -325,10 +362,7 @@ impl CfgCompiler {
 /// states are only appended, so each matcher keeps the program it works on and takes the
 /// current one when it needs a unit its own lacks.
 pub struct CfgGrammar {
-    /// The program with every unit built so far.
-    current: Mutex<Arc<Program>>,
-    /// What builds the other units; `None` once every unit is built.
-    lowering: Mutex<Option<Lowering>>,
+    growth: Mutex<Growth>,
     vocab: Vocab,
     config: CfgConfig,
     limits: Limits,
@@ -338,12 +372,32 @@ pub struct CfgGrammar {
     initial: Chart,
 }
 
+/// How far a grammar's program is built.
+enum Growth {
+    /// Units are left to build; the lowering holds the program built so far.
+    Growing(Box<Lowering>),
+    Complete(Arc<Program>),
+}
+
+/// What a matcher holds while it has given its program up to a build (see
+/// [`CfgGrammar::build`]).
+static EMPTY_PROGRAM: LazyLock<Arc<Program>> = LazyLock::new(|| {
+    let alphabet = Alphabet {
+        class_of: [0; 256],
+        sets: vec![ByteSet::FULL],
+    };
+    Arc::new(Program::new(alphabet))
+});
+
 impl std::fmt::Debug for CfgGrammar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let prog = self.program();
         f.debug_struct("CfgGrammar")
             .field("units", &prog.units.len())
-            .field("built_units", &prog.units.iter().filter(|u| u.is_built()).count())
+            .field(
+                "built_units",
+                &prog.units.iter().filter(|u| u.is_built()).count(),
+            )
             .field("states", &prog.states.len())
             .field("byte_classes", &prog.n_classes())
             .finish()
@@ -390,31 +444,40 @@ impl CfgGrammar {
 
     /// The program with every unit built so far.
     fn program(&self) -> Arc<Program> {
-        self.current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        match &*self.growth.lock().unwrap_or_else(PoisonError::into_inner) {
+            Growth::Growing(lower) => lower.program().clone(),
+            Growth::Complete(prog) => prog.clone(),
+        }
     }
 
-    /// Builds those of `units` not built yet, within a time budget of
-    /// [`Limits::compile_time`], and returns the program that has them. A limit the build
-    /// reaches is the error (the program stays as it was).
-    fn build(&self, units: &[u32]) -> Result<Arc<Program>, LimitExceeded> {
-        let mut lowering = self.lowering.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(lower) = lowering.as_mut() else {
-            return Ok(self.program());
+    /// Builds those of `units` not built yet, and the units they call breadth first while
+    /// the build is under [`CfgConfig::batch_states`] states, within a time budget of
+    /// [`Limits::compile_time`]; `held` is then the program that has them. A limit the build
+    /// reaches is the error (`held` is then the program as it was before, or later).
+    ///
+    /// `held` is given up while the build runs: the program grows in place when no other
+    /// matcher holds it, where a copy per build was most of a lazy build's cost.
+    fn build(&self, held: &mut Arc<Program>, units: &[u32]) -> Result<(), LimitExceeded> {
+        let mut growth = self.growth.lock().unwrap_or_else(PoisonError::into_inner);
+        let lower = match &mut *growth {
+            Growth::Growing(lower) => lower,
+            Growth::Complete(prog) => {
+                *held = prog.clone();
+                return Ok(());
+            }
         };
-        if let Err(e) = lower.build(units, self.limits.deadline()) {
+        *held = Arc::clone(&EMPTY_PROGRAM);
+        let built = lower.build(units, self.config.batch_states, self.limits.deadline());
+        *held = lower.program().clone();
+        if let Err(e) = built {
             // A later build only meets limits: the special tokens were resolved, and the
             // start rule's productivity checked, when the grammar compiled.
             return Err(*e.limit().expect("a later build fails on a limit only"));
         }
-        let prog = lower.program().clone();
         if lower.is_complete() {
-            *lowering = None;
+            *growth = Growth::Complete(held.clone());
         }
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = prog.clone();
-        Ok(prog)
+        Ok(())
     }
 
     /// What the mask cache reads of the grammar, for one fill on `prog`.
@@ -518,7 +581,7 @@ impl CfgMatcher {
             match step(self) {
                 Ok(r) => return Ok(r),
                 Err(Halt::Limit(e)) => return Err(e),
-                Err(Halt::Unbuilt(units)) => self.prog = self.grammar.build(&units)?,
+                Err(Halt::Unbuilt(units)) => self.grammar.build(&mut self.prog, &units)?,
             }
         }
     }
@@ -565,8 +628,8 @@ impl CfgMatcher {
                     Forced::Special(s) => chart.push_special(&prog, s, &budget),
                 };
                 match pushed {
-                    Err(Halt::Unbuilt(units)) => match g.build(&units) {
-                        Ok(built) => prog = built,
+                    Err(Halt::Unbuilt(units)) => match g.build(&mut prog, &units) {
+                        Ok(()) => {}
                         Err(_) => break false,
                     },
                     pushed => break pushed == Ok(true),

@@ -136,7 +136,10 @@ pub fn configs() -> Vec<(&'static str, CfgConfig)> {
         ("cached", CfgConfig::new()),
         (
             "cached, no context, built on entry",
-            CfgConfig::new().context_depth(0).eager_states(0),
+            CfgConfig::new()
+                .context_depth(0)
+                .eager_states(0)
+                .batch_states(0),
         ),
         (
             "uncached, minimized",

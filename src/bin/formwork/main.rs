@@ -12,8 +12,8 @@ use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use formwork::template::StructureFactory;
 use formwork::vocab::{TokenKind, Vocab, VocabConfig};
 use formwork::{
-    BackendChoice, BackendKind, CfgConfig, Constraint, Engine, EngineConfig, JsonSchemaOptions, Limits,
-    Matcher, PropertyOrder, TagDispatch, TokenId, Whitespace,
+    BackendChoice, BackendKind, CfgConfig, Constraint, Engine, EngineConfig, JsonSchemaOptions,
+    Limits, Matcher, PropertyOrder, TagDispatch, TokenId, Whitespace,
 };
 use maskbench::{HarnessConfig, Status};
 use serde_json::json;
@@ -178,6 +178,10 @@ struct SchemaArgs {
     /// its start rule; the rest is built when a parse first enters it [default: 4,096].
     #[arg(long, value_name = "N")]
     eager_states: Option<usize>,
+    /// Earley backend: states a later build adds at most beyond the rules a parse entered
+    /// (the rules they call, breadth first) [default: 1,024].
+    #[arg(long, value_name = "N")]
+    batch_states: Option<usize>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -224,6 +228,9 @@ impl SchemaArgs {
         let mut cfg = CfgConfig::new();
         if let Some(n) = self.eager_states {
             cfg = cfg.eager_states(n);
+        }
+        if let Some(n) = self.batch_states {
+            cfg = cfg.batch_states(n);
         }
         let config = EngineConfig::new()
             .backend(backend)

@@ -10,7 +10,7 @@ use crate::cfg::cache::entry::{CacheEntry, LEVEL2_DOMAIN, OUTER_DOMAIN};
 use crate::cfg::cache::fill::{cap, count_class, Scratch};
 use crate::cfg::cache::item_level::{hash_follow, Subject};
 use crate::cfg::cache::view::GrammarView;
-use crate::cfg::chart::{Halt, waits_for, Chart, Item, EXT};
+use crate::cfg::chart::{waits_for, Chart, Halt, Item, EXT};
 use crate::cfg::program::{Program, CALLS, COUNTED, FINAL, RELAXED, SCANS, SPECIALS};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::row_dfa::{StateDfa, MAX_DFA_ROWS};

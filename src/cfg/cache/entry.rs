@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use crate::cfg::cache::view::GrammarView;
-use crate::cfg::walk::Position;
 use crate::cfg::chart::Halt;
+use crate::cfg::walk::Position;
 use crate::limits::Budget;
 use crate::mask::{StoredMask, Weigh};
 

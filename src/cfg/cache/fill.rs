@@ -11,7 +11,7 @@ use crate::cfg::cache::entry::{
 };
 use crate::cfg::cache::item_level::{item_level, near_bound, Subject};
 use crate::cfg::cache::view::GrammarView;
-use crate::cfg::chart::{Halt, Chart, Item};
+use crate::cfg::chart::{Chart, Halt, Item};
 use crate::cfg::program::{Program, COUNTED, SCANS, SPECIALS};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::row_dfa::StateDfa;

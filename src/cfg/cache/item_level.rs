@@ -12,7 +12,7 @@ use crate::cfg::cache::entry::{
 use crate::cfg::cache::fill::cap;
 use crate::cfg::cache::starts::{iteration_starts, starts_below};
 use crate::cfg::cache::view::GrammarView;
-use crate::cfg::chart::{Halt, waits_for, Chart, Item, EXT};
+use crate::cfg::chart::{waits_for, Chart, Halt, Item, EXT};
 use crate::cfg::program::{Program, COUNTED, RELAXED};
 use crate::cfg::walk::list_walk::{walk_list, Outcome};
 use crate::cfg::walk::trie_walk::TrieWalk;

@@ -144,18 +144,8 @@ pub(crate) fn compile(
         ));
     }
     let start = lower.unit(UnitKey::Rule(lower.g.start()));
-    let mut queue = VecDeque::from([start]);
-    while let Some(u) = queue.pop_front() {
-        if lower.prog.units[u as usize].is_built() {
-            continue;
-        }
-        if u != start && lower.prog.states.len() >= lower.options.eager_states {
-            break;
-        }
-        lower.build_unit(u)?;
-        queue.extend(lower.prog.callees(u));
-    }
-    lower.hash_complete_units()?;
+    let eager = lower.options.eager_states;
+    lower.build(&[start], eager, deadline.clone())?;
     Ok(lower)
 }
 
@@ -373,16 +363,34 @@ impl Lowering {
         self.prog.units.iter().all(Unit::is_built)
     }
 
-    /// Builds `units` (those not built yet) within `deadline`. The program is copied once if
-    /// matchers share it (they keep the program they have until they need a unit it lacks).
-    pub fn build(&mut self, units: &[u32], deadline: Deadline) -> Result<(), CompileError> {
+    /// Builds `units` (those not built yet), then the units they call, breadth first, while
+    /// this build has added fewer than `batch` states, within `deadline`. A parse that enters
+    /// a unit mostly goes on into its callees: building them now saves a halt and a retry of
+    /// the step per level of calls. The program is copied once if matchers share it (they
+    /// keep the program they have until they need a unit it lacks).
+    pub fn build(
+        &mut self,
+        units: &[u32],
+        batch: usize,
+        deadline: Deadline,
+    ) -> Result<(), CompileError> {
         self.deadline = deadline;
+        let before = self.prog.states.len();
+        let mut queue: VecDeque<u32> = units.iter().copied().collect();
+        let mut required = units.len();
         let mut built = false;
-        for &u in units {
-            if !self.prog.units[u as usize].is_built() {
-                self.build_unit(u)?;
-                built = true;
+        while let Some(u) = queue.pop_front() {
+            let optional = required == 0;
+            required = required.saturating_sub(1);
+            if self.prog.units[u as usize].is_built() {
+                continue;
             }
+            if optional && self.prog.states.len() - before >= batch {
+                break;
+            }
+            self.build_unit(u)?;
+            built = true;
+            queue.extend(self.prog.callees(u));
         }
         match built {
             true => self.hash_complete_units(),
@@ -582,8 +590,7 @@ impl Lowering {
             counted: None,
         });
         prog.follow.push(follow);
-        prog.unit_rules
-            .push(self.g.rule(rule).name.as_str().into());
+        prog.unit_rules.push(self.g.rule(rule).name.as_str().into());
         self.units.push(key);
         self.productive.push(productive);
         self.first.push(first);

@@ -17,8 +17,8 @@ use std::collections::BinaryHeap;
 use rustc_hash::FxHashMap;
 
 use crate::base::byteset::ByteSet;
-use crate::cfg::program::{Program, DEAD, MULTI};
 use crate::cfg::chart::Halt;
+use crate::cfg::program::{Program, DEAD, MULTI};
 use crate::limits::Budget;
 use crate::vocab::{SliceState, TokenSlice};
 

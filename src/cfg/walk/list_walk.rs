@@ -2,7 +2,7 @@
 
 use std::cell::Cell;
 
-use crate::cfg::chart::{Halt, Chart};
+use crate::cfg::chart::{Chart, Halt};
 use crate::cfg::program::Program;
 use crate::cfg::walk::row_dfa::StateDfa;
 use crate::cfg::walk::stepper::Stepper;

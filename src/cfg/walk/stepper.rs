@@ -2,7 +2,7 @@
 
 use smallvec::SmallVec;
 
-use crate::cfg::chart::{Halt, Chart, Item};
+use crate::cfg::chart::{Chart, Halt, Item};
 use crate::cfg::program::{Program, SCANS};
 use crate::cfg::walk::row_dfa::{
     StateDfa, EXT_BIT, IN_CHART, MAX_DFA_STATES, NO_ROW, ROOT, UNKNOWN,
@@ -116,11 +116,7 @@ impl<'a> Stepper<'a> {
     /// The state after `byte` from `parent`, or `None` if the byte is rejected. A known
     /// transition is a table lookup, inlined into every walk; the rest goes to the chart.
     #[inline(always)]
-    pub(crate) fn advance(
-        &mut self,
-        parent: &Node,
-        byte: u8,
-    ) -> Result<Option<Node>, Halt> {
+    pub(crate) fn advance(&mut self, parent: &Node, byte: u8) -> Result<Option<Node>, Halt> {
         self.steps += 1;
         if self.steps == STEPS_PER_CHARGE {
             self.budget.spend(std::mem::take(&mut self.steps))?;

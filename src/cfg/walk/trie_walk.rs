@@ -3,7 +3,7 @@
 use crate::base::bitmask::set_bit;
 use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
-use crate::cfg::chart::{Halt, Chart};
+use crate::cfg::chart::{Chart, Halt};
 use crate::cfg::program::{Program, COUNTED, DEAD, MULTI};
 use crate::cfg::walk::row_dfa::StateDfa;
 use crate::cfg::walk::stepper::{Node, Stepper};
