@@ -107,7 +107,7 @@ impl Default for CfgConfig {
 }
 
 /// Default of [`CfgConfig::eager_states`].
-pub const DEFAULT_EAGER_STATES: usize = 4096;
+pub const DEFAULT_EAGER_STATES: usize = 16_384;
 
 /// Default of [`CfgConfig::batch_states`].
 pub const DEFAULT_BATCH_STATES: usize = 1024;
