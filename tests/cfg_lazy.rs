@@ -68,7 +68,7 @@ fn walk_alike(
     let halfway = tokens.len() / 2;
     let mut rolled_back = false;
     let mut step = 0;
-    while step < tokens.len() {
+    loop {
         let what = format!("{name}: step {step}");
         assert_same_mask(
             &mask_of(&mut l, vocab),
@@ -78,6 +78,9 @@ fn walk_alike(
         );
         assert_eq!(l.forced_bytes(), e.forced_bytes(), "{what}: forced bytes");
         assert_eq!(l.is_accepting(), e.is_accepting(), "{what}: accepting");
+        if step == tokens.len() {
+            return;
+        }
         // A valid instance the schema-order default refuses (properties in another order)
         // ends the walk, on both alike.
         let (taken, also) = (
@@ -96,13 +99,6 @@ fn walk_alike(
             rolled_back = true;
         }
     }
-    let what = format!("{name}: after {step} tokens");
-    assert_same_mask(
-        &mask_of(&mut l, vocab),
-        &mask_of(&mut e, vocab),
-        vocab,
-        &what,
-    );
 }
 
 #[test]

@@ -47,21 +47,11 @@ impl Derivations {
         let productive = holds(g, &users, deadline, |e| match e {
             Expr::Nothing => Need::Never,
             Expr::Class(c) if c.is_empty() => Need::Never,
-            Expr::Empty | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => Need::Now,
-            Expr::Seq(xs) => Need::Parts(xs.len() as u32),
-            Expr::Alt(_) | Expr::Rule(_) => Need::Parts(1),
-            Expr::Repeat { min, max, .. } if max.is_some_and(|m| m < *min) => Need::Never,
-            Expr::Repeat { min: 0, .. } => Need::Now,
-            Expr::Repeat { .. } => Need::Parts(1),
+            _ => Need::Now,
         })?;
         let nullable = holds(g, &users, deadline, |e| match e {
             Expr::Empty => Need::Now,
-            Expr::Nothing | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => Need::Never,
-            Expr::Seq(xs) => Need::Parts(xs.len() as u32),
-            Expr::Alt(_) | Expr::Rule(_) => Need::Parts(1),
-            Expr::Repeat { min, max, .. } if max.is_some_and(|m| m < *min) => Need::Never,
-            Expr::Repeat { min: 0, .. } => Need::Now,
-            Expr::Repeat { .. } => Need::Parts(1),
+            _ => Need::Never,
         })?;
         Ok(Derivations {
             productive,
@@ -115,21 +105,32 @@ impl Users {
     }
 }
 
-/// The expressions for which a property holds, from the leaves up: each holds once as many
-/// of its parts as `need` says do (a sequence: all, an alternation, a reference or a repeat:
-/// one), a rule's references once its body does.
+/// The expressions for which a property holds, from the leaves up: a leaf as `leaf` says;
+/// a sequence once all its parts hold, an alternation, a reference or a repeat of a nonzero
+/// minimum once one does (a rule's references once its body does); a repeat of minimum 0
+/// always, one whose maximum is below its minimum never.
 fn holds(
     g: &Grammar,
     users: &Users,
     deadline: &Deadline,
-    need: impl Fn(&Expr) -> Need,
+    leaf: impl Fn(&Expr) -> Need,
 ) -> Result<Vec<bool>, LimitExceeded> {
     let exprs = g.exprs();
     let mut missing: Vec<u32> = vec![0; exprs.len()];
     let mut ready: Vec<u32> = Vec::new();
     for (i, e) in exprs.iter().enumerate() {
         deadline.tick()?;
-        missing[i] = match need(e) {
+        let need = match e {
+            Expr::Seq(xs) => Need::Parts(xs.len() as u32),
+            Expr::Alt(_) | Expr::Rule(_) => Need::Parts(1),
+            Expr::Repeat { min, max, .. } if max.is_some_and(|m| m < *min) => Need::Never,
+            Expr::Repeat { min: 0, .. } => Need::Now,
+            Expr::Repeat { .. } => Need::Parts(1),
+            Expr::Nothing | Expr::Empty | Expr::Bytes(_) | Expr::Class(_) | Expr::Special(_) => {
+                leaf(e)
+            }
+        };
+        missing[i] = match need {
             Need::Never => u32::MAX,
             Need::Now => 0,
             Need::Parts(n) => n,
