@@ -2,8 +2,9 @@
 //! memory: each is compiled and run on a thread with a 256 KiB stack, the smallest a server
 //! may give a worker, and must end in a typed error (its kind, and the `LimitKind` where a
 //! limit refused it) or a correct result. Each case prints how long it took (`cargo test
-//! --test hostile -- --nocapture`); times are measured, never asserted. The slow classes run
-//! under a short compile budget so their expected outcome, a `CompileTime` limit, comes fast.
+//! --test suite hostile:: -- --nocapture`); times are measured, never asserted. The slow
+//! classes run under a short compile budget so their expected outcome, a `CompileTime` limit,
+//! comes fast.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -219,7 +219,7 @@ fn compiled_or_refused(
     None
 }
 
-/// Prints what a sweep ran (`cargo test --test limit_sweeps -- --nocapture`).
+/// Prints what a sweep ran (`cargo test --test suite limit_sweeps:: -- --nocapture`).
 fn report(
     case: &Case,
     backend: BackendChoice,

@@ -4,15 +4,16 @@
 //! own tests) it is the oracle every backend is tested against, bit for bit.
 //!
 //! It shares nothing with the backends' fast paths: the grammar is expanded into textbook BNF
-//! (repeats unrolled into chains of optional copies), items are `(production, dot, origin)`
-//! triples in hash sets, nullable symbols are handled the Aycock–Horspool way, and productions
-//! that derive no string are dropped first (so a prefix is accepted exactly when some text
-//! completes it). It is slow and obviously right; that is its job.
+//! (repeats unrolled into chains of optional copies), items are `(dotted rule, origin)` pairs,
+//! nullable symbols are handled the Aycock–Horspool way, and productions that derive no string
+//! are dropped first (so a prefix is accepted exactly when some text completes it). It is
+//! slow and obviously right; that is its job.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::{Expr, ExprId, Grammar};
 use crate::base::byteset::ByteSet;
+use crate::base::collections::FastSet;
 use crate::error::{CompileError, Location};
 use crate::limits::{LimitExceeded, LimitKind, Limits};
 
@@ -33,34 +34,54 @@ enum Symbol {
     Nt(usize),
 }
 
+/// What follows the dot of a dotted rule: a terminal to scan (a class by index, a special),
+/// a nonterminal to predict, or the end of a production of a nonterminal, to complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    Class(u32),
+    Special(u32),
+    Nt(u32),
+    End(u32),
+}
+
+/// An Earley item: a dotted rule (an index into [`Recognizer::next`]; moving the dot right is
+/// the next index) and the set where its production was predicted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Item {
-    prod: u32,
-    dot: u32,
+    rule: u32,
     origin: u32,
 }
 
-/// Items already in the set being built: a linear scan while small (most sets hold a handful
-/// of items, and the oracle builds one set per trie node), a hash set past that.
-#[derive(Default)]
+/// Items already in the set being built, by dotted rule: the origin of the first item of each
+/// rule met in this set (valid where the rule's stamp is the set's generation, so starting a
+/// set costs nothing), and the further origins of a rule (nested or ambiguous parses) in a
+/// hash set. The oracle builds a set at every node of its trie walk: a linear scan of the
+/// items and a SipHash set were most of its time.
+#[derive(Debug, Default)]
 struct Seen {
-    small: Vec<Item>,
-    large: HashSet<Item>,
+    first: Vec<(u32, u32)>,
+    more: FastSet<Item>,
+    generation: u32,
 }
 
 impl Seen {
+    /// Starts a new set of items over `rules` dotted rules.
+    fn clear(&mut self, rules: usize) {
+        if self.first.len() != rules || self.generation == u32::MAX {
+            self.first = vec![(0, 0); rules];
+            self.generation = 0;
+        }
+        self.generation += 1;
+        self.more.clear();
+    }
+
     fn insert(&mut self, it: Item) -> bool {
-        if self.large.is_empty() {
-            if self.small.contains(&it) {
-                return false;
-            }
-            self.small.push(it);
-            if self.small.len() > 32 {
-                self.large.extend(self.small.drain(..));
-            }
+        let first = &mut self.first[it.rule as usize];
+        if first.0 != self.generation {
+            *first = (self.generation, it.origin);
             true
         } else {
-            self.large.insert(it)
+            first.1 != it.origin && self.more.insert(it)
         }
     }
 }
@@ -89,17 +110,72 @@ impl Seen {
 /// assert!(chart.is_accepting(&rec));
 /// ```
 pub struct Recognizer {
-    prods: Vec<(usize, Vec<Symbol>)>,
+    /// Per dotted rule, what follows the dot: a production of `n` symbols owns `n + 1`
+    /// consecutive rules, the last one its end.
+    next: Vec<Next>,
+    classes: Vec<ByteSet>,
+    /// The first dotted rule of each production, per nonterminal.
     by_lhs: Vec<Vec<u32>>,
     nullable: Vec<bool>,
-    specials: HashMap<String, usize>,
-    start: usize,
+    specials: HashMap<String, u32>,
+    start: u32,
+}
+
+/// An item set of a chart, and how many completions looked in it for the items waiting for
+/// their nonterminal. Scanning all its items for each is what most sets get: the oracle builds
+/// one per node of its trie walk and looks in it a few times. A set looked in more often (the
+/// sets of the text before the walk, consulted all through it) is sorted by
+/// [`Recognizer::awaits`] once, and searched.
+#[derive(Clone, Debug)]
+struct Set {
+    items: Vec<Item>,
+    lookups: u32,
+}
+
+/// Lookups by completion after which a set is sorted: about what sorting a set costs, in scans
+/// of it.
+const SORT_AFTER: u32 = 8;
+
+impl Set {
+    /// The items waiting for nonterminal `n`.
+    fn waiting<'a>(&'a mut self, rec: &'a Recognizer, n: u32) -> impl Iterator<Item = &'a Item> {
+        self.lookups = self.lookups.saturating_add(1);
+        if self.lookups == SORT_AFTER {
+            self.items.sort_unstable_by_key(|it| rec.awaits(it));
+        }
+        let range = match self.lookups >= SORT_AFTER {
+            true => {
+                let from = self.items.partition_point(|it| rec.awaits(it) < n);
+                let len = self.items[from..].partition_point(|it| rec.awaits(it) == n);
+                from..from + len
+            }
+            false => 0..self.items.len(),
+        };
+        self.items[range]
+            .iter()
+            .filter(move |it| rec.awaits(it) == n)
+    }
 }
 
 /// An Earley chart: one item set per consumed unit.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Chart {
-    sets: Vec<Vec<Item>>,
+    /// The item sets, the start set first.
+    sets: Vec<Set>,
+    /// Sets `pop` removed and the dedup set of `push`, kept for their allocations: the oracle
+    /// pushes and pops a set at every node of its trie walk.
+    spare: Vec<Vec<Item>>,
+    seen: Seen,
+}
+
+impl Clone for Chart {
+    fn clone(&self) -> Chart {
+        Chart {
+            sets: self.sets.clone(),
+            spare: Vec::new(),
+            seen: Seen::default(),
+        }
+    }
 }
 
 impl Recognizer {
@@ -157,61 +233,69 @@ impl Recognizer {
             .into_iter()
             .filter(|(_, rhs)| rhs.iter().all(settles))
             .collect();
+        let mut next = Vec::new();
+        let mut classes = Vec::new();
         let mut by_lhs = vec![Vec::new(); b.nts];
-        for (i, (lhs, _)) in prods.iter().enumerate() {
-            by_lhs[*lhs].push(i as u32);
+        for (lhs, rhs) in &prods {
+            by_lhs[*lhs].push(next.len() as u32);
+            next.extend(rhs.iter().map(|sym| match sym {
+                Symbol::Class(c) => {
+                    classes.push(*c);
+                    Next::Class(classes.len() as u32 - 1)
+                }
+                Symbol::Special(i) => Next::Special(*i as u32),
+                Symbol::Nt(n) => Next::Nt(*n as u32),
+            }));
+            next.push(Next::End(*lhs as u32));
         }
         let nullable = holds_for(b.nts, &prods, |_| false);
         Ok(Recognizer {
-            prods,
+            next,
+            classes,
             by_lhs,
             nullable,
-            specials: b.specials,
-            start: start_nt,
+            specials: b.specials.into_iter().map(|(s, i)| (s, i as u32)).collect(),
+            start: start_nt as u32,
         })
     }
 
     /// The chart before any input.
     pub fn start(&self) -> Chart {
-        let mut set = Vec::new();
+        let mut chart = Chart {
+            sets: vec![],
+            spare: Vec::new(),
+            seen: Seen::default(),
+        };
         let mut seen = Seen::default();
-        for &p in &self.by_lhs[self.start] {
-            let it = Item {
-                prod: p,
-                dot: 0,
-                origin: 0,
-            };
+        seen.clear(self.next.len());
+        let mut set = Vec::new();
+        for &rule in &self.by_lhs[self.start as usize] {
+            let it = Item { rule, origin: 0 };
             if seen.insert(it) {
                 set.push(it);
             }
         }
-        let mut chart = Chart { sets: vec![] };
-        self.close(&mut chart, set, seen);
+        self.close(&mut chart, set, &mut seen);
         chart
     }
 
-    fn close(&self, chart: &mut Chart, mut set: Vec<Item>, mut seen: Seen) {
+    fn close(&self, chart: &mut Chart, mut set: Vec<Item>, seen: &mut Seen) {
         let here = chart.sets.len() as u32;
         let mut i = 0;
         while i < set.len() {
             let it = set[i];
             i += 1;
-            let (lhs, rhs) = &self.prods[it.prod as usize];
-            match rhs.get(it.dot as usize) {
-                Some(Symbol::Nt(n)) => {
-                    for &p in &self.by_lhs[*n] {
-                        let new = Item {
-                            prod: p,
-                            dot: 0,
-                            origin: here,
-                        };
+            match self.next[it.rule as usize] {
+                Next::Nt(n) => {
+                    for &rule in &self.by_lhs[n as usize] {
+                        let new = Item { rule, origin: here };
                         if seen.insert(new) {
                             set.push(new);
                         }
                     }
-                    if self.nullable[*n] {
+                    if self.nullable[n as usize] {
                         let new = Item {
-                            dot: it.dot + 1,
+                            rule: it.rule + 1,
                             ..it
                         };
                         if seen.insert(new) {
@@ -219,37 +303,34 @@ impl Recognizer {
                         }
                     }
                 }
-                Some(_) => {}
+                Next::Class(_) | Next::Special(_) => {}
                 // A completion in its own set derived the empty string: the prediction of a
                 // nullable symbol already advanced its waiters (Aycock–Horspool).
-                None if it.origin == here => {}
-                None => {
-                    for w in &chart.sets[it.origin as usize] {
-                        let waits = matches!(
-                            self.prods[w.prod as usize].1.get(w.dot as usize),
-                            Some(Symbol::Nt(n)) if n == lhs
-                        );
-                        if waits {
-                            let new = Item {
-                                dot: w.dot + 1,
-                                ..*w
-                            };
-                            if seen.insert(new) {
-                                set.push(new);
-                            }
+                Next::End(_) if it.origin == here => {}
+                Next::End(lhs) => {
+                    for w in chart.sets[it.origin as usize].waiting(self, lhs) {
+                        let new = Item {
+                            rule: w.rule + 1,
+                            ..*w
+                        };
+                        if seen.insert(new) {
+                            set.push(new);
                         }
                     }
                 }
             }
         }
-        chart.sets.push(set);
+        chart.sets.push(Set {
+            items: set,
+            lookups: 0,
+        });
     }
 
-    fn matches(&self, sym: &Symbol, unit: Terminal) -> bool {
-        match (sym, unit) {
-            (Symbol::Class(c), Terminal::Byte(b)) => c.contains(b),
-            (Symbol::Special(i), Terminal::Special(s)) => self.specials.get(s) == Some(i),
-            _ => false,
+    /// The nonterminal after an item's dot, or `u32::MAX`: the order of a sorted [`Set`].
+    fn awaits(&self, it: &Item) -> u32 {
+        match self.next[it.rule as usize] {
+            Next::Nt(n) => n,
+            _ => u32::MAX,
         }
     }
 }
@@ -257,34 +338,40 @@ impl Recognizer {
 impl Chart {
     /// Consumes `unit`; returns false (and leaves the chart unchanged) if no parse continues.
     pub fn push(&mut self, rec: &Recognizer, unit: Terminal) -> bool {
+        let scans = |next: Next| match (next, unit) {
+            (Next::Class(c), Terminal::Byte(b)) => rec.classes[c as usize].contains(b),
+            (Next::Special(i), Terminal::Special(s)) => rec.specials.get(s) == Some(&i),
+            _ => false,
+        };
+        let mut set = self.spare.pop().unwrap_or_default();
+        set.clear();
+        let mut seen = std::mem::take(&mut self.seen);
+        seen.clear(rec.next.len());
         // A chart always holds its start set: `start` builds it and `pop` never removes it.
-        let last = self.sets.last().expect("chart has a set");
-        let mut set = Vec::new();
-        let mut seen = Seen::default();
-        for it in last {
-            if let Some(sym) = rec.prods[it.prod as usize].1.get(it.dot as usize) {
-                if rec.matches(sym, unit) {
-                    let new = Item {
-                        dot: it.dot + 1,
-                        ..*it
-                    };
-                    if seen.insert(new) {
-                        set.push(new);
-                    }
+        for it in &self.sets.last().expect("chart has a set").items {
+            if scans(rec.next[it.rule as usize]) {
+                let new = Item {
+                    rule: it.rule + 1,
+                    ..*it
+                };
+                if seen.insert(new) {
+                    set.push(new);
                 }
             }
         }
-        if set.is_empty() {
-            return false;
+        let pushed = !set.is_empty();
+        match pushed {
+            true => rec.close(self, set, &mut seen),
+            false => self.spare.push(set),
         }
-        rec.close(self, set, seen);
-        true
+        self.seen = seen;
+        pushed
     }
 
     /// Undoes the last `push`.
     pub fn pop(&mut self) {
         if self.sets.len() > 1 {
-            self.sets.pop();
+            self.spare.extend(self.sets.pop().map(|set| set.items));
         }
     }
 
@@ -301,11 +388,12 @@ impl Chart {
     /// True if the units consumed form a complete string of the language.
     pub fn is_accepting(&self, rec: &Recognizer) -> bool {
         // Never empty: see `push`.
-        self.sets.last().unwrap().iter().any(|it| {
-            it.origin == 0
-                && rec.prods[it.prod as usize].0 == rec.start
-                && it.dot as usize == rec.prods[it.prod as usize].1.len()
-        })
+        self.sets
+            .last()
+            .unwrap()
+            .items
+            .iter()
+            .any(|it| it.origin == 0 && rec.next[it.rule as usize] == Next::End(rec.start))
     }
 }
 
@@ -462,12 +550,14 @@ impl Expand<'_> {
                     let optional = max.map_or(1, |max| max.saturating_sub(min) as u64);
                     self.grow(1 + min as u64 + 5 * optional)?;
                     let b = child(self, body);
-                    // tail: `body*` as T -> ε | body T, or `body{0,k}` as a chain of k optionals.
+                    // tail: `body*` as T -> ε | T body, or `body{0,k}` as a chain of k optionals.
+                    // Left-recursive because Earley is quadratic on right recursion: with
+                    // T -> body T, the n-th body of a run completes the n T items before it.
                     let tail = match max {
                         None => {
                             let t = self.fresh();
                             self.prods.push((t, vec![]));
-                            self.prods.push((t, vec![b.clone(), Symbol::Nt(t)]));
+                            self.prods.push((t, vec![Symbol::Nt(t), b.clone()]));
                             Some(t)
                         }
                         Some(max) => {

@@ -56,10 +56,12 @@ impl Chart {
             mask: &mut mask,
         };
         vocab.trie().walk((), &mut walk);
+        let mut chart = walk.chart;
+        (0..walk.depth).for_each(|_| chart.pop());
         for (content, id) in vocab.specials() {
-            let mut c = self.clone();
-            if c.push(rec, Terminal::Special(content)) {
+            if chart.push(rec, Terminal::Special(content)) {
                 mask.insert(id);
+                chart.pop();
             }
         }
         if self.is_accepting(rec) {
