@@ -7,6 +7,7 @@
 
 mod bench_workloads;
 mod cfg_gbnf;
+mod cfg_lazy;
 mod cfg_limits;
 mod cfg_llguidance;
 mod cfg_matcher;
