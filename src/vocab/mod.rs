@@ -9,6 +9,7 @@
 mod config;
 mod error;
 mod hf;
+mod holding;
 mod slice;
 mod sliced_walk;
 mod token_kind;
@@ -25,6 +26,7 @@ use crate::base::token::TokenId;
 pub use config::{VocabConfig, MAX_MASK_WIDTH, MAX_TOKENIZER_BYTES};
 use error::{check_width, without_panics};
 pub use error::{VocabError, VocabErrorKind};
+pub(crate) use holding::Holding;
 pub(crate) use slice::{SliceState, TokenSlice};
 pub(crate) use sliced_walk::{walk_sliced, SliceProbe, SliceProofs};
 pub use token_kind::TokenKind;
@@ -96,6 +98,10 @@ struct VocabInner {
     text_mask: Vec<u32>,
     /// Built on first use: only byte-level mask walks need them.
     slices: OnceLock<Vec<TokenSlice>>,
+    /// Per byte, built on first use: the few bytes sliced walks leave out.
+    holding: [OnceLock<Holding>; 256],
+    /// Text tokens longest first, built on first use.
+    by_length: OnceLock<Box<[TokenId]>>,
     tokenizer: Option<tokenizers::Tokenizer>,
     source: String,
 }
@@ -299,6 +305,8 @@ impl Vocab {
                 trie,
                 text_mask,
                 slices: OnceLock::new(),
+                holding: std::array::from_fn(|_| OnceLock::new()),
+                by_length: OnceLock::new(),
                 tokenizer,
                 source,
             }),
@@ -399,9 +407,31 @@ impl Vocab {
         walk_sorted(tokens, |t| self.token_bytes(t), root, advance, report)
     }
 
-    /// The token slices mask walks may take whole (see `slice.rs`), built on first use.
+    /// The token slices mask walks may take whole (see `slice.rs`), built on first use with
+    /// the length order the walks that take a slice in part read.
     pub(crate) fn slices(&self) -> &[TokenSlice] {
-        self.inner.slices.get_or_init(|| TokenSlice::all(self))
+        self.inner.slices.get_or_init(|| {
+            self.by_length();
+            TokenSlice::all(self)
+        })
+    }
+
+    /// The text tokens holding `byte`, found on first use.
+    pub(crate) fn holding(&self, byte: u8) -> &Holding {
+        self.inner.holding[byte as usize].get_or_init(|| Holding::new(self, byte))
+    }
+
+    /// The text tokens, longest first (ordered on first use).
+    pub(crate) fn by_length(&self) -> &[TokenId] {
+        self.inner
+            .by_length
+            .get_or_init(|| holding::by_length(self))
+    }
+
+    /// The text tokens longer than `n` bytes.
+    pub(crate) fn longer_than(&self, n: usize) -> &[TokenId] {
+        let tokens = self.by_length();
+        &tokens[..tokens.partition_point(|&t| self.token_bytes(t).len() > n)]
     }
 
     /// Length in bytes of the longest text token.

@@ -53,6 +53,9 @@ pub struct TokenSlice {
     halves: [(ByteSet, Arc<[u32]>); 2],
     /// The other text tokens.
     rest: TokenTrie,
+    /// Their positions in the vocabulary's trie, ascending: a walk of that trie that takes
+    /// the slice only in part finds them under a node by its position range.
+    rest_positions: Box<[u32]>,
     /// Bytes this slice refuses after a prefix the slice before it also takes, where that one
     /// goes on ([`TokenSlice::narrowed`]).
     narrowed: ByteSet,
@@ -134,6 +137,10 @@ impl TokenSlice {
             }
         }
         vocab.trie().walk(0, &mut Members(&table, &mut words));
+        let trie = vocab.trie();
+        let rest_positions = (0..trie.num_tokens() as u32)
+            .filter(|&p| !get_bit(&words, trie.token_at(p)))
+            .collect();
         let rest = TokenTrie::new(
             (0..vocab.len() as TokenId)
                 .filter(|&t| get_bit(vocab.text_mask(), t) && !get_bit(&words, t))
@@ -157,6 +164,7 @@ impl TokenSlice {
             halves: [half(ascii), half(ascii.complement())],
             members: words.into(),
             rest,
+            rest_positions,
             narrowed: ByteSet::EMPTY,
             recent: Mutex::new(LruCache::new(
                 NonZeroUsize::new(RECENT_FIRST_BYTES).expect("non-zero"),
@@ -238,6 +246,11 @@ impl TokenSlice {
     /// The trie of the text tokens outside the slice.
     pub fn rest(&self) -> &TokenTrie {
         &self.rest
+    }
+
+    /// The positions of the text tokens outside the slice in the vocabulary's trie, ascending.
+    pub(super) fn rest_positions(&self) -> &[u32] {
+        &self.rest_positions
     }
 
     /// The bytes this slice refuses after a prefix the slice before it in [`PATTERNS`] also

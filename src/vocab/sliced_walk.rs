@@ -3,8 +3,11 @@
 
 use rustc_hash::FxHashSet;
 
+use std::ops::Range;
+
 use super::slice::{SliceState, TokenSlice, PATTERNS};
 use super::{Subtree, TrieStep, TrieVisitor, Vocab};
+use crate::base::bitmask::clear_bit;
 use crate::base::byteset::ByteSet;
 use crate::base::token::TokenId;
 
@@ -71,21 +74,22 @@ pub(crate) trait SliceProbe: TrieVisitor {
     fn tries_slice(&self, _k: usize) -> bool {
         true
     }
-    /// Is the state after `first` from the root known, without exploring pairs, to survive
-    /// every string of slice `k` from slice state `at` of at most `len` bytes? A token has at
-    /// most [`Vocab::max_token_len`] bytes, so that is enough to take the slice's tokens that
-    /// start with `first`, where a pair proof asks for survival of every length and fails in a
-    /// state that has only so many characters left (a string's `maxLength`). `classes` are the
-    /// bytes the slice and the client treat alike, by least byte.
-    fn survives_slice(
+    /// How many bytes of every string of slice `k` from slice state `at` the state after
+    /// `first` from the root is known, without exploring pairs, to survive (`usize::MAX`:
+    /// strings of every length; 0: nothing known). A token has at most
+    /// [`Vocab::max_token_len`] bytes, so that many take the slice's tokens that start with
+    /// `first`, where a pair proof asks for survival of every length and fails in a state that
+    /// has only so many characters left (a string's `maxLength`); fewer take its tokens of
+    /// that length. `classes` are the bytes the slice and the client treat alike, by least
+    /// byte.
+    fn horizon(
         &mut self,
         _first: u8,
         _k: usize,
         _at: SliceState,
-        _len: usize,
         _classes: &[(u8, ByteSet)],
-    ) -> Result<bool, Self::Error> {
-        Ok(false)
+    ) -> Result<usize, Self::Error> {
+        Ok(0)
     }
 }
 
@@ -102,10 +106,47 @@ const MAX_VISITS: usize = 1024;
 /// a later one.
 const MAX_NEW_STATES: [usize; 2] = [128, 4];
 
+/// Most bytes a proof may leave out of a slice ([`Decided::excluded`]): `[^/]+`, `[^@\s]`
+/// leave out one to a few, each held by a few thousand tokens at most; a client that refuses
+/// more is better served by a narrower slice.
+const MAX_EXCLUDED: usize = 8;
+
+/// What the proofs of one slice found, by first byte.
+#[derive(Default)]
+struct Decided {
+    /// After these the client survives every string of the slice (with `excluded` bytes,
+    /// every string holding none of them): their tokens in the slice are accepted at once.
+    taken: ByteSet,
+    /// After these it survives every string of the slice that makes a token of at most
+    /// `bound` bytes: those tokens are accepted, the longer ones walked.
+    bounded: ByteSet,
+    bound: usize,
+    /// Bytes the proof of `taken` left out: the tokens holding one are walked.
+    excluded: ByteSet,
+    /// First bytes no token of the slice starts with, or that the client refuses at once:
+    /// only the slice's rest is walked under them.
+    settled: ByteSet,
+    /// Some proof failed because a byte killed the client (not for lack of budget): leaving
+    /// such bytes out may make a proof.
+    killed: bool,
+}
+
+impl Decided {
+    fn takes_any(&self) -> bool {
+        !self.taken.is_empty() || !self.bounded.is_empty()
+    }
+}
+
 /// Walks `vocab`'s trie from `root` like [`TokenTrie::walk`], but first looks for a slice whose
 /// every string keeps the client alive after some first bytes: the slice's tokens starting
 /// with those are accepted at once, and only the slice's rest is walked under them. Inside a
 /// JSON string this visits ~5k tokens of Qwen3's 151k.
+///
+/// A slice may also be taken in part: up to a length (a string with a few characters left
+/// survives only that many bytes), or without a few bytes its proof left out (`[^/]+` dies on
+/// `/` only). Then its other tokens are walked: under each such first byte, the subtrees
+/// holding a token longer than the length or with a left-out byte, besides the slice's rest.
+/// A text slice is taken so before a narrower one (an ASCII slice leaves ~110k tokens).
 ///
 /// `proofs` holds what earlier walks of the same client states proved; it must be used with
 /// one meaning of [`SliceProbe::identity`] only.
@@ -115,41 +156,162 @@ pub(crate) fn walk_sliced<V: SliceProbe>(
     v: &mut V,
     proofs: &mut SliceProofs,
 ) -> Result<(), V::Error> {
+    let longest = vocab.max_token_len();
+    // The shortest length bound worth taking: past it, a quarter of the tokens at most are
+    // longer and walked.
+    let by_length = vocab.by_length();
+    let min_bound = by_length
+        .get(by_length.len() / 4)
+        .map_or(0, |&t| vocab.token_bytes(t).len());
+    let limits = Limits {
+        longest,
+        min_bound,
+        exclude: false,
+    };
+    // The narrowest text slice whose proof failed on bytes that killed the client.
+    let mut killed_in = None;
     for (k, slice) in vocab.slices().iter().enumerate() {
         if !v.tries_slice(k) {
             continue;
         }
-        let longest = vocab.max_token_len();
-        let (taken, decided) =
-            decide_first_bytes(k, slice, &mut proofs.slices[k], &root, v, longest)?;
-        if taken.is_empty() {
+        let d = decide_first_bytes(k, slice, &mut proofs.slices[k], &root, v, limits)?;
+        let broad = is_broad(vocab, slice);
+        if !d.takes_any() {
+            if d.killed && broad {
+                killed_in = Some(k);
+            }
             continue;
         }
-        let members = slice.members_starting_with(vocab, &taken);
-        v.accepted()
-            .iter_mut()
-            .zip(members.iter())
-            .for_each(|(a, m)| *a |= m);
-        // Other first bytes in the whole trie, decided ones in the slice's rest.
-        let mut filtered = FirstBytes {
-            inner: v,
-            first: decided.complement(),
-        };
-        vocab.trie().walk(root.clone(), &mut filtered);
-        filtered.first = decided;
-        slice.rest().walk(root, &mut filtered);
+        if !broad {
+            if let Some(text) = killed_in.take() {
+                if take_excluding(vocab, text, &root, v, proofs, limits)? {
+                    return Ok(());
+                }
+            }
+        }
+        walk_decided(vocab, slice, &d, root, v);
         return Ok(());
+    }
+    if let Some(text) = killed_in {
+        if take_excluding(vocab, text, &root, v, proofs, limits)? {
+            return Ok(());
+        }
     }
     vocab.trie().walk(root, v);
     Ok(())
 }
 
+/// A slice whose rest is a small part of the vocabulary (the text slices, not the ASCII ones).
+fn is_broad(vocab: &Vocab, slice: &TokenSlice) -> bool {
+    slice.rest().num_tokens() * 8 < vocab.trie().num_tokens()
+}
+
+/// Proves text slice `k` again, leaving out the bytes that kill the client, and walks with it
+/// if that takes some first byte.
+fn take_excluding<V: SliceProbe>(
+    vocab: &Vocab,
+    k: usize,
+    root: &V::State,
+    v: &mut V,
+    proofs: &mut SliceProofs,
+    limits: Limits,
+) -> Result<bool, V::Error> {
+    let slice = &vocab.slices()[k];
+    let exclude = Limits {
+        exclude: true,
+        ..limits
+    };
+    let d = decide_first_bytes(k, slice, &mut proofs.slices[k], root, v, exclude)?;
+    if d.takes_any() {
+        walk_decided(vocab, slice, &d, root.clone(), v);
+    }
+    Ok(d.takes_any())
+}
+
+/// Accepts the slice's tokens the proofs took and walks the others.
+fn walk_decided<V: SliceProbe>(
+    vocab: &Vocab,
+    slice: &TokenSlice,
+    d: &Decided,
+    root: V::State,
+    v: &mut V,
+) {
+    let accepted = v.accepted();
+    if !d.taken.is_empty() {
+        let members = slice.members_starting_with(vocab, &d.taken);
+        match d.excluded.is_empty() {
+            true => or_into(accepted, &members),
+            false => {
+                let mut kept = members.to_vec();
+                for b in d.excluded.iter() {
+                    let holding = &vocab.holding(b).words;
+                    kept.iter_mut()
+                        .zip(holding.iter())
+                        .for_each(|(k, h)| *k &= !h);
+                }
+                or_into(accepted, &kept);
+            }
+        }
+    }
+    if !d.bounded.is_empty() {
+        let mut kept = slice.members_starting_with(vocab, &d.bounded).to_vec();
+        vocab
+            .longer_than(d.bound)
+            .iter()
+            .for_each(|&t| clear_bit(&mut kept, t));
+        or_into(accepted, &kept);
+    }
+    // Taken whole: only the slice's rest is walked under these.
+    let exact = match d.excluded.is_empty() {
+        true => d.taken,
+        false => ByteSet::EMPTY,
+    };
+    let in_rest = exact.union(&d.settled);
+    let partial = d.bounded.union(&d.taken.intersection(&exact.complement()));
+    let excluded: Vec<Cursor> = d
+        .excluded
+        .iter()
+        .map(|b| Cursor::new(&vocab.holding(b).positions))
+        .collect();
+    let mut remainder = Remainder {
+        inner: v,
+        full: in_rest.union(&partial).complement(),
+        partial,
+        bounded: d.bounded,
+        bound: d.bound,
+        rest: Cursor::new(slice.rest_positions()),
+        excluded,
+        mode: Mode::Full,
+    };
+    vocab.trie().walk(root.clone(), &mut remainder);
+    // The slice's rest under the first bytes taken whole: those alone, each walked in full.
+    remainder.full = in_rest;
+    remainder.partial = ByteSet::EMPTY;
+    slice.rest().walk(root, &mut remainder);
+}
+
+fn or_into(words: &mut [u32], set: &[u32]) {
+    words.iter_mut().zip(set).for_each(|(a, m)| *a |= m);
+}
+
+/// How far [`decide_first_bytes`] may go.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// Bytes of the longest token.
+    longest: usize,
+    /// The shortest length bound worth taking a slice up to.
+    min_bound: usize,
+    /// Leave out the bytes that kill the client (at most [`MAX_EXCLUDED`]) instead of failing.
+    exclude: bool,
+}
+
 /// The first bytes after which `v` survives every continuation in the slice's language
-/// (*taken*: the slice's tokens starting with them are all accepted), and those plus the ones
-/// the root rejects (*decided*: the slice's tokens starting with them need no walk). Explores
-/// pairs of slice and client states per first byte, with a budget: inside a string or free text
-/// both loop back after a character, so a few pairs settle it; a byte that leads into a
-/// property name stays undecided.
+/// (*taken*: the slice's tokens starting with them are all accepted), or every one up to a
+/// length (*bounded*), and those no slice token starts with or the root rejects (*settled*).
+/// Explores pairs of slice and client states per first byte, with a budget: inside a string or
+/// free text both loop back after a character, so a few pairs settle it; a byte that leads
+/// into a property name stays undecided. With `limits.exclude`, a byte that kills the client
+/// is left out of the slice (all of its class) instead, and what is proven is not kept.
 // Long: one budgeted exploration of (slice state, client state) pairs per first byte; its
 // worklist, budget and per-byte verdicts are shared by every step.
 fn decide_first_bytes<V: SliceProbe>(
@@ -158,9 +320,12 @@ fn decide_first_bytes<V: SliceProbe>(
     pairs: &mut Pairs,
     root: &V::State,
     v: &mut V,
-    longest: usize,
-) -> Result<(ByteSet, ByteSet), V::Error> {
-    let (mut taken, mut decided) = (ByteSet::EMPTY, ByteSet::EMPTY);
+    limits: Limits,
+) -> Result<Decided, V::Error> {
+    let mut d = Decided {
+        bound: usize::MAX,
+        ..Decided::default()
+    };
     let Pairs {
         proven,
         failed,
@@ -179,6 +344,9 @@ fn decide_first_bytes<V: SliceProbe>(
     let mut trail: Vec<(SliceState, u32)> = Vec::new();
     let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
     let mut stack: Vec<(SliceState, u32, V::State)> = Vec::new();
+    // With bytes left out, the pairs proven so (the excluded set only grows, and a pair proven
+    // without some bytes is proven without more): not kept past this walk.
+    let mut proven_here: FxHashSet<(SliceState, u32)> = FxHashSet::default();
     let mut visits = 0;
     // Client states met so far. The first byte taken explores the shared structure (a string's
     // character loop and its UTF-8 states); a later one that needs many new states leads into
@@ -187,18 +355,23 @@ fn decide_first_bytes<V: SliceProbe>(
     let mut known: FxHashSet<u32> = FxHashSet::default();
     'first: for &(first, alike) in classes.iter() {
         let mut new_states = 0;
-        let max_new_states = MAX_NEW_STATES[usize::from(!taken.is_empty())];
+        let max_new_states = MAX_NEW_STATES[usize::from(!d.taken.is_empty())];
         let Some(s) = slice.next(slice.start(), first) else {
-            decided = decided.union(&alike);
+            d.settled = d.settled.union(&alike);
             continue;
         };
         let Some(state) = v.advance(root, first)? else {
-            decided = decided.union(&alike);
+            d.settled = d.settled.union(&alike);
             continue;
         };
-        if v.survives_slice(first, k, s, longest.saturating_sub(1), classes)? {
-            taken = taken.union(&alike);
-            decided = decided.union(&alike);
+        let horizon = v.horizon(first, k, s, classes)?;
+        if horizon >= limits.longest.saturating_sub(1) {
+            d.taken = d.taken.union(&alike);
+            continue;
+        }
+        if !limits.exclude && horizon > 0 && horizon + 1 >= limits.min_bound {
+            d.bounded = d.bounded.union(&alike);
+            d.bound = d.bound.min(horizon + 1);
             continue;
         }
         let Some(id) = v.identity(&state) else {
@@ -207,13 +380,16 @@ fn decide_first_bytes<V: SliceProbe>(
         trail.clear();
         met.clear();
         stack.clear();
-        if !proven.contains(&(s, id)) {
+        let is_proven = |pair| proven.contains(&pair) || proven_here.contains(&pair);
+        if !is_proven((s, id)) {
             met.insert((s, id));
             stack.push((s, id, state));
         }
         while let Some((s, id, state)) = stack.pop() {
             let pair = (s, id);
-            if failed.contains(&pair) || trail.len() == MAX_PAIRS || visits == MAX_VISITS {
+            let was_killed = !limits.exclude && failed.contains(&pair);
+            if was_killed || trail.len() == MAX_PAIRS || visits == MAX_VISITS {
+                d.killed |= was_killed;
                 continue 'first;
             }
             if known.insert(id) {
@@ -227,13 +403,24 @@ fn decide_first_bytes<V: SliceProbe>(
             // Runs of classes lead to the same pair (a string's characters): each pair is
             // looked up once per run, and stacked once per first byte.
             let mut previous = None;
-            for &(byte, _) in classes.iter() {
+            for &(byte, class) in classes.iter() {
                 let Some(next_s) = slice.next(s, byte) else {
                     continue;
                 };
+                if d.excluded.contains(byte) {
+                    continue;
+                }
                 let Some(next) = v.advance(&state, byte)? else {
-                    failed.insert(pair);
-                    continue 'first;
+                    if !limits.exclude {
+                        failed.insert(pair);
+                        d.killed = true;
+                        continue 'first;
+                    }
+                    d.excluded = d.excluded.union(&class);
+                    if d.excluded.len() > MAX_EXCLUDED {
+                        return Ok(Decided::default());
+                    }
+                    continue;
                 };
                 // A state without an identity is never proven: this first byte is walked.
                 let Some(next_id) = v.identity(&next) else {
@@ -242,17 +429,23 @@ fn decide_first_bytes<V: SliceProbe>(
                 let next_pair = (next_s, next_id);
                 if previous != Some(next_pair) {
                     previous = Some(next_pair);
-                    if !proven.contains(&next_pair) && met.insert(next_pair) {
+                    if !is_proven(next_pair) && met.insert(next_pair) {
                         stack.push((next_s, next_id, next));
                     }
                 }
             }
         }
-        proven.extend(trail.drain(..));
-        taken = taken.union(&alike);
-        decided = decided.union(&alike);
+        // Pairs proven with bytes left out hold only without them.
+        match limits.exclude {
+            false => proven.extend(trail.drain(..)),
+            true => proven_here.extend(trail.drain(..)),
+        }
+        d.taken = d.taken.union(&alike);
     }
-    Ok((taken, decided))
+    if d.bounded.is_empty() {
+        d.bound = 0;
+    }
+    Ok(d)
 }
 
 /// The classes of bytes that both the slice and the client treat alike, by least byte.
@@ -271,13 +464,65 @@ fn joint_classes(slice: &TokenSlice, client: &[u8; 256]) -> Vec<(u8, ByteSet)> {
     classes
 }
 
-/// A walk restricted to some first bytes.
-struct FirstBytes<'v, V> {
-    inner: &'v mut V,
-    first: ByteSet,
+/// Ascending trie positions, read by nodes met in position order (a walk's): the cursor only
+/// moves forward, galloping over the positions under skipped subtrees.
+struct Cursor<'a> {
+    positions: &'a [u32],
+    at: usize,
 }
 
-impl<V: TrieVisitor> TrieVisitor for FirstBytes<'_, V> {
+impl<'a> Cursor<'a> {
+    fn new(positions: &'a [u32]) -> Cursor<'a> {
+        Cursor { positions, at: 0 }
+    }
+
+    /// Is some position in `range`? Successive ranges must not start lower.
+    fn any_in(&mut self, range: &Range<u32>) -> bool {
+        let p = self.positions;
+        if self.at < p.len() && p[self.at] < range.start {
+            let (mut below, mut step) = (self.at, 1);
+            let mut probe = below + 1;
+            while probe < p.len() && p[probe] < range.start {
+                below = probe;
+                step *= 2;
+                probe = below + step;
+            }
+            let probe = probe.min(p.len());
+            self.at = below + 1 + p[below + 1..probe].partition_point(|&x| x < range.start);
+        }
+        self.at < p.len() && p[self.at] < range.end
+    }
+}
+
+/// How [`Remainder`] walks the subtree of the current first byte.
+#[derive(Clone, Copy)]
+enum Mode {
+    Full,
+    /// Only the subtrees holding a token the slice's rest has or longer than the bound.
+    Bounded,
+    /// Only the subtrees holding a token the slice's rest has or with an excluded byte.
+    Excluding,
+}
+
+/// The walk of the vocabulary's trie after a slice was taken: whole under the first bytes no
+/// proof took, and where one took the slice in part, only the subtrees holding a token it did
+/// not accept (the slice's rest, tokens past the length bound or with a left-out byte). With
+/// nothing partial, a walk restricted to some first bytes (of the slice's rest trie).
+struct Remainder<'v, 'a, V> {
+    inner: &'v mut V,
+    /// First bytes walked whole.
+    full: ByteSet,
+    /// First bytes under which only the subtrees holding a token not accepted are walked.
+    partial: ByteSet,
+    /// Those of `partial` taken up to `bound` bytes (the others: without the excluded bytes).
+    bounded: ByteSet,
+    bound: usize,
+    rest: Cursor<'a>,
+    excluded: Vec<Cursor<'a>>,
+    mode: Mode,
+}
+
+impl<V: TrieVisitor> TrieVisitor for Remainder<'_, '_, V> {
     type State = V::State;
 
     #[inline]
@@ -288,10 +533,28 @@ impl<V: TrieVisitor> TrieVisitor for FirstBytes<'_, V> {
         depth: usize,
         subtree: Subtree,
     ) -> TrieStep<V::State> {
-        if depth == 1 && !self.first.contains(byte) {
-            return TrieStep::Skip;
+        if depth == 1 {
+            self.mode = match (self.full.contains(byte), self.partial.contains(byte)) {
+                (true, _) => Mode::Full,
+                (false, false) => return TrieStep::Skip,
+                _ if self.bounded.contains(byte) => Mode::Bounded,
+                _ => Mode::Excluding,
+            };
         }
-        self.inner.step(parent, byte, depth, subtree)
+        let walked = match self.mode {
+            Mode::Full => true,
+            Mode::Bounded => {
+                subtree.deepest() > self.bound || self.rest.any_in(&subtree.positions())
+            }
+            Mode::Excluding => {
+                let range = subtree.positions();
+                self.rest.any_in(&range) || self.excluded.iter_mut().any(|c| c.any_in(&range))
+            }
+        };
+        match walked {
+            true => self.inner.step(parent, byte, depth, subtree),
+            false => TrieStep::Skip,
+        }
     }
 
     #[inline]
@@ -306,9 +569,10 @@ mod tests {
     use crate::base::bitmask::{get_bit, set_bit};
 
     /// A client given by its transition function over small states, counting the trie nodes
-    /// its walks enter.
+    /// its walks enter; `horizon` answers [`SliceProbe::horizon`] for the walk's root.
     struct ByteClient<S> {
         next: fn(S, u8) -> Option<S>,
+        horizon: fn(usize) -> usize,
         accepted: Vec<u32>,
         steps: usize,
     }
@@ -335,6 +599,15 @@ mod tests {
         fn accepted(&mut self) -> &mut [u32] {
             &mut self.accepted
         }
+        fn horizon(
+            &mut self,
+            _: u8,
+            k: usize,
+            _: SliceState,
+            _: &[(u8, ByteSet)],
+        ) -> Result<usize, ()> {
+            Ok((self.horizon)(k))
+        }
     }
 
     /// Walks `next` from `root` with slices over the Qwen3 vocabulary: the accepted tokens are
@@ -346,8 +619,22 @@ mod tests {
         root: S,
         proofs: &mut SliceProofs,
     ) {
+        assert_walk_within(vocab, next, |_| 0, root, proofs, 10);
+    }
+
+    /// [`assert_sliced_walk`], with a horizon by slice, entering under `1 / fraction` of the
+    /// nodes.
+    fn assert_walk_within<S: Copy + Into<u32>>(
+        vocab: &Vocab,
+        next: fn(S, u8) -> Option<S>,
+        horizon: fn(usize) -> usize,
+        root: S,
+        proofs: &mut SliceProofs,
+        fraction: usize,
+    ) {
         let mut walk = ByteClient {
             next,
+            horizon,
             accepted: vec![0; vocab.mask_words()],
             steps: 0,
         };
@@ -368,7 +655,7 @@ mod tests {
             );
         }
         assert!(
-            walk.steps * 10 < vocab.trie().num_nodes(),
+            walk.steps * fraction < vocab.trie().num_nodes(),
             "{} of {} trie nodes from state {from}",
             walk.steps,
             vocab.trie().num_nodes()
@@ -423,5 +710,55 @@ mod tests {
     fn a_string_without_line_terminators_takes_its_own_slice() {
         let vocab = Vocab::embedded_qwen3().unwrap();
         assert_sliced_walk(&vocab, no_line_terminator, 0, &mut SliceProofs::default());
+    }
+
+    /// A raw JSON string character (the string slice's bytes).
+    fn string_byte(b: u8) -> bool {
+        !matches!(b, b'"' | b'\\' | 0..=0x1F)
+    }
+
+    /// A client inside a JSON string with a number of bytes left: the pair proof fails at
+    /// every state (each survives only so far), the horizon knows how far, and the tokens up to
+    /// that length are taken whole; only the longer ones are walked.
+    #[test]
+    fn a_string_with_bytes_left_takes_the_slice_up_to_that_length() {
+        let vocab = Vocab::embedded_qwen3().unwrap();
+        fn left(s: u16, b: u8) -> Option<u16> {
+            (s > 0 && string_byte(b)).then(|| s - 1)
+        }
+        // The free-text slice holds bytes a string refuses; the others do not.
+        let horizon = |k| if k == 0 { 0 } else { 23 };
+        assert_walk_within(&vocab, left, horizon, 24, &mut SliceProofs::default(), 4);
+    }
+
+    /// A client that refuses `/` inside a JSON string (a `[^/]+` name): the string slice is
+    /// taken without the tokens holding `/`, which are walked, where the URI slice it would
+    /// fit left ~110k tokens to walk.
+    #[test]
+    fn a_string_without_slashes_takes_the_string_slice_without_them() {
+        let vocab = Vocab::embedded_qwen3().unwrap();
+        fn no_slash(s: u8, b: u8) -> Option<u8> {
+            (string_byte(b) && b != b'/').then_some(s)
+        }
+        assert_sliced_walk(&vocab, no_slash, 0, &mut SliceProofs::default());
+    }
+
+    /// A cursor finds whether a range holds a position, whatever the jumps between ranges.
+    #[test]
+    fn cursors_find_positions_in_ranges_met_in_order() {
+        let positions: Vec<u32> = (0..2000).filter(|p| p % 7 == 3 || p % 97 == 0).collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut cursor = Cursor::new(&positions);
+        let mut start = 0;
+        while start < 2100 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 9) as u32;
+            let range = start..start + len;
+            let want = positions.iter().any(|p| range.contains(p));
+            assert_eq!(cursor.any_in(&range), want, "{range:?}");
+            start += (seed >> 8) as u32 % 40;
+        }
     }
 }

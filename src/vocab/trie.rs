@@ -12,7 +12,8 @@ use crate::base::token::TokenId;
 /// tokens start and its subtree's end in `tokens` (the node's own ones, several ids with the
 /// same bytes, end where the next node's start). The subtree's token end is kept here rather
 /// than read from the node at `subtree_end`, far away in memory: a walk collecting the tokens
-/// of the subtrees it rejects (uncertain tokens) reads it at each of them.
+/// of the subtrees it rejects (uncertain tokens) reads it at each of them. `deepest` is the
+/// byte length of the subtree's longest token (saturated), in what was the struct's padding.
 #[derive(Clone, Copy, Debug)]
 struct Node {
     tokens_start: u32,
@@ -20,6 +21,7 @@ struct Node {
     subtree_end: u32,
     depth: u16,
     byte: u8,
+    deepest: u8,
 }
 
 /// Prefix tree of the text tokens' bytes, in DFS order.
@@ -99,6 +101,21 @@ impl<'a> Subtree<'a> {
     pub fn tokens(&self) -> &'a [TokenId] {
         self.trie.subtree_tokens(self.node)
     }
+
+    /// The positions of those tokens (see [`TokenTrie::token_at`]).
+    pub(crate) fn positions(&self) -> std::ops::Range<u32> {
+        self.trie.subtree_positions(self.node)
+    }
+
+    /// Byte length of the longest of those tokens, or `usize::MAX` from 255 bytes on (the
+    /// node stores a saturated byte: a walk that skips subtrees of short tokens must not take
+    /// a longer token for a short one).
+    pub(crate) fn deepest(&self) -> usize {
+        match self.trie.nodes[self.node].deepest {
+            u8::MAX => usize::MAX,
+            d => d as usize,
+        }
+    }
 }
 
 impl TokenTrie {
@@ -116,6 +133,7 @@ impl TokenTrie {
             subtree_end: 0,
             depth: 0,
             byte: 0,
+            deepest: 0,
         }];
         let mut out_tokens = Vec::with_capacity(sorted.len());
         // `path[d]` is the index of the open node at depth d along the current token's prefix.
@@ -142,8 +160,12 @@ impl TokenTrie {
                     subtree_end: 0,
                     depth: (d + 1) as u16,
                     byte,
+                    deepest: 0,
                 });
             }
+            let len = bytes.len().min(u8::MAX as usize) as u8;
+            path.iter()
+                .for_each(|&n| nodes[n].deepest = nodes[n].deepest.max(len));
             out_tokens.push(id);
             max_depth = max_depth.max(bytes.len());
             prev = bytes;
@@ -159,6 +181,7 @@ impl TokenTrie {
             subtree_end: 0,
             depth: 0,
             byte: 0,
+            deepest: 0,
         });
         TokenTrie {
             nodes,
@@ -234,6 +257,22 @@ impl TokenTrie {
         walk_sorted(positions, |p| self.position_bytes(p), root, advance, report)
     }
 
+    /// The positions of the tokens holding `byte`, ascending: one pass over the tokens'
+    /// bytes, laid out in position order.
+    pub(crate) fn positions_holding(&self, byte: u8) -> Vec<u32> {
+        let mut positions: Vec<u32> = Vec::new();
+        let mut p = 0;
+        for at in memchr::memchr_iter(byte, &self.text) {
+            while self.text_ends[p + 1] as usize <= at {
+                p += 1;
+            }
+            if positions.last() != Some(&(p as u32)) {
+                positions.push(p as u32);
+            }
+        }
+        positions
+    }
+
     /// The bytes of the token at `position`.
     fn position_bytes(&self, position: u32) -> &[u8] {
         let p = position as usize;
@@ -273,6 +312,54 @@ impl TokenTrie {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every node's positions are its subtree's tokens, `deepest` their longest length (past
+    /// the stored byte's range, unknown), and `positions_holding` finds exactly the tokens
+    /// holding a byte.
+    #[test]
+    fn subtrees_know_their_positions_and_longest_token() {
+        let long = vec![b'a'; 300];
+        let words: Vec<&[u8]> = vec![
+            b"a", b"ab", b"abc", b"abd", b"b", b"ba", b"bxb", b"c", b"ca", b"cab", b"x", &long,
+        ];
+        let trie = TokenTrie::new(words.iter().enumerate().map(|(i, w)| (i as u32, *w)));
+        struct Check<'w>(&'w [&'w [u8]], usize);
+        impl TrieVisitor for Check<'_> {
+            type State = Vec<u8>;
+            fn step(
+                &mut self,
+                parent: &Vec<u8>,
+                byte: u8,
+                _: usize,
+                subtree: Subtree,
+            ) -> TrieStep<Vec<u8>> {
+                let prefix = [parent.as_slice(), &[byte]].concat();
+                let tokens: Vec<TokenId> = subtree
+                    .positions()
+                    .map(|p| subtree.trie.token_at(p))
+                    .collect();
+                assert_eq!(tokens, subtree.tokens(), "{prefix:?}");
+                let longest = tokens.iter().map(|&t| self.0[t as usize].len()).max();
+                let want = longest.map(|n| if n >= 255 { usize::MAX } else { n });
+                assert_eq!(Some(subtree.deepest()), want, "{prefix:?}");
+                assert!(tokens
+                    .iter()
+                    .all(|&t| self.0[t as usize].starts_with(&prefix)));
+                self.1 += 1;
+                TrieStep::Enter(prefix)
+            }
+            fn tokens(&mut self, _: &Vec<u8>, _: &[TokenId]) {}
+        }
+        let mut check = Check(&words, 0);
+        trie.walk(Vec::new(), &mut check);
+        assert_eq!(check.1 + 1, trie.num_nodes(), "every node but the root is visited");
+        for byte in [b'a', b'b', b'x', b'z'] {
+            let want: Vec<u32> = (0..trie.num_tokens() as u32)
+                .filter(|&p| words[trie.token_at(p) as usize].contains(&byte))
+                .collect();
+            assert_eq!(trie.positions_holding(byte), want, "{}", byte as char);
+        }
+    }
 
     /// Every listed token is reported once, taken iff no byte of it is rejected, with the state
     /// before the rejected byte; unlisted tokens never are.

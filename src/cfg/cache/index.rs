@@ -7,12 +7,10 @@ use crate::cfg::cache::starts::is_continuation;
 use crate::cfg::walk::Position;
 use crate::vocab::{Subtree, TrieStep, TrieVisitor, Vocab};
 
-/// What the cache needs to know of the vocabulary's text tokens (orders, character counts),
-/// computed once per compiler.
+/// What the cache needs to know of the vocabulary's text tokens (positions, character
+/// counts), computed once per compiler.
 #[derive(Debug)]
 pub(crate) struct VocabIndex {
-    /// Longest first (for counters near their bound).
-    by_len: Box<[TokenId]>,
     /// Position of each token (`u32::MAX` for non-text ids).
     pub(super) position: Box<[Position]>,
     /// Per token id, the UTF-8 characters its bytes start (bytes that are not continuation
@@ -37,10 +35,6 @@ impl VocabIndex {
         }
         let mut order = Order(vec![u32::MAX; vocab.len()], 0);
         vocab.trie().walk((), &mut order);
-        let mut by_len: Vec<TokenId> = (0..vocab.len() as TokenId)
-            .filter(|&t| order.0[t as usize] != u32::MAX)
-            .collect();
-        by_len.sort_by_key(|&t| std::cmp::Reverse(vocab.token_bytes(t).len()));
         let characters = (0..vocab.len() as TokenId)
             .map(|t| {
                 let starts = vocab
@@ -51,17 +45,9 @@ impl VocabIndex {
             })
             .collect();
         VocabIndex {
-            by_len: by_len.into(),
             position: order.0.into(),
             characters,
         }
-    }
-
-    /// The text tokens longer than `n` bytes.
-    pub(super) fn longer_than(&self, vocab: &Vocab, n: u32) -> &[TokenId] {
-        &self.by_len[..self
-            .by_len
-            .partition_point(|&t| vocab.token_bytes(t).len() > n as usize)]
     }
 
     /// Bytes of the longest token set in `words` (0 if none). Few set bits are read directly:
@@ -69,9 +55,9 @@ impl VocabIndex {
     /// of the vocabulary before meeting one (~80 µs of a ~90 µs first mask after `{"`).
     pub(super) fn longest(&self, vocab: &Vocab, words: &[u32]) -> u32 {
         let set: usize = words.iter().map(|w| w.count_ones() as usize).sum();
-        if set * 16 >= self.by_len.len() {
-            return self
-                .by_len
+        let by_length = vocab.by_length();
+        if set * 16 >= by_length.len() {
+            return by_length
                 .iter()
                 .find(|&&t| get_bit(words, t))
                 .map_or(0, |&t| vocab.token_bytes(t).len() as u32);
@@ -123,20 +109,18 @@ mod tests {
         assert_eq!(positions.len(), 3);
     }
 
-    /// `longer_than` is exactly the text tokens over a length; `longest` the longest token of
-    /// a set, read either way (few tokens set, or many); `characters` counts the bytes that
-    /// start a UTF-8 character.
+    /// The vocabulary's `longer_than` is exactly the text tokens over a length; `longest` the
+    /// longest token of a set, read either way (few tokens set, or many); `characters` counts
+    /// the bytes that start a UTF-8 character.
     #[test]
     fn lengths_and_characters_of_tokens() {
         let vocab = small_vocab();
         let index = VocabIndex::new(&vocab);
         let len = |t: TokenId| vocab.token_bytes(t).len();
         for n in 0..8 {
-            let mut longer = index.longer_than(&vocab, n).to_vec();
+            let mut longer = vocab.longer_than(n).to_vec();
             longer.sort_unstable();
-            let want: Vec<TokenId> = text_tokens(&vocab)
-                .filter(|&t| len(t) > n as usize)
-                .collect();
+            let want: Vec<TokenId> = text_tokens(&vocab).filter(|&t| len(t) > n).collect();
             assert_eq!(longer, want, "longer than {n}");
         }
         let mut words = vec![0u32; vocab.mask_words()];

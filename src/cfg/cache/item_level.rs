@@ -262,7 +262,7 @@ fn keep_below_bound(
     // Unknown counts: a token of at most `left` bytes cannot start `left` iterations (each
     // reads a byte, and the first byte continues the one in progress); longer ones are walked.
     let mut unknown = Vec::new();
-    let long = g.index.longer_than(vocab, left);
+    let long = vocab.longer_than(left as usize);
     if long.len() * 16 < vocab.len() {
         // Far from the bound only a few long tokens can tell.
         for &t in long {

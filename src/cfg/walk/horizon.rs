@@ -46,10 +46,10 @@ impl Horizons {
             + self.goes_on.values().map(|b| b.len() + 32).sum::<usize>()
     }
 
-    /// Does `state` alone, by its unit's own byte transitions, take every string of slice
-    /// `k`'s language from slice state `at` of at most `len` bytes? `classes` are the bytes
-    /// both the slice and the program treat alike, by least byte. `false` also when not known
-    /// (too many pairs).
+    /// How many bytes of every string of slice `k`'s language from slice state `at` does
+    /// `state` alone take by its unit's own byte transitions (`usize::MAX`: all)? `classes`
+    /// are the bytes both the slice and the program treat alike, by least byte. 0 also when not
+    /// known (too many pairs).
     ///
     /// Where a transition has several targets, the items it makes reject a string only if
     /// each does, so their shortest rejected length is at least the longest of theirs: that
@@ -57,7 +57,7 @@ impl Horizons {
     // Long: one exploration of the pairs reachable from the asked one, then a pass backwards
     // from the pairs that reject a byte, sharing the node numbering.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn survives(
+    pub(crate) fn horizon(
         &mut self,
         prog: &Program,
         k: usize,
@@ -65,12 +65,11 @@ impl Horizons {
         classes: &[(u8, ByteSet)],
         state: u32,
         at: SliceState,
-        len: usize,
         budget: &Budget,
-    ) -> Result<bool, Halt> {
+    ) -> Result<usize, Halt> {
         let k = k as u8;
         if let Some(&shortest) = self.known.get(&(k, state, at)) {
-            return Ok(shortest as usize > len);
+            return Ok(taken(shortest));
         }
         // Nodes: pairs (explored in order of discovery, or known from earlier explorations)
         // and, for a transition with several targets, a node standing for all of them.
@@ -129,7 +128,7 @@ impl Horizons {
                 if e & MULTI == 0 {
                     let Some(id) = pair_of((e, s2), &mut nodes, &mut shortest, &mut predecessors)
                     else {
-                        return Ok(false);
+                        return Ok(0);
                     };
                     predecessors[id as usize].push(from);
                     continue;
@@ -142,7 +141,7 @@ impl Horizons {
                 for &t in targets {
                     let Some(id) = pair_of((t, s2), &mut nodes, &mut shortest, &mut predecessors)
                     else {
-                        return Ok(false);
+                        return Ok(0);
                     };
                     predecessors[id as usize].push(all);
                 }
@@ -183,11 +182,19 @@ impl Horizons {
                 self.known.insert((k, q, s), shortest[id as usize]);
             }
         }
-        Ok(shortest[0] as usize > len)
+        Ok(taken(shortest[0]))
     }
 }
 
-/// A node of [`Horizons::survives`]' exploration.
+/// The bytes taken before the shortest rejected length.
+fn taken(shortest: u16) -> usize {
+    match shortest {
+        Horizons::CAP => usize::MAX,
+        shortest => shortest as usize - 1,
+    }
+}
+
+/// A node of [`Horizons::horizon`]' exploration.
 enum Node {
     /// A unit state and a slice state, explored.
     Pair(u32, SliceState),

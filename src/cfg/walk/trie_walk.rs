@@ -89,25 +89,24 @@ impl SliceProbe for TrieWalk<'_> {
         self.stepper.prog.slices & 1 << k != 0
     }
 
-    /// Known where the walk starts from one item alone (the item level's walks): what its
-    /// unit's own transitions take, the item's derivations take (see [`Horizons`](super::horizon::Horizons)).
-    fn survives_slice(
+    /// Known where the walk starts from one item alone (the item level's walks): how far its
+    /// unit's own transitions carry the slice (see [`Horizons`](super::horizon::Horizons)).
+    fn horizon(
         &mut self,
         first: u8,
         k: usize,
         at: SliceState,
-        len: usize,
         classes: &[(u8, ByteSet)],
-    ) -> Result<bool, Halt> {
+    ) -> Result<usize, Halt> {
         let Some(state) = self.alone_after(first) else {
-            return Ok(false);
+            return Ok(0);
         };
         let slice = &self.vocab.slices()[k];
         let Stepper {
             prog, dfa, budget, ..
         } = &mut self.stepper;
         dfa.horizons
-            .survives(prog, k, slice, classes, state, at, len, budget)
+            .horizon(prog, k, slice, classes, state, at, budget)
     }
 }
 
