@@ -352,7 +352,11 @@ mod tests {
         }
         let mut check = Check(&words, 0);
         trie.walk(Vec::new(), &mut check);
-        assert_eq!(check.1 + 1, trie.num_nodes(), "every node but the root is visited");
+        assert_eq!(
+            check.1 + 1,
+            trie.num_nodes(),
+            "every node but the root is visited"
+        );
         for byte in [b'a', b'b', b'x', b'z'] {
             let want: Vec<u32> = (0..trie.num_tokens() as u32)
                 .filter(|&p| words[trie.token_at(p) as usize].contains(&byte))

@@ -516,4 +516,3 @@ pub(crate) fn has_strings(g: &Grammar, deadline: &Deadline) -> Result<bool, Comp
     let derivations = Derivations::new(g, deadline).map_err(over_time)?;
     Ok(derivations.productive[g.rule(g.start()).body.index()])
 }
-
