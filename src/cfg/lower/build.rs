@@ -43,34 +43,18 @@ impl Lowering {
         let nc = classes.len();
         let given = DETERMINIZE_WORK.min(self.determinize_left);
         let mut allowance = given;
-        let subsets = determinize(
-            &nfa,
-            &labels,
-            nc,
-            start,
-            accept,
-            &self.options,
-            &self.deadline,
-            Construction::Subsets(&mut allowance),
-        )?;
+        let (options, deadline) = (&self.options, &self.deadline);
+        let construct = |how: Construction<'_>| {
+            determinize(&nfa, &labels, nc, start, accept, options, deadline, how)
+        };
+        let subsets = construct(Construction::Subsets(&mut allowance))?;
         self.determinize_left -= given - allowance;
         let (mut fsm, deterministic) = match subsets {
             Some(d) => (d, true),
             None => {
-                let epsilon_free = Construction::EpsilonFree {
-                    used: self.total_states,
-                };
-                let fsm = determinize(
-                    &nfa,
-                    &labels,
-                    nc,
-                    start,
-                    accept,
-                    &self.options,
-                    &self.deadline,
-                    epsilon_free,
-                )?
-                .expect("epsilon removal has no state cap or work budget to stop at");
+                let used = self.total_states;
+                let fsm = construct(Construction::EpsilonFree { used })?
+                    .expect("epsilon removal has no state cap or work budget to stop at");
                 (fsm, false)
             }
         };
