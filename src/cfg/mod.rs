@@ -394,10 +394,7 @@ impl std::fmt::Debug for CfgGrammar {
         let prog = self.program();
         f.debug_struct("CfgGrammar")
             .field("units", &prog.units.len())
-            .field(
-                "built_units",
-                &prog.units.iter().filter(|u| u.is_built()).count(),
-            )
+            .field("built_units", &prog.num_built_units())
             .field("states", &prog.states.len())
             .field("byte_classes", &prog.n_classes())
             .finish()
@@ -433,7 +430,7 @@ impl CfgGrammar {
     /// Number of units built so far (see [`CfgConfig::eager_states`]).
     #[cfg(feature = "internals")]
     pub fn num_built_units(&self) -> usize {
-        self.program().units.iter().filter(|u| u.is_built()).count()
+        self.program().num_built_units()
     }
 
     /// The program with every unit built so far (the unit tests' grammars are built whole).

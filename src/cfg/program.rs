@@ -299,6 +299,11 @@ impl Program {
         }
     }
 
+    /// Number of units whose automata are built.
+    pub fn num_built_units(&self) -> usize {
+        self.units.iter().filter(|u| u.is_built()).count()
+    }
+
     /// Appends a state (no transition, no hash yet).
     pub fn push_state(&mut self, state: State) {
         self.states.push(state);
