@@ -1240,3 +1240,177 @@ fn pattern_properties_intersections_masks_match_the_oracle() {
         &JsonSchemaOptions::new(),
     );
 }
+
+/// Arrays of zero to three items over scalars that `uniqueItems` must tell apart by value:
+/// strings one of which is a prefix of another, booleans, `null`, and numbers with several
+/// spellings of one value (`0`/`-0`, `1`/`1.0`).
+fn distinct_items_universe() -> Vec<String> {
+    let items = [
+        r#""a""#, r#""ab""#, r#""b""#, "true", "false", "null", "0", "-0", "1", "1.0", "2",
+    ];
+    let mut out = vec!["[]".to_string(), r#""a""#.to_string(), "{}".to_string()];
+    let mut arrays: Vec<Vec<&str>> = vec![vec![]];
+    for _ in 0..3 {
+        arrays = arrays
+            .iter()
+            .flat_map(|a| items.iter().map(move |i| [a.clone(), vec![*i]].concat()))
+            .collect();
+        out.extend(arrays.iter().map(|a| format!("[{}]", a.join(","))));
+    }
+    out
+}
+
+/// `uniqueItems` over items admitting finitely many values: the arrays of distinct values,
+/// as `jsonschema` has them (integers written as digits: `1.0` is no spelling of an integral
+/// enum value).
+#[test]
+fn unique_items_over_finite_values() {
+    let universe = distinct_items_universe();
+    let opts = JsonSchemaOptions::new();
+    let spelled = |t: &str| !t.contains("1.0");
+    for schema in [
+        json!({"type": "array", "items": {"enum": ["a", "ab", "b"]}, "uniqueItems": true}),
+        json!({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true}),
+        json!({"type": "array", "items": {"enum": ["a", "b", null]}, "uniqueItems": true, "minItems": 3}),
+        json!({"type": "array", "items": {"enum": ["a", "b", null]}, "uniqueItems": true, "minItems": 1, "maxItems": 2}),
+        json!({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 2}, "uniqueItems": true}),
+        json!({"type": "array", "items": {"type": "integer", "minimum": -1, "maximum": 2, "multipleOf": 2}, "uniqueItems": true}),
+        json!({"type": "array", "items": {"anyOf": [{"const": 1}, {"type": "boolean"}, {"$ref": "#/$defs/s"}]}, "uniqueItems": true, "$defs": {"s": {"enum": ["a", "b"]}}}),
+        json!({"type": "array", "items": {"enum": [1, 1.0, 0, "a"]}, "uniqueItems": true}),
+        json!({"allOf": [{"uniqueItems": true}, {"items": {"enum": [0, 1, true]}}]}),
+        json!({"type": "array", "items": {"enum": [0, 1, 2, "a"]}, "contains": {"type": "integer", "minimum": 1}, "uniqueItems": true}),
+        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "maxItems": 1}),
+        json!({"items": {"enum": ["a", "b"]}, "uniqueItems": true, "minItems": 3}),
+        json!({"uniqueItems": true, "items": {"const": "a"}}),
+        json!({"uniqueItems": true, "enum": [["a", "a"], ["a", "b"], [0, -0], "x"]}),
+        json!({"type": ["array", "string"], "uniqueItems": true, "items": {"enum": [0, 1]}, "maxLength": 1}),
+    ] {
+        let valid = agrees_on(&schema, &opts, &universe, spelled);
+        assert!(
+            valid > 0 && valid < universe.len(),
+            "{schema}: {valid} valid"
+        );
+    }
+    // `uniqueItems` only constrains arrays: beside another type, or with `false`, nothing.
+    for schema in [
+        json!({"type": "object", "uniqueItems": true}),
+        json!({"type": "array", "uniqueItems": false}),
+    ] {
+        compiled(&schema, &opts);
+    }
+}
+
+/// The matcher refuses a repeated value at the token that would write it, whatever the
+/// token also writes: every token starting a value already written is masked off.
+#[test]
+fn unique_items_masks_match_the_oracle() {
+    let schema = json!({"type": "array", "items": {"enum": ["a", "ab", "b", 10, 1]}, "uniqueItems": true, "maxItems": 4});
+    complements_masks(
+        &[
+            (
+                schema.clone(),
+                &[
+                    r#"["a","ab"]"#,
+                    r#"["ab","a"]"#,
+                    "[1,10]",
+                    r#"[10,"b",1,"a"]"#,
+                    "[]",
+                ],
+                &[
+                    r#"["a","a"]"#,
+                    r#"["ab","b","ab"]"#,
+                    "[1,1]",
+                    "[10,10]",
+                    r#"[10,"b",1,"a","ab"]"#,
+                ],
+            ),
+            (
+                json!({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true, "minItems": 2}),
+                &["[true,false]", "[false,true]"],
+                &["[true,true]", "[false]", "[true,false,true]"],
+            ),
+            (
+                json!({"type": "array", "items": {"enum": ["x", "y", "z"]}, "uniqueItems": true, "minItems": 3}),
+                &[r#"["z","x","y"]"#],
+                &[r#"["x","y"]"#, r#"["x","y","x"]"#],
+            ),
+        ],
+        &JsonSchemaOptions::new(),
+    );
+    let e = engine();
+    let vocab = e.vocab();
+    let constraint = e
+        .compile_json_schema(&schema, &JsonSchemaOptions::new())
+        .unwrap();
+    let mut m = constraint.matcher();
+    for t in vocab.encode(r#"["a",10,"#).unwrap() {
+        m.consume(t).unwrap();
+    }
+    let mask = mask_of(&mut m, vocab);
+    for t in 0..vocab.len() as u32 {
+        let bytes = vocab.token_bytes(t);
+        if bytes.starts_with(b"\"a\"") || bytes.starts_with(b"10") {
+            assert!(!mask.contains(t), "{:?} repeats a value", bytes);
+        }
+    }
+    let token = |text: &str| -> u32 {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == text.as_bytes())
+            .unwrap_or_else(|| panic!("no token {text}"))
+    };
+    assert!(mask.contains(token("\"")) && mask.contains(token("1")));
+    // `1` is fresh, `10` is not: after `1`, a `0` is refused and `,` allowed.
+    m.consume(token("1")).unwrap();
+    let mask = mask_of(&mut m, vocab);
+    assert!(!mask.contains(token("0")) && mask.contains(token(",")));
+}
+
+/// Items admitting infinitely many values, too many for the subsets of them, given by
+/// position, or a complement of `uniqueItems`: `Unsupported` at the keyword; lenient drops it.
+#[test]
+fn unique_items_out_of_reach_end_in_typed_errors() {
+    let twenty: Vec<i64> = (0..20).collect();
+    for (schema, at) in [
+        (
+            json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true}),
+            "/uniqueItems",
+        ),
+        (
+            json!({"type": "array", "uniqueItems": true}),
+            "/uniqueItems",
+        ),
+        (
+            json!({"type": "array", "items": {"enum": twenty}, "uniqueItems": true}),
+            "/uniqueItems",
+        ),
+        (
+            json!({"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": true}),
+            "/uniqueItems",
+        ),
+        (
+            json!({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 1000}, "uniqueItems": true, "maxItems": 2}),
+            "/uniqueItems",
+        ),
+        (
+            json!({"type": "array", "prefixItems": [{"const": 1}], "items": {"const": 2}, "uniqueItems": true}),
+            "/uniqueItems",
+        ),
+        (
+            json!({"not": {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": true}}),
+            "/not/uniqueItems",
+        ),
+    ] {
+        let e = compile_schema(&schema, &JsonSchemaOptions::new()).unwrap_err();
+        assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{schema}: {e}");
+        assert!(e.to_string().contains("uniqueItems"), "{e}");
+        assert_eq!(e.location(), &Location::JsonPointer(at.into()), "{schema}");
+        let lenient = compile_schema(&schema, &JsonSchemaOptions::new().lenient(true)).unwrap();
+        assert!(!lenient.warnings.is_empty(), "{schema}");
+    }
+    // Twenty values, at most two of them: 211 subsets.
+    let two =
+        json!({"type": "array", "items": {"enum": twenty}, "uniqueItems": true, "maxItems": 2});
+    let lang = Lang::new(&compiled(&two, &JsonSchemaOptions::new()));
+    lang.yes(&["[]", "[0,19]", "[19,0]", "[7]"]);
+    lang.no(&["[3,3]", "[0,1,2]"]);
+}

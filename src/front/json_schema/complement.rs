@@ -38,12 +38,12 @@ use serde_json::Value;
 
 use super::multiples::Step;
 use super::numbers::{Bound, Decimal};
-use super::schema::{over, Compiler};
+use super::schema::{error, over, Compiler};
 use super::shape::{
     ArrayShape, Kind, NamePattern, Names, NumberShape, ObjectShape, RefId, Shape, StringShape,
     MAX_NAME_PATTERNS,
 };
-use crate::error::CompileError;
+use crate::error::{CompileError, CompileErrorKind};
 use crate::front::guard::guarded;
 use crate::limits::{LimitExceeded, LimitKind};
 
@@ -297,6 +297,14 @@ impl Compiler<'_> {
     }
 
     fn refused_array(&mut self, a: &ArrayShape, pointer: &str) -> Result<Shape, CompileError> {
+        if let Some(at) = a.distinct() {
+            // Arrays with a repeated item: no shape says that.
+            return Err(error(
+                CompileErrorKind::Unsupported,
+                at,
+                "the complement of `uniqueItems` (`not`, `if`, overlapping `oneOf`)",
+            ));
+        }
         let mut parts = Vec::new();
         if a.min > 0 {
             parts.push(items(0, Some(a.min - 1)));

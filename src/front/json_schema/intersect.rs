@@ -320,6 +320,7 @@ impl Compiler<'_> {
                     min: x.min.max(y.min),
                     max: min_opt(x.max, y.max),
                     witnesses: Vec::new(),
+                    unique: x.unique.clone().or_else(|| y.unique.clone()),
                 };
                 self.place_item_witnesses(both, x, y, pointer)?
             }

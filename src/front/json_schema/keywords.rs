@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -16,6 +17,21 @@ use super::shape::{
 };
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::limits::LimitKind;
+
+/// The pointer of `uniqueItems` when it is `true` (items are then told apart when the
+/// array is lowered, see `lower::SchemaLowering::distinct_items`).
+fn unique_items(map: &Map<String, Value>, pointer: &str) -> Result<Option<Arc<str>>, CompileError> {
+    let at = format!("{pointer}/uniqueItems");
+    match map.get("uniqueItems") {
+        None | Some(Value::Bool(false)) => Ok(None),
+        Some(Value::Bool(true)) => Ok(Some(at.into())),
+        Some(_) => Err(error(
+            CompileErrorKind::Invalid,
+            &at,
+            "`uniqueItems` must be a boolean",
+        )),
+    }
+}
 
 /// What a pattern asks of a string (see [`Compiler::pattern_parts`]).
 #[derive(Default)]
@@ -233,6 +249,7 @@ impl Compiler<'_> {
             min: self.count(map, pointer, "minItems")?.unwrap_or(0),
             max: self.count(map, pointer, "maxItems")?,
             witnesses: Vec::new(),
+            unique: unique_items(map, pointer)?,
         });
         match map.get("contains").filter(|_| self.draft >= Draft::Draft6) {
             Some(c) => self.contains(array, c, map, pointer),

@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::intersect::{meet, property_index};
 use super::lower::string_automaton;
-use super::numbers::{in_range, Decimal};
+use super::numbers::{in_range, integers_between, Decimal};
 use super::schema::{error, json_equal, Compiler};
-use super::shape::{kind_of, Names, Shape, StringShape};
+use super::shape::{kind_of, Names, RefId, Shape, StringShape};
 use crate::error::{CompileError, CompileErrorKind};
 use crate::front::chars::Budget;
 use crate::front::guard::guarded;
@@ -130,6 +130,14 @@ impl Compiler<'_> {
                         for (seen, w) in witnessed.iter_mut().zip(&a.witnesses) {
                             if !*seen && i >= a.prefix.len() {
                                 *seen = self.accepts(w, x, pointer)?;
+                            }
+                        }
+                    }
+                    if a.distinct().is_some() {
+                        for (j, x) in xs.iter().enumerate() {
+                            self.tick(pointer)?;
+                            if xs[..j].iter().any(|y| json_equal(x, y)) {
+                                return Ok(false);
                             }
                         }
                     }
@@ -257,6 +265,90 @@ impl Compiler<'_> {
             out.push(only);
         }
         Ok(Shape::any_of(out))
+    }
+
+    /// The values `s` admits, JSON-equal ones once, if there are at most `cap` of them; `None`
+    /// if there are more or infinitely many (strings, arrays, objects, numbers other than
+    /// integers between two bounds). For `uniqueItems`, whose items are told apart by value.
+    pub fn finite_values(
+        &mut self,
+        s: &Shape,
+        cap: usize,
+        pointer: &str,
+    ) -> Result<Option<Vec<Value>>, CompileError> {
+        let mut out = Vec::new();
+        let mut followed = Vec::new();
+        let all = self.collect_values(s, cap, pointer, &mut out, &mut followed)?;
+        Ok(all.then_some(out))
+    }
+
+    /// Adds the values of `s` to `out` (false if they are more than `cap` together, or not
+    /// finitely many). Recursion: one guarded level per branch or reference followed, each
+    /// reference once (met again, its values are already being collected).
+    fn collect_values(
+        &mut self,
+        s: &Shape,
+        cap: usize,
+        pointer: &str,
+        out: &mut Vec<Value>,
+        followed: &mut Vec<RefId>,
+    ) -> Result<bool, CompileError> {
+        self.tick(pointer)?;
+        guarded(|| {
+            let found = match s {
+                Shape::Never => Vec::new(),
+                Shape::Null => vec![Value::Null],
+                Shape::Boolean => vec![Value::Bool(false), Value::Bool(true)],
+                Shape::Values(vs) => vs.clone(),
+                Shape::Number(n) if n.integer => {
+                    let Some(ints) = integers_between(n.lo.as_ref(), n.hi.as_ref(), cap as u64)
+                    else {
+                        return Ok(false);
+                    };
+                    let mut kept = Vec::new();
+                    for i in ints {
+                        // Steps (`multipleOf`) leave some out.
+                        if self.accepts(s, &Value::from(i), pointer)? {
+                            kept.push(Value::from(i));
+                        }
+                    }
+                    kept
+                }
+                Shape::Ref(r) if followed.contains(r) => Vec::new(),
+                Shape::Ref(r) => {
+                    followed.push(*r);
+                    let target = self.deref(*r)?;
+                    if let Shape::Ref(_) = *target {
+                        // Still being built: its values are not known yet.
+                        return Ok(false);
+                    }
+                    return self.collect_values(&target, cap, pointer, out, followed);
+                }
+                Shape::AnyOf(xs) => {
+                    for x in xs {
+                        if !self.collect_values(x, cap, pointer, out, followed)? {
+                            return Ok(false);
+                        }
+                    }
+                    Vec::new()
+                }
+                Shape::Any
+                | Shape::Number(_)
+                | Shape::String(_)
+                | Shape::Array(_)
+                | Shape::Object(_) => return Ok(false),
+            };
+            for v in found {
+                if out.iter().any(|x| json_equal(x, &v)) {
+                    continue;
+                }
+                if out.len() == cap {
+                    return Ok(false);
+                }
+                out.push(v);
+            }
+            Ok(true)
+        })
     }
 
     /// True only if no value matches both (false when unsure). Recursion: one level per unit

@@ -19,7 +19,9 @@
 //! recursive rules), `$defs`/`definitions`, `not`, `if`/`then`/`else` and overlapping `oneOf`
 //! through complements of shapes (`complement.rs`), `multipleOf`, `dependencies`/
 //! `dependentRequired`/`dependentSchemas` (`dependencies.rs`), `propertyNames`
-//! (`property_names.rs`), `contains` (a witness item; `minContains` 0 or 1). Keywords a draft does not have are annotations in documents of that
+//! (`property_names.rs`), `contains` (a witness item; `minContains` 0 or 1), `uniqueItems`
+//! where the items admit finitely many values (a rule per subset of them written, see
+//! `SchemaLowering::distinct_items`). Keywords a draft does not have are annotations in documents of that
 //! draft (its root's `$schema`): `if` before draft 7, `propertyNames` before draft 6,
 //! `dependentRequired`/`dependentSchemas`/`minContains`/`maxContains` before 2019-09,
 //! `contains` before draft 6. Several constraints on one string (patterns,
@@ -49,7 +51,9 @@
 //! Unsupported (typed error): complements out of reach (of `propertyNames`, past the branch
 //! budget), objects meeting whose patterns tell apart more than sixteen kinds of undeclared
 //! names, `minContains` over 1 and
-//! `maxContains`, `uniqueItems: true`, `unevaluated*`, `$dynamicRef`, references to other documents, and
+//! `maxContains`, `uniqueItems: true` over items of infinitely many values (or past 4,096
+//! subsets of them, with tuple items, complemented), `unevaluated*`, `$dynamicRef`, references
+//! to other documents, and
 //! patterns with assertions other than `^`/`$` where they must be intersected.
 //!
 //! # Limits

@@ -127,6 +127,15 @@ impl Decimal {
         by_int.then_with(|| self.frac.cmp(&other.frac))
     }
 
+    /// The value of an integer, if an `i64` holds it.
+    fn to_i64(&self) -> Option<i64> {
+        let mut n: i64 = 0;
+        for &d in &self.int {
+            n = n.checked_mul(10)?.checked_add(i64::from(d))?;
+        }
+        Some(if self.neg { -n } else { n })
+    }
+
     /// The largest integer `<= self`.
     fn floor(&self) -> Decimal {
         match (self.frac.is_empty(), self.neg) {
@@ -349,6 +358,13 @@ pub(crate) fn int_range(
 
 /// JSON integers with a value inside the interval.
 pub(crate) fn integer(g: &mut GrammarBuilder, lo: Option<&Bound>, hi: Option<&Bound>) -> ExprId {
+    let (lo, hi) = integer_ends(lo, hi);
+    let style = IntStyle::json(g);
+    int_range(g, lo.as_ref(), hi.as_ref(), &style)
+}
+
+/// The least and the greatest integer inside the interval (where it has ends).
+fn integer_ends(lo: Option<&Bound>, hi: Option<&Bound>) -> (Option<Decimal>, Option<Decimal>) {
     let lo = lo.map(|b| {
         if b.strict {
             b.value.floor().succ()
@@ -363,8 +379,19 @@ pub(crate) fn integer(g: &mut GrammarBuilder, lo: Option<&Bound>, hi: Option<&Bo
             b.value.floor()
         }
     });
-    let style = IntStyle::json(g);
-    int_range(g, lo.as_ref(), hi.as_ref(), &style)
+    (lo, hi)
+}
+
+/// The integers inside the interval, if it has both ends and holds at most `cap` of them.
+pub(crate) fn integers_between(
+    lo: Option<&Bound>,
+    hi: Option<&Bound>,
+    cap: u64,
+) -> Option<Vec<i64>> {
+    let (lo, hi) = integer_ends(lo, hi);
+    let (lo, hi) = (lo?.to_i64()?, hi?.to_i64()?);
+    let span = i128::from(hi) - i128::from(lo) + 1;
+    (span <= i128::from(cap)).then(|| (lo..=hi).collect())
 }
 
 /// JSON numbers with a value inside the interval (see the module notes for exponent forms).

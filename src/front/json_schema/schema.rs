@@ -22,7 +22,6 @@ pub(super) const UNSUPPORTED: &[&str] = &[
     "unevaluatedProperties",
     "$dynamicRef",
     "$recursiveRef",
-    "uniqueItems",
 ];
 
 pub(super) const TYPES: [&str; 7] = [
@@ -417,13 +416,6 @@ impl<'a> Compiler<'a> {
     pub(super) fn harmless(&self, key: &str, map: &Map<String, Value>) -> bool {
         let v = &map[key];
         match key {
-            "uniqueItems" => {
-                v == &Value::Bool(false)
-                    || map
-                        .get("maxItems")
-                        .and_then(Value::as_u64)
-                        .is_some_and(|m| m <= 1)
-            }
             "unevaluatedItems" | "unevaluatedProperties" => {
                 v == &Value::Bool(true) || v.as_object().is_some_and(Map::is_empty)
             }

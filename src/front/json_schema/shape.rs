@@ -239,6 +239,8 @@ pub(crate) struct ArrayShape {
     /// well as `items`'s): what complements of `items` need (see `complement.rs`). At most
     /// [`MAX_WITNESSES`].
     pub witnesses: Vec<Shape>,
+    /// The pointer of a `uniqueItems: true` the array is held to: no two items equal.
+    pub unique: Option<Arc<str>>,
 }
 
 #[derive(Clone)]
@@ -288,7 +290,16 @@ impl ArrayShape {
             min: 0,
             max: None,
             witnesses: Vec::new(),
+            unique: None,
         }
+    }
+
+    /// The pointer of `uniqueItems` where it refuses something: arrays that may have two
+    /// items or more.
+    pub fn distinct(&self) -> Option<&str> {
+        self.unique
+            .as_deref()
+            .filter(|_| self.max.is_none_or(|m| m > 1))
     }
 
     /// The shape of the item at `index`.
@@ -602,6 +613,7 @@ impl Shape {
                 }
                 Shape::Array(a) => {
                     (a.min, a.max, a.prefix.len(), a.witnesses.len()).hash(h);
+                    a.unique.is_some().hash(h);
                     a.prefix.iter().for_each(|p| p.hash_into(h));
                     a.items.hash_into(h);
                     a.witnesses.iter().for_each(|w| w.hash_into(h));

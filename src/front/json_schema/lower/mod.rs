@@ -431,9 +431,14 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         if max.is_some_and(|m| m < min) {
             return Ok(self.g.nothing());
         }
+        if let Some(at) = a.distinct().filter(|_| max.is_none_or(|m| m > 1)) {
+            if let Some(e) = self.distinct_items(a, at, min, max)? {
+                return Ok(e);
+            }
+        }
         let items = self.shape(&a.items)?;
         let mut marked = Vec::new();
-        for marks in 1..1u32 << a.witnesses.len() {
+        for marks in 1..1u64 << a.witnesses.len() {
             let mut value = (*a.items).clone();
             for (j, w) in a.witnesses.iter().enumerate() {
                 if marks >> j & 1 == 1 {
@@ -444,13 +449,13 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 marked.push((self.shape(&value)?, marks));
             }
         }
-        let all = (1u32 << a.witnesses.len()) - 1;
+        let all = (1u64 << a.witnesses.len()) - 1;
         let n = a.prefix.len() as u64;
         let witnessed = match all {
             0 => None,
             _ => {
                 let hi = max.map(|m| m.saturating_sub(n));
-                Some(self.witnessed_run(Some(items), &marked, all, min - n, hi)?)
+                Some(self.witnessed_run(Some(items), &marked, all, 0, min - n, hi)?)
             }
         };
         if a.prefix.is_empty() {
@@ -504,6 +509,94 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
         }
         Ok(self.g.alt(branches))
     }
+}
+
+impl SchemaLowering<'_, '_, '_> {
+    /// An array whose items are pairwise distinct (`uniqueItems` at `at`), `min..=max` of
+    /// them: when its items admit finitely many values `V`, a run over the values in which
+    /// each is written at most once, one rule per subset of `V` written (and of witnesses
+    /// seen), within [`MAX_DISTINCT_STATES`]. Two spellings of one value (`0`, `-0`) are one
+    /// value's, and a spelling belongs to one value only, so arrays whose items are distinct
+    /// as spellings are the arrays whose items are distinct as values. `None` when lenient
+    /// dropped `uniqueItems` (the array is then lowered without it).
+    fn distinct_items(
+        &mut self,
+        a: &ArrayShape,
+        at: &str,
+        min: u64,
+        max: Option<u64>,
+    ) -> Result<Option<ExprId>, CompileError> {
+        if !a.prefix.is_empty() {
+            self.c.unsupported(
+                at,
+                "`uniqueItems` with items given by position (`prefixItems`, an array of `items`)",
+            )?;
+            return Ok(None);
+        }
+        let Some(values) = self.c.finite_values(&a.items, MAX_DISTINCT_VALUES, at)? else {
+            self.c.unsupported(
+                at,
+                format!(
+                    "`uniqueItems` whose items admit more than {MAX_DISTINCT_VALUES} values (told apart only among finitely many: enums, booleans, small integer ranges)"
+                ),
+            )?;
+            return Ok(None);
+        };
+        let n = values.len() as u64;
+        let longest = max.map_or(n, |m| m.min(n));
+        let states = subsets(n, longest).saturating_mul(1 << a.witnesses.len());
+        if states > MAX_DISTINCT_STATES {
+            self.c.unsupported(
+                at,
+                format!(
+                    "`uniqueItems` over {n} values, up to {longest} of them, needs {states} grammar states (limit: {MAX_DISTINCT_STATES})"
+                ),
+            )?;
+            return Ok(None);
+        }
+        // Bit `j` of a member's marks: witness `j`; the bits above: the value itself.
+        let w = a.witnesses.len();
+        let mut marked = Vec::with_capacity(values.len());
+        for (i, v) in values.iter().enumerate() {
+            let mut marks = 1u64 << (w + i);
+            for (j, witness) in a.witnesses.iter().enumerate() {
+                if self.c.accepts(witness, v, at)? {
+                    marks |= 1 << j;
+                }
+            }
+            marked.push((self.value(v)?, marks));
+        }
+        let all = (1u64 << w) - 1;
+        let (_, first) = self.witnessed_run(None, &marked, all, !all, min, max)?;
+        let open = self.g.text("[");
+        let close = self.g.text("]");
+        let mut branches = vec![self.g.seq([open, self.ws, first, self.ws, close])];
+        if min == 0 {
+            branches.push(self.g.seq([open, self.ws, close]));
+        }
+        Ok(Some(self.g.alt(branches)))
+    }
+}
+
+/// Most values the items of a `uniqueItems` array may admit: each is a mark of its run (see
+/// [`SchemaLowering::witnessed_run`]), beside at most
+/// [`MAX_WITNESSES`](super::shape::MAX_WITNESSES) witnesses.
+const MAX_DISTINCT_VALUES: usize = 32;
+
+/// Most rules of one `uniqueItems` array, one per subset of its values that an array may
+/// hold (2^n for n values without `maxItems`: twelve values), times the sets of witnesses.
+const MAX_DISTINCT_STATES: u64 = 4096;
+
+/// How many subsets of `n` things have at most `k` of them (saturating).
+fn subsets(n: u64, k: u64) -> u64 {
+    let mut choose = 1u64;
+    let mut total = 1u64;
+    for i in 1..=k.min(n) {
+        // C(n, i) = C(n, i - 1) * (n - i + 1) / i, exact at each step.
+        choose = choose.saturating_mul(n - i + 1) / i;
+        total = total.saturating_add(choose);
+    }
+    total
 }
 
 fn clamp(n: u64) -> u32 {

@@ -16,6 +16,7 @@ use super::super::PropertyOrder;
 use super::{clamp, strings_automaton, SchemaLowering};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::chars::{Budget, CharDfa};
+use crate::front::guard::tick;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
 
@@ -188,7 +189,7 @@ impl SchemaLowering<'_, '_, '_> {
     ) -> Result<Undeclared, CompileError> {
         let names: Vec<&str> = declared.iter().map(String::as_str).collect();
         let deadline = self.c.deadline;
-        let all = (1u32 << o.witnesses.len()) - 1;
+        let all = (1u64 << o.witnesses.len()) - 1;
         if o.patterns.is_empty() && matches!(*o.additional, Shape::Never) {
             return Ok(Undeclared {
                 all,
@@ -280,66 +281,78 @@ impl SchemaLowering<'_, '_, '_> {
     }
 
     /// Members one after another, `lo..=hi` of them, such that every witness of `all` is among
-    /// the marks of a member written: `plain` members mark none, `marked` ones the witnesses
-    /// they are. One rule per set of witnesses seen and count (counted up to the larger
-    /// bound). Returns the run with a separator before each member, and the run whose first
-    /// member has none (at least one member long).
+    /// the marks of a member written, and no mark of `once` is written twice: `plain` members
+    /// mark none, `marked` ones the witnesses (and with `once`, the values) they are. One rule
+    /// per set of marks seen and count (counted up to the larger bound) that a run reaches.
+    /// Returns the run with a separator before each member, and the run whose first member
+    /// has none (at least one member long).
     pub(super) fn witnessed_run(
         &mut self,
         plain: Option<ExprId>,
-        marked: &[(ExprId, u32)],
-        all: u32,
+        marked: &[(ExprId, u64)],
+        all: u64,
+        once: u64,
         lo: u64,
         hi: Option<u64>,
     ) -> Result<(ExprId, ExprId), CompileError> {
         let cap = hi.unwrap_or(lo);
-        let rules_needed = (u64::from(all) + 1).saturating_mul(cap.saturating_add(1));
-        self.c
-            .limits
-            .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
-            .map_err(|e| CompileError::over_limit(e, Location::None, "members with witnesses"))?;
-        self.rule_groups += 1;
-        let id = self.rule_groups;
-        // Defined in the order made: the order of definitions decides the expression ids of
-        // the bodies, so it must not be a hash map's (seeded per map instance).
-        let mut rules = Vec::new();
-        let mut rule_of = HashMap::new();
-        for seen in (0..=all).filter(|s| s & !all == 0) {
-            for c in 0..=cap {
-                let name = format!("{}witnessed {id} {seen:b} {c}", self.prefix);
-                let rule = self.g.rule(&name);
-                rules.push(((seen, c), rule));
-                rule_of.insert((seen, c), rule);
-            }
-        }
-        let members: Vec<(ExprId, u32)> = plain
+        let members: Vec<(ExprId, u64)> = plain
             .map(|p| (p, 0))
             .into_iter()
             .chain(marked.iter().copied())
             .collect();
+        let next_states = |seen: u64, c: u64| {
+            let open = hi.is_none_or(|h| c < h);
+            members
+                .iter()
+                .filter(move |&&(_, marks)| open && marks & once & seen == 0)
+                .map(move |&(m, marks)| (m, (seen | marks, (c + 1).min(cap))))
+        };
+        // The states a run reaches, in the order found: the order of definitions decides the
+        // expression ids of the bodies, so it must not be a hash map's (seeded per map).
+        let mut states = vec![(0u64, 0u64)];
+        let mut found = HashSet::from([(0u64, 0u64)]);
+        let mut i = 0;
+        while let Some(&(seen, c)) = states.get(i) {
+            i += 1;
+            tick(self.c.deadline)?;
+            for (_, next) in next_states(seen, c) {
+                if found.insert(next) {
+                    states.push(next);
+                }
+            }
+            self.c
+                .limits
+                .check(LimitKind::GrammarSize, (self.g.len() + states.len()) as u64)
+                .map_err(|e| CompileError::over_limit(e, Location::None, "members with marks"))?;
+        }
+        self.rule_groups += 1;
+        let id = self.rule_groups;
+        let mut rule_of = HashMap::new();
+        for &(seen, c) in &states {
+            let name = format!("{}witnessed {id} {seen:b} {c}", self.prefix);
+            rule_of.insert((seen, c), self.g.rule(&name));
+        }
         let comma = self.punct(",");
-        let choices = |lw: &mut Self, seen: u32, c: u64, lead: bool| -> ExprId {
+        let choices = |lw: &mut Self, seen: u64, c: u64, lead: bool| -> ExprId {
             let mut branches = Vec::new();
-            if lead && seen == all && c >= lo {
+            if lead && seen & all == all && c >= lo {
                 branches.push(lw.g.empty());
             }
-            if hi.is_none_or(|h| c < h) {
-                let next_c = (c + 1).min(cap);
-                for &(m, marks) in &members {
-                    let next = lw.g.rule_ref(rule_of[&(seen | marks, next_c)]);
-                    branches.push(match lead {
-                        true => lw.g.seq([comma, m, next]),
-                        false => lw.g.seq([m, next]),
-                    });
-                }
+            for (m, next) in next_states(seen, c) {
+                let next = lw.g.rule_ref(rule_of[&next]);
+                branches.push(match lead {
+                    true => lw.g.seq([comma, m, next]),
+                    false => lw.g.seq([m, next]),
+                });
             }
             lw.g.alt(branches)
         };
-        for &((seen, c), rule) in &rules {
+        for &(seen, c) in &states {
             let body = choices(self, seen, c, true);
-            self.g.define(rule, body)?;
+            self.g.define(rule_of[&(seen, c)], body)?;
+            self.check_size()?;
         }
-        self.check_size()?;
         let first = choices(self, 0, 0, false);
         Ok((self.g.rule_ref(rule_of[&(0, 0)]), first))
     }
@@ -406,7 +419,7 @@ impl SchemaLowering<'_, '_, '_> {
                 let hi = counts.max.map(|m| m.saturating_sub(c));
                 Ok(match extra.any {
                     _ if witnessed && extra.all != 0 => {
-                        lw.witnessed_run(extra.any, &extra.marked, extra.all, lo, hi)?
+                        lw.witnessed_run(extra.any, &extra.marked, extra.all, 0, lo, hi)?
                             .0
                     }
                     None if lo == 0 => lw.g.empty(),
@@ -428,7 +441,8 @@ impl SchemaLowering<'_, '_, '_> {
             // Every witness among the undeclared properties, which start the object.
             _ => {
                 let hi = counts.max;
-                let run = self.witnessed_run(extra.any, &extra.marked, extra.all, counts.min, hi);
+                let run =
+                    self.witnessed_run(extra.any, &extra.marked, extra.all, 0, counts.min, hi);
                 run?.1
             }
         };
@@ -540,7 +554,7 @@ impl SchemaLowering<'_, '_, '_> {
                     branches.push((x, next));
                 }
                 for &(w, marks) in &extra.marked {
-                    let next = lw.g.rule_ref(rules[&(set | u64::from(marks) << n, c1)]);
+                    let next = lw.g.rule_ref(rules[&(set | marks << n, c1)]);
                     branches.push((w, next));
                 }
             }
@@ -596,9 +610,9 @@ struct Undeclared {
     /// Any of them (`None`: there may be none).
     any: Option<ExprId>,
     /// Those that are witnesses, each with the set of witnesses it is (bit `j`: witness `j`).
-    marked: Vec<(ExprId, u32)>,
+    marked: Vec<(ExprId, u64)>,
     /// Every witness of the object: each must be among the marks of a member written.
-    all: u32,
+    all: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
