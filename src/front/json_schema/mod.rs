@@ -51,8 +51,8 @@
 //! Unsupported (typed error): complements out of reach (of `propertyNames`, past the branch
 //! budget), objects meeting whose patterns tell apart more than sixteen kinds of undeclared
 //! names, `minContains` over 1 and
-//! `maxContains`, `uniqueItems: true` over items of infinitely many values (or past 4,096
-//! subsets of them, with tuple items, complemented), `unevaluated*`, `$dynamicRef`, references
+//! `maxContains`, `uniqueItems: true` over items of infinitely many values (or past an
+//! automaton of 65,536 states, with tuple items, complemented), `unevaluated*`, `$dynamicRef`, references
 //! to other documents, and
 //! patterns with assertions other than `^`/`$` where they must be intersected.
 //!
