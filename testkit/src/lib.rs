@@ -14,7 +14,8 @@
 //!   oracle tests' [`grammars`], a small-[`stack`] runner, a [`mask_only`] matcher.
 //! - The workloads: the peers bench's cases ([`workloads`]); with feature `decode`, the decode
 //!   loop and mixed batch of `examples/decode` (`decode`, `mixed`); with feature `peers`,
-//!   llguidance beside formwork (`llg`).
+//!   llguidance beside formwork (`llg`); with feature `outlines`, outlines-core for the peers
+//!   bench.
 
 pub mod drive;
 pub mod gen;
@@ -35,6 +36,9 @@ pub mod decode;
 pub mod llg;
 #[cfg(feature = "decode")]
 pub mod mixed;
+/// outlines-core 0.2, for the peers bench (feature `outlines`).
+#[cfg(feature = "outlines")]
+pub use outlines_core;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
