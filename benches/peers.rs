@@ -2,7 +2,7 @@
 //! same workloads and tokenizer, printing one markdown table. See BENCHMARKS.md.
 //!
 //! ```text
-//! cargo bench --bench peers -- [--quick] [--tokenizer PATH] [--workload NAME]
+//! cargo bench --bench peers --features peers -- [--quick] [--tokenizer PATH] [--workload NAME]
 //!     [--maskbench PATH] [--engines LIST] [--budget SECONDS] [--clock wall|thread-cpu]
 //! ```
 //!
@@ -34,6 +34,7 @@ use formwork::bitmask::get_bit;
 use formwork::vocab::{TokenKind, Vocab};
 use formwork::{Matcher, TokenId};
 use formwork_testkit::llg;
+use formwork_testkit::outlines_core;
 use formwork_testkit::workloads::{self, Case, Formwork, Size, Spec, Workload};
 use serde::{Deserialize, Serialize};
 
@@ -147,7 +148,7 @@ fn args() -> Args {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             other => {
-                eprintln!("unknown argument {other}\nusage: cargo bench --bench peers -- [--quick] [--tokenizer PATH] [--workload NAME] [--maskbench PATH] [--engines LIST] [--budget SECONDS] [--clock wall|thread-cpu]");
+                eprintln!("unknown argument {other}\nusage: cargo bench --bench peers --features peers -- [--quick] [--tokenizer PATH] [--workload NAME] [--maskbench PATH] [--engines LIST] [--budget SECONDS] [--clock wall|thread-cpu]");
                 std::process::exit(2);
             }
         }
@@ -836,7 +837,7 @@ fn main() {
             all.push(stats);
         }
     }
-    let mut command = String::from("cargo bench --bench peers --");
+    let mut command = String::from("cargo bench --bench peers --features peers --");
     if args.quick {
         command.push_str(" --quick");
     }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""xgrammar on the JSON-schema workloads of `cargo bench --bench peers` (optional).
+"""xgrammar on the JSON-schema workloads of `cargo bench --bench peers --features peers`
+(optional).
 
 Only runs when `import xgrammar` works (its install pulls torch, so it is never required) and
 `tokenizers` (the Python package) is installed. Prints rows in the same layout as the Rust

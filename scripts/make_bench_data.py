@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Builds the committed data of `cargo bench --bench peers` (benches/data/) from shared/data.
+"""Builds the committed data of `cargo bench --bench peers --features peers` (benches/data/)
+from shared/data.
 
 Deterministic: the same inputs give the same files. Run from the repository root:
 

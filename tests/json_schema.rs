@@ -8,6 +8,7 @@ use formwork::front::json_schema::{
 use formwork::ir::{Expr, Grammar};
 use formwork::{CompileError, CompileErrorKind, Engine, LimitKind, Limits, Location};
 use formwork_testkit::oracle::Lang;
+use formwork_testkit::parse_json;
 use formwork_testkit::stack::on_small_stack;
 use formwork_testkit::tokenizers;
 use serde_json::{json, Value};
@@ -34,10 +35,10 @@ fn error_of(schema: Value, opts: &JsonSchemaOptions) -> (CompileErrorKind, Strin
 
 #[test]
 fn types_and_type_lists() {
-    let l = schema_lang(json!({"type": ["string", "null"]}));
+    let l = schema_lang(parse_json(r#"{"type": ["string", "null"]}"#));
     l.yes(&["null", r#""x""#, r#""""#]);
     l.no(&["1", "true", "[]", "{}", "nul"]);
-    let any = schema_lang(json!({"description": "anything"}));
+    let any = schema_lang(parse_json(r#"{"description": "anything"}"#));
     any.yes(&[
         "1",
         "-2.5e3",
@@ -47,22 +48,24 @@ fn types_and_type_lists() {
         r#""\u00e9""#,
     ]);
     any.no(&["01", "tru", "{a:1}", "[1,]"]);
-    let b = schema_lang(json!({"type": "boolean"}));
+    let b = schema_lang(parse_json(r#"{"type": "boolean"}"#));
     b.yes(&["true", "false"]);
     b.no(&["null", "0"]);
     // Type-specific keywords do not constrain other types.
-    let l = schema_lang(json!({"minLength": 2}));
+    let l = schema_lang(parse_json(r#"{"minLength": 2}"#));
     l.yes(&["1", r#""ab""#, "null"]);
     l.no(&[r#""a""#]);
 }
 
 #[test]
 fn objects_properties_required_additional() {
-    let schema = json!({
+    let schema = parse_json(
+        r#"{
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
         "required": ["a"]
-    });
+    }"#,
+    );
     let l = schema_lang(schema.clone());
     l.yes(&[
         r#"{"a":1}"#,
@@ -95,9 +98,9 @@ fn objects_properties_required_additional() {
         r#"{"a":1,"\u001F":0}"#,
         r#"{"a":1,"\u000a":0}"#,
     ]);
-    let typed_extra = schema_lang(
-        json!({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2}),
-    );
+    let typed_extra = schema_lang(parse_json(
+        r#"{"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 2}"#,
+    ));
     typed_extra.yes(&[r#"{"x":1}"#, r#"{"x":1,"y":2}"#]);
     typed_extra.no(&[r#"{}"#, r#"{"x":1,"y":2,"z":3}"#, r#"{"x":"1"}"#]);
     // Declared names with escaped, wide and surrogate-adjacent characters: the undeclared-name
@@ -113,7 +116,7 @@ fn objects_properties_required_additional() {
     ];
     let properties: serde_json::Map<String, Value> = names
         .iter()
-        .map(|n| (n.to_string(), json!({"type": "integer"})))
+        .map(|n| (n.to_string(), parse_json(r#"{"type": "integer"}"#)))
         .collect();
     let l = schema_lang(
         json!({"type": "object", "properties": properties, "additionalProperties": {"type": "string"}}),
@@ -140,22 +143,24 @@ fn objects_properties_required_additional() {
         l.no(&[&object(name, "1")]);
     }
     // A required property that is not declared takes the additional-properties schema.
-    let l = schema_lang(
-        json!({"type": "object", "required": ["id"], "additionalProperties": {"type": "string"}}),
-    );
+    let l = schema_lang(parse_json(
+        r#"{"type": "object", "required": ["id"], "additionalProperties": {"type": "string"}}"#,
+    ));
     l.yes(&[r#"{"id":"7"}"#, r#"{"id":"7","x":"y"}"#]);
     l.no(&[r#"{"id":7}"#, r#"{"x":"y"}"#]);
 }
 
 #[test]
 fn property_counts_with_optional_properties() {
-    let l = schema_lang(json!({
+    let l = schema_lang(parse_json(
+        r#"{
         "type": "object",
         "properties": {"a": {"const": 1}, "b": {"const": 2}, "c": {"const": 3}},
         "additionalProperties": false,
         "minProperties": 2,
         "maxProperties": 2
-    }));
+    }"#,
+    ));
     l.yes(&[r#"{"a":1,"b":2}"#, r#"{"a":1,"c":3}"#, r#"{"b":2,"c":3}"#]);
     l.no(&[r#"{}"#, r#"{"a":1}"#, r#"{"a":1,"b":2,"c":3}"#]);
 }
@@ -163,9 +168,9 @@ fn property_counts_with_optional_properties() {
 #[test]
 fn pattern_properties() {
     // A pattern matching every name: its schema applies to every property.
-    let all = schema_lang(
-        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "enum": [1]}}, "patternProperties": {".*": {"minimum": 0}}}),
-    );
+    let all = schema_lang(parse_json(
+        r#"{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "enum": [1]}}, "patternProperties": {".*": {"minimum": 0}}}"#,
+    ));
     all.yes(&[r#"{"a":1,"c":2}"#, r#"{"x":0}"#]);
     // "b" can only be absent (an array equal to 1): not even as an additional property.
     all.no(&[
@@ -176,12 +181,14 @@ fn pattern_properties() {
         r#"{"a":1,"b":[1]}"#,
     ]);
     // One pattern, no additional properties: undeclared names must match it.
-    let closed = schema_lang(json!({
+    let closed = schema_lang(parse_json(
+        r#"{
         "type": "object",
         "properties": {"id": {"type": "string"}},
         "patternProperties": {"^x-[a-z]+$": {"type": "boolean"}},
         "additionalProperties": false
-    }));
+    }"#,
+    ));
     closed.yes(&[
         r#"{"id":"1","x-a":true}"#,
         r#"{"x-ab":false,"x-c":true}"#,
@@ -196,12 +203,14 @@ fn pattern_properties() {
     ]);
     // Next to additional properties: names matching the pattern take its schema, the others
     // the additional one (the pattern's complement).
-    let open = schema_lang(json!({
+    let open = schema_lang(parse_json(
+        r#"{
         "type": "object",
         "properties": {"x-id": {"enum": [true, "s"]}},
         "patternProperties": {"^x-": {"type": "boolean"}},
         "additionalProperties": {"type": "integer"}
-    }));
+    }"#,
+    ));
     open.yes(&[
         r#"{"x-a":true,"b":1}"#,
         r#"{"x-id":true,"x-":false,"x":2}"#,
@@ -214,22 +223,26 @@ fn pattern_properties() {
         r#"{"x":false}"#,
     ]);
     // Several patterns: a name matching two takes both schemas.
-    let two = schema_lang(json!({
+    let two = schema_lang(parse_json(
+        r#"{
         "type": "object",
         "patternProperties": {
             "^a": {"type": "integer"},
             "b$": {"minimum": 10}
         },
         "additionalProperties": false
-    }));
+    }"#,
+    ));
     two.yes(&[r#"{"a":1,"xb":10.5}"#, r#"{"ab":12}"#, "{}"]);
     two.no(&[r#"{"ab":5}"#, r#"{"ab":12.5}"#, r#"{"c":1}"#, r#"{"xb":9}"#]);
     // A required name nobody declares takes the schema of the patterns it matches.
-    let required = schema_lang(json!({
+    let required = schema_lang(parse_json(
+        r#"{
         "type": "object",
         "required": ["n1"],
         "patternProperties": {"^n[0-9]$": {"type": "null"}}
-    }));
+    }"#,
+    ));
     required.yes(&[r#"{"n1":null}"#, r#"{"n1":null,"n2":null,"z":[]}"#]);
     required.no(&[r#"{"n1":0}"#, r#"{"n2":null}"#, r#"{"n1":null,"n3":1}"#]);
 }
@@ -239,49 +252,63 @@ fn pattern_properties() {
 #[test]
 fn string_constraints_intersect() {
     // Search semantics within a length: a hex digit somewhere, at most 4 characters.
-    let hex = schema_lang(json!({"type": "string", "pattern": "[0-9a-f]+", "maxLength": 4}));
+    let hex = schema_lang(parse_json(
+        r#"{"type": "string", "pattern": "[0-9a-f]+", "maxLength": 4}"#,
+    ));
     hex.yes(&[r#""a""#, r#""zz0z""#, r#""Ab""#]);
     hex.no(&[r#""zzzzz0""#, r#""zz""#, r#""""#, r#""01234""#]);
     // Several variable parts under both bounds.
-    let parts = schema_lang(json!({
+    let parts = schema_lang(parse_json(
+        r#"{
         "type": "string",
         "pattern": "^([a-z]+):([a-z0-9.-]+)$",
         "minLength": 5,
         "maxLength": 7
-    }));
+    }"#,
+    ));
     parts.yes(&[r#""ab:cd""#, r#""a:b.c-d""#, r#""abc:1.0""#]);
     parts.no(&[r#""a:b""#, r#""abcd:1.0""#, r#""ab:c""#, r#""AB:cd""#]);
     // Two patterns (allOf) and a format with a length.
-    let both = schema_lang(json!({"allOf": [
+    let both = schema_lang(parse_json(
+        r#"{"allOf": [
         {"type": "string", "pattern": "^[a-z0-9]+$"},
         {"pattern": "[0-9]"},
         {"pattern": "^.{2,3}$"}
-    ]}));
+    ]}"#,
+    ));
     both.yes(&[r#""a1""#, r#""1bc""#, r#""99""#]);
     both.no(&[r#""ab""#, r#""a1b2""#, r#""1""#, r#""A1""#]);
-    let date = schema_lang(json!({"type": "string", "format": "date", "maxLength": 10}));
+    let date = schema_lang(parse_json(
+        r#"{"type": "string", "format": "date", "maxLength": 10}"#,
+    ));
     date.yes(&[r#""2024-02-29""#]);
     date.no(&[r#""2024-2-29""#, r#""x""#]);
     // Excluded values next to a pattern (`not` with `enum`).
-    let except = schema_lang(json!({
+    let except = schema_lang(parse_json(
+        r#"{
         "type": "string",
         "pattern": "^[a-c]{1,2}$",
         "not": {"enum": ["a", "bc"]}
-    }));
+    }"#,
+    ));
     except.yes(&[r#""b""#, r#""ab""#, r#""cc""#]);
     except.no(&[r#""a""#, r#""bc""#, r#""abc""#, r#""""#]);
     // A huge length stays a counted repeat where the pattern's one repetition takes it (past
     // the automaton's budget, `errors_name_their_json_pointer` has the typed error).
-    assert_compact(json!({"type": "string", "pattern": "^(a|b)*a(a|b){12}$", "maxLength": 100000}));
+    assert_compact(parse_json(
+        r#"{"type": "string", "pattern": "^(a|b)*a(a|b){12}$", "maxLength": 100000}"#,
+    ));
 }
 
 #[test]
 fn one_of_required_sets() {
-    let l = schema_lang(json!({
+    let l = schema_lang(parse_json(
+        r#"{
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
         "oneOf": [{"required": ["a"]}, {"required": ["b", "c"]}]
-    }));
+    }"#,
+    ));
     l.yes(&[
         r#"{"a":1}"#,
         r#"{"b":1,"c":2}"#,
@@ -290,34 +317,38 @@ fn one_of_required_sets() {
     ]);
     l.no(&["{}", r#"{"b":1}"#, r#"{"a":1,"b":2,"c":3}"#]);
     // Non-objects match every branch, so none passes.
-    let l = schema_lang(json!({"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}));
+    let l = schema_lang(parse_json(
+        r#"{"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}"#,
+    ));
     l.yes(&[r#"{"b":[]}"#]);
     l.no(&["1", r#""s""#, "null", r#"{"a":1,"b":2}"#]);
 }
 
 #[test]
 fn not_where_exact() {
-    let l = schema_lang(json!({"not": {"type": ["string", "null"]}}));
+    let l = schema_lang(parse_json(r#"{"not": {"type": ["string", "null"]}}"#));
     l.yes(&["1", "true", "[]", "{}"]);
     l.no(&[r#""s""#, "null"]);
     // Objects lacking a property: `required` admits every value that is not an object.
-    let l = schema_lang(json!({"not": {"required": ["a"]}}));
+    let l = schema_lang(parse_json(r#"{"not": {"required": ["a"]}}"#));
     l.yes(&["{}", r#"{"b":1}"#]);
     l.no(&[r#"{"a":1}"#, r#"{"b":1,"a":2}"#, "3"]);
     // Excluded strings in every spelling.
-    let l = schema_lang(json!({"type": "string", "not": {"enum": ["ab", "c"]}}));
+    let l = schema_lang(parse_json(
+        r#"{"type": "string", "not": {"enum": ["ab", "c"]}}"#,
+    ));
     l.yes(&[r#""a""#, r#""abc""#, r#""""#, r#""C""#]);
     l.no(&[r#""ab""#, r#""\u0061b""#, r#""c""#]);
-    let l = schema_lang(json!({"not": {"const": true}}));
+    let l = schema_lang(parse_json(r#"{"not": {"const": true}}"#));
     l.yes(&["false", "null", "0"]);
     l.no(&["true"]);
     // Numbers with a fraction that is not zero (exponent forms are not written).
-    let l = schema_lang(json!({"not": {"type": "integer"}}));
+    let l = schema_lang(parse_json(r#"{"not": {"type": "integer"}}"#));
     l.yes(&["2.5", "-0.1", r#""1""#]);
     l.no(&["2", "2.0", "1e3"]);
     // A keyword formwork cannot express inside `not`: an error at the keyword.
     let (kind, pointer) = error_of(
-        json!({"not": {"type": "object", "unevaluatedProperties": false}}),
+        parse_json(r#"{"not": {"type": "object", "unevaluatedProperties": false}}"#),
         &JsonSchemaOptions::new(),
     );
     assert_eq!(
@@ -325,7 +356,7 @@ fn not_where_exact() {
         (CompileErrorKind::Unsupported, "/not/unevaluatedProperties")
     );
     let e = compile_schema(
-        &json!({"properties": {"a": {"not": {}}}, "required": ["a"], "type": "object"}),
+        &parse_json(r#"{"properties": {"a": {"not": {}}}, "required": ["a"], "type": "object"}"#),
         &JsonSchemaOptions::new(),
     );
     assert_eq!(
@@ -340,7 +371,9 @@ fn any_property_order() {
         .property_order(PropertyOrder::Any)
         .additional_properties(false);
     let l = schema_lang_with(
-        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}}, "required": ["a", "c"]}),
+        parse_json(
+            r#"{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}}, "required": ["a", "c"]}"#,
+        ),
         &opts,
     );
     l.yes(&[
@@ -355,8 +388,9 @@ fn any_property_order() {
         r#"{"a":1,"b":1,"b":2,"c":2}"#,
         r#"{}"#,
     ]);
-    let many: serde_json::Map<String, Value> =
-        (0..12).map(|i| (format!("p{i}"), json!({}))).collect();
+    let many: serde_json::Map<String, Value> = (0..12)
+        .map(|i| (format!("p{i}"), parse_json(r#"{}"#)))
+        .collect();
     let (kind, pointer) = error_of(
         json!({"properties": {"inner": {"type": "object", "properties": many}}}),
         &opts,
@@ -369,7 +403,9 @@ fn any_property_order() {
 
 #[test]
 fn whitespace_compact_and_flexible() {
-    let schema = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}});
+    let schema = parse_json(
+        r#"{"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}"#,
+    );
     let compact = schema_lang(schema.clone());
     compact.yes(&[r#"{"a":[1,2]}"#]);
     compact.no(&[r#"{"a": [1,2]}"#, r#"{ "a":[1,2]}"#]);
@@ -388,29 +424,31 @@ fn whitespace_compact_and_flexible() {
 
 #[test]
 fn arrays_items_prefix_counts() {
-    let l = schema_lang(
-        json!({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}),
-    );
+    let l = schema_lang(parse_json(
+        r#"{"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}"#,
+    ));
     l.yes(&["[1]", "[1,2,3]"]);
     l.no(&["[]", "[1,2,3,4]", "[\"a\"]"]);
-    let t = schema_lang(
-        json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false}),
-    );
+    let t = schema_lang(parse_json(
+        r#"{"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false}"#,
+    ));
     t.yes(&["[]", "[\"a\"]", "[\"a\",1]"]);
     t.no(&["[1]", "[\"a\",1,2]", "[\"a\",\"b\"]"]);
-    let t = schema_lang(
-        json!({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "null"}, "minItems": 2}),
-    );
+    let t = schema_lang(parse_json(
+        r#"{"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "null"}, "minItems": 2}"#,
+    ));
     t.yes(&["[\"a\",null]", "[\"a\",null,null]"]);
     t.no(&["[\"a\"]", "[\"a\",1]"]);
     // Draft 4 tuples.
-    let d4 = schema_lang(
-        json!({"type": "array", "items": [{"type": "integer"}, {"type": "boolean"}], "additionalItems": false}),
-    );
+    let d4 = schema_lang(parse_json(
+        r#"{"type": "array", "items": [{"type": "integer"}, {"type": "boolean"}], "additionalItems": false}"#,
+    ));
     d4.yes(&["[1,true]", "[1]"]);
     d4.no(&["[1,true,3]", "[true]"]);
     // Counted repeats stay compact: a huge minItems compiles without unrolling.
-    assert_compact(json!({"type": "array", "minItems": 500, "maxItems": 100000}));
+    assert_compact(parse_json(
+        r#"{"type": "array", "minItems": 500, "maxItems": 100000}"#,
+    ));
 }
 
 /// `schema` compiles to a counted repeat, not an unrolled chain.
@@ -422,21 +460,25 @@ fn assert_compact(schema: Value) {
 
 #[test]
 fn enum_and_const() {
-    let l = schema_lang(json!({"enum": ["red", 1, null, {"k": [true]}]}));
+    let l = schema_lang(parse_json(r#"{"enum": ["red", 1, null, {"k": [true]}]}"#));
     l.yes(&[r#""red""#, "1", "null", r#"{"k":[true]}"#]);
     l.no(&[r#""Red""#, "2", "1.0", "true", r#"{"k":[false]}"#, "01"]);
     // A non-integral constant in each notation of its value.
-    let half = schema_lang(json!({"const": 0.5}));
+    let half = schema_lang(parse_json(r#"{"const": 0.5}"#));
     half.yes(&["0.5", "0.50", "5e-1", "5.0E-1"]);
     half.no(&["0.51", ".5", "1"]);
-    let c = schema_lang(json!({"const": "a\"b\n"}));
+    let c = schema_lang(parse_json(r#"{"const": "a\"b\n"}"#));
     c.yes(&[r#""a\"b\n""#]);
     // An enum filtered by its sibling keywords.
-    let f = schema_lang(json!({"type": "string", "enum": ["a", "bb", 3], "maxLength": 1}));
+    let f = schema_lang(parse_json(
+        r#"{"type": "string", "enum": ["a", "bb", 3], "maxLength": 1}"#,
+    ));
     f.yes(&[r#""a""#]);
     f.no(&[r#""bb""#, "3"]);
     let (kind, pointer) = error_of(
-        json!({"type": "object", "properties": {"x": {"type": "integer", "enum": ["a"]}}, "required": ["x"]}),
+        parse_json(
+            r#"{"type": "object", "properties": {"x": {"type": "integer", "enum": ["a"]}}, "required": ["x"]}"#,
+        ),
         &JsonSchemaOptions::new(),
     );
     assert_eq!(
@@ -447,17 +489,19 @@ fn enum_and_const() {
 
 #[test]
 fn any_of_one_of_all_of() {
-    let l = schema_lang(
-        json!({"anyOf": [{"type": "integer", "maximum": 0}, {"type": "integer", "minimum": 10}]}),
-    );
+    let l = schema_lang(parse_json(
+        r#"{"anyOf": [{"type": "integer", "maximum": 0}, {"type": "integer", "minimum": 10}]}"#,
+    ));
     l.yes(&["-5", "0", "10", "12"]);
     l.no(&["5", "1"]);
     // oneOf with disjoint branches: types, and a discriminating const.
-    let o = schema_lang(json!({"oneOf": [
+    let o = schema_lang(parse_json(
+        r#"{"oneOf": [
         {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["kind", "r"], "additionalProperties": false},
         {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "number"}}, "required": ["kind"], "additionalProperties": false},
         {"type": "string"}
-    ]}));
+    ]}"#,
+    ));
     o.yes(&[
         r#"{"kind":"circle","r":1}"#,
         r#"{"kind":"square"}"#,
@@ -465,7 +509,9 @@ fn any_of_one_of_all_of() {
     ]);
     o.no(&[r#"{"kind":"circle"}"#, r#"{"kind":"square","r":1}"#, "1"]);
     // Overlapping oneOf: each branch without the other's values.
-    let o = schema_lang(json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}));
+    let o = schema_lang(parse_json(
+        r#"{"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}"#,
+    ));
     o.yes(&["-3", "2.5", "0.5"]);
     o.no(&["3", "0", "-2.5", "2.0"]);
     // Where a complement is out of reach (an array with an item outside each of five other
@@ -491,10 +537,12 @@ fn any_of_one_of_all_of() {
         );
     }
     // allOf merges objects and bounds.
-    let a = schema_lang(json!({"allOf": [
+    let a = schema_lang(parse_json(
+        r#"{"allOf": [
         {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}, "required": ["a"]},
         {"properties": {"a": {"maximum": 5}, "b": {"type": "boolean"}}, "required": ["b"]}
-    ]}));
+    ]}"#,
+    ));
     a.yes(&[r#"{"a":0,"b":true}"#, r#"{"a":5,"b":false}"#]);
     a.no(&[
         r#"{"a":6,"b":true}"#,
@@ -502,17 +550,21 @@ fn any_of_one_of_all_of() {
         r#"{"b":true}"#,
         r#"{"a":-1,"b":true}"#,
     ]);
-    let a = schema_lang(json!({"type": "string", "allOf": [{"minLength": 2}, {"maxLength": 3}]}));
+    let a = schema_lang(parse_json(
+        r#"{"type": "string", "allOf": [{"minLength": 2}, {"maxLength": 3}]}"#,
+    ));
     a.yes(&[r#""ab""#, r#""abc""#]);
     a.no(&[r#""a""#, r#""abcd""#]);
 }
 
 #[test]
 fn refs_defs_and_recursion() {
-    let tree = json!({
+    let tree = parse_json(
+        r##"{
         "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"], "additionalProperties": false}},
         "$ref": "#/$defs/node"
-    });
+    }"##,
+    );
     let l = schema_lang(tree);
     l.yes(&[
         r#"{"v":1}"#,
@@ -523,53 +575,58 @@ fn refs_defs_and_recursion() {
         r#"{"v":1,"kids":[{"v":"x"}]}"#,
     ]);
     // Recursion through a oneOf whose disjointness is decided above the recursion.
-    let r = schema_lang(
-        json!({"$defs": {"r": {"oneOf": [{"type": "string"}, {"type": "object", "properties": {"ios": {"$ref": "#/$defs/r"}}, "required": ["ios"], "additionalProperties": false}]}}, "$ref": "#/$defs/r"}),
-    );
+    let r = schema_lang(parse_json(
+        r##"{"$defs": {"r": {"oneOf": [{"type": "string"}, {"type": "object", "properties": {"ios": {"$ref": "#/$defs/r"}}, "required": ["ios"], "additionalProperties": false}]}}, "$ref": "#/$defs/r"}"##,
+    ));
     r.yes(&[r#""x""#, r#"{"ios":{"ios":"y"}}"#]);
     r.no(&[r#"{"ios":1}"#, "{}"]);
-    let d4 = schema_lang(
-        json!({"definitions": {"s": {"type": "string"}}, "type": "array", "items": {"$ref": "#/definitions/s"}}),
-    );
+    let d4 = schema_lang(parse_json(
+        r##"{"definitions": {"s": {"type": "string"}}, "type": "array", "items": {"$ref": "#/definitions/s"}}"##,
+    ));
     d4.yes(&[r#"["a","b"]"#]);
     d4.no(&["[1]"]);
-    let anchors = schema_lang(
-        json!({"$id": "https://x.example/s.json", "$defs": {"a": {"$anchor": "thing", "type": "null"}}, "properties": {"p": {"$ref": "#thing"}, "q": {"$ref": "https://x.example/s.json#/$defs/a"}}}),
-    );
+    let anchors = schema_lang(parse_json(
+        r##"{"$id": "https://x.example/s.json", "$defs": {"a": {"$anchor": "thing", "type": "null"}}, "properties": {"p": {"$ref": "#thing"}, "q": {"$ref": "https://x.example/s.json#/$defs/a"}}}"##,
+    ));
     anchors.yes(&[r#"{"p":null,"q":null}"#]);
     anchors.no(&[r#"{"p":1}"#]);
     let (kind, pointer) = error_of(
-        json!({"properties": {"x": {"$ref": "#/$defs/missing"}}}),
+        parse_json(r##"{"properties": {"x": {"$ref": "#/$defs/missing"}}}"##),
         &JsonSchemaOptions::new(),
     );
     assert_eq!(
         (kind, pointer.as_str()),
         (CompileErrorKind::Undefined, "/properties/x/$ref")
     );
-    let (kind, _) = error_of(json!({"$ref": "other.json#/a"}), &JsonSchemaOptions::new());
+    let (kind, _) = error_of(
+        parse_json(r#"{"$ref": "other.json#/a"}"#),
+        &JsonSchemaOptions::new(),
+    );
     assert_eq!(kind, CompileErrorKind::Undefined);
 }
 
 #[test]
 fn patterns_search_semantics_and_ecma_classes() {
-    let l = schema_lang(json!({"type": "string", "pattern": "b+c"}));
+    let l = schema_lang(parse_json(r#"{"type": "string", "pattern": "b+c"}"#));
     l.yes(&[r#""bc""#, r#""abbcd""#, r#""xx bc""#]);
     l.no(&[r#""b c""#, r#""cb""#]);
-    let l = schema_lang(json!({"type": "string", "pattern": "^\\d{3}$"}));
+    let l = schema_lang(parse_json(r#"{"type": "string", "pattern": "^\\d{3}$"}"#));
     l.yes(&[r#""123""#, r#""\u0031\u0032\u0033""#]);
     // ECMA \d is ASCII: Arabic-Indic digits do not match.
     l.no(&[r#""1234""#, r#""12""#, "\"\u{663}\u{663}\u{663}\""]);
-    let l = schema_lang(json!({"type": "string", "pattern": "^a|b$"}));
+    let l = schema_lang(parse_json(r#"{"type": "string", "pattern": "^a|b$"}"#));
     l.yes(&[r#""ax""#, r#""xb""#]);
     l.no(&[r#""xa""#, r#""bx""#]);
-    let l = schema_lang(json!({"type": "string", "pattern": "^(x$|y)"}));
+    let l = schema_lang(parse_json(r#"{"type": "string", "pattern": "^(x$|y)"}"#));
     l.yes(&[r#""x""#, r#""yz""#]);
     l.no(&[r#""xz""#]);
-    let l = schema_lang(json!({"type": "string", "pattern": "^a.c$"}));
+    let l = schema_lang(parse_json(r#"{"type": "string", "pattern": "^a.c$"}"#));
     l.yes(&[r#""abc""#, r#""a\"c""#, r#""a\tc""#]);
     l.no(&[r#""a\nc""#, r#""a\rc""#, r#""ac""#]);
     // `\<` and `\>` are the characters to ECMA-262 (identity escapes), not word boundaries.
-    let l = schema_lang(json!({"type": "string", "pattern": "^.+\\<.+@.+\\>$"}));
+    let l = schema_lang(parse_json(
+        r#"{"type": "string", "pattern": "^.+\\<.+@.+\\>$"}"#,
+    ));
     l.yes(&[r#""Ann <ann@x.org>""#]);
     l.no(&[r#""Ann ann@x.org""#, r#""<a@b>""#]);
 }
@@ -579,26 +636,32 @@ fn patterns_search_semantics_and_ecma_classes() {
 /// (`(?=`) or refused (`(?!`) there, as a pattern or a `patternProperties` name.
 #[test]
 fn leading_lookaheads() {
-    let l = schema_lang(json!({"type": "string", "pattern": "^(?!org\\.bukkit\\.)[a-z.]+$"}));
+    let l = schema_lang(parse_json(
+        r#"{"type": "string", "pattern": "^(?!org\\.bukkit\\.)[a-z.]+$"}"#,
+    ));
     l.yes(&[r#""com.x""#, r#""org.bukkitx""#, r#""org.buk""#]);
     l.no(&[r#""org.bukkit.x""#, r#""org.bukkit.""#, r#""Com""#]);
-    let l = schema_lang(json!({"type": "string", "pattern": "^(?=.*[0-9])(?=.*[a-z])"}));
+    let l = schema_lang(parse_json(
+        r#"{"type": "string", "pattern": "^(?=.*[0-9])(?=.*[a-z])"}"#,
+    ));
     l.yes(&[r#""a1""#, r#""9z!""#]);
     l.no(&[r#""abc""#, r#""123""#, r#""""#]);
-    let l = schema_lang(
-        json!({"type": "object", "patternProperties": {"^(?!@@)[@a-z]+$": {"type": "integer"}}, "additionalProperties": false}),
-    );
+    let l = schema_lang(parse_json(
+        r#"{"type": "object", "patternProperties": {"^(?!@@)[@a-z]+$": {"type": "integer"}}, "additionalProperties": false}"#,
+    ));
     l.yes(&[r#"{"ab":1,"@x":2}"#, "{}"]);
     l.no(&[r#"{"@@x":1}"#, r#"{"ab":"s"}"#]);
     // A `|` outside the look-ahead puts a branch beyond its reach: refused, typed.
     let e = compile_schema(
-        &json!({"type": "string", "pattern": "^(?!a)b|c"}),
+        &parse_json(r#"{"type": "string", "pattern": "^(?!a)b|c"}"#),
         &JsonSchemaOptions::new(),
     )
     .unwrap_err();
     assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{e}");
     // Look-aheads in a row: each one more regex, as many as the nesting limit.
-    let l = schema_lang(json!({"type": "string", "pattern": "^(?=.*[0-9])(?!.*x)[a-z0-9]+$"}));
+    let l = schema_lang(parse_json(
+        r#"{"type": "string", "pattern": "^(?=.*[0-9])(?!.*x)[a-z0-9]+$"}"#,
+    ));
     l.yes(&[r#""a1""#]);
     l.no(&[r#""ax1""#, r#""ab""#]);
     let many = format!("^{}a", "(?=a)".repeat(200));
@@ -613,7 +676,9 @@ fn leading_lookaheads() {
 #[test]
 fn pattern_matches_decoded_text_in_every_spelling() {
     // The regex sees decoded characters: a quote, a backslash and a newline.
-    let l = schema_lang(json!({"type": "string", "pattern": "^\"\\\\\\n$"}));
+    let l = schema_lang(parse_json(
+        r#"{"type": "string", "pattern": "^\"\\\\\\n$"}"#,
+    ));
     l.yes(&[
         r#""\"\\\n""#,
         r#""\u0022\u005c\u000a""#,
@@ -621,7 +686,7 @@ fn pattern_matches_decoded_text_in_every_spelling() {
     ]);
     // Raw quotes, raw backslashes and raw control characters are never JSON.
     l.no(&["\"\"\\\n\"", "\"\\\"\\\\\n\""]);
-    let slash = schema_lang(json!({"type": "string", "pattern": "^/é😀$"}));
+    let slash = schema_lang(parse_json(r#"{"type": "string", "pattern": "^/é😀$"}"#));
     slash.yes(&[
         "\"/é😀\"",
         r#""\/\u00e9\ud83d\ude00""#,
@@ -633,7 +698,9 @@ fn pattern_matches_decoded_text_in_every_spelling() {
 
 #[test]
 fn lengths_count_characters() {
-    let l = schema_lang(json!({"type": "string", "minLength": 2, "maxLength": 3}));
+    let l = schema_lang(parse_json(
+        r#"{"type": "string", "minLength": 2, "maxLength": 3}"#,
+    ));
     l.yes(&[
         r#""ab""#,
         "\"é😀\"",
@@ -648,16 +715,18 @@ fn lengths_count_characters() {
         r#""\ud83d""#,
     ]);
     // A length pushed into the pattern's single repetition.
-    let p = schema_lang(json!({"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 4}));
+    let p = schema_lang(parse_json(
+        r#"{"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 4}"#,
+    ));
     p.yes(&[r#""a""#, r#""ab-9""#]);
     p.no(&[r#""ab-9x""#, r#""9ab""#]);
-    let p = schema_lang(
-        json!({"type": "string", "pattern": "^([0-9]{2}:)+$|^x$", "minLength": 1, "maxLength": 6}),
-    );
+    let p = schema_lang(parse_json(
+        r#"{"type": "string", "pattern": "^([0-9]{2}:)+$|^x$", "minLength": 1, "maxLength": 6}"#,
+    ));
     p.yes(&[r#""12:""#, r#""12:34:""#, r#""x""#]);
     p.no(&[r#""12:34:56:""#, r#""""#]);
     // A huge maxLength compiles to a counted repeat, not an unrolled chain.
-    assert_compact(json!({"type": "string", "maxLength": 1000000}));
+    assert_compact(parse_json(r#"{"type": "string", "maxLength": 1000000}"#));
 }
 
 /// Every integer literal around the bounds, against arithmetic.
@@ -673,7 +742,7 @@ fn integer_ranges_exhaustive() {
         (Some(100), Some(100), false, false),
     ];
     for &(lo, hi, xlo, xhi) in cases {
-        let mut schema = json!({"type": "integer"});
+        let mut schema = parse_json(r#"{"type": "integer"}"#);
         if let Some(l) = lo {
             schema[if xlo { "exclusiveMinimum" } else { "minimum" }] = json!(l);
         }
@@ -692,7 +761,9 @@ fn integer_ranges_exhaustive() {
         lang.no(&["007", "+5", "1e1", "1.5", "--1"]);
     }
     // Fractional bounds on integers round inwards.
-    let l = schema_lang(json!({"type": "integer", "minimum": -2.5, "maximum": 3.5}));
+    let l = schema_lang(parse_json(
+        r#"{"type": "integer", "minimum": -2.5, "maximum": 3.5}"#,
+    ));
     l.yes(&["-2", "3"]);
     l.no(&["-3", "4"]);
 }
@@ -723,16 +794,16 @@ fn number_ranges() {
             || (mantissa.as_bytes()[0] != b'0' && mantissa.split('.').next().unwrap().len() == 1)
     };
     let cases = [
-        json!({"minimum": -1.5, "maximum": 2.25}),
-        json!({"exclusiveMinimum": 0.25, "exclusiveMaximum": 10}),
-        json!({"minimum": 0}),
-        json!({"exclusiveMinimum": 0}),
-        json!({"maximum": -0.05}),
-        json!({"minimum": 1.0, "maximum": 1.0}),
+        parse_json(r#"{"minimum": -1.5, "maximum": 2.25}"#),
+        parse_json(r#"{"exclusiveMinimum": 0.25, "exclusiveMaximum": 10}"#),
+        parse_json(r#"{"minimum": 0}"#),
+        parse_json(r#"{"exclusiveMinimum": 0}"#),
+        parse_json(r#"{"maximum": -0.05}"#),
+        parse_json(r#"{"minimum": 1.0, "maximum": 1.0}"#),
     ];
     for bounds in cases {
         let mut schema = bounds.clone();
-        schema["type"] = json!("number");
+        schema["type"] = parse_json(r#""number""#);
         let lang = schema_lang(schema.clone());
         let get = |k: &str| bounds.get(k).and_then(Value::as_f64);
         let zero_bound = get("minimum") == Some(0.0) || get("exclusiveMinimum") == Some(0.0);
@@ -836,7 +907,7 @@ fn formats() {
     check("json-pointer", &["", "/a~1b/0"], &["a", "/a~2"]);
     // Unknown formats are annotations: ignored, with a warning.
     let w = compile_schema(
-        &json!({"type": "string", "format": "int32"}),
+        &parse_json(r#"{"type": "string", "format": "int32"}"#),
         &JsonSchemaOptions::new(),
     )
     .unwrap();
@@ -848,57 +919,63 @@ fn errors_name_their_json_pointer() {
     let strict = JsonSchemaOptions::new();
     let cases = [
         (
-            json!({"properties": {"a~b/c": {"not": {"unevaluatedProperties": false}}}}),
+            parse_json(r#"{"properties": {"a~b/c": {"not": {"unevaluatedProperties": false}}}}"#),
             CompileErrorKind::Unsupported,
             "/properties/a~0b~1c/not/unevaluatedProperties",
         ),
         (
-            json!({"items": {"type": "frog"}}),
+            parse_json(r#"{"items": {"type": "frog"}}"#),
             CompileErrorKind::Invalid,
             "/items/type",
         ),
         (
-            json!({"type": "string", "pattern": "(?=x)"}),
+            parse_json(r#"{"type": "string", "pattern": "(?=x)"}"#),
             CompileErrorKind::Unsupported,
             "/pattern",
         ),
         (
-            json!({"type": "string", "pattern": "a("}),
+            parse_json(r#"{"type": "string", "pattern": "a("}"#),
             CompileErrorKind::Syntax,
             "/pattern",
         ),
         (
-            json!({"allOf": [{"type": "string", "pattern": "^(a|b)*a(a|b){12}$"}, {"pattern": "b"}]}),
+            parse_json(
+                r#"{"allOf": [{"type": "string", "pattern": "^(a|b)*a(a|b){12}$"}, {"pattern": "b"}]}"#,
+            ),
             CompileErrorKind::Limit,
             "/allOf/0/pattern",
         ),
         (
-            json!({"type": "string", "pattern": "^a\\b", "maxLength": 5}),
+            parse_json(r#"{"type": "string", "pattern": "^a\\b", "maxLength": 5}"#),
             CompileErrorKind::Unsupported,
             "/pattern",
         ),
         (
-            json!({"type": "array", "uniqueItems": true}),
+            parse_json(r#"{"type": "array", "uniqueItems": true}"#),
             CompileErrorKind::Unsupported,
             "/uniqueItems",
         ),
         (
-            json!({"type": "array", "minItems": -1}),
+            parse_json(r#"{"type": "array", "minItems": -1}"#),
             CompileErrorKind::Invalid,
             "/minItems",
         ),
         (
-            json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}),
+            parse_json(
+                r##"{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}"##,
+            ),
             CompileErrorKind::EmptyLanguage,
             "",
         ),
         (
-            json!({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}),
+            parse_json(
+                r##"{"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}"##,
+            ),
             CompileErrorKind::EmptyLanguage,
             "",
         ),
         (
-            json!({"type": "string", "format": "iri"}),
+            parse_json(r#"{"type": "string", "format": "iri"}"#),
             CompileErrorKind::Unsupported,
             "/format",
         ),
@@ -912,7 +989,7 @@ fn errors_name_their_json_pointer() {
     }
     // Lenient drops the keyword and says where.
     let lenient = compile_schema(
-        &json!({"properties": {"a": {"not": {"unevaluatedProperties": false}}}}),
+        &parse_json(r#"{"properties": {"a": {"not": {"unevaluatedProperties": false}}}}"#),
         &JsonSchemaOptions::new().lenient(true),
     )
     .unwrap();
@@ -921,26 +998,26 @@ fn errors_name_their_json_pointer() {
         &Location::JsonPointer("/properties/a/not/unevaluatedProperties".into())
     );
     // Keywords without effect are fine.
-    compile_schema(&json!({"type": "array", "uniqueItems": false, "if": {"type": "null"}, "x-vendor": 1, "title": "t"}), &strict).unwrap();
+    compile_schema(&parse_json(r#"{"type": "array", "uniqueItems": false, "if": {"type": "null"}, "x-vendor": 1, "title": "t"}"#), &strict).unwrap();
 }
 
 #[test]
 fn pathological_schemas_stay_bounded() {
-    let mut deep = json!({"type": "integer"});
+    let mut deep = parse_json(r#"{"type": "integer"}"#);
     for _ in 0..1000 {
         deep = json!({"type": "array", "items": deep});
     }
     let e = compile_schema(&deep, &JsonSchemaOptions::new()).expect_err("too deep");
     assert_eq!(e.kind(), CompileErrorKind::Limit);
     // The default nesting limit (128 levels, the root one of them).
-    let mut nested = json!({"type": "integer"});
+    let mut nested = parse_json(r#"{"type": "integer"}"#);
     for _ in 0..127 {
         nested = json!({"type": "array", "items": nested});
     }
     let ok = compile_schema(&nested, &JsonSchemaOptions::new()).unwrap();
     assert!(ok.grammar.exprs().len() < 10_000);
     let e = compile_schema_with(
-        &json!({"type": "integer", "minimum": -1e300, "maximum": 1e300}),
+        &parse_json(r#"{"type": "integer", "minimum": -1e300, "maximum": 1e300}"#),
         &JsonSchemaOptions::new(),
         &Limits::new().grammar_size(50),
     )
@@ -1054,7 +1131,7 @@ fn astral_characters_and_unicode_properties_in_patterns() {
         ),
     ];
     for (pattern, yes, no) in cases {
-        for extra in [json!({}), json!({"maxLength": 3})] {
+        for extra in [parse_json(r#"{}"#), parse_json(r#"{"maxLength": 3}"#)] {
             let mut schema = json!({"type": "string", "pattern": pattern});
             schema
                 .as_object_mut()
@@ -1081,11 +1158,11 @@ fn astral_pattern_masks_match_the_oracle() {
     let engine = Engine::new(vocab.clone());
     let cases = [
         (
-            json!({"type": "string", "pattern": "^[😀😂]$"}),
+            parse_json(r#"{"type": "string", "pattern": "^[😀😂]$"}"#),
             [r#""😀""#, r#""\ud83d\ude02""#],
         ),
         (
-            json!({"type": "string", "pattern": "^[^\\p{L}]+$", "maxLength": 4}),
+            parse_json(r#"{"type": "string", "pattern": "^[^\\p{L}]+$", "maxLength": 4}"#),
             [r#""1😂""#, r#""\uD83D\uDE00!""#],
         ),
     ];
@@ -1122,7 +1199,7 @@ fn ref_chain(via: &str, n: usize) -> Value {
             },
         );
     }
-    defs.insert(format!("n{n}"), json!({"type": "integer"}));
+    defs.insert(format!("n{n}"), parse_json(r#"{"type": "integer"}"#));
     json!({"$defs": defs, "$ref": "#/$defs/n0"})
 }
 
@@ -1174,7 +1251,10 @@ fn long_reference_chains() {
         let next = json!({"$ref": format!("#/$defs/n{}", i + 1), "type": "array"});
         defs.insert(format!("n{i}"), next);
     }
-    defs.insert(format!("n{n}"), json!({"items": {"type": "integer"}}));
+    defs.insert(
+        format!("n{n}"),
+        parse_json(r#"{"items": {"type": "integer"}}"#),
+    );
     let sibling = json!({"$defs": defs, "$ref": "#/$defs/n0"});
     let e = small_stack_compile(&sibling, &Limits::new()).unwrap_err();
     assert_eq!(
@@ -1194,16 +1274,18 @@ fn long_reference_chains() {
         .collect();
     let mut defs = serde_json::Map::new();
     for i in 0..200 {
-        defs.insert(format!("n{i}"), json!({"type": "array"}));
+        defs.insert(format!("n{i}"), parse_json(r#"{"type": "array"}"#));
     }
     let all = json!({"$defs": defs, "allOf": refs});
     let e = small_stack_compile(&all, &Limits::new()).unwrap_err();
     assert_eq!(limit_at(&e), (LimitKind::Nesting, "/allOf/128".to_string()));
     // Enum values checked against an `anyOf` chain of references, and against a cycle.
-    let cycle = json!({"$defs": {
+    let cycle = parse_json(
+        r##"{"$defs": {
         "a": {"anyOf": [{"$ref": "#/$defs/b"}, {"type": "null"}]},
         "b": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}]}},
-        "enum": [5, "s", null], "$ref": "#/$defs/a"});
+        "enum": [5, "s", null], "$ref": "#/$defs/a"}"##,
+    );
     let g = small_stack_compile(&cycle, &Limits::new()).unwrap();
     Lang::new(&g).yes(&["\"s\"", "null"]);
     Lang::new(&g).no(&["5"]);
@@ -1212,7 +1294,7 @@ fn long_reference_chains() {
 /// A schema nested `levels` deep (the root is level 1) through `via`; the pointer of its
 /// innermost schema.
 fn nested(via: &str, levels: usize) -> (Value, String) {
-    let (mut schema, mut pointer) = (json!({"type": "integer"}), String::new());
+    let (mut schema, mut pointer) = (parse_json(r#"{"type": "integer"}"#), String::new());
     for _ in 1..levels {
         let (outer, step) = match via {
             "items" => (json!({"type": "array", "items": schema}), "/items"),
@@ -1268,7 +1350,7 @@ fn nesting_limit_on_a_small_stack() {
         assert_eq!(limit_at(&e), (LimitKind::Nesting, innermost), "{via}");
     }
     // Values and pattern groups nest within the same limit.
-    let mut value = json!(1);
+    let mut value = parse_json(r#"1"#);
     for _ in 0..128 {
         value = json!([value]);
     }
@@ -1364,7 +1446,7 @@ fn engine_paths_honour_the_engine_limits() {
     engine.compile(&request(&ok)).unwrap();
     let e = engine.compile(&request(&deep)).unwrap_err();
     assert_eq!(limit_at(&e), (LimitKind::Nesting, innermost));
-    let astral = json!({"type": "string", "pattern": "^[😀😂]$"});
+    let astral = parse_json(r#"{"type": "string", "pattern": "^[😀😂]$"}"#);
     engine.compile(&request(&astral)).unwrap();
 }
 
@@ -1387,7 +1469,7 @@ fn automaton_states(g: &Grammar) -> usize {
 
 #[test]
 fn patterns_every_string_matches_constrain_nothing() {
-    let plain = grammar_of(json!({"type": "string"}));
+    let plain = grammar_of(parse_json(r#"{"type": "string"}"#));
     for pattern in ["[A-Za-z0-9_-]*", "^a*", "x?", "", "(?:b*)|c"] {
         let g = grammar_of(json!({"type": "string", "pattern": pattern}));
         assert_eq!(
@@ -1397,7 +1479,7 @@ fn patterns_every_string_matches_constrain_nothing() {
         );
     }
     // One that is not universal stays.
-    let g = grammar_of(json!({"type": "string", "pattern": "^a*$"}));
+    let g = grammar_of(parse_json(r#"{"type": "string", "pattern": "^a*$"}"#));
     Lang::new(&g).no(&[r#""b""#]);
 }
 
@@ -1405,7 +1487,7 @@ fn patterns_every_string_matches_constrain_nothing() {
 fn ambiguous_patterns_become_minimal_automata() {
     // Searched `.+`: two states, the second taking every string. As a grammar of the search
     // (`.*[^\n\r\u2028\u2029].*`) each position was one more reading.
-    let g = grammar_of(json!({"type": "string", "pattern": ".+"}));
+    let g = grammar_of(parse_json(r#"{"type": "string", "pattern": ".+"}"#));
     assert_eq!(automaton_states(&g), 2);
     let takes_any_text = |body| matches!(g.expr(body), Expr::Repeat { max: None, .. });
     let any_text = g
@@ -1455,7 +1537,9 @@ fn ambiguous_patterns_become_minimal_automata() {
     l.no(&[r#""INTERVAL_M""#, r#""INTERVAL_MX""#, r#""interval_m1""#]);
     // Anchored at both ends with no repetition of a repetition: lowered as it reads (a counted
     // loop, whose masks are shared by every count).
-    let g = grammar_of(json!({"type": "string", "pattern": "^[0-9a-f]{8}$"}));
+    let g = grammar_of(parse_json(
+        r#"{"type": "string", "pattern": "^[0-9a-f]{8}$"}"#,
+    ));
     assert_eq!(automaton_states(&g), 0);
 }
 
@@ -1465,7 +1549,7 @@ fn ambiguous_patterns_become_minimal_automata() {
 /// mask now fits a budget a whole-trie walk would exceed, and equals the oracle's.
 #[test]
 fn anchored_dots_take_the_no_line_terminator_slice_on_earley() {
-    let schema = json!({"type": "string", "pattern": "^.+$"});
+    let schema = parse_json(r#"{"type": "string", "pattern": "^.+$"}"#);
     masks_within_a_small_work_budget_on_earley(
         &schema,
         "\"Chrome \u{2027} a browser, \\u00e9 escaped\"",
@@ -1503,17 +1587,21 @@ fn masks_within_a_small_work_budget_on_earley(schema: &serde_json::Value, text: 
 /// mask fits a budget a whole-trie walk would exceed, and equals the oracle's.
 #[test]
 fn bounded_searched_strings_take_the_string_slice_on_earley() {
-    let schema = json!({"type": "string", "minLength": 3, "maxLength": 255,
-        "pattern": "[a-zA-Z0-9_.-]+"});
+    let schema = parse_json(
+        r#"{"type": "string", "minLength": 3, "maxLength": 255,
+        "pattern": "[a-zA-Z0-9_.-]+"}"#,
+    );
     masks_within_a_small_work_budget_on_earley(&schema, "\"name-index \u{e9}t\u{e9} ~ \u{1F600}\"");
 }
 
 #[test]
 fn one_string_shape_is_one_automaton_for_all_its_properties() {
     for shape in [
-        json!({"type": "string", "pattern": ".+"}),
-        json!({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 12}),
-        json!({"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["admin", "root"]}}),
+        parse_json(r#"{"type": "string", "pattern": ".+"}"#),
+        parse_json(r#"{"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 12}"#),
+        parse_json(
+            r#"{"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["admin", "root"]}}"#,
+        ),
     ] {
         let object = |n: usize| {
             let properties: serde_json::Map<String, Value> =
@@ -1530,8 +1618,8 @@ fn one_string_shape_is_one_automaton_for_all_its_properties() {
 /// the properties share no automaton, and `allOf` keeps both constraints.
 #[test]
 fn a_pattern_spelled_like_a_format_is_not_the_format() {
-    let pattern = json!({"type": "string", "pattern": "format \"date\""});
-    let date = json!({"type": "string", "format": "date"});
+    let pattern = parse_json(r#"{"type": "string", "pattern": "format \"date\""}"#);
+    let date = parse_json(r#"{"type": "string", "format": "date"}"#);
     for (first, second) in [(&pattern, &date), (&date, &pattern)] {
         let lang = schema_lang(json!({"type": "object",
             "properties": {"a": first, "b": second}, "required": ["a", "b"]}));
@@ -1543,8 +1631,10 @@ fn a_pattern_spelled_like_a_format_is_not_the_format() {
         lang.yes(&[&format!(r#"{{"a":{a},"b":{b}}}"#)]);
         lang.no(&[&format!(r#"{{"a":{b},"b":{a}}}"#)]);
     }
-    let both = schema_lang(json!({"allOf": [
-        {"pattern": "format \"date\""}, {"format": "date"}]}));
+    let both = schema_lang(parse_json(
+        r#"{"allOf": [
+        {"pattern": "format \"date\""}, {"format": "date"}]}"#,
+    ));
     both.no(&[r#""format \"date\"""#, r#""2024-01-31""#]);
     both.yes(&["1"]);
 }
@@ -1552,7 +1642,12 @@ fn a_pattern_spelled_like_a_format_is_not_the_format() {
 /// `n` optional boolean properties named alike but for a number, in schema order.
 fn optional_properties(n: usize) -> Value {
     let properties: serde_json::Map<String, Value> = (0..n)
-        .map(|i| (format!("property_{i:03}"), json!({"type": "boolean"})))
+        .map(|i| {
+            (
+                format!("property_{i:03}"),
+                parse_json(r#"{"type": "boolean"}"#),
+            )
+        })
         .collect();
     json!({"type": "object", "properties": properties, "additionalProperties": false})
 }
@@ -1608,7 +1703,12 @@ fn long_objects_compile_in_linear_size() {
 fn heavy_members(n: usize) -> Value {
     let member = |i: usize| {
         let fields: serde_json::Map<String, Value> = (0..10)
-            .map(|j| (format!("field_{j}_{i}"), json!({"type": "integer"})))
+            .map(|j| {
+                (
+                    format!("field_{j}_{i}"),
+                    parse_json(r#"{"type": "integer"}"#),
+                )
+            })
             .collect();
         json!({"type": "object", "properties": fields, "additionalProperties": false})
     };

@@ -8,8 +8,9 @@
 use formwork::front::json_schema::{compile_schema, JsonSchemaOptions, PropertyOrder};
 use formwork::ir::Grammar;
 use formwork::{Engine, Matcher};
+use formwork_testkit::parse_json;
 use formwork_testkit::tokenizers;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Compilations of each schema compared with the first.
 const RUNS: usize = 24;
@@ -77,121 +78,149 @@ fn verdicts(
 fn cases() -> Vec<(Value, Vec<Value>)> {
     vec![
         (
-            json!({"type": "object", "not": {"additionalProperties": {"type": "string"}}}),
+            parse_json(
+                r#"{"type": "object", "not": {"additionalProperties": {"type": "string"}}}"#,
+            ),
             vec![
-                json!({}),
-                json!({"a": "x"}),
-                json!({"a": 1}),
-                json!({"a": "x", "b": null}),
+                parse_json(r#"{}"#),
+                parse_json(r#"{"a": "x"}"#),
+                parse_json(r#"{"a": 1}"#),
+                parse_json(r#"{"a": "x", "b": null}"#),
             ],
         ),
         (
-            json!({"type": "object", "properties": {"a": {"type": "integer"}},
+            parse_json(
+                r#"{"type": "object", "properties": {"a": {"type": "integer"}},
                    "not": {"patternProperties": {"^x": {"type": "string"}, "y$": {"type": "integer"}},
-                           "additionalProperties": {"type": "boolean"}}}),
+                           "additionalProperties": {"type": "boolean"}}}"#,
+            ),
             vec![
-                json!({"a": 1}),
-                json!({"a": 1, "xy": true}),
-                json!({"a": 1, "x": 2}),
-                json!({"q": "s"}),
+                parse_json(r#"{"a": 1}"#),
+                parse_json(r#"{"a": 1, "xy": true}"#),
+                parse_json(r#"{"a": 1, "x": 2}"#),
+                parse_json(r#"{"q": "s"}"#),
             ],
         ),
         (
-            json!({"type": "object", "minProperties": 1,
+            parse_json(
+                r#"{"type": "object", "minProperties": 1,
                    "allOf": [{"not": {"additionalProperties": {"type": "integer"}}},
-                             {"not": {"additionalProperties": {"type": "string"}}}]}),
+                             {"not": {"additionalProperties": {"type": "string"}}}]}"#,
+            ),
             vec![
-                json!({"a": null}),
-                json!({"a": 1, "b": "s"}),
-                json!({"a": 1}),
-                json!({"a": "s"}),
+                parse_json(r#"{"a": null}"#),
+                parse_json(r#"{"a": 1, "b": "s"}"#),
+                parse_json(r#"{"a": 1}"#),
+                parse_json(r#"{"a": "s"}"#),
             ],
         ),
         (
-            json!({"type": "array", "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}},
+            parse_json(
+                r#"{"type": "array", "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}},
                                                {"not": {"items": {"type": "integer"}}}],
-                   "maxItems": 4}),
+                   "maxItems": 4}"#,
+            ),
             vec![
-                json!([1, 2, "a"]),
-                json!([1, 2]),
-                json!([2, "a", 1]),
-                json!([1, "a"]),
+                parse_json(r#"[1, 2, "a"]"#),
+                parse_json(r#"[1, 2]"#),
+                parse_json(r#"[2, "a", 1]"#),
+                parse_json(r#"[1, "a"]"#),
             ],
         ),
         (
-            json!({"oneOf": [
+            parse_json(
+                r#"{"oneOf": [
                 {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
                 {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]},
-                {"type": "object", "additionalProperties": {"type": "string"}}]}),
+                {"type": "object", "additionalProperties": {"type": "string"}}]}"#,
+            ),
             vec![
-                json!({"a": "x"}),
-                json!({"b": 1}),
-                json!({"a": "x", "b": 1}),
-                json!({"c": "y"}),
-                json!({"a": 1, "b": 1}),
+                parse_json(r#"{"a": "x"}"#),
+                parse_json(r#"{"b": 1}"#),
+                parse_json(r#"{"a": "x", "b": 1}"#),
+                parse_json(r#"{"c": "y"}"#),
+                parse_json(r#"{"a": 1, "b": 1}"#),
             ],
         ),
         (
-            json!({"type": "object",
+            parse_json(
+                r#"{"type": "object",
                    "properties": {"kind": {"enum": ["a", "b"]}, "n": {"type": "number"}, "s": {"type": "string"}},
                    "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
                    "then": {"required": ["n"]},
-                   "else": {"required": ["s"], "not": {"required": ["n"]}}}),
+                   "else": {"required": ["s"], "not": {"required": ["n"]}}}"#,
+            ),
             vec![
-                json!({"kind": "a", "n": 1}),
-                json!({"kind": "b", "s": "x"}),
-                json!({"kind": "a"}),
-                json!({"kind": "b", "n": 1, "s": "x"}),
+                parse_json(r#"{"kind": "a", "n": 1}"#),
+                parse_json(r#"{"kind": "b", "s": "x"}"#),
+                parse_json(r#"{"kind": "a"}"#),
+                parse_json(r#"{"kind": "b", "n": 1, "s": "x"}"#),
             ],
         ),
         (
-            json!({"type": "object",
+            parse_json(
+                r#"{"type": "object",
                    "properties": {"card": {"type": "string"}, "billing": {"type": "string"}, "zip": {"type": "integer"}},
-                   "dependencies": {"card": ["billing"], "billing": {"properties": {"zip": {"minimum": 10}}, "required": ["zip"]}}}),
+                   "dependencies": {"card": ["billing"], "billing": {"properties": {"zip": {"minimum": 10}}, "required": ["zip"]}}}"#,
+            ),
             vec![
-                json!({"card": "1", "billing": "x", "zip": 12}),
-                json!({"card": "1"}),
-                json!({"billing": "x", "zip": 3}),
-                json!({}),
+                parse_json(r#"{"card": "1", "billing": "x", "zip": 12}"#),
+                parse_json(r#"{"card": "1"}"#),
+                parse_json(r#"{"billing": "x", "zip": 3}"#),
+                parse_json(r#"{}"#),
             ],
         ),
         (
-            json!({"type": "object",
+            parse_json(
+                r#"{"type": "object",
                    "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 3}, "^c": {"type": "string"}, "d": {"type": "null"}},
-                   "additionalProperties": false, "maxProperties": 3}),
+                   "additionalProperties": false, "maxProperties": 3}"#,
+            ),
             vec![
-                json!({"ab": 4}),
-                json!({"ab": 2}),
-                json!({"c": "x", "xd": null}),
-                json!({"z": 1}),
-                json!({"a": 1, "cb": 5}),
+                parse_json(r#"{"ab": 4}"#),
+                parse_json(r#"{"ab": 2}"#),
+                parse_json(r#"{"c": "x", "xd": null}"#),
+                parse_json(r#"{"z": 1}"#),
+                parse_json(r#"{"a": 1, "cb": 5}"#),
             ],
         ),
         (
-            json!({"type": "object", "oneOf": [
+            parse_json(
+                r#"{"type": "object", "oneOf": [
                 {"patternProperties": {"^[ab]": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
-                {"patternProperties": {"[bc]$": {"minimum": 2}, "^a": {"type": "number"}}, "additionalProperties": false}]}),
+                {"patternProperties": {"[bc]$": {"minimum": 2}, "^a": {"type": "number"}}, "additionalProperties": false}]}"#,
+            ),
             vec![
-                json!({"ab": 1}),
-                json!({"ab": 3}),
-                json!({"x": "s"}),
-                json!({"ac": 2.5}),
-                json!({"bc": 5, "x": "s"}),
+                parse_json(r#"{"ab": 1}"#),
+                parse_json(r#"{"ab": 3}"#),
+                parse_json(r#"{"x": "s"}"#),
+                parse_json(r#"{"ac": 2.5}"#),
+                parse_json(r#"{"bc": 5, "x": "s"}"#),
             ],
         ),
         (
-            json!({"oneOf": [{"type": "integer", "multipleOf": 3}, {"type": "integer", "multipleOf": 5}, {"not": {"type": ["integer", "object"]}}]}),
-            vec![json!(3), json!(5), json!(15), json!("s"), json!({})],
+            parse_json(
+                r#"{"oneOf": [{"type": "integer", "multipleOf": 3}, {"type": "integer", "multipleOf": 5}, {"not": {"type": ["integer", "object"]}}]}"#,
+            ),
+            vec![
+                parse_json(r#"3"#),
+                parse_json(r#"5"#),
+                parse_json(r#"15"#),
+                parse_json(r#""s""#),
+                parse_json(r#"{}"#),
+            ],
         ),
         (
-            json!({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}},
+            parse_json(
+                r##"{"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}},
                                       "not": {"required": ["w"]}}},
-                   "oneOf": [{"$ref": "#/$defs/node"}, {"type": "object", "required": ["v"], "properties": {"v": {"minimum": 5}}}]}),
+                   "oneOf": [{"$ref": "#/$defs/node"}, {"type": "object", "required": ["v"], "properties": {"v": {"minimum": 5}}}]}"##,
+            ),
             vec![
-                json!({"v": 1}),
-                json!({"v": 7}),
-                json!({"next": {"v": 2}}),
-                json!({"w": 1, "v": 6}),
+                parse_json(r#"{"v": 1}"#),
+                parse_json(r#"{"v": 7}"#),
+                parse_json(r#"{"next": {"v": 2}}"#),
+                parse_json(r#"{"w": 1, "v": 6}"#),
             ],
         ),
     ]

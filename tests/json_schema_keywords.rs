@@ -15,6 +15,7 @@ use formwork::ir::recognizer::Recognizer;
 use formwork::ir::Grammar;
 use formwork::{CompileErrorKind, Engine, LimitKind, Limits, Location, Matcher};
 use formwork_testkit::oracle::{assert_same_mask, mask_of, Lang};
+use formwork_testkit::parse_json;
 use formwork_testkit::rng::Rng;
 use formwork_testkit::stack::on_small_stack;
 use formwork_testkit::tokenizers;
@@ -183,14 +184,16 @@ fn multiple_of_integers_with_bounds() {
     let opts = JsonSchemaOptions::new();
     let universe = numbers(-40..=40);
     for schema in [
-        json!({"type": "integer", "multipleOf": 3}),
-        json!({"type": "integer", "multipleOf": 12, "minimum": 0}),
-        json!({"type": "integer", "multipleOf": 7, "minimum": -20, "exclusiveMaximum": 35}),
-        json!({"type": "integer", "multipleOf": 2.5}),
-        json!({"type": "integer", "multipleOf": 0.5, "maximum": 3}),
-        json!({"type": "integer", "multipleOf": 10, "exclusiveMinimum": -30}),
-        json!({"type": "integer", "multipleOf": 16, "minimum": -32, "maximum": 31}),
-        json!({"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]}),
+        parse_json(r#"{"type": "integer", "multipleOf": 3}"#),
+        parse_json(r#"{"type": "integer", "multipleOf": 12, "minimum": 0}"#),
+        parse_json(
+            r#"{"type": "integer", "multipleOf": 7, "minimum": -20, "exclusiveMaximum": 35}"#,
+        ),
+        parse_json(r#"{"type": "integer", "multipleOf": 2.5}"#),
+        parse_json(r#"{"type": "integer", "multipleOf": 0.5, "maximum": 3}"#),
+        parse_json(r#"{"type": "integer", "multipleOf": 10, "exclusiveMinimum": -30}"#),
+        parse_json(r#"{"type": "integer", "multipleOf": 16, "minimum": -32, "maximum": 31}"#),
+        parse_json(r#"{"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]}"#),
     ] {
         // Integers are written as digits.
         let digits = |t: &str| !t.contains('.');
@@ -203,22 +206,22 @@ fn multiple_of_decimals_with_bounds() {
     let opts = JsonSchemaOptions::new();
     let universe = numbers(-12..=12);
     for schema in [
-        json!({"type": "number", "multipleOf": 0.01}),
-        json!({"type": "number", "multipleOf": 0.25, "minimum": 0.25}),
-        json!({"type": "number", "multipleOf": 0.5, "minimum": -3, "maximum": 4.5}),
-        json!({"type": "number", "multipleOf": 2.5, "exclusiveMaximum": 10}),
-        json!({"type": "number", "multipleOf": 1}),
-        json!({"type": "number", "multipleOf": 10, "exclusiveMaximum": 100}),
-        json!({"type": "number", "multipleOf": 0.125, "minimum": -1.125}),
-        json!({"type": "number", "multipleOf": 0.1, "maximum": 99.99}),
-        json!({"type": "number", "multipleOf": 1.5, "exclusiveMinimum": -4.5}),
-        json!({"multipleOf": 0.75}),
+        parse_json(r#"{"type": "number", "multipleOf": 0.01}"#),
+        parse_json(r#"{"type": "number", "multipleOf": 0.25, "minimum": 0.25}"#),
+        parse_json(r#"{"type": "number", "multipleOf": 0.5, "minimum": -3, "maximum": 4.5}"#),
+        parse_json(r#"{"type": "number", "multipleOf": 2.5, "exclusiveMaximum": 10}"#),
+        parse_json(r#"{"type": "number", "multipleOf": 1}"#),
+        parse_json(r#"{"type": "number", "multipleOf": 10, "exclusiveMaximum": 100}"#),
+        parse_json(r#"{"type": "number", "multipleOf": 0.125, "minimum": -1.125}"#),
+        parse_json(r#"{"type": "number", "multipleOf": 0.1, "maximum": 99.99}"#),
+        parse_json(r#"{"type": "number", "multipleOf": 1.5, "exclusiveMinimum": -4.5}"#),
+        parse_json(r#"{"multipleOf": 0.75}"#),
     ] {
         assert!(agrees(&schema, &opts, &universe) > 0, "{schema}");
     }
     // Exponent forms are not written (divisibility by their value is not regular).
     let l = Lang::new(&compiled(
-        &json!({"type": "number", "multipleOf": 0.5}),
+        &parse_json(r#"{"type": "number", "multipleOf": 0.5}"#),
         &opts,
     ));
     l.yes(&["1.5", "100", "-2.50", "0"]);
@@ -231,17 +234,17 @@ fn multiple_of_masks_match_the_oracle() {
     let opts = JsonSchemaOptions::new();
     let cases = [
         (
-            json!({"type": "integer", "multipleOf": 7, "minimum": 10}),
+            parse_json(r#"{"type": "integer", "multipleOf": 7, "minimum": 10}"#),
             "[14,700,7000]",
             "[14,15]",
         ),
         (
-            json!({"type": "number", "multipleOf": 0.01, "minimum": 0}),
+            parse_json(r#"{"type": "number", "multipleOf": 0.01, "minimum": 0}"#),
             "[12.34,0.5,100]",
             "[1.234]",
         ),
         (
-            json!({"type": "number", "multipleOf": 2.5, "maximum": 1000}),
+            parse_json(r#"{"type": "number", "multipleOf": 2.5, "maximum": 1000}"#),
             "[997.5,-7.5,10.0]",
             "[1002.5]",
         ),
@@ -261,23 +264,25 @@ fn multiple_of_hostile_steps_end_in_limit_errors() {
     // holds, a tiny step with a large modulus, and steps whose least common multiple grows.
     for (schema, pointer) in [
         (
-            json!({"type": "integer", "multipleOf": 1000003}),
+            parse_json(r#"{"type": "integer", "multipleOf": 1000003}"#),
             "/multipleOf",
         ),
         (
-            json!({"type": "number", "multipleOf": 1.2345678901234567e-300}),
+            parse_json(r#"{"type": "number", "multipleOf": 1.2345678901234567e-300}"#),
             "/multipleOf",
         ),
         (
-            json!({"type": "number", "multipleOf": 123456789012345678901.0}),
+            parse_json(r#"{"type": "number", "multipleOf": 123456789012345678901.0}"#),
             "/multipleOf",
         ),
         (
-            json!({"type": "integer", "allOf": [{"multipleOf": 4099}, {"multipleOf": 4111}]}),
+            parse_json(
+                r#"{"type": "integer", "allOf": [{"multipleOf": 4099}, {"multipleOf": 4111}]}"#,
+            ),
             "/allOf/0/multipleOf",
         ),
         (
-            json!({"allOf": [{"multipleOf": 3e-300}, {"multipleOf": 7e300}]}),
+            parse_json(r#"{"allOf": [{"multipleOf": 3e-300}, {"multipleOf": 7e300}]}"#),
             "/allOf/1/multipleOf",
         ),
     ] {
@@ -290,7 +295,7 @@ fn multiple_of_hostile_steps_end_in_limit_errors() {
     }
     // Within a smaller budget, a modest modulus is refused too.
     let (kind, at) = limit_of(
-        &json!({"properties": {"n": {"type": "integer", "multipleOf": 97}}}),
+        &parse_json(r#"{"properties": {"n": {"type": "integer", "multipleOf": 97}}}"#),
         &Limits::new().automaton_states(50),
     );
     assert_eq!(
@@ -298,7 +303,11 @@ fn multiple_of_hostile_steps_end_in_limit_errors() {
         (LimitKind::AutomatonStates, "/properties/n/multipleOf")
     );
     // A step of zero or below is a malformed schema.
-    let e = compile_schema(&json!({"multipleOf": 0}), &JsonSchemaOptions::new()).unwrap_err();
+    let e = compile_schema(
+        &parse_json(r#"{"multipleOf": 0}"#),
+        &JsonSchemaOptions::new(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), CompileErrorKind::Invalid);
 }
 
@@ -373,22 +382,22 @@ fn all_agree(schemas: &[Value]) {
 #[test]
 fn not_of_types_values_and_numbers() {
     all_agree(&[
-        json!({"not": {"type": "integer"}}),
-        json!({"not": {"type": ["string", "null"]}}),
-        json!({"not": {"enum": [1, "a", null, [1, 2], {"a": 1}]}}),
-        json!({"not": {"const": {"a": 1, "b": "x"}}}),
-        json!({"not": {"const": [1, "a"]}}),
-        json!({"not": {"enum": [true, 2.5, "ab", []]}}),
-        json!({"not": {"minimum": 2}}),
-        json!({"not": {"exclusiveMaximum": 2.5}}),
-        json!({"not": {"type": "number", "minimum": 0, "maximum": 3}}),
-        json!({"not": {"multipleOf": 2}}),
-        json!({"type": "number", "not": {"multipleOf": 0.5}}),
-        json!({"not": {"type": "integer", "multipleOf": 3}}),
+        parse_json(r#"{"not": {"type": "integer"}}"#),
+        parse_json(r#"{"not": {"type": ["string", "null"]}}"#),
+        parse_json(r#"{"not": {"enum": [1, "a", null, [1, 2], {"a": 1}]}}"#),
+        parse_json(r#"{"not": {"const": {"a": 1, "b": "x"}}}"#),
+        parse_json(r#"{"not": {"const": [1, "a"]}}"#),
+        parse_json(r#"{"not": {"enum": [true, 2.5, "ab", []]}}"#),
+        parse_json(r#"{"not": {"minimum": 2}}"#),
+        parse_json(r#"{"not": {"exclusiveMaximum": 2.5}}"#),
+        parse_json(r#"{"not": {"type": "number", "minimum": 0, "maximum": 3}}"#),
+        parse_json(r#"{"not": {"multipleOf": 2}}"#),
+        parse_json(r#"{"type": "number", "not": {"multipleOf": 0.5}}"#),
+        parse_json(r#"{"not": {"type": "integer", "multipleOf": 3}}"#),
     ]);
     // Integral values written with a fraction are integers: not admitted under `not` integer.
     let l = Lang::new(&compiled(
-        &json!({"not": {"type": "integer"}}),
+        &parse_json(r#"{"not": {"type": "integer"}}"#),
         &JsonSchemaOptions::new(),
     ));
     l.yes(&["2.5", "-0.001", r#""2""#]);
@@ -398,27 +407,39 @@ fn not_of_types_values_and_numbers() {
 #[test]
 fn not_of_strings_arrays_and_objects() {
     all_agree(&[
-        json!({"not": {"pattern": "^a"}}),
-        json!({"type": "string", "not": {"pattern": "b", "minLength": 2}}),
-        json!({"not": {"type": "string", "maxLength": 1}}),
-        json!({"not": {"format": "ipv4"}}),
-        json!({"not": {"minItems": 2}}),
-        json!({"not": {"prefixItems": [{"type": "integer"}], "items": false}}),
-        json!({"not": {"type": "array", "prefixItems": [{}, {"type": "integer"}]}}),
-        json!({"not": {"required": ["a", "b"]}}),
-        json!({"not": {"properties": {"a": {"type": "integer"}}}}),
-        json!({"not": {"additionalProperties": false, "properties": {"a": {}}}}),
-        json!({"not": {"additionalProperties": {"type": "string"}, "properties": {"b": true}}}),
-        json!({"not": {"maxProperties": 1}}),
-        json!({"not": {"type": "object", "minProperties": 2, "required": ["c"]}}),
-        json!({"type": "object", "properties": {"a": {"not": {"type": "null"}}}}),
-        json!({"not": {"properties": {"a": {"not": {"type": "null"}}}, "required": ["a"]}}),
-        json!({"not": {"items": {"type": "integer"}}}),
-        json!({"not": {"prefixItems": [{"type": "integer"}], "items": {"type": "string"}}}),
-        json!({"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}),
-        json!({"not": {"patternProperties": {"^[ab]$": {"type": "integer"}, "^[bc]$": false}}}),
-        json!({"not": {"patternProperties": {"^a": true}, "additionalProperties": false}}),
-        json!({"not": {"properties": {"a": true}, "patternProperties": {"b": {"type": "null"}}, "additionalProperties": {"type": "string"}}}),
+        parse_json(r#"{"not": {"pattern": "^a"}}"#),
+        parse_json(r#"{"type": "string", "not": {"pattern": "b", "minLength": 2}}"#),
+        parse_json(r#"{"not": {"type": "string", "maxLength": 1}}"#),
+        parse_json(r#"{"not": {"format": "ipv4"}}"#),
+        parse_json(r#"{"not": {"minItems": 2}}"#),
+        parse_json(r#"{"not": {"prefixItems": [{"type": "integer"}], "items": false}}"#),
+        parse_json(r#"{"not": {"type": "array", "prefixItems": [{}, {"type": "integer"}]}}"#),
+        parse_json(r#"{"not": {"required": ["a", "b"]}}"#),
+        parse_json(r#"{"not": {"properties": {"a": {"type": "integer"}}}}"#),
+        parse_json(r#"{"not": {"additionalProperties": false, "properties": {"a": {}}}}"#),
+        parse_json(
+            r#"{"not": {"additionalProperties": {"type": "string"}, "properties": {"b": true}}}"#,
+        ),
+        parse_json(r#"{"not": {"maxProperties": 1}}"#),
+        parse_json(r#"{"not": {"type": "object", "minProperties": 2, "required": ["c"]}}"#),
+        parse_json(r#"{"type": "object", "properties": {"a": {"not": {"type": "null"}}}}"#),
+        parse_json(
+            r#"{"not": {"properties": {"a": {"not": {"type": "null"}}}, "required": ["a"]}}"#,
+        ),
+        parse_json(r#"{"not": {"items": {"type": "integer"}}}"#),
+        parse_json(
+            r#"{"not": {"prefixItems": [{"type": "integer"}], "items": {"type": "string"}}}"#,
+        ),
+        parse_json(r#"{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}"#),
+        parse_json(
+            r#"{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}, "^[bc]$": false}}}"#,
+        ),
+        parse_json(
+            r#"{"not": {"patternProperties": {"^a": true}, "additionalProperties": false}}"#,
+        ),
+        parse_json(
+            r#"{"not": {"properties": {"a": true}, "patternProperties": {"b": {"type": "null"}}, "additionalProperties": {"type": "string"}}}"#,
+        ),
     ]);
 }
 
@@ -427,57 +448,89 @@ fn not_of_strings_arrays_and_objects() {
 #[test]
 fn not_with_several_witnesses() {
     all_agree(&[
-        json!({"type": "array", "not": {"anyOf": [{"items": {"type": "string"}}, {"items": {"type": "integer"}}]}}),
-        json!({"allOf": [{"not": {"items": {"type": "integer"}}}, {"not": {"items": {"type": ["integer", "string"]}}}]}),
-        json!({"type": "object", "allOf": [{"not": {"additionalProperties": {"type": "integer"}}}, {"not": {"additionalProperties": {"type": "null"}}}]}),
-        json!({"type": "object", "allOf": [{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}, {"not": {"additionalProperties": {"type": "null"}, "properties": {"a": true}}}]}),
-        json!({"oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "string"}}, {"items": {"type": "null"}}]}),
+        parse_json(
+            r#"{"type": "array", "not": {"anyOf": [{"items": {"type": "string"}}, {"items": {"type": "integer"}}]}}"#,
+        ),
+        parse_json(
+            r#"{"allOf": [{"not": {"items": {"type": "integer"}}}, {"not": {"items": {"type": ["integer", "string"]}}}]}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "allOf": [{"not": {"additionalProperties": {"type": "integer"}}}, {"not": {"additionalProperties": {"type": "null"}}}]}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "allOf": [{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}, {"not": {"additionalProperties": {"type": "null"}, "properties": {"a": true}}}]}"#,
+        ),
+        parse_json(
+            r#"{"oneOf": [{"items": {"type": "integer"}}, {"items": {"type": "string"}}, {"items": {"type": "null"}}]}"#,
+        ),
         // A required name a witness's pattern matches is itself the witness.
-        json!({"allOf": [{"not": {"patternProperties": {"^a": false}}}, {"required": ["a"]}]}),
-        json!({"type": "object", "allOf": [{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}, {"required": ["b"]}, {"maxProperties": 1}]}),
+        parse_json(
+            r#"{"allOf": [{"not": {"patternProperties": {"^a": false}}}, {"required": ["a"]}]}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "allOf": [{"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}}, {"required": ["b"]}, {"maxProperties": 1}]}"#,
+        ),
     ]);
 }
 
 #[test]
 fn not_of_unions_intersections_and_references() {
     all_agree(&[
-        json!({"not": {"anyOf": [{"required": ["a"]}, {"type": "string"}]}}),
-        json!({"not": {"allOf": [{"required": ["a"]}, {"required": ["b"]}]}}),
-        json!({"not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}),
-        json!({"not": {"not": {"type": "string", "minLength": 2}}}),
-        json!({"not": {"not": {"not": {"required": ["c"]}}}}),
-        json!({"not": {"$ref": "#/$defs/x"}, "$defs": {"x": {"type": "object", "required": ["a"]}}}),
-        json!({"$defs": {"x": {"not": {"$ref": "#/$defs/y"}}, "y": {"type": ["object", "array"]}}, "$ref": "#/$defs/x"}),
-        json!({"type": "object", "properties": {"a": {"not": {"$ref": "#"}}}}),
-        json!({"allOf": [{"not": {"required": ["a"]}}, {"not": {"required": ["b"]}}, {"type": "object"}]}),
+        parse_json(r#"{"not": {"anyOf": [{"required": ["a"]}, {"type": "string"}]}}"#),
+        parse_json(r#"{"not": {"allOf": [{"required": ["a"]}, {"required": ["b"]}]}}"#),
+        parse_json(r#"{"not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}"#),
+        parse_json(r#"{"not": {"not": {"type": "string", "minLength": 2}}}"#),
+        parse_json(r#"{"not": {"not": {"not": {"required": ["c"]}}}}"#),
+        parse_json(
+            r##"{"not": {"$ref": "#/$defs/x"}, "$defs": {"x": {"type": "object", "required": ["a"]}}}"##,
+        ),
+        parse_json(
+            r##"{"$defs": {"x": {"not": {"$ref": "#/$defs/y"}}, "y": {"type": ["object", "array"]}}, "$ref": "#/$defs/x"}"##,
+        ),
+        parse_json(r##"{"type": "object", "properties": {"a": {"not": {"$ref": "#"}}}}"##),
+        parse_json(
+            r#"{"allOf": [{"not": {"required": ["a"]}}, {"not": {"required": ["b"]}}, {"type": "object"}]}"#,
+        ),
     ]);
 }
 
 #[test]
 fn if_then_else() {
     all_agree(&[
-        json!({"if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}, "else": {"required": ["c"]}}),
-        json!({"if": {"type": "string"}, "then": {"minLength": 2}}),
-        json!({"if": {"minimum": 2}, "else": {"const": 0}}),
-        json!({"if": {"required": ["a"]}, "then": {"properties": {"b": false}}, "else": {"required": ["b"]}}),
-        json!({"type": "object", "if": {"properties": {"a": {"type": "string"}}, "required": ["a"]}, "then": {"additionalProperties": false, "properties": {"a": {}, "b": {}}}}),
-        json!({"if": {"properties": {"a": {"enum": [1, "x"]}}}, "then": {"if": {"required": ["b"]}, "then": {"required": ["c"]}}, "else": {"type": "object", "maxProperties": 1}}),
+        parse_json(
+            r#"{"if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}, "else": {"required": ["c"]}}"#,
+        ),
+        parse_json(r#"{"if": {"type": "string"}, "then": {"minLength": 2}}"#),
+        parse_json(r#"{"if": {"minimum": 2}, "else": {"const": 0}}"#),
+        parse_json(
+            r#"{"if": {"required": ["a"]}, "then": {"properties": {"b": false}}, "else": {"required": ["b"]}}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "if": {"properties": {"a": {"type": "string"}}, "required": ["a"]}, "then": {"additionalProperties": false, "properties": {"a": {}, "b": {}}}}"#,
+        ),
+        parse_json(
+            r#"{"if": {"properties": {"a": {"enum": [1, "x"]}}}, "then": {"if": {"required": ["b"]}, "then": {"required": ["c"]}}, "else": {"type": "object", "maxProperties": 1}}"#,
+        ),
         // Chains of `then`s: tags that exclude each other (`required`), one that does not
         // (absent `a` passes its `if`), variants that are unions.
-        json!({"allOf": [
+        parse_json(
+            r#"{"allOf": [
             {"if": {"properties": {"a": {"const": 1}}, "required": ["a"]}, "then": {"properties": {"b": {"type": "null"}}}},
             {"if": {"properties": {"a": {"const": "x"}}, "required": ["a"]}, "then": {"required": ["b"]}},
             {"if": {"properties": {"a": {"const": null}}}, "then": {"properties": {"c": false}}},
-            {"if": {"properties": {"a": {"const": true}}, "required": ["a"]}, "then": {"anyOf": [{"required": ["c"]}, {"properties": {"b": {"type": "array"}}}]}},
-        ]}),
-        json!({"type": "object", "allOf": [
+            {"if": {"properties": {"a": {"const": true}}, "required": ["a"]}, "then": {"anyOf": [{"required": ["c"]}, {"properties": {"b": {"type": "array"}}}]}}
+        ]}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "allOf": [
             {"if": {"properties": {"b": {"const": 1}}}, "then": {"anyOf": [{"required": ["a"]}, {"required": ["c"]}]}},
-            {"if": {"properties": {"b": {"const": "x"}}}, "then": {"anyOf": [{"required": ["a"]}, {"properties": {"c": {"type": "string"}}}]}},
-        ]}),
+            {"if": {"properties": {"b": {"const": "x"}}}, "then": {"anyOf": [{"required": ["a"]}, {"properties": {"c": {"type": "string"}}}]}}
+        ]}"#,
+        ),
     ]);
     // Without `then` and `else`, `if` constrains nothing.
     let l = Lang::new(&compiled(
-        &json!({"if": {"type": "string"}}),
+        &parse_json(r#"{"if": {"type": "string"}}"#),
         &JsonSchemaOptions::new(),
     ));
     l.yes(&["1", r#""a""#]);
@@ -486,56 +539,96 @@ fn if_then_else() {
 #[test]
 fn dependencies_and_dependent_keywords() {
     all_agree(&[
-        json!({"dependencies": {"a": ["b"]}}),
-        json!({"dependencies": {"a": ["b", "c"], "b": ["c"]}}),
-        json!({"dependencies": {"a": ["c"], "b": ["c"], "c": ["a"]}}),
-        json!({"dependencies": {"a": {"properties": {"b": {"type": "integer"}}, "required": ["b"]}}}),
-        json!({"type": "object", "dependencies": {"a": ["b"], "c": {"maxProperties": 2}}}),
-        json!({"type": "object", "properties": {"a": {}, "b": {"type": "string"}}, "additionalProperties": false, "dependencies": {"a": ["b"], "c": ["a"]}}),
-        json!({"required": ["a"], "dependencies": {"a": ["c"], "b": ["a"]}}),
-        json!({"properties": {"c": false}, "dependencies": {"a": ["c"]}}),
-        json!({"dependentRequired": {"a": ["b"], "b": ["a"]}}),
-        json!({"dependentSchemas": {"c": {"properties": {"a": {"const": 1}}}}, "dependentRequired": {"c": ["b"]}}),
-        json!({"dependencies": {"a": false, "b": true, "c": []}}),
-        json!({"not": {"dependencies": {"a": ["b"]}}}),
-        json!({"if": {"dependencies": {"a": ["b"]}}, "then": {"required": ["c"]}, "else": {"type": "object", "maxProperties": 2}}),
-        json!({"anyOf": [{"type": "string"}, {"$ref": "#/$defs/o"}], "$defs": {"o": {"type": "object", "properties": {"c": {"type": "null"}}}}, "dependencies": {"b": ["c"]}}),
-        json!({"enum": [{"a": 1}, {"a": 1, "b": "x"}, 1], "dependencies": {"a": ["b"]}}),
+        parse_json(r#"{"dependencies": {"a": ["b"]}}"#),
+        parse_json(r#"{"dependencies": {"a": ["b", "c"], "b": ["c"]}}"#),
+        parse_json(r#"{"dependencies": {"a": ["c"], "b": ["c"], "c": ["a"]}}"#),
+        parse_json(
+            r#"{"dependencies": {"a": {"properties": {"b": {"type": "integer"}}, "required": ["b"]}}}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "dependencies": {"a": ["b"], "c": {"maxProperties": 2}}}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "properties": {"a": {}, "b": {"type": "string"}}, "additionalProperties": false, "dependencies": {"a": ["b"], "c": ["a"]}}"#,
+        ),
+        parse_json(r#"{"required": ["a"], "dependencies": {"a": ["c"], "b": ["a"]}}"#),
+        parse_json(r#"{"properties": {"c": false}, "dependencies": {"a": ["c"]}}"#),
+        parse_json(r#"{"dependentRequired": {"a": ["b"], "b": ["a"]}}"#),
+        parse_json(
+            r#"{"dependentSchemas": {"c": {"properties": {"a": {"const": 1}}}}, "dependentRequired": {"c": ["b"]}}"#,
+        ),
+        parse_json(r#"{"dependencies": {"a": false, "b": true, "c": []}}"#),
+        parse_json(r#"{"not": {"dependencies": {"a": ["b"]}}}"#),
+        parse_json(
+            r#"{"if": {"dependencies": {"a": ["b"]}}, "then": {"required": ["c"]}, "else": {"type": "object", "maxProperties": 2}}"#,
+        ),
+        parse_json(
+            r##"{"anyOf": [{"type": "string"}, {"$ref": "#/$defs/o"}], "$defs": {"o": {"type": "object", "properties": {"c": {"type": "null"}}}}, "dependencies": {"b": ["c"]}}"##,
+        ),
+        parse_json(r#"{"enum": [{"a": 1}, {"a": 1, "b": "x"}, 1], "dependencies": {"a": ["b"]}}"#),
         // Draft 7 has no `dependentRequired`: an annotation there.
-        json!({"$schema": "http://json-schema.org/draft-07/schema#", "dependentRequired": {"a": ["b"]}, "dependencies": {"b": ["c"]}}),
+        parse_json(
+            r#"{"$schema": "http://json-schema.org/draft-07/schema#", "dependentRequired": {"a": ["b"]}, "dependencies": {"b": ["c"]}}"#,
+        ),
     ]);
 }
 
 #[test]
 fn property_names() {
     all_agree(&[
-        json!({"propertyNames": {"pattern": "^[ab]$"}}),
-        json!({"propertyNames": {"enum": ["a", "c"]}, "properties": {"b": {"type": "integer"}}}),
-        json!({"propertyNames": {"maxLength": 0}}),
-        json!({"propertyNames": false}),
-        json!({"propertyNames": {"not": {"const": "b"}}, "required": ["b"]}),
-        json!({"type": "object", "propertyNames": {"pattern": "^[a-c]$"}, "patternProperties": {"^b": {"type": "integer"}}, "additionalProperties": {"type": "null"}}),
-        json!({"type": "object", "propertyNames": {"$ref": "#/$defs/n"}, "$defs": {"n": {"enum": ["a", "b"]}}}),
-        json!({"propertyNames": {"anyOf": [{"const": "a"}, {"pattern": "^c"}]}}),
-        json!({"allOf": [{"propertyNames": {"pattern": "^[ab]"}}, {"propertyNames": {"pattern": "[bd]$"}}]}),
-        json!({"type": "object", "propertyNames": {"enum": ["a", "b", "d"]}, "additionalProperties": false, "properties": {"a": {}, "c": {}, "d": {"type": "integer"}}}),
-        json!({"dependencies": {"a": {"propertyNames": {"enum": ["a", "b"]}}}}),
-        json!({"propertyNames": {"minLength": 1, "maxLength": 1, "not": {"enum": ["c"]}}, "minProperties": 2}),
+        parse_json(r#"{"propertyNames": {"pattern": "^[ab]$"}}"#),
+        parse_json(
+            r#"{"propertyNames": {"enum": ["a", "c"]}, "properties": {"b": {"type": "integer"}}}"#,
+        ),
+        parse_json(r#"{"propertyNames": {"maxLength": 0}}"#),
+        parse_json(r#"{"propertyNames": false}"#),
+        parse_json(r#"{"propertyNames": {"not": {"const": "b"}}, "required": ["b"]}"#),
+        parse_json(
+            r#"{"type": "object", "propertyNames": {"pattern": "^[a-c]$"}, "patternProperties": {"^b": {"type": "integer"}}, "additionalProperties": {"type": "null"}}"#,
+        ),
+        parse_json(
+            r##"{"type": "object", "propertyNames": {"$ref": "#/$defs/n"}, "$defs": {"n": {"enum": ["a", "b"]}}}"##,
+        ),
+        parse_json(r#"{"propertyNames": {"anyOf": [{"const": "a"}, {"pattern": "^c"}]}}"#),
+        parse_json(
+            r#"{"allOf": [{"propertyNames": {"pattern": "^[ab]"}}, {"propertyNames": {"pattern": "[bd]$"}}]}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "propertyNames": {"enum": ["a", "b", "d"]}, "additionalProperties": false, "properties": {"a": {}, "c": {}, "d": {"type": "integer"}}}"#,
+        ),
+        parse_json(r#"{"dependencies": {"a": {"propertyNames": {"enum": ["a", "b"]}}}}"#),
+        parse_json(
+            r#"{"propertyNames": {"minLength": 1, "maxLength": 1, "not": {"enum": ["c"]}}, "minProperties": 2}"#,
+        ),
         // Complements: some name the names' schema refuses (an undeclared one, a witness among
         // the refused names; a declared one, present).
-        json!({"not": {"propertyNames": {"pattern": "^[ab]$"}}}),
-        json!({"type": "object", "not": {"propertyNames": {"enum": ["a", "b"]}, "properties": {"c": {"type": "integer"}}}}),
-        json!({"allOf": [{"not": {"propertyNames": {"not": {"const": "a"}}}}, {"not": {"propertyNames": {"not": {"const": "b"}}}}]}),
-        json!({"type": "object", "not": {"anyOf": [{"propertyNames": {"not": {"enum": ["a", "c"]}}}, {"propertyNames": {"not": {"enum": ["b", "c"]}}}]}}),
-        json!({"if": {"propertyNames": {"enum": ["a"]}}, "then": {"minProperties": 1}, "else": {"required": ["b"]}}),
-        json!({"type": "object", "oneOf": [{"propertyNames": {"enum": ["a", "b"]}}, {"propertyNames": {"enum": ["b", "c"]}}]}),
-        json!({"type": "object", "not": {"propertyNames": {"not": {"const": "b"}}}, "patternProperties": {"^[bc]$": {"type": "null"}}}),
+        parse_json(r#"{"not": {"propertyNames": {"pattern": "^[ab]$"}}}"#),
+        parse_json(
+            r#"{"type": "object", "not": {"propertyNames": {"enum": ["a", "b"]}, "properties": {"c": {"type": "integer"}}}}"#,
+        ),
+        parse_json(
+            r#"{"allOf": [{"not": {"propertyNames": {"not": {"const": "a"}}}}, {"not": {"propertyNames": {"not": {"const": "b"}}}}]}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "not": {"anyOf": [{"propertyNames": {"not": {"enum": ["a", "c"]}}}, {"propertyNames": {"not": {"enum": ["b", "c"]}}}]}}"#,
+        ),
+        parse_json(
+            r#"{"if": {"propertyNames": {"enum": ["a"]}}, "then": {"minProperties": 1}, "else": {"required": ["b"]}}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "oneOf": [{"propertyNames": {"enum": ["a", "b"]}}, {"propertyNames": {"enum": ["b", "c"]}}]}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "not": {"propertyNames": {"not": {"const": "b"}}}, "patternProperties": {"^[bc]$": {"type": "null"}}}"#,
+        ),
     ]);
     // Names are strings: a schema every string passes constrains nothing.
     let universe = values();
     for schema in [
-        json!({"propertyNames": {"type": "string"}}),
-        json!({"$schema": "http://json-schema.org/draft-04/schema#", "propertyNames": {"const": "a"}}),
+        parse_json(r#"{"propertyNames": {"type": "string"}}"#),
+        parse_json(
+            r#"{"$schema": "http://json-schema.org/draft-04/schema#", "propertyNames": {"const": "a"}}"#,
+        ),
     ] {
         assert_eq!(
             agrees(&schema, &any_order(), &universe),
@@ -548,20 +641,25 @@ fn property_names() {
 #[test]
 fn contains() {
     all_agree(&[
-        json!({"contains": {"type": "string"}}),
-        json!({"contains": {"minimum": 2}, "items": {"type": "integer"}}),
-        json!({"prefixItems": [{"type": "integer"}], "contains": {"type": "string"}}),
-        json!({"prefixItems": [{"type": "integer"}, {}], "items": false, "contains": {"const": 2}}),
-        json!({"contains": {"const": 1}, "maxItems": 1}),
-        json!({"not": {"contains": {"type": "integer"}}}),
-        json!({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}),
-        json!({"type": "array", "contains": {"type": "integer"}, "minContains": 0, "items": {"type": "null"}}),
-        json!({"type": "array", "contains": {"type": "integer"}, "minContains": 1}),
-        json!({"contains": {"contains": {"type": "object"}}}),
+        parse_json(r#"{"contains": {"type": "string"}}"#),
+        parse_json(r#"{"contains": {"minimum": 2}, "items": {"type": "integer"}}"#),
+        parse_json(r#"{"prefixItems": [{"type": "integer"}], "contains": {"type": "string"}}"#),
+        parse_json(
+            r#"{"prefixItems": [{"type": "integer"}, {}], "items": false, "contains": {"const": 2}}"#,
+        ),
+        parse_json(r#"{"contains": {"const": 1}, "maxItems": 1}"#),
+        parse_json(r#"{"not": {"contains": {"type": "integer"}}}"#),
+        parse_json(r#"{"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}"#),
+        parse_json(
+            r#"{"type": "array", "contains": {"type": "integer"}, "minContains": 0, "items": {"type": "null"}}"#,
+        ),
+        parse_json(r#"{"type": "array", "contains": {"type": "integer"}, "minContains": 1}"#),
+        parse_json(r#"{"contains": {"contains": {"type": "object"}}}"#),
     ]);
     let universe = values();
-    let draft4 =
-        json!({"$schema": "http://json-schema.org/draft-04/schema#", "contains": {"const": 1}});
+    let draft4 = parse_json(
+        r#"{"$schema": "http://json-schema.org/draft-04/schema#", "contains": {"const": 1}}"#,
+    );
     assert_eq!(agrees(&draft4, &any_order(), &universe), universe.len());
     for key in ["minContains", "maxContains"] {
         let counted = json!({"contains": {"type": "integer"}, key: 2});
@@ -582,33 +680,49 @@ fn keywords_of_later_drafts_are_annotations_in_earlier_ones() {
         let schema = json!({"$schema": draft, "type": "string", "if": {"minLength": 2}, "then": {"pattern": "^a"}});
         assert_eq!(agrees(&schema, &any_order(), &universe), 7, "{schema}");
     }
-    let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "string", "if": {"minLength": 2}, "then": {"pattern": "^a"}});
+    let schema = parse_json(
+        r#"{"$schema": "http://json-schema.org/draft-07/schema#", "type": "string", "if": {"minLength": 2}, "then": {"pattern": "^a"}}"#,
+    );
     assert_eq!(agrees(&schema, &any_order(), &universe), 6, "{schema}");
 }
 
 #[test]
 fn one_of_with_overlapping_branches() {
     all_agree(&[
-        json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}),
-        json!({"oneOf": [{"required": ["a"]}, {"properties": {"b": {"type": "string"}}}]}),
-        json!({"oneOf": [{"additionalProperties": false, "properties": {"a": {}}}, {"required": ["b"]}]}),
-        json!({"oneOf": [{"type": "string"}, {"enum": ["a", "b", 1]}]}),
-        json!({"oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]}),
-        json!({"oneOf": [{"$ref": "#/$defs/p"}, {"$ref": "#/$defs/q"}], "$defs": {
+        parse_json(r#"{"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}"#),
+        parse_json(
+            r#"{"oneOf": [{"required": ["a"]}, {"properties": {"b": {"type": "string"}}}]}"#,
+        ),
+        parse_json(
+            r#"{"oneOf": [{"additionalProperties": false, "properties": {"a": {}}}, {"required": ["b"]}]}"#,
+        ),
+        parse_json(r#"{"oneOf": [{"type": "string"}, {"enum": ["a", "b", 1]}]}"#),
+        parse_json(r#"{"oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]}"#),
+        parse_json(
+            r##"{"oneOf": [{"$ref": "#/$defs/p"}, {"$ref": "#/$defs/q"}], "$defs": {
             "p": {"type": "object", "properties": {"a": {"type": "integer"}}},
             "q": {"type": "object", "properties": {"b": {"type": "null"}}, "required": ["b"]}
-        }}),
-        json!({"oneOf": [
+        }}"##,
+        ),
+        parse_json(
+            r#"{"oneOf": [
             {"properties": {"a": {"enum": [1]}}, "required": ["b"]},
             {"properties": {"a": {"enum": ["x"]}}, "required": ["c"]},
             {"properties": {"a": {"enum": [null]}}, "required": ["b", "c"]}
-        ]}),
-        json!({"type": "object", "oneOf": [
+        ]}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "oneOf": [
             {"properties": {"a": {"type": "array", "items": {"minimum": 1}}}, "required": ["a"]},
             {"additionalProperties": false, "properties": {"b": {"type": "string", "minLength": 1}}}
-        ]}),
-        json!({"oneOf": [{"minProperties": 1}, {"required": ["c"]}, {"maxProperties": 2}]}),
-        json!({"oneOf": [{"not": {"required": ["a"]}}, {"additionalProperties": {"type": "integer"}}]}),
+        ]}"#,
+        ),
+        parse_json(
+            r#"{"oneOf": [{"minProperties": 1}, {"required": ["c"]}, {"maxProperties": 2}]}"#,
+        ),
+        parse_json(
+            r#"{"oneOf": [{"not": {"required": ["a"]}}, {"additionalProperties": {"type": "integer"}}]}"#,
+        ),
     ]);
 }
 
@@ -617,7 +731,8 @@ fn one_of_with_overlapping_branches() {
 /// complement is needed.
 #[test]
 fn one_of_recursive_discriminated_branches() {
-    let schema = json!({
+    let schema = parse_json(
+        r##"{
         "$defs": {
             "csv": {"type": "object", "additionalProperties": false, "required": ["@type"],
                 "properties": {"@type": {"enum": ["csv"]}, "next": {"$ref": "#/$defs/either"}}},
@@ -626,7 +741,8 @@ fn one_of_recursive_discriminated_branches() {
             "either": {"oneOf": [{"$ref": "#/$defs/csv"}, {"$ref": "#/$defs/direct"}]}
         },
         "$ref": "#/$defs/either"
-    });
+    }"##,
+    );
     let universe: Vec<String> = [
         r#"{"@type":"csv"}"#,
         r#"{"@type":"direct","next":{"@type":"csv"}}"#,
@@ -645,14 +761,16 @@ fn one_of_recursive_discriminated_branches() {
 /// entry of its own, named alike, and each gets its own rule (it was a "defined twice" error).
 #[test]
 fn recursion_met_twice_at_one_place() {
-    let schema = json!({
+    let schema = parse_json(
+        r##"{
         "type": "object",
         "additionalProperties": {"minProperties": 1,
             "anyOf": [{"type": "string"}, {"$ref": "#/definitions/resource"}]},
         "definitions": {"resource": {"type": "object",
             "additionalProperties": {"minProperties": 1,
                 "anyOf": [{"type": "string"}, {"$ref": "#/definitions/resource"}]}}}
-    });
+    }"##,
+    );
     let universe: Vec<String> = [
         r#"{}"#,
         r#"{"a":"b"}"#,
@@ -674,12 +792,14 @@ fn recursion_met_twice_at_one_place() {
 /// object defined the second's rules again).
 #[test]
 fn any_order_objects_adding_nothing_new() {
-    let schema = json!({
+    let schema = parse_json(
+        r##"{
         "definitions": {"a": {}, "b": {}, "c": {}},
         "anyOf": [{"$ref": "#/definitions/a"}, {"$ref": "#/definitions/b"},
             {"$ref": "#/definitions/c"}],
         "additionalProperties": false
-    });
+    }"##,
+    );
     let universe = values();
     let valid = agrees(&schema, &any_order(), &universe);
     assert!(valid > 0 && valid < universe.len(), "{valid} valid");
@@ -689,8 +809,9 @@ fn any_order_objects_adding_nothing_new() {
 /// options say, members in the literal's order or, with any order, in every order.
 #[test]
 fn enum_and_const_of_objects_and_arrays() {
-    let schema =
-        json!({"enum": [{"a": 1, "b": [true, {"c": "x"}]}, [1, {"b": null, "a": []}], {}]});
+    let schema = parse_json(
+        r#"{"enum": [{"a": 1, "b": [true, {"c": "x"}]}, [1, {"b": null, "a": []}], {}]}"#,
+    );
     let literal_order = Lang::new(&compiled(&schema, &JsonSchemaOptions::new()));
     literal_order.yes(&[
         r#"{"a":1,"b":[true,{"c":"x"}]}"#,
@@ -706,8 +827,8 @@ fn enum_and_const_of_objects_and_arrays() {
     ]);
     // Any order: each object in every order, the universe against jsonschema too.
     all_agree(&[
-        json!({"const": {"a": 1, "b": "x", "c": null}}),
-        json!({"enum": [{"a": 1}, {"b": "x", "a": 1}, [1, 2], []]}),
+        parse_json(r#"{"const": {"a": 1, "b": "x", "c": null}}"#),
+        parse_json(r#"{"enum": [{"a": 1}, {"b": "x", "a": 1}, [1, 2], []]}"#),
     ]);
     let spaced = any_order().whitespace(Whitespace::Flexible { max_run: Some(2) });
     let l = Lang::new(&compiled(&schema, &spaced));
@@ -747,24 +868,26 @@ fn complements_masks_match_the_oracle_scalars_and_arrays() {
     complements_masks(
         &[
             (
-                json!({"type": "array", "items": {"not": {"type": ["integer", "null"]}}}),
+                parse_json(r#"{"type": "array", "items": {"not": {"type": ["integer", "null"]}}}"#),
                 &["[2.5,\"x\",{}]", "[-0.125,[]]"],
                 &["[2.5,3]", "[null]", "[1.0]"],
             ),
             (
-                json!({"type": "array", "not": {"items": {"type": "integer"}}}),
+                parse_json(r#"{"type": "array", "not": {"items": {"type": "integer"}}}"#),
                 &["[1,2,\"three\"]", "[null]"],
                 &["[1,2,3]", "[]"],
             ),
             (
                 // Bounded, so that walked numbers stay within what `jsonschema` reads exactly
                 // (an f64: `39061489481769331288981161487.7` would read as an integer).
-                json!({"oneOf": [{"type": "integer", "minimum": -100}, {"type": "number", "minimum": 0, "maximum": 100}]}),
+                parse_json(
+                    r#"{"oneOf": [{"type": "integer", "minimum": -100}, {"type": "number", "minimum": 0, "maximum": 100}]}"#,
+                ),
                 &["-12", "12.5"],
                 &["12", "-12.5"],
             ),
             (
-                json!({"enum": [{"a": 1, "b": [true]}, [{"c": null}]]}),
+                parse_json(r#"{"enum": [{"a": 1, "b": [true]}, [{"c": null}]]}"#),
                 &[r#"[{"c":null}]"#],
                 &[r#"[{"c":null},1]"#],
             ),
@@ -778,12 +901,16 @@ fn complements_masks_match_the_oracle_strings_and_objects() {
     complements_masks(
         &[
             (
-                json!({"type": "object", "properties": {"s": {"type": "string", "not": {"pattern": "^ab", "minLength": 3}}}}),
+                parse_json(
+                    r#"{"type": "object", "properties": {"s": {"type": "string", "not": {"pattern": "^ab", "minLength": 3}}}}"#,
+                ),
                 &[r#"{"s":"ab"}"#],
                 &[r#"{"s":"abc"}"#],
             ),
             (
-                json!({"not": {"additionalProperties": false, "properties": {"id": {"type": "integer"}}}}),
+                parse_json(
+                    r#"{"not": {"additionalProperties": false, "properties": {"id": {"type": "integer"}}}}"#,
+                ),
                 &[r#"{"id":"one"}"#],
                 &["[1]"],
             ),
@@ -797,15 +924,19 @@ fn conditionals_masks_match_the_oracle() {
     complements_masks(
         &[
             (
-                json!({"type": "object", "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]}, "then": {"required": ["x"]}, "else": {"properties": {"x": false}}}),
+                parse_json(
+                    r#"{"type": "object", "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]}, "then": {"required": ["x"]}, "else": {"properties": {"x": false}}}"#,
+                ),
                 &[r#"{"kind":"a","x":1}"#],
                 &[r#"{"kind":"b","x":1}"#],
             ),
             (
-                json!({"type": "object", "oneOf": [
+                parse_json(
+                    r#"{"type": "object", "oneOf": [
                     {"required": ["a"], "properties": {"a": {"type": "integer"}}},
                     {"additionalProperties": false, "properties": {"b": {"type": "string"}}}
-                ]}),
+                ]}"#,
+                ),
                 &[r#"{"a":1}"#],
                 &[r#"{"b":1}"#],
             ),
@@ -819,7 +950,9 @@ fn dependencies_masks_match_the_oracle() {
     complements_masks(
         &[
             (
-                json!({"type": "object", "properties": {"name": {"type": "string"}, "card": {"type": "integer"}, "billing": {"type": "string"}}, "dependencies": {"card": ["billing"]}}),
+                parse_json(
+                    r#"{"type": "object", "properties": {"name": {"type": "string"}, "card": {"type": "integer"}, "billing": {"type": "string"}}, "dependencies": {"card": ["billing"]}}"#,
+                ),
                 &[
                     r#"{"name":"x","card":1,"billing":"y"}"#,
                     r#"{"name":"x"}"#,
@@ -828,14 +961,18 @@ fn dependencies_masks_match_the_oracle() {
                 &[r#"{"name":"x","card":1}"#, r#"{"card":12}"#],
             ),
             (
-                json!({"type": "object", "properties": {"kind": {"type": "string"}, "size": {"type": "integer"}}, "dependentSchemas": {"size": {"properties": {"kind": {"const": "box"}}, "required": ["kind"]}}, "dependentRequired": {"kind": ["size"]}}),
+                parse_json(
+                    r#"{"type": "object", "properties": {"kind": {"type": "string"}, "size": {"type": "integer"}}, "dependentSchemas": {"size": {"properties": {"kind": {"const": "box"}}, "required": ["kind"]}}, "dependentRequired": {"kind": ["size"]}}"#,
+                ),
                 &[r#"{"kind":"box","size":3}"#, "{}"],
                 &[r#"{"kind":"bag","size":3}"#, r#"{"kind":"box"}"#],
             ),
             (
                 // Chained: the address needs a region, which needs a country.
-                json!({"type": "object", "properties": {"street": {"type": "string"}, "region": {"type": "string"}, "country": {"type": "string"}}, "additionalProperties": false,
-                    "dependencies": {"street": ["region"], "region": ["country"]}}),
+                parse_json(
+                    r#"{"type": "object", "properties": {"street": {"type": "string"}, "region": {"type": "string"}, "country": {"type": "string"}}, "additionalProperties": false,
+                    "dependencies": {"street": ["region"], "region": ["country"]}}"#,
+                ),
                 &[
                     r#"{"street":"s","region":"r","country":"c"}"#,
                     r#"{"country":"c"}"#,
@@ -855,17 +992,23 @@ fn property_names_masks_match_the_oracle() {
     complements_masks(
         &[
             (
-                json!({"type": "object", "propertyNames": {"pattern": "^[a-z_]+$", "maxLength": 8}, "additionalProperties": {"type": "integer"}}),
+                parse_json(
+                    r#"{"type": "object", "propertyNames": {"pattern": "^[a-z_]+$", "maxLength": 8}, "additionalProperties": {"type": "integer"}}"#,
+                ),
                 &[r#"{"ab_c":1,"d":2}"#, "{}"],
                 &[r#"{"Ab":1}"#, r#"{"abcdefghi":1}"#],
             ),
             (
-                json!({"type": "object", "properties": {"id": {"type": "integer"}, "Name": {"type": "string"}}, "propertyNames": {"enum": ["id", "note", "nota"]}}),
+                parse_json(
+                    r#"{"type": "object", "properties": {"id": {"type": "integer"}, "Name": {"type": "string"}}, "propertyNames": {"enum": ["id", "note", "nota"]}}"#,
+                ),
                 &[r#"{"id":1,"note":null}"#, r#"{"nota":[]}"#],
                 &[r#"{"id":1,"Name":"x"}"#, r#"{"not":1}"#],
             ),
             (
-                json!({"type": "object", "allOf": [{"not": {"propertyNames": {"pattern": "^[a-z]+$"}}}, {"not": {"propertyNames": {"not": {"pattern": "^id"}}}}], "properties": {"id": {"type": "integer"}}, "maxProperties": 2}),
+                parse_json(
+                    r#"{"type": "object", "allOf": [{"not": {"propertyNames": {"pattern": "^[a-z]+$"}}}, {"not": {"propertyNames": {"not": {"pattern": "^id"}}}}], "properties": {"id": {"type": "integer"}}, "maxProperties": 2}"#,
+                ),
                 &[r#"{"id":1,"X":2}"#, r#"{"id7":null}"#, r#"{"idA":true}"#],
                 &[
                     r#"{"id":1}"#,
@@ -884,12 +1027,16 @@ fn contains_masks_match_the_oracle() {
     complements_masks(
         &[
             (
-                json!({"type": "array", "items": {"type": "integer", "maximum": 100}, "contains": {"minimum": 10}}),
+                parse_json(
+                    r#"{"type": "array", "items": {"type": "integer", "maximum": 100}, "contains": {"minimum": 10}}"#,
+                ),
                 &["[1,12,3]", "[10]"],
                 &["[1,2]", "[]"],
             ),
             (
-                json!({"type": "array", "prefixItems": [{"type": "string"}], "contains": {"type": "string"}}),
+                parse_json(
+                    r#"{"type": "array", "prefixItems": [{"type": "string"}], "contains": {"type": "string"}}"#,
+                ),
                 &[r#"["a"]"#, r#"["a",2]"#],
                 &["[1,2]", r#"[1,"b"]"#, "[]"],
             ),
@@ -904,22 +1051,28 @@ fn any_order_complements_masks_match_the_oracle() {
     complements_masks(
         &[
             (
-                json!({"enum": [{"a": 1, "b": [true]}]}),
+                parse_json(r#"{"enum": [{"a": 1, "b": [true]}]}"#),
                 &[r#"{"b":[true],"a":1}"#],
                 &[],
             ),
             (
-                json!({"type": "object", "properties": {"a": {"type": "integer"}}, "propertyNames": {"pattern": "^[a-c]$"}}),
+                parse_json(
+                    r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "propertyNames": {"pattern": "^[a-c]$"}}"#,
+                ),
                 &[r#"{"b":null,"a":1}"#],
                 &[r#"{"b":null,"d":1}"#],
             ),
             (
-                json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": true}, "dependencies": {"b": ["a"]}}),
+                parse_json(
+                    r#"{"type": "object", "properties": {"a": {"type": "integer"}, "b": true}, "dependencies": {"b": ["a"]}}"#,
+                ),
                 &[r#"{"b":null,"a":1}"#, r#"{"a":1}"#],
                 &[r#"{"b":null}"#],
             ),
             (
-                json!({"type": "object", "properties": {"a": true}, "not": {"additionalProperties": {"type": "integer"}}}),
+                parse_json(
+                    r#"{"type": "object", "properties": {"a": true}, "not": {"additionalProperties": {"type": "integer"}}}"#,
+                ),
                 &[r#"{"z":1,"a":"x"}"#],
                 &[r#"{"z":1,"a":2}"#],
             ),
@@ -936,11 +1089,11 @@ fn multiple_of_masks_match_llguidance() {
     let opts = JsonSchemaOptions::new();
     for (schema, texts) in [
         (
-            json!({"type": "integer", "multipleOf": 7}),
+            parse_json(r#"{"type": "integer", "multipleOf": 7}"#),
             vec!["343", "-21", "0"],
         ),
         (
-            json!({"type": "integer", "multipleOf": 12, "minimum": 0, "maximum": 1000}),
+            parse_json(r#"{"type": "integer", "multipleOf": 12, "minimum": 0, "maximum": 1000}"#),
             vec!["984", "12"],
         ),
     ] {
@@ -948,7 +1101,9 @@ fn multiple_of_masks_match_llguidance() {
         let mut guided = schema.clone();
         guided.as_object_mut().unwrap().insert(
             "x-guidance".into(),
-            json!({"whitespace_flexible": false, "item_separator": ",", "key_separator": ":"}),
+            parse_json(
+                r#"{"whitespace_flexible": false, "item_separator": ",", "key_separator": ":"}"#,
+            ),
         );
         formwork_testkit::llg::differential(
             || llguidance::api::TopLevelGrammar::from_json_schema(guided.clone()),
@@ -970,13 +1125,13 @@ fn hostile_complements_end_in_typed_errors() {
         }
         v
     };
-    let deep_not = nest("not", 1500, json!({"type": "string"}));
-    let mut deep_literal = json!(1);
+    let deep_not = nest("not", 1500, parse_json(r#"{"type": "string"}"#));
+    let mut deep_literal = parse_json(r#"1"#);
     for _ in 0..1500 {
         deep_literal = json!([deep_literal]);
     }
     let deep_const = json!({"not": {"const": deep_literal}});
-    let mut deep_if = json!({"type": "integer"});
+    let mut deep_if = parse_json(r#"{"type": "integer"}"#);
     for _ in 0..1500 {
         deep_if = json!({"if": {"minimum": 0}, "then": deep_if, "else": {"type": "null"}});
     }
@@ -1028,7 +1183,7 @@ fn hostile_dependencies_end_in_typed_errors() {
     on_small_stack(|| compile_schema(&required, &JsonSchemaOptions::new()))
         .unwrap_or_else(|e| panic!("{e}"));
     // Dependencies nested under dependencies, past the nesting limit.
-    let mut deep = json!({"type": "integer"});
+    let mut deep = parse_json(r#"{"type": "integer"}"#);
     for _ in 0..1500 {
         deep = json!({"dependencies": {"a": deep}});
     }
@@ -1041,7 +1196,9 @@ fn hostile_dependencies_end_in_typed_errors() {
 /// for the reference instead of failing as a cycle.
 #[test]
 fn meetings_with_references_being_built() {
-    let schema = json!({"$defs": {"a": {"type": "object", "properties": {"b": {"allOf": [{"required": ["c"]}, {"$ref": "#/$defs/a"}]}}}}, "$ref": "#/$defs/a"});
+    let schema = parse_json(
+        r##"{"$defs": {"a": {"type": "object", "properties": {"b": {"allOf": [{"required": ["c"]}, {"$ref": "#/$defs/a"}]}}}}, "$ref": "#/$defs/a"}"##,
+    );
     assert!(agrees(&schema, &any_order(), &values()) > 0);
     let nested = [
         r#"{"b":{"c":1,"b":{"c":null}}}"#,
@@ -1053,9 +1210,11 @@ fn meetings_with_references_being_built() {
     // A oneOf one of whose overlapping branches is the recursion itself: its complement keeps
     // making new entries (complements of intersections of complements) until the branch
     // budget refuses it, a typed error.
-    let node = json!({"$defs": {"node": {"type": "object", "properties": {
+    let node = parse_json(
+        r##"{"$defs": {"node": {"type": "object", "properties": {
         "a": {"oneOf": [{"$ref": "#/$defs/node"}, {"type": "object", "required": ["c"], "properties": {"c": {"type": "integer"}}}]}
-    }}}, "$ref": "#/$defs/node"});
+    }}}, "$ref": "#/$defs/node"}"##,
+    );
     let t = std::time::Instant::now();
     let e = compile_schema(&node, &JsonSchemaOptions::new()).unwrap_err();
     eprintln!("recursive oneOf refused in {:?}: {e}", t.elapsed());
@@ -1070,9 +1229,11 @@ fn meetings_with_references_being_built() {
 fn lenient_complements_only_loosen() {
     let lenient = JsonSchemaOptions::new().lenient(true);
     for schema in [
-        json!({"not": {"uniqueItems": true}}),
-        json!({"if": {"uniqueItems": true}, "then": {"type": "string"}, "else": {"type": "object"}}),
-        json!({"oneOf": [{"uniqueItems": true}, {"type": "object"}]}),
+        parse_json(r#"{"not": {"uniqueItems": true}}"#),
+        parse_json(
+            r#"{"if": {"uniqueItems": true}, "then": {"type": "string"}, "else": {"type": "object"}}"#,
+        ),
+        parse_json(r#"{"oneOf": [{"uniqueItems": true}, {"type": "object"}]}"#),
     ] {
         let compiled = compile_schema(&schema, &lenient).unwrap();
         assert!(!compiled.warnings.is_empty(), "{schema}");
@@ -1090,43 +1251,67 @@ fn lenient_complements_only_loosen() {
 #[test]
 fn pattern_properties_on_both_sides_of_an_intersection() {
     all_agree(&[
-        json!({"allOf": [{"patternProperties": {"^[ab]$": {"type": "integer"}}}, {"patternProperties": {"^[bc]$": {"minimum": 1}}}]}),
-        json!({"allOf": [
+        parse_json(
+            r#"{"allOf": [{"patternProperties": {"^[ab]$": {"type": "integer"}}}, {"patternProperties": {"^[bc]$": {"minimum": 1}}}]}"#,
+        ),
+        parse_json(
+            r#"{"allOf": [
             {"patternProperties": {"^[ab]$": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
-            {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}, "additionalProperties": false}]}),
-        json!({"allOf": [
+            {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}, "additionalProperties": false}]}"#,
+        ),
+        parse_json(
+            r#"{"allOf": [
             {"patternProperties": {"^[ab]$": {"type": ["integer", "string"]}}, "additionalProperties": {"type": "null"}},
-            {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}, "additionalProperties": {"type": ["string", "null"]}}]}),
+            {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}, "additionalProperties": {"type": ["string", "null"]}}]}"#,
+        ),
         // The same pattern on both sides is one, with both shapes.
-        json!({"allOf": [{"patternProperties": {"^a": {"type": "integer"}}}, {"patternProperties": {"^a": {"minimum": 2}}, "additionalProperties": {"type": "null"}}]}),
-        json!({"allOf": [
+        parse_json(
+            r#"{"allOf": [{"patternProperties": {"^a": {"type": "integer"}}}, {"patternProperties": {"^a": {"minimum": 2}}, "additionalProperties": {"type": "null"}}]}"#,
+        ),
+        parse_json(
+            r#"{"allOf": [
             {"patternProperties": {"^a": {"type": "integer"}, "^[bc]$": {"type": "string"}}, "additionalProperties": false},
-            {"patternProperties": {"^[bc]$": {"const": "x"}, "^a": true, "^c": {"type": "null"}}}]}),
+            {"patternProperties": {"^[bc]$": {"const": "x"}, "^a": true, "^c": {"type": "null"}}}]}"#,
+        ),
         // Declared properties take the other side's patterns.
-        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {"^[bc]$": {"type": "string"}},
-               "allOf": [{"patternProperties": {"^[ab]$": {"not": {"type": "null"}}}, "additionalProperties": {"type": "integer"}}]}),
+        parse_json(
+            r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {"^[bc]$": {"type": "string"}},
+               "allOf": [{"patternProperties": {"^[ab]$": {"not": {"type": "null"}}}, "additionalProperties": {"type": "integer"}}]}"#,
+        ),
         // Three sides.
-        json!({"allOf": [
+        parse_json(
+            r#"{"allOf": [
             {"patternProperties": {"^[ab]$": {"type": ["integer", "null"]}}},
             {"patternProperties": {"^[bc]$": {"type": ["integer", "string"]}}, "additionalProperties": {"type": "boolean"}},
-            {"patternProperties": {"^c": {"minLength": 1}}, "additionalProperties": false}]}),
+            {"patternProperties": {"^c": {"minLength": 1}}, "additionalProperties": false}]}"#,
+        ),
         // Complements meeting patterns: witnesses among one side's names, placed in the merge.
-        json!({"type": "object", "patternProperties": {"^[ab]$": {"type": "integer"}},
-               "not": {"patternProperties": {"^[bc]$": {"type": "integer"}}}}),
-        json!({"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": {"type": ["null", "integer"]},
-               "not": {"patternProperties": {"^[bc]$": {"minimum": 2}}, "additionalProperties": {"type": "integer"}}}),
-        json!({"type": "object", "allOf": [
+        parse_json(
+            r#"{"type": "object", "patternProperties": {"^[ab]$": {"type": "integer"}},
+               "not": {"patternProperties": {"^[bc]$": {"type": "integer"}}}}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": {"type": ["null", "integer"]},
+               "not": {"patternProperties": {"^[bc]$": {"minimum": 2}}, "additionalProperties": {"type": "integer"}}}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "allOf": [
             {"not": {"patternProperties": {"^[ab]$": {"type": "integer"}}}},
-            {"not": {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}, "additionalProperties": false}}]}),
-        json!({"type": "object", "oneOf": [
+            {"not": {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}, "additionalProperties": false}}]}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "oneOf": [
             {"patternProperties": {"^[ab]$": {"type": "integer"}}, "additionalProperties": false},
-            {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}}]}),
+            {"patternProperties": {"^[bc]$": {"type": ["integer", "null"]}}}]}"#,
+        ),
     ]);
     // In schema order too, with the keys' spellings and values told apart.
     let l = Lang::new(&compiled(
-        &json!({"allOf": [
+        &parse_json(
+            r#"{"allOf": [
             {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
-            {"patternProperties": {"-y$": {"minimum": 0}}, "additionalProperties": {"maxLength": 2}}]}),
+            {"patternProperties": {"-y$": {"minimum": 0}}, "additionalProperties": {"maxLength": 2}}]}"#,
+        ),
         &JsonSchemaOptions::new(),
     ));
     l.yes(&[
@@ -1155,21 +1340,27 @@ fn pattern_properties_on_both_sides_of_an_intersection() {
 #[test]
 fn leading_lookaheads() {
     all_agree(&[
-        json!({"type": "string", "pattern": "^(?!ab)[a-z]+$"}),
-        json!({"type": "object", "patternProperties": {"^(?!a)": {"type": "integer"}, "^(?=[ab])": {"type": ["integer", "string"]}}}),
-        json!({"not": {"type": "string", "pattern": "^(?=a)(?!ab)"}}),
+        parse_json(r#"{"type": "string", "pattern": "^(?!ab)[a-z]+$"}"#),
+        parse_json(
+            r#"{"type": "object", "patternProperties": {"^(?!a)": {"type": "integer"}, "^(?=[ab])": {"type": ["integer", "string"]}}}"#,
+        ),
+        parse_json(r#"{"not": {"type": "string", "pattern": "^(?=a)(?!ab)"}}"#),
     ]);
 }
 
 #[test]
 fn many_pattern_properties() {
     all_agree(&[
-        json!({"type": "object", "patternProperties": {"^a$": {"type": "integer"}, "^b$": {"type": "null"}, "^c$": {"type": "string"}, "^d$": {"type": "boolean"}, "^x-": {}, "^[0-9]+$": {"type": "array"}}, "additionalProperties": false}),
-        json!({"type": "object", "patternProperties": {"^[a-z]+$": {"type": ["integer", "string"]}, "^a$": {"type": "integer"}, "^b$": {"type": "string"}, "^c$": {"type": "null"}, "^d$": {}, "^e$": {}}}),
+        parse_json(
+            r#"{"type": "object", "patternProperties": {"^a$": {"type": "integer"}, "^b$": {"type": "null"}, "^c$": {"type": "string"}, "^d$": {"type": "boolean"}, "^x-": {}, "^[0-9]+$": {"type": "array"}}, "additionalProperties": false}"#,
+        ),
+        parse_json(
+            r#"{"type": "object", "patternProperties": {"^[a-z]+$": {"type": ["integer", "string"]}, "^a$": {"type": "integer"}, "^b$": {"type": "string"}, "^c$": {"type": "null"}, "^d$": {}, "^e$": {}}}"#,
+        ),
     ]);
     let unanchored: serde_json::Map<String, Value> = ["a", "b", "c", "d", "e", "f"]
         .iter()
-        .map(|n| (n.to_string(), json!({"type": "integer"})))
+        .map(|n| (n.to_string(), parse_json(r#"{"type": "integer"}"#)))
         .collect();
     let e = compile_schema(
         &json!({"patternProperties": unanchored}),
@@ -1185,7 +1376,7 @@ fn pattern_properties_meeting_past_the_limit() {
     let patterns = |names: &[&str]| -> Value {
         let map: serde_json::Map<String, Value> = names
             .iter()
-            .map(|n| (n.to_string(), json!({"type": "integer"})))
+            .map(|n| (n.to_string(), parse_json(r#"{"type": "integer"}"#)))
             .collect();
         json!({"patternProperties": map})
     };
@@ -1220,15 +1411,19 @@ fn pattern_properties_intersections_masks_match_the_oracle() {
     complements_masks(
         &[
             (
-                json!({"type": "object", "allOf": [
+                parse_json(
+                    r#"{"type": "object", "allOf": [
                     {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
-                    {"patternProperties": {"-y$": {"minimum": 0}}, "additionalProperties": {"maxLength": 2}}]}),
+                    {"patternProperties": {"-y$": {"minimum": 0}}, "additionalProperties": {"maxLength": 2}}]}"#,
+                ),
                 &[r#"{"x-y":3,"b":"ab"}"#, r#"{"q-y":"abc"}"#],
                 &[r#"{"x-y":-3}"#, r#"{"b":"abc"}"#],
             ),
             (
-                json!({"type": "object", "properties": {"ID": {"type": "string"}}, "patternProperties": {"^[a-c]": {"type": "integer"}},
-                       "additionalProperties": false, "not": {"patternProperties": {"^[bc]": {"minimum": 1}}}}),
+                parse_json(
+                    r#"{"type": "object", "properties": {"ID": {"type": "string"}}, "patternProperties": {"^[a-c]": {"type": "integer"}},
+                       "additionalProperties": false, "not": {"patternProperties": {"^[bc]": {"minimum": 1}}}}"#,
+                ),
                 &[r#"{"ID":"x","a":3,"cd":0}"#, r#"{"b":-2}"#],
                 &[
                     r#"{"ID":"x","cd":30}"#,

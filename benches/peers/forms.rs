@@ -10,6 +10,7 @@ use formwork::front::tags::ToolFormat;
 use formwork::Tool;
 use serde_json::{json, Value};
 
+use formwork_testkit::outlines_core;
 use formwork_testkit::workloads::{flatten, Spec};
 
 /// The special tokens the workloads name, in the order of their private-use code points.

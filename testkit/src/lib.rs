@@ -14,7 +14,8 @@
 //!   oracle tests' [`grammars`], a small-[`stack`] runner, a [`mask_only`] matcher.
 //! - The workloads: the peers bench's cases ([`workloads`]); with feature `decode`, the decode
 //!   loop and mixed batch of `examples/decode` (`decode`, `mixed`); with feature `peers`,
-//!   llguidance beside formwork (`llg`).
+//!   llguidance beside formwork (`llg`); with feature `outlines`, outlines-core for the peers
+//!   bench.
 
 pub mod drive;
 pub mod gen;
@@ -35,6 +36,9 @@ pub mod decode;
 pub mod llg;
 #[cfg(feature = "decode")]
 pub mod mixed;
+/// outlines-core 0.2, for the peers bench (feature `outlines`).
+#[cfg(feature = "outlines")]
+pub use outlines_core;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -58,6 +62,15 @@ pub fn template_engine() -> &'static Engine {
             .expect("the shipped templates compile");
         e
     })
+}
+
+/// The JSON value of `text`, which a test wrote as valid JSON. The JSON-schema tests write
+/// their schemas and instances as JSON text rather than with `serde_json::json!`: each `json!`
+/// expands to code the test profile optimises at `opt-level = 3`, and their 386 literals took
+/// about a sixth of the suite binary's build (111 CPU-seconds with them, 92 without).
+#[track_caller]
+pub fn parse_json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 /// The resident set size of this process in bytes (`VmRSS` of `/proc/self/status`; 0 where
