@@ -904,6 +904,49 @@ fn formats() {
         ],
         &["//example.com", "no scheme", "http://[::1"],
     );
+    // RFC 3987: characters beyond ASCII where RFC 3986 has unreserved ones, private-use
+    // characters in the query only.
+    check(
+        "iri",
+        &[
+            "https://例え.テスト/パス?q=値#片",
+            "urn:isbn:0451450523",
+            "http://example.com/?\u{E000}",
+        ],
+        &[
+            "//例え.テスト",
+            "http://example.com/\u{E000}",
+            "http://a b",
+            "http://example.com/\u{7F}",
+        ],
+    );
+    check(
+        "iri-reference",
+        &["//例え.jp/x", "../ä?b", "", "http://ö.de"],
+        &["a b", "http://[::1", "#\u{E000}"],
+    );
+    // RFC 6570 level 4.
+    check(
+        "uri-template",
+        &[
+            "http://example.com/{user}/{?q,lang}",
+            "{+path:6}/here",
+            "{var*}",
+            "{/list*,path:4}{#x}",
+            "plain",
+            "",
+        ],
+        &[
+            "{",
+            "{}",
+            "{a b}",
+            "http://x/{a",
+            "{a:0}",
+            "{a:10000}",
+            "a}b",
+            "{a..b}",
+        ],
+    );
     check("json-pointer", &["", "/a~1b/0"], &["a", "/a~2"]);
     // Unknown formats are annotations: ignored, with a warning.
     let w = compile_schema(
@@ -975,7 +1018,7 @@ fn errors_name_their_json_pointer() {
             "",
         ),
         (
-            parse_json(r#"{"type": "string", "format": "iri"}"#),
+            parse_json(r#"{"type": "string", "format": "idn-email"}"#),
             CompileErrorKind::Unsupported,
             "/format",
         ),

@@ -76,9 +76,28 @@ fn uuid() -> String {
     format!("{h}{{8}}-{h}{{4}}-{h}{{4}}-{h}{{4}}-{h}{{12}}")
 }
 
-/// RFC 3986 pieces: (URI, relative-ref).
-fn uri_parts() -> (String, String) {
-    let unreserved = "A-Za-z0-9._~\\-";
+/// RFC 3986's `unreserved`.
+const UNRESERVED: &str = "A-Za-z0-9._~\\-";
+
+/// RFC 3987's `ucschar`: the characters beyond ASCII an IRI may hold where a URI holds
+/// `unreserved` ones.
+const UCSCHAR: &str = "\u{A0}-\u{D7FF}\u{F900}-\u{FDCF}\u{FDF0}-\u{FFEF}\
+    \u{10000}-\u{1FFFD}\u{20000}-\u{2FFFD}\u{30000}-\u{3FFFD}\u{40000}-\u{4FFFD}\
+    \u{50000}-\u{5FFFD}\u{60000}-\u{6FFFD}\u{70000}-\u{7FFFD}\u{80000}-\u{8FFFD}\
+    \u{90000}-\u{9FFFD}\u{A0000}-\u{AFFFD}\u{B0000}-\u{BFFFD}\u{C0000}-\u{CFFFD}\
+    \u{D0000}-\u{DFFFD}\u{E1000}-\u{EFFFD}";
+
+/// RFC 3987's `iprivate`: private-use characters, allowed in an IRI's query.
+const IPRIVATE: &str = "\u{E000}-\u{F8FF}\u{F0000}-\u{FFFFD}\u{100000}-\u{10FFFD}";
+
+/// RFC 3986 pieces, (URI, relative-ref), or with `iri` RFC 3987's (IRI, irelative-ref): the
+/// same grammar with `ucschar` among the unreserved characters and `iprivate` in the query.
+fn uri_parts(iri: bool) -> (String, String) {
+    let (wide, private) = match iri {
+        true => (UCSCHAR, IPRIVATE),
+        false => ("", ""),
+    };
+    let unreserved = format!("{UNRESERVED}{wide}");
     let sub_delims = "!$&'()*+,;=";
     let pct = "%[0-9A-Fa-f]{2}";
     let pchar = format!("(?:[{unreserved}{sub_delims}:@]|{pct})");
@@ -86,7 +105,8 @@ fn uri_parts() -> (String, String) {
     let segment_nz = format!("{pchar}+");
     let segment_nz_nc = format!("(?:[{unreserved}{sub_delims}@]|{pct})+");
     let userinfo = format!("(?:[{unreserved}{sub_delims}:]|{pct})*");
-    let ip_future = format!("v[0-9A-Fa-f]+\\.[{unreserved}{sub_delims}:]+");
+    // IPvFuture stays ASCII in an IRI too.
+    let ip_future = format!("v[0-9A-Fa-f]+\\.[{UNRESERVED}{sub_delims}:]+");
     // reg-name's characters include IPv4 addresses, so those need no branch of their own.
     let reg_name = format!("(?:[{unreserved}{sub_delims}]|{pct})*");
     let host = format!("(?:\\[(?:{}|{ip_future})\\]|{reg_name})", ipv6());
@@ -95,11 +115,23 @@ fn uri_parts() -> (String, String) {
     let absolute = format!("/(?:{segment_nz}(?:/{segment})*)?");
     let rootless = format!("{segment_nz}(?:/{segment})*");
     let noscheme = format!("{segment_nz_nc}(?:/{segment})*");
-    let query = format!("(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?");
+    let query = format!("(?:\\?(?:{pchar}|[/?{private}])*)?(?:#(?:{pchar}|[/?])*)?");
     let hier = format!("(?://{authority}{abempty}|{absolute}|{rootless}|)");
     let uri = format!("[A-Za-z][A-Za-z0-9+.-]*:{hier}{query}");
     let relative = format!("(?://{authority}{abempty}|{absolute}|{noscheme}|){query}");
     (uri, relative)
+}
+
+/// RFC 6570 level 4: literals and `{op var,var:3,list*}` expressions.
+fn uri_template() -> String {
+    let pct = "%[0-9A-Fa-f]{2}";
+    // Any character but controls, space, `"`, `'`, `%` (outside an escape), `<`, `>`, `\`,
+    // `^`, backquote, `{`, `|`, `}`.
+    let literal = format!("(?:[!#$&(-;=?-\\[\\]_a-z~{UCSCHAR}{IPRIVATE}]|{pct})");
+    let varchar = format!("(?:[A-Za-z0-9_]|{pct})");
+    let varspec = format!("{varchar}(?:\\.?{varchar})*(?::[1-9][0-9]{{0,3}}|\\*)?");
+    let expression = format!("\\{{[+#./;?&=,!@|]?{varspec}(?:,{varspec})*\\}}");
+    format!("(?:{literal}|{expression})*")
 }
 
 fn date_time() -> String {
@@ -107,12 +139,21 @@ fn date_time() -> String {
 }
 
 fn uri() -> String {
-    uri_parts().0
+    uri_parts(false).0
 }
 
 fn uri_reference() -> String {
-    let (uri, relative) = uri_parts();
+    let (uri, relative) = uri_parts(false);
     format!("(?:{uri}|{relative})")
+}
+
+fn iri() -> String {
+    uri_parts(true).0
+}
+
+fn iri_reference() -> String {
+    let (iri, relative) = uri_parts(true);
+    format!("(?:{iri}|{relative})")
 }
 
 fn json_pointer() -> String {
@@ -127,7 +168,7 @@ fn relative_json_pointer() -> String {
 type Pattern = fn() -> String;
 
 /// The supported formats and their regexes.
-const FORMATS: [(&str, Pattern); 13] = [
+const FORMATS: [(&str, Pattern); 16] = [
     ("date", date),
     ("time", time),
     ("date-time", date_time),
@@ -139,6 +180,9 @@ const FORMATS: [(&str, Pattern); 13] = [
     ("uuid", uuid),
     ("uri", uri),
     ("uri-reference", uri_reference),
+    ("iri", iri),
+    ("iri-reference", iri_reference),
+    ("uri-template", uri_template),
     ("json-pointer", json_pointer),
     ("relative-json-pointer", relative_json_pointer),
 ];
@@ -157,10 +201,7 @@ pub(crate) fn format_regex(name: &str) -> Option<&'static Regex> {
 /// Formats the specification defines that formwork cannot express exactly: an error (or, with
 /// `lenient`, a warning). Any other unknown format is an annotation and is ignored with a warning.
 pub(crate) fn is_spec_format(name: &str) -> bool {
-    matches!(
-        name,
-        "idn-email" | "idn-hostname" | "iri" | "iri-reference" | "uri-template" | "regex"
-    )
+    matches!(name, "idn-email" | "idn-hostname" | "regex")
 }
 
 /// A warning to attach when the format is only approximated.
