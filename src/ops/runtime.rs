@@ -24,7 +24,7 @@ use crate::base::bitmask::set_bit;
 use crate::base::token::TokenId;
 use crate::ir::StructHasher;
 use crate::limits::{Budget, LimitExceeded, Limits};
-use crate::mask::{MaskCache, StoredMask, Weigh};
+use crate::mask::{MaskBuilder, MaskCache, StoredMask, Weigh};
 use crate::vocab::{walk_sliced, SliceProbe, SliceProofs, Subtree, TrieStep, TrieVisitor, Vocab};
 
 /// A cached mask: text tokens in adaptive storage, plus the special tokens and (for a leaf
@@ -68,6 +68,8 @@ pub struct Runtime {
     pub(crate) vocab: Vocab,
     pub(crate) cache: MaskCache<u128, MaskEntry>,
     pub(crate) limits: Limits,
+    /// Text tokens in the vocabulary (the ids of its text mask).
+    text_tokens: usize,
     /// Thread (position-free) -> continuation key. The signature walk of a leaf inside a loop
     /// of short leaves under long tokens (an id in `(", " id)*`) visits dozens of (leaf, budget)
     /// pairs each step; its result depends only on the program's structure and the thread, so
@@ -93,7 +95,13 @@ impl Runtime {
 
     /// [`Runtime::new`] whose matchers work under `limits` (readings, work per call, history).
     pub fn with_limits(vocab: Vocab, cache_bytes: usize, limits: Limits) -> Arc<Runtime> {
+        let text_tokens = vocab
+            .text_mask()
+            .iter()
+            .map(|w| w.count_ones() as usize)
+            .sum();
         Arc::new(Runtime {
+            text_tokens,
             vocab,
             cache: MaskCache::new(cache_bytes),
             continuations: MaskCache::new(cache_bytes / 16),
@@ -179,7 +187,7 @@ impl Runtime {
             leaf: &'a Leaf,
             rounds: Option<Rounds>,
             vocab: &'a Vocab,
-            accepted: Vec<u32>,
+            accepted: MaskBuilder,
             uncertain: Vec<TokenId>,
             max_cross: u32,
             budget: &'a Budget,
@@ -252,7 +260,7 @@ impl Runtime {
                 }
             }
             fn tokens(&mut self, _: &WalkState, tokens: &[TokenId]) {
-                tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
+                self.accepted.add(tokens);
             }
         }
         // Only aliveness matters to a slice: where the leaf could end does not.
@@ -275,7 +283,7 @@ impl Runtime {
                 u32::try_from(u64::from(s.leaf) * rounds_seen + u64::from(s.rounds)).ok()
             }
             fn accepted(&mut self) -> &mut [u32] {
-                &mut self.accepted
+                self.accepted.words()
             }
             // A literal allows one unit per state, and a slice's strings branch at every
             // byte: the proof could only fail (~1,300 steps a Write state would pay).
@@ -287,7 +295,7 @@ impl Runtime {
             leaf,
             rounds,
             vocab: &self.vocab,
-            accepted: vec![0; self.vocab.mask_words()],
+            accepted: MaskBuilder::new(self.vocab.mask_words()),
             uncertain: Vec::new(),
             max_cross: 0,
             budget,
@@ -310,7 +318,9 @@ impl Runtime {
             .filter(|&t| (t as usize) < self.vocab.mask_width())
             .collect();
         Ok(MaskEntry {
-            text: StoredMask::from_words(&walk.accepted, self.vocab.text_mask()),
+            text: walk
+                .accepted
+                .finish(self.vocab.text_mask(), self.text_tokens),
             specials: specials.into(),
             uncertain: walk.uncertain.into(),
             max_cross: walk.max_cross,
@@ -440,8 +450,7 @@ impl Runtime {
         if let Some(entry) = self.cache.get(&key.0) {
             return Ok(entry);
         }
-        let mut words = vec![0u32; self.vocab.mask_words()];
-        l1.text.write_to(&mut words, self.vocab.text_mask());
+        let mut built = MaskBuilder::from_stored(&l1.text, self.vocab.text_mask());
         let mut scratch = Threads::new();
         self.vocab.walk_tokens(
             &l1.uncertain,
@@ -453,12 +462,12 @@ impl Runtime {
             },
             |run, taken, _| {
                 if taken {
-                    run.iter().for_each(|&t| set_bit(&mut words, t));
+                    built.add(run);
                 }
             },
         )?;
         let entry = MaskEntry {
-            text: StoredMask::from_words(&words, self.vocab.text_mask()),
+            text: built.finish(self.vocab.text_mask(), self.text_tokens),
             specials: Box::new([]),
             uncertain: Box::new([]),
             max_cross: 0,
