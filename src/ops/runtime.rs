@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use super::leaf::Leaf;
+use super::leaf::{Leaf, DEAD};
 use super::program::{Op, OpId, UNBOUNDED};
 use super::walker::{Thread, Threads, Walker};
 use crate::base::bitmask::set_bit;
@@ -36,11 +36,33 @@ pub(crate) struct MaskEntry {
     pub uncertain: Box<[TokenId]>,
     /// Longest byte run of an uncertain token past the leaf's earliest possible end.
     pub max_cross: u32,
+    /// For a `Write`, whose uncertain tokens all leave it at its end: those tokens grouped by
+    /// their first byte past it (empty for other leaves). A run lives on only if the leaf
+    /// after the `Write` takes its first byte: after `", "`, the tokens that start with a
+    /// space die at the id that follows, save those of a digit, so neither the
+    /// continuation's signature nor its replay need to read the others.
+    pub crossings: Box<[Crossing]>,
+    /// Bytes of the `Write` before its end, which every uncertain token starts with.
+    pub write_rest: u32,
+}
+
+/// The uncertain tokens of a `Write` whose run past its end starts with one byte.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Crossing {
+    /// The first byte past the `Write`'s end.
+    byte: u8,
+    /// Longest run past the end.
+    longest: u32,
+    /// Where the group ends in the uncertain tokens (it starts where the previous one ends).
+    end: u32,
 }
 
 impl Weigh for MaskEntry {
     fn weight(&self) -> usize {
-        self.text.heap_bytes() + (self.specials.len() + self.uncertain.len()) * 4 + 64
+        self.text.heap_bytes()
+            + (self.specials.len() + self.uncertain.len()) * 4
+            + self.crossings.len() * std::mem::size_of::<Crossing>()
+            + 64
     }
 }
 
@@ -190,6 +212,9 @@ impl Runtime {
             accepted: MaskBuilder,
             uncertain: Vec<TokenId>,
             max_cross: u32,
+            write_rest: u32,
+            /// If the leaf is a `Write`, whose uncertain tokens are found only where it ends.
+            crossings: Option<Vec<Crossing>>,
             budget: &'a Budget,
             error: Option<LimitExceeded>,
         }
@@ -200,7 +225,7 @@ impl Runtime {
                     LOOP_DONE => return None,
                     leaf => self.leaf.step(leaf, byte as u32),
                 };
-                if leaf == super::leaf::DEAD {
+                if leaf == DEAD {
                     return None;
                 }
                 let mut next = WalkState { leaf, ..*s };
@@ -249,10 +274,21 @@ impl Runtime {
                     Some(next) => TrieStep::Enter(next),
                     None => {
                         if s.could_end != NO_EXIT {
+                            let mut longest = 0;
                             for &t in subtree.tokens() {
                                 self.uncertain.push(t);
                                 let len = self.vocab.token_bytes(t).len() as u32;
-                                self.max_cross = self.max_cross.max(len - s.first_exit);
+                                longest = longest.max(len - s.first_exit);
+                            }
+                            self.max_cross = self.max_cross.max(longest);
+                            // A `Write` ends once: `byte` is the first byte past its end.
+                            if let Some(crossings) = &mut self.crossings {
+                                crossings.push(Crossing {
+                                    byte,
+                                    longest,
+                                    end: self.uncertain.len() as u32,
+                                });
+                                self.write_rest = s.first_exit;
                             }
                         }
                         TrieStep::Skip
@@ -298,6 +334,8 @@ impl Runtime {
             accepted: MaskBuilder::new(self.vocab.mask_words()),
             uncertain: Vec::new(),
             max_cross: 0,
+            crossings: (rounds.is_none() && matches!(leaf, Leaf::Write(_))).then(Vec::new),
+            write_rest: 0,
             budget,
             error: None,
         };
@@ -324,21 +362,24 @@ impl Runtime {
             specials: specials.into(),
             uncertain: walk.uncertain.into(),
             max_cross: walk.max_cross,
+            crossings: walk.crossings.unwrap_or_default().into(),
+            write_rest: walk.write_rest,
         })
     }
 
-    /// Mixes into `h` what the continuation after `thread`'s leaf looks like to byte runs of at
-    /// most `budget` bytes: the leaves (and states) reachable after the exit, and, breadth
-    /// first, the leaves after those while a run could still pass through. Each (thread,
-    /// budget) is visited once, so loops cost no more than their distinct states. Returns
-    /// false past [`MAX_SIGNATURE_VISITS`] visits: a loop of short leaves under a long token
-    /// (`(", " id)*` under a 100-byte run of spaces) visits thousands, each request anew, and
-    /// the thread itself is then the cheaper key.
+    /// Mixes into `h` what the continuation after `thread`'s leaf looks like to the runs of
+    /// `l1`'s uncertain tokens past it: the leaves (and states) reachable after the exit, and,
+    /// breadth first, the leaves after those while a run could still pass through (past a
+    /// `Write`, only the runs whose first byte the next leaf takes). Each (thread, budget) is
+    /// visited once, so loops cost no more than their distinct states. Returns false past
+    /// [`MAX_SIGNATURE_VISITS`] visits: a loop of short leaves under a long token (`(", " id)*`
+    /// under a 100-byte run of spaces) visits thousands, each request anew, and the thread
+    /// itself is then the cheaper key.
     fn continuation_signature(
         &self,
         walker: &Walker,
         thread: &Thread,
-        bytes: u32,
+        l1: &MaskEntry,
         h: &mut StructHasher,
         budget: &Budget,
     ) -> Result<bool, LimitExceeded> {
@@ -346,7 +387,7 @@ impl Runtime {
         // it is tiny (the next leaf or two), where a linear scan beats hashing.
         const LINEAR_SEEN: usize = 16;
         let mut visit: smallvec::SmallVec<[(Thread, u32); 4]> =
-            smallvec::smallvec![(thread.clone(), bytes)];
+            smallvec::smallvec![(thread.clone(), l1.max_cross)];
         let mut seen: rustc_hash::FxHashSet<(Thread, u32)> = Default::default();
         let mut i = 0;
         while i < visit.len() {
@@ -363,6 +404,17 @@ impl Runtime {
                 let top = next.top();
                 let leaf = leaf_of(walker, top.op);
                 h.hash(leaf.state_key(top.state));
+                // Right after a `Write`, only the runs whose first byte this leaf takes.
+                let bytes = match l1.crossings.is_empty() || i > 1 {
+                    true => bytes,
+                    false => l1
+                        .crossings
+                        .iter()
+                        .filter(|c| leaf.step(top.state, u32::from(c.byte)) != DEAD)
+                        .map(|c| c.longest)
+                        .max()
+                        .unwrap_or(0),
+                };
                 // Deeper leaves matter only if a run could pass all the way through this one.
                 if let Some(d) = leaf.text_to_exit(top.state) {
                     let d = d.max(1);
@@ -428,13 +480,7 @@ impl Runtime {
             None => {
                 let mut h = StructHasher::new(L2_DOMAIN);
                 h.hash(l1_key);
-                let key = match self.continuation_signature(
-                    walker,
-                    thread,
-                    l1.max_cross,
-                    &mut h,
-                    budget,
-                )? {
+                let key = match self.continuation_signature(walker, thread, l1, &mut h, budget)? {
                     true => ContinuationKey(h.finish()),
                     // The thread key fixes the whole future (each frame's structural hash covers
                     // its operator's subtree): exact, only not shared.
@@ -452,25 +498,54 @@ impl Runtime {
         }
         let mut built = MaskBuilder::from_stored(&l1.text, self.vocab.text_mask());
         let mut scratch = Threads::new();
-        self.vocab.walk_tokens(
-            &l1.uncertain,
-            Threads::from_elem(thread.clone(), 1),
-            |threads, byte| {
-                let mut next = threads.clone();
-                let alive = walker.step(&mut next, byte as u32, &mut scratch, budget)?;
-                Ok::<_, LimitExceeded>(alive.then_some(next))
-            },
-            |run, taken, _| {
-                if taken {
-                    built.add(run);
+        let step = |threads: &Threads, byte: u8, scratch: &mut Threads| {
+            let mut next = threads.clone();
+            let alive = walker.step(&mut next, byte as u32, scratch, budget)?;
+            Ok::<_, LimitExceeded>(alive.then_some(next))
+        };
+        let start = Threads::from_elem(thread.clone(), 1);
+        // Past a `Write`'s end, each group's first byte is stepped once, and only the groups
+        // that live on are replayed (each from the start: they share the `Write`'s bytes).
+        let mut replayed = vec![0..l1.uncertain.len()];
+        if let Some(&first) = l1.uncertain.first().filter(|_| !l1.crossings.is_empty()) {
+            replayed.clear();
+            let rest = &self.vocab.token_bytes(first)[..l1.write_rest as usize];
+            let mut at_end = Some(start.clone());
+            for &b in rest {
+                at_end = match at_end {
+                    Some(threads) => step(&threads, b, &mut scratch)?,
+                    None => break,
+                };
+            }
+            if let Some(at_end) = at_end {
+                let mut from = 0;
+                for c in l1.crossings.iter() {
+                    if step(&at_end, c.byte, &mut scratch)?.is_some() {
+                        replayed.push(from..c.end as usize);
+                    }
+                    from = c.end as usize;
                 }
-            },
-        )?;
+            }
+        }
+        for group in replayed {
+            self.vocab.walk_tokens(
+                &l1.uncertain[group],
+                start.clone(),
+                |threads, byte| step(threads, byte, &mut scratch),
+                |run, taken, _| {
+                    if taken {
+                        built.add(run);
+                    }
+                },
+            )?;
+        }
         let entry = MaskEntry {
             text: built.finish(self.vocab.text_mask(), self.text_tokens),
             specials: Box::new([]),
             uncertain: Box::new([]),
             max_cross: 0,
+            crossings: Box::new([]),
+            write_rest: 0,
         };
         Ok(self.cache.insert(key.0, entry))
     }
