@@ -25,13 +25,32 @@ const TEXT: &str = concat!(
     "<|vision_start|>12 Second<|vision_pad|>x<|vision_end|>\n",
 );
 
+/// Steps through `text` under `request` on `engine`: per step, the mask, the operator-cache
+/// misses its fill caused and the bytes consumed before it.
+fn steps(engine: &Engine, request: &str, text: &str) -> Vec<(Vec<u32>, u64, usize)> {
+    let vocab = tokenizers::qwen3();
+    let mut m = engine.compile(request).unwrap().matcher();
+    let mut consumed = 0;
+    let mut steps = Vec::new();
+    for t in vocab.encode(text).unwrap() {
+        let mut mask = vec![0u32; vocab.mask_words()];
+        let before = engine.cache_stats().operators.misses;
+        m.fill_mask(&mut mask).unwrap();
+        let misses = engine.cache_stats().operators.misses - before;
+        steps.push((mask, misses, consumed));
+        m.consume(t).unwrap();
+        // A special token's bytes are its content, as in the text.
+        consumed += vocab.token_bytes(t).len();
+    }
+    assert!(m.is_accepting());
+    steps
+}
+
 /// Steps through `TEXT` on `engine`: per step, the mask, the operator-cache misses its fill
 /// caused and whether the state is one the templates fix — after a record's id (the `Write`
 /// has only " " left), in its title or its summary, up to its `<|vision_end|>`.
 fn walk(engine: &Engine) -> Vec<(Vec<u32>, u64, bool)> {
-    let vocab = tokenizers::qwen3();
     let request = "outline(sections: [section(id: \"7.3\"), section(id: \"12\")])";
-    let mut m = engine.compile(request).unwrap().matcher();
     let mut fixed_spans = Vec::new();
     let mut at = 0;
     for id in IDS {
@@ -40,21 +59,10 @@ fn walk(engine: &Engine) -> Vec<(Vec<u32>, u64, bool)> {
         fixed_spans.push(start + "<|vision_start|>".len() + id.len()..=end);
         at = end;
     }
-    let mut consumed = 0;
-    let mut steps = Vec::new();
-    for t in vocab.encode(TEXT).unwrap() {
-        let mut mask = vec![0u32; vocab.mask_words()];
-        let before = engine.cache_stats().operators.misses;
-        m.fill_mask(&mut mask).unwrap();
-        let misses = engine.cache_stats().operators.misses - before;
-        let fixed = fixed_spans.iter().any(|s| s.contains(&consumed));
-        steps.push((mask, misses, fixed));
-        m.consume(t).unwrap();
-        // A special token's bytes are its content, as in `TEXT`.
-        consumed += vocab.token_bytes(t).len();
-    }
-    assert!(m.is_accepting());
-    steps
+    steps(engine, request, TEXT)
+        .into_iter()
+        .map(|(mask, misses, at)| (mask, misses, fixed_spans.iter().any(|s| s.contains(&at))))
+        .collect()
 }
 
 #[test]
@@ -121,4 +129,53 @@ fn warming_stays_within_its_budget_and_a_registration_replaces_it() {
     let again = small.template_warmth();
     assert!(again.programs > warmth.programs, "{again:?}");
     assert!(small.cache_stats().operators.pinned_bytes <= budget);
+}
+
+/// Per step of `text` under `request`: the bytes consumed before it and the operator-cache
+/// misses its mask caused.
+fn misses(engine: &Engine, request: &str, text: &str) -> Vec<(usize, u64)> {
+    let steps = steps(engine, request, text);
+    steps.into_iter().map(|(_, n, at)| (at, n)).collect()
+}
+
+#[test]
+fn what_follows_a_special_token_in_a_literal_does_not_key_its_masks() {
+    // After `<|vision_end|>` the literal is "\n<|vision_start|>" and the next record's id:
+    // no token reaches past the special token, so every record shares those two masks.
+    let warm = engine(formwork::engine::DEFAULT_TEMPLATE_MASK_BYTES, OUTLINE);
+    let ids = ["1", "2.4", "31"];
+    let sections: Vec<String> = ids.iter().map(|i| format!("section(id: {i:?})")).collect();
+    let request = format!("outline(sections: [{}])", sections.join(", "));
+    let text: String = ids
+        .iter()
+        .map(|i| format!("<|vision_start|>{i} T<|vision_pad|>S.<|vision_end|>\n"))
+        .collect();
+    let steps = misses(&warm, &request, &text);
+    let ends: Vec<usize> = text
+        .match_indices("<|vision_end|>")
+        .map(|(at, m)| at + m.len())
+        .collect();
+    // The states before "\n" and before `<|vision_start|>`, of the second and third record.
+    for &end in &ends[1..ids.len() - 1] {
+        for at in [end, end + 1] {
+            let (_, n) = steps.iter().find(|s| s.0 == at).unwrap();
+            assert_eq!(*n, 0, "the state {at} bytes in missed the cache");
+        }
+    }
+}
+
+#[test]
+fn a_separator_before_an_argument_is_keyed_by_what_its_tokens_reach() {
+    // The continuation of `", "` before a topic: tokens of a space and anything but a digit
+    // die at the topic, so its key is the topic's leaf, not the whole request (a signature
+    // walk through the `(", " ...)*` loops under a run of spaces gave up and keyed it by the
+    // thread). A request with other ids finds it computed.
+    let warm = engine(formwork::engine::DEFAULT_TEMPLATE_MASK_BYTES, ALL);
+    let text = "[{\"topic\": [1, 2], \"reference\": [\"IDS\"]}]";
+    let request = |ids: &str| format!("reference_lookup(topics: 1..5, ids: {{\"{ids}\"}})");
+    misses(&warm, &request("1"), &text.replace("IDS", "1"));
+    let steps = misses(&warm, &request("3.1"), &text.replace("IDS", "3.1"));
+    let at = text.find("1,").unwrap() + 2;
+    let (_, n) = steps.iter().find(|s| s.0 == at).unwrap();
+    assert_eq!(*n, 0, "the separator's mask missed the cache");
 }

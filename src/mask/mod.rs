@@ -9,6 +9,7 @@ mod cache;
 mod store;
 
 pub use cache::{CacheStats, MaskCache, Weigh};
+pub(crate) use store::MaskBuilder;
 pub use store::StoredMask;
 
 use crate::base::bitmask::{clear_bit, get_bit, iter_ones, set_bit, words_for};

@@ -1,7 +1,7 @@
 //! Adaptive storage for cached masks (XGrammar §3.2): a mask is kept as whichever of three forms
 //! is smallest.
 
-use crate::base::bitmask::{clear_bit, iter_ones, set_bit};
+use crate::base::bitmask::{clear_bit, get_bit, iter_ones, set_bit};
 use crate::base::token::TokenId;
 
 /// How many bitset words cost as much to write as one listed id (measured on Qwen3's 4,748
@@ -44,7 +44,7 @@ impl StoredMask {
         // A list is kept only while applying it (one scattered bit per id) costs less than
         // copying the bitset (one streaming word per 32 tokens): masks are written every step,
         // so speed decides before size does.
-        let bitset = words.len() / LIST_COST_PER_ID;
+        let bitset = StoredMask::list_limit(words.len());
         // One pass that counts a list only while it could still win (past `bitset` it cannot)
         // and only words with bits to count: without a `popcnt` target feature each count is
         // a dozen instructions, and most masks are nearly empty or nearly full. A count that
@@ -69,6 +69,12 @@ impl StoredMask {
         } else {
             StoredMask::Bitset(words.into())
         }
+    }
+
+    /// Most ids an `Accepted` mask over `words` words holds: past it, writing the list costs
+    /// more than copying the bitset.
+    fn list_limit(words: usize) -> usize {
+        words / LIST_COST_PER_ID
     }
 
     /// Overwrites `out` with the mask.
@@ -136,6 +142,78 @@ impl StoredMask {
     }
 }
 
+/// A mask being built, as the list of its ids while they are few enough for an `Accepted`
+/// mask and as words once they are not: a cached mask of a literal's state or a choice of
+/// ids allows a handful of tokens, and zeroing, scanning and listing the vocabulary's words
+/// for it cost several times the trie walk that found them.
+pub(crate) struct MaskBuilder {
+    ids: Vec<TokenId>,
+    /// Empty until the ids outgrow the list (or a caller needs the words).
+    words: Vec<u32>,
+    width: usize,
+}
+
+impl MaskBuilder {
+    /// An empty mask of `width` words.
+    pub fn new(width: usize) -> MaskBuilder {
+        MaskBuilder {
+            ids: Vec::new(),
+            words: Vec::new(),
+            width,
+        }
+    }
+
+    /// `stored` (over `universe`), to add to.
+    pub fn from_stored(stored: &StoredMask, universe: &[u32]) -> MaskBuilder {
+        let mut b = MaskBuilder::new(universe.len());
+        match stored {
+            StoredMask::Accepted(ids) => b.add(ids),
+            _ => stored.write_to(b.words(), universe),
+        }
+        b
+    }
+
+    /// Allows `tokens`.
+    pub fn add(&mut self, tokens: &[TokenId]) {
+        let listed = self.ids.len() + tokens.len() <= StoredMask::list_limit(self.width);
+        if self.words.is_empty() && listed {
+            self.ids.extend_from_slice(tokens);
+        } else {
+            let words = self.words();
+            tokens.iter().for_each(|&t| set_bit(words, t));
+        }
+    }
+
+    /// The mask as words, from now on kept so.
+    pub fn words(&mut self) -> &mut [u32] {
+        if self.words.is_empty() {
+            self.words = vec![0; self.width];
+            for &t in &self.ids {
+                set_bit(&mut self.words, t);
+            }
+            self.ids = Vec::new();
+        }
+        &mut self.words
+    }
+
+    /// The mask in the form [`StoredMask::from_words`] chooses for it; `universe_ones` is the
+    /// number of ids in `universe`.
+    pub fn finish(mut self, universe: &[u32], universe_ones: usize) -> StoredMask {
+        if self.words.is_empty() {
+            self.ids.sort_unstable();
+            self.ids.dedup();
+            let n = self.ids.len();
+            // `from_words` keeps the ids when they are no more than the list limit and no
+            // more than the universe's ids they leave out.
+            let inside = self.ids.iter().all(|&t| get_bit(universe, t));
+            if inside && n <= universe_ones - n {
+                return StoredMask::Accepted(self.ids.into());
+            }
+        }
+        StoredMask::from_words(self.words(), universe)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +252,40 @@ mod tests {
             assert_eq!(
                 stored.count(&universe),
                 words.iter().map(|w| w.count_ones() as usize).sum::<usize>()
+            );
+        }
+    }
+
+    #[test]
+    fn a_built_mask_takes_the_form_from_words_chooses() {
+        let universe: Vec<u32> = (0..64).map(|i| if i == 63 { 0xff } else { !0 }).collect();
+        let ones = universe.iter().map(|w| w.count_ones() as usize).sum();
+        let limit = StoredMask::list_limit(universe.len());
+        let cases: Vec<Vec<TokenId>> = vec![
+            vec![],
+            vec![5, 3, 5],
+            (0..limit as u32).collect(),
+            (0..limit as u32 + 1).collect(),
+            (0..2_000).step_by(3).collect(),
+            vec![64 * 32 - 1],
+        ];
+        for ids in cases {
+            let mut words = vec![0; universe.len()];
+            ids.iter().for_each(|&t| set_bit(&mut words, t));
+            let mut b = MaskBuilder::new(universe.len());
+            ids.chunks(7).for_each(|c| b.add(c));
+            assert_eq!(
+                b.finish(&universe, ones),
+                StoredMask::from_words(&words, &universe),
+                "{ids:?}"
+            );
+            let stored = StoredMask::from_words(&words, &universe);
+            let mut again = MaskBuilder::from_stored(&stored, &universe);
+            again.add(&[1]);
+            set_bit(&mut words, 1);
+            assert_eq!(
+                again.finish(&universe, ones),
+                StoredMask::from_words(&words, &universe)
             );
         }
     }

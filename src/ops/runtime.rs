@@ -17,14 +17,14 @@
 
 use std::sync::Arc;
 
-use super::leaf::Leaf;
+use super::leaf::{Leaf, DEAD};
 use super::program::{Op, OpId, UNBOUNDED};
 use super::walker::{Thread, Threads, Walker};
 use crate::base::bitmask::set_bit;
 use crate::base::token::TokenId;
 use crate::ir::StructHasher;
 use crate::limits::{Budget, LimitExceeded, Limits};
-use crate::mask::{MaskCache, StoredMask, Weigh};
+use crate::mask::{MaskBuilder, MaskCache, StoredMask, Weigh};
 use crate::vocab::{walk_sliced, SliceProbe, SliceProofs, Subtree, TrieStep, TrieVisitor, Vocab};
 
 /// A cached mask: text tokens in adaptive storage, plus the special tokens and (for a leaf
@@ -36,11 +36,33 @@ pub(crate) struct MaskEntry {
     pub uncertain: Box<[TokenId]>,
     /// Longest byte run of an uncertain token past the leaf's earliest possible end.
     pub max_cross: u32,
+    /// For a `Write`, whose uncertain tokens all leave it at its end: those tokens grouped by
+    /// their first byte past it (empty for other leaves). A run lives on only if the leaf
+    /// after the `Write` takes its first byte: after `", "`, the tokens that start with a
+    /// space die at the id that follows, save those of a digit, so neither the
+    /// continuation's signature nor its replay need to read the others.
+    pub crossings: Box<[Crossing]>,
+    /// Bytes of the `Write` before its end, which every uncertain token starts with.
+    pub write_rest: u32,
+}
+
+/// The uncertain tokens of a `Write` whose run past its end starts with one byte.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Crossing {
+    /// The first byte past the `Write`'s end.
+    byte: u8,
+    /// Longest run past the end.
+    longest: u32,
+    /// Where the group ends in the uncertain tokens (it starts where the previous one ends).
+    end: u32,
 }
 
 impl Weigh for MaskEntry {
     fn weight(&self) -> usize {
-        self.text.heap_bytes() + (self.specials.len() + self.uncertain.len()) * 4 + 64
+        self.text.heap_bytes()
+            + (self.specials.len() + self.uncertain.len()) * 4
+            + self.crossings.len() * std::mem::size_of::<Crossing>()
+            + 64
     }
 }
 
@@ -68,6 +90,8 @@ pub struct Runtime {
     pub(crate) vocab: Vocab,
     pub(crate) cache: MaskCache<u128, MaskEntry>,
     pub(crate) limits: Limits,
+    /// Text tokens in the vocabulary (the ids of its text mask).
+    text_tokens: usize,
     /// Thread (position-free) -> continuation key. The signature walk of a leaf inside a loop
     /// of short leaves under long tokens (an id in `(", " id)*`) visits dozens of (leaf, budget)
     /// pairs each step; its result depends only on the program's structure and the thread, so
@@ -93,7 +117,13 @@ impl Runtime {
 
     /// [`Runtime::new`] whose matchers work under `limits` (readings, work per call, history).
     pub fn with_limits(vocab: Vocab, cache_bytes: usize, limits: Limits) -> Arc<Runtime> {
+        let text_tokens = vocab
+            .text_mask()
+            .iter()
+            .map(|w| w.count_ones() as usize)
+            .sum();
         Arc::new(Runtime {
+            text_tokens,
             vocab,
             cache: MaskCache::new(cache_bytes),
             continuations: MaskCache::new(cache_bytes / 16),
@@ -179,9 +209,12 @@ impl Runtime {
             leaf: &'a Leaf,
             rounds: Option<Rounds>,
             vocab: &'a Vocab,
-            accepted: Vec<u32>,
+            accepted: MaskBuilder,
             uncertain: Vec<TokenId>,
             max_cross: u32,
+            write_rest: u32,
+            /// If the leaf is a `Write`, whose uncertain tokens are found only where it ends.
+            crossings: Option<Vec<Crossing>>,
             budget: &'a Budget,
             error: Option<LimitExceeded>,
         }
@@ -192,7 +225,7 @@ impl Runtime {
                     LOOP_DONE => return None,
                     leaf => self.leaf.step(leaf, byte as u32),
                 };
-                if leaf == super::leaf::DEAD {
+                if leaf == DEAD {
                     return None;
                 }
                 let mut next = WalkState { leaf, ..*s };
@@ -241,10 +274,21 @@ impl Runtime {
                     Some(next) => TrieStep::Enter(next),
                     None => {
                         if s.could_end != NO_EXIT {
+                            let mut longest = 0;
                             for &t in subtree.tokens() {
                                 self.uncertain.push(t);
                                 let len = self.vocab.token_bytes(t).len() as u32;
-                                self.max_cross = self.max_cross.max(len - s.first_exit);
+                                longest = longest.max(len - s.first_exit);
+                            }
+                            self.max_cross = self.max_cross.max(longest);
+                            // A `Write` ends once: `byte` is the first byte past its end.
+                            if let Some(crossings) = &mut self.crossings {
+                                crossings.push(Crossing {
+                                    byte,
+                                    longest,
+                                    end: self.uncertain.len() as u32,
+                                });
+                                self.write_rest = s.first_exit;
                             }
                         }
                         TrieStep::Skip
@@ -252,7 +296,7 @@ impl Runtime {
                 }
             }
             fn tokens(&mut self, _: &WalkState, tokens: &[TokenId]) {
-                tokens.iter().for_each(|&t| set_bit(&mut self.accepted, t));
+                self.accepted.add(tokens);
             }
         }
         // Only aliveness matters to a slice: where the leaf could end does not.
@@ -275,7 +319,7 @@ impl Runtime {
                 u32::try_from(u64::from(s.leaf) * rounds_seen + u64::from(s.rounds)).ok()
             }
             fn accepted(&mut self) -> &mut [u32] {
-                &mut self.accepted
+                self.accepted.words()
             }
             // A literal allows one unit per state, and a slice's strings branch at every
             // byte: the proof could only fail (~1,300 steps a Write state would pay).
@@ -287,9 +331,11 @@ impl Runtime {
             leaf,
             rounds,
             vocab: &self.vocab,
-            accepted: vec![0; self.vocab.mask_words()],
+            accepted: MaskBuilder::new(self.vocab.mask_words()),
             uncertain: Vec::new(),
             max_cross: 0,
+            crossings: (rounds.is_none() && matches!(leaf, Leaf::Write(_))).then(Vec::new),
+            write_rest: 0,
             budget,
             error: None,
         };
@@ -310,25 +356,30 @@ impl Runtime {
             .filter(|&t| (t as usize) < self.vocab.mask_width())
             .collect();
         Ok(MaskEntry {
-            text: StoredMask::from_words(&walk.accepted, self.vocab.text_mask()),
+            text: walk
+                .accepted
+                .finish(self.vocab.text_mask(), self.text_tokens),
             specials: specials.into(),
             uncertain: walk.uncertain.into(),
             max_cross: walk.max_cross,
+            crossings: walk.crossings.unwrap_or_default().into(),
+            write_rest: walk.write_rest,
         })
     }
 
-    /// Mixes into `h` what the continuation after `thread`'s leaf looks like to byte runs of at
-    /// most `budget` bytes: the leaves (and states) reachable after the exit, and, breadth
-    /// first, the leaves after those while a run could still pass through. Each (thread,
-    /// budget) is visited once, so loops cost no more than their distinct states. Returns
-    /// false past [`MAX_SIGNATURE_VISITS`] visits: a loop of short leaves under a long token
-    /// (`(", " id)*` under a 100-byte run of spaces) visits thousands, each request anew, and
-    /// the thread itself is then the cheaper key.
+    /// Mixes into `h` what the continuation after `thread`'s leaf looks like to the runs of
+    /// `l1`'s uncertain tokens past it: the leaves (and states) reachable after the exit, and,
+    /// breadth first, the leaves after those while a run could still pass through (past a
+    /// `Write`, only the runs whose first byte the next leaf takes). Each (thread, budget) is
+    /// visited once, so loops cost no more than their distinct states. Returns false past
+    /// [`MAX_SIGNATURE_VISITS`] visits: a loop of short leaves under a long token (`(", " id)*`
+    /// under a 100-byte run of spaces) visits thousands, each request anew, and the thread
+    /// itself is then the cheaper key.
     fn continuation_signature(
         &self,
         walker: &Walker,
         thread: &Thread,
-        bytes: u32,
+        l1: &MaskEntry,
         h: &mut StructHasher,
         budget: &Budget,
     ) -> Result<bool, LimitExceeded> {
@@ -336,7 +387,7 @@ impl Runtime {
         // it is tiny (the next leaf or two), where a linear scan beats hashing.
         const LINEAR_SEEN: usize = 16;
         let mut visit: smallvec::SmallVec<[(Thread, u32); 4]> =
-            smallvec::smallvec![(thread.clone(), bytes)];
+            smallvec::smallvec![(thread.clone(), l1.max_cross)];
         let mut seen: rustc_hash::FxHashSet<(Thread, u32)> = Default::default();
         let mut i = 0;
         while i < visit.len() {
@@ -353,6 +404,17 @@ impl Runtime {
                 let top = next.top();
                 let leaf = leaf_of(walker, top.op);
                 h.hash(leaf.state_key(top.state));
+                // Right after a `Write`, only the runs whose first byte this leaf takes.
+                let bytes = match l1.crossings.is_empty() || i > 1 {
+                    true => bytes,
+                    false => l1
+                        .crossings
+                        .iter()
+                        .filter(|c| leaf.step(top.state, u32::from(c.byte)) != DEAD)
+                        .map(|c| c.longest)
+                        .max()
+                        .unwrap_or(0),
+                };
                 // Deeper leaves matter only if a run could pass all the way through this one.
                 if let Some(d) = leaf.text_to_exit(top.state) {
                     let d = d.max(1);
@@ -418,13 +480,7 @@ impl Runtime {
             None => {
                 let mut h = StructHasher::new(L2_DOMAIN);
                 h.hash(l1_key);
-                let key = match self.continuation_signature(
-                    walker,
-                    thread,
-                    l1.max_cross,
-                    &mut h,
-                    budget,
-                )? {
+                let key = match self.continuation_signature(walker, thread, l1, &mut h, budget)? {
                     true => ContinuationKey(h.finish()),
                     // The thread key fixes the whole future (each frame's structural hash covers
                     // its operator's subtree): exact, only not shared.
@@ -440,28 +496,56 @@ impl Runtime {
         if let Some(entry) = self.cache.get(&key.0) {
             return Ok(entry);
         }
-        let mut words = vec![0u32; self.vocab.mask_words()];
-        l1.text.write_to(&mut words, self.vocab.text_mask());
+        let mut built = MaskBuilder::from_stored(&l1.text, self.vocab.text_mask());
         let mut scratch = Threads::new();
-        self.vocab.walk_tokens(
-            &l1.uncertain,
-            Threads::from_elem(thread.clone(), 1),
-            |threads, byte| {
-                let mut next = threads.clone();
-                let alive = walker.step(&mut next, byte as u32, &mut scratch, budget)?;
-                Ok::<_, LimitExceeded>(alive.then_some(next))
-            },
-            |run, taken, _| {
-                if taken {
-                    run.iter().for_each(|&t| set_bit(&mut words, t));
+        let step = |threads: &Threads, byte: u8, scratch: &mut Threads| {
+            let mut next = threads.clone();
+            let alive = walker.step(&mut next, byte as u32, scratch, budget)?;
+            Ok::<_, LimitExceeded>(alive.then_some(next))
+        };
+        let start = Threads::from_elem(thread.clone(), 1);
+        // Past a `Write`'s end, each group's first byte is stepped once, and only the groups
+        // that live on are replayed (each from the start: they share the `Write`'s bytes).
+        let mut replayed = vec![0..l1.uncertain.len()];
+        if let Some(&first) = l1.uncertain.first().filter(|_| !l1.crossings.is_empty()) {
+            replayed.clear();
+            let rest = &self.vocab.token_bytes(first)[..l1.write_rest as usize];
+            let mut at_end = Some(start.clone());
+            for &b in rest {
+                at_end = match at_end {
+                    Some(threads) => step(&threads, b, &mut scratch)?,
+                    None => break,
+                };
+            }
+            if let Some(at_end) = at_end {
+                let mut from = 0;
+                for c in l1.crossings.iter() {
+                    if step(&at_end, c.byte, &mut scratch)?.is_some() {
+                        replayed.push(from..c.end as usize);
+                    }
+                    from = c.end as usize;
                 }
-            },
-        )?;
+            }
+        }
+        for group in replayed {
+            self.vocab.walk_tokens(
+                &l1.uncertain[group],
+                start.clone(),
+                |threads, byte| step(threads, byte, &mut scratch),
+                |run, taken, _| {
+                    if taken {
+                        built.add(run);
+                    }
+                },
+            )?;
+        }
         let entry = MaskEntry {
-            text: StoredMask::from_words(&words, self.vocab.text_mask()),
+            text: built.finish(self.vocab.text_mask(), self.text_tokens),
             specials: Box::new([]),
             uncertain: Box::new([]),
             max_cross: 0,
+            crossings: Box::new([]),
+            write_rest: 0,
         };
         Ok(self.cache.insert(key.0, entry))
     }

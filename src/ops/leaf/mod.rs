@@ -73,9 +73,13 @@ pub struct WriteLeaf {
     units: Box<[u32]>,
     /// `text_to_end[p]`: text bytes from position p to the end, or NONE past a special.
     text_to_end: Box<[u32]>,
-    /// `suffix_keys[p]`: hash of the units from position p on; two Writes with the same
-    /// remaining units share masks.
-    suffix_keys: Box<[u128]>,
+    /// Hash of all the units: the leaf's structure.
+    hash: u128,
+    /// `state_keys[p]`: hash of the units from position p up to the first special unit
+    /// (included), or to the end. Two Writes with the same such units share masks: no token
+    /// gets past a special unit, so what follows it cannot change a mask. After an outline
+    /// record's `<|vision_end|>`, `"\n" <|vision_start|>` has one key whatever id follows.
+    state_keys: Box<[u128]>,
 }
 
 impl Leaf {
@@ -90,18 +94,26 @@ impl Leaf {
                 text_to_end[p + 1] + 1
             };
         }
-        let mut suffix_keys = vec![0u128; units.len() + 1];
-        suffix_keys[units.len()] = StructHasher::new(0x57).finish();
+        let end = StructHasher::new(0x57).finish();
+        let (mut hash, mut state_keys) = (end, vec![end; units.len() + 1]);
         for p in (0..units.len()).rev() {
-            suffix_keys[p] = StructHasher::new(0x57)
-                .hash(suffix_keys[p + 1])
-                .word(units[p] as u64)
-                .finish();
+            let link = |next: u128| {
+                StructHasher::new(0x57)
+                    .hash(next)
+                    .word(units[p] as u64)
+                    .finish()
+            };
+            hash = link(hash);
+            state_keys[p] = match units[p] >= SPECIAL_BASE {
+                true => link(end),
+                false => link(state_keys[p + 1]),
+            };
         }
         Leaf::Write(WriteLeaf {
             units,
             text_to_end: text_to_end.into(),
-            suffix_keys: suffix_keys.into(),
+            hash,
+            state_keys: state_keys.into(),
         })
     }
 
@@ -164,16 +176,18 @@ impl Leaf {
     /// Structural hash: equal for leaves accepting the same way.
     pub fn hash(&self) -> u128 {
         match self {
-            Leaf::Write(w) => w.suffix_keys[0],
+            Leaf::Write(w) => w.hash,
             Leaf::Dfa(d) => d.hash,
         }
     }
 
-    /// Identifies what is left of the leaf from `state`: equal keys accept the same suffixes,
-    /// so they share cached masks (a Write by its remaining units, a DFA by hash and state).
+    /// Identifies what is left of the leaf from `state` as far as text can tell: equal keys
+    /// accept the same byte strings and the same next special unit, so they share cached
+    /// masks (a Write by its remaining units up to the first special one, a DFA by hash and
+    /// state).
     pub fn state_key(&self, state: u32) -> u128 {
         match self {
-            Leaf::Write(w) => w.suffix_keys[state as usize],
+            Leaf::Write(w) => w.state_keys[state as usize],
             Leaf::Dfa(d) => StructHasher::new(0xd5)
                 .hash(d.hash)
                 .word(state as u64)
