@@ -1,7 +1,7 @@
 //! Building a [`CharDfa`] from a regex: a Thompson NFA over the regex's character atoms, then
 //! subset construction; [`CharDfa::from_hir`] is the entry point.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::rc::Rc;
 
 use regex_syntax::hir::{Class, ClassUnicode, Hir, HirKind, Look};

@@ -538,7 +538,7 @@ pub(super) fn pruned(mut s: Shape) -> Shape {
         Shape::AnyOf(xs) => std::mem::take(xs),
         _ => return s,
     };
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = foldhash::HashSet::default();
     let mut kept: Vec<(Option<Vec<u64>>, Shape)> = Vec::new();
     let mut objects: Vec<(Vec<u64>, Shape)> = Vec::new();
     for b in branches {

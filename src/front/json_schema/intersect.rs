@@ -1,8 +1,9 @@
 //! Intersection of shapes (`allOf`, sibling keywords), with the placement of the witnesses
 //! `contains` and `minProperties`-style counts require once two objects or arrays meet.
 
+use foldhash::{HashMap, HashMapExt, HashSet};
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::rc::Rc;
 
 use super::complement::MAX_COMPLEMENT_BRANCHES;
 use super::multiples::step_too_large;
@@ -103,16 +104,7 @@ impl Compiler<'_> {
     /// costs up to the size of that grammar (45 ms for a 45 KB alternation under a star), so
     /// the deadline is read at every byte rather than ticked.
     pub(crate) fn matches(&self, c: &RegexConstraint, text: &str) -> Result<bool, CompileError> {
-        let at = || crate::Location::JsonPointer(c.pointer.clone());
-        let mut g = GrammarBuilder::with_limits(self.limits);
-        let e = c
-            .regex
-            .lower(&c.source, &mut g, &mut Utf8)
-            .map_err(|e| e.or_at(at()))?;
-        let start = g.rule("start");
-        g.define(start, e).map_err(|e| e.or_at(at()))?;
-        let grammar = g.finish(start).map_err(|e| e.or_at(at()))?;
-        let rec = Recognizer::try_new(&grammar, self.limits).map_err(|e| e.or_at(at()))?;
+        let rec = self.recognizer(c)?;
         let mut chart = rec.start();
         for b in text.bytes() {
             self.deadline
@@ -123,6 +115,26 @@ impl Compiler<'_> {
             }
         }
         Ok(chart.is_accepting(&rec))
+    }
+
+    /// The recognizer of `c`'s regex, built on its first use.
+    fn recognizer(&self, c: &RegexConstraint) -> Result<Rc<Recognizer>, CompileError> {
+        let (is_format, source) = c.identity();
+        if let Some(rec) = self.recognizers.borrow()[is_format as usize].get(source) {
+            return Ok(rec.clone());
+        }
+        let at = || crate::Location::JsonPointer(c.pointer.clone());
+        let mut g = GrammarBuilder::with_limits(self.limits);
+        let e = c
+            .regex
+            .lower(&c.source, &mut g, &mut Utf8)
+            .map_err(|e| e.or_at(at()))?;
+        let start = g.rule("start");
+        g.define(start, e).map_err(|e| e.or_at(at()))?;
+        let grammar = g.finish(start).map_err(|e| e.or_at(at()))?;
+        let rec = Rc::new(Recognizer::try_new(&grammar, self.limits).map_err(|e| e.or_at(at()))?);
+        self.recognizers.borrow_mut()[is_format as usize].insert(source.to_string(), rec.clone());
+        Ok(rec)
     }
 
     /// The shape the property `key` of an object of shape `o` must have, `index` being `o`'s
@@ -342,7 +354,7 @@ impl Compiler<'_> {
     ) -> Result<(ObjectShape, [SideNames; 2]), CompileError> {
         let mut properties = Vec::new();
         let (xi, yi) = (property_index(x), property_index(y));
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::default();
         let names = x.properties.iter().chain(&y.properties).map(|(k, _)| k);
         for k in names {
             if !seen.insert(k.as_str()) {
@@ -352,7 +364,7 @@ impl Compiler<'_> {
             let s = self.intersect(&sx, &sy, pointer)?;
             properties.push((k.clone(), s));
         }
-        let in_x: std::collections::HashSet<&String> = x.required.iter().collect();
+        let in_x: HashSet<&String> = x.required.iter().collect();
         let mut required = x.required.clone();
         required.extend(y.required.iter().filter(|r| !in_x.contains(r)).cloned());
         let merged = self.merge_patterns(x, y, pointer)?;
@@ -724,5 +736,41 @@ impl SideNames {
             Names::Matching(i) => &self.patterns[i],
             Names::Unmatched => &self.unmatched,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use serde_json::json;
+
+    use super::super::ecma::Regex;
+    use super::super::schema::Compiler;
+    use super::super::shape::RegexConstraint;
+    use super::super::JsonSchemaOptions;
+    use crate::limits::{Deadline, Limits};
+
+    /// Every name an object's patterns meet is tested against them, in each copy of the
+    /// object an intersection makes: the pattern's recognizer is built at its first test
+    /// and read by every later one (each test built its grammar and recognizer again).
+    #[test]
+    fn a_pattern_is_recognized_by_one_recognizer_however_many_tests() {
+        let (root, opts) = (json!({}), JsonSchemaOptions::new());
+        let (limits, deadline) = (Limits::new(), Deadline::never());
+        let c = Compiler::new(&root, &opts, &limits, &deadline).unwrap();
+        let constraint = RegexConstraint {
+            regex: Regex::pattern("^a.*z$", 128).unwrap(),
+            source: "^a.*z$".to_string(),
+            is_format: false,
+            pointer: "/patternProperties/^a.*z$".to_string(),
+        };
+        let first = c.recognizer(&constraint).unwrap();
+        for (name, expected) in [("az", true), ("abcz", true), ("za", false), ("a", false)] {
+            assert_eq!(c.matches(&constraint, name).unwrap(), expected, "{name}");
+        }
+        assert!(Rc::ptr_eq(&first, &c.recognizer(&constraint).unwrap()));
+        assert_eq!(c.recognizers.borrow()[0].len(), 1);
+        assert!(c.recognizers.borrow()[1].is_empty());
     }
 }

@@ -1,7 +1,7 @@
 //! The keywords of each JSON type (number bounds, string lengths, patterns and formats, array
 //! items and counts, object properties and their patterns), read into [`Shape`]s.
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 use std::rc::Rc;
 use std::sync::Arc;
 

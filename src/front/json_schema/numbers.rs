@@ -579,7 +579,7 @@ fn fraction(
         hi: pad(hi),
         width,
     };
-    let mut memo = std::collections::HashMap::new();
+    let mut memo = foldhash::HashMap::default();
     let dot = g.text(".");
     let first_digit = f.digits(g, 0, f.lo.is_some(), f.hi.is_some(), &mut memo);
     let with_dot = g.seq([dot, first_digit]);
@@ -621,7 +621,7 @@ impl Fraction {
         i: usize,
         tight_lo: bool,
         tight_hi: bool,
-        memo: &mut std::collections::HashMap<(usize, bool, bool), ExprId>,
+        memo: &mut foldhash::HashMap<(usize, bool, bool), ExprId>,
     ) -> ExprId {
         guarded(|| self.digits_step(g, i, tight_lo, tight_hi, memo))
     }
@@ -632,7 +632,7 @@ impl Fraction {
         i: usize,
         tight_lo: bool,
         tight_hi: bool,
-        memo: &mut std::collections::HashMap<(usize, bool, bool), ExprId>,
+        memo: &mut foldhash::HashMap<(usize, bool, bool), ExprId>,
     ) -> ExprId {
         if let Some(&e) = memo.get(&(i, tight_lo, tight_hi)) {
             return e;
@@ -668,7 +668,7 @@ impl Fraction {
                 9
             };
             let mut branches = Vec::new();
-            type Memo = std::collections::HashMap<(usize, bool, bool), ExprId>;
+            type Memo = foldhash::HashMap<(usize, bool, bool), ExprId>;
             let mut push = |g: &mut GrammarBuilder,
                             this: &Fraction,
                             memo: &mut Memo,

@@ -2,7 +2,7 @@
 //! building each entry once, intersections of references, and where chains of plain
 //! references end.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::rc::Rc;
 
 use serde_json::Value;

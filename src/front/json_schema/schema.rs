@@ -2,7 +2,8 @@
 //! `const`, `anyOf`, `oneOf` and `allOf`. The keywords of each type are read in `keywords.rs`,
 //! references resolved in `refs.rs`.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
@@ -13,6 +14,7 @@ use super::shape::{Kind, ObjectShape, RefId, Shape};
 use super::JsonSchemaOptions;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::{guarded, tick};
+use crate::ir::recognizer::Recognizer;
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 
 /// Validation keywords formwork cannot express; anything not listed here or handled is an
@@ -142,6 +144,11 @@ pub(crate) struct Compiler<'a> {
     /// Where each chain of plain references ends (see [`deref`](Self::deref)): the first
     /// entry whose shape is not a reference, `None` for a chain that loops.
     pub(super) chain_end: HashMap<RefId, Option<RefId>>,
+    /// The recognizer of each regex [`matches`](Self::matches) tried, by its identity: the
+    /// names and values of a schema meet the same few patterns many times (each property of
+    /// each copy of an object an intersection makes), and each test built the regex's
+    /// grammar and recognizer again. Patterns first, formats second.
+    pub(super) recognizers: RefCell<[HashMap<String, Rc<Recognizer>>; 2]>,
 }
 
 impl<'a> Compiler<'a> {
@@ -171,6 +178,7 @@ impl<'a> Compiler<'a> {
             shapes_made: 0,
             accepting: Vec::new(),
             chain_end: HashMap::new(),
+            recognizers: RefCell::default(),
         })
     }
 

@@ -5,7 +5,7 @@
 mod objects;
 mod strings;
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::rc::Rc;
 
 use serde_json::Value;
@@ -65,6 +65,11 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     /// The keys of undeclared properties for each set of declared names (sorted), built once
     /// (see [`keys_not_in`](Self::keys_not_in)).
     undeclared_keys: HashMap<Vec<String>, ExprId>,
+    /// The classes of undeclared names of each object by what decides them, each with its
+    /// keys lowered, built once: every copy of an object an intersection makes had its
+    /// patterns' automata built, intersected and lowered again, its own rules for the
+    /// backend to build.
+    key_classes: HashMap<objects::ClassesKey, Rc<[(usize, ExprId)]>>,
     /// The expression of each object shape lowered so far, by address (the shape held, so
     /// the address stays its own; see [`shared_object`](Self::shared_object)).
     objects: HashMap<*const ObjectShape, (Rc<ObjectShape>, ExprId)>,
@@ -101,6 +106,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             numbers: HashMap::new(),
             contents: HashMap::new(),
             undeclared_keys: HashMap::new(),
+            key_classes: HashMap::new(),
             objects: HashMap::new(),
             chains: HashMap::new(),
         }

@@ -2,8 +2,8 @@
 //! properties split by the patterns their names match, property counts, and the runs of
 //! members that place `contains`-style witnesses (arrays' witnessed items too).
 
+use foldhash::{HashMap, HashMapExt, HashSet};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use serde_json::Value;
@@ -13,6 +13,7 @@ use super::super::schema::{error, over, MAX_KEY_CLASSES};
 use super::super::shape::{Names, ObjectShape, Shape, MAX_NAME_PATTERNS};
 use super::super::strings::{any_text, text_not_in};
 use super::super::PropertyOrder;
+use super::strings::NamesKey;
 use super::{clamp, strings_automaton, SchemaLowering};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::chars::{Budget, CharDfa};
@@ -68,6 +69,16 @@ fn key_classes(
     }
     classes.sort_unstable_by_key(|(set, _)| *set);
     Ok(classes)
+}
+
+/// What decides an object's classes of undeclared names and their keys (see
+/// [`key_classes`]): its declared names (sorted), its patterns and its `propertyNames`.
+/// Intersections copy one object into many shapes, each copy with the same names.
+#[derive(PartialEq, Eq, Hash)]
+pub(super) struct ClassesKey {
+    declared: Vec<String>,
+    patterns: Vec<NamesKey>,
+    names: Option<NamesKey>,
 }
 
 impl SchemaLowering<'_, '_, '_> {
@@ -188,7 +199,6 @@ impl SchemaLowering<'_, '_, '_> {
         declared: &[String],
     ) -> Result<Undeclared, CompileError> {
         let names: Vec<&str> = declared.iter().map(String::as_str).collect();
-        let deadline = self.c.deadline;
         let all = (1u64 << o.witnesses.len()) - 1;
         if o.patterns.is_empty() && matches!(*o.additional, Shape::Never) {
             return Ok(Undeclared {
@@ -196,37 +206,23 @@ impl SchemaLowering<'_, '_, '_> {
                 ..Undeclared::default()
             });
         }
-        let allowed = match &o.names {
-            Some(shape) => match strings_automaton(
-                shape,
-                &format!("{}/propertyNames", o.pointer),
-                &self.budget(),
-            ) {
-                Ok(dfa) => Some(dfa),
-                Err(e) => {
-                    // Lenient: the names not narrowed.
-                    self.c.tolerate(e)?;
-                    None
+        let memo = self.classes_key(o, &names);
+        let classes = match memo.as_ref().and_then(|k| self.key_classes.get(k)) {
+            Some(classes) => Some(classes.clone()),
+            None => {
+                let warnings = self.c.warnings.len();
+                match self.lowered_key_classes(o, &names)? {
+                    Err(lenient) => return Ok(lenient),
+                    Ok(None) => None,
+                    Ok(Some(classes)) => {
+                        let classes: Rc<[(usize, ExprId)]> = classes.into();
+                        if let Some(k) = memo.filter(|_| self.c.warnings.len() == warnings) {
+                            self.key_classes.insert(k, classes.clone());
+                        }
+                        Some(classes)
+                    }
                 }
-            },
-            None => None,
-        };
-        let classes = match o.patterns.is_empty() && allowed.is_none() {
-            true => None,
-            false => match key_classes(o, &names, allowed.as_ref(), &self.budget()) {
-                Ok(classes) => Some(classes),
-                Err(e) => {
-                    // Lenient: undeclared names not told apart, with any value, every witness.
-                    self.c.tolerate(e)?;
-                    let content = self.keys_not_in(&names)?;
-                    let any = self.member(content, &Shape::Any)?;
-                    return Ok(Undeclared {
-                        any: Some(any),
-                        marked: (all != 0).then_some((any, all)).into_iter().collect(),
-                        all,
-                    });
-                }
-            },
+            }
         };
         let mut out = Undeclared {
             all,
@@ -267,17 +263,89 @@ impl SchemaLowering<'_, '_, '_> {
                 each_class(self, 0, content)?;
             }
             Some(classes) => {
-                for (set, keys) in classes {
-                    self.automata += 1;
-                    let name = format!("{}json key automaton {}", self.prefix, self.automata);
-                    let any = any_text(self.g, &mut self.keys, 0, None);
-                    let content = keys.lower(&name, self.g, &mut self.keys, any, deadline)?;
+                for &(set, content) in classes.iter() {
                     each_class(self, set, content)?;
                 }
             }
         }
         out.any = (!members.is_empty()).then(|| self.g.alt(members));
         Ok(out)
+    }
+
+    /// What decides the classes of `o`'s undeclared names, if it has patterns or
+    /// `propertyNames` and each can be told exactly (see [`NamesKey`]).
+    fn classes_key(&self, o: &ObjectShape, declared: &[&str]) -> Option<ClassesKey> {
+        if o.patterns.is_empty() && o.names.is_none() {
+            return None;
+        }
+        let patterns = o
+            .patterns
+            .iter()
+            .map(|(p, _)| NamesKey::of_pattern(p))
+            .collect::<Option<_>>()?;
+        let names = match &o.names {
+            Some(shape) => Some(NamesKey::of_strings(shape, true)?),
+            None => None,
+        };
+        let mut declared: Vec<String> = declared.iter().map(|k| k.to_string()).collect();
+        declared.sort_unstable();
+        Some(ClassesKey {
+            declared,
+            patterns,
+            names,
+        })
+    }
+
+    /// The classes of `o`'s undeclared names (see [`key_classes`]), each with the keys of its
+    /// names lowered: `None` without patterns or `propertyNames`; `Err` with the members a
+    /// lenient compilation writes where the classes are refused (undeclared names not told
+    /// apart, with any value, every witness).
+    fn lowered_key_classes(
+        &mut self,
+        o: &ObjectShape,
+        names: &[&str],
+    ) -> Result<Result<Option<Vec<(usize, ExprId)>>, Undeclared>, CompileError> {
+        let allowed = match &o.names {
+            Some(shape) => match strings_automaton(
+                shape,
+                &format!("{}/propertyNames", o.pointer),
+                &self.budget(),
+            ) {
+                Ok(dfa) => Some(dfa),
+                Err(e) => {
+                    // Lenient: the names not narrowed.
+                    self.c.tolerate(e)?;
+                    None
+                }
+            },
+            None => None,
+        };
+        if o.patterns.is_empty() && allowed.is_none() {
+            return Ok(Ok(None));
+        }
+        let classes = match key_classes(o, names, allowed.as_ref(), &self.budget()) {
+            Ok(classes) => classes,
+            Err(e) => {
+                self.c.tolerate(e)?;
+                let all = (1u64 << o.witnesses.len()) - 1;
+                let content = self.keys_not_in(names)?;
+                let any = self.member(content, &Shape::Any)?;
+                return Ok(Err(Undeclared {
+                    any: Some(any),
+                    marked: (all != 0).then_some((any, all)).into_iter().collect(),
+                    all,
+                }));
+            }
+        };
+        let mut lowered = Vec::with_capacity(classes.len());
+        for (set, keys) in classes {
+            self.automata += 1;
+            let name = format!("{}json key automaton {}", self.prefix, self.automata);
+            let any = any_text(self.g, &mut self.keys, 0, None);
+            let content = keys.lower(&name, self.g, &mut self.keys, any, self.c.deadline)?;
+            lowered.push((set, content));
+        }
+        Ok(Ok(Some(lowered)))
     }
 
     /// Members one after another, `lo..=hi` of them, such that every witness of `all` is among
@@ -311,7 +379,7 @@ impl SchemaLowering<'_, '_, '_> {
         // The states a run reaches, in the order found: the order of definitions decides the
         // expression ids of the bodies, so it must not be a hash map's (seeded per map).
         let mut states = vec![(0u64, 0u64)];
-        let mut found = HashSet::from([(0u64, 0u64)]);
+        let mut found: HashSet<(u64, u64)> = [(0u64, 0u64)].into_iter().collect();
         let mut i = 0;
         while let Some(&(seen, c)) = states.get(i) {
             i += 1;
@@ -743,5 +811,41 @@ mod tests {
         let sixteen = work(&copies_of_one_object(16));
         assert!(one > 2_500, "{one}: the trie should weigh");
         assert!(sixteen < one + 15 * 1_000, "{one} -> {sixteen}");
+    }
+
+    /// Rules of the grammar of `schema` whose name contains `part`.
+    fn rules_named(schema: &Value, part: &str) -> usize {
+        let (limits, deadline) = (Limits::new(), Deadline::never());
+        let compiled =
+            compile_schema_within(schema, &JsonSchemaOptions::new(), &limits, &deadline).unwrap();
+        let rules = compiled.grammar.rules();
+        rules.iter().filter(|r| r.name.contains(part)).count()
+    }
+
+    /// An object with two patterns (undeclared names of three kinds) in `allOf` with a union
+    /// of `copies` branches that tag one of its properties: one copy of the object per branch,
+    /// each with the same names and patterns.
+    fn copies_with_patterns(copies: usize) -> Value {
+        let variants: Vec<Value> = (0..copies)
+            .map(|i| json!({"properties": {"tag": {"const": i}}}))
+            .collect();
+        json!({
+            "type": "object",
+            "properties": {"tag": {}, "name": {"type": "string"}},
+            "patternProperties": {"^x_[0-9]+$": {"type": "integer"}, "^y": {"type": "string"}},
+            "allOf": [{"anyOf": variants}],
+        })
+    }
+
+    /// The classes of undeclared names (each pattern's automaton built, intersected with the
+    /// others' and lowered to a rule per state) are built once for every copy of an object
+    /// with the same names and patterns: the copies' key automata are one set of rules, where
+    /// each copy wrote its own.
+    #[test]
+    fn copies_of_an_object_share_the_keys_of_its_patterns() {
+        let one = rules_named(&copies_with_patterns(1), "json key automaton");
+        assert!(one > 0, "the patterns' keys should be automata");
+        let eight = rules_named(&copies_with_patterns(8), "json key automaton");
+        assert_eq!(eight, one);
     }
 }

@@ -5,11 +5,12 @@ use serde_json::Value;
 
 use super::super::ecma::Regex;
 use super::super::schema::error;
-use super::super::shape::{RegexConstraint, Shape, StringShape};
+use super::super::shape::{NamePattern, RegexConstraint, Shape, StringShape};
 use super::super::strings::{any_text, text_not_in, JsonText};
 use super::{clamp, SchemaLowering};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::chars::{Budget, CharDfa};
+use crate::front::guard::guarded;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
 
@@ -72,6 +73,75 @@ pub(super) struct ContentKey {
     regexes: Vec<(bool, String)>,
     forbidden: Vec<(bool, String)>,
     exclude: Vec<String>,
+}
+
+impl ContentKey {
+    /// The key of the contents of `s` (spelled as a key or a value).
+    pub(super) fn of(s: &StringShape, key: bool) -> ContentKey {
+        let sources =
+            |cs: &[RegexConstraint]| cs.iter().map(|c| (c.is_format, c.source.clone())).collect();
+        ContentKey {
+            key,
+            min: s.min,
+            max: s.max,
+            regexes: sources(&s.regexes),
+            forbidden: sources(&s.forbidden),
+            exclude: s.exclude.iter().cloned().collect(),
+        }
+    }
+}
+
+/// What fixes a set of names (a pattern of `patternProperties`, a `propertyNames`) as an
+/// automaton: regexes by source, shapes of strings by their branches' contents. Two sets with
+/// equal keys are one.
+#[derive(PartialEq, Eq, Hash)]
+pub(super) enum NamesKey {
+    Regex(bool, String),
+    NoneOf(Vec<NamesKey>),
+    /// A shape of strings, each branch by its contents or its values, and whether it stands
+    /// for the names it admits or those it refuses.
+    Strings(Vec<ContentKey>, Vec<Vec<String>>, bool),
+}
+
+impl NamesKey {
+    /// The key of a pattern. Recursion: as deep as `NoneOf`s nest, each level guarded.
+    pub(super) fn of_pattern(p: &NamePattern) -> Option<NamesKey> {
+        guarded(|| match p {
+            NamePattern::Regex(c) => Some(NamesKey::Regex(c.is_format, c.source.clone())),
+            NamePattern::NoneOf { parts, .. } => parts
+                .iter()
+                .map(NamesKey::of_pattern)
+                .collect::<Option<_>>()
+                .map(NamesKey::NoneOf),
+            NamePattern::Strings {
+                names, admitted, ..
+            } => NamesKey::of_strings(names, *admitted),
+        })
+    }
+
+    /// The key of a shape of strings as [`strings_automaton`] reads it; `None` for a shape it
+    /// refuses.
+    pub(super) fn of_strings(s: &Shape, admitted: bool) -> Option<NamesKey> {
+        let branches = match s {
+            Shape::AnyOf(xs) => xs.as_slice(),
+            one => std::slice::from_ref(one),
+        };
+        let (mut contents, mut values) = (Vec::new(), Vec::new());
+        for b in branches {
+            match b {
+                Shape::String(st) => contents.push(ContentKey::of(st, false)),
+                Shape::Values(vs) => values.push(
+                    vs.iter()
+                        .filter_map(Value::as_str)
+                        .map(String::from)
+                        .collect(),
+                ),
+                Shape::Never => {}
+                _ => return None,
+            }
+        }
+        Some(NamesKey::Strings(contents, values, admitted))
+    }
 }
 
 /// The automaton of the strings a shape of strings admits (`String`, `Values`, unions of
@@ -149,22 +219,7 @@ impl SchemaLowering<'_, '_, '_> {
         if s.regexes.is_empty() && s.forbidden.is_empty() && s.exclude.is_empty() {
             return self.string_content_uncached(s, key);
         }
-        let memo = ContentKey {
-            key,
-            min: s.min,
-            max: s.max,
-            regexes: s
-                .regexes
-                .iter()
-                .map(|c| (c.is_format, c.source.clone()))
-                .collect(),
-            forbidden: s
-                .forbidden
-                .iter()
-                .map(|c| (c.is_format, c.source.clone()))
-                .collect(),
-            exclude: s.exclude.iter().cloned().collect(),
-        };
+        let memo = ContentKey::of(s, key);
         if let Some(&e) = self.contents.get(&memo) {
             return Ok(e);
         }
