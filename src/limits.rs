@@ -295,6 +295,12 @@ impl Budget {
         }
     }
 
+    /// Units spent so far: what a test counts a walk's work by.
+    #[cfg(test)]
+    pub(crate) fn spent(&self) -> u64 {
+        self.spent.get()
+    }
+
     /// `Err` if `n` simultaneous readings are over the ceiling.
     #[inline]
     pub(crate) fn readings(&self, n: usize) -> Result<(), LimitExceeded> {

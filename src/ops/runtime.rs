@@ -321,10 +321,12 @@ impl Runtime {
             fn accepted(&mut self) -> &mut [u32] {
                 self.accepted.words()
             }
-            // A literal allows one unit per state, and a slice's strings branch at every
-            // byte: the proof could only fail (~1,300 steps a Write state would pay).
+            // A slice's strings go on for ever, and a leaf without a loop dies within its
+            // longest string (as the body of a loop, once the walk's rounds, counted up to a
+            // token's length, run out): the proof could only fail, after up to ~1,300 steps
+            // (150k of an id choice's first character's 205k instructions).
             fn tries_slice(&self, _: usize) -> bool {
-                !matches!(self.leaf, Leaf::Write(_))
+                self.leaf.loops()
             }
         }
         let mut walk = Walk {
@@ -650,5 +652,56 @@ pub(crate) fn leaf_of<'p>(walker: &Walker<'p>, op: u32) -> &'p Leaf {
     match walker.program.op(OpId(op)) {
         Op::Leaf { leaf, .. } => leaf,
         _ => unreachable!("the top frame of a thread is a leaf"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Unit;
+
+    /// Counts the trie nodes a walk of `leaf` alone enters or refuses.
+    struct NodeCount<'a> {
+        leaf: &'a Leaf,
+        nodes: u64,
+    }
+
+    impl TrieVisitor for NodeCount<'_> {
+        type State = u32;
+        fn step(&mut self, s: &u32, byte: u8, _: usize, _: Subtree) -> TrieStep<u32> {
+            self.nodes += 1;
+            match self.leaf.step(*s, u32::from(byte)) {
+                DEAD => TrieStep::Skip,
+                next => TrieStep::Enter(next),
+            }
+        }
+        fn tokens(&mut self, _: &u32, _: &[TokenId]) {}
+    }
+
+    /// A leaf without a loop (a choice among IDs, a literal) cannot survive a slice, so its
+    /// leaf part costs its trie walk and nothing more: no slice proof is tried. A leaf with a
+    /// loop may take a slice.
+    #[test]
+    fn leaves_without_a_loop_try_no_slice() {
+        let vocab = Vocab::embedded_qwen3().unwrap();
+        let runtime = Runtime::new(vocab.clone(), 1 << 20);
+        let ids =
+            Leaf::choice(["1", "1.1", "1.10", "10", "2", "2.1.1"].map(str::as_bytes)).unwrap();
+        let literal = Leaf::write(&b"\", \"".map(Unit::Byte));
+        let after_one = ids.step(ids.start(), u32::from(b'1'));
+        for (leaf, state) in [(&ids, ids.start()), (&ids, after_one), (&literal, 0)] {
+            assert!(!leaf.loops());
+            let budget = Limits::new().budget();
+            runtime
+                .compute_leaf_part(leaf, state, None, &budget)
+                .unwrap();
+            let mut count = NodeCount { leaf, nodes: 0 };
+            vocab.trie().walk(state, &mut count);
+            assert_eq!(budget.spent(), count.nodes, "state {state}");
+        }
+        let words = crate::ops::RegexCompiler::new()
+            .leaf("[A-Za-z0-9]+")
+            .unwrap();
+        assert!(words.loops());
     }
 }

@@ -26,6 +26,8 @@ pub struct Dfa {
     pub(super) has_out: Box<[bool]>,
     pub(super) forced: Box<[u32]>,
     pub(super) text_to_exit: Box<[u32]>,
+    /// Some byte string leads from a state back to it: the leaf reads text of any length.
+    pub(super) loops: bool,
     pub(super) start: u32,
     pub(super) num_exits: u32,
     pub(super) hash: u128,
@@ -258,6 +260,23 @@ impl Dfa {
                 fill[t as usize] += 1;
             }
         }
+        // A cycle of byte edges, by Kahn's algorithm: states left unpopped lie on or after one.
+        let mut in_degree: Vec<u32> = (0..m).map(|t| rev_start[t + 1] - rev_start[t]).collect();
+        let mut acyclic: Vec<u32> = (0..m as u32)
+            .filter(|&t| in_degree[t as usize] == 0)
+            .collect();
+        let mut i = 0;
+        while i < acyclic.len() {
+            let s = acyclic[i] as usize;
+            i += 1;
+            for &t in row(s).iter().filter(|&&t| t != DEAD) {
+                in_degree[t as usize] -= 1;
+                if in_degree[t as usize] == 0 {
+                    acyclic.push(t);
+                }
+            }
+        }
+        let loops = acyclic.len() < m;
         let mut text_to_exit = vec![NONE; m];
         let mut queue: VecDeque<u32> = (0..m as u32)
             .filter(|&s| exit[s as usize] != NONE)
@@ -300,6 +319,7 @@ impl Dfa {
             has_out: has_out.into(),
             forced: forced.into(),
             text_to_exit: text_to_exit.into(),
+            loops,
             start: 0,
             num_exits,
             hash,

@@ -260,6 +260,16 @@ impl Leaf {
         (d != NONE).then_some(d)
     }
 
+    /// True if some byte string leads from a state back to it. A leaf without such a loop (a
+    /// literal, a choice among IDs) reads at most its longest string, so it cannot survive
+    /// every string of a token slice (all of which go on for ever).
+    pub(crate) fn loops(&self) -> bool {
+        match self {
+            Leaf::Write(_) => false,
+            Leaf::Dfa(d) => d.loops,
+        }
+    }
+
     /// Special tokens accepted from `state`.
     pub fn specials(&self, state: u32) -> Vec<TokenId> {
         match self {
