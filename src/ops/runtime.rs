@@ -406,8 +406,11 @@ impl Runtime {
                 let top = next.top();
                 let leaf = leaf_of(walker, top.op);
                 h.hash(leaf.state_key(top.state));
-                // Right after a `Write`, only the runs whose first byte this leaf takes.
-                let bytes = match l1.crossings.is_empty() || i > 1 {
+                // Right after a `Write`, only the runs whose first byte this leaf takes; a leaf
+                // that may end before reading a byte passes the others on to the leaves after
+                // it, so it keeps them all.
+                let may_pass = leaf.text_to_exit(top.state) == Some(0);
+                let bytes = match l1.crossings.is_empty() || i > 1 || may_pass {
                     true => bytes,
                     false => l1
                         .crossings
