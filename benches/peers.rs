@@ -38,6 +38,11 @@ use formwork_testkit::outlines_core;
 use formwork_testkit::workloads::{self, Case, Formwork, Size, Spec, Workload};
 use serde::{Deserialize, Serialize};
 
+/// The process allocator of every engine measured here (see the `mimalloc` dependency in
+/// Cargo.toml): the peers run in this process and allocate through it too.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const ENGINES: [&str; 3] = ["formwork", "llguidance", "outlines-core"];
 
 struct Args {

@@ -14,6 +14,10 @@ mod tokenizer;
 
 use pyo3::prelude::*;
 
+/// The allocator of the extension's Rust code (see the `mimalloc` dependency in Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The templates shipped with formwork (``outline``, ``reference_lookup``, ``tool_call``), as
 /// ``{file name: source text}`` for :meth:`GrammarCompiler.register_templates`.
 #[pyfunction]

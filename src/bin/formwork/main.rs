@@ -18,6 +18,10 @@ use formwork::{
 use maskbench::{HarnessConfig, Status};
 use serde_json::json;
 
+/// See the `mimalloc` dependency in Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "formwork",
