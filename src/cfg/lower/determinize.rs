@@ -80,34 +80,35 @@ pub(super) fn determinize(
             if !dfa {
                 closure.close(&mut members, eps);
             }
-            by_class.iter_mut().for_each(|v| v.clear());
+            // The classes some member reads: a state reads a few of the unit's classes, and
+            // scanning all of them per state was a twentieth of the construction.
+            let mut read = ByteSet::EMPTY;
             specials.clear();
             calls.clear();
             for &s in &members {
                 for &(label, t) in &nfa.edges[s as usize] {
                     match label {
-                        Label::Classes(k) => labels[k as usize]
-                            .iter()
-                            .for_each(|c| by_class[c as usize].push(t)),
+                        Label::Classes(k) => labels[k as usize].iter().for_each(|c| {
+                            read.insert(c);
+                            by_class[c as usize].push(t);
+                        }),
                         Label::Special(sid) => specials.push((sid, t)),
                         Label::Call(u) => calls.push((u, t)),
                     }
                 }
             }
-            // The states reached from `targets`: one closed subset (dfa), or the targets
-            // themselves (epsilon removal). Closing the targets of every class is where large
-            // subsets cost, so it spends the work budget.
-            let mut intern = |targets: &mut dyn Iterator<Item = u32>,
+            // The states reached from the targets in `scratch`: one closed subset (dfa), or
+            // the targets themselves (epsilon removal). Closing the targets of every class is
+            // where large subsets cost, so it spends the work budget.
+            let mut intern = |scratch: &mut Vec<u32>,
                               out: &mut SmallVec<[u32; 4]>|
              -> Result<(), Stop> {
                 out.clear();
-                scratch.clear();
-                scratch.extend(targets);
                 if dfa {
-                    closure.close(&mut scratch, eps);
+                    closure.close(scratch, eps);
                     sets.spend(scratch.len())?;
                     scratch.dedup();
-                    out.push(sets.add(&scratch));
+                    out.push(sets.add(scratch));
                 } else {
                     scratch.sort_unstable();
                     scratch.dedup();
@@ -117,22 +118,31 @@ pub(super) fn determinize(
             };
             // Consecutive classes often share their targets.
             bytes_out.clear();
-            let mut prev: Option<usize> = None;
-            for c in 0..nc {
-                if by_class[c].is_empty() {
-                    continue;
-                }
-                if prev.is_none_or(|p| by_class[p] != by_class[c]) {
-                    intern(&mut by_class[c].iter().copied(), &mut ids_out)?;
+            let mut prev: Option<u8> = None;
+            for c in read.iter() {
+                if prev.is_none_or(|p| by_class[p as usize] != by_class[c as usize]) {
+                    scratch.clear();
+                    scratch.extend_from_slice(&by_class[c as usize]);
+                    intern(&mut scratch, &mut ids_out)?;
+                    if let Some(p) = prev {
+                        by_class[p as usize].clear();
+                    }
                     prev = Some(c);
+                } else {
+                    by_class[c as usize].clear();
                 }
-                bytes_out.extend(ids_out.iter().map(|&id| (c as u8, id)));
+                bytes_out.extend(ids_out.iter().map(|&id| (c, id)));
+            }
+            if let Some(p) = prev {
+                by_class[p as usize].clear();
             }
             let mut grouped = |edges: &mut Vec<(u32, u32)>, out: &mut Vec<(u32, u32)>| {
                 edges.sort_unstable();
                 out.clear();
                 for group in edges.chunk_by(|a, b| a.0 == b.0) {
-                    intern(&mut group.iter().map(|e| e.1), &mut ids_out)?;
+                    scratch.clear();
+                    scratch.extend(group.iter().map(|e| e.1));
+                    intern(&mut scratch, &mut ids_out)?;
                     out.extend(ids_out.iter().map(|&id| (group[0].0, id)));
                 }
                 Ok::<_, Stop>(out.as_slice().into())
