@@ -250,8 +250,15 @@ fn canonical_edges<'a>(
     out.bytes.clear();
     out.group_of.clear();
     // Classes are numbered by least byte, so a group's first class orders it by least byte.
+    // A state reads runs of classes with one entry (a string's characters: dozens of classes),
+    // each run's classes joining the group the run's first one found.
+    let mut last: Option<(u32, usize)> = None;
     for (c, e) in prog.transitions(s) {
         let set = prog.alphabet.sets[c];
+        if let Some((_, group)) = last.filter(|&(entry, _)| entry == e && e & MULTI == 0) {
+            out.bytes[group].1 = out.bytes[group].1.union(&set);
+            continue;
+        }
         let single = [e];
         let targets: &[u32] = if e & MULTI == 0 {
             &single
@@ -270,15 +277,20 @@ fn canonical_edges<'a>(
                 }
                 false => out.bytes.iter().position(|(_, _, u)| *u == t),
             };
-            match found {
-                Some(i) => out.bytes[i].1 = out.bytes[i].1.union(&set),
+            let group = match found {
+                Some(i) => {
+                    out.bytes[i].1 = out.bytes[i].1.union(&set);
+                    i
+                }
                 None => {
                     if !out.group_of.is_empty() {
                         out.group_of.insert(t, out.bytes.len());
                     }
                     out.bytes.push((c, set, t));
+                    out.bytes.len() - 1
                 }
-            }
+            };
+            last = Some((e, group));
         }
     }
     out.bytes.sort_unstable_by_key(|&(first, _, t)| (first, t));
