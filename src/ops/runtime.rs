@@ -531,11 +531,11 @@ impl Runtime {
             return Ok(entry);
         }
         let mut built = MaskBuilder::from_stored(&l1.text, self.vocab.text_mask());
-        let mut scratch = Threads::new();
-        let step = |threads: &Threads, byte: u8, scratch: &mut Threads| {
-            let mut next = threads.clone();
-            let alive = walker.step(&mut next, byte as u32, scratch, budget)?;
-            Ok::<_, LimitExceeded>(alive.then_some(next))
+        // Steps into a slot whose thread list is reused: copying the list into a fresh one at
+        // every byte was most of a replay's cost (85k of the ~100k instructions after an id's
+        // closing quote).
+        let step = |threads: &Threads, byte: u8, slot: &mut Threads| {
+            walker.step_into(threads, byte as u32, slot, budget)
         };
         let start = Threads::from_elem(thread.clone(), 1);
         // Past a `Write`'s end, each group's first byte is stepped once, and only the groups
@@ -544,17 +544,19 @@ impl Runtime {
         if let Some(&first) = l1.uncertain.first().filter(|_| !l1.crossings.is_empty()) {
             replayed.clear();
             let rest = &self.vocab.token_bytes(first)[..l1.write_rest as usize];
-            let mut at_end = Some(start.clone());
+            let (mut at_end, mut next) = (start.clone(), Threads::new());
+            let mut alive = true;
             for &b in rest {
-                at_end = match at_end {
-                    Some(threads) => step(&threads, b, &mut scratch)?,
-                    None => break,
-                };
+                alive = step(&at_end, b, &mut next)?;
+                if !alive {
+                    break;
+                }
+                std::mem::swap(&mut at_end, &mut next);
             }
-            if let Some(at_end) = at_end {
+            if alive {
                 let mut from = 0;
                 for c in l1.crossings.iter() {
-                    if step(&at_end, c.byte, &mut scratch)?.is_some() {
+                    if step(&at_end, c.byte, &mut next)? {
                         replayed.push(from..c.end as usize);
                     }
                     from = c.end as usize;
@@ -565,7 +567,7 @@ impl Runtime {
             self.vocab.walk_tokens(
                 &l1.uncertain[group],
                 start.clone(),
-                |threads, byte| step(threads, byte, &mut scratch),
+                step,
                 |run, taken, _| {
                     if taken {
                         built.add(run);
