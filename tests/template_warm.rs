@@ -179,3 +179,26 @@ fn a_separator_before_an_argument_is_keyed_by_what_its_tokens_reach() {
     let (_, n) = steps.iter().find(|s| s.0 == at).unwrap();
     assert_eq!(*n, 0, "the separator's mask missed the cache");
 }
+
+#[test]
+fn an_ids_closing_quote_is_keyed_by_what_its_tokens_reach() {
+    // After an id that may end, the closing quote's tokens that live on (`",`, `", "`,
+    // `"]}`, ...) end inside the `", "` or `"]}` that follows: none reaches the next id, so
+    // the continuation's key does not take in the request's ids (keyed by each group's
+    // longest run, it reached into the next id's leaf). A request with other ids finds it
+    // computed: the id's own states miss, the quote's does not.
+    let warm = engine(formwork::engine::DEFAULT_TEMPLATE_MASK_BYTES, ALL);
+    // Two ids each: a lone id would be fused with the quotes into one literal.
+    let text = "[{\"topic\": [1], \"reference\": [\"IDS\"]}]";
+    let request = |ids: [&str; 2]| {
+        format!(
+            "reference_lookup(topics: 1..5, ids: {{\"{}\", \"{}\"}})",
+            ids[0], ids[1]
+        )
+    };
+    misses(&warm, &request(["1", "2"]), &text.replace("IDS", "1"));
+    let steps = misses(&warm, &request(["3.1", "4"]), &text.replace("IDS", "3.1"));
+    let at = text.find("IDS").unwrap() + "3.1".len();
+    let (_, n) = steps.iter().find(|s| s.0 == at).unwrap();
+    assert_eq!(*n, 0, "the closing quote's mask missed the cache");
+}

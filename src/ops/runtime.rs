@@ -372,11 +372,11 @@ impl Runtime {
     /// Mixes into `h` what the continuation after `thread`'s leaf looks like to the runs of
     /// `l1`'s uncertain tokens past it: the leaves (and states) reachable after the exit, and,
     /// breadth first, the leaves after those while a run could still pass through (past a
-    /// `Write`, only the runs whose first byte the next leaf takes). Each (thread, budget) is
-    /// visited once, so loops cost no more than their distinct states. Returns false past
-    /// [`MAX_SIGNATURE_VISITS`] visits: a loop of short leaves under a long token (`(", " id)*`
-    /// under a 100-byte run of spaces) visits thousands, each request anew, and the thread
-    /// itself is then the cheaper key.
+    /// `Write`, only the runs the next leaf takes: [`Runtime::runs_into`]). Each (thread,
+    /// budget) is visited once, so loops cost no more than their distinct states. Returns
+    /// false past [`MAX_SIGNATURE_VISITS`] visits: a loop of short leaves under a long token
+    /// (`(", " id)*` under a 100-byte run of spaces) visits thousands, each request anew, and
+    /// the thread itself is then the cheaper key.
     fn continuation_signature(
         &self,
         walker: &Walker,
@@ -406,19 +406,13 @@ impl Runtime {
                 let top = next.top();
                 let leaf = leaf_of(walker, top.op);
                 h.hash(leaf.state_key(top.state));
-                // Right after a `Write`, only the runs whose first byte this leaf takes; a leaf
+                // Right after a `Write`, only the runs this leaf takes (`runs_into`); a leaf
                 // that may end before reading a byte passes the others on to the leaves after
                 // it, so it keeps them all.
                 let may_pass = leaf.text_to_exit(top.state) == Some(0);
                 let bytes = match l1.crossings.is_empty() || i > 1 || may_pass {
                     true => bytes,
-                    false => l1
-                        .crossings
-                        .iter()
-                        .filter(|c| leaf.step(top.state, u32::from(c.byte)) != DEAD)
-                        .map(|c| c.longest)
-                        .max()
-                        .unwrap_or(0),
+                    false => self.runs_into(l1, leaf, top.state),
                 };
                 // Deeper leaves matter only if a run could pass all the way through this one.
                 if let Some(d) = leaf.text_to_exit(top.state) {
@@ -443,6 +437,41 @@ impl Runtime {
             h.word(u64::MAX);
         }
         Ok(true)
+    }
+
+    /// Longest run past the end of `l1`'s `Write` that `leaf`, in `state` right after it,
+    /// reads: the runs of the groups whose first byte it takes. A `Write` next reads each of
+    /// those runs (a few dozen tokens) for as long as it lasts, so only the runs that get
+    /// through it count: after an id's closing quote, `", "` ends exactly where the next id
+    /// would start, and no longer keys the continuation on the request's ids.
+    fn runs_into(&self, l1: &MaskEntry, leaf: &Leaf, state: u32) -> u32 {
+        let mut from = 0;
+        let mut longest = 0;
+        for c in l1.crossings.iter() {
+            let group = &l1.uncertain[from..c.end as usize];
+            from = c.end as usize;
+            if leaf.step(state, u32::from(c.byte)) == DEAD {
+                continue;
+            }
+            if !matches!(leaf, Leaf::Write(_)) {
+                longest = longest.max(c.longest);
+                continue;
+            }
+            for &t in group {
+                let run = &self.vocab.token_bytes(t)[l1.write_rest as usize..];
+                let mut s = state;
+                for &b in run {
+                    if s == DEAD || leaf.exit(s).is_some() {
+                        break;
+                    }
+                    s = leaf.step(s, u32::from(b));
+                }
+                if s != DEAD {
+                    longest = longest.max(run.len() as u32);
+                }
+            }
+        }
+        longest
     }
 
     /// `thread` as a key valid across programs and positions: each frame by its operator's
@@ -502,11 +531,11 @@ impl Runtime {
             return Ok(entry);
         }
         let mut built = MaskBuilder::from_stored(&l1.text, self.vocab.text_mask());
-        let mut scratch = Threads::new();
-        let step = |threads: &Threads, byte: u8, scratch: &mut Threads| {
-            let mut next = threads.clone();
-            let alive = walker.step(&mut next, byte as u32, scratch, budget)?;
-            Ok::<_, LimitExceeded>(alive.then_some(next))
+        // Steps into a slot whose thread list is reused: copying the list into a fresh one at
+        // every byte was most of a replay's cost (85k of the ~100k instructions after an id's
+        // closing quote).
+        let step = |threads: &Threads, byte: u8, slot: &mut Threads| {
+            walker.step_into(threads, byte as u32, slot, budget)
         };
         let start = Threads::from_elem(thread.clone(), 1);
         // Past a `Write`'s end, each group's first byte is stepped once, and only the groups
@@ -515,17 +544,19 @@ impl Runtime {
         if let Some(&first) = l1.uncertain.first().filter(|_| !l1.crossings.is_empty()) {
             replayed.clear();
             let rest = &self.vocab.token_bytes(first)[..l1.write_rest as usize];
-            let mut at_end = Some(start.clone());
+            let (mut at_end, mut next) = (start.clone(), Threads::new());
+            let mut alive = true;
             for &b in rest {
-                at_end = match at_end {
-                    Some(threads) => step(&threads, b, &mut scratch)?,
-                    None => break,
-                };
+                alive = step(&at_end, b, &mut next)?;
+                if !alive {
+                    break;
+                }
+                std::mem::swap(&mut at_end, &mut next);
             }
-            if let Some(at_end) = at_end {
+            if alive {
                 let mut from = 0;
                 for c in l1.crossings.iter() {
-                    if step(&at_end, c.byte, &mut scratch)?.is_some() {
+                    if step(&at_end, c.byte, &mut next)? {
                         replayed.push(from..c.end as usize);
                     }
                     from = c.end as usize;
@@ -536,7 +567,7 @@ impl Runtime {
             self.vocab.walk_tokens(
                 &l1.uncertain[group],
                 start.clone(),
-                |threads, byte| step(threads, byte, &mut scratch),
+                step,
                 |run, taken, _| {
                     if taken {
                         built.add(run);

@@ -54,10 +54,28 @@ pub(crate) struct Frame {
 pub(crate) const ROUND_CONSUMED: u32 = u32::MAX;
 
 /// One reading of the input: frames root → leaf, and how many units it consumed.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Thread {
     pub frames: SmallVec<[Frame; 8]>,
     pub pos: u32,
+}
+
+// Frames are `Copy`: copied as one block, not frame by frame as `SmallVec`'s `Clone` does.
+// Stepping copies a thread at every byte, and a replay copies whole thread lists into reused
+// slots (`clone_from`).
+impl Clone for Thread {
+    fn clone(&self) -> Thread {
+        Thread {
+            frames: SmallVec::from_slice(&self.frames),
+            pos: self.pos,
+        }
+    }
+
+    fn clone_from(&mut self, source: &Thread) {
+        self.frames.clear();
+        self.frames.extend_from_slice(&source.frames);
+        self.pos = source.pos;
+    }
 }
 
 impl Thread {
@@ -121,6 +139,16 @@ fn task_key(task: Task, thread: &Thread) -> u128 {
             .word(u64::from(f.count));
     }
     h.finish()
+}
+
+/// A unit on the leaf on top of a thread.
+enum TopStep {
+    /// The leaf rejects it.
+    Dead,
+    /// The leaf takes it and cannot end there: the thread stays, no closure to run.
+    Stays(u32),
+    /// The leaf may end after it: the closure decides.
+    MayExit,
 }
 
 /// Walks programs: closure (entering operators until a leaf can consume) and stepping.
@@ -362,30 +390,88 @@ impl<'p> Walker<'p> {
             let Some(top) = thread.frames.last_mut() else {
                 return Ok(false);
             };
-            let Op::Leaf { leaf, .. } = self.program.op(OpId(top.op)) else {
-                unreachable!("the top frame of a thread is a leaf")
-            };
-            let next = leaf.step(top.state, unit);
-            if next == DEAD {
-                return Ok(false);
-            }
-            if leaf.exit(next).is_none() {
-                top.state = next;
-                thread.pos += 1;
-                return Ok(true);
+            match self.top_step(top, unit) {
+                TopStep::Dead => return Ok(false),
+                TopStep::Stays(next) => {
+                    top.state = next;
+                    thread.pos += 1;
+                    return Ok(true);
+                }
+                TopStep::MayExit => {}
             }
         }
-        scratch.clear();
-        self.forget();
-        for t in threads.iter() {
-            self.step_thread(t, unit, scratch, budget)?;
-        }
-        if scratch.is_empty() {
+        if !self.step_all(threads, unit, scratch, budget)? {
             return Ok(false);
         }
-        prune(self.program, scratch, budget)?;
-        budget.readings(scratch.len())?;
         std::mem::swap(threads, scratch);
+        Ok(true)
+    }
+
+    /// [`Walker::step`] that leaves `threads` as they are and writes the threads after `unit`
+    /// into `out` (false, and `out` unspecified, if none survives): a walk that steps many
+    /// strings from shared prefixes keeps each prefix's threads and reuses `out`'s memory,
+    /// where copying the threads before each step was most of its cost. Same work units.
+    pub fn step_into(
+        &self,
+        threads: &Threads,
+        unit: u32,
+        out: &mut Threads,
+        budget: &Budget,
+    ) -> Result<bool, LimitExceeded> {
+        budget.spend(threads.len() as u64 * THREAD_WORK)?;
+        if let [thread] = threads.as_slice() {
+            let Some(&top) = thread.frames.last() else {
+                return Ok(false);
+            };
+            match self.top_step(&top, unit) {
+                TopStep::Dead => return Ok(false),
+                TopStep::Stays(next) => {
+                    out.clone_from(threads);
+                    if let Some(t) = out.first_mut() {
+                        t.pos += 1;
+                        if let Some(f) = t.frames.last_mut() {
+                            f.state = next;
+                        }
+                    }
+                    return Ok(true);
+                }
+                TopStep::MayExit => {}
+            }
+        }
+        self.step_all(threads, unit, out, budget)
+    }
+
+    /// What `unit` does to the leaf on top of a thread.
+    fn top_step(&self, top: &Frame, unit: u32) -> TopStep {
+        let Op::Leaf { leaf, .. } = self.program.op(OpId(top.op)) else {
+            unreachable!("the top frame of a thread is a leaf")
+        };
+        match leaf.step(top.state, unit) {
+            DEAD => TopStep::Dead,
+            next if leaf.exit(next).is_none() => TopStep::Stays(next),
+            _ => TopStep::MayExit,
+        }
+    }
+
+    /// Steps every thread of `threads` into `out` (cleared first), with the closure after any
+    /// leaf that exits, and prunes the result. False if no thread survives.
+    fn step_all(
+        &self,
+        threads: &[Thread],
+        unit: u32,
+        out: &mut Threads,
+        budget: &Budget,
+    ) -> Result<bool, LimitExceeded> {
+        out.clear();
+        self.forget();
+        for t in threads.iter() {
+            self.step_thread(t, unit, out, budget)?;
+        }
+        if out.is_empty() {
+            return Ok(false);
+        }
+        prune(self.program, out, budget)?;
+        budget.readings(out.len())?;
         Ok(true)
     }
 

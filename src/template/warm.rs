@@ -12,8 +12,9 @@
 //! ends there too and never wrong for another (its key differs).
 //!
 //! A literal right before a hole that may continue it (text of a `str` argument, an inlined
-//! structure, the rest of the caller's sequence) is left out: the request's `Write` will carry
-//! the argument after it, so its remaining units are not known yet.
+//! structure, the rest of the caller's sequence) is left out up to its last special unit: the
+//! request's `Write` will carry the argument after it, so its remaining units are not known
+//! yet, but a state's key reads them only up to the first special unit.
 
 use rustc_hash::FxHashSet;
 
@@ -89,9 +90,7 @@ pub(crate) fn fixed_stretches(factory: &StructureFactory) -> Vec<Program> {
                     Item::Hole(hole) => *hole,
                 };
                 if hole == Hole::Open {
-                    while matches!(run.last(), Some(Atom::Lit(_))) {
-                        run.pop();
-                    }
+                    trim_open_end(&mut run);
                 }
                 if let Some(program) = stretch_program(factory, &run) {
                     if seen.insert(program.hash()) {
@@ -103,6 +102,25 @@ pub(crate) fn fixed_stretches(factory: &StructureFactory) -> Vec<Program> {
         }
     }
     programs
+}
+
+/// Drops the literals at the end of `run` that the argument after it may continue, save their
+/// units up to the last special one: no token reaches past a special unit, so the `Write`'s
+/// states up to it are keyed by those units alone, whatever the argument appends (an outline
+/// record's `<|vision_start|>` before its id, `<|vision_end|>` before its children).
+fn trim_open_end(run: &mut Vec<Atom>) {
+    while let Some(&Atom::Lit(units)) = run.last() {
+        match units.iter().rposition(|u| matches!(u, Unit::Special(_))) {
+            Some(last) => {
+                run.pop();
+                run.push(Atom::Lit(&units[..=last]));
+                return;
+            }
+            None => {
+                run.pop();
+            }
+        }
+    }
 }
 
 /// `run` as instantiation builds it: consecutive literals one `Write`, fragments shared.
@@ -167,6 +185,9 @@ mod tests {
             stretches(template),
             ["Seq(Write, Dfa, Write)", "Seq(Write, Dfa)"]
         );
+        // A literal before `a` is kept up to its last special unit, which no token passes:
+        // the request's states up to it are keyed alike whatever `a` holds.
+        assert_eq!(stretches(r#"v(a: str) ::= "p" <|end|> "q" a"#), ["Write"]);
         // A literal ending the structure may run into its caller's next literal.
         assert_eq!(
             stretches(r#"t(c: choice) ::= c "tail""#),

@@ -396,12 +396,13 @@ impl Vocab {
 
     /// Steps each of `tokens` from `root`, reusing the states of the prefix it shares with the
     /// previous token. Tokens sharing a prefix must be contiguous (trie order, or trie order
-    /// within each first byte); see [`walk_sorted`] for what is reported.
+    /// within each first byte); see [`walk_sorted`] for what is reported and how `advance`
+    /// writes a state into a reused slot.
     pub(crate) fn walk_tokens<S: Clone, E>(
         &self,
         tokens: &[TokenId],
         root: S,
-        advance: impl FnMut(&S, u8) -> Result<Option<S>, E>,
+        advance: impl FnMut(&S, u8, &mut S) -> Result<bool, E>,
         report: impl FnMut(&[TokenId], bool, &S),
     ) -> Result<(), E> {
         walk_sorted(tokens, |t| self.token_bytes(t), root, advance, report)

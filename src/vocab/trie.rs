@@ -254,6 +254,10 @@ impl TokenTrie {
         advance: impl FnMut(&S, u8) -> Result<Option<S>, E>,
         report: impl FnMut(&[u32], bool, &S),
     ) -> Result<(), E> {
+        let mut advance = advance;
+        let advance = |s: &S, byte: u8, slot: &mut S| {
+            Ok(advance(s, byte)?.map(|next| *slot = next).is_some())
+        };
         walk_sorted(positions, |p| self.position_bytes(p), root, advance, report)
     }
 
