@@ -100,22 +100,21 @@ pub(super) fn determinize(
             // The states reached from the targets in `scratch`: one closed subset (dfa), or
             // the targets themselves (epsilon removal). Closing the targets of every class is
             // where large subsets cost, so it spends the work budget.
-            let mut intern = |scratch: &mut Vec<u32>,
-                              out: &mut SmallVec<[u32; 4]>|
-             -> Result<(), Stop> {
-                out.clear();
-                if dfa {
-                    closure.close(scratch, eps);
-                    sets.spend(scratch.len())?;
-                    scratch.dedup();
-                    out.push(sets.add(scratch));
-                } else {
-                    scratch.sort_unstable();
-                    scratch.dedup();
-                    out.extend(scratch.iter().map(|&t| sets.add(&[t])));
-                }
-                Ok(())
-            };
+            let mut intern =
+                |scratch: &mut Vec<u32>, out: &mut SmallVec<[u32; 4]>| -> Result<(), Stop> {
+                    out.clear();
+                    if dfa {
+                        closure.close(scratch, eps);
+                        sets.spend(scratch.len())?;
+                        scratch.dedup();
+                        out.push(sets.add(scratch));
+                    } else {
+                        scratch.sort_unstable();
+                        scratch.dedup();
+                        out.extend(scratch.iter().map(|&t| sets.add(&[t])));
+                    }
+                    Ok(())
+                };
             // Consecutive classes often share their targets.
             bytes_out.clear();
             let mut prev: Option<u8> = None;
