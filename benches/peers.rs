@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 
 /// The process allocator of every engine measured here (see the `mimalloc` dependency in
 /// Cargo.toml): the peers run in this process and allocate through it too.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -19,6 +19,7 @@ use maskbench::{HarnessConfig, Status};
 use serde_json::json;
 
 /// See the `mimalloc` dependency in Cargo.toml.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
