@@ -243,6 +243,8 @@ impl Context {
 pub(crate) struct SharedWalks {
     dfa: StateDfa,
     chart: Chart,
+    /// States of the largest program that walked with it: its rows may name any of them.
+    states: usize,
 }
 
 /// Most bytes a grammar's shared row DFA keeps; past it the next walk starts a new one.
@@ -259,15 +261,23 @@ pub(super) fn with_shared<R>(
     rows: &[Vec<Item>],
     walk: impl FnOnce(&mut Chart, &mut StateDfa) -> R,
 ) -> R {
-    let lent = g
-        .walks
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
+    // Matchers of one grammar hold snapshots of its program, which grows as units are built
+    // (states only appended). Rows learnt under a larger snapshot may name states a smaller
+    // one lacks, so a matcher behind the one that filled the DFA walks with its own.
+    let states = g.prog.states.len();
+    let lent = {
+        let mut slot = g.walks.lock().unwrap_or_else(PoisonError::into_inner);
+        match slot.as_ref() {
+            Some(shared) if shared.states <= states => slot.take(),
+            _ => None,
+        }
+    };
     let mut shared = lent.unwrap_or_else(|| SharedWalks {
         dfa: StateDfa::new(0, g.prog.n_classes()).with_room(SHARED_DFA_ROOM),
         chart: Chart::from_rows(&g.prog, &[]),
+        states,
     });
+    shared.states = states;
     shared.chart.reset(rows);
     let out = walk(&mut shared.chart, &mut shared.dfa);
     if shared.dfa.heap_bytes() <= SHARED_DFA_BYTES {
