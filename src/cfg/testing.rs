@@ -18,7 +18,9 @@ use crate::vocab::{TokenKind, Vocab};
 
 /// Grammars that exercise the cache levels, with prefixes to test them after: called rules
 /// (the context level), recursion past the row DFA's depth, a counted loop over a wide class
-/// (the near-bound level and the iteration starts), alternatives sharing prefixes.
+/// (the near-bound level and the iteration starts), alternatives sharing prefixes, a counted
+/// loop over a long body (an array's objects, their text read by slices at the near-bound
+/// level).
 pub(crate) const CASES: &[(&str, &[&str])] = &[
     (
         r#"root ::= "[" item ("," item)* "]"
@@ -46,6 +48,17 @@ pub(crate) const CASES: &[(&str, &[&str])] = &[
     (
         r#"root ::= ("ab" | "a" | "b")* "!" | "abab" [0-9]"#,
         &["", "a", "ab", "aba", "abab", "b"],
+    ),
+    (
+        r#"root ::= "[" obj ("," obj){1,3} "]"
+           obj ::= "{\"k\":\"" [a-z ]* "\"}""#,
+        &[
+            "",
+            r#"[{"k":"ab"},{"k":"a"#,
+            r#"[{"k":"ab"},{"k":"a""#,
+            r#"[{"k":""},{"k":"a"},{"k":"b a"#,
+            r#"[{"k":""},{"k":""},{"k":""},{"k":"a"#,
+        ],
     ),
 ];
 

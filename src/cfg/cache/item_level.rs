@@ -395,13 +395,14 @@ mod tests {
     fn near_bound_entries_are_the_walks_with_real_counters() {
         let vocab = small_vocab();
         let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
-        let grammars = [CASES[2].0, r#"root ::= ([a-zA-Z]{1,5} "-")+"#];
+        let grammars = [CASES[2].0, r#"root ::= ([a-zA-Z]{1,5} "-")+"#, CASES[4].0];
+        let prefixes = ["\"", "\"ab", "\"abcd", "\"abcdef", "a", "abc-abcd", "abcde"];
         let mut checked = 0;
         for gbnf in grammars {
             let (g, _) = compile(&compiler, gbnf);
             let prog = g.prog();
             let view = g.view(&prog);
-            for prefix in ["\"", "\"ab", "\"abcd", "\"abcdef", "a", "abc-abcd", "abcde"] {
+            for prefix in prefixes.into_iter().chain(CASES[4].1.iter().copied()) {
                 let mut chart = g.initial.clone();
                 let budget = budget();
                 if !prefix

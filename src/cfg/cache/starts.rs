@@ -38,43 +38,61 @@ pub(super) fn iteration_starts(
     subject: &Subject,
     budget: &Budget,
 ) -> Result<CacheEntry, Halt> {
-    let (prog, vocab) = (&g.prog, &g.vocab);
-    let lifted = subject.lifted.expect("only loop bodies have bounds");
-    let rows = subject.rows(&[RELAXED]);
+    let vocab = &g.vocab;
     let mut starts = vec![UNKNOWN_STARTS; vocab.len()];
-    with_shared(g, &rows, |chart, dfa| {
-        let mut walk = StartsWalk {
-            stepper: Stepper::new(prog, chart, dfa, budget),
-            lifted,
-            boundaries: Vec::new(),
-            starts: &mut starts,
-            error: None,
-        };
-        let root = walk.stepper.root();
+    with_starts_walk(g, subject, budget, &mut starts, |walk, root| {
         let mut counted = None;
         for slice in vocab.slices() {
-            if let Some(root_starts) = walk.starts_with_characters(slice, root)? {
-                counted = Some((slice, root_starts));
+            if let Some(shape) = walk.slice_shape(slice, root)? {
+                counted = Some((slice, shape));
                 break;
             }
         }
         match counted {
-            Some((slice, root_starts)) => {
+            Some((slice, shape)) => {
                 for t in iter_ones(slice.members()) {
-                    let first = vocab.token_bytes(t).first();
-                    let first_continues =
-                        !root_starts && !first.is_some_and(|&b| is_continuation(b));
-                    walk.starts[t as usize] =
-                        g.index.characters[t as usize] - u16::from(first_continues);
+                    walk.starts[t as usize] = match shape {
+                        SliceShape::Characters { root_starts } => {
+                            let first = vocab.token_bytes(t).first();
+                            let first_continues =
+                                !root_starts && !first.is_some_and(|&b| is_continuation(b));
+                            g.index.characters[t as usize] - u16::from(first_continues)
+                        }
+                        SliceShape::Inside { root_starts } => u16::from(root_starts),
+                    };
                 }
-                slice.rest().walk((root, 0), &mut walk);
+                slice.rest().walk((root, 0), walk);
             }
-            None => vocab.trie().walk((root, 0), &mut walk),
+            None => vocab.trie().walk((root, 0), walk),
         }
-        walk.stepper.finish()?;
-        walk.error.map_or(Ok(()), Err)
+        Ok(())
     })?;
     Ok(CacheEntry::Starts(starts.into()))
+}
+
+/// Runs `walk` from the root of a [`StartsWalk`] of the subject's relaxed loop that fills
+/// `starts`, then finishes its stepper.
+fn with_starts_walk<R>(
+    g: &GrammarView<'_>,
+    subject: &Subject,
+    budget: &Budget,
+    starts: &mut [u16],
+    walk: impl FnOnce(&mut StartsWalk<'_>, Node) -> Result<R, Halt>,
+) -> Result<R, Halt> {
+    let lifted = subject.lifted.expect("only loop bodies have bounds");
+    with_shared(g, &subject.rows(&[RELAXED]), |chart, dfa| {
+        let mut w = StartsWalk {
+            stepper: Stepper::new(&g.prog, chart, dfa, budget),
+            lifted,
+            boundaries: Vec::new(),
+            starts,
+            error: None,
+        };
+        let root = w.stepper.root();
+        let out = walk(&mut w, root)?;
+        w.stepper.finish()?;
+        w.error.map_or(Ok(out), Err)
+    })
 }
 
 /// Where a row stands in the lifted loop's iterations.
@@ -131,26 +149,25 @@ impl StartsWalk<'_> {
         b
     }
 
-    /// Does every string of `slice` that the relaxed loop takes from `root` start an iteration
-    /// exactly at each byte after the first that starts a UTF-8 character (a loop over single
-    /// characters, as a string's)? Then each of the slice's tokens the loop takes starts as
-    /// many iterations as it has characters, less the first when it continues the iteration
-    /// in progress, and only the slice's rest needs a walk. `Some(whether the root's first
-    /// byte starts an iteration)` if so.
+    /// How the strings of `slice` that the relaxed loop takes from `root` start iterations,
+    /// if alike for all of them, so the table reads the slice's tokens without a walk and
+    /// only the slice's rest is walked:
+    ///
+    /// - [`SliceShape::Characters`]: an iteration starts exactly at each byte after the first
+    ///   that starts a UTF-8 character (a loop over single characters, as a string's);
+    /// - [`SliceShape::Inside`]: no byte after the first starts one (a loop over a long body,
+    ///   an array's objects, whose free-text parts take whole slices: walked token by token,
+    ///   each of their positions near a bound cost a walk of the whole trie).
     ///
     /// Explores the pairs of slice and row states those strings reach: every byte the slice
     /// allows from a pair is rejected by the loop (no token the loop takes passes there), or
-    /// starts an iteration iff it starts a character, from a known boundary, without leaving
-    /// the loop. At the root only the boundary matters: between iterations any first byte
-    /// starts one (a continuation byte cannot come first), inside one none does.
-    fn starts_with_characters(
-        &mut self,
-        slice: &TokenSlice,
-        root: Node,
-    ) -> Result<Option<bool>, Halt> {
+    /// starts an iteration as the shape says, from a known boundary, without leaving the
+    /// loop. At the root only the boundary matters: between iterations any first byte starts
+    /// one (a continuation byte cannot come first), inside one none does.
+    fn slice_shape(&mut self, slice: &TokenSlice, root: Node) -> Result<Option<SliceShape>, Halt> {
         let mut met: FxHashSet<(SliceState, u32)> = FxHashSet::default();
         let mut stack = vec![(slice.start(), root, true)];
-        let mut root_starts = false;
+        let (mut root_starts, mut characters, mut inside) = (false, true, true);
         while let Some((s, node, at_root)) = stack.pop() {
             let between = match self.boundary(&node) {
                 Boundary::Between => true,
@@ -170,24 +187,43 @@ impl StartsWalk<'_> {
                 let Some(id) = next.dfa() else {
                     return Ok(None);
                 };
-                let counted_right = at_root || between != is_continuation(byte);
-                if next.ext() || !counted_right {
+                if next.ext() {
                     return Ok(None);
                 }
+                if !at_root {
+                    characters &= between != is_continuation(byte);
+                    inside &= !between;
+                    if !characters && !inside {
+                        return Ok(None);
+                    }
+                }
                 if met.insert((next_s, id)) {
-                    if met.len() > MAX_CHARACTER_PAIRS {
+                    if met.len() > MAX_SLICE_PAIRS {
                         return Ok(None);
                     }
                     stack.push((next_s, next, false));
                 }
             }
         }
-        Ok(Some(root_starts))
+        Ok(Some(match characters {
+            true => SliceShape::Characters { root_starts },
+            false => SliceShape::Inside { root_starts },
+        }))
     }
 }
 
-/// Most (slice state, row state) pairs [`StartsWalk::starts_with_characters`] explores.
-const MAX_CHARACTER_PAIRS: usize = 64;
+/// How every token of a slice starts iterations ([`StartsWalk::slice_shape`]); `root_starts`:
+/// its first byte starts one (the walk begins between iterations).
+#[derive(Clone, Copy)]
+enum SliceShape {
+    /// One per character, the first only if `root_starts`.
+    Characters { root_starts: bool },
+    /// Only the first byte's, if `root_starts`.
+    Inside { root_starts: bool },
+}
+
+/// Most (slice state, row state) pairs [`StartsWalk::slice_shape`] explores.
+const MAX_SLICE_PAIRS: usize = 256;
 
 /// Is `byte` a UTF-8 continuation byte (one that starts no character)?
 pub(super) fn is_continuation(byte: u8) -> bool {
@@ -257,6 +293,61 @@ mod tests {
                 let n = chunk.get(j).copied().unwrap_or(UNKNOWN_STARTS);
                 assert_eq!(takes >> j & 1 == 1, n < below, "{chunk:?} below {below}");
                 assert_eq!(unknowns >> j & 1 == 1, n == UNKNOWN_STARTS, "{chunk:?}");
+            }
+        }
+    }
+
+    /// In a loop over long bodies (an array's objects), a token inside the iteration in
+    /// progress starts none: the table reads the free-text slice whole (it walked the whole
+    /// trie, at every position of the body near the loop's bound) and says what a walk of
+    /// every token says.
+    #[test]
+    fn iteration_starts_of_a_long_body_read_free_text_slices_whole() {
+        let vocab = small_vocab();
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let (g, _) = compile(&compiler, CASES[4].0);
+        let prog = g.prog();
+        let view = g.view(&prog);
+        // Inside the text of the second and third objects, and after the second's.
+        let after_text = CASES[4].1[2];
+        for prefix in [CASES[4].1[1], after_text, CASES[4].1[3]] {
+            let chart = chart_after(&g, prefix.as_bytes());
+            let subject = scannable(&g, &chart)
+                .iter()
+                .map(|k| Subject::of(&view, &chart, k))
+                .find(|s| s.lifted.is_some())
+                .expect("a loop body");
+            let budget = budget();
+            let mut unused = vec![UNKNOWN_STARTS; vocab.len()];
+            let shapes = with_starts_walk(&view, &subject, &budget, &mut unused, |walk, root| {
+                let slices = vocab.slices().iter();
+                slices.map(|s| walk.slice_shape(s, root)).collect::<Result<Vec<_>, _>>()
+            })
+            .unwrap();
+            let inside = |s: &Option<SliceShape>| {
+                matches!(s, Some(SliceShape::Inside { root_starts: false }))
+            };
+            let read_whole = shapes.iter().any(inside);
+            assert!(read_whole || prefix == after_text, "after {prefix:?}: no slice read whole");
+            let CacheEntry::Starts(starts) = iteration_starts(&view, &subject, &budget).unwrap()
+            else {
+                panic!("a starts entry")
+            };
+            let mut walked = vec![UNKNOWN_STARTS; vocab.len()];
+            with_starts_walk(&view, &subject, &budget, &mut walked, |walk, root| {
+                vocab.trie().walk((root, 0), walk);
+                Ok(())
+            })
+            .unwrap();
+            for t in text_tokens(&vocab).filter(|&t| walked[t as usize] != UNKNOWN_STARTS) {
+                let bytes = String::from_utf8_lossy(vocab.token_bytes(t));
+                assert_eq!(starts[t as usize], walked[t as usize], "after {prefix:?}: {bytes:?}");
+            }
+            let token = |bytes: &[u8]| text_tokens(&vocab).find(|&t| vocab.token_bytes(t) == bytes);
+            let (ab, next) = (token(b"ab").unwrap(), token(b"},").unwrap());
+            match prefix == after_text {
+                false => assert_eq!(starts[ab as usize], 0, "after {prefix:?}"),
+                true => assert_eq!(starts[next as usize], 1, "the next object starts"),
             }
         }
     }
