@@ -321,14 +321,19 @@ mod tests {
             let mut unused = vec![UNKNOWN_STARTS; vocab.len()];
             let shapes = with_starts_walk(&view, &subject, &budget, &mut unused, |walk, root| {
                 let slices = vocab.slices().iter();
-                slices.map(|s| walk.slice_shape(s, root)).collect::<Result<Vec<_>, _>>()
+                slices
+                    .map(|s| walk.slice_shape(s, root))
+                    .collect::<Result<Vec<_>, _>>()
             })
             .unwrap();
             let inside = |s: &Option<SliceShape>| {
                 matches!(s, Some(SliceShape::Inside { root_starts: false }))
             };
             let read_whole = shapes.iter().any(inside);
-            assert!(read_whole || prefix == after_text, "after {prefix:?}: no slice read whole");
+            assert!(
+                read_whole || prefix == after_text,
+                "after {prefix:?}: no slice read whole"
+            );
             let CacheEntry::Starts(starts) = iteration_starts(&view, &subject, &budget).unwrap()
             else {
                 panic!("a starts entry")
@@ -341,7 +346,10 @@ mod tests {
             .unwrap();
             for t in text_tokens(&vocab).filter(|&t| walked[t as usize] != UNKNOWN_STARTS) {
                 let bytes = String::from_utf8_lossy(vocab.token_bytes(t));
-                assert_eq!(starts[t as usize], walked[t as usize], "after {prefix:?}: {bytes:?}");
+                assert_eq!(
+                    starts[t as usize], walked[t as usize],
+                    "after {prefix:?}: {bytes:?}"
+                );
             }
             let token = |bytes: &[u8]| text_tokens(&vocab).find(|&t| vocab.token_bytes(t) == bytes);
             let (ab, next) = (token(b"ab").unwrap(), token(b"},").unwrap());
