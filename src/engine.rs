@@ -27,11 +27,14 @@ use crate::base::token::TokenId;
 use crate::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::gbnf::gbnf_to_ir_limited;
-use crate::front::json_schema::{compile_schema_within, JsonSchemaOptions};
+use crate::front::json_schema::{
+    compile_schema_keeping_distinct, compile_schema_within, JsonSchemaOptions,
+};
 use crate::front::tags::TagDispatch;
 use crate::ir::Grammar;
 use crate::limits::{Deadline, LimitKind, Limits};
 use crate::mask::CacheStats;
+use crate::matcher::distinct::{DistinctItems, DistinctPaths};
 use crate::matcher::{MatchError, Matcher};
 use crate::ops::{
     fits_operators, lower_within, regex_grammar, warm, LowerConfig, OpsMatcher, Program,
@@ -315,9 +318,15 @@ impl Engine {
         options: &JsonSchemaOptions,
     ) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
-        let compiled = compile_schema_within(schema, options, &self.limits, &deadline)?;
+        let (compiled, distinct) =
+            compile_schema_keeping_distinct(schema, options, &self.limits, &deadline)?;
         let mut constraint = self.compile_grammar_within(&compiled.grammar, &deadline)?;
         constraint.warnings = compiled.warnings.into();
+        constraint.distinct = distinct.map(|paths| Distinct {
+            paths: Arc::new(paths),
+            vocab: self.vocab().clone(),
+            history: self.limits.history_cap(),
+        });
         Ok(constraint)
     }
 
@@ -358,6 +367,7 @@ impl Engine {
             BackendKind::Earley => Ok(Constraint {
                 backend: Backend::Earley(self.cfg.compile_within(grammar, deadline)?),
                 warnings: Arc::from([]),
+                distinct: None,
             }),
         }
     }
@@ -448,6 +458,7 @@ impl Engine {
                 program,
             },
             warnings: Arc::from([]),
+            distinct: None,
         }
     }
 
@@ -513,6 +524,8 @@ pub enum BackendKind {
 pub struct Constraint {
     backend: Backend,
     warnings: Arc<[CompileError]>,
+    /// Arrays of distinct free strings its matchers keep apart (JSON Schema `uniqueItems`).
+    distinct: Option<Distinct>,
 }
 
 #[derive(Clone, Debug)]
@@ -524,17 +537,31 @@ enum Backend {
     Earley(Arc<CfgGrammar>),
 }
 
+/// What a matcher needs to keep the items of distinct arrays apart.
+#[derive(Clone, Debug)]
+struct Distinct {
+    paths: Arc<DistinctPaths>,
+    vocab: Vocab,
+    history: usize,
+}
+
 impl Constraint {
     /// A matcher at the start of the constraint.
     pub fn matcher(&self) -> ConstraintMatcher {
-        match &self.backend {
-            Backend::Ops { runtime, program } => ConstraintMatcher {
-                inner: Inner::Ops(OpsMatcher::new(runtime.clone(), program.clone())),
-            },
-            Backend::Earley(grammar) => ConstraintMatcher {
-                inner: Inner::Earley(grammar.matcher()),
-            },
-        }
+        let inner = match &self.backend {
+            Backend::Ops { runtime, program } => {
+                Inner::Ops(OpsMatcher::new(runtime.clone(), program.clone()))
+            }
+            Backend::Earley(grammar) => Inner::Earley(grammar.matcher()),
+        };
+        let distinct = self.distinct.as_ref().map(|d| {
+            Box::new(DistinctItems::new(
+                d.paths.clone(),
+                d.vocab.clone(),
+                d.history,
+            ))
+        });
+        ConstraintMatcher { inner, distinct }
     }
 
     /// The backend it runs on.
@@ -564,6 +591,7 @@ impl Constraint {
 #[derive(Clone, Debug)]
 pub struct ConstraintMatcher {
     inner: Inner,
+    distinct: Option<Box<DistinctItems>>,
 }
 
 #[derive(Clone, Debug)]
@@ -572,74 +600,80 @@ enum Inner {
     Earley(CfgMatcher),
 }
 
+impl ConstraintMatcher {
+    fn backend(&self) -> &dyn Matcher {
+        match &self.inner {
+            Inner::Ops(m) => m,
+            Inner::Earley(m) => m,
+        }
+    }
+
+    /// The backend's matcher, and the distinct-items state around it if any.
+    fn parts(&mut self) -> (&mut dyn Matcher, Option<&mut DistinctItems>) {
+        let inner: &mut dyn Matcher = match &mut self.inner {
+            Inner::Ops(m) => m,
+            Inner::Earley(m) => m,
+        };
+        (inner, self.distinct.as_deref_mut())
+    }
+}
+
 impl Matcher for ConstraintMatcher {
     fn fill_mask(&mut self, out: &mut [u32]) -> Result<(), MatchError> {
-        match &mut self.inner {
-            Inner::Ops(m) => m.fill_mask(out),
-            Inner::Earley(m) => m.fill_mask(out),
+        match self.parts() {
+            (inner, Some(d)) => d.fill_mask(inner, out),
+            (inner, None) => inner.fill_mask(out),
         }
     }
 
     fn consume(&mut self, token: TokenId) -> Result<(), MatchError> {
-        match &mut self.inner {
-            Inner::Ops(m) => m.consume(token),
-            Inner::Earley(m) => m.consume(token),
+        match self.parts() {
+            (inner, Some(d)) => d.consume(inner, token),
+            (inner, None) => inner.consume(token),
         }
     }
 
     fn rollback(&mut self, n: usize) -> Result<(), MatchError> {
-        match &mut self.inner {
-            Inner::Ops(m) => m.rollback(n),
-            Inner::Earley(m) => m.rollback(n),
+        match self.parts() {
+            (inner, Some(d)) => d.rollback(inner, n),
+            (inner, None) => inner.rollback(n),
         }
     }
 
     fn is_accepting(&self) -> bool {
-        match &self.inner {
-            Inner::Ops(m) => m.is_accepting(),
-            Inner::Earley(m) => m.is_accepting(),
-        }
+        self.backend().is_accepting()
     }
 
     fn is_terminated(&self) -> bool {
-        match &self.inner {
-            Inner::Ops(m) => m.is_terminated(),
-            Inner::Earley(m) => m.is_terminated(),
-        }
+        self.backend().is_terminated()
     }
 
+    // A free string never forces its closing quote, so a forced stretch never closes an item
+    // of a distinct array: the backend's is right as it is.
     fn forced_bytes(&self) -> Vec<u8> {
-        match &self.inner {
-            Inner::Ops(m) => m.forced_bytes(),
-            Inner::Earley(m) => m.forced_bytes(),
-        }
+        self.backend().forced_bytes()
     }
 
     fn forced_tokens(&self) -> Vec<TokenId> {
-        match &self.inner {
-            Inner::Ops(m) => m.forced_tokens(),
-            Inner::Earley(m) => m.forced_tokens(),
-        }
+        self.backend().forced_tokens()
     }
 
     fn num_consumed(&self) -> usize {
-        match &self.inner {
-            Inner::Ops(m) => m.num_consumed(),
-            Inner::Earley(m) => m.num_consumed(),
-        }
+        self.backend().num_consumed()
     }
 
     fn reset(&mut self) {
-        match &mut self.inner {
-            Inner::Ops(m) => m.reset(),
-            Inner::Earley(m) => m.reset(),
+        let (inner, distinct) = self.parts();
+        inner.reset();
+        if let Some(d) = distinct {
+            d.reset();
         }
     }
 
     fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError> {
-        match &mut self.inner {
-            Inner::Ops(m) => m.consume_bytes(bytes),
-            Inner::Earley(m) => m.consume_bytes(bytes),
+        match self.parts() {
+            (inner, Some(d)) => d.consume_bytes(inner, bytes),
+            (inner, None) => inner.consume_bytes(bytes),
         }
     }
 }

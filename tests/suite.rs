@@ -22,6 +22,7 @@ mod gpu_fill;
 mod hostile;
 mod json_schema;
 mod json_schema_determinism;
+mod json_schema_distinct;
 mod json_schema_keywords;
 mod limit_sweeps;
 mod matcher_text;

@@ -1,6 +1,7 @@
 //! The one API every backend implements: an inference engine asks for a mask, consumes the
 //! sampled token, and may roll back or jump forward.
 
+pub(crate) mod distinct;
 mod error;
 mod progress;
 

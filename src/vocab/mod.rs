@@ -20,6 +20,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use crate::base::bitmask::set_bit;
 use crate::base::sorted::walk_sorted;
 use crate::base::token::TokenId;
 
@@ -102,6 +103,8 @@ struct VocabInner {
     holding: [OnceLock<Holding>; 256],
     /// Text tokens longest first, built on first use.
     by_length: OnceLock<Box<[TokenId]>>,
+    /// Mask words of the text tokens holding `"` three times or more, built on first use.
+    three_quotes: OnceLock<Box<[u32]>>,
     tokenizer: Option<tokenizers::Tokenizer>,
     source: String,
 }
@@ -307,6 +310,7 @@ impl Vocab {
                 slices: OnceLock::new(),
                 holding: std::array::from_fn(|_| OnceLock::new()),
                 by_length: OnceLock::new(),
+                three_quotes: OnceLock::new(),
                 tokenizer,
                 source,
             }),
@@ -420,6 +424,21 @@ impl Vocab {
     /// The text tokens holding `byte`, found on first use.
     pub(crate) fn holding(&self, byte: u8) -> &Holding {
         self.inner.holding[byte as usize].get_or_init(|| Holding::new(self, byte))
+    }
+
+    /// Mask words of the text tokens holding `"` three times or more (found on first use):
+    /// the only tokens that can close a JSON string, then open and close another.
+    pub(crate) fn holding_three_quotes(&self) -> &[u32] {
+        self.inner.three_quotes.get_or_init(|| {
+            let mut words = vec![0u32; self.mask_words()];
+            for &p in self.holding(b'"').positions.iter() {
+                let token = self.trie().token_at(p);
+                if memchr::memchr_iter(b'"', self.token_bytes(token)).count() >= 3 {
+                    set_bit(&mut words, token);
+                }
+            }
+            words.into()
+        })
     }
 
     /// The text tokens, longest first (ordered on first use).

@@ -217,6 +217,32 @@ impl TokenTrie {
         self.nodes[node].tokens_start..self.nodes[node].tokens_end
     }
 
+    /// The tokens whose bytes start with `prefix`.
+    ///
+    /// ```
+    /// use formwork::vocab::TokenTrie;
+    ///
+    /// let trie = TokenTrie::new([(0, &b"ab"[..]), (1, b"b"), (2, b"a"), (3, b"abc")]);
+    /// assert_eq!(trie.starting_with(b"ab"), &[0, 3]);
+    /// assert_eq!(trie.starting_with(b"c"), &[] as &[u32]);
+    /// ```
+    pub fn starting_with(&self, prefix: &[u8]) -> &[TokenId] {
+        let mut node = 0;
+        for &byte in prefix {
+            // The children of `node` follow it, each after its sibling's subtree.
+            let end = self.nodes[node].subtree_end as usize;
+            let mut child = node + 1;
+            while child < end && self.nodes[child].byte != byte {
+                child = self.nodes[child].subtree_end as usize;
+            }
+            if child >= end {
+                return &[];
+            }
+            node = child;
+        }
+        self.subtree_tokens(node)
+    }
+
     /// The token at a *position*: the tokens' index in depth-first order (byte order). A
     /// subtree's tokens are a range of positions, so a token list kept as sorted positions can
     /// be walked along the trie (`TokenTrie::walk_positions`).

@@ -21,7 +21,8 @@
 //! `dependentRequired`/`dependentSchemas` (`dependencies.rs`), `propertyNames`
 //! (`property_names.rs`), `contains` (a witness item; `minContains` 0 or 1), `uniqueItems`
 //! where the items admit finitely many values (a rule per subset of them written, see
-//! `SchemaLowering::distinct_items`). Keywords a draft does not have are annotations in documents of that
+//! `SchemaLowering::distinct_items`) or are free strings (kept apart by the engine's matchers,
+//! see `distinct.rs`; a grammar alone refuses them). Keywords a draft does not have are annotations in documents of that
 //! draft (its root's `$schema`): `if` before draft 7, `propertyNames` before draft 6,
 //! `dependentRequired`/`dependentSchemas`/`minContains`/`maxContains` before 2019-09,
 //! `contains` before draft 6. Several constraints on one string (patterns,
@@ -51,7 +52,8 @@
 //! Unsupported (typed error): complements out of reach (of `propertyNames`, past the branch
 //! budget), objects meeting whose patterns tell apart more than sixteen kinds of undeclared
 //! names, `minContains` over 1 and
-//! `maxContains`, `uniqueItems: true` over items of infinitely many values (or past an
+//! `maxContains`, `uniqueItems: true` over items of infinitely many values other than free
+//! strings (or past an
 //! automaton of 65,536 states, with tuple items, complemented), `unevaluated*`, `$dynamicRef`, references
 //! to other documents, and
 //! patterns with assertions other than `^`/`$` where they must be intersected.
@@ -94,6 +96,7 @@
 
 mod complement;
 mod dependencies;
+mod distinct;
 mod ecma;
 mod formats;
 mod intersect;
@@ -113,6 +116,7 @@ use serde_json::Value;
 use crate::error::CompileError;
 use crate::ir::{ExprId, Grammar, GrammarBuilder};
 use crate::limits::{Deadline, Limits};
+use crate::matcher::distinct::DistinctPaths;
 
 /// Whitespace between JSON tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -267,8 +271,38 @@ pub(crate) fn compile_schema_within(
     limits: &Limits,
     deadline: &Deadline,
 ) -> Result<SchemaGrammar, CompileError> {
+    Ok(compile(schema, options, limits, deadline, false)?.0)
+}
+
+/// [`compile_schema_within`] for a matcher that keeps the items of arrays of distinct free
+/// strings apart (`matcher::distinct`): the grammar does not, and the automaton says where
+/// they are (`None` when no array relies on it).
+pub(crate) fn compile_schema_keeping_distinct(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+    limits: &Limits,
+    deadline: &Deadline,
+) -> Result<(SchemaGrammar, Option<DistinctPaths>), CompileError> {
+    compile(schema, options, limits, deadline, true)
+}
+
+fn compile(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+    limits: &Limits,
+    deadline: &Deadline,
+    distinct_by_matcher: bool,
+) -> Result<(SchemaGrammar, Option<DistinctPaths>), CompileError> {
     let mut g = GrammarBuilder::with_limits(limits);
-    let (body, warnings) = schema_expr(schema, options, &mut g, "", limits, deadline)?;
+    let (body, warnings, distinct) = schema_expr(
+        schema,
+        options,
+        &mut g,
+        "",
+        limits,
+        deadline,
+        distinct_by_matcher,
+    )?;
     let start = g.rule("json schema");
     g.define(start, body)?;
     let grammar = g.finish(start)?;
@@ -279,11 +313,13 @@ pub(crate) fn compile_schema_within(
             "no JSON value satisfies this schema",
         ));
     }
-    Ok(SchemaGrammar { grammar, warnings })
+    Ok((SchemaGrammar { grammar, warnings }, distinct))
 }
 
 /// Adds the language of `schema` to `g` (rule names start with `prefix`), for front ends that
-/// embed JSON values in a larger grammar (tag dispatch). Returns the expression and warnings.
+/// embed JSON values in a larger grammar (tag dispatch). Returns the expression, the warnings,
+/// and with `distinct_by_matcher` the paths of the arrays of distinct free strings the
+/// matcher must keep apart (without it, such arrays are refused).
 pub(crate) fn schema_expr(
     schema: &Value,
     options: &JsonSchemaOptions,
@@ -291,10 +327,16 @@ pub(crate) fn schema_expr(
     prefix: &str,
     limits: &Limits,
     deadline: &Deadline,
-) -> Result<(ExprId, Vec<CompileError>), CompileError> {
+    distinct_by_matcher: bool,
+) -> Result<(ExprId, Vec<CompileError>, Option<DistinctPaths>), CompileError> {
     let mut c = schema::Compiler::new(schema, options, limits, deadline)?;
+    c.distinct_by_matcher = distinct_by_matcher;
     let shape = c.build(schema, "")?;
     let mut lw = lower::SchemaLowering::new(&mut c, g, prefix);
     let body = lw.root(&shape)?;
-    Ok((body, c.warnings))
+    let distinct = match c.relies_on_matcher {
+        true => c.distinct_paths(&shape)?,
+        false => None,
+    };
+    Ok((body, c.warnings, distinct))
 }

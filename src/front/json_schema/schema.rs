@@ -149,6 +149,10 @@ pub(crate) struct Compiler<'a> {
     /// each copy of an object an intersection makes), and each test built the regex's
     /// grammar and recognizer again. Patterns first, formats second.
     pub(super) recognizers: RefCell<[HashMap<String, Rc<Recognizer>>; 2]>,
+    /// Whether the matcher keeps the strings of arrays of distinct free strings (the engine's
+    /// matchers do; a grammar alone cannot), and whether some array relies on it.
+    pub(super) distinct_by_matcher: bool,
+    pub(super) relies_on_matcher: bool,
 }
 
 impl<'a> Compiler<'a> {
@@ -179,6 +183,8 @@ impl<'a> Compiler<'a> {
             accepting: Vec::new(),
             chain_end: HashMap::new(),
             recognizers: RefCell::default(),
+            distinct_by_matcher: false,
+            relies_on_matcher: false,
         })
     }
 

@@ -184,13 +184,14 @@ impl<'d> Builder<'d> {
             let mut alts = Vec::new();
             for (j, body) in tag.bodies.iter().enumerate() {
                 let at = format!("/tags/{i}/bodies/{j}/schema");
-                let (value, _warnings) = schema_expr(
+                let (value, _warnings, _) = schema_expr(
                     &body.schema,
                     &d.options,
                     &mut self.g,
                     &format!("tag {i} body {j}: "),
                     self.limits,
                     self.deadline,
+                    false,
                 )
                 .map_err(|e| match e.location() {
                     Location::JsonPointer(p) => {

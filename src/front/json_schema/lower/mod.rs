@@ -524,7 +524,8 @@ impl SchemaLowering<'_, '_, '_> {
     /// seen), within [`MAX_DISTINCT_SIZE`]. Two spellings of one value (`0`, `-0`) are one
     /// value's, and a spelling belongs to one value only, so arrays whose items are distinct
     /// as spellings are the arrays whose items are distinct as values. `None` when lenient
-    /// dropped `uniqueItems` (the array is then lowered without it).
+    /// dropped `uniqueItems`, or when the matcher keeps the items apart (free strings, see
+    /// `distinct.rs`): the array is then lowered without it.
     fn distinct_items(
         &mut self,
         a: &ArrayShape,
@@ -540,10 +541,18 @@ impl SchemaLowering<'_, '_, '_> {
             return Ok(None);
         }
         let Some(values) = self.c.finite_values(&a.items, MAX_DISTINCT_VALUES, at)? else {
+            if self.c.distinct_by_matcher
+                && a.witnesses.is_empty()
+                && self.c.free_strings(&a.items)?
+            {
+                // The matcher keeps the strings written (`matcher::distinct`).
+                self.c.relies_on_matcher = true;
+                return Ok(None);
+            }
             self.c.unsupported(
                 at,
                 format!(
-                    "`uniqueItems` whose items admit more than {MAX_DISTINCT_VALUES} values (told apart only among finitely many: enums, booleans, small integer ranges)"
+                    "`uniqueItems` whose items admit more than {MAX_DISTINCT_VALUES} values (told apart only among finitely many: enums, booleans, small integer ranges; and among free strings by the engine's matchers)"
                 ),
             )?;
             return Ok(None);

@@ -1,0 +1,365 @@
+//! `uniqueItems` over free strings, kept by the matcher: where such arrays are in a document,
+//! as an automaton over JSON paths ([`DistinctPaths`]).
+//!
+//! The grammar of such an array is the array without `uniqueItems`; the matcher keeps the
+//! strings written in it and refuses a repeat (`matcher::distinct`). That is exact when every
+//! value that may be an array at some path is held to the same rule there, so each state of
+//! the automaton is the set of shapes a value at its paths may have (the union of the
+//! branches reaching it), and a state where an array may have distinct free strings or
+//! repeated items is refused. The sets over-approximate (the names matching a
+//! `patternProperties` entry, the items of a tuple, all share one step), which can only make
+//! a state refused, never a rule wrong: every array shape of the true set is in the
+//! over-approximated one.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::schema::Compiler;
+use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
+use crate::error::CompileError;
+use crate::front::guard::guarded;
+use crate::matcher::distinct::{DistinctPaths, PathNode, PathState, UNTRACKED};
+
+/// Most states of one schema's path automaton.
+const MAX_PATH_STATES: usize = 4_096;
+
+type NodeId = usize;
+
+/// A shape reduced to the steps of a path.
+enum Node {
+    /// No array or object below (or none that can hold a distinct array).
+    Leaf,
+    /// Every value: arrays with repeated items included.
+    Any,
+    /// An array of distinct free strings (its `uniqueItems` at this pointer).
+    Distinct(Arc<str>),
+    Array(Vec<NodeId>),
+    Object {
+        named: Vec<(String, NodeId)>,
+        rest: Vec<NodeId>,
+    },
+    /// Values of any of these (`anyOf`, a reference).
+    Union(Vec<NodeId>),
+}
+
+impl Compiler<'_> {
+    /// Are `items` free strings (infinitely many values from every prefix, see the module)?
+    /// Strings with no `maxLength`, pattern or format, through references and unions.
+    pub fn free_strings(&mut self, items: &Shape) -> Result<bool, CompileError> {
+        let mut strings = false;
+        Ok(self.only_free_strings(items, &mut HashSet::new(), &mut strings)? && strings)
+    }
+
+    /// Recursion: as deep as unions and references nest, each level guarded (a reference is
+    /// followed once).
+    fn only_free_strings(
+        &mut self,
+        shape: &Shape,
+        followed: &mut HashSet<RefId>,
+        strings: &mut bool,
+    ) -> Result<bool, CompileError> {
+        guarded(|| match shape {
+            Shape::Never => Ok(true),
+            Shape::String(s) => {
+                *strings = true;
+                Ok(s.max.is_none() && s.regexes.is_empty() && s.forbidden.is_empty())
+            }
+            Shape::AnyOf(xs) => {
+                for x in xs {
+                    if !self.only_free_strings(x, followed, strings)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            Shape::Ref(r) if !followed.insert(*r) => Ok(true),
+            Shape::Ref(r) => {
+                let target = self.deref(*r)?;
+                self.only_free_strings(&target, followed, strings)
+            }
+            _ => Ok(false),
+        })
+    }
+
+    /// The path automaton of a document of shape `root`, whose arrays of distinct free strings
+    /// the matcher keeps (`None` where there are none to keep).
+    pub fn distinct_paths(&mut self, root: &Shape) -> Result<Option<DistinctPaths>, CompileError> {
+        let mut nodes = Nodes::default();
+        let start = nodes.add(self, root)?;
+        while let Some((id, r)) = nodes.refs_todo.pop() {
+            let target = self.deref(r)?;
+            let inner = nodes.add(self, &target)?;
+            nodes.nodes[id] = Node::Union(vec![inner]);
+        }
+        let reaches = nodes.reaching_distinct();
+        Paths {
+            nodes: &nodes,
+            reaches: &reaches,
+            states: HashMap::new(),
+            built: Vec::new(),
+            todo: Vec::new(),
+        }
+        .build(self, start)
+    }
+}
+
+#[derive(Default)]
+struct Nodes {
+    nodes: Vec<Node>,
+    refs: HashMap<RefId, NodeId>,
+    refs_todo: Vec<(NodeId, RefId)>,
+    objects: HashMap<*const ObjectShape, NodeId>,
+}
+
+impl Nodes {
+    fn push(&mut self, node: Node) -> NodeId {
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    /// The node of `shape`; references are left for the worklist. Recursion: as deep as the
+    /// shape nests, each level guarded.
+    fn add(&mut self, c: &mut Compiler, shape: &Shape) -> Result<NodeId, CompileError> {
+        guarded(|| {
+            c.tick("")?;
+            Ok(match shape {
+                Shape::Null
+                | Shape::Boolean
+                | Shape::Number(_)
+                | Shape::String(_)
+                | Shape::Never
+                | Shape::Values(_) => self.push(Node::Leaf),
+                Shape::Any => self.push(Node::Any),
+                Shape::Ref(r) => match self.refs.get(r) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.push(Node::Union(Vec::new()));
+                        self.refs.insert(*r, id);
+                        self.refs_todo.push((id, *r));
+                        id
+                    }
+                },
+                Shape::AnyOf(xs) => {
+                    let mut ids = Vec::with_capacity(xs.len());
+                    for x in xs {
+                        ids.push(self.add(c, x)?);
+                    }
+                    self.push(Node::Union(ids))
+                }
+                Shape::Array(a) => self.add_array(c, a)?,
+                Shape::Object(o) => match self.objects.get(&Rc::as_ptr(o)) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.add_object(c, o)?;
+                        self.objects.insert(Rc::as_ptr(o), id);
+                        id
+                    }
+                },
+            })
+        })
+    }
+
+    fn add_array(&mut self, c: &mut Compiler, a: &ArrayShape) -> Result<NodeId, CompileError> {
+        if a.distinct().is_some()
+            && a.prefix.is_empty()
+            && a.witnesses.is_empty()
+            && c.free_strings(&a.items)?
+        {
+            let at = a.unique.clone().unwrap_or_default();
+            return Ok(self.push(Node::Distinct(at)));
+        }
+        let mut items = Vec::new();
+        for s in a.prefix.iter().chain([&*a.items]).chain(&a.witnesses) {
+            items.push(self.add(c, s)?);
+        }
+        Ok(self.push(Node::Array(items)))
+    }
+
+    fn add_object(&mut self, c: &mut Compiler, o: &ObjectShape) -> Result<NodeId, CompileError> {
+        let mut named = Vec::with_capacity(o.properties.len());
+        for (name, s) in &o.properties {
+            named.push((name.clone(), self.add(c, s)?));
+        }
+        let mut rest = vec![self.add(c, &o.additional)?];
+        for (_, s) in &o.patterns {
+            rest.push(self.add(c, s)?);
+        }
+        for (_, s) in &o.witnesses {
+            rest.push(self.add(c, s)?);
+        }
+        Ok(self.push(Node::Object { named, rest }))
+    }
+
+    fn children(&self, id: NodeId) -> Vec<NodeId> {
+        match &self.nodes[id] {
+            Node::Leaf | Node::Any | Node::Distinct(_) => Vec::new(),
+            Node::Array(xs) | Node::Union(xs) => xs.clone(),
+            Node::Object { named, rest } => named
+                .iter()
+                .map(|(_, x)| *x)
+                .chain(rest.iter().copied())
+                .collect(),
+        }
+    }
+
+    /// Which nodes have a distinct array at or below them (a fixpoint over the parents).
+    fn reaching_distinct(&self) -> Vec<bool> {
+        let mut parents = vec![Vec::new(); self.nodes.len()];
+        for id in 0..self.nodes.len() {
+            for child in self.children(id) {
+                parents[child].push(id);
+            }
+        }
+        let mut reaches = vec![false; self.nodes.len()];
+        let mut todo: Vec<NodeId> = (0..self.nodes.len())
+            .filter(|&id| matches!(self.nodes[id], Node::Distinct(_)))
+            .collect();
+        todo.iter().for_each(|&id| reaches[id] = true);
+        while let Some(id) = todo.pop() {
+            for &p in &parents[id] {
+                if !reaches[p] {
+                    reaches[p] = true;
+                    todo.push(p);
+                }
+            }
+        }
+        reaches
+    }
+}
+
+/// The subset construction over nodes.
+struct Paths<'n> {
+    nodes: &'n Nodes,
+    reaches: &'n [bool],
+    /// Each set built so far, by its nodes (`Union`s expanded).
+    states: HashMap<BTreeSet<NodeId>, PathState>,
+    built: Vec<PathNode>,
+    todo: Vec<(PathState, BTreeSet<NodeId>)>,
+}
+
+impl Paths<'_> {
+    fn build(
+        mut self,
+        c: &mut Compiler,
+        start: NodeId,
+    ) -> Result<Option<DistinctPaths>, CompileError> {
+        // The first state built is `ROOT`.
+        if self.state([start])? == UNTRACKED {
+            return Ok(None);
+        }
+        while let Some((state, set)) = self.todo.pop() {
+            c.tick("")?;
+            let node = self.steps(c, &set)?;
+            self.built[state as usize - 1] = node;
+        }
+        Ok(Some(DistinctPaths::new(self.built)))
+    }
+
+    /// The state of the values of any of `ids`.
+    fn state(&mut self, ids: impl IntoIterator<Item = NodeId>) -> Result<PathState, CompileError> {
+        let mut set = BTreeSet::new();
+        let mut todo: Vec<NodeId> = ids.into_iter().collect();
+        let mut seen = HashSet::new();
+        while let Some(id) = todo.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            match &self.nodes.nodes[id] {
+                Node::Union(xs) => todo.extend(xs),
+                Node::Leaf => {}
+                _ => {
+                    set.insert(id);
+                }
+            }
+        }
+        if !set.iter().any(|&id| self.reaches[id]) {
+            return Ok(UNTRACKED);
+        }
+        if let Some(&s) = self.states.get(&set) {
+            return Ok(s);
+        }
+        if self.built.len() == MAX_PATH_STATES {
+            return Err(super::schema::error(
+                crate::CompileErrorKind::Unsupported,
+                "",
+                format!(
+                    "`uniqueItems` over strings: more than {MAX_PATH_STATES} kinds of places in a document where they may be"
+                ),
+            ));
+        }
+        self.built.push(PathNode::default());
+        let s = self.built.len() as PathState;
+        self.states.insert(set.clone(), s);
+        self.todo.push((s, set));
+        Ok(s)
+    }
+
+    /// The steps of the state of `set`.
+    fn steps(
+        &mut self,
+        c: &mut Compiler,
+        set: &BTreeSet<NodeId>,
+    ) -> Result<PathNode, CompileError> {
+        let nodes = self.nodes;
+        // Every value includes those of every step below it.
+        let any = set
+            .iter()
+            .copied()
+            .find(|&id| matches!(nodes.nodes[id], Node::Any));
+        let mut distinct = None;
+        let mut repeating = any.is_some();
+        let mut items = Vec::new();
+        let mut names: BTreeSet<&str> = BTreeSet::new();
+        let mut objects = Vec::new();
+        for &id in set {
+            match &nodes.nodes[id] {
+                Node::Distinct(at) => distinct = Some(at),
+                Node::Array(xs) => {
+                    repeating = true;
+                    items.extend(xs);
+                }
+                Node::Object { named, rest } => {
+                    names.extend(named.iter().map(|(n, _)| n.as_str()));
+                    objects.push((named, rest));
+                }
+                Node::Leaf | Node::Any | Node::Union(_) => {}
+            }
+        }
+        if let Some(at) = distinct.filter(|_| repeating) {
+            c.unsupported(
+                at,
+                "`uniqueItems` over strings where another branch allows arrays with repeated items at the same place",
+            )?;
+            distinct = None;
+        }
+        items.extend(any);
+        let item = self.state(items)?;
+        let mut others: Vec<NodeId> = objects
+            .iter()
+            .flat_map(|(_, rest)| rest.iter().copied())
+            .collect();
+        others.extend(any);
+        let other = self.state(others)?;
+        let mut named = HashMap::new();
+        for name in names {
+            let mut ids: Vec<NodeId> = any.into_iter().collect();
+            for (declared, rest) in &objects {
+                match declared.iter().find(|(n, _)| n == name) {
+                    Some((_, x)) => ids.push(*x),
+                    None => ids.extend(rest.iter().copied()),
+                }
+            }
+            let s = self.state(ids)?;
+            if s != other {
+                named.insert(name.as_bytes().into(), s);
+            }
+        }
+        Ok(PathNode {
+            named,
+            other,
+            item,
+            distinct: distinct.is_some(),
+        })
+    }
+}

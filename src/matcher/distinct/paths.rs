@@ -1,0 +1,60 @@
+//! Where in a JSON document the arrays of distinct strings are: a deterministic automaton over
+//! the steps of a JSON path (a property name, an array item), built by the JSON Schema front
+//! end from the schema's shapes.
+
+use std::collections::HashMap;
+
+/// A state of [`DistinctPaths`]: the schemas a value at some path may be held to, reduced to
+/// what the tracker needs.
+pub(crate) type PathState = u32;
+
+/// The state of paths below which no array has distinct items (nothing to track).
+pub(crate) const UNTRACKED: PathState = 0;
+
+/// The automaton's start: the document's root value.
+pub(crate) const ROOT: PathState = 1;
+
+/// One state's steps.
+#[derive(Debug, Default)]
+pub(crate) struct PathNode {
+    /// A property's value, by the property's (decoded) name.
+    pub named: HashMap<Box<[u8]>, PathState>,
+    /// A property of any other name.
+    pub other: PathState,
+    /// An array's item.
+    pub item: PathState,
+    /// An array here must have pairwise distinct items, which are strings.
+    pub distinct: bool,
+}
+
+/// The automaton: every state's steps, [`UNTRACKED`] and [`ROOT`] first.
+#[derive(Debug)]
+pub(crate) struct DistinctPaths {
+    nodes: Vec<PathNode>,
+}
+
+impl DistinctPaths {
+    /// From the nodes of every state but [`UNTRACKED`], the root's first: their steps name
+    /// states counted from 1 (state 0 is [`UNTRACKED`]).
+    pub fn new(tracked: Vec<PathNode>) -> DistinctPaths {
+        let mut nodes = vec![PathNode::default()];
+        nodes.extend(tracked);
+        DistinctPaths { nodes }
+    }
+
+    /// The state of a property's value named `name` (decoded) in an object at `at`.
+    pub fn property(&self, at: PathState, name: &[u8]) -> PathState {
+        let node = &self.nodes[at as usize];
+        node.named.get(name).copied().unwrap_or(node.other)
+    }
+
+    /// The state of an item of an array at `at`.
+    pub fn item(&self, at: PathState) -> PathState {
+        self.nodes[at as usize].item
+    }
+
+    /// Must an array at `at` have distinct items?
+    pub fn distinct(&self, at: PathState) -> bool {
+        self.nodes[at as usize].distinct
+    }
+}

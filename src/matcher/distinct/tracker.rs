@@ -1,0 +1,482 @@
+//! The state a context-free grammar cannot hold: for each open array whose items must be
+//! distinct, the strings written in it. The tracker reads the JSON text the matcher consumed
+//! (structure only: the grammar already holds it to its schema), follows [`DistinctPaths`]
+//! from property names and array items, and tells when a string item would repeat one of
+//! its array.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use super::paths::{DistinctPaths, PathState, ROOT, UNTRACKED};
+
+/// An open object or array.
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    Object {
+        at: PathState,
+        /// The state of the value after the last name read (`UNTRACKED` before one).
+        value: PathState,
+        /// The next string is a name (after `{` or `,`).
+        expect_name: bool,
+    },
+    Array {
+        item: PathState,
+        /// Where the array's strings begin in the written values, if its items must be
+        /// distinct.
+        distinct: Option<u32>,
+    },
+}
+
+/// What a string is, for what its closing quote does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Name,
+    DistinctItem,
+    Other,
+}
+
+/// Where the reader is between structural bytes.
+#[derive(Clone, Copy, Debug)]
+enum Lex {
+    Between,
+    /// Inside a string whose first content byte is at `start` of the text.
+    Str {
+        start: u32,
+        role: Role,
+        escaped: bool,
+    },
+    /// Inside a number, `true`, `false` or `null`.
+    Scalar,
+}
+
+/// The reader's position: what a consumed step changes besides the text and the values.
+#[derive(Clone, Debug)]
+struct Position {
+    frames: Vec<Frame>,
+    lex: Lex,
+}
+
+impl Position {
+    fn start() -> Position {
+        Position {
+            frames: Vec::new(),
+            lex: Lex::Between,
+        }
+    }
+}
+
+/// The state before one consumed step, for rollback.
+#[derive(Clone, Debug)]
+struct Snapshot {
+    position: Position,
+    text: u32,
+    values: u32,
+}
+
+/// A string item that repeats one written before it in its array: its closing quote is
+/// `at_byte` of the bytes read.
+#[derive(Debug)]
+pub(crate) struct Repeated {
+    pub at_byte: usize,
+}
+
+/// The distinct-items state of one matcher.
+#[derive(Clone, Debug)]
+pub(crate) struct DistinctTracker {
+    paths: Arc<DistinctPaths>,
+    /// The JSON text consumed so far (strings are decoded from it when they close).
+    text: Vec<u8>,
+    position: Position,
+    /// Every string item of a distinct array written so far: where its array's strings begin,
+    /// and its decoded value.
+    values: Vec<(u32, Box<[u8]>)>,
+    /// How many of `values` hash to each key (array, value): a hit is confirmed against them.
+    counts: HashMap<u64, u32>,
+    history: VecDeque<Snapshot>,
+    max_history: usize,
+    /// Reused between reads of candidate tokens.
+    scratch: Position,
+    pending: Vec<(u32, Box<[u8]>)>,
+}
+
+impl DistinctTracker {
+    /// A tracker at the start of the document, keeping `max_history` steps for rollback.
+    pub fn new(paths: Arc<DistinctPaths>, max_history: usize) -> DistinctTracker {
+        DistinctTracker {
+            paths,
+            text: Vec::new(),
+            position: Position::start(),
+            values: Vec::new(),
+            counts: HashMap::new(),
+            history: VecDeque::new(),
+            max_history,
+            scratch: Position::start(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Could a token that does not hold `[` repeat an item? Only inside a distinct array:
+    /// elsewhere a repeat needs one opened first.
+    pub fn in_distinct_array(&self) -> bool {
+        matches!(
+            self.position.frames.last(),
+            Some(Frame::Array {
+                distinct: Some(_),
+                ..
+            })
+        )
+    }
+
+    /// Inside a string item of a distinct array, past any escape: where the array's values
+    /// begin, and the item's content so far, decoded.
+    pub fn open_item(&self) -> Option<(u32, Vec<u8>)> {
+        let Lex::Str {
+            start,
+            role: Role::DistinctItem,
+            escaped: false,
+        } = self.position.lex
+        else {
+            return None;
+        };
+        let Some(&Frame::Array {
+            distinct: Some(first),
+            ..
+        }) = self.position.frames.last()
+        else {
+            return None;
+        };
+        let raw = &self.text[start as usize..];
+        escapes_complete(raw).then(|| (first, decode_string(raw)))
+    }
+
+    /// The values written in the array whose values begin at `first`.
+    pub fn written(&self, first: u32) -> impl Iterator<Item = &[u8]> {
+        self.values[first as usize..]
+            .iter()
+            .filter(move |(s, _)| *s == first)
+            .map(|(_, v)| &**v)
+    }
+
+    /// Reads `bytes` after the text without consuming them: `Err` if a string item would
+    /// repeat one of its array. The reading stays in the scratch state for [`Self::commit`].
+    pub fn check(&mut self, bytes: &[u8]) -> Result<(), Repeated> {
+        // Field by field, so that the frames' buffer is reused.
+        self.scratch.frames.clone_from(&self.position.frames);
+        self.scratch.lex = self.position.lex;
+        self.pending.clear();
+        let mut reader = Reader {
+            paths: &self.paths,
+            text: &self.text,
+            values: &self.values,
+            counts: &self.counts,
+            position: &mut self.scratch,
+            pending: &mut self.pending,
+        };
+        bytes
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, &b)| reader.read(b, i, bytes))
+    }
+
+    /// Consumes the bytes [`Self::check`] last read (and accepted) as one step.
+    pub fn commit(&mut self, bytes: &[u8]) {
+        self.remember();
+        self.text.extend_from_slice(bytes);
+        std::mem::swap(&mut self.position, &mut self.scratch);
+        for (start, value) in self.pending.drain(..) {
+            *self.counts.entry(key(start, &value)).or_default() += 1;
+            self.values.push((start, value));
+        }
+    }
+
+    /// A step that reads no text (EOS, a special token).
+    pub fn step_without_text(&mut self) {
+        self.remember();
+    }
+
+    fn remember(&mut self) {
+        if self.max_history == 0 {
+            return;
+        }
+        if self.history.len() == self.max_history {
+            self.history.pop_front();
+        }
+        self.history.push_back(Snapshot {
+            position: self.position.clone(),
+            text: self.text.len() as u32,
+            values: self.values.len() as u32,
+        });
+    }
+
+    /// Undoes the last `n` steps (the caller's matcher keeps as many).
+    pub fn rollback(&mut self, n: usize) {
+        let keep = self.history.len().saturating_sub(n);
+        let Some(snapshot) = self.history.drain(keep..).next() else {
+            return;
+        };
+        self.text.truncate(snapshot.text as usize);
+        for (start, value) in self.values.drain(snapshot.values as usize..) {
+            let k = key(start, &value);
+            match self.counts.get_mut(&k) {
+                Some(c) if *c > 1 => *c -= 1,
+                _ => {
+                    self.counts.remove(&k);
+                }
+            }
+        }
+        self.position = snapshot.position;
+    }
+
+    /// Back to the start of the document.
+    pub fn reset(&mut self) {
+        *self = DistinctTracker::new(self.paths.clone(), self.max_history);
+    }
+}
+
+/// Reads bytes after the consumed text.
+struct Reader<'a> {
+    paths: &'a DistinctPaths,
+    text: &'a [u8],
+    values: &'a [(u32, Box<[u8]>)],
+    counts: &'a HashMap<u64, u32>,
+    position: &'a mut Position,
+    pending: &'a mut Vec<(u32, Box<[u8]>)>,
+}
+
+impl Reader<'_> {
+    /// Reads byte `i` of `bytes`.
+    fn read(&mut self, b: u8, i: usize, bytes: &[u8]) -> Result<(), Repeated> {
+        match &mut self.position.lex {
+            Lex::Str {
+                escaped: e @ true, ..
+            } => {
+                *e = false;
+                return Ok(());
+            }
+            Lex::Str { escaped, .. } if b == b'\\' => {
+                *escaped = true;
+                return Ok(());
+            }
+            &mut Lex::Str { start, role, .. } if b == b'"' => {
+                self.position.lex = Lex::Between;
+                return self.close_string(start, role, i, bytes);
+            }
+            Lex::Str { .. } => return Ok(()),
+            Lex::Scalar if is_scalar_byte(b) => return Ok(()),
+            Lex::Scalar | Lex::Between => self.position.lex = Lex::Between,
+        }
+        match b {
+            b'{' => {
+                let at = self.value_state();
+                self.position.frames.push(Frame::Object {
+                    at,
+                    value: UNTRACKED,
+                    expect_name: true,
+                });
+            }
+            b'[' => {
+                let at = self.value_state();
+                let written = (self.values.len() + self.pending.len()) as u32;
+                self.position.frames.push(Frame::Array {
+                    item: self.paths.item(at),
+                    distinct: self.paths.distinct(at).then_some(written),
+                });
+            }
+            b'}' | b']' => {
+                self.position.frames.pop();
+            }
+            b',' => {
+                if let Some(Frame::Object { expect_name, .. }) = self.position.frames.last_mut() {
+                    *expect_name = true;
+                }
+            }
+            b'"' => {
+                let role = match self.position.frames.last() {
+                    Some(Frame::Object {
+                        expect_name: true, ..
+                    }) => Role::Name,
+                    Some(Frame::Array {
+                        distinct: Some(_), ..
+                    }) => Role::DistinctItem,
+                    _ => Role::Other,
+                };
+                self.position.lex = Lex::Str {
+                    start: (self.text.len() + i + 1) as u32,
+                    role,
+                    escaped: false,
+                };
+            }
+            b if is_scalar_byte(b) => self.position.lex = Lex::Scalar,
+            // White space and `:`.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The state of a value starting here.
+    fn value_state(&self) -> PathState {
+        match self.position.frames.last() {
+            None => ROOT,
+            Some(Frame::Object { value, .. }) => *value,
+            Some(Frame::Array { item, .. }) => *item,
+        }
+    }
+
+    /// A string whose content began at `start` of the text closes at byte `i` of `bytes`.
+    fn close_string(
+        &mut self,
+        start: u32,
+        role: Role,
+        i: usize,
+        bytes: &[u8],
+    ) -> Result<(), Repeated> {
+        if role == Role::Other {
+            return Ok(());
+        }
+        if let Some(&Frame::Object { at, .. }) = self.position.frames.last() {
+            // Below an untracked object, every value is untracked: no need to read the name.
+            let state = match at {
+                UNTRACKED => UNTRACKED,
+                at => self
+                    .paths
+                    .property(at, &decode_string(&self.raw(start, &bytes[..i]))),
+            };
+            if let Some(Frame::Object {
+                value, expect_name, ..
+            }) = self.position.frames.last_mut()
+            {
+                *value = state;
+                *expect_name = false;
+            }
+            return Ok(());
+        }
+        let decoded = decode_string(&self.raw(start, &bytes[..i]));
+        match self.position.frames.last() {
+            Some(&Frame::Array {
+                distinct: Some(first),
+                ..
+            }) => match self.written(first, &decoded) {
+                true => Err(Repeated { at_byte: i }),
+                false => {
+                    self.pending.push((first, decoded.into()));
+                    Ok(())
+                }
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// Was `value` written in the array whose strings begin at `first`?
+    fn written(&self, first: u32, value: &[u8]) -> bool {
+        let in_text = self.counts.contains_key(&key(first, value))
+            && self.values[first as usize..]
+                .iter()
+                .any(|(s, v)| *s == first && **v == *value);
+        in_text
+            || self
+                .pending
+                .iter()
+                .any(|(s, v)| *s == first && **v == *value)
+    }
+
+    /// The raw content of a string from `start` (an offset in the text followed by the bytes
+    /// being read) through `read`, the bytes read before its closing quote.
+    fn raw(&self, start: u32, read: &[u8]) -> Vec<u8> {
+        let start = start as usize;
+        let mut raw = self.text.get(start..).unwrap_or_default().to_vec();
+        raw.extend_from_slice(&read[start.saturating_sub(self.text.len())..]);
+        raw
+    }
+}
+
+/// Does the raw content of a string end outside any escape (a `\uXXXX` whole)?
+fn escapes_complete(raw: &[u8]) -> bool {
+    let mut i = 0;
+    while i < raw.len() {
+        i += match (raw[i], raw.get(i + 1)) {
+            (b'\\', Some(b'u')) => 6,
+            (b'\\', _) => 2,
+            _ => 1,
+        };
+    }
+    i == raw.len()
+}
+
+fn is_scalar_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.')
+}
+
+fn key(first: u32, value: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    (first, value).hash(&mut h);
+    h.finish()
+}
+
+/// The code units of a JSON string's content, written as UTF-8, unpaired surrogates as their
+/// three-byte generalized UTF-8: two strings are equal JSON values iff these are equal.
+fn decode_string(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] != b'\\' || i + 1 >= raw.len() {
+            out.push(raw[i]);
+            i += 1;
+            continue;
+        }
+        let simple = match raw[i + 1] {
+            b'b' => Some(0x08),
+            b'f' => Some(0x0c),
+            b'n' => Some(b'\n'),
+            b'r' => Some(b'\r'),
+            b't' => Some(b'\t'),
+            b'u' => None,
+            other => Some(other),
+        };
+        if let Some(b) = simple {
+            out.push(b);
+            i += 2;
+            continue;
+        }
+        let unit = |at: usize| {
+            raw.get(at..at + 4)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+        };
+        let Some(high) = unit(i + 2) else {
+            out.extend_from_slice(&raw[i..i + 2]);
+            i += 2;
+            continue;
+        };
+        i += 6;
+        let mut code = high;
+        if (0xD800..0xDC00).contains(&high) && raw.get(i..i + 2) == Some(b"\\u") {
+            if let Some(low @ 0xDC00..=0xDFFF) = unit(i + 2) {
+                code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+                i += 6;
+            }
+        }
+        push_code_point(&mut out, code);
+    }
+    out
+}
+
+/// UTF-8 of a code point, surrogates included (generalized UTF-8).
+fn push_code_point(out: &mut Vec<u8>, c: u32) {
+    match c {
+        0..=0x7F => out.push(c as u8),
+        0x80..=0x7FF => out.extend([0xC0 | (c >> 6) as u8, 0x80 | (c & 0x3F) as u8]),
+        0x800..=0xFFFF => out.extend([
+            0xE0 | (c >> 12) as u8,
+            0x80 | ((c >> 6) & 0x3F) as u8,
+            0x80 | (c & 0x3F) as u8,
+        ]),
+        _ => out.extend([
+            0xF0 | (c >> 18) as u8,
+            0x80 | ((c >> 12) & 0x3F) as u8,
+            0x80 | ((c >> 6) & 0x3F) as u8,
+            0x80 | (c & 0x3F) as u8,
+        ]),
+    }
+}

@@ -1,0 +1,328 @@
+//! `uniqueItems` over free strings, kept by the matcher (`matcher::distinct`): at every step
+//! the mask equals, bit for bit over the whole vocabulary, the reference recognizer's mask of
+//! the schema's grammar less the tokens that close an item equal to an earlier one of its
+//! array (found here independently: items decoded by `serde_json`). Rollback restores the
+//! items written, and `jsonschema` agrees on what ends accepted.
+
+use std::collections::HashSet;
+
+use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
+use formwork::ir::recognizer::Recognizer;
+use formwork::mask::TokenMask;
+use formwork::{CompileErrorKind, Engine, Matcher};
+use formwork_testkit::oracle::{assert_same_mask, mask_of};
+use formwork_testkit::rng::Rng;
+use formwork_testkit::tokenizers;
+use formwork_testkit::walk::random_walk;
+use serde_json::{json, Value};
+
+fn engine() -> Engine {
+    Engine::new(tokenizers::qwen3().clone())
+}
+
+/// Does `text` close a string item equal to an earlier one in an array that is the value of
+/// a property named one of `keys` (the test schemas' distinct arrays, and no other array has
+/// those names)?
+fn repeats(text: &[u8], keys: &[&str]) -> bool {
+    keys.iter().any(|key| {
+        let opening = format!("\"{key}\":[");
+        let mut from = 0;
+        while let Some(at) = find(&text[from..], opening.as_bytes()) {
+            from += at + opening.len();
+            if repeats_in_array(&text[from..]) {
+                return true;
+            }
+        }
+        false
+    })
+}
+
+/// Does the array whose items start `rest` repeat a string among its closed items?
+fn repeats_in_array(rest: &[u8]) -> bool {
+    let mut seen = HashSet::new();
+    let mut i = 0;
+    while rest.get(i) == Some(&b'"') {
+        let Some(end) = string_end(rest, i) else {
+            return false;
+        };
+        let item: String = serde_json::from_slice(&rest[i..=end]).unwrap();
+        if !seen.insert(item) {
+            return true;
+        }
+        i = end + 1;
+        if rest.get(i) != Some(&b',') {
+            return false;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// The closing quote of the string opening at `rest[start]`, if it is there yet.
+fn string_end(rest: &[u8], start: usize) -> Option<usize> {
+    let mut escaped = false;
+    for (i, &b) in rest.iter().enumerate().skip(start + 1) {
+        match (escaped, b) {
+            (true, _) => escaped = false,
+            (false, b'\\') => escaped = true,
+            (false, b'"') => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The exact mask after `prefix`: the grammar's, less the tokens that close a repeat.
+fn oracle_mask(
+    rec: &Recognizer,
+    chart: &formwork::ir::recognizer::Chart,
+    engine: &Engine,
+    prefix: &[u8],
+    keys: &[&str],
+) -> TokenMask {
+    let vocab = engine.vocab();
+    let mut mask = chart.mask(rec, vocab);
+    let allowed: Vec<_> = mask.iter().collect();
+    for t in allowed {
+        let text = [prefix, vocab.token_bytes(t)].concat();
+        if !vocab.is_special(t) && repeats(&text, keys) {
+            mask.remove(t);
+        }
+    }
+    mask
+}
+
+/// Walks `text` token by token; masks equal the oracle's at every step and at the end, where
+/// the matcher accepts iff `valid`. After the walk, every rollback depth gives back the masks
+/// the walk saw.
+#[track_caller]
+fn masks_match(engine: &Engine, schema: &Value, keys: &[&str], text: &str, valid: bool) {
+    let vocab = engine.vocab();
+    let grammar = compile_schema_without_distinct(schema);
+    let rec = Recognizer::new(&grammar);
+    let mut chart = rec.start();
+    let mut m = engine
+        .compile_json_schema(schema, &JsonSchemaOptions::new())
+        .unwrap()
+        .matcher();
+    let tokens = vocab.encode(text).unwrap();
+    let mut prefix = Vec::new();
+    let mut seen = Vec::new();
+    let mut consumed = 0;
+    for (step, &t) in tokens.iter().enumerate() {
+        let what = format!("{schema} on {text}: step {step}");
+        let expected = oracle_mask(&rec, &chart, engine, &prefix, keys);
+        let got = mask_of(&mut m, vocab);
+        assert_same_mask(&got, &expected, vocab, &what);
+        seen.push(got);
+        if !expected.contains(t) {
+            assert!(!valid, "{what}: a valid text's token is refused");
+            assert!(m.consume(t).is_err(), "{what}: a masked token is consumed");
+            break;
+        }
+        m.consume(t).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(chart.push_token(&rec, vocab, t));
+        prefix.extend_from_slice(vocab.token_bytes(t));
+        consumed += 1;
+    }
+    if consumed == tokens.len() {
+        let what = format!("{schema} on {text}: the end");
+        let expected = oracle_mask(&rec, &chart, engine, &prefix, keys);
+        assert_same_mask(&mask_of(&mut m, vocab), &expected, vocab, &what);
+        assert_eq!(m.is_accepting(), valid, "{what}");
+    }
+    for back in (1..=consumed).rev() {
+        let mut fork = m.clone();
+        fork.rollback(back).unwrap();
+        let what = format!("{schema} on {text}: rolled back {back} of {consumed}");
+        assert_same_mask(
+            &mask_of(&mut fork, vocab),
+            &seen[consumed - back],
+            vocab,
+            &what,
+        );
+    }
+}
+
+/// The schema's grammar alone: the arrays without `uniqueItems`, as the engine's grammar has
+/// them. (`compile_schema` refuses what only a matcher can keep, so the test drops the
+/// keyword from a copy.)
+fn compile_schema_without_distinct(schema: &Value) -> formwork::ir::Grammar {
+    let mut copy = schema.clone();
+    drop_unique_items(&mut copy);
+    compile_schema(&copy, &JsonSchemaOptions::new())
+        .unwrap()
+        .grammar
+}
+
+fn drop_unique_items(v: &mut Value) {
+    let mut todo = vec![v];
+    while let Some(v) = todo.pop() {
+        match v {
+            Value::Object(map) => {
+                map.remove("uniqueItems");
+                todo.extend(map.values_mut());
+            }
+            Value::Array(xs) => todo.extend(xs.iter_mut()),
+            _ => {}
+        }
+    }
+}
+
+fn validator(schema: &Value) -> jsonschema::Validator {
+    jsonschema::options().build(schema).unwrap()
+}
+
+fn tags_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+            "notes": {"type": "array", "items": {"type": "string"}},
+            "nested": {"$ref": "#/$defs/labels"}
+        },
+        "$defs": {
+            "labels": {
+                "type": "object",
+                "properties": {
+                    "labels": {
+                        "type": "array",
+                        "items": {"anyOf": [{"type": "string", "minLength": 2}, {"$ref": "#/$defs/word"}]},
+                        "uniqueItems": true,
+                        "minItems": 1
+                    }
+                },
+                "required": ["labels"],
+                "additionalProperties": false
+            },
+            "word": {"type": "string", "not": {"const": "stop"}}
+        }
+    })
+}
+
+#[test]
+fn distinct_strings_masks_match_the_oracle() {
+    let e = engine();
+    let schema = tags_schema();
+    let keys = ["tags", "labels"];
+    let v = validator(&schema);
+    let valid = [
+        r#"{"tags":["a","ab","b","ba"],"notes":["a","a"]}"#,
+        r#"{"tags":["x y","x","x\"","x\\"],"nested":{"labels":["tags","a"]}}"#,
+        r#"{"tags":[],"nested":{"labels":["\u00e9","é\u0000"]}}"#,
+    ];
+    let invalid = [
+        r#"{"tags":["a","b","a"]}"#,
+        r#"{"tags":["é","\u00e9"]}"#,
+        r#"{"tags":["ab","a","b","ab"],"notes":[]}"#,
+        r#"{"notes":["x"],"nested":{"labels":["aa","b","aa"]}}"#,
+        r#"{"tags":["\"","\u0022"]}"#,
+        r#"{"tags":["😀","\ud83d\ude00"]}"#,
+    ];
+    for (texts, expected) in [(&valid[..], true), (&invalid[..], false)] {
+        for text in texts {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(v.is_valid(&value), expected, "{text}");
+            masks_match(&e, &schema, &keys, text, expected);
+        }
+    }
+}
+
+/// Tokens that close an item and go on (`","`, `"]}`, `","\`) are masked off exactly when the
+/// item closed repeats, and a matcher refuses them with the byte of the closing quote.
+#[test]
+fn a_token_closing_a_repeat_is_refused_at_its_quote() {
+    let e = engine();
+    let vocab = e.vocab();
+    let schema = tags_schema();
+    let c = e
+        .compile_json_schema(&schema, &JsonSchemaOptions::new())
+        .unwrap();
+    let mut m = c.matcher();
+    m.consume_bytes(br#"{"tags":["ab","a"#).unwrap();
+    let close_and_next = vocab.encode(r#"",""#).unwrap();
+    assert_eq!(close_and_next.len(), 1, "one token in Qwen3");
+    let t = close_and_next[0];
+    assert!(mask_of(&mut m, vocab).contains(t), "\"a\" is new");
+    m.consume_bytes(b"b").unwrap();
+    assert!(!mask_of(&mut m, vocab).contains(t), "\"ab\" repeats");
+    let err = m.consume(t).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            formwork::MatchErrorKind::Rejected { at_byte: 0, .. }
+        ),
+        "{err}"
+    );
+    let err = m.consume_bytes(br#"","#).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            formwork::MatchErrorKind::TextRejected { at_byte: 0, .. }
+        ),
+        "{err}"
+    );
+    // Unchanged by the refusals: the item goes on.
+    m.consume_bytes(br#"c","ab"#).unwrap();
+    m.consume_bytes(br#"d"]}"#).unwrap();
+    assert!(m.is_accepting());
+    m.reset();
+    m.consume_bytes(br#"{"tags":["ab","ab"]}"#).unwrap_err();
+    m.consume_bytes(br#"{"tags":["ab","abc"]}"#).unwrap();
+}
+
+/// Random walks through the matcher end on texts `jsonschema` accepts: no walk writes a
+/// repeat, whichever tokens it draws.
+#[test]
+fn distinct_strings_walks_validate() {
+    let e = engine();
+    for schema in [
+        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "minItems": 3}),
+        tags_schema(),
+    ] {
+        let c = e
+            .compile_json_schema(&schema, &JsonSchemaOptions::new())
+            .unwrap();
+        let v = validator(&schema);
+        let mut rng = Rng::new(0xd15c);
+        let mut finished = 0;
+        for _ in 0..40 {
+            let mut m = c.matcher();
+            let Some(out) = random_walk(e.vocab(), &mut m, &mut rng, 80) else {
+                continue;
+            };
+            finished += 1;
+            let value: Value = serde_json::from_slice(&out).unwrap();
+            assert!(v.is_valid(&value), "{schema}: walked {value}");
+        }
+        assert!(finished > 0, "{schema}: no walk finished");
+    }
+}
+
+/// Where the matcher cannot keep items apart, the schema is refused as before: a grammar
+/// alone (`compile_schema`, tag dispatch), or a place where another branch allows repeats.
+#[test]
+fn distinct_strings_refused_where_a_matcher_cannot_keep_them() {
+    let e = engine();
+    let unique = json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true});
+    let err = compile_schema(&unique, &JsonSchemaOptions::new()).unwrap_err();
+    assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{err}");
+    let mixed = json!({"anyOf": [unique, {"type": "array", "items": {"type": "integer"}}]});
+    let err = e
+        .compile_json_schema(&mixed, &JsonSchemaOptions::new())
+        .unwrap_err();
+    assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{err}");
+    assert!(err.to_string().contains("repeated items"), "{err}");
+    // Lenient: the place loses `uniqueItems`, with a warning.
+    let c = e
+        .compile_json_schema(&mixed, &JsonSchemaOptions::new().lenient(true))
+        .unwrap();
+    assert_eq!(c.warnings().len(), 1);
+    let mut m = c.matcher();
+    m.consume_bytes(br#"["a","a"]"#).unwrap();
+    assert!(m.is_accepting());
+}
