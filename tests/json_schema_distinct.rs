@@ -183,6 +183,7 @@ fn tags_schema() -> Value {
         "properties": {
             "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
             "notes": {"type": "array", "items": {"type": "string"}},
+            "ids": {"type": "array", "items": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"}, "uniqueItems": true},
             "nested": {"$ref": "#/$defs/labels"}
         },
         "$defs": {
@@ -208,12 +209,13 @@ fn tags_schema() -> Value {
 fn distinct_strings_masks_match_the_oracle() {
     let e = engine();
     let schema = tags_schema();
-    let keys = ["tags", "labels"];
+    let keys = ["tags", "labels", "ids"];
     let v = validator(&schema);
     let valid = [
         r#"{"tags":["a","ab","b","ba"],"notes":["a","a"]}"#,
         r#"{"tags":["x y","x","x\"","x\\"],"nested":{"labels":["tags","a"]}}"#,
         r#"{"tags":[],"nested":{"labels":["\u00e9","é\u0000"]}}"#,
+        r#"{"tags":["a1"],"ids":["a1","a","a_1","b"]}"#,
     ];
     let invalid = [
         r#"{"tags":["a","b","a"]}"#,
@@ -222,6 +224,7 @@ fn distinct_strings_masks_match_the_oracle() {
         r#"{"notes":["x"],"nested":{"labels":["aa","b","aa"]}}"#,
         r#"{"tags":["\"","\u0022"]}"#,
         r#"{"tags":["😀","\ud83d\ude00"]}"#,
+        r#"{"ids":["ab","a","ab"]}"#,
     ];
     for (texts, expected) in [(&valid[..], true), (&invalid[..], false)] {
         for text in texts {
@@ -304,12 +307,19 @@ fn distinct_strings_walks_validate() {
 }
 
 /// Where the matcher cannot keep items apart, the schema is refused as before: a grammar
-/// alone (`compile_schema`, tag dispatch), or a place where another branch allows repeats.
+/// alone (`compile_schema`), items whose completions can run out, or a place where another
+/// branch allows repeats.
 #[test]
 fn distinct_strings_refused_where_a_matcher_cannot_keep_them() {
     let e = engine();
     let unique = json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true});
     let err = compile_schema(&unique, &JsonSchemaOptions::new()).unwrap_err();
+    assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{err}");
+    // Items whose completions can run out: past `x`, only the closing quote.
+    let finite = json!({"type": "array", "items": {"type": "string", "pattern": "^[0-9]+x$"}, "uniqueItems": true});
+    let err = e
+        .compile_json_schema(&finite, &JsonSchemaOptions::new())
+        .unwrap_err();
     assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{err}");
     let mixed = json!({"anyOf": [unique, {"type": "array", "items": {"type": "integer"}}]});
     let err = e

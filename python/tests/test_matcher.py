@@ -143,3 +143,19 @@ def test_a_matcher_serves_one_thread_at_a_time(qwen3: formwork.TokenizerInfo, co
     for t in threads:
         t.join()
     assert results == [True] * 8 and m.num_accepted == 8
+
+
+def test_unique_string_items_refuse_a_repeat(qwen3: formwork.TokenizerInfo, compiler: formwork.GrammarCompiler) -> None:
+    """`uniqueItems` over strings: the matcher keeps the items written; the token that would
+    close a repeat is masked off and refused, rollback brings the item back."""
+    schema = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    m = formwork.GrammarMatcher(compiler.compile_json_schema(schema))
+    quote = qwen3.encode('"')[0]
+    assert m.accept_string('["ab", "a')
+    assert quote in allowed(qwen3, m)
+    assert m.accept_string("b")
+    assert quote not in allowed(qwen3, m)
+    assert not m.accept_token(quote) and not m.accept_string('"]')
+    m.rollback()
+    assert quote in allowed(qwen3, m)
+    assert m.accept_string('c"]') and m.is_accepting()

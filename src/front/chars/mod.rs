@@ -220,6 +220,34 @@ impl CharDfa {
         !self.accept.iter().any(|&a| a)
     }
 
+    /// Does every prefix of the language have infinitely many completions in it? Every state
+    /// is live, so that holds iff every state reaches a cycle: states with no successor left
+    /// are peeled off until none is (Kahn's algorithm), and none may be.
+    pub fn infinite_from_every_state(&self) -> bool {
+        let width = self.atoms.len();
+        let states = self.accept.len();
+        let mut successors = vec![0usize; states];
+        let mut predecessors = vec![Vec::new(); states];
+        for (from, row) in self.next.chunks(width).enumerate() {
+            for &to in row.iter().filter(|&&t| t != DEAD) {
+                successors[from] += 1;
+                predecessors[to as usize].push(from);
+            }
+        }
+        let mut peeled: Vec<usize> = (0..states).filter(|&s| successors[s] == 0).collect();
+        let mut any_peeled = !peeled.is_empty();
+        while let Some(s) = peeled.pop() {
+            for &p in &predecessors[s] {
+                successors[p] -= 1;
+                if successors[p] == 0 {
+                    peeled.push(p);
+                    any_peeled = true;
+                }
+            }
+        }
+        !any_peeled && !self.is_empty()
+    }
+
     /// Whether `s` is in the language: how tests compare languages (the front end only lowers).
     #[cfg(test)]
     pub fn matches(&self, s: &str) -> bool {
@@ -578,6 +606,37 @@ mod tests {
         assert!(!dfa(r"^a$").is_empty());
         assert!(CharDfa::strings(&[""], &budget(4096)).unwrap().matches(""));
         assert!(!dfa(r"a*").complement(never()).unwrap().is_empty());
+    }
+
+    /// Infinitely many completions from every prefix: the items `uniqueItems` lets the
+    /// matcher tell apart (`json_schema::distinct`).
+    #[test]
+    fn chars_infinite_from_every_state() {
+        for p in [
+            r"^[a-z][a-z0-9_]*$",
+            r"^.+$",
+            r"^a*b[cd]*$",
+            r"^(ab|c)+$",
+            r"^x.*y$",
+        ] {
+            assert!(dfa(p).infinite_from_every_state(), "{p}");
+        }
+        // A state with finitely many completions: the end of `x`, of `yes`, of four digits.
+        for p in [
+            r"^[0-9]+x$",
+            r"^(?:yes|y+)$",
+            r"^[0-9]{4}$",
+            r"^a*b$",
+            r"a^b",
+        ] {
+            assert!(!dfa(p).infinite_from_every_state(), "{p}");
+        }
+        assert!(!CharDfa::length(0, Some(5), &budget(64))
+            .unwrap()
+            .infinite_from_every_state());
+        assert!(CharDfa::length(2, None, &budget(64))
+            .unwrap()
+            .infinite_from_every_state());
     }
 
     #[test]

@@ -15,9 +15,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::lower::string_automaton;
 use super::schema::Compiler;
 use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
-use crate::error::CompileError;
+use crate::error::{CompileError, Location};
 use crate::front::guard::guarded;
 use crate::matcher::distinct::{DistinctPaths, PathNode, PathState, UNTRACKED};
 
@@ -45,7 +46,8 @@ enum Node {
 
 impl Compiler<'_> {
     /// Are `items` free strings (infinitely many values from every prefix, see the module)?
-    /// Strings with no `maxLength`, pattern or format, through references and unions.
+    /// Strings whose automaton reaches a loop from every state (no `maxLength`; patterns and
+    /// formats that never run out), through references and unions.
     pub fn free_strings(&mut self, items: &Shape) -> Result<bool, CompileError> {
         let mut strings = false;
         Ok(self.only_free_strings(items, &mut HashSet::new(), &mut strings)? && strings)
@@ -63,7 +65,12 @@ impl Compiler<'_> {
             Shape::Never => Ok(true),
             Shape::String(s) => {
                 *strings = true;
-                Ok(s.max.is_none() && s.regexes.is_empty() && s.forbidden.is_empty())
+                if s.max.is_none() && s.regexes.is_empty() && s.forbidden.is_empty() {
+                    return Ok(true);
+                }
+                let dfa = string_automaton(s, &self.char_budget())
+                    .map_err(|(at, e)| e.or_at(Location::JsonPointer(at)))?;
+                Ok(dfa.infinite_from_every_state())
             }
             Shape::AnyOf(xs) => {
                 for x in xs {

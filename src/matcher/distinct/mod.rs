@@ -28,6 +28,8 @@ use crate::vocab::{TokenKind, Vocab};
 pub(crate) struct DistinctItems {
     tracker: DistinctTracker,
     vocab: Vocab,
+    /// Mask words of the tokens a mask reads one by one (reused).
+    read: Vec<u32>,
 }
 
 impl DistinctItems {
@@ -37,6 +39,7 @@ impl DistinctItems {
         DistinctItems {
             tracker: DistinctTracker::new(paths, history),
             vocab,
+            read: Vec::new(),
         }
     }
 
@@ -53,7 +56,7 @@ impl DistinctItems {
         let vocab = &self.vocab;
         let quote = &vocab.holding(b'"').words;
         // The tokens read one by one: those the cases below do not settle.
-        let read: Vec<u32> = match self.tracker.open_item() {
+        let also: [&[u32]; 2] = match self.tracker.open_item() {
             Some((first, prefix)) => {
                 // A token closes the item at its first `"`. Written without an escape, the
                 // item is then the prefix and the token's bytes before the quote, so the
@@ -72,25 +75,20 @@ impl DistinctItems {
                         clear_bit(out, t);
                     }
                 }
-                let backslash = &vocab.holding(b'\\').words;
-                let three = vocab.holding_three_quotes();
-                (0..out.len())
-                    .map(|w| out[w] & quote[w] & (backslash[w] | three[w]))
-                    .collect()
+                [&vocab.holding(b'\\').words, vocab.holding_three_quotes()]
             }
             // Between items, or inside an escape: every token that may close one.
-            None if self.tracker.in_distinct_array() => {
-                out.iter().zip(quote.iter()).map(|(m, q)| m & q).collect()
-            }
+            None if self.tracker.in_distinct_array() => [quote, quote],
             // Elsewhere a repeat needs a distinct array opened first.
             None => {
                 let bracket = &vocab.holding(b'[').words;
-                (0..out.len())
-                    .map(|w| out[w] & quote[w] & bracket[w])
-                    .collect()
+                [bracket, bracket]
             }
         };
-        for t in iter_ones(&read) {
+        self.read.clear();
+        self.read
+            .extend((0..out.len()).map(|w| out[w] & quote[w] & (also[0][w] | also[1][w])));
+        for t in iter_ones(&self.read) {
             if self.tracker.check(vocab.token_bytes(t)).is_err() {
                 clear_bit(out, t);
             }

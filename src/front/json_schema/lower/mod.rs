@@ -114,11 +114,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
 
     /// The budget of one character automaton.
     fn budget(&self) -> Budget<'a> {
-        Budget {
-            max_states: MAX_STRING_STATES
-                .min(self.c.limits.get(LimitKind::AutomatonStates) as usize),
-            deadline: self.c.deadline,
-        }
+        self.c.char_budget()
     }
 
     /// The expression of the root shape, with the rule of every reference it needs.
@@ -594,6 +590,16 @@ impl SchemaLowering<'_, '_, '_> {
             branches.push(self.g.seq([open, self.ws, close]));
         }
         Ok(Some(self.g.alt(branches)))
+    }
+}
+
+impl<'a> Compiler<'a> {
+    /// The budget of one character automaton.
+    pub fn char_budget(&self) -> Budget<'a> {
+        Budget {
+            max_states: MAX_STRING_STATES.min(self.limits.get(LimitKind::AutomatonStates) as usize),
+            deadline: self.deadline,
+        }
     }
 }
 
