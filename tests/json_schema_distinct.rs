@@ -321,6 +321,11 @@ fn distinct_strings_refused_where_a_matcher_cannot_keep_them() {
         .compile_json_schema(&finite, &JsonSchemaOptions::new())
         .unwrap_err();
     assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{err}");
+    let fixed = json!({"anyOf": [{"enum": [{"a": ["x", "x"]}]}, {"type": "object", "properties": {"a": unique.clone()}}]});
+    let err = e
+        .compile_json_schema(&fixed, &JsonSchemaOptions::new())
+        .unwrap_err();
+    assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{err}");
     let mixed = json!({"anyOf": [unique, {"type": "array", "items": {"type": "integer"}}]});
     let err = e
         .compile_json_schema(&mixed, &JsonSchemaOptions::new())

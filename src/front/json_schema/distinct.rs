@@ -31,7 +31,7 @@ type NodeId = usize;
 enum Node {
     /// No array or object below (or none that can hold a distinct array).
     Leaf,
-    /// Every value: arrays with repeated items included.
+    /// Every value, or fixed values holding arrays: arrays with repeated items included.
     Any,
     /// An array of distinct free strings (its `uniqueItems` at this pointer).
     Distinct(Arc<str>),
@@ -135,8 +135,12 @@ impl Nodes {
                 | Shape::Boolean
                 | Shape::Number(_)
                 | Shape::String(_)
-                | Shape::Never
-                | Shape::Values(_) => self.push(Node::Leaf),
+                | Shape::Never => self.push(Node::Leaf),
+                // Fixed arrays and objects (`enum`, `const`) may repeat items anywhere below.
+                Shape::Values(vs) if vs.iter().any(|v| v.is_array() || v.is_object()) => {
+                    self.push(Node::Any)
+                }
+                Shape::Values(_) => self.push(Node::Leaf),
                 Shape::Any => self.push(Node::Any),
                 Shape::Ref(r) => match self.refs.get(r) {
                     Some(&id) => id,
