@@ -5,8 +5,9 @@
 //! strings written in it and refuses a repeat (`matcher::distinct`). That is exact when every
 //! value that may be an array at some path is held to the same rule there, so each state of
 //! the automaton is the set of shapes a value at its paths may have (the union of the
-//! branches reaching it), and a state where an array may have distinct free strings or
-//! repeated items is refused. The sets over-approximate (the names matching a
+//! branches reaching it), and a state where one branch holds an array to distinct free
+//! strings while another allows repeated items is refused. Its states are within
+//! [`Limits::automaton_states`] (a `Limit` error past it) and the compile-time budget. The sets over-approximate (the names matching a
 //! `patternProperties` entry, the items of a tuple, all share one step), which can only make
 //! a state refused, never a rule wrong: every array shape of the true set is in the
 //! over-approximated one.
@@ -16,20 +17,18 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::lower::string_automaton;
-use super::schema::Compiler;
+use super::schema::{over, Compiler};
 use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
 use crate::error::{CompileError, Location};
 use crate::front::guard::guarded;
+use crate::limits::{LimitKind, Limits};
 use crate::matcher::distinct::{DistinctPaths, PathNode, PathState, UNTRACKED};
-
-/// Most states of one schema's path automaton.
-const MAX_PATH_STATES: usize = 4_096;
 
 type NodeId = usize;
 
 /// A shape reduced to the steps of a path.
 enum Node {
-    /// No array or object below (or none that can hold a distinct array).
+    /// No array or object below.
     Leaf,
     /// Every value, or fixed values holding arrays: arrays with repeated items included.
     Any,
@@ -103,6 +102,7 @@ impl Compiler<'_> {
         Paths {
             nodes: &nodes,
             reaches: &reaches,
+            limits: self.limits,
             states: HashMap::new(),
             built: Vec::new(),
             todo: Vec::new(),
@@ -243,6 +243,8 @@ impl Nodes {
 struct Paths<'n> {
     nodes: &'n Nodes,
     reaches: &'n [bool],
+    /// Its states are within [`Limits::automaton_states`].
+    limits: &'n Limits,
     /// Each set built so far, by its nodes (`Union`s expanded).
     states: HashMap<BTreeSet<NodeId>, PathState>,
     built: Vec<PathNode>,
@@ -290,15 +292,15 @@ impl Paths<'_> {
         if let Some(&s) = self.states.get(&set) {
             return Ok(s);
         }
-        if self.built.len() == MAX_PATH_STATES {
-            return Err(super::schema::error(
-                crate::CompileErrorKind::Unsupported,
-                "",
-                format!(
-                    "`uniqueItems` over strings: more than {MAX_PATH_STATES} kinds of places in a document where they may be"
-                ),
-            ));
-        }
+        self.limits
+            .check(LimitKind::AutomatonStates, self.built.len() as u64 + 1)
+            .map_err(|e| {
+                over(
+                    e,
+                    "",
+                    "the automaton of the places where arrays of distinct strings may be",
+                )
+            })?;
         self.built.push(PathNode::default());
         let s = self.built.len() as PathState;
         self.states.insert(set.clone(), s);

@@ -3,8 +3,9 @@
 //!
 //! A context-free grammar cannot say "no string twice", but the tokens that can break the rule
 //! are few and easy to find: a repeat happens only when an item's closing quote is written.
-//! Items that admit infinitely many strings from every prefix (free strings: no `maxLength`,
-//! no pattern) can always be completed to a new one, so an output is a prefix of a valid one
+//! Items that admit infinitely many strings from every prefix (free strings: their automaton
+//! reaches a loop from every state, see `front::json_schema::distinct`) can always be
+//! completed to a new one, so an output is a prefix of a valid one
 //! iff the grammar accepts it as a prefix and no item closed so far repeats one of its array.
 //! The mask is therefore the grammar's mask less the tokens that close an item (hold `"`)
 //! equal to an earlier one; [`DistinctPaths`] says where such arrays are, and the tracker

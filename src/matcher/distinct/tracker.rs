@@ -25,7 +25,7 @@ enum Frame {
         item: PathState,
         /// Where the array's strings begin in the written values, if its items must be
         /// distinct.
-        distinct: Option<u32>,
+        distinct: Option<usize>,
     },
 }
 
@@ -43,7 +43,7 @@ enum Lex {
     Between,
     /// Inside a string whose first content byte is at `start` of the text.
     Str {
-        start: u32,
+        start: usize,
         role: Role,
         escaped: bool,
     },
@@ -71,8 +71,8 @@ impl Position {
 #[derive(Clone, Debug)]
 struct Snapshot {
     position: Position,
-    text: u32,
-    values: u32,
+    text: usize,
+    values: usize,
 }
 
 /// A string item that repeats one written before it in its array: its closing quote is
@@ -91,14 +91,14 @@ pub(crate) struct DistinctTracker {
     position: Position,
     /// Every string item of a distinct array written so far: where its array's strings begin,
     /// and its decoded value.
-    values: Vec<(u32, Box<[u8]>)>,
+    values: Vec<(usize, Box<[u8]>)>,
     /// How many of `values` hash to each key (array, value): a hit is confirmed against them.
     counts: HashMap<u64, u32>,
     history: VecDeque<Snapshot>,
     max_history: usize,
     /// Reused between reads of candidate tokens.
     scratch: Position,
-    pending: Vec<(u32, Box<[u8]>)>,
+    pending: Vec<(usize, Box<[u8]>)>,
 }
 
 impl DistinctTracker {
@@ -131,7 +131,7 @@ impl DistinctTracker {
 
     /// Inside a string item of a distinct array, past any escape: where the array's values
     /// begin, and the item's content so far, decoded.
-    pub fn open_item(&self) -> Option<(u32, Vec<u8>)> {
+    pub fn open_item(&self) -> Option<(usize, Vec<u8>)> {
         let Lex::Str {
             start,
             role: Role::DistinctItem,
@@ -147,13 +147,13 @@ impl DistinctTracker {
         else {
             return None;
         };
-        let raw = &self.text[start as usize..];
+        let raw = &self.text[start..];
         escapes_complete(raw).then(|| (first, decode_string(raw)))
     }
 
     /// The values written in the array whose values begin at `first`.
-    pub fn written(&self, first: u32) -> impl Iterator<Item = &[u8]> {
-        self.values[first as usize..]
+    pub fn written(&self, first: usize) -> impl Iterator<Item = &[u8]> {
+        self.values[first..]
             .iter()
             .filter(move |(s, _)| *s == first)
             .map(|(_, v)| &**v)
@@ -205,8 +205,8 @@ impl DistinctTracker {
         }
         self.history.push_back(Snapshot {
             position: self.position.clone(),
-            text: self.text.len() as u32,
-            values: self.values.len() as u32,
+            text: self.text.len(),
+            values: self.values.len(),
         });
     }
 
@@ -216,8 +216,8 @@ impl DistinctTracker {
         let Some(snapshot) = self.history.drain(keep..).next() else {
             return;
         };
-        self.text.truncate(snapshot.text as usize);
-        for (start, value) in self.values.drain(snapshot.values as usize..) {
+        self.text.truncate(snapshot.text);
+        for (start, value) in self.values.drain(snapshot.values..) {
             let k = key(start, &value);
             match self.counts.get_mut(&k) {
                 Some(c) if *c > 1 => *c -= 1,
@@ -239,10 +239,10 @@ impl DistinctTracker {
 struct Reader<'a> {
     paths: &'a DistinctPaths,
     text: &'a [u8],
-    values: &'a [(u32, Box<[u8]>)],
+    values: &'a [(usize, Box<[u8]>)],
     counts: &'a HashMap<u64, u32>,
     position: &'a mut Position,
-    pending: &'a mut Vec<(u32, Box<[u8]>)>,
+    pending: &'a mut Vec<(usize, Box<[u8]>)>,
 }
 
 impl Reader<'_> {
@@ -278,7 +278,7 @@ impl Reader<'_> {
             }
             b'[' => {
                 let at = self.value_state();
-                let written = (self.values.len() + self.pending.len()) as u32;
+                let written = self.values.len() + self.pending.len();
                 self.position.frames.push(Frame::Array {
                     item: self.paths.item(at),
                     distinct: self.paths.distinct(at).then_some(written),
@@ -303,7 +303,7 @@ impl Reader<'_> {
                     _ => Role::Other,
                 };
                 self.position.lex = Lex::Str {
-                    start: (self.text.len() + i + 1) as u32,
+                    start: self.text.len() + i + 1,
                     role,
                     escaped: false,
                 };
@@ -327,7 +327,7 @@ impl Reader<'_> {
     /// A string whose content began at `start` of the text closes at byte `i` of `bytes`.
     fn close_string(
         &mut self,
-        start: u32,
+        start: usize,
         role: Role,
         i: usize,
         bytes: &[u8],
@@ -369,9 +369,9 @@ impl Reader<'_> {
     }
 
     /// Was `value` written in the array whose strings begin at `first`?
-    fn written(&self, first: u32, value: &[u8]) -> bool {
+    fn written(&self, first: usize, value: &[u8]) -> bool {
         let in_text = self.counts.contains_key(&key(first, value))
-            && self.values[first as usize..]
+            && self.values[first..]
                 .iter()
                 .any(|(s, v)| *s == first && **v == *value);
         in_text
@@ -383,8 +383,7 @@ impl Reader<'_> {
 
     /// The raw content of a string from `start` (an offset in the text followed by the bytes
     /// being read) through `read`, the bytes read before its closing quote.
-    fn raw(&self, start: u32, read: &[u8]) -> Vec<u8> {
-        let start = start as usize;
+    fn raw(&self, start: usize, read: &[u8]) -> Vec<u8> {
         let mut raw = self.text.get(start..).unwrap_or_default().to_vec();
         raw.extend_from_slice(&read[start.saturating_sub(self.text.len())..]);
         raw
@@ -408,7 +407,7 @@ fn is_scalar_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.')
 }
 
-fn key(first: u32, value: &[u8]) -> u64 {
+fn key(first: usize, value: &[u8]) -> u64 {
     let mut h = DefaultHasher::new();
     (first, value).hash(&mut h);
     h.finish()
