@@ -336,3 +336,54 @@ fn distinct_strings_refused_where_a_matcher_cannot_keep_them() {
     m.consume_bytes(br#"["a","a"]"#).unwrap();
     assert!(m.is_accepting());
 }
+
+/// A constant (`const`, `enum`) is a value like any other branch's: one whose array repeats a
+/// string where another branch wants distinct strings makes the place refused (a matcher
+/// keeping the strings apart would refuse the constant), and one without repeats is kept
+/// beside the distinct strings.
+#[test]
+fn constants_beside_distinct_strings() {
+    let e = engine();
+    let strict = JsonSchemaOptions::new();
+    let unique = json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true});
+    let tagged = json!({"type": "object", "properties": {"tags": unique}});
+    for schema in [
+        json!({"anyOf": [unique, {"const": ["a", "a"]}]}),
+        json!({"anyOf": [tagged, {"enum": [{"tags": ["a", "a"]}, 1]}]}),
+        json!({"anyOf": [{"type": "array", "items": tagged}, {"const": [{"tags": ["b", 1, "b"]}]}]}),
+    ] {
+        let err = e.compile_json_schema(&schema, &strict).unwrap_err();
+        assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{schema}: {err}");
+        assert!(err.to_string().contains("repeated items"), "{err}");
+        let c = e
+            .compile_json_schema(&schema, &strict.clone().lenient(true))
+            .unwrap();
+        let constant = &schema["anyOf"][1];
+        let value = constant.get("const").unwrap_or(&constant["enum"][0]);
+        let text = value.to_string();
+        assert!(validator(&schema).is_valid(value), "{text}");
+        let mut m = c.matcher();
+        m.consume_bytes(text.as_bytes()).unwrap();
+        assert!(m.is_accepting(), "{schema}: {text}");
+    }
+    let schema =
+        json!({"anyOf": [unique, {"const": ["a", "b", 1, 1]}, {"enum": [[], {"x": ["c", "c"]}]}]});
+    let c = e.compile_json_schema(&schema, &strict).unwrap();
+    let v = validator(&schema);
+    for (text, valid) in [
+        (r#"["a","b",1,1]"#, true),
+        (r#"["a","b"]"#, true),
+        (r#"{"x":["c","c"]}"#, true),
+        (r#"["b","b"]"#, false),
+        (r#"["a","b","a"]"#, false),
+    ] {
+        assert_eq!(
+            v.is_valid(&serde_json::from_str(text).unwrap()),
+            valid,
+            "{text}"
+        );
+        let mut m = c.matcher();
+        let accepted = m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting();
+        assert_eq!(accepted, valid, "{schema}: {text}");
+    }
+}
