@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
 use formwork::ir::recognizer::Recognizer;
 use formwork::mask::TokenMask;
-use formwork::{CompileErrorKind, Engine, Matcher};
+use formwork::{CompileErrorKind, Engine, Matcher, Whitespace};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
 use formwork_testkit::rng::Rng;
 use formwork_testkit::tokenizers;
@@ -22,14 +22,21 @@ fn engine() -> Engine {
 
 /// Does `text` close a string item equal to an earlier one in an array that is the value of
 /// a property named one of `keys` (the test schemas' distinct arrays, and no other array has
-/// those names)?
+/// those names)? White space may surround the structure.
 fn repeats(text: &[u8], keys: &[&str]) -> bool {
     keys.iter().any(|key| {
-        let opening = format!("\"{key}\":[");
+        let name = format!("\"{key}\"");
         let mut from = 0;
-        while let Some(at) = find(&text[from..], opening.as_bytes()) {
-            from += at + opening.len();
-            if repeats_in_array(&text[from..]) {
+        while let Some(at) = find(&text[from..], name.as_bytes()) {
+            from += at + name.len();
+            let rest = skip_space(&text[from..]);
+            let Some(rest) = rest.strip_prefix(b":") else {
+                continue;
+            };
+            let Some(rest) = skip_space(rest).strip_prefix(b"[") else {
+                continue;
+            };
+            if repeats_in_array(rest) {
                 return true;
             }
         }
@@ -37,23 +44,30 @@ fn repeats(text: &[u8], keys: &[&str]) -> bool {
     })
 }
 
+fn skip_space(text: &[u8]) -> &[u8] {
+    let n = text
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .count();
+    &text[n..]
+}
+
 /// Does the array whose items start `rest` repeat a string among its closed items?
 fn repeats_in_array(rest: &[u8]) -> bool {
     let mut seen = HashSet::new();
-    let mut i = 0;
-    while rest.get(i) == Some(&b'"') {
-        let Some(end) = string_end(rest, i) else {
+    let mut rest = skip_space(rest);
+    while rest.first() == Some(&b'"') {
+        let Some(end) = string_end(rest, 0) else {
             return false;
         };
-        let item: String = serde_json::from_slice(&rest[i..=end]).unwrap();
+        let item: String = serde_json::from_slice(&rest[..=end]).unwrap();
         if !seen.insert(item) {
             return true;
         }
-        i = end + 1;
-        if rest.get(i) != Some(&b',') {
+        let Some(next) = skip_space(&rest[end + 1..]).strip_prefix(b",") else {
             return false;
-        }
-        i += 1;
+        };
+        rest = skip_space(next);
     }
     false
 }
@@ -101,15 +115,49 @@ fn oracle_mask(
 /// the walk saw.
 #[track_caller]
 fn masks_match(engine: &Engine, schema: &Value, keys: &[&str], text: &str, valid: bool) {
+    let tokens = engine.vocab().encode(text).unwrap();
+    let options = JsonSchemaOptions::new();
+    masks_match_tokens(engine, schema, &options, keys, text, &tokens, valid);
+}
+
+/// [`masks_match`] over a text written one character at a time: every escape, surrogate and
+/// name split at each of its bytes.
+#[track_caller]
+fn masks_match_by_chars(
+    engine: &Engine,
+    schema: &Value,
+    options: &JsonSchemaOptions,
+    keys: &[&str],
+    text: &str,
+    valid: bool,
+) {
     let vocab = engine.vocab();
-    let grammar = compile_schema_without_distinct(schema);
+    let tokens: Vec<_> = text
+        .chars()
+        .flat_map(|c| vocab.encode(&c.to_string()).unwrap())
+        .collect();
+    masks_match_tokens(engine, schema, options, keys, text, &tokens, valid);
+}
+
+/// [`masks_match`] over `tokens` (which spell `text`), compiled with `options`.
+#[track_caller]
+fn masks_match_tokens(
+    engine: &Engine,
+    schema: &Value,
+    options: &JsonSchemaOptions,
+    keys: &[&str],
+    text: &str,
+    tokens: &[formwork::TokenId],
+    valid: bool,
+) {
+    let vocab = engine.vocab();
+    let grammar = compile_schema_without_distinct(schema, options);
     let rec = Recognizer::new(&grammar);
     let mut chart = rec.start();
     let mut m = engine
-        .compile_json_schema(schema, &JsonSchemaOptions::new())
+        .compile_json_schema(schema, options)
         .unwrap()
         .matcher();
-    let tokens = vocab.encode(text).unwrap();
     let mut prefix = Vec::new();
     let mut seen = Vec::new();
     let mut consumed = 0;
@@ -151,12 +199,13 @@ fn masks_match(engine: &Engine, schema: &Value, keys: &[&str], text: &str, valid
 /// The schema's grammar alone: the arrays without `uniqueItems`, as the engine's grammar has
 /// them. (`compile_schema` refuses what only a matcher can keep, so the test drops the
 /// keyword from a copy.)
-fn compile_schema_without_distinct(schema: &Value) -> formwork::ir::Grammar {
+fn compile_schema_without_distinct(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+) -> formwork::ir::Grammar {
     let mut copy = schema.clone();
     drop_unique_items(&mut copy);
-    compile_schema(&copy, &JsonSchemaOptions::new())
-        .unwrap()
-        .grammar
+    compile_schema(&copy, options).unwrap().grammar
 }
 
 fn drop_unique_items(v: &mut Value) {
@@ -340,4 +389,105 @@ fn distinct_strings_refused_where_a_matcher_cannot_keep_them() {
     let mut m = c.matcher();
     m.consume_bytes(br#"["a","a"]"#).unwrap();
     assert!(m.is_accepting());
+}
+
+/// A constant (`const`, `enum`) is a value like any other branch's: one whose array repeats a
+/// string where another branch wants distinct strings makes the place refused (a matcher
+/// keeping the strings apart would refuse the constant), and one without repeats is kept
+/// beside the distinct strings.
+#[test]
+fn constants_beside_distinct_strings() {
+    let e = engine();
+    let strict = JsonSchemaOptions::new();
+    let unique = json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true});
+    let tagged = json!({"type": "object", "properties": {"tags": unique}});
+    for schema in [
+        json!({"anyOf": [unique, {"const": ["a", "a"]}]}),
+        json!({"anyOf": [tagged, {"enum": [{"tags": ["a", "a"]}, 1]}]}),
+        json!({"anyOf": [{"type": "array", "items": tagged}, {"const": [{"tags": ["b", 1, "b"]}]}]}),
+    ] {
+        let err = e.compile_json_schema(&schema, &strict).unwrap_err();
+        assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{schema}: {err}");
+        assert!(err.to_string().contains("repeated items"), "{err}");
+        let c = e
+            .compile_json_schema(&schema, &strict.clone().lenient(true))
+            .unwrap();
+        let constant = &schema["anyOf"][1];
+        let value = constant.get("const").unwrap_or(&constant["enum"][0]);
+        let text = value.to_string();
+        assert!(validator(&schema).is_valid(value), "{text}");
+        let mut m = c.matcher();
+        m.consume_bytes(text.as_bytes()).unwrap();
+        assert!(m.is_accepting(), "{schema}: {text}");
+    }
+    let schema =
+        json!({"anyOf": [unique, {"const": ["a", "b", 1, 1]}, {"enum": [[], {"x": ["c", "c"]}]}]});
+    let c = e.compile_json_schema(&schema, &strict).unwrap();
+    let v = validator(&schema);
+    for (text, valid) in [
+        (r#"["a","b",1,1]"#, true),
+        (r#"["a","b"]"#, true),
+        (r#"{"x":["c","c"]}"#, true),
+        (r#"["b","b"]"#, false),
+        (r#"["a","b","a"]"#, false),
+    ] {
+        assert_eq!(
+            v.is_valid(&serde_json::from_str(text).unwrap()),
+            valid,
+            "{text}"
+        );
+        let mut m = c.matcher();
+        let accepted = m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting();
+        assert_eq!(accepted, valid, "{schema}: {text}");
+    }
+}
+
+/// Escapes and surrogate pairs written a character at a time: the masks stay exact at every
+/// byte of an escape (`\u00` then `e9"`), and white space around the structure (flexible
+/// layout) neither hides a repeat nor makes one.
+#[test]
+fn distinct_strings_masks_match_at_every_character() {
+    let e = engine();
+    let schema = tags_schema();
+    let keys = ["tags", "labels", "ids"];
+    let v = validator(&schema);
+    let compact = JsonSchemaOptions::new();
+    let flexible = JsonSchemaOptions::new().whitespace(Whitespace::Flexible { max_run: None });
+    for (options, text) in [
+        (&compact, r#"{"tags":["\u00e9","é\"","\\","\\\"","é"]}"#),
+        (&compact, r#"{"tags":["\ud83d\ude00","x\\","😀"]}"#),
+        (&compact, r#"{"tags":["a\"b","\\u0041","\u0041","A"]}"#),
+        (
+            &compact,
+            r#"{"tags":["\/","\b\t","\\/"],"notes":["\"a","\"a"]}"#,
+        ),
+        (&flexible, "{ \"tags\" : [ \"a\" , \"b\" ,\n\"a\" ] }"),
+        (&flexible, "{\"tags\":\t[\"a\"\n,\"b\"]}"),
+    ] {
+        let valid = v.is_valid(&serde_json::from_str(text).unwrap());
+        masks_match_by_chars(&e, &schema, options, &keys, text, valid);
+    }
+}
+
+/// Distinct arrays below recursion: each node's `tags` is its own array, kept apart from its
+/// parent's and siblings'.
+#[test]
+fn distinct_strings_in_a_recursive_tree() {
+    let e = engine();
+    let unique = json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true});
+    let tree = json!({
+        "$defs": {"n": {"type": "object", "properties": {
+            "tags": unique,
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}
+        }}},
+        "$ref": "#/$defs/n"
+    });
+    let v = validator(&tree);
+    for text in [
+        r#"{"tags":["a"],"kids":[{"tags":["a","b"]},{"tags":["b","c"],"kids":[]}]}"#,
+        r#"{"tags":["a"],"kids":[{"tags":["a","b"]},{"tags":["b","b"]}]}"#,
+    ] {
+        let valid = v.is_valid(&serde_json::from_str(text).unwrap());
+        masks_match(&e, &tree, &["tags"], text, valid);
+    }
 }

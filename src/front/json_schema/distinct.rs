@@ -16,6 +16,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use super::lower::string_automaton;
 use super::schema::{over, Compiler};
 use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
@@ -30,11 +32,13 @@ type NodeId = usize;
 enum Node {
     /// No array or object below.
     Leaf,
-    /// Every value, or fixed values holding arrays: arrays with repeated items included.
+    /// Every value: arrays with repeated items included.
     Any,
     /// An array of distinct free strings (its `uniqueItems` at this pointer).
     Distinct(Arc<str>),
-    Array(Vec<NodeId>),
+    /// An array of these items; `repeats` if it may hold two equal strings (a matcher
+    /// keeping its strings apart would refuse it).
+    Array { items: Vec<NodeId>, repeats: bool },
     Object {
         named: Vec<(String, NodeId)>,
         rest: Vec<NodeId>,
@@ -136,11 +140,13 @@ impl Nodes {
                 | Shape::Number(_)
                 | Shape::String(_)
                 | Shape::Never => self.push(Node::Leaf),
-                // Fixed arrays and objects (`enum`, `const`) may repeat items anywhere below.
-                Shape::Values(vs) if vs.iter().any(|v| v.is_array() || v.is_object()) => {
-                    self.push(Node::Any)
+                Shape::Values(vs) => {
+                    let mut ids = Vec::with_capacity(vs.len());
+                    for v in vs {
+                        ids.push(self.add_value(c, v)?);
+                    }
+                    self.push(Node::Union(ids))
                 }
-                Shape::Values(_) => self.push(Node::Leaf),
                 Shape::Any => self.push(Node::Any),
                 Shape::Ref(r) => match self.refs.get(r) {
                     Some(&id) => id,
@@ -184,7 +190,43 @@ impl Nodes {
         for s in a.prefix.iter().chain([&*a.items]).chain(&a.witnesses) {
             items.push(self.add(c, s)?);
         }
-        Ok(self.push(Node::Array(items)))
+        Ok(self.push(Node::Array {
+            items,
+            repeats: true,
+        }))
+    }
+
+    /// The node of a constant (`enum`, `const`): its arrays and objects are steps like those
+    /// of any other shape, since a constant array with two equal strings is a valid value
+    /// where another branch wants distinct ones. Recursion: as deep as the value nests, each
+    /// level guarded.
+    fn add_value(&mut self, c: &mut Compiler, value: &Value) -> Result<NodeId, CompileError> {
+        guarded(|| {
+            c.tick("")?;
+            Ok(match value {
+                Value::Array(xs) => {
+                    let mut items = Vec::with_capacity(xs.len());
+                    for x in xs {
+                        items.push(self.add_value(c, x)?);
+                    }
+                    let strings: Vec<&str> = xs.iter().filter_map(Value::as_str).collect();
+                    let distinct: HashSet<&str> = strings.iter().copied().collect();
+                    let repeats = distinct.len() < strings.len();
+                    self.push(Node::Array { items, repeats })
+                }
+                Value::Object(map) => {
+                    let mut named = Vec::with_capacity(map.len());
+                    for (name, x) in map {
+                        named.push((name.clone(), self.add_value(c, x)?));
+                    }
+                    self.push(Node::Object {
+                        named,
+                        rest: Vec::new(),
+                    })
+                }
+                _ => self.push(Node::Leaf),
+            })
+        })
     }
 
     fn add_object(&mut self, c: &mut Compiler, o: &ObjectShape) -> Result<NodeId, CompileError> {
@@ -205,7 +247,7 @@ impl Nodes {
     fn children(&self, id: NodeId) -> Vec<NodeId> {
         match &self.nodes[id] {
             Node::Leaf | Node::Any | Node::Distinct(_) => Vec::new(),
-            Node::Array(xs) | Node::Union(xs) => xs.clone(),
+            Node::Array { items: xs, .. } | Node::Union(xs) => xs.clone(),
             Node::Object { named, rest } => named
                 .iter()
                 .map(|(_, x)| *x)
@@ -328,8 +370,8 @@ impl Paths<'_> {
         for &id in set {
             match &nodes.nodes[id] {
                 Node::Distinct(at) => distinct = Some(at),
-                Node::Array(xs) => {
-                    repeating = true;
+                Node::Array { items: xs, repeats } => {
+                    repeating |= *repeats;
                     items.extend(xs);
                 }
                 Node::Object { named, rest } => {
