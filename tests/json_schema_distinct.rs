@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use formwork::front::json_schema::{compile_schema, JsonSchemaOptions};
-use formwork::ir::recognizer::Recognizer;
+use formwork::ir::recognizer::{Recognizer, Terminal};
 use formwork::mask::TokenMask;
 use formwork::{CompileErrorKind, Engine, Matcher, Whitespace};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
@@ -322,6 +322,17 @@ fn a_token_closing_a_repeat_is_refused_at_its_quote() {
     m.consume_bytes(br#"c","ab"#).unwrap();
     m.consume_bytes(br#"d"]}"#).unwrap();
     assert!(m.is_accepting());
+    // Text the grammar refuses earlier than its repeat: the grammar's error, at its byte.
+    m.reset();
+    m.consume_bytes(br#"{"tags":["ab","#).unwrap();
+    let err = m.consume_bytes(br#"1,"ab""#).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            formwork::MatchErrorKind::TextRejected { at_byte: 0, .. }
+        ),
+        "{err}"
+    );
     m.reset();
     m.consume_bytes(br#"{"tags":["ab","ab"]}"#).unwrap_err();
     m.consume_bytes(br#"{"tags":["ab","abc"]}"#).unwrap();
@@ -489,5 +500,46 @@ fn distinct_strings_in_a_recursive_tree() {
     ] {
         let valid = v.is_valid(&serde_json::from_str(text).unwrap());
         masks_match(&e, &tree, &["tags"], text, valid);
+    }
+}
+
+/// Past 64 values the rest of which may close the open item, the mask finds the tokens closing
+/// a repeat by reading the tokens that may close it instead of looking each value up in the
+/// token trie: masks equal the oracle's on both sides of that bound.
+#[test]
+fn many_values_masks_match_the_oracle() {
+    let e = engine();
+    let vocab = e.vocab();
+    let schema = tags_schema();
+    let options = JsonSchemaOptions::new();
+    let grammar = compile_schema_without_distinct(&schema, &options);
+    let rec = Recognizer::new(&grammar);
+    let mut chart = rec.start();
+    let mut m = e.compile_json_schema(&schema, &options).unwrap().matcher();
+    let items: Vec<String> = std::iter::once("\"t\"".to_string())
+        .chain((0..80).map(|i| format!("\"t{i}\"")))
+        .collect();
+    let mut prefix = format!(r#"{{"tags":[{},"t"#, items.join(",")).into_bytes();
+    m.consume_bytes(&prefix).unwrap();
+    for &b in &prefix {
+        assert!(chart.push(&rec, Terminal::Byte(b)));
+    }
+    // After `"t`, all 81 values are candidates (the scan); after `"t7`, 11 (trie lookups);
+    // after `"t70`, one, itself. Each is a value written, so its closing quote is a repeat.
+    // (Qwen3's tokens hold no letter or digit before a quote: only the value itself closes.)
+    for next in ["", "7", "0"] {
+        m.consume_bytes(next.as_bytes()).unwrap();
+        for &b in next.as_bytes() {
+            assert!(chart.push(&rec, Terminal::Byte(b)));
+        }
+        prefix.extend_from_slice(next.as_bytes());
+        let expected = oracle_mask(&rec, &chart, &e, &prefix, &["tags"]);
+        let what = format!(
+            "after {}",
+            String::from_utf8_lossy(&prefix[prefix.len() - 8..])
+        );
+        assert_same_mask(&mask_of(&mut m, vocab), &expected, vocab, &what);
+        let quote = vocab.encode("\"").unwrap()[0];
+        assert!(!expected.contains(quote), "{what}: closes a repeat");
     }
 }

@@ -14,15 +14,21 @@
 mod paths;
 mod tracker;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 pub(crate) use paths::{DistinctPaths, PathNode, PathState, UNTRACKED};
-use tracker::DistinctTracker;
+use tracker::{DistinctTracker, OpenItem};
 
 use super::{MatchError, MatchErrorKind, Matcher};
 use crate::base::bitmask::{clear_bit, iter_ones};
 use crate::base::token::TokenId;
 use crate::vocab::{TokenKind, Vocab};
+
+/// Most values whose closing tokens a mask looks up in the token trie, one lookup each;
+/// past it, the mask reads the first bytes of each token that may close the item instead
+/// (thousands of tokens, but once).
+const MAX_TRIE_LOOKUPS: usize = 64;
 
 /// The distinct-items state of one matcher, applied around the grammar's matcher.
 #[derive(Clone, Debug)]
@@ -57,23 +63,48 @@ impl DistinctItems {
         let vocab = &self.vocab;
         let quote = &vocab.holding(b'"').words;
         // The tokens read one by one: those the cases below do not settle.
-        let also: [&[u32]; 2] = match self.tracker.open_item() {
-            Some((first, prefix)) => {
+        let also: [&[u32]; 2] = match self.tracker.open_item().cloned() {
+            Some(OpenItem {
+                first,
+                decoded: prefix,
+                ..
+            }) => {
                 // A token closes the item at its first `"`. Written without an escape, the
                 // item is then the prefix and the token's bytes before the quote, so the
                 // tokens closing a repeat are those that start with the rest of a value
                 // written and `"`. Other repeats need an escape before the closing quote,
                 // or a second item closed in the token (three quotes).
-                for value in self.tracker.written(first) {
-                    let Some(rest) = value.strip_prefix(prefix.as_slice()) else {
-                        continue;
-                    };
-                    if rest.contains(&b'"') || rest.contains(&b'\\') {
-                        continue;
+                let rests: HashSet<&[u8]> = self
+                    .tracker
+                    .written(first)
+                    .filter_map(|value| value.strip_prefix(prefix.as_slice()))
+                    .filter(|rest| {
+                        rest.len() < vocab.max_token_len()
+                            && !rest.contains(&b'"')
+                            && !rest.contains(&b'\\')
+                    })
+                    .collect();
+                if rests.len() <= MAX_TRIE_LOOKUPS {
+                    for rest in rests {
+                        let closing = [rest, b"\""].concat();
+                        for &t in vocab.trie().starting_with(&closing) {
+                            clear_bit(out, t);
+                        }
                     }
-                    let closing = [rest, b"\""].concat();
-                    for &t in vocab.trie().starting_with(&closing) {
-                        clear_bit(out, t);
+                } else {
+                    // Many values written: one look at each token that may close the item
+                    // costs less than a trie lookup per value.
+                    for (w, word) in out.iter_mut().enumerate() {
+                        let mut closing = *word & quote[w];
+                        while closing != 0 {
+                            let bit = closing.trailing_zeros();
+                            closing &= closing - 1;
+                            let bytes = vocab.token_bytes(w as u32 * 32 + bit);
+                            let before = bytes.split(|&b| b == b'"').next().unwrap_or_default();
+                            if rests.contains(before) {
+                                *word &= !(1 << bit);
+                            }
+                        }
                     }
                 }
                 [&vocab.holding(b'\\').words, vocab.holding_three_quotes()]
@@ -104,17 +135,17 @@ impl DistinctItems {
             self.tracker.step_without_text();
             return Ok(());
         }
-        let bytes = self.vocab.token_bytes(token);
-        if let Err(repeat) = self.tracker.check(bytes) {
-            return Err(MatchError::new(MatchErrorKind::Rejected {
+        let vocab = self.vocab.clone();
+        self.step(
+            inner,
+            vocab.token_bytes(token),
+            |m| m.consume(token),
+            |step, at_byte| MatchErrorKind::Rejected {
                 token,
-                step: inner.num_consumed(),
-                at_byte: repeat.at_byte,
-            }));
-        }
-        inner.consume(token)?;
-        self.tracker.commit(bytes);
-        Ok(())
+                step,
+                at_byte,
+            },
+        )
     }
 
     /// Consumes text on `inner` unless it repeats an item.
@@ -123,18 +154,43 @@ impl DistinctItems {
         inner: &mut dyn Matcher,
         bytes: &[u8],
     ) -> Result<(), MatchError> {
-        if let Err(repeat) = self.tracker.check(bytes) {
-            // A terminated matcher refuses any text, with its own error.
-            if !inner.is_terminated() {
-                return Err(MatchError::new(MatchErrorKind::TextRejected {
-                    step: inner.num_consumed(),
-                    at_byte: repeat.at_byte,
-                }));
+        self.step(
+            inner,
+            bytes,
+            |m| m.consume_bytes(bytes),
+            |step, at_byte| MatchErrorKind::TextRejected { step, at_byte },
+        )
+    }
+
+    /// Takes `bytes` as one step of `inner` (`take`) unless they repeat an item, refused then
+    /// as `refused` says (from the step and the byte of the repeat's closing quote). Before
+    /// refusing a repeat: the grammar's own refusal if it has one (an earlier byte, a limit,
+    /// termination), which leaves `inner` as it was; otherwise `inner` takes the step and
+    /// gives it back (without a history to give it back, the repeat is refused alone).
+    fn step(
+        &mut self,
+        inner: &mut dyn Matcher,
+        bytes: &[u8],
+        take: impl Fn(&mut dyn Matcher) -> Result<(), MatchError>,
+        refused: impl FnOnce(usize, usize) -> MatchErrorKind,
+    ) -> Result<(), MatchError> {
+        match self.tracker.check(bytes) {
+            Ok(()) => {
+                take(inner)?;
+                self.tracker.commit(bytes);
+                Ok(())
+            }
+            Err(repeat) => {
+                if self.tracker.max_history() > 0 {
+                    take(inner)?;
+                    inner.rollback(1)?;
+                }
+                Err(MatchError::new(refused(
+                    inner.num_consumed(),
+                    repeat.at_byte,
+                )))
             }
         }
-        inner.consume_bytes(bytes)?;
-        self.tracker.commit(bytes);
-        Ok(())
     }
 
     /// Undoes `n` steps on `inner` and here.

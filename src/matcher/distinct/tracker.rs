@@ -82,6 +82,17 @@ pub(crate) struct Repeated {
     pub at_byte: usize,
 }
 
+/// A string item of a distinct array open at the end of the text, its raw content ending
+/// outside any escape: a string closing later decodes as this content followed by the rest.
+#[derive(Clone, Debug)]
+pub(crate) struct OpenItem {
+    /// Where its raw content starts in the text.
+    start: usize,
+    /// Where its array's values begin.
+    pub first: usize,
+    pub decoded: Vec<u8>,
+}
+
 /// The distinct-items state of one matcher.
 #[derive(Clone, Debug)]
 pub(crate) struct DistinctTracker {
@@ -96,6 +107,9 @@ pub(crate) struct DistinctTracker {
     counts: HashMap<u64, u32>,
     history: VecDeque<Snapshot>,
     max_history: usize,
+    /// The decoded content of the item open at the end of the text (see [`OpenItem`]), found
+    /// on first need after each step.
+    open: Option<Option<OpenItem>>,
     /// Reused between reads of candidate tokens.
     scratch: Position,
     pending: Vec<(usize, Box<[u8]>)>,
@@ -112,9 +126,15 @@ impl DistinctTracker {
             counts: HashMap::new(),
             history: VecDeque::new(),
             max_history,
+            open: None,
             scratch: Position::start(),
             pending: Vec::new(),
         }
+    }
+
+    /// How many steps it keeps for rollback.
+    pub fn max_history(&self) -> usize {
+        self.max_history
     }
 
     /// Could a token that does not hold `[` repeat an item? Only inside a distinct array:
@@ -129,9 +149,15 @@ impl DistinctTracker {
         )
     }
 
-    /// Inside a string item of a distinct array, past any escape: where the array's values
-    /// begin, and the item's content so far, decoded.
-    pub fn open_item(&self) -> Option<(usize, Vec<u8>)> {
+    /// Inside a string item of a distinct array, past any escape: the item so far.
+    pub fn open_item(&mut self) -> Option<&OpenItem> {
+        if self.open.is_none() {
+            self.open = Some(self.find_open_item());
+        }
+        self.open.as_ref().and_then(Option::as_ref)
+    }
+
+    fn find_open_item(&self) -> Option<OpenItem> {
         let Lex::Str {
             start,
             role: Role::DistinctItem,
@@ -148,7 +174,17 @@ impl DistinctTracker {
             return None;
         };
         let raw = &self.text[start..];
-        escapes_complete(raw).then(|| (first, decode_string(raw)))
+        let decoded = decode_string(raw);
+        // A high surrogate at the end may pair with a low one still to come: decoded apart,
+        // the two would not be the character they make together.
+        let pending_pair = decoded.len() >= 3
+            && decoded[decoded.len() - 3] == 0xED
+            && (0xA0..0xB0).contains(&decoded[decoded.len() - 2]);
+        (escapes_complete(raw) && !pending_pair).then_some(OpenItem {
+            start,
+            first,
+            decoded,
+        })
     }
 
     /// The values written in the array whose values begin at `first`.
@@ -162,6 +198,7 @@ impl DistinctTracker {
     /// Reads `bytes` after the text without consuming them: `Err` if a string item would
     /// repeat one of its array. The reading stays in the scratch state for [`Self::commit`].
     pub fn check(&mut self, bytes: &[u8]) -> Result<(), Repeated> {
+        self.open_item();
         // Field by field, so that the frames' buffer is reused.
         self.scratch.frames.clone_from(&self.position.frames);
         self.scratch.lex = self.position.lex;
@@ -169,6 +206,7 @@ impl DistinctTracker {
         let mut reader = Reader {
             paths: &self.paths,
             text: &self.text,
+            open: self.open.as_ref().and_then(Option::as_ref),
             values: &self.values,
             counts: &self.counts,
             position: &mut self.scratch,
@@ -183,6 +221,7 @@ impl DistinctTracker {
     /// Consumes the bytes [`Self::check`] last read (and accepted) as one step.
     pub fn commit(&mut self, bytes: &[u8]) {
         self.remember();
+        self.open = None;
         self.text.extend_from_slice(bytes);
         std::mem::swap(&mut self.position, &mut self.scratch);
         for (start, value) in self.pending.drain(..) {
@@ -212,6 +251,7 @@ impl DistinctTracker {
 
     /// Undoes the last `n` steps (the caller's matcher keeps as many).
     pub fn rollback(&mut self, n: usize) {
+        self.open = None;
         let keep = self.history.len().saturating_sub(n);
         let Some(snapshot) = self.history.drain(keep..).next() else {
             return;
@@ -239,6 +279,7 @@ impl DistinctTracker {
 struct Reader<'a> {
     paths: &'a DistinctPaths,
     text: &'a [u8],
+    open: Option<&'a OpenItem>,
     values: &'a [(usize, Box<[u8]>)],
     counts: &'a HashMap<u64, u32>,
     position: &'a mut Position,
@@ -352,7 +393,10 @@ impl Reader<'_> {
             }
             return Ok(());
         }
-        let decoded = decode_string(&self.raw(start, &bytes[..i]));
+        let decoded = match self.open.filter(|o| o.start == start) {
+            Some(open) => [open.decoded.as_slice(), &decode_string(&bytes[..i])].concat(),
+            None => decode_string(&self.raw(start, &bytes[..i])),
+        };
         match self.position.frames.last() {
             Some(&Frame::Array {
                 distinct: Some(first),
