@@ -100,10 +100,13 @@ fn oracle_mask(
 ) -> TokenMask {
     let vocab = engine.vocab();
     let mut mask = chart.mask(rec, vocab);
-    let allowed: Vec<_> = mask.iter().collect();
-    for t in allowed {
-        let text = [prefix, vocab.token_bytes(t)].concat();
-        if !vocab.is_special(t) && repeats(&text, keys) {
+    // A JSON string closes only at a `"`: a token without one cannot close a repeat.
+    let closing: Vec<_> = mask
+        .iter()
+        .filter(|&t| !vocab.is_special(t) && vocab.token_bytes(t).contains(&b'"'))
+        .collect();
+    for t in closing {
+        if repeats(&[prefix, vocab.token_bytes(t)].concat(), keys) {
             mask.remove(t);
         }
     }
