@@ -229,6 +229,9 @@ fn validator(schema: &Value) -> jsonschema::Validator {
     jsonschema::options().build(schema).unwrap()
 }
 
+/// The properties of [`tags_schema`] whose values are distinct arrays.
+const TAGS_KEYS: &[&str] = &["tags", "labels", "ids"];
+
 fn tags_schema() -> Value {
     json!({
         "type": "object",
@@ -261,7 +264,6 @@ fn tags_schema() -> Value {
 fn distinct_strings_masks_match_the_oracle() {
     let e = engine();
     let schema = tags_schema();
-    let keys = ["tags", "labels", "ids"];
     let v = validator(&schema);
     let valid = [
         r#"{"tags":["a","ab","b","ba"],"notes":["a","a"]}"#,
@@ -282,7 +284,7 @@ fn distinct_strings_masks_match_the_oracle() {
         for text in texts {
             let value: Value = serde_json::from_str(text).unwrap();
             assert_eq!(v.is_valid(&value), expected, "{text}");
-            masks_match(&e, &schema, &keys, text, expected);
+            masks_match(&e, &schema, TAGS_KEYS, text, expected);
         }
     }
 }
@@ -463,7 +465,6 @@ fn constants_beside_distinct_strings() {
 fn distinct_strings_masks_match_at_every_character() {
     let e = engine();
     let schema = tags_schema();
-    let keys = ["tags", "labels", "ids"];
     let v = validator(&schema);
     let compact = JsonSchemaOptions::new();
     let flexible = JsonSchemaOptions::new().whitespace(Whitespace::Flexible { max_run: None });
@@ -479,7 +480,7 @@ fn distinct_strings_masks_match_at_every_character() {
         (&flexible, "{\"tags\":\t[\"a\"\n,\"b\"]}"),
     ] {
         let valid = v.is_valid(&serde_json::from_str(text).unwrap());
-        masks_match_by_chars(&e, &schema, options, &keys, text, valid);
+        masks_match_by_chars(&e, &schema, options, TAGS_KEYS, text, valid);
     }
 }
 

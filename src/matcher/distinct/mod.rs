@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 pub(crate) use paths::{DistinctPaths, PathNode, PathState, UNTRACKED};
-use tracker::{DistinctTracker, OpenItem};
+use tracker::DistinctTracker;
 
 use super::{MatchError, MatchErrorKind, Matcher};
 use crate::base::bitmask::{clear_bit, iter_ones};
@@ -63,21 +63,15 @@ impl DistinctItems {
         let vocab = &self.vocab;
         let quote = &vocab.holding(b'"').words;
         // The tokens read one by one: those the cases below do not settle.
-        let also: [&[u32]; 2] = match self.tracker.open_item().cloned() {
-            Some(OpenItem {
-                first,
-                decoded: prefix,
-                ..
-            }) => {
+        let in_distinct_array = self.tracker.in_distinct_array();
+        let also: [&[u32]; 2] = match self.tracker.rests_of_open_item() {
+            Some(rests) => {
                 // A token closes the item at its first `"`. Written without an escape, the
                 // item is then the prefix and the token's bytes before the quote, so the
                 // tokens closing a repeat are those that start with the rest of a value
                 // written and `"`. Other repeats need an escape before the closing quote,
                 // or a second item closed in the token (three quotes).
-                let rests: HashSet<&[u8]> = self
-                    .tracker
-                    .written(first)
-                    .filter_map(|value| value.strip_prefix(prefix.as_slice()))
+                let rests: HashSet<&[u8]> = rests
                     .filter(|rest| {
                         rest.len() < vocab.max_token_len()
                             && !rest.contains(&b'"')
@@ -110,7 +104,7 @@ impl DistinctItems {
                 [&vocab.holding(b'\\').words, vocab.holding_three_quotes()]
             }
             // Between items, or inside an escape: every token that may close one.
-            None if self.tracker.in_distinct_array() => [quote, quote],
+            None if in_distinct_array => [quote, quote],
             // Elsewhere a repeat needs a distinct array opened first.
             None => {
                 let bracket = &vocab.holding(b'[').words;

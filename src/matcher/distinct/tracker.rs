@@ -85,12 +85,12 @@ pub(crate) struct Repeated {
 /// A string item of a distinct array open at the end of the text, its raw content ending
 /// outside any escape: a string closing later decodes as this content followed by the rest.
 #[derive(Clone, Debug)]
-pub(crate) struct OpenItem {
+struct OpenItem {
     /// Where its raw content starts in the text.
     start: usize,
     /// Where its array's values begin.
-    pub first: usize,
-    pub decoded: Vec<u8>,
+    first: usize,
+    decoded: Vec<u8>,
 }
 
 /// The distinct-items state of one matcher.
@@ -149,12 +149,24 @@ impl DistinctTracker {
         )
     }
 
-    /// Inside a string item of a distinct array, past any escape: the item so far.
-    pub fn open_item(&mut self) -> Option<&OpenItem> {
+    /// Inside a string item of a distinct array, past any escape: the rest of each value
+    /// written in its array that the item so far starts (`None` elsewhere).
+    pub fn rests_of_open_item(&mut self) -> Option<impl Iterator<Item = &[u8]>> {
+        self.open_item();
+        let open = self.open.as_ref()?.as_ref()?;
+        Some(
+            self.values[open.first..]
+                .iter()
+                .filter(|(first, _)| *first == open.first)
+                .filter_map(|(_, value)| value.strip_prefix(open.decoded.as_slice())),
+        )
+    }
+
+    /// The item open at the end of the text, found once per step.
+    fn open_item(&mut self) {
         if self.open.is_none() {
             self.open = Some(self.find_open_item());
         }
-        self.open.as_ref().and_then(Option::as_ref)
     }
 
     fn find_open_item(&self) -> Option<OpenItem> {
@@ -185,14 +197,6 @@ impl DistinctTracker {
             first,
             decoded,
         })
-    }
-
-    /// The values written in the array whose values begin at `first`.
-    pub fn written(&self, first: usize) -> impl Iterator<Item = &[u8]> {
-        self.values[first..]
-            .iter()
-            .filter(move |(s, _)| *s == first)
-            .map(|(_, v)| &**v)
     }
 
     /// Reads `bytes` after the text without consuming them: `Err` if a string item would
