@@ -24,6 +24,7 @@ mod json_schema;
 mod json_schema_determinism;
 mod json_schema_distinct;
 mod json_schema_keywords;
+mod json_schema_lengths;
 mod limit_sweeps;
 mod matcher_text;
 mod ops_behaviour;

@@ -159,3 +159,26 @@ def test_unique_string_items_refuse_a_repeat(qwen3: formwork.TokenizerInfo, comp
     m.rollback()
     assert quote in allowed(qwen3, m)
     assert m.accept_string('c"]') and m.is_accepting()
+
+
+def test_counted_string_length_is_kept(qwen3: formwork.TokenizerInfo, compiler: formwork.GrammarCompiler) -> None:
+    """`maxLength` on a pattern whose automaton times the bound is too big: the matcher counts
+    the characters; at the bound only the closing quote is left, an escape counts once."""
+    schema = {
+        "type": "string",
+        "allOf": [{"pattern": "^(?:\\S+\\s+)*\\S+$"}, {"pattern": "^[^x]*$"}],
+        "maxLength": 3000,
+    }
+    m = formwork.GrammarMatcher(compiler.compile_json_schema(schema))
+    quote, c = qwen3.encode('"')[0], qwen3.encode("c")[0]
+    assert m.accept_string('"' + "ab " * 999 + "\\u00e9")  # 2,998 characters
+    assert m.accept_string("b")
+    assert c in allowed(qwen3, m)
+    assert m.accept_string("c")  # 3,000
+    ids = allowed(qwen3, m)
+    assert quote in ids and c not in ids
+    assert not m.accept_string("d")
+    m.rollback()
+    assert c in allowed(qwen3, m)
+    assert m.accept_string("d") and not m.accept_string("e")
+    assert m.accept_string('"') and m.is_accepting()

@@ -87,6 +87,35 @@ pub fn assert_same_mask(got: &TokenMask, expected: &TokenMask, vocab: &Vocab, wh
     );
 }
 
+/// One step of a walk checked against an oracle: `m`'s mask must equal `expected` (pushed on
+/// `seen`, for the rollback checks after the walk). A token outside it ends the walk of a text
+/// that must be invalid (`valid` false), and `m` must refuse it and stay where it was. Returns
+/// whether `token` may be consumed.
+#[track_caller]
+pub fn step_matches(
+    m: &mut (impl Matcher + ?Sized),
+    vocab: &Vocab,
+    expected: &TokenMask,
+    token: TokenId,
+    valid: bool,
+    seen: &mut Vec<TokenMask>,
+    what: &str,
+) -> bool {
+    let got = mask_of(m, vocab);
+    assert_same_mask(&got, expected, vocab, what);
+    seen.push(got);
+    if expected.contains(token) {
+        return true;
+    }
+    assert!(!valid, "{what}: a valid text's token is refused");
+    assert!(
+        m.consume(token).is_err(),
+        "{what}: a masked token is consumed"
+    );
+    assert_same_mask(&mask_of(m, vocab), expected, vocab, what);
+    false
+}
+
 /// Walks `tokens` through `matcher` and the reference chart; at every step (and after the
 /// last token) the matcher's mask must equal the oracle's bit for bit.
 pub fn assert_masks_match_oracle(

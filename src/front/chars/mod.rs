@@ -21,6 +21,7 @@ use crate::automata::minimize::hopcroft;
 use crate::error::{CompileError, Location};
 use crate::front::guard::{over_time, tick};
 use crate::limits::{Deadline, LimitExceeded, LimitKind};
+use crate::matcher::distinct::LengthBound;
 
 /// The missing transition.
 const DEAD: u32 = u32::MAX;
@@ -246,6 +247,37 @@ impl CharDfa {
             }
         }
         !any_peeled && !self.is_empty()
+    }
+
+    /// How many states it has.
+    pub fn states(&self) -> usize {
+        self.accept.len()
+    }
+
+    /// The language's strings of `min..=max` characters as a [`LengthBound`]: the matcher
+    /// counts what this automaton times the bounds would need as states (see
+    /// `matcher::distinct`).
+    pub fn length_bound(
+        &self,
+        min: u32,
+        max: u32,
+        deadline: &Deadline,
+    ) -> Result<LengthBound, CompileError> {
+        let atoms = self
+            .atoms
+            .iter()
+            .map(|&(lo, hi)| (lo as u32, hi as u32))
+            .collect();
+        debug_assert_eq!(DEAD, crate::matcher::distinct::DEAD);
+        LengthBound::new(
+            atoms,
+            self.next.clone(),
+            self.accept.clone(),
+            min,
+            max,
+            deadline,
+        )
+        .map_err(over_time)
     }
 
     /// Whether `s` is in the language: how tests compare languages (the front end only lowers).

@@ -1,5 +1,6 @@
-//! `uniqueItems` over free strings, kept by the matcher: where such arrays are in a document,
-//! as an automaton over JSON paths ([`DistinctPaths`]).
+//! `uniqueItems` over free strings and strings whose length is counted, kept by the matcher:
+//! where such arrays and strings are in a document, as an automaton over JSON paths
+//! ([`DistinctPaths`]).
 //!
 //! The grammar of such an array is the array without `uniqueItems`; the matcher keeps the
 //! strings written in it and refuses a repeat (`matcher::distinct`). That is exact when every
@@ -11,6 +12,10 @@
 //! `patternProperties` entry, the items of a tuple, all share one step), which can only make
 //! a state refused, never a rule wrong: every array shape of the true set is in the
 //! over-approximated one.
+//!
+//! Strings whose `maxLength` the matcher counts (`lower::strings`, where a pattern times its
+//! length is too big an automaton) are held the same way: a state where one branch's string
+//! is counted and another branch allows other strings is refused.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
@@ -18,7 +23,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::lower::string_automaton;
+use super::lower::{string_automaton, ContentKey};
 use super::schema::{over, Compiler};
 use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
 use crate::error::{CompileError, Location};
@@ -30,8 +35,12 @@ type NodeId = usize;
 
 /// A shape reduced to the steps of a path.
 enum Node {
-    /// No array or object below.
+    /// No array, object or string below.
     Leaf,
+    /// Strings the matcher does not count.
+    Strings,
+    /// Strings whose length the matcher counts: the bound's number, where it was given.
+    Counted(u32, Arc<str>),
     /// Every value: arrays with repeated items included.
     Any,
     /// An array of distinct free strings (its `uniqueItems` at this pointer).
@@ -135,11 +144,13 @@ impl Nodes {
         guarded(|| {
             c.tick("")?;
             Ok(match shape {
-                Shape::Null
-                | Shape::Boolean
-                | Shape::Number(_)
-                | Shape::String(_)
-                | Shape::Never => self.push(Node::Leaf),
+                Shape::Null | Shape::Boolean | Shape::Number(_) | Shape::Never => {
+                    self.push(Node::Leaf)
+                }
+                Shape::String(s) => match c.counted_strings.get(&ContentKey::of(s, false)) {
+                    Some((bound, at)) => self.push(Node::Counted(*bound, at.clone())),
+                    None => self.push(Node::Strings),
+                },
                 Shape::Values(vs) => {
                     let mut ids = Vec::with_capacity(vs.len());
                     for v in vs {
@@ -224,6 +235,7 @@ impl Nodes {
                         rest: Vec::new(),
                     })
                 }
+                Value::String(_) => self.push(Node::Strings),
                 _ => self.push(Node::Leaf),
             })
         })
@@ -246,7 +258,9 @@ impl Nodes {
 
     fn children(&self, id: NodeId) -> Vec<NodeId> {
         match &self.nodes[id] {
-            Node::Leaf | Node::Any | Node::Distinct(_) => Vec::new(),
+            Node::Leaf | Node::Strings | Node::Counted(..) | Node::Any | Node::Distinct(_) => {
+                Vec::new()
+            }
             Node::Array { items: xs, .. } | Node::Union(xs) => xs.clone(),
             Node::Object { named, rest } => named
                 .iter()
@@ -256,7 +270,8 @@ impl Nodes {
         }
     }
 
-    /// Which nodes have a distinct array at or below them (a fixpoint over the parents).
+    /// Which nodes have a distinct array or a counted string at or below them (a fixpoint
+    /// over the parents).
     fn reaching_distinct(&self) -> Vec<bool> {
         let mut parents = vec![Vec::new(); self.nodes.len()];
         for id in 0..self.nodes.len() {
@@ -266,7 +281,7 @@ impl Nodes {
         }
         let mut reaches = vec![false; self.nodes.len()];
         let mut todo: Vec<NodeId> = (0..self.nodes.len())
-            .filter(|&id| matches!(self.nodes[id], Node::Distinct(_)))
+            .filter(|&id| matches!(self.nodes[id], Node::Distinct(_) | Node::Counted(..)))
             .collect();
         todo.iter().for_each(|&id| reaches[id] = true);
         while let Some(id) = todo.pop() {
@@ -300,15 +315,28 @@ impl Paths<'_> {
         start: NodeId,
     ) -> Result<Option<DistinctPaths>, CompileError> {
         // The first state built is `ROOT`.
-        if self.state([start])? == UNTRACKED {
-            return Ok(None);
-        }
+        let tracked = self.state([start])? != UNTRACKED;
         while let Some((state, set)) = self.todo.pop() {
             c.tick("")?;
             let node = self.steps(c, &set)?;
             self.built[state as usize - 1] = node;
         }
-        Ok(Some(DistinctPaths::new(self.built)))
+        // A bound no state holds would leave its strings' length unchecked: refused like a
+        // place another branch shares (the grammar does not bound them).
+        let mut unheld: Vec<(u32, Arc<str>)> = c
+            .counted_strings
+            .values()
+            .filter(|(bound, _)| !self.built.iter().any(|n| n.string == Some(*bound)))
+            .cloned()
+            .collect();
+        unheld.sort_unstable();
+        for (_, at) in unheld {
+            c.unsupported(
+                &at,
+                "`maxLength` counted by the matcher at a place it cannot follow",
+            )?;
+        }
+        Ok(tracked.then(|| DistinctPaths::new(self.built, std::mem::take(&mut c.length_bounds))))
     }
 
     /// The state of the values of any of `ids`.
@@ -364,6 +392,8 @@ impl Paths<'_> {
             .find(|&id| matches!(nodes.nodes[id], Node::Any));
         let mut distinct = None;
         let mut repeating = any.is_some();
+        let mut counted: Option<(u32, &Arc<str>)> = None;
+        let mut other_strings = any.is_some();
         let mut items = Vec::new();
         let mut names: BTreeSet<&str> = BTreeSet::new();
         let mut objects = Vec::new();
@@ -378,8 +408,20 @@ impl Paths<'_> {
                     names.extend(named.iter().map(|(n, _)| n.as_str()));
                     objects.push((named, rest));
                 }
+                Node::Counted(bound, at) => match counted {
+                    Some((b, _)) if b != *bound => other_strings = true,
+                    _ => counted = Some((*bound, at)),
+                },
+                Node::Strings => other_strings = true,
                 Node::Leaf | Node::Any | Node::Union(_) => {}
             }
+        }
+        if let Some((_, at)) = counted.filter(|_| other_strings) {
+            c.unsupported(
+                at,
+                "`maxLength` of a pattern too big to count in the grammar, where another branch allows other strings at the same place",
+            )?;
+            counted = None;
         }
         if let Some(at) = distinct.filter(|_| repeating) {
             c.unsupported(
@@ -415,6 +457,7 @@ impl Paths<'_> {
             other,
             item,
             distinct: distinct.is_some(),
+            string: counted.map(|(bound, _)| bound),
         })
     }
 }

@@ -5,9 +5,11 @@
 use foldhash::{HashMap, HashMapExt};
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::lower::ContentKey;
 use super::numbers::Decimal;
 use super::refs::index_ids;
 use super::shape::{Kind, ObjectShape, RefId, Shape};
@@ -16,6 +18,7 @@ use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::{guarded, tick};
 use crate::ir::recognizer::Recognizer;
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
+use crate::matcher::distinct::LengthBound;
 
 /// Validation keywords formwork cannot express; anything not listed here or handled is an
 /// unknown keyword, which JSON Schema defines as an annotation.
@@ -153,6 +156,11 @@ pub(crate) struct Compiler<'a> {
     /// matchers do; a grammar alone cannot), and whether some array relies on it.
     pub(super) distinct_by_matcher: bool,
     pub(super) relies_on_matcher: bool,
+    /// Strings whose length the matcher counts (with `distinct_by_matcher`, where a pattern
+    /// times its length bounds is too big an automaton): each one's bound and where its
+    /// length was given, by its contents.
+    pub(super) counted_strings: HashMap<ContentKey, (u32, Arc<str>)>,
+    pub(super) length_bounds: Vec<LengthBound>,
 }
 
 impl<'a> Compiler<'a> {
@@ -185,6 +193,8 @@ impl<'a> Compiler<'a> {
             recognizers: RefCell::default(),
             distinct_by_matcher: false,
             relies_on_matcher: false,
+            counted_strings: HashMap::new(),
+            length_bounds: Vec::new(),
         })
     }
 

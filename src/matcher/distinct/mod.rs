@@ -1,5 +1,7 @@
-//! Arrays whose items must be distinct strings (`uniqueItems` over items of infinitely many
-//! values): a state beside the grammar's, decided at mask time.
+//! State beside the grammar's, decided at mask time, where a JSON Schema asks what a
+//! context-free grammar cannot hold in a reasonable size: arrays whose items must be distinct
+//! strings (`uniqueItems` over items of infinitely many values), and strings whose length the
+//! matcher counts beside their pattern (`lengths`).
 //!
 //! A context-free grammar cannot say "no string twice", but the tokens that can break the rule
 //! are few and easy to find: a repeat happens only when an item's closing quote is written.
@@ -11,19 +13,22 @@
 //! equal to an earlier one; [`DistinctPaths`] says where such arrays are, and the tracker
 //! keeps their strings, restored on rollback.
 
+mod lengths;
 mod paths;
 mod tracker;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+pub(crate) use lengths::{LengthBound, DEAD};
 pub(crate) use paths::{DistinctPaths, PathNode, PathState, UNTRACKED};
 use tracker::DistinctTracker;
 
 use super::{MatchError, MatchErrorKind, Matcher};
-use crate::base::bitmask::{clear_bit, iter_ones};
+use crate::base::bitmask::{clear_bit, get_bit, iter_ones, set_bit};
 use crate::base::token::TokenId;
 use crate::vocab::{TokenKind, Vocab};
+use lengths::LengthWalk;
 
 /// Most values whose closing tokens a mask looks up in the token trie, one lookup each;
 /// past it, the mask reads the first bytes of each token that may close the item instead
@@ -50,7 +55,7 @@ impl DistinctItems {
         }
     }
 
-    /// `inner`'s mask less the tokens that would repeat an item.
+    /// `inner`'s mask less the tokens that would repeat an item or leave a string's bounds.
     pub fn fill_mask(
         &mut self,
         inner: &mut dyn Matcher,
@@ -114,9 +119,26 @@ impl DistinctItems {
         self.read.clear();
         self.read
             .extend((0..out.len()).map(|w| out[w] & quote[w] & (also[0][w] | also[1][w])));
+        // A token may open a string whose length is counted and leave its bounds within
+        // itself only if it is long (what a string inside the token may start with is the
+        // grammar's, `minLength` included).
+        let safe = self.tracker.safe_token_len();
+        if safe < vocab.max_token_len() {
+            for &t in vocab.longer_than(safe) {
+                if get_bit(out, t) && get_bit(quote, t) {
+                    set_bit(&mut self.read, t);
+                }
+            }
+        }
         for t in iter_ones(&self.read) {
             if self.tracker.check(vocab.token_bytes(t)).is_err() {
                 clear_bit(out, t);
+            }
+        }
+        // Inside such a string: the tokens that leave its bounds before closing it.
+        if let Some((count, bound)) = self.tracker.open_count() {
+            if !bound.safe_for(count.n, vocab.max_token_len()) {
+                vocab.trie().walk(count, &mut LengthWalk { bound, out });
             }
         }
         Ok(())

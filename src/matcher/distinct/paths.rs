@@ -1,14 +1,16 @@
-//! Where in a JSON document the arrays of distinct strings are: a deterministic automaton over
-//! the steps of a JSON path (a property name, an array item), built by the JSON Schema front
-//! end from the schema's shapes.
+//! Where in a JSON document the matcher keeps state (arrays of distinct strings, strings whose
+//! length it counts): a deterministic automaton over the steps of a JSON path (a property
+//! name, an array item), built by the JSON Schema front end from the schema's shapes.
 
 use std::collections::HashMap;
+
+use super::lengths::LengthBound;
 
 /// A state of [`DistinctPaths`]: the schemas a value at some path may be held to, reduced to
 /// what the tracker needs.
 pub(crate) type PathState = u32;
 
-/// The state of paths below which no array has distinct items (nothing to track).
+/// The state of paths below which nothing is tracked.
 pub(crate) const UNTRACKED: PathState = 0;
 
 /// The automaton's start: the document's root value.
@@ -25,21 +27,24 @@ pub(crate) struct PathNode {
     pub item: PathState,
     /// An array here must have pairwise distinct items, which are strings.
     pub distinct: bool,
+    /// A string here is held to this bound of [`DistinctPaths::bound`].
+    pub string: Option<u32>,
 }
 
 /// The automaton: every state's steps, [`UNTRACKED`] and [`ROOT`] first.
 #[derive(Debug)]
 pub(crate) struct DistinctPaths {
     nodes: Vec<PathNode>,
+    bounds: Vec<LengthBound>,
 }
 
 impl DistinctPaths {
     /// From the nodes of every state but [`UNTRACKED`], the root's first: their steps name
-    /// states counted from 1 (state 0 is [`UNTRACKED`]).
-    pub fn new(tracked: Vec<PathNode>) -> DistinctPaths {
+    /// states counted from 1 (state 0 is [`UNTRACKED`]); their strings' bounds by number.
+    pub fn new(tracked: Vec<PathNode>, bounds: Vec<LengthBound>) -> DistinctPaths {
         let mut nodes = vec![PathNode::default()];
         nodes.extend(tracked);
-        DistinctPaths { nodes }
+        DistinctPaths { nodes, bounds }
     }
 
     /// The state of a property's value named `name` (decoded) in an object at `at`.
@@ -56,5 +61,25 @@ impl DistinctPaths {
     /// Must an array at `at` have distinct items?
     pub fn distinct(&self, at: PathState) -> bool {
         self.nodes[at as usize].distinct
+    }
+
+    /// The bound of a string at `at`, by number.
+    pub fn string(&self, at: PathState) -> Option<u32> {
+        self.nodes[at as usize].string
+    }
+
+    /// Bound number `b`.
+    pub fn bound(&self, b: u32) -> &LengthBound {
+        &self.bounds[b as usize]
+    }
+
+    /// Bytes a token holding `"` may have without opening a bounded string and leaving its
+    /// bounds within itself (`usize::MAX` without bounds).
+    pub fn safe_token_len(&self) -> usize {
+        self.bounds
+            .iter()
+            .map(LengthBound::safe_token_len)
+            .min()
+            .unwrap_or(usize::MAX)
     }
 }

@@ -1,14 +1,16 @@
 //! The state a context-free grammar cannot hold: for each open array whose items must be
-//! distinct, the strings written in it. The tracker reads the JSON text the matcher consumed
-//! (structure only: the grammar already holds it to its schema), follows [`DistinctPaths`]
-//! from property names and array items, and tells when a string item would repeat one of
-//! its array.
+//! distinct, the strings written in it; for a string open at a place whose length the matcher
+//! counts, the count. The tracker reads the JSON text the matcher consumed (structure only:
+//! the grammar already holds it to its schema), follows [`DistinctPaths`] from property names
+//! and array items, and tells when a string item would repeat one of its array or a string
+//! leave its bounds.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use super::lengths::{Count, LengthBound, Read};
 use super::paths::{DistinctPaths, PathState, ROOT, UNTRACKED};
 
 /// An open object or array.
@@ -46,6 +48,8 @@ enum Lex {
         start: usize,
         role: Role,
         escaped: bool,
+        /// At a place whose strings' length is counted: the count (escapes included).
+        count: Option<Count>,
     },
     /// Inside a number, `true`, `false` or `null`.
     Scalar,
@@ -75,10 +79,11 @@ struct Snapshot {
     values: usize,
 }
 
-/// A string item that repeats one written before it in its array: its closing quote is
-/// `at_byte` of the bytes read.
+/// Bytes refused: a string item repeating one written before it in its array (at its closing
+/// quote), or a string leaving its bounds (at the byte that does), is `at_byte` of the bytes
+/// read.
 #[derive(Debug)]
-pub(crate) struct Repeated {
+pub(crate) struct Refused {
     pub at_byte: usize,
 }
 
@@ -132,6 +137,12 @@ impl DistinctTracker {
         }
     }
 
+    /// Bytes a token holding `"` may have without opening a string whose length is counted
+    /// and leaving its bounds within itself.
+    pub fn safe_token_len(&self) -> usize {
+        self.paths.safe_token_len()
+    }
+
     /// How many steps it keeps for rollback.
     pub fn max_history(&self) -> usize {
         self.max_history
@@ -169,11 +180,22 @@ impl DistinctTracker {
         }
     }
 
+    /// Inside a string whose length is counted: the count and its bound.
+    pub fn open_count(&self) -> Option<(Count, &LengthBound)> {
+        match self.position.lex {
+            Lex::Str {
+                count: Some(count), ..
+            } => Some((count, self.paths.bound(count.bound))),
+            _ => None,
+        }
+    }
+
     fn find_open_item(&self) -> Option<OpenItem> {
         let Lex::Str {
             start,
             role: Role::DistinctItem,
             escaped: false,
+            ..
         } = self.position.lex
         else {
             return None;
@@ -200,8 +222,9 @@ impl DistinctTracker {
     }
 
     /// Reads `bytes` after the text without consuming them: `Err` if a string item would
-    /// repeat one of its array. The reading stays in the scratch state for [`Self::commit`].
-    pub fn check(&mut self, bytes: &[u8]) -> Result<(), Repeated> {
+    /// repeat one of its array or a string leave its bounds. The reading stays in the scratch
+    /// state for [`Self::commit`].
+    pub fn check(&mut self, bytes: &[u8]) -> Result<(), Refused> {
         self.open_item();
         // Field by field, so that the frames' buffer is reused.
         self.scratch.frames.clone_from(&self.position.frames);
@@ -292,8 +315,23 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     /// Reads byte `i` of `bytes`.
-    fn read(&mut self, b: u8, i: usize, bytes: &[u8]) -> Result<(), Repeated> {
+    fn read(&mut self, b: u8, i: usize, bytes: &[u8]) -> Result<(), Refused> {
         match &mut self.position.lex {
+            &mut Lex::Str {
+                start,
+                role,
+                count: Some(ref mut count),
+                ..
+            } => {
+                return match count.read(b, self.paths.bound(count.bound)) {
+                    Read::Open => Ok(()),
+                    Read::Refused => Err(Refused { at_byte: i }),
+                    Read::Closed => {
+                        self.position.lex = Lex::Between;
+                        self.close_string(start, role, i, bytes)
+                    }
+                };
+            }
             Lex::Str {
                 escaped: e @ true, ..
             } => {
@@ -347,10 +385,15 @@ impl Reader<'_> {
                     }) => Role::DistinctItem,
                     _ => Role::Other,
                 };
+                let count = match role {
+                    Role::Name => None,
+                    _ => self.paths.string(self.value_state()).map(Count::new),
+                };
                 self.position.lex = Lex::Str {
                     start: self.text.len() + i + 1,
                     role,
                     escaped: false,
+                    count,
                 };
             }
             b if is_scalar_byte(b) => self.position.lex = Lex::Scalar,
@@ -376,7 +419,7 @@ impl Reader<'_> {
         role: Role,
         i: usize,
         bytes: &[u8],
-    ) -> Result<(), Repeated> {
+    ) -> Result<(), Refused> {
         if role == Role::Other {
             return Ok(());
         }
@@ -406,7 +449,7 @@ impl Reader<'_> {
                 distinct: Some(first),
                 ..
             }) => match self.written(first, &decoded) {
-                true => Err(Repeated { at_byte: i }),
+                true => Err(Refused { at_byte: i }),
                 false => {
                     self.pending.push((first, decoded.into()));
                     Ok(())

@@ -13,11 +13,20 @@ use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::guarded;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
+use crate::matcher::distinct::LengthBound;
 
 /// Most states of the automaton of a single ambiguous pattern (see [`Regex::is_ambiguous`]):
 /// past it the pattern is lowered as it reads, so the time spent on a construction that
 /// fails is lost (a searched URI regex of RFC 3986 passed 4,096 states after 64 ms).
 const MAX_AMBIGUOUS_PATTERN_STATES: usize = 1024;
+
+/// Longest `maxLength` the matcher counts: a bound's table has a row of this many bits per
+/// state of its pattern.
+const MAX_COUNTED_LENGTH: u64 = 1 << 20;
+
+/// Most bits of one counted string's table (states of its pattern times `maxLength`): 2 MiB.
+/// Building it costs about as many steps as the pattern has edges, times `maxLength`.
+const MAX_COUNTED_BITS: u64 = 1 << 24;
 
 /// The spelling of string contents: object keys' or values'.
 fn encoding<'e>(text: &'e mut JsonText, keys: &'e mut JsonText, key: bool) -> &'e mut JsonText {
@@ -66,7 +75,7 @@ pub(in crate::front::json_schema) fn string_automaton(
 /// What fixes a string's contents: key or value spelling, lengths, the regexes by source
 /// (a pattern's text, a format's name, told apart), the forbidden ones (complements), excluded values.
 #[derive(PartialEq, Eq, Hash)]
-pub(super) struct ContentKey {
+pub(in crate::front::json_schema) struct ContentKey {
     key: bool,
     min: u64,
     max: Option<u64>,
@@ -77,7 +86,7 @@ pub(super) struct ContentKey {
 
 impl ContentKey {
     /// The key of the contents of `s` (spelled as a key or a value).
-    pub(super) fn of(s: &StringShape, key: bool) -> ContentKey {
+    pub(in crate::front::json_schema) fn of(s: &StringShape, key: bool) -> ContentKey {
         let sources =
             |cs: &[RegexConstraint]| cs.iter().map(|c| (c.is_format, c.source.clone())).collect();
         ContentKey {
@@ -284,6 +293,14 @@ impl SchemaLowering<'_, '_, '_> {
         match string_automaton(s, &self.budget()) {
             Ok(dfa) => self.lower_automaton(&dfa, key),
             Err((at, e)) => {
+                let too_big = e
+                    .limit()
+                    .is_some_and(|l| l.kind == LimitKind::AutomatonStates);
+                if too_big && !key && self.c.distinct_by_matcher {
+                    if let Some(counted) = self.counted_string(s)? {
+                        return Ok(counted);
+                    }
+                }
                 // Lenient: the first regex alone, or the lengths alone.
                 self.c.tolerate(e.or_at(Location::JsonPointer(at)))?;
                 match s.regexes.first() {
@@ -294,6 +311,54 @@ impl SchemaLowering<'_, '_, '_> {
                     }
                 }
             }
+        }
+    }
+
+    /// A string whose `maxLength` the matcher counts (`matcher::distinct`): the grammar is
+    /// the automaton of the rest (`minLength` included), the bound the automaton without
+    /// lengths. `None` if either automaton is still too big, or the bound's table
+    /// ([`MAX_COUNTED_BITS`]).
+    fn counted_string(&mut self, s: &StringShape) -> Result<Option<ExprId>, CompileError> {
+        let Some(max) = s.max.filter(|&m| m <= MAX_COUNTED_LENGTH) else {
+            return Ok(None);
+        };
+        let at = s.length_pointer.clone().unwrap_or_default();
+        let unbounded = |min| StringShape {
+            min,
+            max: None,
+            ..s.clone()
+        };
+        let budget = self.budget();
+        let (Ok(grammar), Ok(pattern)) = (
+            string_automaton(&unbounded(s.min), &budget),
+            string_automaton(&unbounded(0), &budget),
+        ) else {
+            return Ok(None);
+        };
+        if LengthBound::table_bits(pattern.states(), max) > MAX_COUNTED_BITS {
+            return Ok(None);
+        }
+        let bound = pattern
+            .length_bound(s.min.min(max) as u32, max as u32, self.c.deadline)
+            .map_err(|e| e.or_at(Location::JsonPointer(at.clone())))?;
+        let number = self.c.length_bounds.len() as u32;
+        self.c.length_bounds.push(bound);
+        self.c
+            .counted_strings
+            .insert(ContentKey::of(s, false), (number, at.into()));
+        self.c.relies_on_matcher = true;
+        // One pattern whose strings are all long enough reads as it is written: its
+        // repetitions stay counted loops for the backend, where the automaton spells each
+        // state's classes out (`(?:\S+\s+){0,19}\S+`: 600 ms to build against 20).
+        match s.regexes.as_slice() {
+            [only]
+                if s.forbidden.is_empty()
+                    && s.exclude.is_empty()
+                    && only.regex.char_len().0 >= s.min =>
+            {
+                self.lower_regex(only, &only.regex, s, false).map(Some)
+            }
+            _ => self.lower_automaton(&grammar, false).map(Some),
         }
     }
 
