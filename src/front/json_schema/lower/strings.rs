@@ -20,6 +20,10 @@ use crate::matcher::distinct::LengthBound;
 /// fails is lost (a searched URI regex of RFC 3986 passed 4,096 states after 64 ms).
 const MAX_AMBIGUOUS_PATTERN_STATES: usize = 1024;
 
+/// States of a string's automaton with its lengths past which the matcher counts `maxLength`
+/// instead, where it can (see [`SchemaLowering::counted_string`]).
+const MAX_PRODUCT_STATES_BEFORE_COUNTING: usize = 512;
+
 /// Longest `maxLength` the matcher counts: a bound's table has a row of this many bits per
 /// state of its pattern.
 const MAX_COUNTED_LENGTH: u64 = 1 << 20;
@@ -27,6 +31,12 @@ const MAX_COUNTED_LENGTH: u64 = 1 << 20;
 /// Most bits of one counted string's table (states of its pattern times `maxLength`): 2 MiB.
 /// Building it costs about as many steps as the pattern has edges, times `maxLength`.
 const MAX_COUNTED_BITS: u64 = 1 << 24;
+
+/// Is `e` an automaton past its state budget?
+fn is_too_big(e: &CompileError) -> bool {
+    e.limit()
+        .is_some_and(|l| l.kind == LimitKind::AutomatonStates)
+}
 
 /// The spelling of string contents: object keys' or values'.
 fn encoding<'e>(text: &'e mut JsonText, keys: &'e mut JsonText, key: bool) -> &'e mut JsonText {
@@ -282,25 +292,35 @@ impl SchemaLowering<'_, '_, '_> {
                     // Too big or not expressible as an automaton (a word boundary): the
                     // regex as it reads, exact all the same.
                     Err(e) if e.kind() == CompileErrorKind::Unsupported => {}
-                    Err(e)
-                        if e.limit()
-                            .is_some_and(|l| l.kind == LimitKind::AutomatonStates) => {}
+                    Err(e) if is_too_big(&e) => {}
                     Err(e) => return Err(e.or_at(Location::JsonPointer(c.pointer.clone()))),
                 }
             }
             return self.lower_regex(c, &regex, s, key);
         }
-        match string_automaton(s, &self.budget()) {
+        // Where the matcher can count `maxLength`, a product past a few hundred states is
+        // counted instead: the backend builds and walks each of its states, spelled in bytes
+        // (`(?:\S+\s+){0,9}\S+` with `maxLength: 120`, 2.4k states: 0.4 s to compile, first
+        // masks of 50-100 ms), where the count costs a table.
+        let countable = !key && self.c.distinct_by_matcher && s.max.is_some();
+        let full = self.budget();
+        let first = match countable {
+            true => Budget {
+                max_states: full.max_states.min(MAX_PRODUCT_STATES_BEFORE_COUNTING),
+                ..full
+            },
+            false => full,
+        };
+        let product = match string_automaton(s, &first) {
+            Err((_, e)) if countable && is_too_big(&e) => match self.counted_string(s)? {
+                Some(counted) => return Ok(counted),
+                None => string_automaton(s, &full),
+            },
+            product => product,
+        };
+        match product {
             Ok(dfa) => self.lower_automaton(&dfa, key),
             Err((at, e)) => {
-                let too_big = e
-                    .limit()
-                    .is_some_and(|l| l.kind == LimitKind::AutomatonStates);
-                if too_big && !key && self.c.distinct_by_matcher {
-                    if let Some(counted) = self.counted_string(s)? {
-                        return Ok(counted);
-                    }
-                }
                 // Lenient: the first regex alone, or the lengths alone.
                 self.c.tolerate(e.or_at(Location::JsonPointer(at)))?;
                 match s.regexes.first() {
