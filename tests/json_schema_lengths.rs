@@ -272,6 +272,21 @@ fn counted_strings_refused_where_a_matcher_cannot_count_them() {
     assert!(err.to_string().contains("another branch"), "{err}");
     let beside_number = json!({"anyOf": [t, {"type": "integer"}]});
     assert!(engine.compile_json_schema(&beside_number, &options).is_ok());
+    // A bound small enough for the product automaton (counted from 512 of its states on) is
+    // held by the product where other strings share the place.
+    let mut short = schema()["properties"]["t"].clone();
+    short["maxLength"] = json!(300);
+    let shared = json!({"anyOf": [short, {"type": "string", "maxLength": 3}]});
+    let c = engine.compile_json_schema(&shared, &options).unwrap();
+    let mut m = c.matcher();
+    m.consume_bytes(b"\"a\"").unwrap();
+    assert!(m.is_accepting(), "the other branch's string");
+    let mut m = c.matcher();
+    let words = format!("\"{}", words(300));
+    m.consume_bytes(words.as_bytes()).unwrap();
+    assert!(m.consume_bytes(b"z").is_err(), "301 characters");
+    m.consume_bytes(b"\"").unwrap();
+    assert!(m.is_accepting());
 }
 
 /// A token may open a counted string and leave its bound within itself: outside the string,

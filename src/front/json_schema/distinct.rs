@@ -331,6 +331,10 @@ impl Paths<'_> {
             .collect();
         unheld.sort_unstable();
         for (_, at) in unheld {
+            if c.count_past < usize::MAX {
+                c.recount = true;
+                continue;
+            }
             c.unsupported(
                 &at,
                 "`maxLength` counted by the matcher at a place it cannot follow",
@@ -417,10 +421,13 @@ impl Paths<'_> {
             }
         }
         if let Some((_, at)) = counted.filter(|_| other_strings) {
-            c.unsupported(
-                at,
-                "`maxLength` of a pattern too big to count in the grammar, where another branch allows other strings at the same place",
-            )?;
+            match c.count_past < usize::MAX {
+                true => c.recount = true,
+                false => c.unsupported(
+                    at,
+                    "`maxLength` of a pattern too big to count in the grammar, where another branch allows other strings at the same place",
+                )?,
+            }
             counted = None;
         }
         if let Some(at) = distinct.filter(|_| repeating) {

@@ -117,6 +117,7 @@ use crate::error::CompileError;
 use crate::ir::{ExprId, Grammar, GrammarBuilder};
 use crate::limits::{Deadline, Limits};
 use crate::matcher::distinct::DistinctPaths;
+use lower::MAX_PRODUCT_STATES_BEFORE_COUNTING;
 
 /// Whitespace between JSON tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -293,19 +294,28 @@ fn compile(
     deadline: &Deadline,
     distinct_by_matcher: bool,
 ) -> Result<(SchemaGrammar, Option<DistinctPaths>), CompileError> {
-    let mut g = GrammarBuilder::with_limits(limits);
-    let (body, warnings, distinct) = schema_expr(
-        schema,
-        options,
-        &mut g,
-        "",
-        limits,
-        deadline,
-        distinct_by_matcher,
-    )?;
-    let start = g.rule("json schema");
-    g.define(start, body)?;
-    let grammar = g.finish(start)?;
+    let mut count_past = MAX_PRODUCT_STATES_BEFORE_COUNTING;
+    let (grammar, expr) = loop {
+        let mut g = GrammarBuilder::with_limits(limits);
+        let expr = schema_expr(
+            schema,
+            options,
+            &mut g,
+            "",
+            limits,
+            deadline,
+            distinct_by_matcher.then_some(count_past),
+        )?;
+        if expr.recount {
+            // Counted where another string shares its place: again, counting only the
+            // strings no product automaton can hold.
+            count_past = usize::MAX;
+            continue;
+        }
+        let start = g.rule("json schema");
+        g.define(start, expr.body)?;
+        break (g.finish(start)?, expr);
+    };
     if !lower::has_strings(&grammar, deadline)? {
         return Err(schema::error(
             crate::CompileErrorKind::EmptyLanguage,
@@ -313,13 +323,26 @@ fn compile(
             "no JSON value satisfies this schema",
         ));
     }
-    Ok((SchemaGrammar { grammar, warnings }, distinct))
+    let warnings = expr.warnings;
+    Ok((SchemaGrammar { grammar, warnings }, expr.distinct))
+}
+
+/// The language of a schema added to a builder ([`schema_expr`]).
+pub(crate) struct SchemaExpr {
+    pub body: ExprId,
+    pub warnings: Vec<CompileError>,
+    /// Where the matcher keeps state beside the grammar (`None`: nowhere).
+    pub distinct: Option<DistinctPaths>,
+    /// A string whose `maxLength` was counted to spare a product automaton shares its place
+    /// with other strings: the caller compiles again counting only past the full budget.
+    pub recount: bool,
 }
 
 /// Adds the language of `schema` to `g` (rule names start with `prefix`), for front ends that
-/// embed JSON values in a larger grammar (tag dispatch). Returns the expression, the warnings,
-/// and with `distinct_by_matcher` the paths of the arrays of distinct free strings the
-/// matcher must keep apart (without it, such arrays are refused).
+/// embed JSON values in a larger grammar (tag dispatch). With `counting`, the engine's
+/// matcher keeps what the grammar does not (`matcher::distinct`): arrays of distinct free
+/// strings, and `maxLength` where the product of a pattern and its lengths would pass
+/// `counting` states; without it, both are refused.
 pub(crate) fn schema_expr(
     schema: &Value,
     options: &JsonSchemaOptions,
@@ -327,10 +350,11 @@ pub(crate) fn schema_expr(
     prefix: &str,
     limits: &Limits,
     deadline: &Deadline,
-    distinct_by_matcher: bool,
-) -> Result<(ExprId, Vec<CompileError>, Option<DistinctPaths>), CompileError> {
+    counting: Option<usize>,
+) -> Result<SchemaExpr, CompileError> {
     let mut c = schema::Compiler::new(schema, options, limits, deadline)?;
-    c.distinct_by_matcher = distinct_by_matcher;
+    c.distinct_by_matcher = counting.is_some();
+    c.count_past = counting.unwrap_or(usize::MAX);
     let shape = c.build(schema, "")?;
     let mut lw = lower::SchemaLowering::new(&mut c, g, prefix);
     let body = lw.root(&shape)?;
@@ -338,5 +362,10 @@ pub(crate) fn schema_expr(
         true => c.distinct_paths(&shape)?,
         false => None,
     };
-    Ok((body, c.warnings, distinct))
+    Ok(SchemaExpr {
+        body,
+        warnings: c.warnings,
+        distinct,
+        recount: c.recount,
+    })
 }

@@ -161,6 +161,11 @@ pub(crate) struct Compiler<'a> {
     /// length was given, by its contents.
     pub(super) counted_strings: HashMap<ContentKey, (u32, Arc<str>)>,
     pub(super) length_bounds: Vec<LengthBound>,
+    /// States of a product of a pattern and its lengths past which `maxLength` is counted
+    /// (`usize::MAX`: only past the automaton budget), and whether a string so counted met
+    /// other strings at its place, where a product would have held it.
+    pub(super) count_past: usize,
+    pub(super) recount: bool,
 }
 
 impl<'a> Compiler<'a> {
@@ -195,6 +200,8 @@ impl<'a> Compiler<'a> {
             relies_on_matcher: false,
             counted_strings: HashMap::new(),
             length_bounds: Vec::new(),
+            count_past: usize::MAX,
+            recount: false,
         })
     }
 

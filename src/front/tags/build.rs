@@ -184,14 +184,14 @@ impl<'d> Builder<'d> {
             let mut alts = Vec::new();
             for (j, body) in tag.bodies.iter().enumerate() {
                 let at = format!("/tags/{i}/bodies/{j}/schema");
-                let (value, _warnings, _) = schema_expr(
+                let value = schema_expr(
                     &body.schema,
                     &d.options,
                     &mut self.g,
                     &format!("tag {i} body {j}: "),
                     self.limits,
                     self.deadline,
-                    false,
+                    None,
                 )
                 .map_err(|e| match e.location() {
                     Location::JsonPointer(p) => {
@@ -199,7 +199,8 @@ impl<'d> Builder<'d> {
                         e.within(place, &format!("tag {i} body {j}"))
                     }
                     _ => e,
-                })?;
+                })?
+                .body;
                 let prefix = self.pieces(&body.prefix);
                 let suffix = self.pieces(&body.suffix);
                 alts.push(self.g.seq([prefix, value, suffix]));

@@ -24,7 +24,9 @@ use crate::front::regex::Utf8;
 use crate::ir::facts::Derivations;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
-pub(super) use strings::{string_automaton, strings_automaton, ContentKey};
+pub(super) use strings::{
+    string_automaton, strings_automaton, ContentKey, MAX_PRODUCT_STATES_BEFORE_COUNTING,
+};
 
 /// Most states of the automaton of one string's constraints together (patterns, lengths,
 /// excluded values; see [`CharDfa`](crate::front::chars::CharDfa)), and of one key automaton: each state is a rule, and a

@@ -21,8 +21,9 @@ use crate::matcher::distinct::LengthBound;
 const MAX_AMBIGUOUS_PATTERN_STATES: usize = 1024;
 
 /// States of a string's automaton with its lengths past which the matcher counts `maxLength`
-/// instead, where it can (see [`SchemaLowering::counted_string`]).
-const MAX_PRODUCT_STATES_BEFORE_COUNTING: usize = 512;
+/// instead, where it can (see [`SchemaLowering::counted_string`]); the first try of
+/// `json_schema::compile`.
+pub(in crate::front::json_schema) const MAX_PRODUCT_STATES_BEFORE_COUNTING: usize = 512;
 
 /// Longest `maxLength` the matcher counts: a bound's table has a row of this many bits per
 /// state of its pattern.
@@ -306,7 +307,7 @@ impl SchemaLowering<'_, '_, '_> {
         let full = self.budget();
         let first = match countable {
             true => Budget {
-                max_states: full.max_states.min(MAX_PRODUCT_STATES_BEFORE_COUNTING),
+                max_states: full.max_states.min(self.c.count_past),
                 ..full
             },
             false => full,
