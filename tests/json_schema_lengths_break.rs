@@ -131,12 +131,30 @@ fn walks_agree(schema: &Value, walks: usize, steps: usize, seed: u64) {
             if allowed.is_empty() {
                 break;
             }
-            // Prefer long tokens, to reach the bound within the walk.
+            // Prefer long tokens without a quote or an escape, to reach the bound before a
+            // string closes.
+            let open: Vec<TokenId> = allowed
+                .iter()
+                .copied()
+                .filter(|&t| !vocab.token_bytes(t).contains(&b'"'))
+                .collect();
+            let pool = match open.is_empty() || rng.below(6) == 0 {
+                true => &allowed,
+                false => &open,
+            };
             let t = match rng.below(3) {
-                0 => allowed[rng.below(allowed.len())],
-                _ => *allowed
+                0 => pool[rng.below(pool.len())],
+                _ => *pool
                     .iter()
-                    .max_by_key(|&&t| (vocab.token_bytes(t).len(), rng.below(4)))
+                    .max_by_key(|&&t| {
+                        let bytes = vocab.token_bytes(t);
+                        // An escape spells one character in six bytes.
+                        let len = match bytes.contains(&b'\\') {
+                            true => 1,
+                            false => bytes.len(),
+                        };
+                        (len, rng.below(4))
+                    })
                     .unwrap(),
             };
             exact.consume(t).unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -244,4 +262,129 @@ fn distinct_counted_items_are_refused() {
         ),
         "{err}"
     );
+}
+
+/// Names spelled with escapes (the tracker reads them decoded), names matched by a pattern
+/// only, and a recursive reference: each place of a counted value is followed.
+#[test]
+fn counted_values_under_escaped_names_patterns_and_references_agree_with_the_grammar() {
+    let item = counted("^(?:ab)+$", 1, 101);
+    let schema = json!({
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "t\"": item,
+                    "k": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}
+                },
+                "patternProperties": {"^p": item},
+                "additionalProperties": false
+            }
+        },
+        "$ref": "#/$defs/node"
+    });
+    walks_agree(&schema, 80, 300, 6);
+}
+
+/// Without a history the masks are the same; a refused token leaves the matcher as it was.
+#[test]
+fn counted_lengths_without_history_agree_with_the_grammar() {
+    let schema = counted("^(?:a|😀b|ࠀb)*$", 2, 31);
+    let options = JsonSchemaOptions::new();
+    let limits = Limits::new().automaton_states(COUNTED_STATES).history(0);
+    let engine = Engine::with_config(vocab(), EngineConfig::new().limits(limits));
+    let mut counted = engine
+        .compile_json_schema(&schema, &options)
+        .unwrap()
+        .matcher();
+    let mut exact = Engine::new(vocab())
+        .compile_json_schema(&schema, &options)
+        .unwrap()
+        .matcher();
+    let vocab = engine.vocab();
+    let text = [b"\"".as_slice(), &[b'a'; 29], "😀".as_bytes(), b"b\""].concat();
+    for &t in &vocab.encode_greedy(&text).unwrap() {
+        let what = format!("before {:?}", String::from_utf8_lossy(vocab.token_bytes(t)));
+        let expected = mask_of(&mut exact, vocab);
+        assert_same_mask(&mask_of(&mut counted, vocab), &expected, vocab, &what);
+        for refused in [0xF0, b'a' as TokenId, b'"' as TokenId] {
+            if !expected.contains(refused) {
+                assert!(counted.consume(refused).is_err(), "{what}");
+            }
+        }
+        exact.consume(t).unwrap();
+        counted.consume(t).unwrap();
+    }
+    assert!(counted.is_accepting() && exact.is_accepting());
+}
+
+/// Two bounds at one place (another branch's string), and a bound only object keys would
+/// carry: refused with a typed error, or counted where the place is a value.
+#[test]
+fn counted_strings_beside_other_strings_are_refused() {
+    let limits = Limits::new().automaton_states(COUNTED_STATES);
+    let engine = Engine::with_config(vocab(), EngineConfig::new().limits(limits));
+    let options = JsonSchemaOptions::new();
+    let two_bounds = json!({"anyOf": [counted("^(?:ab)+$", 0, 101), counted("^(?:ab)+$", 0, 103)]});
+    let err = engine
+        .compile_json_schema(&two_bounds, &options)
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{err}");
+    let tuple =
+        json!({"type": "array", "prefixItems": [counted("^(?:ab)+$", 0, 101), {"type": "string"}]});
+    let err = engine.compile_json_schema(&tuple, &options).err().unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Unsupported, "{err}");
+    let names = json!({"type": "object", "propertyNames": counted("^(?:ab)+$", 0, 101)});
+    let err = engine.compile_json_schema(&names, &options).err().unwrap();
+    assert!(
+        matches!(
+            err.kind(),
+            CompileErrorKind::Unsupported | CompileErrorKind::Limit
+        ),
+        "{err}"
+    );
+    // Lenient: the other branch's place loses the bound with a warning, never a panic.
+    let lenient = JsonSchemaOptions::new().lenient(true);
+    let compiled = engine.compile_json_schema(&two_bounds, &lenient).unwrap();
+    assert!(!compiled.warnings().is_empty());
+}
+
+/// Bounds up to the largest counted one (2^20) compile within the table's budget; past it,
+/// and past any integer a count holds, a typed error. Masks stay exact near the start.
+#[test]
+fn huge_bounds_compile_or_fail_typed() {
+    let limits = Limits::new().automaton_states(COUNTED_STATES);
+    let engine = Engine::with_config(vocab(), EngineConfig::new().limits(limits));
+    let options = JsonSchemaOptions::new();
+    for max in [
+        json!(1 << 20),
+        json!((1 << 20) + 1),
+        json!(1u64 << 32),
+        json!(4294967297u64),
+        json!(1e300),
+    ] {
+        let mut schema = counted("^(?:ab)+$", 0, 0);
+        schema["maxLength"] = max.clone();
+        match engine.compile_json_schema(&schema, &options) {
+            Ok(c) => {
+                let mut m = c.matcher();
+                let vocab = engine.vocab();
+                for t in vocab.encode_greedy(b"\"ababab\"").unwrap() {
+                    assert!(mask_of(&mut m, vocab).contains(t), "{max}");
+                    m.consume(t).unwrap();
+                }
+                assert!(m.is_accepting(), "{max}");
+            }
+            Err(e) => assert!(
+                matches!(
+                    e.kind(),
+                    CompileErrorKind::Unsupported
+                        | CompileErrorKind::Limit
+                        | CompileErrorKind::Invalid
+                ),
+                "{max}: {e}"
+            ),
+        }
+    }
 }
