@@ -388,3 +388,21 @@ fn huge_bounds_compile_or_fail_typed() {
         }
     }
 }
+
+/// A pattern whose strings are all longer than `maxLength`, too big to intersect: no string
+/// is allowed, so the other branch alone is (no quote opening a dead end), and alone it is
+/// an empty language, as when the front end intersects them.
+#[test]
+fn a_counted_string_with_no_string_within_the_bound_is_never_opened() {
+    let empty = counted("^(?:ab|ba)*c{50}$", 0, 49);
+    walks_agree(&json!({"anyOf": [{"type": "integer"}, empty]}), 20, 20, 7);
+    let options = JsonSchemaOptions::new();
+    let exact = Engine::new(vocab())
+        .compile_json_schema(&empty, &options)
+        .err()
+        .unwrap();
+    let limits = Limits::new().automaton_states(COUNTED_STATES);
+    let engine = Engine::with_config(vocab(), EngineConfig::new().limits(limits));
+    let err = engine.compile_json_schema(&empty, &options).err().unwrap();
+    assert_eq!(err.kind(), exact.kind(), "{err}");
+}

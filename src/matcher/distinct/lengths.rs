@@ -149,6 +149,12 @@ impl LengthBound {
         })
     }
 
+    /// Is no string of the pattern within the bounds? (The start state is `0`, as in
+    /// [`Count::new`].)
+    pub fn admits_none(&self) -> bool {
+        !self.viable(0, 0)
+    }
+
     /// After `n` characters in state `q`, can the string still end within the bounds?
     fn viable(&self, q: u32, n: u32) -> bool {
         n <= self.max && self.viable[q as usize * self.row + n as usize / 64] >> (n % 64) & 1 == 1
