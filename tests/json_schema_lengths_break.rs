@@ -48,9 +48,18 @@ fn vocab() -> Vocab {
         b"\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
         b"\"t\":\"",
         b"\":\"ab",
-        b"<eos>",
     ];
     tokens.extend(extra.iter().map(|t| t.to_vec()));
+    // Long tokens opening, closing, and closing then opening a string near its bound.
+    let abs = b"ab".repeat(30);
+    tokens.extend([
+        abs.clone(),
+        [b"\"".as_slice(), &abs].concat(),
+        [abs.as_slice(), b"\""].concat(),
+        [b"ab\",\"".as_slice(), &abs].concat(),
+        [b"\":\"".as_slice(), &abs].concat(),
+    ]);
+    tokens.push(b"<eos>".to_vec());
     let eos = tokens.len() as TokenId - 1;
     Vocab::from_token_bytes(tokens, &[eos], &[eos]).unwrap()
 }
@@ -113,6 +122,13 @@ fn walks_agree(schema: &Value, walks: usize, steps: usize, seed: u64) {
             let got = mask_of(&mut counted, vocab);
             assert_same_mask(&got, &expected, vocab, &what);
             assert_eq!(counted.is_accepting(), exact.is_accepting(), "{what}");
+            // The grammar alone may force less than the bound does (a closing quote at the
+            // bound), never other bytes.
+            let forced = counted.forced_bytes();
+            assert!(
+                exact.forced_bytes().starts_with(&forced),
+                "{what}: forces {forced:?}"
+            );
             if step == 0 {
                 seen.push(got);
             }
@@ -120,7 +136,11 @@ fn walks_agree(schema: &Value, walks: usize, steps: usize, seed: u64) {
                 let t = rng.below(vocab.len()) as TokenId;
                 if !expected.contains(t) {
                     assert!(counted.consume(t).is_err(), "{what}: refuses {t}");
-                    assert!(counted.consume_bytes(vocab.token_bytes(t)).is_err());
+                    assert!(
+                        vocab.is_special(t) || counted.consume_bytes(vocab.token_bytes(t)).is_err(),
+                        "{what}: refuses {:?} as text",
+                        String::from_utf8_lossy(vocab.token_bytes(t))
+                    );
                     continue;
                 }
             }
@@ -166,6 +186,21 @@ fn walks_agree(schema: &Value, walks: usize, steps: usize, seed: u64) {
             text.extend_from_slice(vocab.token_bytes(t));
             seen.push(mask_of(&mut counted, vocab));
         }
+        // The whole text as one step; then back to the start.
+        let mut whole = counted0.clone();
+        whole.consume_bytes(&text).unwrap();
+        let what = format!("walk {walk}: the text as one step");
+        assert_same_mask(
+            &mask_of(&mut whole, vocab),
+            seen.last().unwrap(),
+            vocab,
+            &what,
+        );
+        whole.rollback(1).unwrap();
+        assert_same_mask(&mask_of(&mut whole, vocab), &seen[0], vocab, &what);
+        let mut fresh = counted.clone();
+        fresh.reset();
+        assert_same_mask(&mask_of(&mut fresh, vocab), &seen[0], vocab, "reset");
         let last = seen.len() - 1;
         for back in 1..=last.min(40) {
             let mut fork = counted.clone();
