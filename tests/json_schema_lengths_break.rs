@@ -441,3 +441,18 @@ fn a_counted_string_with_no_string_within_the_bound_is_never_opened() {
     let err = engine.compile_json_schema(&empty, &options).err().unwrap();
     assert_eq!(err.kind(), exact.kind(), "{err}");
 }
+
+/// Characters JSON spells with an escape (`"`, `\`, `/`), each needing one more after it: a
+/// pending `\` near the bound may still become an allowed `\u0061`.
+#[test]
+fn counted_escaped_characters_agree_with_the_grammar() {
+    walks_agree(&counted("^(?:a|\"b|\\\\c|/d)*$", 0, 31), 60, 60, 8);
+}
+
+/// A string or an array of the same counted strings at one place.
+#[test]
+fn counted_string_or_array_of_them_agree_with_the_grammar() {
+    let item = counted("^(?:ab)+$", 0, 101);
+    let schema = json!({"anyOf": [item, {"type": "array", "items": item, "maxItems": 3}]});
+    walks_agree(&schema, 60, 200, 9);
+}
