@@ -456,3 +456,18 @@ fn counted_string_or_array_of_them_agree_with_the_grammar() {
     let schema = json!({"anyOf": [item, {"type": "array", "items": item, "maxItems": 3}]});
     walks_agree(&schema, 60, 200, 9);
 }
+
+/// Counted strings beside an array of distinct free strings: one tracker keeps both.
+#[test]
+fn counted_strings_beside_distinct_items_agree_with_the_grammar() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+            "t": counted("^(?:ab)+$", 0, 101),
+            "u": {"type": "array", "items": counted("^(?:ab)+$", 0, 101)}
+        },
+        "additionalProperties": false
+    });
+    walks_agree(&schema, 80, 200, 10);
+}
