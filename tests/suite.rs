@@ -25,6 +25,7 @@ mod json_schema_determinism;
 mod json_schema_distinct;
 mod json_schema_keywords;
 mod json_schema_lengths;
+mod json_schema_lengths_break;
 mod limit_sweeps;
 mod matcher_text;
 mod ops_behaviour;

@@ -149,6 +149,12 @@ impl LengthBound {
         })
     }
 
+    /// Is no string of the pattern within the bounds? (The start state is `0`, as in
+    /// [`Count::new`].)
+    pub fn admits_none(&self) -> bool {
+        !self.viable(0, 0)
+    }
+
     /// After `n` characters in state `q`, can the string still end within the bounds?
     fn viable(&self, q: u32, n: u32) -> bool {
         n <= self.max && self.viable[q as usize * self.row + n as usize / 64] >> (n % 64) & 1 == 1
@@ -202,10 +208,12 @@ impl LengthBound {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Pending {
     None,
-    /// A UTF-8 sequence: the code point's bits so far and the continuation bytes left.
+    /// A UTF-8 sequence: the code point's bits so far, the continuation bytes left, and the
+    /// least code point of its length (shorter ones are overlong: no character).
     Utf8 {
         bits: u32,
         left: u8,
+        least: u32,
     },
     /// `\`.
     Escape,
@@ -254,16 +262,17 @@ impl Count {
             }
             (Pending::None, b'\\') => self.wait(Pending::Escape),
             (Pending::None, 0..=0x7F) => Some(b as u32),
-            (Pending::None, 0xC0..=0xDF) => self.wait(utf8(b & 0x1F, 1)),
-            (Pending::None, 0xE0..=0xEF) => self.wait(utf8(b & 0x0F, 2)),
-            (Pending::None, 0xF0..=0xF7) => self.wait(utf8(b & 0x07, 3)),
-            (Pending::Utf8 { bits, left }, 0x80..=0xBF) => {
+            (Pending::None, 0xC0..=0xDF) => self.wait(utf8(b & 0x1F, 1, 0x80)),
+            (Pending::None, 0xE0..=0xEF) => self.wait(utf8(b & 0x0F, 2, 0x800)),
+            (Pending::None, 0xF0..=0xF7) => self.wait(utf8(b & 0x07, 3, 0x1_0000)),
+            (Pending::Utf8 { bits, left, least }, 0x80..=0xBF) => {
                 let bits = bits << 6 | (b & 0x3F) as u32;
                 match left {
                     1 => Some(bits),
                     _ => self.wait(Pending::Utf8 {
                         bits,
                         left: left - 1,
+                        least,
                     }),
                 }
             }
@@ -337,8 +346,10 @@ impl Count {
         };
         match self.pending {
             Pending::None => return None,
-            Pending::Utf8 { bits, left } => {
-                let lo = bits << (6 * left as u32);
+            Pending::Utf8 { bits, left, least } => {
+                // A lead byte `E0` or `F0` (and `F0 80`..`F0 8F`) spans overlong code points
+                // too: they are no characters, and may be viable where the true ones are not.
+                let lo = (bits << (6 * left as u32)).max(least);
                 let hi = (lo | ((1 << (6 * left as u32)) - 1)).min(MAX_CHAR);
                 push(lo, hi.min(0xD7FF));
                 push(lo.max(0xE000), hi);
@@ -370,10 +381,11 @@ impl Count {
     }
 }
 
-fn utf8(bits: u8, left: u8) -> Pending {
+fn utf8(bits: u8, left: u8, least: u32) -> Pending {
     Pending::Utf8 {
         bits: bits as u32,
         left,
+        least,
     }
 }
 

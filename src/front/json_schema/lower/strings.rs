@@ -362,6 +362,11 @@ impl SchemaLowering<'_, '_, '_> {
         let bound = pattern
             .length_bound(s.min.min(max) as u32, max as u32, self.c.deadline)
             .map_err(|e| e.or_at(Location::JsonPointer(at.clone())))?;
+        // No string within the bounds: the grammar must not open one (a dead end the count
+        // would only find after the quote), as the intersected automaton would be empty.
+        if bound.admits_none() {
+            return Ok(Some(self.g.nothing()));
+        }
         let number = self.c.length_bounds.len() as u32;
         self.c.length_bounds.push(bound);
         self.c
