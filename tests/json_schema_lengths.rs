@@ -326,3 +326,28 @@ fn a_long_token_opening_a_counted_string_is_read_whole() {
         "no quote: the walk inside the string refuses it"
     );
 }
+
+/// The tables of a schema's counted strings share one budget (8 MiB): many bounds of a
+/// million characters are refused with the automaton's limit error instead of taking
+/// hundreds of megabytes and seconds.
+#[test]
+fn counted_strings_share_one_table_budget() {
+    let engine = Engine::new(tokenizers::qwen3().clone());
+    let t = schema()["properties"]["t"].clone();
+    let properties: serde_json::Map<String, Value> = (0..24)
+        .map(|i| {
+            let mut p = t.clone();
+            p["maxLength"] = json!(1_000_000 + i);
+            (format!("p{i}"), p)
+        })
+        .collect();
+    let err = engine
+        .compile_json_schema(
+            &json!({"properties": properties}),
+            &JsonSchemaOptions::new(),
+        )
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    assert!(err.to_string().contains("automaton states"), "{err}");
+}

@@ -161,6 +161,8 @@ pub(crate) struct Compiler<'a> {
     /// length was given, by its contents.
     pub(super) counted_strings: HashMap<ContentKey, (u32, Arc<str>)>,
     pub(super) length_bounds: Vec<LengthBound>,
+    /// Bits of their tables together.
+    pub(super) counted_bits: u64,
     /// States of a product of a pattern and its lengths past which `maxLength` is counted
     /// (`usize::MAX`: only past the automaton budget), and whether a string so counted met
     /// other strings at its place, where a product would have held it.
@@ -200,6 +202,7 @@ impl<'a> Compiler<'a> {
             relies_on_matcher: false,
             counted_strings: HashMap::new(),
             length_bounds: Vec::new(),
+            counted_bits: 0,
             count_past: usize::MAX,
             recount: false,
         })

@@ -36,9 +36,11 @@ pub(crate) struct LengthBound {
     /// Bit `n` of state `q`'s row: after `n` characters in state `q`, some completion ends the
     /// string in the language with `min..=max` characters.
     viable: Vec<u64>,
-    /// For each `n` in `0..=max + 1`, the least `m >= n` after which some state is not viable
-    /// (`max + 1`: none up to the bound).
-    next_unsafe: Vec<u32>,
+    /// Bit `n`: after `n` characters, every state is viable (one bit per length, not a
+    /// count: a schema may hold many bounds of a million characters).
+    all_viable: Vec<u64>,
+    /// The least `n` after which some state is not viable (`max + 1` at most).
+    first_unsafe: u32,
 }
 
 /// What one byte of a string's raw content did.
@@ -53,10 +55,11 @@ pub(crate) enum Read {
 }
 
 impl LengthBound {
-    /// Bits of the table for an automaton of `states` states and a bound of `max` characters:
-    /// what a caller checks against its budget before [`Self::new`].
+    /// Bits of the tables for an automaton of `states` states and a bound of `max`
+    /// characters (a row per state and one for all of them): what a caller checks against
+    /// its budget before [`Self::new`].
     pub fn table_bits(states: usize, max: u64) -> u64 {
-        (states as u64).saturating_mul(max.saturating_add(1))
+        (states as u64 + 1).saturating_mul(max.saturating_add(1))
     }
 
     /// From a DFA over characters (its atoms as code point ranges, `next` and `accept` laid out
@@ -129,14 +132,15 @@ impl LengthBound {
                 }
             }
         }
-        let mut next_unsafe = vec![max + 1; max as usize + 2];
-        for n in (0..=max).rev() {
-            let all = (0..states).all(|q| viable[q * row + n as usize / 64] >> (n % 64) & 1 == 1);
-            next_unsafe[n as usize] = match all {
-                true => next_unsafe[n as usize + 1],
-                false => n,
-            };
+        let mut all_viable = vec![u64::MAX; row];
+        for q in 0..states {
+            for (all, &v) in all_viable.iter_mut().zip(&viable[q * row..(q + 1) * row]) {
+                *all &= v;
+            }
         }
+        let first_unsafe = (0..=max)
+            .find(|&n| all_viable[n as usize / 64] >> (n % 64) & 1 == 0)
+            .unwrap_or(max + 1);
         Ok(LengthBound {
             atoms,
             next,
@@ -145,7 +149,8 @@ impl LengthBound {
             max,
             row,
             viable,
-            next_unsafe,
+            all_viable,
+            first_unsafe,
         })
     }
 
@@ -194,13 +199,23 @@ impl LengthBound {
     /// bounds? Closing below `min` is the grammar's to refuse (see the module).
     pub fn safe_for(&self, n: u32, bytes: usize) -> bool {
         let reach = n as u64 + bytes as u64 + 1;
-        reach < self.next_unsafe[n.min(self.max + 1) as usize] as u64
+        if reach > self.max as u64 {
+            return false;
+        }
+        // Every length from `n` through `reach` viable in every state, a word at a time.
+        let (lo, hi) = (n as usize, reach as usize);
+        (lo / 64..=hi / 64).all(|w| {
+            let from = if w == lo / 64 { lo % 64 } else { 0 };
+            let to = if w == hi / 64 { hi % 64 } else { 63 };
+            let wanted = (u64::MAX >> (63 - to)) & (u64::MAX << from);
+            self.all_viable[w] & wanted == wanted
+        })
     }
 
     /// Bytes a token holding `"` may have without opening a string of this bound and leaving
     /// it (see [`Self::safe_for`]) within itself.
     pub fn safe_token_len(&self) -> usize {
-        (self.next_unsafe[0] as usize).saturating_sub(2)
+        (self.first_unsafe as usize).saturating_sub(2)
     }
 }
 

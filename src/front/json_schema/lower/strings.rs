@@ -33,6 +33,10 @@ const MAX_COUNTED_LENGTH: u64 = 1 << 20;
 /// Building it costs about as many steps as the pattern has edges, times `maxLength`.
 const MAX_COUNTED_BITS: u64 = 1 << 24;
 
+/// Most bits of the tables of all counted strings of one schema: 8 MiB (a hundred strings
+/// with `maxLength` near a million took 585 MB and 8 s before it).
+const MAX_COUNTED_BITS_PER_SCHEMA: u64 = 1 << 26;
+
 /// Is `e` an automaton past its state budget?
 fn is_too_big(e: &CompileError) -> bool {
     e.limit()
@@ -350,15 +354,23 @@ impl SchemaLowering<'_, '_, '_> {
             ..s.clone()
         };
         let budget = self.budget();
-        let (Ok(grammar), Ok(pattern)) = (
-            string_automaton(&unbounded(s.min), &budget),
-            string_automaton(&unbounded(0), &budget),
-        ) else {
+        // Too big still: the caller's error stands. Any other error (the deadline) is this
+        // string's own.
+        let automaton = |s: &StringShape| match string_automaton(s, &budget) {
+            Ok(dfa) => Ok(Some(dfa)),
+            Err((_, e)) if is_too_big(&e) => Ok(None),
+            Err((at, e)) => Err(e.or_at(Location::JsonPointer(at))),
+        };
+        let (Some(grammar), Some(pattern)) =
+            (automaton(&unbounded(s.min))?, automaton(&unbounded(0))?)
+        else {
             return Ok(None);
         };
-        if LengthBound::table_bits(pattern.states(), max) > MAX_COUNTED_BITS {
+        let bits = LengthBound::table_bits(pattern.states(), max);
+        if bits > MAX_COUNTED_BITS || self.c.counted_bits + bits > MAX_COUNTED_BITS_PER_SCHEMA {
             return Ok(None);
         }
+        self.c.counted_bits += bits;
         let bound = pattern
             .length_bound(s.min.min(max) as u32, max as u32, self.c.deadline)
             .map_err(|e| e.or_at(Location::JsonPointer(at.clone())))?;
