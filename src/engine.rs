@@ -28,13 +28,13 @@ use crate::cfg::{CfgCompiler, CfgConfig, CfgGrammar, CfgMatcher};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::gbnf::gbnf_to_ir_limited;
 use crate::front::json_schema::{
-    compile_schema_keeping_distinct, compile_schema_within, JsonSchemaOptions,
+    compile_schema_keeping_state, compile_schema_within, JsonSchemaOptions,
 };
 use crate::front::tags::TagDispatch;
 use crate::ir::Grammar;
 use crate::limits::{Deadline, LimitKind, Limits};
 use crate::mask::CacheStats;
-use crate::matcher::distinct::{DistinctItems, DistinctPaths};
+use crate::matcher::json_state::{JsonState, TrackedPaths};
 use crate::matcher::{MatchError, Matcher};
 use crate::ops::{
     fits_operators, lower_within, regex_grammar, warm, LowerConfig, OpsMatcher, Program,
@@ -318,11 +318,11 @@ impl Engine {
         options: &JsonSchemaOptions,
     ) -> Result<Constraint, CompileError> {
         let deadline = self.limits.deadline();
-        let (compiled, distinct) =
-            compile_schema_keeping_distinct(schema, options, &self.limits, &deadline)?;
+        let (compiled, tracked) =
+            compile_schema_keeping_state(schema, options, &self.limits, &deadline)?;
         let mut constraint = self.compile_grammar_within(&compiled.grammar, &deadline)?;
         constraint.warnings = compiled.warnings.into();
-        constraint.distinct = distinct.map(|paths| Distinct {
+        constraint.tracked = tracked.map(|paths| Tracked {
             paths: Arc::new(paths),
             vocab: self.vocab().clone(),
             history: self.limits.history_cap(),
@@ -367,7 +367,7 @@ impl Engine {
             BackendKind::Earley => Ok(Constraint {
                 backend: Backend::Earley(self.cfg.compile_within(grammar, deadline)?),
                 warnings: Arc::from([]),
-                distinct: None,
+                tracked: None,
             }),
         }
     }
@@ -458,7 +458,7 @@ impl Engine {
                 program,
             },
             warnings: Arc::from([]),
-            distinct: None,
+            tracked: None,
         }
     }
 
@@ -524,8 +524,9 @@ pub enum BackendKind {
 pub struct Constraint {
     backend: Backend,
     warnings: Arc<[CompileError]>,
-    /// Arrays of distinct free strings its matchers keep apart (JSON Schema `uniqueItems`).
-    distinct: Option<Distinct>,
+    /// What its matchers keep beside the grammar (JSON Schema `uniqueItems` over free
+    /// strings, counted `maxLength`).
+    tracked: Option<Tracked>,
 }
 
 #[derive(Clone, Debug)]
@@ -537,10 +538,10 @@ enum Backend {
     Earley(Arc<CfgGrammar>),
 }
 
-/// What a matcher needs to keep the items of distinct arrays apart.
+/// What a matcher needs to keep its state beside the grammar (`matcher::json_state`).
 #[derive(Clone, Debug)]
-struct Distinct {
-    paths: Arc<DistinctPaths>,
+struct Tracked {
+    paths: Arc<TrackedPaths>,
     vocab: Vocab,
     history: usize,
 }
@@ -554,14 +555,11 @@ impl Constraint {
             }
             Backend::Earley(grammar) => Inner::Earley(grammar.matcher()),
         };
-        let distinct = self.distinct.as_ref().map(|d| {
-            Box::new(DistinctItems::new(
-                d.paths.clone(),
-                d.vocab.clone(),
-                d.history,
-            ))
-        });
-        ConstraintMatcher { inner, distinct }
+        let state = self
+            .tracked
+            .as_ref()
+            .map(|d| Box::new(JsonState::new(d.paths.clone(), d.vocab.clone(), d.history)));
+        ConstraintMatcher { inner, state }
     }
 
     /// The backend it runs on.
@@ -591,7 +589,7 @@ impl Constraint {
 #[derive(Clone, Debug)]
 pub struct ConstraintMatcher {
     inner: Inner,
-    distinct: Option<Box<DistinctItems>>,
+    state: Option<Box<JsonState>>,
 }
 
 #[derive(Clone, Debug)]
@@ -608,13 +606,13 @@ impl ConstraintMatcher {
         }
     }
 
-    /// The backend's matcher, and the distinct-items state around it if any.
-    fn parts(&mut self) -> (&mut dyn Matcher, Option<&mut DistinctItems>) {
+    /// The backend's matcher, and the state kept beside it if any.
+    fn parts(&mut self) -> (&mut dyn Matcher, Option<&mut JsonState>) {
         let inner: &mut dyn Matcher = match &mut self.inner {
             Inner::Ops(m) => m,
             Inner::Earley(m) => m,
         };
-        (inner, self.distinct.as_deref_mut())
+        (inner, self.state.as_deref_mut())
     }
 }
 
@@ -648,8 +646,10 @@ impl Matcher for ConstraintMatcher {
         self.backend().is_terminated()
     }
 
-    // A free string never forces its closing quote, so a forced stretch never closes an item
-    // of a distinct array: the backend's is right as it is.
+    // The backend's are right as they are. A free string never forces its closing quote, so a
+    // forced stretch never closes an item of a distinct array; a counted string's viable
+    // completions are the grammar's, so they start with its forced bytes (a quote only the
+    // bound forces is not reported: jump-forward is shorter there, never wrong).
     fn forced_bytes(&self) -> Vec<u8> {
         self.backend().forced_bytes()
     }
@@ -663,9 +663,9 @@ impl Matcher for ConstraintMatcher {
     }
 
     fn reset(&mut self) {
-        let (inner, distinct) = self.parts();
+        let (inner, state) = self.parts();
         inner.reset();
-        if let Some(d) = distinct {
+        if let Some(d) = state {
             d.reset();
         }
     }

@@ -1,4 +1,4 @@
-//! `uniqueItems` over free strings, kept by the matcher (`matcher::distinct`): at every step
+//! `uniqueItems` over free strings, kept by the matcher (`matcher::json_state`): at every step
 //! the mask equals, bit for bit over the whole vocabulary, the reference recognizer's mask of
 //! the schema's grammar less the tokens that close an item equal to an earlier one of its
 //! array (found here independently: items decoded by `serde_json`). Rollback restores the

@@ -1,4 +1,4 @@
-//! Strings whose `maxLength` the matcher counts beside their pattern (`matcher::distinct`,
+//! Strings whose `maxLength` the matcher counts beside their pattern (`matcher::json_state`,
 //! `lengths.rs`), where the pattern's automaton times the bound is too big to build. Near the
 //! bound, the mask equals bit for bit over the whole vocabulary the mask of the schema without
 //! `maxLength`, less the tokens after which the string can no longer end within it, found here

@@ -1,4 +1,4 @@
-//! Counted `maxLength` (`matcher::distinct::lengths`) against the grammar's own count: a
+//! Counted `maxLength` (`matcher::json_state::lengths`) against the grammar's own count: a
 //! schema whose pattern times its bound is small enough for the front end to intersect under
 //! the default limits, and too big under a small `automaton_states`, is compiled both ways;
 //! the exact product automaton's masks are the oracle for the counted ones, step by step on

@@ -1,8 +1,8 @@
 //! The one API every backend implements: an inference engine asks for a mask, consumes the
 //! sampled token, and may roll back or jump forward.
 
-pub(crate) mod distinct;
 mod error;
+pub(crate) mod json_state;
 mod progress;
 
 pub use error::{MatchError, MatchErrorKind};

@@ -21,7 +21,7 @@ use crate::automata::minimize::hopcroft;
 use crate::error::{CompileError, Location};
 use crate::front::guard::{over_time, tick};
 use crate::limits::{Deadline, LimitExceeded, LimitKind};
-use crate::matcher::distinct::LengthBound;
+use crate::matcher::json_state::LengthBound;
 
 /// The missing transition.
 const DEAD: u32 = u32::MAX;
@@ -256,7 +256,7 @@ impl CharDfa {
 
     /// The language's strings of `min..=max` characters as a [`LengthBound`]: the matcher
     /// counts what this automaton times the bounds would need as states (see
-    /// `matcher::distinct`).
+    /// `matcher::json_state`).
     pub fn length_bound(
         &self,
         min: u32,
@@ -268,7 +268,7 @@ impl CharDfa {
             .iter()
             .map(|&(lo, hi)| (lo as u32, hi as u32))
             .collect();
-        debug_assert_eq!(DEAD, crate::matcher::distinct::DEAD);
+        debug_assert_eq!(DEAD, crate::matcher::json_state::DEAD);
         LengthBound::new(
             atoms,
             self.next.clone(),
@@ -641,7 +641,7 @@ mod tests {
     }
 
     /// Infinitely many completions from every prefix: the items `uniqueItems` lets the
-    /// matcher tell apart (`json_schema::distinct`).
+    /// matcher tell apart (`json_schema::tracked`).
     #[test]
     fn chars_infinite_from_every_state() {
         for p in [

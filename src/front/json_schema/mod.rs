@@ -22,7 +22,7 @@
 //! (`property_names.rs`), `contains` (a witness item; `minContains` 0 or 1), `uniqueItems`
 //! where the items admit finitely many values (a rule per subset of them written, see
 //! `SchemaLowering::distinct_items`) or are free strings (kept apart by the engine's matchers,
-//! see `distinct.rs`; a grammar alone refuses them). Keywords a draft does not have are annotations in documents of that
+//! see `tracked.rs`; a grammar alone refuses them). Keywords a draft does not have are annotations in documents of that
 //! draft (its root's `$schema`): `if` before draft 7, `propertyNames` before draft 6,
 //! `dependentRequired`/`dependentSchemas`/`minContains`/`maxContains` before 2019-09,
 //! `contains` before draft 6. Several constraints on one string (patterns,
@@ -96,7 +96,6 @@
 
 mod complement;
 mod dependencies;
-mod distinct;
 mod ecma;
 mod formats;
 mod intersect;
@@ -110,13 +109,14 @@ mod refs;
 mod schema;
 mod shape;
 mod strings;
+mod tracked;
 
 use serde_json::Value;
 
 use crate::error::CompileError;
 use crate::ir::{ExprId, Grammar, GrammarBuilder};
 use crate::limits::{Deadline, Limits};
-use crate::matcher::distinct::DistinctPaths;
+use crate::matcher::json_state::TrackedPaths;
 use lower::MAX_PRODUCT_STATES_BEFORE_COUNTING;
 
 /// Whitespace between JSON tokens.
@@ -275,15 +275,15 @@ pub(crate) fn compile_schema_within(
     Ok(compile(schema, options, limits, deadline, false)?.0)
 }
 
-/// [`compile_schema_within`] for a matcher that keeps the items of arrays of distinct free
-/// strings apart (`matcher::distinct`): the grammar does not, and the automaton says where
-/// they are (`None` when no array relies on it).
-pub(crate) fn compile_schema_keeping_distinct(
+/// [`compile_schema_within`] for a matcher that keeps state beside the grammar
+/// (`matcher::json_state`): the items of arrays of distinct free strings apart, and counted
+/// `maxLength`s. The automaton says where (`None` when nothing relies on it).
+pub(crate) fn compile_schema_keeping_state(
     schema: &Value,
     options: &JsonSchemaOptions,
     limits: &Limits,
     deadline: &Deadline,
-) -> Result<(SchemaGrammar, Option<DistinctPaths>), CompileError> {
+) -> Result<(SchemaGrammar, Option<TrackedPaths>), CompileError> {
     compile(schema, options, limits, deadline, true)
 }
 
@@ -292,8 +292,8 @@ fn compile(
     options: &JsonSchemaOptions,
     limits: &Limits,
     deadline: &Deadline,
-    distinct_by_matcher: bool,
-) -> Result<(SchemaGrammar, Option<DistinctPaths>), CompileError> {
+    state_by_matcher: bool,
+) -> Result<(SchemaGrammar, Option<TrackedPaths>), CompileError> {
     let mut count_past = MAX_PRODUCT_STATES_BEFORE_COUNTING;
     let (grammar, expr) = loop {
         let mut g = GrammarBuilder::with_limits(limits);
@@ -304,7 +304,7 @@ fn compile(
             "",
             limits,
             deadline,
-            distinct_by_matcher.then_some(count_past),
+            state_by_matcher.then_some(count_past),
         )?;
         if expr.recount {
             // Counted where another string shares its place: again, counting only the
@@ -324,7 +324,7 @@ fn compile(
         ));
     }
     let warnings = expr.warnings;
-    Ok((SchemaGrammar { grammar, warnings }, expr.distinct))
+    Ok((SchemaGrammar { grammar, warnings }, expr.tracked))
 }
 
 /// The language of a schema added to a builder ([`schema_expr`]).
@@ -332,7 +332,7 @@ pub(crate) struct SchemaExpr {
     pub body: ExprId,
     pub warnings: Vec<CompileError>,
     /// Where the matcher keeps state beside the grammar (`None`: nowhere).
-    pub distinct: Option<DistinctPaths>,
+    pub tracked: Option<TrackedPaths>,
     /// A string whose `maxLength` was counted to spare a product automaton shares its place
     /// with other strings: the caller compiles again counting only past the full budget.
     pub recount: bool,
@@ -340,7 +340,7 @@ pub(crate) struct SchemaExpr {
 
 /// Adds the language of `schema` to `g` (rule names start with `prefix`), for front ends that
 /// embed JSON values in a larger grammar (tag dispatch). With `counting`, the engine's
-/// matcher keeps what the grammar does not (`matcher::distinct`): arrays of distinct free
+/// matcher keeps what the grammar does not (`matcher::json_state`): arrays of distinct free
 /// strings, and `maxLength` where the product of a pattern and its lengths would pass
 /// `counting` states; without it, both are refused.
 pub(crate) fn schema_expr(
@@ -353,19 +353,19 @@ pub(crate) fn schema_expr(
     counting: Option<usize>,
 ) -> Result<SchemaExpr, CompileError> {
     let mut c = schema::Compiler::new(schema, options, limits, deadline)?;
-    c.distinct_by_matcher = counting.is_some();
+    c.state_by_matcher = counting.is_some();
     c.count_past = counting.unwrap_or(usize::MAX);
     let shape = c.build(schema, "")?;
     let mut lw = lower::SchemaLowering::new(&mut c, g, prefix);
     let body = lw.root(&shape)?;
-    let distinct = match c.relies_on_matcher {
-        true => c.distinct_paths(&shape)?,
+    let tracked = match c.relies_on_matcher {
+        true => c.tracked_paths(&shape)?,
         false => None,
     };
     Ok(SchemaExpr {
         body,
         warnings: c.warnings,
-        distinct,
+        tracked,
         recount: c.recount,
     })
 }

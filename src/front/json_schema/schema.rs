@@ -18,7 +18,7 @@ use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::{guarded, tick};
 use crate::ir::recognizer::Recognizer;
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
-use crate::matcher::distinct::LengthBound;
+use crate::matcher::json_state::LengthBound;
 
 /// Validation keywords formwork cannot express; anything not listed here or handled is an
 /// unknown keyword, which JSON Schema defines as an annotation.
@@ -154,9 +154,9 @@ pub(crate) struct Compiler<'a> {
     pub(super) recognizers: RefCell<[HashMap<String, Rc<Recognizer>>; 2]>,
     /// Whether the matcher keeps the strings of arrays of distinct free strings (the engine's
     /// matchers do; a grammar alone cannot), and whether some array relies on it.
-    pub(super) distinct_by_matcher: bool,
+    pub(super) state_by_matcher: bool,
     pub(super) relies_on_matcher: bool,
-    /// Strings whose length the matcher counts (with `distinct_by_matcher`, where a pattern
+    /// Strings whose length the matcher counts (with `state_by_matcher`, where a pattern
     /// times its length bounds is too big an automaton): each one's bound and where its
     /// length was given, by its contents.
     pub(super) counted_strings: HashMap<ContentKey, (u32, Arc<str>)>,
@@ -198,7 +198,7 @@ impl<'a> Compiler<'a> {
             accepting: Vec::new(),
             chain_end: HashMap::new(),
             recognizers: RefCell::default(),
-            distinct_by_matcher: false,
+            state_by_matcher: false,
             relies_on_matcher: false,
             counted_strings: HashMap::new(),
             length_bounds: Vec::new(),

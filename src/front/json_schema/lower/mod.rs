@@ -522,7 +522,7 @@ impl SchemaLowering<'_, '_, '_> {
     /// value's, and a spelling belongs to one value only, so arrays whose items are distinct
     /// as spellings are the arrays whose items are distinct as values. `None` when lenient
     /// dropped `uniqueItems`, or when the matcher keeps the items apart (free strings, see
-    /// `distinct.rs`): the array is then lowered without it.
+    /// `tracked.rs`): the array is then lowered without it.
     fn distinct_items(
         &mut self,
         a: &ArrayShape,
@@ -538,11 +538,8 @@ impl SchemaLowering<'_, '_, '_> {
             return Ok(None);
         }
         let Some(values) = self.c.finite_values(&a.items, MAX_DISTINCT_VALUES, at)? else {
-            if self.c.distinct_by_matcher
-                && a.witnesses.is_empty()
-                && self.c.free_strings(&a.items)?
-            {
-                // The matcher keeps the strings written (`matcher::distinct`).
+            if self.c.state_by_matcher && a.witnesses.is_empty() && self.c.free_strings(&a.items)? {
+                // The matcher keeps the strings written (`matcher::json_state`).
                 self.c.relies_on_matcher = true;
                 return Ok(None);
             }

@@ -13,7 +13,7 @@ use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::guarded;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
-use crate::matcher::distinct::LengthBound;
+use crate::matcher::json_state::LengthBound;
 
 /// Most states of the automaton of a single ambiguous pattern (see [`Regex::is_ambiguous`]):
 /// past it the pattern is lowered as it reads, so the time spent on a construction that
@@ -307,7 +307,7 @@ impl SchemaLowering<'_, '_, '_> {
         // counted instead: the backend builds and walks each of its states, spelled in bytes
         // (`(?:\S+\s+){0,9}\S+` with `maxLength: 120`, 2.4k states: 0.4 s to compile, first
         // masks of 50-100 ms), where the count costs a table.
-        let countable = !key && self.c.distinct_by_matcher && s.max.is_some();
+        let countable = !key && self.c.state_by_matcher && s.max.is_some();
         let full = self.budget();
         let first = match countable {
             true => Budget {
@@ -339,7 +339,7 @@ impl SchemaLowering<'_, '_, '_> {
         }
     }
 
-    /// A string whose `maxLength` the matcher counts (`matcher::distinct`): the grammar is
+    /// A string whose `maxLength` the matcher counts (`matcher::json_state`): the grammar is
     /// the automaton of the rest (`minLength` included), the bound the automaton without
     /// lengths. `None` if either automaton is still too big, or the bound's table
     /// ([`MAX_COUNTED_BITS`]).

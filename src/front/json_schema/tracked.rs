@@ -1,9 +1,9 @@
 //! `uniqueItems` over free strings and strings whose length is counted, kept by the matcher:
 //! where such arrays and strings are in a document, as an automaton over JSON paths
-//! ([`DistinctPaths`]).
+//! ([`TrackedPaths`]).
 //!
 //! The grammar of such an array is the array without `uniqueItems`; the matcher keeps the
-//! strings written in it and refuses a repeat (`matcher::distinct`). That is exact when every
+//! strings written in it and refuses a repeat (`matcher::json_state`). That is exact when every
 //! value that may be an array at some path is held to the same rule there, so each state of
 //! the automaton is the set of shapes a value at its paths may have (the union of the
 //! branches reaching it), and a state where one branch holds an array to distinct free
@@ -29,7 +29,7 @@ use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
 use crate::error::{CompileError, Location};
 use crate::front::guard::guarded;
 use crate::limits::{LimitKind, Limits};
-use crate::matcher::distinct::{DistinctPaths, PathNode, PathState, UNTRACKED};
+use crate::matcher::json_state::{PathNode, PathState, TrackedPaths, UNTRACKED};
 
 type NodeId = usize;
 
@@ -103,7 +103,7 @@ impl Compiler<'_> {
 
     /// The path automaton of a document of shape `root`, whose arrays of distinct free strings
     /// the matcher keeps (`None` where there are none to keep).
-    pub fn distinct_paths(&mut self, root: &Shape) -> Result<Option<DistinctPaths>, CompileError> {
+    pub fn tracked_paths(&mut self, root: &Shape) -> Result<Option<TrackedPaths>, CompileError> {
         let mut nodes = Nodes::default();
         let start = nodes.add(self, root)?;
         while let Some((id, r)) = nodes.refs_todo.pop() {
@@ -313,7 +313,7 @@ impl Paths<'_> {
         mut self,
         c: &mut Compiler,
         start: NodeId,
-    ) -> Result<Option<DistinctPaths>, CompileError> {
+    ) -> Result<Option<TrackedPaths>, CompileError> {
         // The first state built is `ROOT`.
         let tracked = self.state([start])? != UNTRACKED;
         while let Some((state, set)) = self.todo.pop() {
@@ -340,7 +340,7 @@ impl Paths<'_> {
                 "`maxLength` counted by the matcher at a place it cannot follow",
             )?;
         }
-        Ok(tracked.then(|| DistinctPaths::new(self.built, std::mem::take(&mut c.length_bounds))))
+        Ok(tracked.then(|| TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds))))
     }
 
     /// The state of the values of any of `ids`.

@@ -6,11 +6,11 @@
 //! A context-free grammar cannot say "no string twice", but the tokens that can break the rule
 //! are few and easy to find: a repeat happens only when an item's closing quote is written.
 //! Items that admit infinitely many strings from every prefix (free strings: their automaton
-//! reaches a loop from every state, see `front::json_schema::distinct`) can always be
+//! reaches a loop from every state, see `front::json_schema::tracked`) can always be
 //! completed to a new one, so an output is a prefix of a valid one
 //! iff the grammar accepts it as a prefix and no item closed so far repeats one of its array.
 //! The mask is therefore the grammar's mask less the tokens that close an item (hold `"`)
-//! equal to an earlier one; [`DistinctPaths`] says where such arrays are, and the tracker
+//! equal to an earlier one; [`TrackedPaths`] says where such arrays are, and the tracker
 //! keeps their strings, restored on rollback.
 
 mod lengths;
@@ -21,8 +21,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 pub(crate) use lengths::{LengthBound, DEAD};
-pub(crate) use paths::{DistinctPaths, PathNode, PathState, UNTRACKED};
-use tracker::DistinctTracker;
+pub(crate) use paths::{PathNode, PathState, TrackedPaths, UNTRACKED};
+use tracker::JsonTracker;
 
 use super::{MatchError, MatchErrorKind, Matcher};
 use crate::base::bitmask::{clear_bit, get_bit, iter_ones, set_bit};
@@ -35,21 +35,21 @@ use lengths::LengthWalk;
 /// (thousands of tokens, but once).
 const MAX_TRIE_LOOKUPS: usize = 64;
 
-/// The distinct-items state of one matcher, applied around the grammar's matcher.
+/// The state one matcher keeps beside the grammar's matcher (distinct items, counts).
 #[derive(Clone, Debug)]
-pub(crate) struct DistinctItems {
-    tracker: DistinctTracker,
+pub(crate) struct JsonState {
+    tracker: JsonTracker,
     vocab: Vocab,
     /// Mask words of the tokens a mask reads one by one (reused).
     read: Vec<u32>,
 }
 
-impl DistinctItems {
+impl JsonState {
     /// At the start of the document, keeping `history` steps for rollback (the grammar
     /// matcher's limit).
-    pub fn new(paths: Arc<DistinctPaths>, vocab: Vocab, history: usize) -> DistinctItems {
-        DistinctItems {
-            tracker: DistinctTracker::new(paths, history),
+    pub fn new(paths: Arc<TrackedPaths>, vocab: Vocab, history: usize) -> JsonState {
+        JsonState {
+            tracker: JsonTracker::new(paths, history),
             vocab,
             read: Vec::new(),
         }

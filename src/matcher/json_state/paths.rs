@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::lengths::LengthBound;
 
-/// A state of [`DistinctPaths`]: the schemas a value at some path may be held to, reduced to
+/// A state of [`TrackedPaths`]: the schemas a value at some path may be held to, reduced to
 /// what the tracker needs.
 pub(crate) type PathState = u32;
 
@@ -27,24 +27,24 @@ pub(crate) struct PathNode {
     pub item: PathState,
     /// An array here must have pairwise distinct items, which are strings.
     pub distinct: bool,
-    /// A string here is held to this bound of [`DistinctPaths::bound`].
+    /// A string here is held to this bound of [`TrackedPaths::bound`].
     pub string: Option<u32>,
 }
 
 /// The automaton: every state's steps, [`UNTRACKED`] and [`ROOT`] first.
 #[derive(Debug)]
-pub(crate) struct DistinctPaths {
+pub(crate) struct TrackedPaths {
     nodes: Vec<PathNode>,
     bounds: Vec<LengthBound>,
 }
 
-impl DistinctPaths {
+impl TrackedPaths {
     /// From the nodes of every state but [`UNTRACKED`], the root's first: their steps name
     /// states counted from 1 (state 0 is [`UNTRACKED`]); their strings' bounds by number.
-    pub fn new(tracked: Vec<PathNode>, bounds: Vec<LengthBound>) -> DistinctPaths {
+    pub fn new(tracked: Vec<PathNode>, bounds: Vec<LengthBound>) -> TrackedPaths {
         let mut nodes = vec![PathNode::default()];
         nodes.extend(tracked);
-        DistinctPaths { nodes, bounds }
+        TrackedPaths { nodes, bounds }
     }
 
     /// The state of a property's value named `name` (decoded) in an object at `at`.

@@ -1,7 +1,7 @@
 //! The state a context-free grammar cannot hold: for each open array whose items must be
 //! distinct, the strings written in it; for a string open at a place whose length the matcher
 //! counts, the count. The tracker reads the JSON text the matcher consumed (structure only:
-//! the grammar already holds it to its schema), follows [`DistinctPaths`] from property names
+//! the grammar already holds it to its schema), follows [`TrackedPaths`] from property names
 //! and array items, and tells when a string item would repeat one of its array or a string
 //! leave its bounds.
 
@@ -11,7 +11,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::lengths::{Count, LengthBound, Read};
-use super::paths::{DistinctPaths, PathState, ROOT, UNTRACKED};
+use super::paths::{PathState, TrackedPaths, ROOT, UNTRACKED};
 
 /// An open object or array.
 #[derive(Clone, Copy, Debug)]
@@ -100,8 +100,8 @@ struct OpenItem {
 
 /// The distinct-items state of one matcher.
 #[derive(Clone, Debug)]
-pub(crate) struct DistinctTracker {
-    paths: Arc<DistinctPaths>,
+pub(crate) struct JsonTracker {
+    paths: Arc<TrackedPaths>,
     /// The JSON text consumed so far (strings are decoded from it when they close).
     text: Vec<u8>,
     position: Position,
@@ -120,10 +120,10 @@ pub(crate) struct DistinctTracker {
     pending: Vec<(usize, Box<[u8]>)>,
 }
 
-impl DistinctTracker {
+impl JsonTracker {
     /// A tracker at the start of the document, keeping `max_history` steps for rollback.
-    pub fn new(paths: Arc<DistinctPaths>, max_history: usize) -> DistinctTracker {
-        DistinctTracker {
+    pub fn new(paths: Arc<TrackedPaths>, max_history: usize) -> JsonTracker {
+        JsonTracker {
             paths,
             text: Vec::new(),
             position: Position::start(),
@@ -298,13 +298,13 @@ impl DistinctTracker {
 
     /// Back to the start of the document.
     pub fn reset(&mut self) {
-        *self = DistinctTracker::new(self.paths.clone(), self.max_history);
+        *self = JsonTracker::new(self.paths.clone(), self.max_history);
     }
 }
 
 /// Reads bytes after the consumed text.
 struct Reader<'a> {
-    paths: &'a DistinctPaths,
+    paths: &'a TrackedPaths,
     text: &'a [u8],
     open: Option<&'a OpenItem>,
     values: &'a [(usize, Box<[u8]>)],
