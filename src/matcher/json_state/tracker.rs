@@ -98,7 +98,7 @@ struct OpenItem {
     decoded: Vec<u8>,
 }
 
-/// The distinct-items state of one matcher.
+/// The state one matcher keeps beside the grammar: distinct items and counts.
 #[derive(Clone, Debug)]
 pub(crate) struct JsonTracker {
     paths: Arc<TrackedPaths>,
