@@ -102,7 +102,7 @@ impl Compiler<'_> {
     }
 
     /// The path automaton of a document of shape `root`, whose arrays of distinct free strings
-    /// the matcher keeps (`None` where there are none to keep).
+    /// and counted strings the matcher keeps (`None` where there are none to keep).
     pub fn tracked_paths(&mut self, root: &Shape) -> Result<Option<TrackedPaths>, CompileError> {
         let mut nodes = Nodes::default();
         let start = nodes.add(self, root)?;
@@ -111,7 +111,7 @@ impl Compiler<'_> {
             let inner = nodes.add(self, &target)?;
             nodes.nodes[id] = Node::Union(vec![inner]);
         }
-        let reaches = nodes.reaching_distinct();
+        let reaches = nodes.reaching_tracked();
         Paths {
             nodes: &nodes,
             reaches: &reaches,
@@ -272,7 +272,7 @@ impl Nodes {
 
     /// Which nodes have a distinct array or a counted string at or below them (a fixpoint
     /// over the parents).
-    fn reaching_distinct(&self) -> Vec<bool> {
+    fn reaching_tracked(&self) -> Vec<bool> {
         let mut parents = vec![Vec::new(); self.nodes.len()];
         for id in 0..self.nodes.len() {
             for child in self.children(id) {

@@ -40,17 +40,40 @@ const MAX_TRIE_LOOKUPS: usize = 64;
 pub(crate) struct JsonState {
     tracker: JsonTracker,
     vocab: Vocab,
+    /// See [`long_quoted_tokens`].
+    long_quoted: Arc<[TokenId]>,
     /// Mask words of the tokens a mask reads one by one (reused).
     read: Vec<u32>,
 }
 
+/// The tokens holding `"` long enough to open a string of `paths` whose length is counted
+/// and leave its bound within themselves: every mask reads them whole (what a string inside
+/// a shorter token may hold is the grammar's, `minLength` included). Found once per
+/// constraint; none for most (Qwen3's longest such token has 34 bytes).
+pub(crate) fn long_quoted_tokens(paths: &TrackedPaths, vocab: &Vocab) -> Arc<[TokenId]> {
+    let safe = paths.safe_token_len();
+    vocab
+        .holding(b'"')
+        .positions
+        .iter()
+        .map(|&p| vocab.trie().token_at(p))
+        .filter(|&t| vocab.token_bytes(t).len() > safe)
+        .collect()
+}
+
 impl JsonState {
     /// At the start of the document, keeping `history` steps for rollback (the grammar
-    /// matcher's limit).
-    pub fn new(paths: Arc<TrackedPaths>, vocab: Vocab, history: usize) -> JsonState {
+    /// matcher's limit); `long_quoted` from [`long_quoted_tokens`].
+    pub fn new(
+        paths: Arc<TrackedPaths>,
+        vocab: Vocab,
+        history: usize,
+        long_quoted: Arc<[TokenId]>,
+    ) -> JsonState {
         JsonState {
             tracker: JsonTracker::new(paths, history),
             vocab,
+            long_quoted,
             read: Vec::new(),
         }
     }
@@ -119,15 +142,9 @@ impl JsonState {
         self.read.clear();
         self.read
             .extend((0..out.len()).map(|w| out[w] & quote[w] & (also[0][w] | also[1][w])));
-        // A token may open a string whose length is counted and leave its bounds within
-        // itself only if it is long (what a string inside the token may start with is the
-        // grammar's, `minLength` included).
-        let safe = self.tracker.safe_token_len();
-        if safe < vocab.max_token_len() {
-            for &t in vocab.longer_than(safe) {
-                if get_bit(out, t) && get_bit(quote, t) {
-                    set_bit(&mut self.read, t);
-                }
+        for &t in self.long_quoted.iter() {
+            if get_bit(out, t) {
+                set_bit(&mut self.read, t);
             }
         }
         for t in iter_ones(&self.read) {

@@ -137,12 +137,6 @@ impl JsonTracker {
         }
     }
 
-    /// Bytes a token holding `"` may have without opening a string whose length is counted
-    /// and leaving its bounds within itself.
-    pub fn safe_token_len(&self) -> usize {
-        self.paths.safe_token_len()
-    }
-
     /// How many steps it keeps for rollback.
     pub fn max_history(&self) -> usize {
         self.max_history

@@ -340,9 +340,9 @@ impl SchemaLowering<'_, '_, '_> {
     }
 
     /// A string whose `maxLength` the matcher counts (`matcher::json_state`): the grammar is
-    /// the automaton of the rest (`minLength` included), the bound the automaton without
-    /// lengths. `None` if either automaton is still too big, or the bound's table
-    /// ([`MAX_COUNTED_BITS`]).
+    /// the rest (`minLength` included), the bound the automaton without lengths. `None` if an
+    /// automaton is still too big, or the bound's table ([`MAX_COUNTED_BITS`], and the
+    /// schema's [`MAX_COUNTED_BITS_PER_SCHEMA`]).
     fn counted_string(&mut self, s: &StringShape) -> Result<Option<ExprId>, CompileError> {
         let Some(max) = s.max.filter(|&m| m <= MAX_COUNTED_LENGTH) else {
             return Ok(None);
@@ -361,10 +361,29 @@ impl SchemaLowering<'_, '_, '_> {
             Err((_, e)) if is_too_big(&e) => Ok(None),
             Err((at, e)) => Err(e.or_at(Location::JsonPointer(at))),
         };
-        let (Some(grammar), Some(pattern)) =
-            (automaton(&unbounded(s.min))?, automaton(&unbounded(0))?)
-        else {
+        let Some(pattern) = automaton(&unbounded(0))? else {
             return Ok(None);
+        };
+        // One pattern whose strings are all long enough reads as it is written: its
+        // repetitions stay counted loops for the backend, where the automaton spells each
+        // state's classes out (`(?:\S+\s+){0,19}\S+`: 600 ms to build against 20).
+        let single = match s.regexes.as_slice() {
+            [only]
+                if s.forbidden.is_empty()
+                    && s.exclude.is_empty()
+                    && only.regex.char_len().0 >= s.min =>
+            {
+                Some(only)
+            }
+            _ => None,
+        };
+        // Otherwise the grammar is the pattern's automaton, with `minLength` its own.
+        let with_min = match (single, s.min) {
+            (None, 1..) => match automaton(&unbounded(s.min))? {
+                Some(dfa) => Some(dfa),
+                None => return Ok(None),
+            },
+            _ => None,
         };
         let bits = LengthBound::table_bits(pattern.states(), max);
         if bits > MAX_COUNTED_BITS || self.c.counted_bits + bits > MAX_COUNTED_BITS_PER_SCHEMA {
@@ -385,18 +404,11 @@ impl SchemaLowering<'_, '_, '_> {
             .counted_strings
             .insert(ContentKey::of(s, false), (number, at.into()));
         self.c.relies_on_matcher = true;
-        // One pattern whose strings are all long enough reads as it is written: its
-        // repetitions stay counted loops for the backend, where the automaton spells each
-        // state's classes out (`(?:\S+\s+){0,19}\S+`: 600 ms to build against 20).
-        match s.regexes.as_slice() {
-            [only]
-                if s.forbidden.is_empty()
-                    && s.exclude.is_empty()
-                    && only.regex.char_len().0 >= s.min =>
-            {
-                self.lower_regex(only, &only.regex, s, false).map(Some)
-            }
-            _ => self.lower_automaton(&grammar, false).map(Some),
+        match single {
+            Some(only) => self.lower_regex(only, &only.regex, s, false).map(Some),
+            None => self
+                .lower_automaton(with_min.as_ref().unwrap_or(&pattern), false)
+                .map(Some),
         }
     }
 
