@@ -10,6 +10,7 @@ use formwork::vocab::Vocab;
 use formwork::{
     CompileErrorKind, ConstraintMatcher, Engine, EngineConfig, Limits, Matcher, TokenId,
 };
+use formwork_testkit::agree::{walks_agree, Walks};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
 use serde_json::{json, Value};
 
@@ -64,19 +65,6 @@ fn vocab() -> Vocab {
     Vocab::from_token_bytes(tokens, &[eos], &[eos]).unwrap()
 }
 
-/// A small deterministic generator (no dependency for a handful of draws).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) % n as u64) as usize
-    }
-}
-
 /// The state budget under which `schema`'s bound is counted.
 const COUNTED_STATES: usize = 60;
 
@@ -101,116 +89,40 @@ fn both(schema: &Value) -> (Engine, ConstraintMatcher, ConstraintMatcher) {
     (engine, exact, counted)
 }
 
-/// `walks` random walks of up to `steps` tokens from the exact matcher's masks, drawing a
-/// token outside the mask now and then (both must refuse it): the counted masks equal the
-/// exact ones at every step, acceptance too, and rolling back gives back the masks seen.
+/// Random walks (see [`walks_agree`]): the counted masks equal the exact ones at every step.
+/// Walks prefer long tokens without a quote or an escape, to reach the bound before a string
+/// closes.
 #[track_caller]
-fn walks_agree(schema: &Value, walks: usize, steps: usize, seed: u64) {
-    let (engine, exact0, counted0) = both(schema);
+fn walks_agree_counted(schema: &Value, walks: usize, steps: usize, seed: u64) {
+    let (engine, exact, counted) = both(schema);
     let vocab = engine.vocab();
-    let mut rng = Lcg(seed);
-    for walk in 0..walks {
-        let (mut exact, mut counted) = (exact0.clone(), counted0.clone());
-        let mut text = Vec::new();
-        let mut seen = Vec::new();
-        for step in 0..steps {
-            let what = format!(
-                "walk {walk} step {step} after {:?}",
-                String::from_utf8_lossy(&text)
-            );
-            let expected = mask_of(&mut exact, vocab);
-            let got = mask_of(&mut counted, vocab);
-            assert_same_mask(&got, &expected, vocab, &what);
-            assert_eq!(counted.is_accepting(), exact.is_accepting(), "{what}");
-            // The grammar alone may force less than the bound does (a closing quote at the
-            // bound), never other bytes.
-            let forced = counted.forced_bytes();
-            assert!(
-                exact.forced_bytes().starts_with(&forced),
-                "{what}: forces {forced:?}"
-            );
-            if step == 0 {
-                seen.push(got);
-            }
-            if rng.below(8) == 0 {
-                let t = rng.below(vocab.len()) as TokenId;
-                if !expected.contains(t) {
-                    assert!(counted.consume(t).is_err(), "{what}: refuses {t}");
-                    assert!(
-                        vocab.is_special(t) || counted.consume_bytes(vocab.token_bytes(t)).is_err(),
-                        "{what}: refuses {:?} as text",
-                        String::from_utf8_lossy(vocab.token_bytes(t))
-                    );
-                    continue;
-                }
-            }
-            let allowed: Vec<TokenId> = expected
+    let walks = Walks { walks, steps, seed };
+    walks_agree(vocab, &exact, &counted, walks, |rng, allowed| {
+        let open: Vec<TokenId> = allowed
+            .iter()
+            .copied()
+            .filter(|&t| !vocab.token_bytes(t).contains(&b'"'))
+            .collect();
+        let pool = match open.is_empty() || rng.below(6) == 0 {
+            true => allowed,
+            false => &open,
+        };
+        match rng.below(3) {
+            0 => pool[rng.below(pool.len())],
+            _ => *pool
                 .iter()
-                .filter(|&t| t != vocab.len() as TokenId - 1)
-                .collect();
-            if allowed.is_empty() {
-                break;
-            }
-            // Prefer long tokens without a quote or an escape, to reach the bound before a
-            // string closes.
-            let open: Vec<TokenId> = allowed
-                .iter()
-                .copied()
-                .filter(|&t| !vocab.token_bytes(t).contains(&b'"'))
-                .collect();
-            let pool = match open.is_empty() || rng.below(6) == 0 {
-                true => &allowed,
-                false => &open,
-            };
-            let t = match rng.below(3) {
-                0 => pool[rng.below(pool.len())],
-                _ => *pool
-                    .iter()
-                    .max_by_key(|&&t| {
-                        let bytes = vocab.token_bytes(t);
-                        // An escape spells one character in six bytes.
-                        let len = match bytes.contains(&b'\\') {
-                            true => 1,
-                            false => bytes.len(),
-                        };
-                        (len, rng.below(4))
-                    })
-                    .unwrap(),
-            };
-            exact.consume(t).unwrap_or_else(|e| panic!("{what}: {e}"));
-            match rng.below(2) {
-                0 => counted.consume(t),
-                _ => counted.consume_bytes(vocab.token_bytes(t)),
-            }
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-            text.extend_from_slice(vocab.token_bytes(t));
-            seen.push(mask_of(&mut counted, vocab));
+                .max_by_key(|&&t| {
+                    let bytes = vocab.token_bytes(t);
+                    // An escape spells one character in six bytes.
+                    let len = match bytes.contains(&b'\\') {
+                        true => 1,
+                        false => bytes.len(),
+                    };
+                    (len, rng.below(4))
+                })
+                .unwrap(),
         }
-        // The whole text as one step; then back to the start.
-        let mut whole = counted0.clone();
-        whole.consume_bytes(&text).unwrap();
-        let what = format!("walk {walk}: the text as one step");
-        assert_same_mask(
-            &mask_of(&mut whole, vocab),
-            seen.last().unwrap(),
-            vocab,
-            &what,
-        );
-        whole.rollback(1).unwrap();
-        assert_same_mask(&mask_of(&mut whole, vocab), &seen[0], vocab, &what);
-        let mut fresh = counted.clone();
-        fresh.reset();
-        assert_same_mask(&mask_of(&mut fresh, vocab), &seen[0], vocab, "reset");
-        let last = seen.len() - 1;
-        for back in 1..=last.min(40) {
-            let mut fork = counted.clone();
-            if fork.rollback(back).is_err() {
-                break;
-            }
-            let what = format!("walk {walk}: rolled back {back}");
-            assert_same_mask(&mask_of(&mut fork, vocab), &seen[last - back], vocab, &what);
-        }
-    }
+    });
 }
 
 /// Two patterns, so that no single one narrows to the lengths.
@@ -225,19 +137,19 @@ fn counted(pattern: &str, min: u64, max: u64) -> Value {
 
 #[test]
 fn counted_lengths_with_gaps_agree_with_the_grammar() {
-    walks_agree(&counted("^(?:ab)+$", 3, 101), 40, 60, 1);
+    walks_agree_counted(&counted("^(?:ab)+$", 3, 101), 40, 60, 1);
 }
 
 #[test]
 fn counted_words_that_run_out_agree_with_the_grammar() {
-    walks_agree(&counted("^[a-z]{1,5}(?:-[a-z]{1,5})*$", 7, 23), 40, 60, 2);
+    walks_agree_counted(&counted("^[a-z]{1,5}(?:-[a-z]{1,5})*$", 7, 23), 40, 60, 2);
 }
 
 /// Characters of two, three and four bytes that need one more character after them: near
 /// the bound, a lead byte alone may already leave it.
 #[test]
 fn counted_multibyte_characters_agree_with_the_grammar() {
-    walks_agree(&counted("^(?:a|😀b|ࠀb)*$", 0, 31), 60, 60, 3);
+    walks_agree_counted(&counted("^(?:a|😀b|ࠀb)*$", 0, 31), 60, 60, 3);
 }
 
 /// A lead byte of four (three) bytes can only become a character of U+10000 (U+0800) on:
@@ -271,7 +183,7 @@ fn counted_items_and_values_agree_with_the_grammar() {
         },
         "additionalProperties": false
     });
-    walks_agree(&schema, 60, 120, 4);
+    walks_agree_counted(&schema, 60, 120, 4);
 }
 
 /// Counted strings are not free strings (their values run out at the bound), so distinct
@@ -318,7 +230,7 @@ fn counted_values_under_escaped_names_patterns_and_references_agree_with_the_gra
         },
         "$ref": "#/$defs/node"
     });
-    walks_agree(&schema, 80, 300, 6);
+    walks_agree_counted(&schema, 80, 300, 6);
 }
 
 /// Without a history the masks are the same; a refused token leaves the matcher as it was.
@@ -430,7 +342,7 @@ fn huge_bounds_compile_or_fail_typed() {
 #[test]
 fn a_counted_string_with_no_string_within_the_bound_is_never_opened() {
     let empty = counted("^(?:ab|ba)*c{50}$", 0, 49);
-    walks_agree(&json!({"anyOf": [{"type": "integer"}, empty]}), 20, 20, 7);
+    walks_agree_counted(&json!({"anyOf": [{"type": "integer"}, empty]}), 20, 20, 7);
     let options = JsonSchemaOptions::new();
     let exact = Engine::new(vocab())
         .compile_json_schema(&empty, &options)
@@ -446,7 +358,7 @@ fn a_counted_string_with_no_string_within_the_bound_is_never_opened() {
 /// pending `\` near the bound may still become an allowed `\u0061`.
 #[test]
 fn counted_escaped_characters_agree_with_the_grammar() {
-    walks_agree(&counted("^(?:a|\"b|\\\\c|/d)*$", 0, 31), 60, 60, 8);
+    walks_agree_counted(&counted("^(?:a|\"b|\\\\c|/d)*$", 0, 31), 60, 60, 8);
 }
 
 /// A string or an array of the same counted strings at one place.
@@ -454,7 +366,7 @@ fn counted_escaped_characters_agree_with_the_grammar() {
 fn counted_string_or_array_of_them_agree_with_the_grammar() {
     let item = counted("^(?:ab)+$", 0, 101);
     let schema = json!({"anyOf": [item, {"type": "array", "items": item, "maxItems": 3}]});
-    walks_agree(&schema, 60, 200, 9);
+    walks_agree_counted(&schema, 60, 200, 9);
 }
 
 /// Counted strings beside an array of distinct free strings: one tracker keeps both.
@@ -469,5 +381,5 @@ fn counted_strings_beside_distinct_items_agree_with_the_grammar() {
         },
         "additionalProperties": false
     });
-    walks_agree(&schema, 80, 200, 10);
+    walks_agree_counted(&schema, 80, 200, 10);
 }

@@ -17,6 +17,7 @@
 //!   llguidance beside formwork (`llg`); with feature `outlines`, outlines-core for the peers
 //!   bench.
 
+pub mod agree;
 pub mod drive;
 pub mod gen;
 pub mod grammars;

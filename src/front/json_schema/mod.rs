@@ -116,7 +116,8 @@ use serde_json::Value;
 use crate::error::CompileError;
 use crate::ir::{ExprId, Grammar, GrammarBuilder};
 use crate::limits::{Deadline, Limits};
-use crate::matcher::json_state::TrackedPaths;
+use crate::matcher::json_state::{KeySet, TrackedPaths};
+use foldhash::HashSet;
 use lower::MAX_PRODUCT_STATES_BEFORE_COUNTING;
 
 /// Whitespace between JSON tokens.
@@ -294,8 +295,15 @@ fn compile(
     deadline: &Deadline,
     state_by_matcher: bool,
 ) -> Result<(SchemaGrammar, Option<TrackedPaths>), CompileError> {
-    let mut count_past = MAX_PRODUCT_STATES_BEFORE_COUNTING;
+    let mut state = MatcherState {
+        count_past: MAX_PRODUCT_STATES_BEFORE_COUNTING,
+        unkeyed: HashSet::default(),
+        last_pass: false,
+    };
+    let mut passes = 0;
     let (grammar, expr) = loop {
+        passes += 1;
+        state.last_pass = passes == MAX_PASSES;
         let mut g = GrammarBuilder::with_limits(limits);
         let expr = schema_expr(
             schema,
@@ -304,12 +312,17 @@ fn compile(
             "",
             limits,
             deadline,
-            state_by_matcher.then_some(count_past),
+            state_by_matcher.then_some(&state),
         )?;
-        if expr.recount {
+        if expr.recount || !expr.unkeyed.is_empty() {
             // Counted where another string shares its place: again, counting only the
-            // strings no product automaton can hold.
-            count_past = usize::MAX;
+            // strings no product automaton can hold. Names kept where other objects share
+            // the place: again, those objects as `2^n` grammars (which may leave other key
+            // sets sharing a place with them, hence more passes).
+            if expr.recount {
+                state.count_past = usize::MAX;
+            }
+            state.unkeyed.extend(expr.unkeyed);
             continue;
         }
         let start = g.rule("json schema");
@@ -327,6 +340,20 @@ fn compile(
     Ok((SchemaGrammar { grammar, warnings }, expr.tracked))
 }
 
+/// Most compilations of one schema: a pass finding a key set at a place other objects share
+/// compiles again without it, and the last one refuses it.
+const MAX_PASSES: usize = 4;
+
+/// What the engine's matcher keeps beside the grammar, as [`schema_expr`] uses it.
+pub(crate) struct MatcherState {
+    /// States of a product of a pattern and its lengths past which `maxLength` is counted.
+    pub count_past: usize,
+    /// Key sets earlier passes found at places other objects share.
+    pub unkeyed: HashSet<KeySet>,
+    /// Finding another such key set is an error.
+    pub last_pass: bool,
+}
+
 /// The language of a schema added to a builder ([`schema_expr`]).
 pub(crate) struct SchemaExpr {
     pub body: ExprId,
@@ -336,13 +363,16 @@ pub(crate) struct SchemaExpr {
     /// A string whose `maxLength` was counted to spare a product automaton shares its place
     /// with other strings: the caller compiles again counting only past the full budget.
     pub recount: bool,
+    /// Key sets found at places other objects share: the caller compiles again without them.
+    pub unkeyed: Vec<KeySet>,
 }
 
 /// Adds the language of `schema` to `g` (rule names start with `prefix`), for front ends that
-/// embed JSON values in a larger grammar (tag dispatch). With `counting`, the engine's
-/// matcher keeps what the grammar does not (`matcher::json_state`): arrays of distinct free
-/// strings, and `maxLength` where the product of a pattern and its lengths would pass
-/// `counting` states; without it, both are refused.
+/// embed JSON values in a larger grammar (tag dispatch). With `state`, the engine's matcher
+/// keeps what the grammar does not (`matcher::json_state`): arrays of distinct free strings,
+/// `maxLength` where the product of a pattern and its lengths would pass `count_past` states,
+/// and the names of objects in any order; without it, the first two are refused and objects
+/// in any order are `2^n` grammars.
 pub(crate) fn schema_expr(
     schema: &Value,
     options: &JsonSchemaOptions,
@@ -350,11 +380,15 @@ pub(crate) fn schema_expr(
     prefix: &str,
     limits: &Limits,
     deadline: &Deadline,
-    counting: Option<usize>,
+    state: Option<&MatcherState>,
 ) -> Result<SchemaExpr, CompileError> {
     let mut c = schema::Compiler::new(schema, options, limits, deadline)?;
-    c.state_by_matcher = counting.is_some();
-    c.count_past = counting.unwrap_or(usize::MAX);
+    if let Some(state) = state {
+        c.state_by_matcher = true;
+        c.count_past = state.count_past;
+        c.unkeyed.clone_from(&state.unkeyed);
+        c.last_pass = state.last_pass;
+    }
     let shape = c.build(schema, "")?;
     let mut lw = lower::SchemaLowering::new(&mut c, g, prefix);
     let body = lw.root(&shape)?;
@@ -367,5 +401,6 @@ pub(crate) fn schema_expr(
         warnings: c.warnings,
         tracked,
         recount: c.recount,
+        unkeyed: c.newly_unkeyed,
     })
 }

@@ -2,7 +2,7 @@
 //! `const`, `anyOf`, `oneOf` and `allOf`. The keywords of each type are read in `keywords.rs`,
 //! references resolved in `refs.rs`.
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::{guarded, tick};
 use crate::ir::recognizer::Recognizer;
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
-use crate::matcher::json_state::LengthBound;
+use crate::matcher::json_state::{KeySet, LengthBound};
 
 /// Validation keywords formwork cannot express; anything not listed here or handled is an
 /// unknown keyword, which JSON Schema defines as an annotation.
@@ -168,6 +168,19 @@ pub(crate) struct Compiler<'a> {
     /// other strings at its place, where a product would have held it.
     pub(super) count_past: usize,
     pub(super) recount: bool,
+    /// Key sets of objects in any order, by number (each with the pointer of the first
+    /// object held to it), and the number of each.
+    pub(super) key_sets: Vec<(KeySet, Arc<str>)>,
+    pub(super) key_set_ids: HashMap<KeySet, u32>,
+    /// The key set of each object lowered with one, by address (the lowering holds the
+    /// shapes, so the addresses stay theirs).
+    pub(super) keyed_objects: HashMap<*const ObjectShape, u32>,
+    /// Key sets an earlier pass found at places shared with other objects (lowered as
+    /// `2^n` grammars now), and those this pass finds; with `last_pass`, finding one is an
+    /// error.
+    pub(super) unkeyed: HashSet<KeySet>,
+    pub(super) newly_unkeyed: Vec<KeySet>,
+    pub(super) last_pass: bool,
 }
 
 impl<'a> Compiler<'a> {
@@ -205,7 +218,26 @@ impl<'a> Compiler<'a> {
             counted_bits: 0,
             count_past: usize::MAX,
             recount: false,
+            key_sets: Vec::new(),
+            key_set_ids: HashMap::new(),
+            keyed_objects: HashMap::new(),
+            unkeyed: HashSet::new(),
+            newly_unkeyed: Vec::new(),
+            last_pass: true,
         })
+    }
+
+    /// The number of key set `set` (of an object at `pointer`), unless an earlier pass found
+    /// it shared.
+    pub fn key_set_id(&mut self, set: KeySet, pointer: &str) -> Option<u32> {
+        if self.unkeyed.contains(&set) {
+            return None;
+        }
+        let next = self.key_sets.len() as u32;
+        Some(*self.key_set_ids.entry(set.clone()).or_insert_with(|| {
+            self.key_sets.push((set, pointer.into()));
+            next
+        }))
     }
 
     /// One unit of work against the deadline, the error placed at `pointer`.

@@ -48,9 +48,11 @@ enum Node {
     /// An array of these items; `repeats` if it may hold two equal strings (a matcher
     /// keeping its strings apart would refuse it).
     Array { items: Vec<NodeId>, repeats: bool },
+    /// An object; `keys` the number of the key set its names are held to, if in any order.
     Object {
         named: Vec<(String, NodeId)>,
         rest: Vec<NodeId>,
+        keys: Option<u32>,
     },
     /// Values of any of these (`anyOf`, a reference).
     Union(Vec<NodeId>),
@@ -179,7 +181,8 @@ impl Nodes {
                 Shape::Object(o) => match self.objects.get(&Rc::as_ptr(o)) {
                     Some(&id) => id,
                     None => {
-                        let id = self.add_object(c, o)?;
+                        let keys = c.keyed_objects.get(&Rc::as_ptr(o)).copied();
+                        let id = self.add_object(c, o, keys)?;
                         self.objects.insert(Rc::as_ptr(o), id);
                         id
                     }
@@ -233,6 +236,7 @@ impl Nodes {
                     self.push(Node::Object {
                         named,
                         rest: Vec::new(),
+                        keys: None,
                     })
                 }
                 Value::String(_) => self.push(Node::Strings),
@@ -241,7 +245,12 @@ impl Nodes {
         })
     }
 
-    fn add_object(&mut self, c: &mut Compiler, o: &ObjectShape) -> Result<NodeId, CompileError> {
+    fn add_object(
+        &mut self,
+        c: &mut Compiler,
+        o: &ObjectShape,
+        keys: Option<u32>,
+    ) -> Result<NodeId, CompileError> {
         let mut named = Vec::with_capacity(o.properties.len());
         for (name, s) in &o.properties {
             named.push((name.clone(), self.add(c, s)?));
@@ -253,7 +262,7 @@ impl Nodes {
         for (_, s) in &o.witnesses {
             rest.push(self.add(c, s)?);
         }
-        Ok(self.push(Node::Object { named, rest }))
+        Ok(self.push(Node::Object { named, rest, keys }))
     }
 
     fn children(&self, id: NodeId) -> Vec<NodeId> {
@@ -262,7 +271,7 @@ impl Nodes {
                 Vec::new()
             }
             Node::Array { items: xs, .. } | Node::Union(xs) => xs.clone(),
-            Node::Object { named, rest } => named
+            Node::Object { named, rest, .. } => named
                 .iter()
                 .map(|(_, x)| *x)
                 .chain(rest.iter().copied())
@@ -270,8 +279,8 @@ impl Nodes {
         }
     }
 
-    /// Which nodes have a distinct array or a counted string at or below them (a fixpoint
-    /// over the parents).
+    /// Which nodes have a distinct array, a counted string or an object with a key set at or
+    /// below them (a fixpoint over the parents).
     fn reaching_tracked(&self) -> Vec<bool> {
         let mut parents = vec![Vec::new(); self.nodes.len()];
         for id in 0..self.nodes.len() {
@@ -281,7 +290,12 @@ impl Nodes {
         }
         let mut reaches = vec![false; self.nodes.len()];
         let mut todo: Vec<NodeId> = (0..self.nodes.len())
-            .filter(|&id| matches!(self.nodes[id], Node::Distinct(_) | Node::Counted(..)))
+            .filter(|&id| {
+                matches!(
+                    self.nodes[id],
+                    Node::Distinct(_) | Node::Counted(..) | Node::Object { keys: Some(_), .. }
+                )
+            })
             .collect();
         todo.iter().for_each(|&id| reaches[id] = true);
         while let Some(id) = todo.pop() {
@@ -294,6 +308,19 @@ impl Nodes {
         }
         reaches
     }
+}
+
+/// Key set `k` cannot be held where its objects are (`why`): the next pass lowers them as
+/// `2^n` grammars, and the last one refuses them.
+fn unkey(c: &mut Compiler, k: u32, why: &str) -> Result<(), CompileError> {
+    let (set, at) = c.key_sets[k as usize].clone();
+    if c.last_pass {
+        return c.unsupported(&at, why);
+    }
+    if !c.newly_unkeyed.contains(&set) {
+        c.newly_unkeyed.push(set);
+    }
+    Ok(())
 }
 
 /// The subset construction over nodes.
@@ -340,7 +367,23 @@ impl Paths<'_> {
                 "`maxLength` counted by the matcher at a place it cannot follow",
             )?;
         }
-        Ok(tracked.then(|| TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds))))
+        // An object lowered with a key set that no place holds (a copy the lowering made,
+        // below the shapes walked here) would have its names unchecked.
+        let mut unheld: Vec<u32> = c
+            .keyed_objects
+            .iter()
+            .filter(|(o, _)| !self.nodes.objects.contains_key(*o))
+            .map(|(_, &k)| k)
+            .collect();
+        unheld.sort_unstable();
+        unheld.dedup();
+        for k in unheld {
+            unkey(c, k, "an object in any order at a place the matcher cannot follow")?;
+        }
+        let key_sets = c.key_sets.drain(..).map(|(set, _)| set).collect();
+        Ok(tracked.then(|| {
+            TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds), key_sets)
+        }))
     }
 
     /// The state of the values of any of `ids`.
@@ -401,6 +444,7 @@ impl Paths<'_> {
         let mut items = Vec::new();
         let mut names: BTreeSet<&str> = BTreeSet::new();
         let mut objects = Vec::new();
+        let mut key_sets: Vec<Option<u32>> = Vec::new();
         for &id in set {
             match &nodes.nodes[id] {
                 Node::Distinct(at) => distinct = Some(at),
@@ -408,9 +452,10 @@ impl Paths<'_> {
                     repeating |= *repeats;
                     items.extend(xs);
                 }
-                Node::Object { named, rest } => {
+                Node::Object { named, rest, keys } => {
                     names.extend(named.iter().map(|(n, _)| n.as_str()));
                     objects.push((named, rest));
+                    key_sets.push(*keys);
                 }
                 Node::Counted(bound, at) => match counted {
                     Some((b, _)) if b != *bound => other_strings = true,
@@ -436,6 +481,22 @@ impl Paths<'_> {
                 "`uniqueItems` over strings where another branch allows arrays with repeated items at the same place",
             )?;
             distinct = None;
+        }
+        // Names held to a key set where another object (or any value) may be: that object's
+        // names would be held to it too.
+        let mut keys = key_sets.iter().copied().flatten().next();
+        if keys.is_some() && (any.is_some() || key_sets.iter().any(|k| *k != keys)) {
+            let mut shared: Vec<u32> = key_sets.iter().flatten().copied().collect();
+            shared.sort_unstable();
+            shared.dedup();
+            for k in shared {
+                unkey(
+                    c,
+                    k,
+                    "an object in any order at a place other objects share",
+                )?;
+            }
+            keys = None;
         }
         items.extend(any);
         let item = self.state(items)?;
@@ -465,6 +526,7 @@ impl Paths<'_> {
             item,
             distinct: distinct.is_some(),
             string: counted.map(|(bound, _)| bound),
+            keys,
         })
     }
 }

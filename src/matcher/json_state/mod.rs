@@ -13,6 +13,7 @@
 //! equal to an earlier one; [`TrackedPaths`] says where such arrays are, and the tracker
 //! keeps their strings, restored on rollback.
 
+mod keys;
 mod lengths;
 mod paths;
 mod tracker;
@@ -22,7 +23,8 @@ use std::sync::Arc;
 
 pub(crate) use lengths::{LengthBound, DEAD};
 pub(crate) use paths::{PathNode, PathState, TrackedPaths, UNTRACKED};
-use tracker::JsonTracker;
+pub(crate) use keys::KeySet;
+use tracker::{JsonTracker, KeyReads};
 
 use super::{MatchError, MatchErrorKind, Matcher};
 use crate::base::bitmask::{clear_bit, get_bit, iter_ones, set_bit};
@@ -139,9 +141,11 @@ impl JsonState {
                 [bracket, bracket]
             }
         };
+        let keyed = key_read_words(vocab, self.tracker.key_reads());
         self.read.clear();
-        self.read
-            .extend((0..out.len()).map(|w| out[w] & quote[w] & (also[0][w] | also[1][w])));
+        self.read.extend(
+            (0..out.len()).map(|w| out[w] & (quote[w] & (also[0][w] | also[1][w]) | keyed(w))),
+        );
         for &t in self.long_quoted.iter() {
             if get_bit(out, t) {
                 set_bit(&mut self.read, t);
@@ -236,5 +240,31 @@ impl JsonState {
     /// Back to the start.
     pub fn reset(&mut self) {
         self.tracker.reset();
+    }
+}
+
+/// Mask words of the tokens to read for the key sets of open objects (see [`KeyReads`]), by
+/// word.
+fn key_read_words(vocab: &Vocab, reads: KeyReads) -> impl Fn(usize) -> u32 + '_ {
+    let holding = |b: u8| -> &[u32] {
+        match reads {
+            KeyReads::None => &[],
+            _ => &vocab.holding(b).words,
+        }
+    };
+    let [quote, comma, close, open] = [b'"', b',', b'}', b'{'].map(holding);
+    move |w| {
+        let opening = || open[w] & quote[w];
+        match reads {
+            KeyReads::None => 0,
+            KeyReads::Opening => opening(),
+            KeyReads::Name { every: true } => !0,
+            KeyReads::Name { every: false } => quote[w],
+            KeyReads::InString => quote[w] & (comma[w] | close[w]) | opening(),
+            KeyReads::Between { name_next } => {
+                let names = if name_next { quote[w] } else { 0 };
+                comma[w] | close[w] | names | opening()
+            }
+        }
     }
 }

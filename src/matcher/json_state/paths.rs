@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use super::keys::KeySet;
 use super::lengths::LengthBound;
 
 /// A state of [`TrackedPaths`]: the schemas a value at some path may be held to, reduced to
@@ -29,6 +30,9 @@ pub(crate) struct PathNode {
     pub distinct: bool,
     /// A string here is held to this bound of [`TrackedPaths::bound`].
     pub string: Option<u32>,
+    /// An object here may have its properties in any order, its names held to this set of
+    /// [`TrackedPaths::key_set`].
+    pub keys: Option<u32>,
 }
 
 /// The automaton: every state's steps, [`UNTRACKED`] and [`ROOT`] first.
@@ -36,15 +40,25 @@ pub(crate) struct PathNode {
 pub(crate) struct TrackedPaths {
     nodes: Vec<PathNode>,
     bounds: Vec<LengthBound>,
+    key_sets: Vec<KeySet>,
 }
 
 impl TrackedPaths {
     /// From the nodes of every state but [`UNTRACKED`], the root's first: their steps name
-    /// states counted from 1 (state 0 is [`UNTRACKED`]); their strings' bounds by number.
-    pub fn new(tracked: Vec<PathNode>, bounds: Vec<LengthBound>) -> TrackedPaths {
+    /// states counted from 1 (state 0 is [`UNTRACKED`]); their strings' bounds and their
+    /// objects' key sets by number.
+    pub fn new(
+        tracked: Vec<PathNode>,
+        bounds: Vec<LengthBound>,
+        key_sets: Vec<KeySet>,
+    ) -> TrackedPaths {
         let mut nodes = vec![PathNode::default()];
         nodes.extend(tracked);
-        TrackedPaths { nodes, bounds }
+        TrackedPaths {
+            nodes,
+            bounds,
+            key_sets,
+        }
     }
 
     /// The state of a property's value named `name` (decoded) in an object at `at`.
@@ -66,6 +80,21 @@ impl TrackedPaths {
     /// The bound of a string at `at`, by number.
     pub fn string(&self, at: PathState) -> Option<u32> {
         self.nodes[at as usize].string
+    }
+
+    /// The key set of an object at `at`, by number.
+    pub fn keys(&self, at: PathState) -> Option<u32> {
+        self.nodes[at as usize].keys
+    }
+
+    /// Key set number `k`.
+    pub fn key_set(&self, k: u32) -> &KeySet {
+        &self.key_sets[k as usize]
+    }
+
+    /// Are some objects' names kept?
+    pub fn has_key_sets(&self) -> bool {
+        !self.key_sets.is_empty()
     }
 
     /// Bound number `b`.

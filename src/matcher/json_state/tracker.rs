@@ -1,15 +1,17 @@
 //! The state a context-free grammar cannot hold: for each open array whose items must be
 //! distinct, the strings written in it; for a string open at a place whose length the matcher
-//! counts, the count. The tracker reads the JSON text the matcher consumed (structure only:
-//! the grammar already holds it to its schema), follows [`TrackedPaths`] from property names
-//! and array items, and tells when a string item would repeat one of its array or a string
-//! leave its bounds.
+//! counts, the count; for each open object whose properties may come in any order, the names
+//! written in it and how many. The tracker reads the JSON text the matcher consumed (structure
+//! only: the grammar already holds it to its schema), follows [`TrackedPaths`] from property
+//! names and array items, and tells when a string item would repeat one of its array, a
+//! string leave its bounds, or an object take a name, a member or a `}` its key set refuses.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use super::keys::{put, KeySet, NameCursor};
 use super::lengths::{Count, LengthBound, Read};
 use super::paths::{PathState, TrackedPaths, ROOT, UNTRACKED};
 
@@ -22,6 +24,8 @@ enum Frame {
         value: PathState,
         /// The next string is a name (after `{` or `,`).
         expect_name: bool,
+        /// Its names are held to a key set.
+        keys: Option<Keyed>,
     },
     Array {
         item: PathState,
@@ -29,6 +33,15 @@ enum Frame {
         /// distinct.
         distinct: Option<usize>,
     },
+}
+
+/// An open object whose names are held to key set `set` of the paths: the names written are
+/// the bits of [`Position::written`] from word `words`, `count` members written.
+#[derive(Clone, Copy, Debug)]
+struct Keyed {
+    set: u32,
+    words: u32,
+    count: u32,
 }
 
 /// What a string is, for what its closing quote does.
@@ -50,6 +63,8 @@ enum Lex {
         escaped: bool,
         /// At a place whose strings' length is counted: the count (escapes included).
         count: Option<Count>,
+        /// A name of an object whose names are held to a key set: the names it may become.
+        name: Option<NameCursor>,
     },
     /// Inside a number, `true`, `false` or `null`.
     Scalar,
@@ -60,6 +75,8 @@ enum Lex {
 struct Position {
     frames: Vec<Frame>,
     lex: Lex,
+    /// The names written in each open object held to a key set (see [`Keyed`]).
+    written: Vec<u64>,
 }
 
 impl Position {
@@ -67,8 +84,26 @@ impl Position {
         Position {
             frames: Vec::new(),
             lex: Lex::Between,
+            written: Vec::new(),
         }
     }
+}
+
+/// Which tokens a mask reads for the key sets of open objects (see `JsonState::fill_mask`):
+/// any that may reach a name's closing quote, a `,` or a `}` of such an object, or open one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyReads {
+    /// No object has its names kept.
+    None,
+    /// None is open: the tokens that open one and write in it.
+    Opening,
+    /// Inside a name of one: every token if each byte may be refused, else those with `"`.
+    Name { every: bool },
+    /// Inside another string, below one: those that close it and reach `,` or `}`.
+    InString,
+    /// Between values or in a number, below one: those with `,` or `}`, and with `"` if a
+    /// name of it comes next.
+    Between { name_next: bool },
 }
 
 /// The state before one consumed step, for rollback.
@@ -80,8 +115,8 @@ struct Snapshot {
 }
 
 /// Bytes refused: a string item repeating one written before it in its array (at its closing
-/// quote), or a string leaving its bounds (at the byte that does), is `at_byte` of the bytes
-/// read.
+/// quote), a string leaving its bounds (at the byte that does), or a name, `,` or `}` an
+/// object's key set refuses, is `at_byte` of the bytes read.
 #[derive(Debug)]
 pub(crate) struct Refused {
     pub at_byte: usize,
@@ -174,6 +209,43 @@ impl JsonTracker {
         }
     }
 
+    /// Which tokens a mask reads for the key sets of open objects.
+    pub fn key_reads(&self) -> KeyReads {
+        if !self.paths.has_key_sets() {
+            return KeyReads::None;
+        }
+        let keyed = |f: &Frame| matches!(f, Frame::Object { keys: Some(_), .. });
+        if !self.position.frames.iter().any(keyed) {
+            return KeyReads::Opening;
+        }
+        match self.position.lex {
+            Lex::Str { name: Some(_), .. } => {
+                let Some(&Frame::Object {
+                    keys: Some(k), ..
+                }) = self.position.frames.last()
+                else {
+                    unreachable!("a name cursor is only opened in an object with a key set")
+                };
+                let set = self.paths.key_set(k.set);
+                let written = &self.position.written[k.words as usize..][..set.words()];
+                KeyReads::Name {
+                    every: !set.admits_any_name(written, u64::from(k.count)),
+                }
+            }
+            Lex::Str { .. } => KeyReads::InString,
+            Lex::Between | Lex::Scalar => KeyReads::Between {
+                name_next: matches!(
+                    self.position.frames.last(),
+                    Some(&Frame::Object {
+                        keys: Some(_),
+                        expect_name: true,
+                        ..
+                    })
+                ),
+            },
+        }
+    }
+
     /// Inside a string whose length is counted: the count and its bound.
     pub fn open_count(&self) -> Option<(Count, &LengthBound)> {
         match self.position.lex {
@@ -222,6 +294,7 @@ impl JsonTracker {
         self.open_item();
         // Field by field, so that the frames' buffer is reused.
         self.scratch.frames.clone_from(&self.position.frames);
+        self.scratch.written.clone_from(&self.position.written);
         self.scratch.lex = self.position.lex;
         self.pending.clear();
         let mut reader = Reader {
@@ -310,6 +383,20 @@ struct Reader<'a> {
 impl Reader<'_> {
     /// Reads byte `i` of `bytes`.
     fn read(&mut self, b: u8, i: usize, bytes: &[u8]) -> Result<(), Refused> {
+        if let Lex::Str {
+            name: Some(ref mut cursor),
+            escaped,
+            ..
+        } = self.position.lex
+        {
+            if b != b'"' || escaped {
+                let (set, written, count) = top_keys(self.paths, &self.position.frames, &self.position.written);
+                *cursor = set.read(*cursor, b);
+                if !set.viable(*cursor, written, count) {
+                    return Err(Refused { at_byte: i });
+                }
+            }
+        }
         match &mut self.position.lex {
             &mut Lex::Str {
                 start,
@@ -336,8 +423,13 @@ impl Reader<'_> {
                 *escaped = true;
                 return Ok(());
             }
-            &mut Lex::Str { start, role, .. } if b == b'"' => {
+            &mut Lex::Str {
+                start, role, name, ..
+            } if b == b'"' => {
                 self.position.lex = Lex::Between;
+                if let Some(cursor) = name {
+                    self.take_name(cursor, i)?;
+                }
                 return self.close_string(start, role, i, bytes);
             }
             Lex::Str { .. } => return Ok(()),
@@ -347,10 +439,21 @@ impl Reader<'_> {
         match b {
             b'{' => {
                 let at = self.value_state();
+                let keys = self.paths.keys(at).map(|set| {
+                    let words = self.position.written.len();
+                    let len = words + self.paths.key_set(set).words();
+                    self.position.written.resize(len, 0);
+                    Keyed {
+                        set,
+                        words: words as u32,
+                        count: 0,
+                    }
+                });
                 self.position.frames.push(Frame::Object {
                     at,
                     value: UNTRACKED,
                     expect_name: true,
+                    keys,
                 });
             }
             b'[' => {
@@ -361,10 +464,28 @@ impl Reader<'_> {
                     distinct: self.paths.distinct(at).then_some(written),
                 });
             }
-            b'}' | b']' => {
+            b'}' => {
+                if let Some(&Frame::Object { keys: Some(k), .. }) = self.position.frames.last() {
+                    let (set, written, count) =
+                        top_keys(self.paths, &self.position.frames, &self.position.written);
+                    if !set.may_close(written, count) {
+                        return Err(Refused { at_byte: i });
+                    }
+                    self.position.written.truncate(k.words as usize);
+                }
+                self.position.frames.pop();
+            }
+            b']' => {
                 self.position.frames.pop();
             }
             b',' => {
+                if let Some(&Frame::Object { keys: Some(_), .. }) = self.position.frames.last() {
+                    let (set, written, count) =
+                        top_keys(self.paths, &self.position.frames, &self.position.written);
+                    if !set.may_add(written, count) {
+                        return Err(Refused { at_byte: i });
+                    }
+                }
                 if let Some(Frame::Object { expect_name, .. }) = self.position.frames.last_mut() {
                     *expect_name = true;
                 }
@@ -383,17 +504,48 @@ impl Reader<'_> {
                     Role::Name => None,
                     _ => self.paths.string(self.value_state()).map(Count::new),
                 };
+                let name = match (role, self.position.frames.last()) {
+                    (Role::Name, Some(Frame::Object { keys: Some(_), .. })) => {
+                        let (set, written, count) =
+                            top_keys(self.paths, &self.position.frames, &self.position.written);
+                        let cursor = set.cursor();
+                        if !set.viable(cursor, written, count) {
+                            return Err(Refused { at_byte: i });
+                        }
+                        Some(cursor)
+                    }
+                    _ => None,
+                };
                 self.position.lex = Lex::Str {
                     start: self.text.len() + i + 1,
                     role,
                     escaped: false,
                     count,
+                    name,
                 };
             }
             b if is_scalar_byte(b) => self.position.lex = Lex::Scalar,
             // White space and `:`.
             _ => {}
         }
+        Ok(())
+    }
+
+    /// The name the top object's key set has read as far as `cursor` closes at byte `i`:
+    /// refused, or one more member (a declared name marked written).
+    fn take_name(&mut self, cursor: NameCursor, i: usize) -> Result<(), Refused> {
+        let Some(Frame::Object { keys: Some(k), .. }) = self.position.frames.last_mut() else {
+            unreachable!("a name cursor is only opened in an object with a key set")
+        };
+        let set = self.paths.key_set(k.set);
+        let written = &mut self.position.written[k.words as usize..][..set.words()];
+        let declared = set
+            .close(cursor, written, u64::from(k.count))
+            .map_err(|_| Refused { at_byte: i })?;
+        if let Some(d) = declared {
+            put(written, d);
+        }
+        k.count += 1;
         Ok(())
     }
 
@@ -473,6 +625,19 @@ impl Reader<'_> {
         raw.extend_from_slice(&read[start.saturating_sub(self.text.len())..]);
         raw
     }
+}
+
+/// The key set of the innermost open object (which has one), its names written and count.
+fn top_keys<'p, 'w>(
+    paths: &'p TrackedPaths,
+    frames: &[Frame],
+    written: &'w [u64],
+) -> (&'p KeySet, &'w [u64], u64) {
+    let Some(&Frame::Object { keys: Some(k), .. }) = frames.last() else {
+        unreachable!("only asked inside an object with a key set")
+    };
+    let set = paths.key_set(k.set);
+    (set, &written[k.words as usize..][..set.words()], u64::from(k.count))
 }
 
 /// Does the raw content of a string end outside any escape (a `\uXXXX` whole)?

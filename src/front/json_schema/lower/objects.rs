@@ -20,6 +20,7 @@ use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::tick;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
+use crate::matcher::json_state::KeySet;
 
 /// An object with more declared properties than this has its chain of members cut into rules
 /// of [`MEMBERS_PER_RULE`] (see [`SchemaLowering::ordered`]).
@@ -143,6 +144,7 @@ impl SchemaLowering<'_, '_, '_> {
             min: o.min,
             max: o.max,
         };
+        let keys = self.key_set(o, &props, &extra, counts);
         if o.max == Some(0) {
             let needs_one = props.iter().any(|(_, _, req)| *req) || o.min > 0;
             return Ok(match needs_one || extra.all != 0 {
@@ -158,6 +160,7 @@ impl SchemaLowering<'_, '_, '_> {
             members,
             extra: extra.clone(),
             counts,
+            keys,
         };
         if let Some(&e) = self.chains.get(&chain) {
             return Ok(e);
@@ -165,6 +168,10 @@ impl SchemaLowering<'_, '_, '_> {
         let members = &chain.members;
         let e = match self.c.opts.property_order {
             PropertyOrder::Schema => self.ordered(members, extra, counts, &o.pointer)?,
+            PropertyOrder::Any if keys.is_some() => {
+                let can_be_empty = !props.iter().any(|(_, _, req)| *req) && counts.min == 0;
+                self.any_run(members, &extra, can_be_empty)
+            }
             PropertyOrder::Any => {
                 if members.len() > self.c.opts.max_any_order_properties {
                     return Err(error(
@@ -183,6 +190,68 @@ impl SchemaLowering<'_, '_, '_> {
         };
         self.chains.insert(chain, e);
         Ok(e)
+    }
+
+    /// The key set the matcher holds `o`'s names to, if its properties (`props`, `extra`) may
+    /// come in any order and the matcher can tell its names apart: with no witnesses, no
+    /// patterns and no `propertyNames`, every undeclared name is admitted or none is. An
+    /// object of fewer than two declared properties has no order to free. A key set an
+    /// earlier pass found sharing its place with other objects is not used again
+    /// (`front::json_schema::tracked`).
+    fn key_set(
+        &mut self,
+        o: &Rc<ObjectShape>,
+        props: &[(&str, Cow<Shape>, bool)],
+        extra: &Undeclared,
+        counts: Counts,
+    ) -> Option<u32> {
+        let keyable = matches!(self.c.opts.property_order, PropertyOrder::Any)
+            && self.c.state_by_matcher
+            && props.len() >= 2
+            && o.witnesses.is_empty()
+            && o.patterns.is_empty()
+            && o.names.is_none();
+        if !keyable {
+            return None;
+        }
+        let set = KeySet::new(
+            props.iter().map(|(k, _, req)| (k.to_string(), *req)),
+            counts.min,
+            counts.max,
+            extra.any.is_some(),
+        );
+        if !set.admits_some_object() {
+            // The 2^n grammar is empty there, as it should be.
+            return None;
+        }
+        let id = self.c.key_set_id(set, &o.pointer)?;
+        self.c.keyed_objects.insert(Rc::as_ptr(o), id);
+        self.c.relies_on_matcher = true;
+        Some(id)
+    }
+
+    /// Members in any order, as many as written: `{` a member, then `,` and a member again
+    /// and again, `}`; the matcher holds the names to the object's key set (each declared one
+    /// once, the required ones all, the counts).
+    fn any_run(
+        &mut self,
+        members: &[(ExprId, bool)],
+        extra: &Undeclared,
+        can_be_empty: bool,
+    ) -> ExprId {
+        let choices: Vec<ExprId> = members.iter().map(|&(m, _)| m).chain(extra.any).collect();
+        let member = self.g.alt(choices);
+        let comma = self.punct(",");
+        let next = self.g.seq([comma, member]);
+        let more = self.g.repeat(next, 0, None);
+        let open = self.g.text("{");
+        let close = self.g.text("}");
+        let full = self.g.seq([open, self.ws, member, more, self.ws, close]);
+        let mut branches = vec![full];
+        if can_be_empty {
+            branches.push(self.g.seq([open, self.ws, close]));
+        }
+        self.g.alt(branches)
     }
 
     /// The members undeclared properties are written as. Without patterns, any other name
@@ -670,6 +739,8 @@ pub(super) struct Chain {
     members: Vec<(ExprId, bool)>,
     extra: Undeclared,
     counts: Counts,
+    /// The key set the matcher holds its names to (in any order).
+    keys: Option<u32>,
 }
 
 /// The members undeclared properties of an object are written as.

@@ -1,0 +1,268 @@
+//! Objects in any order held by the matcher (`matcher::json_state::keys`): the grammar is any
+//! run of members and the matcher keeps each open object's names. The oracle is the `2^n`
+//! grammar of the same objects (one rule per set of names written), which the front end
+//! builds when no matcher keeps state: compiled alone, as a plain grammar, its masks must
+//! equal the engine's at every step of random walks, over a small vocabulary of tokens that
+//! close a name and write the next one, and over Qwen3's.
+
+use formwork::front::json_schema::{compile_schema_with, JsonSchemaOptions, PropertyOrder};
+use formwork::vocab::Vocab;
+use formwork::{CompileErrorKind, ConstraintMatcher, Engine, Limits, Matcher, TokenId};
+use formwork_testkit::agree::{walks_agree, Walks};
+use formwork_testkit::oracle::{assert_same_mask, mask_of};
+use formwork_testkit::tokenizers;
+use serde_json::{json, Value};
+
+/// Every byte, then tokens that finish a name or value and write the next, then `<eos>`.
+fn vocab() -> Vocab {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let extra: &[&[u8]] = &[
+        b"{\"",
+        b"\"}",
+        b"\":",
+        b"\",\"",
+        b",\"",
+        b"\"a\"",
+        b"\"ab",
+        b"ab\"",
+        b"abc",
+        b"\"a\":1,\"b\"",
+        b"\"a\":1}",
+        b"1}",
+        b"1,",
+        b"1,\"",
+        b"1,\"a",
+        b"},",
+        b"}}",
+        b"{\"a\":1,\"a\"",
+        b"{\"a\":1}",
+        b"\":\"x\",\"",
+        b"\":\"x\"}",
+        b"q\\\"t",
+        b"\\\"",
+        "é".as_bytes(),
+        b"true,\"c",
+        b"\"x\":",
+        b"\"zz\":",
+        b"\",\"ab\":",
+    ];
+    tokens.extend(extra.iter().map(|t| t.to_vec()));
+    tokens.push(b"<eos>".to_vec());
+    let eos = tokens.len() as TokenId - 1;
+    Vocab::from_token_bytes(tokens, &[eos], &[eos]).unwrap()
+}
+
+fn any_order() -> JsonSchemaOptions {
+    JsonSchemaOptions::new()
+        .property_order(PropertyOrder::Any)
+        .max_any_order_properties(12)
+}
+
+/// The engine's matcher of `schema` in any order, and the matcher of the `2^n` grammar the
+/// front end builds for it alone (the oracle).
+fn both(engine: &Engine, schema: &Value) -> (ConstraintMatcher, ConstraintMatcher) {
+    let options = any_order();
+    let grammar = compile_schema_with(schema, &options, &Limits::new()).unwrap();
+    let exact = engine.compile_grammar(&grammar.grammar).unwrap().matcher();
+    let kept = engine
+        .compile_json_schema(schema, &options)
+        .unwrap()
+        .matcher();
+    (exact, kept)
+}
+
+#[track_caller]
+fn agree(schema: &Value, walks: usize, steps: usize, seed: u64) {
+    let engine = Engine::new(vocab());
+    let (exact, kept) = both(&engine, schema);
+    let walks = Walks { walks, steps, seed };
+    walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
+        allowed[rng.below(allowed.len())]
+    });
+}
+
+fn object(properties: Value, required: Value, additional: Value) -> Value {
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": additional
+    })
+}
+
+#[test]
+fn closed_objects_with_names_that_start_others_agree_with_the_2n_grammar() {
+    let schema = object(
+        json!({
+            "a": {"type": "integer"},
+            "ab": {"type": "integer"},
+            "abc": {"type": "boolean"},
+            "b": {"type": "integer"},
+            "c": {"enum": [true, "x"]},
+            "q\"t": {"type": "integer"},
+            "é": {"type": "integer"}
+        }),
+        json!(["ab", "b"]),
+        json!(false),
+    );
+    agree(&schema, 80, 60, 1);
+}
+
+#[test]
+fn open_objects_agree_with_the_2n_grammar() {
+    let schema = object(
+        json!({"a": {"type": "integer"}, "ab": {"type": "string"}, "b": {"type": "integer"}}),
+        json!(["a"]),
+        json!({"type": "integer"}),
+    );
+    agree(&schema, 80, 60, 2);
+}
+
+/// `maxProperties` leaving room only for the required names, `minProperties` past the
+/// declared ones (undeclared names must make up the count) and below them.
+#[test]
+fn property_counts_agree_with_the_2n_grammar() {
+    let props =
+        json!({"a": {"type": "integer"}, "ab": {"type": "integer"}, "b": {"type": "integer"}});
+    for (i, (min, max, additional)) in [
+        (0, Some(2), json!(true)),
+        (2, Some(2), json!(false)),
+        (4, None, json!({"type": "integer"})),
+        (1, Some(3), json!({"type": "integer"})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut schema = object(props.clone(), json!(["b"]), additional);
+        schema["minProperties"] = json!(min);
+        if let Some(max) = max {
+            schema["maxProperties"] = json!(max);
+        }
+        agree(&schema, 40, 40, 10 + i as u64);
+    }
+}
+
+/// Objects inside objects and arrays, and a union of objects with the same names told apart
+/// by a value: one key set holds both.
+#[test]
+fn nested_objects_and_unions_of_one_key_set_agree_with_the_2n_grammar() {
+    let inner = object(
+        json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        json!(["a"]),
+        json!(false),
+    );
+    let schema = object(
+        json!({
+            "a": inner.clone(),
+            "b": {"type": "array", "items": inner, "maxItems": 3},
+            "c": {"anyOf": [
+                object(json!({"a": {"const": 1}, "b": {"type": "integer"}}), json!(["a", "b"]), json!(false)),
+                object(json!({"a": {"const": 2}, "b": {"type": "boolean"}}), json!(["a", "b"]), json!(false))
+            ]}
+        }),
+        json!(["c"]),
+        json!(false),
+    );
+    agree(&schema, 80, 80, 3);
+}
+
+/// Objects with other names at one place are `2^n` grammars there (the matcher could not
+/// tell whose names it reads), exact as ever; past the `2^n` limit, a typed error.
+#[test]
+fn objects_sharing_a_place_fall_back_to_the_2n_grammar() {
+    let first = object(
+        json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        json!(["a"]),
+        json!(false),
+    );
+    let second = object(
+        json!({"a": {"type": "integer"}, "c": {"type": "integer"}}),
+        json!(["c"]),
+        json!(false),
+    );
+    let schema = json!({"anyOf": [first, second]});
+    agree(&schema, 60, 40, 4);
+    let wide: serde_json::Map<String, Value> = (0..20)
+        .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+        .collect();
+    let shared = json!({"anyOf": [
+        object(Value::Object(wide.clone()), json!(["p1"]), json!(false)),
+        object(Value::Object(wide), json!(["p2"]), json!(false))
+    ]});
+    let engine = Engine::new(vocab());
+    let err = engine
+        .compile_json_schema(&shared, &any_order())
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+}
+
+/// Forty properties: the `2^n` grammar refuses them, the key set takes them in any order.
+#[test]
+fn many_properties_in_any_order_compile_and_hold_their_names() {
+    let props: serde_json::Map<String, Value> = (0..40)
+        .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+        .collect();
+    let schema = object(Value::Object(props), json!(["p0", "p39"]), json!(false));
+    let options = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
+    let err = compile_schema_with(&schema, &options, &Limits::new())
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    let engine = Engine::new(tokenizers::qwen3().clone());
+    let compiled = engine.compile_json_schema(&schema, &options).unwrap();
+    let accepts = |text: &str| {
+        let mut m = compiled.matcher();
+        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    };
+    let reversed: Vec<String> = (0..40).rev().map(|i| format!("\"p{i}\":{i}")).collect();
+    assert!(accepts(&format!("{{{}}}", reversed.join(","))));
+    assert!(accepts("{\"p39\":1,\"p0\":2}"));
+    assert!(!accepts("{\"p39\":1,\"p0\":2,\"p39\":3}"), "a name twice");
+    assert!(!accepts("{\"p39\":1,\"p1\":2}"), "p0 is required");
+    assert!(
+        !accepts("{\"p39\":1,\"p40\":2,\"p0\":1}"),
+        "p40 is not declared"
+    );
+}
+
+/// Over Qwen3's vocabulary, bit for bit at every step of texts that write names out of
+/// order, repeat one (refused), and close early (refused).
+#[test]
+fn masks_over_qwen3_equal_the_2n_grammar_at_every_step() {
+    let engine = Engine::new(tokenizers::qwen3().clone());
+    let schema = object(
+        json!({
+            "id": {"type": "integer"},
+            "identity": {"type": "string"},
+            "name": {"type": "string"},
+            "names": {"type": "array", "items": {"type": "string"}},
+            "tags": object(json!({"x": {"type": "integer"}, "y": {"type": "integer"}}), json!(["x", "y"]), json!(false))
+        }),
+        json!(["id", "name"]),
+        json!(false),
+    );
+    let (exact0, kept0) = both(&engine, &schema);
+    let vocab = engine.vocab();
+    let texts = [
+        "{\"tags\":{\"y\":1,\"x\":2},\"name\":\"n\",\"identity\":\"a\",\"id\":1}",
+        "{\"names\":[\"a\",\"b\"],\"id\":1,\"name\":\"x\"}",
+        "{\"name\":\"n\",\"id\":1,\"id\":2}",
+        "{\"name\":\"n\",\"identity\":\"i\"}",
+    ];
+    for text in texts {
+        let (mut exact, mut kept) = (exact0.clone(), kept0.clone());
+        let tokens = vocab.encode_greedy(text.as_bytes()).unwrap();
+        for (step, &t) in tokens.iter().enumerate() {
+            let what = format!("{text} step {step}");
+            let expected = mask_of(&mut exact, vocab);
+            assert_same_mask(&mask_of(&mut kept, vocab), &expected, vocab, &what);
+            if !expected.contains(t) {
+                assert!(kept.consume(t).is_err(), "{what}");
+                break;
+            }
+            exact.consume(t).unwrap();
+            kept.consume(t).unwrap();
+        }
+    }
+}
