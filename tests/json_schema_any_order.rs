@@ -166,29 +166,82 @@ fn nested_objects_and_unions_of_one_key_set_agree_with_the_2n_grammar() {
     agree(&schema, 80, 80, 3);
 }
 
-/// Objects with other names at one place are `2^n` grammars there (the matcher could not
-/// tell whose names it reads), exact as ever; past the `2^n` limit, a typed error.
+/// Objects of other key sets at one place, agreeing on the values of the names they share,
+/// are variants of one group: the object is any of them whose rules the names written so far
+/// kept. `dependencies` make such unions (the object without a name, and the one requiring
+/// more with it), and so do `oneOf`s of required names.
 #[test]
-fn objects_sharing_a_place_fall_back_to_the_2n_grammar() {
+fn unions_of_key_sets_agree_with_the_2n_grammar() {
     let first = object(
         json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
         json!(["a"]),
         json!(false),
     );
     let second = object(
-        json!({"a": {"type": "integer"}, "c": {"type": "integer"}}),
+        json!({"a": {"type": "integer"}, "c": {"type": "integer"}, "ab": {"type": "boolean"}}),
         json!(["c"]),
         json!(false),
     );
-    let schema = json!({"anyOf": [first, second]});
-    agree(&schema, 60, 40, 4);
-    let wide: serde_json::Map<String, Value> = (0..20)
-        .map(|i| (format!("p{i}"), json!({"type": "integer"})))
-        .collect();
-    let shared = json!({"anyOf": [
-        object(Value::Object(wide.clone()), json!(["p1"]), json!(false)),
-        object(Value::Object(wide), json!(["p2"]), json!(false))
-    ]});
+    agree(&json!({"anyOf": [first, second]}), 80, 40, 4);
+    let dependencies = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+        "dependencies": {"a": ["b", "c"], "c": ["b"]},
+        "additionalProperties": false
+    });
+    agree(&dependencies, 80, 40, 5);
+    let required_one_of = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"}, "b": {"type": "integer"}},
+        "oneOf": [{"required": ["a"]}, {"required": ["ab", "b"]}],
+        "maxProperties": 2,
+        "additionalProperties": false
+    });
+    agree(&required_one_of, 80, 40, 6);
+    // Twenty properties in two variants: past the `2^n` limit, so held by the group alone.
+    let wide = |required: &str| -> Value {
+        let props: serde_json::Map<String, Value> = (0..20)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        object(Value::Object(props), json!([required]), json!(false))
+    };
+    let union = json!({"anyOf": [wide("p1"), wide("p2")], "maxProperties": 2});
+    let engine = Engine::new(tokenizers::qwen3().clone());
+    let compiled = engine.compile_json_schema(&union, &any_order()).unwrap();
+    let accepts = |text: &str| {
+        let mut m = compiled.matcher();
+        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    };
+    assert!(accepts("{\"p5\":1,\"p1\":2}"));
+    assert!(accepts("{\"p2\":1,\"p9\":2}"));
+    assert!(!accepts("{\"p5\":1,\"p6\":2}"), "neither required name");
+    assert!(!accepts("{\"p2\":1,\"p2\":2}"), "a name twice");
+}
+
+/// Objects that give one name different values at one place are `2^n` grammars there (which
+/// variant the value kept is the grammar's to know), exact as ever; past the `2^n` limit, a
+/// typed error.
+#[test]
+fn objects_disagreeing_on_a_value_fall_back_to_the_2n_grammar() {
+    let first = object(
+        json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        json!(["a"]),
+        json!(false),
+    );
+    let second = object(
+        json!({"a": {"type": "string"}, "c": {"type": "integer"}}),
+        json!(["c"]),
+        json!(false),
+    );
+    agree(&json!({"anyOf": [first, second]}), 60, 40, 7);
+    let wide = |value: &str, required: &str| -> Value {
+        let mut props: serde_json::Map<String, Value> = (0..20)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        props.insert("p0".into(), json!({"type": value}));
+        object(Value::Object(props), json!([required]), json!(false))
+    };
+    let shared = json!({"anyOf": [wide("integer", "p1"), wide("string", "p2")]});
     let engine = Engine::new(vocab());
     let err = engine
         .compile_json_schema(&shared, &any_order())

@@ -13,6 +13,7 @@ use super::lower::ContentKey;
 use super::numbers::Decimal;
 use super::refs::index_ids;
 use super::shape::{Kind, ObjectShape, RefId, Shape};
+use super::tracked::KeyedObject;
 use super::JsonSchemaOptions;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::{guarded, tick};
@@ -172,9 +173,13 @@ pub(crate) struct Compiler<'a> {
     /// object held to it), and the number of each.
     pub(super) key_sets: Vec<(KeySet, Arc<str>)>,
     pub(super) key_set_ids: HashMap<KeySet, u32>,
-    /// The key set of each object lowered with one, by address (the lowering holds the
-    /// shapes, so the addresses stay theirs).
-    pub(super) keyed_objects: HashMap<*const ObjectShape, u32>,
+    /// The key set of each object lowered with one, and its values, by address (the
+    /// lowering holds the shapes, so the addresses stay theirs).
+    pub(super) keyed_objects: HashMap<*const ObjectShape, KeyedObject>,
+    /// The key sets at each place several may be, as groups (by their numbers, sorted), and
+    /// the number of each group.
+    pub(super) key_groups: Vec<Vec<u32>>,
+    pub(super) key_group_ids: HashMap<Vec<u32>, u32>,
     /// Key sets an earlier pass found at places shared with other objects (lowered as
     /// `2^n` grammars now), and those this pass finds; with `last_pass`, finding one is an
     /// error.
@@ -221,6 +226,8 @@ impl<'a> Compiler<'a> {
             key_sets: Vec::new(),
             key_set_ids: HashMap::new(),
             keyed_objects: HashMap::new(),
+            key_groups: Vec::new(),
+            key_group_ids: HashMap::new(),
             unkeyed: HashSet::new(),
             newly_unkeyed: Vec::new(),
             last_pass: true,

@@ -29,9 +29,43 @@ use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
 use crate::error::{CompileError, Location};
 use crate::front::guard::guarded;
 use crate::limits::{LimitKind, Limits};
-use crate::matcher::json_state::{PathNode, PathState, TrackedPaths, UNTRACKED};
+use crate::ir::ExprId;
+use crate::matcher::json_state::{
+    spelled, KeyGroup, KeySet, PathNode, PathState, TrackedPaths, MAX_VARIANTS, UNTRACKED,
+};
 
 type NodeId = usize;
+
+/// An object lowered in any order with a key set: the set's number, and its values.
+#[derive(Clone)]
+pub(super) struct KeyedObject {
+    pub set: u32,
+    pub values: Rc<KeyValues>,
+}
+
+/// The expressions of an object's values: by declared name (those with a value), and of
+/// undeclared names if admitted. Objects of different key sets at one place may share it
+/// if they agree on the value of every name two of them admit (`matcher::json_state::keys`).
+pub(super) struct KeyValues {
+    /// By name as spelled.
+    named: HashMap<Box<[u8]>, ExprId>,
+    others: Option<ExprId>,
+}
+
+impl KeyValues {
+    pub fn new(named: Vec<(String, ExprId)>, others: Option<ExprId>) -> KeyValues {
+        KeyValues {
+            named: named.into_iter().map(|(n, v)| (spelled(&n), v)).collect(),
+            others,
+        }
+    }
+
+    /// The value of the name spelled `name` (`None`: an undeclared one).
+    fn value(&self, name: Option<&[u8]>) -> Option<ExprId> {
+        name.and_then(|n| self.named.get(n).copied())
+            .or(self.others)
+    }
+}
 
 /// A shape reduced to the steps of a path.
 enum Node {
@@ -48,11 +82,11 @@ enum Node {
     /// An array of these items; `repeats` if it may hold two equal strings (a matcher
     /// keeping its strings apart would refuse it).
     Array { items: Vec<NodeId>, repeats: bool },
-    /// An object; `keys` the number of the key set its names are held to, if in any order.
+    /// An object; `keys` the key set its names are held to, if in any order.
     Object {
         named: Vec<(String, NodeId)>,
         rest: Vec<NodeId>,
-        keys: Option<u32>,
+        keys: Option<KeyedObject>,
     },
     /// Values of any of these (`anyOf`, a reference).
     Union(Vec<NodeId>),
@@ -181,7 +215,7 @@ impl Nodes {
                 Shape::Object(o) => match self.objects.get(&Rc::as_ptr(o)) {
                     Some(&id) => id,
                     None => {
-                        let keys = c.keyed_objects.get(&Rc::as_ptr(o)).copied();
+                        let keys = c.keyed_objects.get(&Rc::as_ptr(o)).cloned();
                         let id = self.add_object(c, o, keys)?;
                         self.objects.insert(Rc::as_ptr(o), id);
                         id
@@ -249,7 +283,7 @@ impl Nodes {
         &mut self,
         c: &mut Compiler,
         o: &ObjectShape,
-        keys: Option<u32>,
+        keys: Option<KeyedObject>,
     ) -> Result<NodeId, CompileError> {
         let mut named = Vec::with_capacity(o.properties.len());
         for (name, s) in &o.properties {
@@ -308,6 +342,58 @@ impl Nodes {
         }
         reaches
     }
+}
+
+impl Paths<'_> {
+    /// The key group of a place where objects `keyed` may be (`None` for an object without a
+    /// key set), and any value if `any`. Objects of several key sets are its variants if they
+    /// agree on the value of every name two key sets admit; otherwise, or beside an object
+    /// without a key set or any value, the key sets are unkeyed (see [`unkey`]).
+    fn key_group(
+        &mut self,
+        c: &mut Compiler,
+        keyed: &[Option<&KeyedObject>],
+        any: bool,
+    ) -> Result<Option<u32>, CompileError> {
+        let mut sets: Vec<u32> = keyed.iter().flatten().map(|k| k.set).collect();
+        if sets.is_empty() {
+            return Ok(None);
+        }
+        sets.sort_unstable();
+        sets.dedup();
+        let told_apart = !any
+            && keyed.iter().all(Option::is_some)
+            && sets.len() <= MAX_VARIANTS
+            && (sets.len() == 1 || values_agree(c, keyed));
+        if !told_apart {
+            for k in sets {
+                unkey(c, k, "an object in any order at a place other objects share")?;
+            }
+            return Ok(None);
+        }
+        let next = c.key_groups.len() as u32;
+        Ok(Some(*c.key_group_ids.entry(sets.clone()).or_insert_with(|| {
+            c.key_groups.push(sets);
+            next
+        })))
+    }
+}
+
+/// Do the objects `keyed` (all with key sets) agree on the value of every name that two of
+/// their key sets admit?
+fn values_agree(c: &Compiler, keyed: &[Option<&KeyedObject>]) -> bool {
+    let keyed: Vec<&KeyedObject> = keyed.iter().flatten().copied().collect();
+    let set = |k: &KeyedObject| &c.key_sets[k.set as usize].0;
+    let names: BTreeSet<&[u8]> = keyed.iter().flat_map(|k| set(k).names()).collect();
+    names.into_iter().map(Some).chain([None]).all(|name| {
+        let admitting: Vec<(u32, Option<ExprId>)> = keyed
+            .iter()
+            .filter(|k| set(k).admits(name))
+            .map(|k| (k.set, k.values.value(name)))
+            .collect();
+        let sets: BTreeSet<u32> = admitting.iter().map(|&(s, _)| s).collect();
+        sets.len() < 2 || admitting.windows(2).all(|w| w[0].1 == w[1].1)
+    })
 }
 
 /// Key set `k` cannot be held where its objects are (`why`): the next pass lowers them as
@@ -373,16 +459,23 @@ impl Paths<'_> {
             .keyed_objects
             .iter()
             .filter(|(o, _)| !self.nodes.objects.contains_key(*o))
-            .map(|(_, &k)| k)
+            .map(|(_, k)| k.set)
             .collect();
         unheld.sort_unstable();
         unheld.dedup();
         for k in unheld {
             unkey(c, k, "an object in any order at a place the matcher cannot follow")?;
         }
-        let key_sets = c.key_sets.drain(..).map(|(set, _)| set).collect();
+        let groups = c
+            .key_groups
+            .iter()
+            .map(|sets| {
+                let sets: Vec<&KeySet> = sets.iter().map(|&k| &c.key_sets[k as usize].0).collect();
+                KeyGroup::new(&sets)
+            })
+            .collect();
         Ok(tracked.then(|| {
-            TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds), key_sets)
+            TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds), groups)
         }))
     }
 
@@ -444,7 +537,7 @@ impl Paths<'_> {
         let mut items = Vec::new();
         let mut names: BTreeSet<&str> = BTreeSet::new();
         let mut objects = Vec::new();
-        let mut key_sets: Vec<Option<u32>> = Vec::new();
+        let mut keyed: Vec<Option<&KeyedObject>> = Vec::new();
         for &id in set {
             match &nodes.nodes[id] {
                 Node::Distinct(at) => distinct = Some(at),
@@ -455,7 +548,7 @@ impl Paths<'_> {
                 Node::Object { named, rest, keys } => {
                     names.extend(named.iter().map(|(n, _)| n.as_str()));
                     objects.push((named, rest));
-                    key_sets.push(*keys);
+                    keyed.push(keys.as_ref());
                 }
                 Node::Counted(bound, at) => match counted {
                     Some((b, _)) if b != *bound => other_strings = true,
@@ -482,22 +575,7 @@ impl Paths<'_> {
             )?;
             distinct = None;
         }
-        // Names held to a key set where another object (or any value) may be: that object's
-        // names would be held to it too.
-        let mut keys = key_sets.iter().copied().flatten().next();
-        if keys.is_some() && (any.is_some() || key_sets.iter().any(|k| *k != keys)) {
-            let mut shared: Vec<u32> = key_sets.iter().flatten().copied().collect();
-            shared.sort_unstable();
-            shared.dedup();
-            for k in shared {
-                unkey(
-                    c,
-                    k,
-                    "an object in any order at a place other objects share",
-                )?;
-            }
-            keys = None;
-        }
+        let keys = self.key_group(c, &keyed, any.is_some())?;
         items.extend(any);
         let item = self.state(items)?;
         let mut others: Vec<NodeId> = objects

@@ -8,20 +8,106 @@
 //! them): a prefix is refused as soon as it can only become a name the object may no longer
 //! take. Undeclared names, where admitted, are any others, so a prefix can always become one
 //! of them unless `maxProperties` only leaves room for required names.
+//!
+//! Where several objects may be at one place (branches of a union), each is a variant of the
+//! place's [`KeyGroup`], and an open object is any variant whose rules every name written so
+//! far kept: a byte is refused when no variant is left. That is exact when the variants agree
+//! on the value of every name two of them admit (the front end checks it): the grammar then
+//! holds values alike whatever the variant, and which variants remain depends on names only.
 
-/// What the matcher checks on the names of an object in any order.
+/// The names of one object in any order and their rules, as the front end describes them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct KeySet {
-    /// The declared names with a value, as the grammar writes them between the quotes,
-    /// sorted.
-    names: Box<[Box<[u8]>]>,
-    /// Bit `i`: `names[i]` is required.
-    required: Box<[u64]>,
+    /// The declared names, as the grammar writes them between the quotes, sorted.
+    names: Vec<(Box<[u8]>, Declared)>,
     min: u64,
     max: Option<u64>,
     /// Names other than the declared ones are admitted (any of them).
     others: bool,
 }
+
+/// What a declared name is to its object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Declared {
+    Optional,
+    Required,
+    /// Declared `false`: never written, not even as an undeclared name.
+    Absent,
+}
+
+impl KeySet {
+    /// From the declared names, the bounds on how many members the object has, and whether
+    /// undeclared names are admitted.
+    pub fn new(
+        declared: impl IntoIterator<Item = (String, Declared)>,
+        min: u64,
+        max: Option<u64>,
+        others: bool,
+    ) -> KeySet {
+        let mut names: Vec<(Box<[u8]>, Declared)> = declared
+            .into_iter()
+            .map(|(name, d)| (spelled(&name), d))
+            .collect();
+        names.sort_unstable();
+        names.dedup_by(|a, b| a.0 == b.0);
+        KeySet {
+            names,
+            min,
+            max,
+            others,
+        }
+    }
+
+    /// Is some object held to it? Its required names within `maxProperties`, `minProperties`
+    /// within both, and enough names for `minProperties`.
+    pub fn admits_some_object(&self) -> bool {
+        let count = |d: Declared| self.names.iter().filter(|(_, x)| *x == d).count() as u64;
+        let required = count(Declared::Required);
+        self.max.is_none_or(|m| required <= m && self.min <= m)
+            && (self.others || required + count(Declared::Optional) >= self.min)
+    }
+
+    /// Does it admit the name spelled `name` (`None`: a name it does not declare)?
+    pub fn admits(&self, name: Option<&[u8]>) -> bool {
+        match name.and_then(|n| self.names.iter().find(|(x, _)| **x == *n)) {
+            Some((_, d)) => *d != Declared::Absent,
+            None => self.others,
+        }
+    }
+
+    /// The declared names, as spelled.
+    pub fn names(&self) -> impl Iterator<Item = &[u8]> {
+        self.names.iter().map(|(n, _)| &**n)
+    }
+}
+
+/// The key sets of the objects one place may hold, each a variant, over the names any of
+/// them declares.
+#[derive(Clone, Debug)]
+pub(crate) struct KeyGroup {
+    /// Every variant's declared names, sorted.
+    names: Box<[Box<[u8]>]>,
+    variants: Box<[Variant]>,
+}
+
+/// One key set over its group's names (bit `i`: `names[i]`).
+#[derive(Clone, Debug)]
+struct Variant {
+    /// Declared with a value.
+    declared: Box<[u64]>,
+    required: Box<[u64]>,
+    /// Declared `false`.
+    absent: Box<[u64]>,
+    min: u64,
+    max: Option<u64>,
+    others: bool,
+}
+
+/// Most variants of a group (the bits of [`Variants`]).
+pub(crate) const MAX_VARIANTS: usize = 64;
+
+/// The variants an open object may still be, bit `v` for variant `v`.
+pub(crate) type Variants = u64;
 
 /// The declared names a name being written may still become: those of `lo..hi`, which all
 /// start with its `len` bytes read so far.
@@ -32,49 +118,69 @@ pub(crate) struct NameCursor {
     len: u32,
 }
 
-/// A name the object may not take here.
-#[derive(Debug)]
-pub(crate) struct NameRefused;
+/// What one open object has written: the names of its group (bits), how many members, and
+/// the variants it may still be.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Written<'w> {
+    pub names: &'w [u64],
+    pub count: u64,
+    pub variants: Variants,
+}
 
-impl KeySet {
-    /// From the declared names (with a value) and whether each is required, the bounds on
-    /// how many members the object has, and whether undeclared names are admitted.
-    pub fn new(
-        declared: impl IntoIterator<Item = (String, bool)>,
-        min: u64,
-        max: Option<u64>,
-        others: bool,
-    ) -> KeySet {
-        let mut names: Vec<(Box<[u8]>, bool)> = declared
-            .into_iter()
-            .map(|(name, required)| (spelled(&name), required))
+impl KeyGroup {
+    /// The group of `sets` (at most [`MAX_VARIANTS`]).
+    pub fn new(sets: &[&KeySet]) -> KeyGroup {
+        debug_assert!(!sets.is_empty() && sets.len() <= MAX_VARIANTS);
+        let mut names: Vec<Box<[u8]>> = sets
+            .iter()
+            .flat_map(|s| s.names.iter().map(|(n, _)| n.clone()))
             .collect();
         names.sort_unstable();
-        names.dedup_by(|a, b| a.0 == b.0);
-        let mut required = vec![0u64; names.len().div_ceil(64)];
-        for (i, _) in names.iter().enumerate().filter(|(_, (_, r))| *r) {
-            required[i / 64] |= 1 << (i % 64);
+        names.dedup();
+        let words = names.len().div_ceil(64);
+        let variants = sets
+            .iter()
+            .map(|s| {
+                let mut bits = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
+                for (n, d) in &s.names {
+                    let i = names.binary_search(n).expect("a name of the group") as u32;
+                    match d {
+                        Declared::Optional => put(&mut bits[0], i),
+                        Declared::Required => {
+                            put(&mut bits[0], i);
+                            put(&mut bits[1], i);
+                        }
+                        Declared::Absent => put(&mut bits[2], i),
+                    }
+                }
+                let [declared, required, absent] = bits.map(Box::from);
+                Variant {
+                    declared,
+                    required,
+                    absent,
+                    min: s.min,
+                    max: s.max,
+                    others: s.others,
+                }
+            })
+            .collect();
+        KeyGroup {
+            names: names.into(),
+            variants,
         }
-        KeySet {
-            names: names.into_iter().map(|(n, _)| n).collect(),
-            required: required.into(),
-            min,
-            max,
-            others,
-        }
-    }
-
-    /// Is some object held to it? Its required names within `maxProperties`, `minProperties`
-    /// within both, and enough names for `minProperties`.
-    pub fn admits_some_object(&self) -> bool {
-        let required: u64 = self.required.iter().map(|w| u64::from(w.count_ones())).sum();
-        self.max.is_none_or(|m| required <= m && self.min <= m)
-            && (self.others || self.names.len() as u64 >= self.min)
     }
 
     /// Words of the set of names written in one open object.
     pub fn words(&self) -> usize {
-        self.required.len()
+        self.names.len().div_ceil(64)
+    }
+
+    /// Every variant, for an object just opened.
+    pub fn all(&self) -> Variants {
+        match self.variants.len() {
+            MAX_VARIANTS => !0,
+            n => (1 << n) - 1,
+        }
     }
 
     /// Before a name's first byte.
@@ -101,55 +207,85 @@ impl KeySet {
         }
     }
 
-    /// Can a name read as far as `c` still become one the object takes, `written` and
-    /// `count` members written?
-    pub fn viable(&self, c: NameCursor, written: &[u64], count: u64) -> bool {
-        let only_required = self.tight(written, count);
-        (self.others && !only_required)
-            || (c.lo..c.hi).any(|i| !has(written, i) && (!only_required || has(&self.required, i)))
+    /// Can a name read as far as `c` still become one some variant takes?
+    pub fn viable(&self, c: NameCursor, w: Written) -> bool {
+        self.alive(w).any(|v| {
+            let only_required = v.tight(w);
+            (v.others && !only_required)
+                || (c.lo..c.hi).any(|i| {
+                    has(&v.declared, i)
+                        && !has(w.names, i)
+                        && (!only_required || has(&v.required, i))
+                })
+        })
     }
 
-    /// Is every name admitted (undeclared ones, with room for them), so that only the closing
-    /// quote of a declared one may be refused?
-    pub fn admits_any_name(&self, written: &[u64], count: u64) -> bool {
-        self.others && !self.tight(written, count)
+    /// Does some variant admit every name (undeclared ones, with room for them), so that only
+    /// a name's closing quote may be refused?
+    pub fn admits_any_name(&self, w: Written) -> bool {
+        self.alive(w).any(|v| v.others && !v.tight(w))
     }
 
-    /// A name read as far as `c` closes: the declared name it is, if one, or refused.
-    pub fn close(
-        &self,
-        c: NameCursor,
-        written: &[u64],
-        count: u64,
-    ) -> Result<Option<u32>, NameRefused> {
+    /// A name read as far as `c` closes: the declared name it is (if one) and the variants
+    /// that take it, or refused (none does, or a name written twice).
+    pub fn close(&self, c: NameCursor, w: Written) -> Option<(Option<u32>, Variants)> {
         let whole = (c.lo < c.hi && self.names[c.lo as usize].len() == c.len as usize)
             .then_some(c.lo);
-        let only_required = self.tight(written, count);
-        let taken = match whole {
-            Some(i) => !has(written, i) && (!only_required || has(&self.required, i)),
-            None => self.others && !only_required,
-        };
-        match taken {
-            true => Ok(whole),
-            false => Err(NameRefused),
+        if whole.is_some_and(|i| has(w.names, i)) {
+            return None;
         }
+        let takes = |v: &Variant| {
+            let only_required = v.tight(w);
+            match whole {
+                Some(i) if has(&v.declared, i) => !only_required || has(&v.required, i),
+                Some(i) if has(&v.absent, i) => false,
+                _ => v.others && !only_required,
+            }
+        };
+        let variants = self.keep(w.variants, takes);
+        (variants != 0).then_some((whole, variants))
     }
 
-    /// May a `,` (another member) follow?
-    pub fn may_add(&self, written: &[u64], count: u64) -> bool {
-        self.max.is_none_or(|m| count < m)
-            && (self.others || (0..self.names.len() as u32).any(|i| !has(written, i)))
+    /// The variants another member may follow in (after a `,`): none refuses the `,`.
+    pub fn add(&self, w: Written) -> Variants {
+        self.keep(w.variants, |v| {
+            v.max.is_none_or(|m| w.count < m)
+                && (v.others
+                    || v.declared
+                        .iter()
+                        .zip(w.names)
+                        .any(|(d, written)| d & !written != 0))
+        })
     }
 
     /// May a `}` follow?
-    pub fn may_close(&self, written: &[u64], count: u64) -> bool {
-        self.missing(written) == 0 && count >= self.min
+    pub fn may_close(&self, w: Written) -> bool {
+        self.alive(w)
+            .any(|v| v.missing(w.names) == 0 && w.count >= v.min)
     }
 
+    fn alive<'a>(&'a self, w: Written<'a>) -> impl Iterator<Item = &'a Variant> + 'a {
+        self.variants
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| w.variants >> i & 1 == 1)
+            .map(|(_, v)| v)
+    }
+
+    fn keep(&self, variants: Variants, keep: impl Fn(&Variant) -> bool) -> Variants {
+        self.variants
+            .iter()
+            .enumerate()
+            .filter(|&(i, v)| variants >> i & 1 == 1 && keep(v))
+            .fold(0, |acc, (i, _)| acc | 1 << i)
+    }
+}
+
+impl Variant {
     /// Does `maxProperties` leave room only for the required names not yet written?
-    fn tight(&self, written: &[u64], count: u64) -> bool {
+    fn tight(&self, w: Written) -> bool {
         self.max
-            .is_some_and(|m| count + self.missing(written) >= m)
+            .is_some_and(|m| w.count + self.missing(w.names) >= m)
     }
 
     fn missing(&self, written: &[u64]) -> u64 {
@@ -162,7 +298,7 @@ impl KeySet {
 }
 
 /// Is bit `i` of `words` on?
-pub(crate) fn has(words: &[u64], i: u32) -> bool {
+fn has(words: &[u64], i: u32) -> bool {
     words[i as usize / 64] >> (i % 64) & 1 == 1
 }
 
@@ -172,7 +308,7 @@ pub(crate) fn put(words: &mut [u64], i: u32) {
 }
 
 /// A name as the grammar writes it between the quotes (JSON's escapes).
-fn spelled(name: &str) -> Box<[u8]> {
+pub(crate) fn spelled(name: &str) -> Box<[u8]> {
     let quoted = serde_json::Value::from(name).to_string().into_bytes();
     quoted[1..quoted.len() - 1].into()
 }
@@ -182,50 +318,90 @@ mod tests {
     use super::*;
 
     fn set(names: &[(&str, bool)], min: u64, max: Option<u64>, others: bool) -> KeySet {
+        let declared = |r: bool| match r {
+            true => Declared::Required,
+            false => Declared::Optional,
+        };
         KeySet::new(
-            names.iter().map(|&(n, r)| (n.to_string(), r)),
+            names.iter().map(|&(n, r)| (n.to_string(), declared(r))),
             min,
             max,
             others,
         )
     }
 
-    fn cursor(k: &KeySet, text: &str) -> NameCursor {
+    fn cursor(k: &KeyGroup, text: &str) -> NameCursor {
         text.bytes().fold(k.cursor(), |c, b| k.read(c, b))
+    }
+
+    fn written(names: &[u64], count: u64, variants: Variants) -> Written<'_> {
+        Written {
+            names,
+            count,
+            variants,
+        }
     }
 
     #[test]
     fn a_prefix_lives_while_an_unwritten_name_starts_with_it() {
-        let k = set(&[("a", false), ("ab", false), ("b", true)], 0, None, false);
-        let mut written = vec![0u64];
+        let k = KeyGroup::new(&[&set(&[("a", false), ("ab", false), ("b", true)], 0, None, false)]);
+        let mut names = vec![0u64];
         let a = cursor(&k, "a");
-        assert_eq!(k.close(a, &written, 0).unwrap(), Some(0));
-        put(&mut written, 0);
-        assert!(k.close(a, &written, 1).is_err());
-        assert!(k.viable(a, &written, 1), "\"ab\" is still free");
-        assert!(k.viable(cursor(&k, "ab"), &written, 1));
-        assert!(!k.viable(cursor(&k, "c"), &written, 1));
-        assert!(!k.may_close(&written, 1), "\"b\" is required");
-        assert!(k.may_add(&written, 1));
+        assert_eq!(k.close(a, written(&names, 0, 1)), Some((Some(0), 1)));
+        put(&mut names, 0);
+        let w = written(&names, 1, 1);
+        assert!(k.close(a, w).is_none());
+        assert!(k.viable(a, w), "\"ab\" is still free");
+        assert!(k.viable(cursor(&k, "ab"), w));
+        assert!(!k.viable(cursor(&k, "c"), w));
+        assert!(!k.may_close(w), "\"b\" is required");
+        assert_eq!(k.add(w), 1);
     }
 
     #[test]
     fn max_properties_leaves_room_only_for_required_names() {
-        let k = set(&[("a", false), ("b", true)], 0, Some(1), true);
-        let written = vec![0u64];
-        assert!(!k.viable(cursor(&k, "a"), &written, 0));
-        assert!(!k.viable(cursor(&k, "x"), &written, 0));
-        assert!(k.viable(cursor(&k, "b"), &written, 0));
-        assert!(k.close(cursor(&k, "zz"), &written, 0).is_err());
-        let unbounded = set(&[("a", false), ("b", true)], 0, None, true);
-        assert_eq!(unbounded.close(cursor(&k, "zz"), &written, 0).unwrap(), None);
+        let k = KeyGroup::new(&[&set(&[("a", false), ("b", true)], 0, Some(1), true)]);
+        let w = written(&[0], 0, 1);
+        assert!(!k.viable(cursor(&k, "a"), w));
+        assert!(!k.viable(cursor(&k, "x"), w));
+        assert!(k.viable(cursor(&k, "b"), w));
+        assert!(k.close(cursor(&k, "zz"), w).is_none());
+        let unbounded = KeyGroup::new(&[&set(&[("a", false), ("b", true)], 0, None, true)]);
+        assert_eq!(unbounded.close(cursor(&k, "zz"), w), Some((None, 1)));
     }
 
     #[test]
     fn names_are_read_as_spelled() {
-        let k = set(&[("q\"t", false), ("é\n", false)], 0, None, false);
-        assert_eq!(k.close(cursor(&k, "q\\\"t"), &[0], 0).unwrap(), Some(0));
-        assert_eq!(k.close(cursor(&k, "é\\n"), &[0], 0).unwrap(), Some(1));
-        assert!(k.close(cursor(&k, "\\u00e9\\n"), &[0], 0).is_err());
+        let k = KeyGroup::new(&[&set(&[("q\"t", false), ("é\n", false)], 0, None, false)]);
+        let w = written(&[0], 0, 1);
+        assert_eq!(k.close(cursor(&k, "q\\\"t"), w), Some((Some(0), 1)));
+        assert_eq!(k.close(cursor(&k, "é\\n"), w), Some((Some(1), 1)));
+        assert!(k.close(cursor(&k, "\\u00e9\\n"), w).is_none());
+    }
+
+    /// `dependencies` make a union of the object without the name and the object that
+    /// requires more: a variant each, told apart by the names written.
+    #[test]
+    fn variants_fall_away_as_names_are_written() {
+        let without = KeySet::new(
+            [
+                ("a".to_string(), Declared::Absent),
+                ("b".to_string(), Declared::Optional),
+            ],
+            0,
+            None,
+            true,
+        );
+        let with = set(&[("a", false), ("b", true)], 0, None, true);
+        let k = KeyGroup::new(&[&without, &with]);
+        let mut names = vec![0u64];
+        let w = written(&names, 0, k.all());
+        assert!(k.may_close(w), "the first variant may be empty");
+        let (a, variants) = k.close(cursor(&k, "a"), w).unwrap();
+        assert_eq!(variants, 0b10, "only the second declares \"a\"");
+        put(&mut names, a.unwrap());
+        let w = written(&names, 1, variants);
+        assert!(!k.may_close(w), "\"b\" is required with \"a\"");
+        assert_eq!(k.add(w), 0b10);
     }
 }

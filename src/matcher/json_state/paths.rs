@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::keys::KeySet;
+use super::keys::KeyGroup;
 use super::lengths::LengthBound;
 
 /// A state of [`TrackedPaths`]: the schemas a value at some path may be held to, reduced to
@@ -30,8 +30,8 @@ pub(crate) struct PathNode {
     pub distinct: bool,
     /// A string here is held to this bound of [`TrackedPaths::bound`].
     pub string: Option<u32>,
-    /// An object here may have its properties in any order, its names held to this set of
-    /// [`TrackedPaths::key_set`].
+    /// An object here may have its properties in any order, its names held to this group of
+    /// [`TrackedPaths::key_group`].
     pub keys: Option<u32>,
 }
 
@@ -40,24 +40,24 @@ pub(crate) struct PathNode {
 pub(crate) struct TrackedPaths {
     nodes: Vec<PathNode>,
     bounds: Vec<LengthBound>,
-    key_sets: Vec<KeySet>,
+    key_groups: Vec<KeyGroup>,
 }
 
 impl TrackedPaths {
     /// From the nodes of every state but [`UNTRACKED`], the root's first: their steps name
     /// states counted from 1 (state 0 is [`UNTRACKED`]); their strings' bounds and their
-    /// objects' key sets by number.
+    /// objects' key groups by number.
     pub fn new(
         tracked: Vec<PathNode>,
         bounds: Vec<LengthBound>,
-        key_sets: Vec<KeySet>,
+        key_groups: Vec<KeyGroup>,
     ) -> TrackedPaths {
         let mut nodes = vec![PathNode::default()];
         nodes.extend(tracked);
         TrackedPaths {
             nodes,
             bounds,
-            key_sets,
+            key_groups,
         }
     }
 
@@ -82,19 +82,19 @@ impl TrackedPaths {
         self.nodes[at as usize].string
     }
 
-    /// The key set of an object at `at`, by number.
+    /// The key group of an object at `at`, by number.
     pub fn keys(&self, at: PathState) -> Option<u32> {
         self.nodes[at as usize].keys
     }
 
-    /// Key set number `k`.
-    pub fn key_set(&self, k: u32) -> &KeySet {
-        &self.key_sets[k as usize]
+    /// Key group number `g`.
+    pub fn key_group(&self, g: u32) -> &KeyGroup {
+        &self.key_groups[g as usize]
     }
 
     /// Are some objects' names kept?
-    pub fn has_key_sets(&self) -> bool {
-        !self.key_sets.is_empty()
+    pub fn has_key_groups(&self) -> bool {
+        !self.key_groups.is_empty()
     }
 
     /// Bound number `b`.

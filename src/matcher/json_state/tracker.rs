@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use super::keys::{put, KeySet, NameCursor};
+use super::keys::{put, KeyGroup, NameCursor, Variants, Written};
 use super::lengths::{Count, LengthBound, Read};
 use super::paths::{PathState, TrackedPaths, ROOT, UNTRACKED};
 
@@ -24,7 +24,7 @@ enum Frame {
         value: PathState,
         /// The next string is a name (after `{` or `,`).
         expect_name: bool,
-        /// Its names are held to a key set.
+        /// Its names are held to a key group.
         keys: Option<Keyed>,
     },
     Array {
@@ -35,13 +35,26 @@ enum Frame {
     },
 }
 
-/// An open object whose names are held to key set `set` of the paths: the names written are
-/// the bits of [`Position::written`] from word `words`, `count` members written.
+/// An open object whose names are held to key group `group` of the paths: the names written
+/// are the bits of [`Position::written`] from word `words`, `count` members written, and it
+/// may still be any of `variants`.
 #[derive(Clone, Copy, Debug)]
 struct Keyed {
-    set: u32,
+    group: u32,
     words: u32,
     count: u32,
+    variants: Variants,
+}
+
+impl Keyed {
+    /// What it has written, its names read from `written`.
+    fn written<'w>(&self, group: &KeyGroup, written: &'w [u64]) -> Written<'w> {
+        Written {
+            names: &written[self.words as usize..][..group.words()],
+            count: u64::from(self.count),
+            variants: self.variants,
+        }
+    }
 }
 
 /// What a string is, for what its closing quote does.
@@ -63,7 +76,7 @@ enum Lex {
         escaped: bool,
         /// At a place whose strings' length is counted: the count (escapes included).
         count: Option<Count>,
-        /// A name of an object whose names are held to a key set: the names it may become.
+        /// A name of an object whose names are held to a key group: the names it may become.
         name: Option<NameCursor>,
     },
     /// Inside a number, `true`, `false` or `null`.
@@ -211,7 +224,7 @@ impl JsonTracker {
 
     /// Which tokens a mask reads for the key sets of open objects.
     pub fn key_reads(&self) -> KeyReads {
-        if !self.paths.has_key_sets() {
+        if !self.paths.has_key_groups() {
             return KeyReads::None;
         }
         let keyed = |f: &Frame| matches!(f, Frame::Object { keys: Some(_), .. });
@@ -220,16 +233,9 @@ impl JsonTracker {
         }
         match self.position.lex {
             Lex::Str { name: Some(_), .. } => {
-                let Some(&Frame::Object {
-                    keys: Some(k), ..
-                }) = self.position.frames.last()
-                else {
-                    unreachable!("a name cursor is only opened in an object with a key set")
-                };
-                let set = self.paths.key_set(k.set);
-                let written = &self.position.written[k.words as usize..][..set.words()];
+                let (group, w) = top_keys(&self.paths, &self.position);
                 KeyReads::Name {
-                    every: !set.admits_any_name(written, u64::from(k.count)),
+                    every: !group.admits_any_name(w),
                 }
             }
             Lex::Str { .. } => KeyReads::InString,
@@ -384,16 +390,22 @@ impl Reader<'_> {
     /// Reads byte `i` of `bytes`.
     fn read(&mut self, b: u8, i: usize, bytes: &[u8]) -> Result<(), Refused> {
         if let Lex::Str {
-            name: Some(ref mut cursor),
+            name: Some(cursor),
             escaped,
             ..
         } = self.position.lex
         {
             if b != b'"' || escaped {
-                let (set, written, count) = top_keys(self.paths, &self.position.frames, &self.position.written);
-                *cursor = set.read(*cursor, b);
-                if !set.viable(*cursor, written, count) {
+                let (group, w) = top_keys(self.paths, self.position);
+                let next = group.read(cursor, b);
+                if !group.viable(next, w) {
                     return Err(Refused { at_byte: i });
+                }
+                if let Lex::Str {
+                    name: Some(cursor), ..
+                } = &mut self.position.lex
+                {
+                    *cursor = next;
                 }
             }
         }
@@ -439,14 +451,15 @@ impl Reader<'_> {
         match b {
             b'{' => {
                 let at = self.value_state();
-                let keys = self.paths.keys(at).map(|set| {
+                let keys = self.paths.keys(at).map(|g| {
+                    let group = self.paths.key_group(g);
                     let words = self.position.written.len();
-                    let len = words + self.paths.key_set(set).words();
-                    self.position.written.resize(len, 0);
+                    self.position.written.resize(words + group.words(), 0);
                     Keyed {
-                        set,
+                        group: g,
                         words: words as u32,
                         count: 0,
+                        variants: group.all(),
                     }
                 });
                 self.position.frames.push(Frame::Object {
@@ -466,9 +479,8 @@ impl Reader<'_> {
             }
             b'}' => {
                 if let Some(&Frame::Object { keys: Some(k), .. }) = self.position.frames.last() {
-                    let (set, written, count) =
-                        top_keys(self.paths, &self.position.frames, &self.position.written);
-                    if !set.may_close(written, count) {
+                    let (group, w) = top_keys(self.paths, self.position);
+                    if !group.may_close(w) {
                         return Err(Refused { at_byte: i });
                     }
                     self.position.written.truncate(k.words as usize);
@@ -479,15 +491,24 @@ impl Reader<'_> {
                 self.position.frames.pop();
             }
             b',' => {
-                if let Some(&Frame::Object { keys: Some(_), .. }) = self.position.frames.last() {
-                    let (set, written, count) =
-                        top_keys(self.paths, &self.position.frames, &self.position.written);
-                    if !set.may_add(written, count) {
-                        return Err(Refused { at_byte: i });
+                let variants = match self.position.frames.last() {
+                    Some(Frame::Object { keys: Some(_), .. }) => {
+                        let (group, w) = top_keys(self.paths, self.position);
+                        match group.add(w) {
+                            0 => return Err(Refused { at_byte: i }),
+                            variants => Some(variants),
+                        }
                     }
-                }
-                if let Some(Frame::Object { expect_name, .. }) = self.position.frames.last_mut() {
+                    _ => None,
+                };
+                if let Some(Frame::Object {
+                    expect_name, keys, ..
+                }) = self.position.frames.last_mut()
+                {
                     *expect_name = true;
+                    if let (Some(k), Some(variants)) = (keys, variants) {
+                        k.variants = variants;
+                    }
                 }
             }
             b'"' => {
@@ -506,10 +527,9 @@ impl Reader<'_> {
                 };
                 let name = match (role, self.position.frames.last()) {
                     (Role::Name, Some(Frame::Object { keys: Some(_), .. })) => {
-                        let (set, written, count) =
-                            top_keys(self.paths, &self.position.frames, &self.position.written);
-                        let cursor = set.cursor();
-                        if !set.viable(cursor, written, count) {
+                        let (group, w) = top_keys(self.paths, self.position);
+                        let cursor = group.cursor();
+                        if !group.viable(cursor, w) {
                             return Err(Refused { at_byte: i });
                         }
                         Some(cursor)
@@ -531,21 +551,20 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// The name the top object's key set has read as far as `cursor` closes at byte `i`:
-    /// refused, or one more member (a declared name marked written).
+    /// The name the top object's key group has read as far as `cursor` closes at byte `i`:
+    /// refused, or one more member (a declared name marked written, the variants that take
+    /// it kept).
     fn take_name(&mut self, cursor: NameCursor, i: usize) -> Result<(), Refused> {
+        let (group, w) = top_keys(self.paths, self.position);
+        let (declared, variants) = group.close(cursor, w).ok_or(Refused { at_byte: i })?;
         let Some(Frame::Object { keys: Some(k), .. }) = self.position.frames.last_mut() else {
-            unreachable!("a name cursor is only opened in an object with a key set")
+            unreachable!("a name cursor is only opened in an object with a key group")
         };
-        let set = self.paths.key_set(k.set);
-        let written = &mut self.position.written[k.words as usize..][..set.words()];
-        let declared = set
-            .close(cursor, written, u64::from(k.count))
-            .map_err(|_| Refused { at_byte: i })?;
         if let Some(d) = declared {
-            put(written, d);
+            put(&mut self.position.written[k.words as usize..], d);
         }
         k.count += 1;
+        k.variants = variants;
         Ok(())
     }
 
@@ -627,17 +646,13 @@ impl Reader<'_> {
     }
 }
 
-/// The key set of the innermost open object (which has one), its names written and count.
-fn top_keys<'p, 'w>(
-    paths: &'p TrackedPaths,
-    frames: &[Frame],
-    written: &'w [u64],
-) -> (&'p KeySet, &'w [u64], u64) {
-    let Some(&Frame::Object { keys: Some(k), .. }) = frames.last() else {
-        unreachable!("only asked inside an object with a key set")
+/// The key group of the innermost open object (which has one), and what it has written.
+fn top_keys<'p, 'w>(paths: &'p TrackedPaths, at: &'w Position) -> (&'p KeyGroup, Written<'w>) {
+    let Some(&Frame::Object { keys: Some(k), .. }) = at.frames.last() else {
+        unreachable!("only asked inside an object with a key group")
     };
-    let set = paths.key_set(k.set);
-    (set, &written[k.words as usize..][..set.words()], u64::from(k.count))
+    let group = paths.key_group(k.group);
+    (group, k.written(group, &at.written))
 }
 
 /// Does the raw content of a string end outside any escape (a `\uXXXX` whole)?

@@ -20,7 +20,8 @@ use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::tick;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
-use crate::matcher::json_state::KeySet;
+use super::super::tracked::{KeyValues, KeyedObject};
+use crate::matcher::json_state::{Declared, KeySet};
 
 /// An object with more declared properties than this has its chain of members cut into rules
 /// of [`MEMBERS_PER_RULE`] (see [`SchemaLowering::ordered`]).
@@ -133,18 +134,20 @@ impl SchemaLowering<'_, '_, '_> {
         let declared: Vec<String> = props.iter().map(|(k, _, _)| k.to_string()).collect();
         props.retain(|(_, s, _)| !matches!(**s, Shape::Never));
         let mut members = Vec::new();
+        let mut values = Vec::new();
         for (k, s, req) in &props {
             let key = self.g.text(&Value::from(*k).to_string());
             let colon = self.punct(":");
             let value = self.shape(s)?;
             members.push((self.g.seq([key, colon, value]), *req));
+            values.push((k.to_string(), value));
         }
         let extra = self.undeclared_members(o, &declared)?;
         let counts = Counts {
             min: o.min,
             max: o.max,
         };
-        let keys = self.key_set(o, &props, &extra, counts);
+        let keys = self.key_set(o, &declared, &props, values, &extra, counts)?;
         if o.max == Some(0) {
             let needs_one = props.iter().any(|(_, _, req)| *req) || o.min > 0;
             return Ok(match needs_one || extra.all != 0 {
@@ -192,42 +195,60 @@ impl SchemaLowering<'_, '_, '_> {
         Ok(e)
     }
 
-    /// The key set the matcher holds `o`'s names to, if its properties (`props`, `extra`) may
-    /// come in any order and the matcher can tell its names apart: with no witnesses, no
-    /// patterns and no `propertyNames`, every undeclared name is admitted or none is. An
-    /// object of fewer than two declared properties has no order to free. A key set an
-    /// earlier pass found sharing its place with other objects is not used again
-    /// (`front::json_schema::tracked`).
+    /// The key set the matcher holds `o`'s names to, if its properties may come in any order
+    /// and the matcher can tell its names apart: with no witnesses, no patterns and no
+    /// `propertyNames`, every undeclared name is admitted or none is. `declared` are all its
+    /// declared names, `props` those with a value (and `values` their values' expressions),
+    /// `extra` its undeclared members. A key set an earlier pass found sharing its place with
+    /// objects it cannot be told from is not used again (`front::json_schema::tracked`).
     fn key_set(
         &mut self,
         o: &Rc<ObjectShape>,
+        declared: &[String],
         props: &[(&str, Cow<Shape>, bool)],
+        values: Vec<(String, ExprId)>,
         extra: &Undeclared,
         counts: Counts,
-    ) -> Option<u32> {
+    ) -> Result<Option<u32>, CompileError> {
         let keyable = matches!(self.c.opts.property_order, PropertyOrder::Any)
             && self.c.state_by_matcher
-            && props.len() >= 2
             && o.witnesses.is_empty()
             && o.patterns.is_empty()
             && o.names.is_none();
         if !keyable {
-            return None;
+            return Ok(None);
         }
+        let role = |name: &str| match props.iter().find(|(k, _, _)| *k == name) {
+            Some((_, _, true)) => Declared::Required,
+            Some((_, _, false)) => Declared::Optional,
+            None => Declared::Absent,
+        };
         let set = KeySet::new(
-            props.iter().map(|(k, _, req)| (k.to_string(), *req)),
+            declared.iter().map(|k| (k.clone(), role(k))),
             counts.min,
             counts.max,
             extra.any.is_some(),
         );
         if !set.admits_some_object() {
             // The 2^n grammar is empty there, as it should be.
-            return None;
+            return Ok(None);
         }
-        let id = self.c.key_set_id(set, &o.pointer)?;
-        self.c.keyed_objects.insert(Rc::as_ptr(o), id);
+        let Some(id) = self.c.key_set_id(set, &o.pointer) else {
+            return Ok(None);
+        };
+        let others = match extra.any {
+            Some(_) => {
+                let additional = self.c.undeclared_shape(o, &[])?;
+                Some(self.shape(&additional)?)
+            }
+            None => None,
+        };
+        let values = Rc::new(KeyValues::new(values, others));
+        self.c
+            .keyed_objects
+            .insert(Rc::as_ptr(o), KeyedObject { set: id, values });
         self.c.relies_on_matcher = true;
-        Some(id)
+        Ok(Some(id))
     }
 
     /// Members in any order, as many as written: `{` a member, then `,` and a member again
