@@ -218,6 +218,42 @@ fn unions_of_key_sets_agree_with_the_2n_grammar() {
     assert!(!accepts("{\"p2\":1,\"p2\":2}"), "a name twice");
 }
 
+/// A union told apart by a string (`"kind": "circle"`): the string written keeps the variants
+/// that list it, whatever order the names come in.
+#[test]
+fn discriminated_unions_agree_with_the_2n_grammar() {
+    let circle = object(
+        json!({"kind": {"const": "a"}, "ab": {"type": "integer"}, "b": {"type": "integer"}}),
+        json!(["kind", "ab"]),
+        json!(false),
+    );
+    let square = object(
+        json!({"kind": {"enum": ["b", "q\"t"]}, "ab": {"type": "integer"}, "c": {"type": "integer"}}),
+        json!(["kind"]),
+        json!(false),
+    );
+    agree(&json!({"oneOf": [circle, square]}), 100, 40, 8);
+    // Twenty properties each: held by the group alone.
+    let wide = |kind: &str, required: &str| -> Value {
+        let mut props: serde_json::Map<String, Value> = (0..20)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        props.insert("kind".into(), json!({"const": kind}));
+        object(Value::Object(props), json!(["kind", required]), json!(false))
+    };
+    let union = json!({"anyOf": [wide("x", "p1"), wide("y", "p2")]});
+    let engine = Engine::new(tokenizers::qwen3().clone());
+    let compiled = engine.compile_json_schema(&union, &any_order()).unwrap();
+    let accepts = |text: &str| {
+        let mut m = compiled.matcher();
+        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    };
+    assert!(accepts("{\"p1\":1,\"kind\":\"x\"}"));
+    assert!(accepts("{\"kind\":\"y\",\"p2\":1}"));
+    assert!(!accepts("{\"p2\":1,\"kind\":\"x\"}"), "x requires p1");
+    assert!(!accepts("{\"kind\":\"y\",\"p1\":1}"), "y requires p2");
+}
+
 /// Objects that give one name different values at one place are `2^n` grammars there (which
 /// variant the value kept is the grammar's to know), exact as ever; past the `2^n` limit, a
 /// typed error.

@@ -13,7 +13,7 @@ use super::lower::ContentKey;
 use super::numbers::Decimal;
 use super::refs::index_ids;
 use super::shape::{Kind, ObjectShape, RefId, Shape};
-use super::tracked::KeyedObject;
+use super::tracked::{Discriminator, KeyedObject};
 use super::JsonSchemaOptions;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::{guarded, tick};
@@ -176,10 +176,10 @@ pub(crate) struct Compiler<'a> {
     /// The key set of each object lowered with one, and its values, by address (the
     /// lowering holds the shapes, so the addresses stay theirs).
     pub(super) keyed_objects: HashMap<*const ObjectShape, KeyedObject>,
-    /// The key sets at each place several may be, as groups (by their numbers, sorted), and
-    /// the number of each group.
-    pub(super) key_groups: Vec<Vec<u32>>,
-    pub(super) key_group_ids: HashMap<Vec<u32>, u32>,
+    /// The key sets at each place several may be, as groups (by their numbers, sorted, with
+    /// the discriminators that tell them apart), and the number of each group.
+    pub(super) key_groups: Vec<(Vec<u32>, Vec<Discriminator>)>,
+    pub(super) key_group_ids: HashMap<(Vec<u32>, Vec<Discriminator>), u32>,
     /// Key sets an earlier pass found at places shared with other objects (lowered as
     /// `2^n` grammars now), and those this pass finds; with `last_pass`, finding one is an
     /// error.

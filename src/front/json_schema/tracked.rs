@@ -17,7 +17,7 @@
 //! length is too big an automaton) are held the same way: a state where one branch's string
 //! is counted and another branch allows other strings is refused.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -36,6 +36,14 @@ use crate::matcher::json_state::{
 
 type NodeId = usize;
 
+/// A name that tells the key sets of a group apart: per key set, the strings its objects
+/// give it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(super) struct Discriminator {
+    name: Box<[u8]>,
+    strings: Vec<(u32, Box<[Box<[u8]>]>)>,
+}
+
 /// An object lowered in any order with a key set: the set's number, and its values.
 #[derive(Clone)]
 pub(super) struct KeyedObject {
@@ -43,17 +51,38 @@ pub(super) struct KeyedObject {
     pub values: Rc<KeyValues>,
 }
 
-/// The expressions of an object's values: by declared name (those with a value), and of
-/// undeclared names if admitted. Objects of different key sets at one place may share it
-/// if they agree on the value of every name two of them admit (`matcher::json_state::keys`).
+/// The values of an object's members: by declared name as spelled (those with a value), and
+/// of undeclared names if admitted. Objects of different key sets at one place may share it
+/// if they agree on the value of every name two of them admit, or give it only strings from
+/// lists (a discriminator, see `matcher::json_state::keys`).
 pub(super) struct KeyValues {
-    /// By name as spelled.
-    named: HashMap<Box<[u8]>, ExprId>,
-    others: Option<ExprId>,
+    named: HashMap<Box<[u8]>, MemberValue>,
+    others: Option<MemberValue>,
+}
+
+/// A member's value: its expression, and its strings if it is a list of them (`enum`,
+/// `const`).
+#[derive(Clone)]
+pub(super) struct MemberValue {
+    expr: ExprId,
+    strings: Option<Rc<[Box<[u8]>]>>,
+}
+
+impl MemberValue {
+    pub fn of(expr: ExprId, shape: &Shape) -> MemberValue {
+        let strings = match shape {
+            Shape::Values(vs) => vs
+                .iter()
+                .map(|v| v.as_str().map(|s| Box::from(s.as_bytes())))
+                .collect::<Option<Rc<[_]>>>(),
+            _ => None,
+        };
+        MemberValue { expr, strings }
+    }
 }
 
 impl KeyValues {
-    pub fn new(named: Vec<(String, ExprId)>, others: Option<ExprId>) -> KeyValues {
+    pub fn new(named: Vec<(String, MemberValue)>, others: Option<MemberValue>) -> KeyValues {
         KeyValues {
             named: named.into_iter().map(|(n, v)| (spelled(&n), v)).collect(),
             others,
@@ -61,9 +90,9 @@ impl KeyValues {
     }
 
     /// The value of the name spelled `name` (`None`: an undeclared one).
-    fn value(&self, name: Option<&[u8]>) -> Option<ExprId> {
-        name.and_then(|n| self.named.get(n).copied())
-            .or(self.others)
+    fn value(&self, name: Option<&[u8]>) -> Option<&MemberValue> {
+        name.and_then(|n| self.named.get(n))
+            .or(self.others.as_ref())
     }
 }
 
@@ -347,8 +376,9 @@ impl Nodes {
 impl Paths<'_> {
     /// The key group of a place where objects `keyed` may be (`None` for an object without a
     /// key set), and any value if `any`. Objects of several key sets are its variants if they
-    /// agree on the value of every name two key sets admit; otherwise, or beside an object
-    /// without a key set or any value, the key sets are unkeyed (see [`unkey`]).
+    /// agree on the value of every name two key sets admit, or tell each other apart by it
+    /// (see [`discriminators`]); otherwise, or beside an object without a key set or any
+    /// value, the key sets are unkeyed (see [`unkey`]).
     fn key_group(
         &mut self,
         c: &mut Compiler,
@@ -361,39 +391,61 @@ impl Paths<'_> {
         }
         sets.sort_unstable();
         sets.dedup();
-        let told_apart = !any
+        let discriminators = match !any
             && keyed.iter().all(Option::is_some)
             && sets.len() <= MAX_VARIANTS
-            && (sets.len() == 1 || values_agree(c, keyed));
-        if !told_apart {
+        {
+            true => discriminators(c, keyed),
+            false => None,
+        };
+        let Some(discriminators) = discriminators else {
             for k in sets {
                 unkey(c, k, "an object in any order at a place other objects share")?;
             }
             return Ok(None);
-        }
+        };
+        let group = (sets, discriminators);
         let next = c.key_groups.len() as u32;
-        Ok(Some(*c.key_group_ids.entry(sets.clone()).or_insert_with(|| {
-            c.key_groups.push(sets);
+        Ok(Some(*c.key_group_ids.entry(group.clone()).or_insert_with(|| {
+            c.key_groups.push(group);
             next
         })))
     }
 }
 
-/// Do the objects `keyed` (all with key sets) agree on the value of every name that two of
-/// their key sets admit?
-fn values_agree(c: &Compiler, keyed: &[Option<&KeyedObject>]) -> bool {
+/// The discriminators of the objects `keyed` (all with key sets): names two key sets admit
+/// with other values, each object giving them only strings from a list (`enum`, `const`);
+/// `None` if some name two key sets admit has other values not so given. Each discriminator
+/// with, per key set admitting it, the strings its objects give.
+fn discriminators(c: &Compiler, keyed: &[Option<&KeyedObject>]) -> Option<Vec<Discriminator>> {
     let keyed: Vec<&KeyedObject> = keyed.iter().flatten().copied().collect();
     let set = |k: &KeyedObject| &c.key_sets[k.set as usize].0;
     let names: BTreeSet<&[u8]> = keyed.iter().flat_map(|k| set(k).names()).collect();
-    names.into_iter().map(Some).chain([None]).all(|name| {
-        let admitting: Vec<(u32, Option<ExprId>)> = keyed
+    let mut out = Vec::new();
+    for name in names.into_iter().map(Some).chain([None]) {
+        let admitting: Vec<(u32, &MemberValue)> = keyed
             .iter()
             .filter(|k| set(k).admits(name))
-            .map(|k| (k.set, k.values.value(name)))
+            .filter_map(|k| Some((k.set, k.values.value(name)?)))
             .collect();
         let sets: BTreeSet<u32> = admitting.iter().map(|&(s, _)| s).collect();
-        sets.len() < 2 || admitting.windows(2).all(|w| w[0].1 == w[1].1)
-    })
+        if sets.len() < 2 || admitting.windows(2).all(|w| w[0].1.expr == w[1].1.expr) {
+            continue;
+        }
+        let name = name?;
+        let mut strings: BTreeMap<u32, BTreeSet<Box<[u8]>>> = BTreeMap::new();
+        for (s, v) in admitting {
+            strings.entry(s).or_default().extend(v.strings.as_deref()?.iter().cloned());
+        }
+        out.push(Discriminator {
+            name: name.into(),
+            strings: strings
+                .into_iter()
+                .map(|(s, xs)| (s, xs.into_iter().collect()))
+                .collect(),
+        });
+    }
+    Some(out)
 }
 
 /// Key set `k` cannot be held where its objects are (`why`): the next pass lowers them as
@@ -469,9 +521,17 @@ impl Paths<'_> {
         let groups = c
             .key_groups
             .iter()
-            .map(|sets| {
-                let sets: Vec<&KeySet> = sets.iter().map(|&k| &c.key_sets[k as usize].0).collect();
-                KeyGroup::new(&sets)
+            .map(|(sets, discriminators)| {
+                let variants: Vec<&KeySet> =
+                    sets.iter().map(|&k| &c.key_sets[k as usize].0).collect();
+                let discriminators = discriminators.iter().map(|d| {
+                    let strings = d.strings.iter().map(|(set, xs)| {
+                        let variant = sets.binary_search(set).expect("a set of the group");
+                        (variant, &xs[..])
+                    });
+                    (&*d.name, strings.collect())
+                });
+                KeyGroup::new(&variants, discriminators.collect())
             })
             .collect();
         Ok(tracked.then(|| {

@@ -14,6 +14,14 @@
 //! far kept: a byte is refused when no variant is left. That is exact when the variants agree
 //! on the value of every name two of them admit (the front end checks it): the grammar then
 //! holds values alike whatever the variant, and which variants remain depends on names only.
+//! A name whose values differ may still tell variants apart if each variant gives it only
+//! strings from a list (a discriminator, `"type": "circle"`): the string written keeps the
+//! variants that list it, so which remain depends on names and those strings only.
+//!
+//! Duplicate names are refused in every variant (the `2^n` grammar refuses them for declared
+//! names only; a JSON object's names should be unique).
+
+use std::collections::HashMap;
 
 /// The names of one object in any order and their rules, as the front end describes them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -82,12 +90,15 @@ impl KeySet {
 }
 
 /// The key sets of the objects one place may hold, each a variant, over the names any of
-/// them declares.
+/// them declares, and the discriminators that tell them apart.
 #[derive(Clone, Debug)]
 pub(crate) struct KeyGroup {
     /// Every variant's declared names, sorted.
     names: Box<[Box<[u8]>]>,
     variants: Box<[Variant]>,
+    /// The discriminators, by the number of their name: per string (decoded), the variants
+    /// that list it.
+    discriminators: Box<[(u32, HashMap<Box<[u8]>, Variants>)]>,
 }
 
 /// One key set over its group's names (bit `i`: `names[i]`).
@@ -128,8 +139,9 @@ pub(crate) struct Written<'w> {
 }
 
 impl KeyGroup {
-    /// The group of `sets` (at most [`MAX_VARIANTS`]).
-    pub fn new(sets: &[&KeySet]) -> KeyGroup {
+    /// The group of `sets` (at most [`MAX_VARIANTS`]), told apart by `discriminators`: each a
+    /// name (as spelled) and, per variant admitting it, the strings it lists.
+    pub fn new(sets: &[&KeySet], discriminators: Vec<(&[u8], Vec<(usize, &[Box<[u8]>])>)>) -> KeyGroup {
         debug_assert!(!sets.is_empty() && sets.len() <= MAX_VARIANTS);
         let mut names: Vec<Box<[u8]>> = sets
             .iter()
@@ -164,10 +176,40 @@ impl KeyGroup {
                 }
             })
             .collect();
+        let discriminators = discriminators
+            .into_iter()
+            .map(|(name, lists)| {
+                let i = names.binary_search_by(|n| (**n).cmp(name)).expect("a name of the group");
+                let mut by_value: HashMap<Box<[u8]>, Variants> = HashMap::new();
+                for (variant, strings) in lists {
+                    for s in strings {
+                        *by_value.entry(s.clone()).or_default() |= 1 << variant;
+                    }
+                }
+                (i as u32, by_value)
+            })
+            .collect();
         KeyGroup {
             names: names.into(),
             variants,
+            discriminators,
         }
+    }
+
+    /// The discriminator of declared name `name`, by number.
+    pub fn discriminator(&self, name: u32) -> Option<u32> {
+        self.discriminators
+            .iter()
+            .position(|(n, _)| *n == name)
+            .map(|d| d as u32)
+    }
+
+    /// The variants of `variants` that list `value` (decoded) for discriminator `d`.
+    pub fn discriminate(&self, d: u32, value: &[u8], variants: Variants) -> Variants {
+        self.discriminators[d as usize]
+            .1
+            .get(value)
+            .map_or(0, |listing| listing & variants)
     }
 
     /// Words of the set of names written in one open object.
@@ -344,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_prefix_lives_while_an_unwritten_name_starts_with_it() {
-        let k = KeyGroup::new(&[&set(&[("a", false), ("ab", false), ("b", true)], 0, None, false)]);
+        let k = KeyGroup::new(&[&set(&[("a", false), ("ab", false), ("b", true)], 0, None, false)], vec![]);
         let mut names = vec![0u64];
         let a = cursor(&k, "a");
         assert_eq!(k.close(a, written(&names, 0, 1)), Some((Some(0), 1)));
@@ -360,19 +402,19 @@ mod tests {
 
     #[test]
     fn max_properties_leaves_room_only_for_required_names() {
-        let k = KeyGroup::new(&[&set(&[("a", false), ("b", true)], 0, Some(1), true)]);
+        let k = KeyGroup::new(&[&set(&[("a", false), ("b", true)], 0, Some(1), true)], vec![]);
         let w = written(&[0], 0, 1);
         assert!(!k.viable(cursor(&k, "a"), w));
         assert!(!k.viable(cursor(&k, "x"), w));
         assert!(k.viable(cursor(&k, "b"), w));
         assert!(k.close(cursor(&k, "zz"), w).is_none());
-        let unbounded = KeyGroup::new(&[&set(&[("a", false), ("b", true)], 0, None, true)]);
+        let unbounded = KeyGroup::new(&[&set(&[("a", false), ("b", true)], 0, None, true)], vec![]);
         assert_eq!(unbounded.close(cursor(&k, "zz"), w), Some((None, 1)));
     }
 
     #[test]
     fn names_are_read_as_spelled() {
-        let k = KeyGroup::new(&[&set(&[("q\"t", false), ("é\n", false)], 0, None, false)]);
+        let k = KeyGroup::new(&[&set(&[("q\"t", false), ("é\n", false)], 0, None, false)], vec![]);
         let w = written(&[0], 0, 1);
         assert_eq!(k.close(cursor(&k, "q\\\"t"), w), Some((Some(0), 1)));
         assert_eq!(k.close(cursor(&k, "é\\n"), w), Some((Some(1), 1)));
@@ -393,7 +435,7 @@ mod tests {
             true,
         );
         let with = set(&[("a", false), ("b", true)], 0, None, true);
-        let k = KeyGroup::new(&[&without, &with]);
+        let k = KeyGroup::new(&[&without, &with], vec![]);
         let mut names = vec![0u64];
         let w = written(&names, 0, k.all());
         assert!(k.may_close(w), "the first variant may be empty");

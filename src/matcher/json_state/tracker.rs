@@ -44,6 +44,9 @@ struct Keyed {
     words: u32,
     count: u32,
     variants: Variants,
+    /// The member being written is a discriminator's (by number): its string keeps the
+    /// variants that list it.
+    discriminator: Option<u32>,
 }
 
 impl Keyed {
@@ -460,6 +463,7 @@ impl Reader<'_> {
                         words: words as u32,
                         count: 0,
                         variants: group.all(),
+                        discriminator: None,
                     }
                 });
                 self.position.frames.push(Frame::Object {
@@ -565,6 +569,34 @@ impl Reader<'_> {
         }
         k.count += 1;
         k.variants = variants;
+        k.discriminator = declared.and_then(|d| group.discriminator(d));
+        Ok(())
+    }
+
+    /// A string value whose content began at `start` closes at byte `i` of `bytes`: if it is
+    /// a discriminator's, only the variants of its object that list it remain (refused if
+    /// none).
+    fn discriminate(&mut self, start: usize, i: usize, bytes: &[u8]) -> Result<(), Refused> {
+        let Some(&Frame::Object {
+            keys: Some(k @ Keyed {
+                discriminator: Some(d),
+                ..
+            }),
+            ..
+        }) = self.position.frames.last()
+        else {
+            return Ok(());
+        };
+        let value = decode_string(&self.raw(start, &bytes[..i]));
+        let group = self.paths.key_group(k.group);
+        let variants = group.discriminate(d, &value, k.variants);
+        if variants == 0 {
+            return Err(Refused { at_byte: i });
+        }
+        if let Some(Frame::Object { keys: Some(k), .. }) = self.position.frames.last_mut() {
+            k.variants = variants;
+            k.discriminator = None;
+        }
         Ok(())
     }
 
@@ -586,7 +618,7 @@ impl Reader<'_> {
         bytes: &[u8],
     ) -> Result<(), Refused> {
         if role == Role::Other {
-            return Ok(());
+            return self.discriminate(start, i, bytes);
         }
         if let Some(&Frame::Object { at, .. }) = self.position.frames.last() {
             // Below an untracked object, every value is untracked: no need to read the name.

@@ -77,6 +77,9 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     /// The expression of each object lowered so far, by what its grammar is made of (see
     /// [`objects::Chain`]).
     chains: HashMap<objects::Chain, ExprId>,
+    /// Lowering an object `enum`/`const` value in any order (no key set: see
+    /// [`value`](Self::value)).
+    fixed_object: bool,
 }
 
 impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
@@ -110,6 +113,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             key_classes: HashMap::new(),
             objects: HashMap::new(),
             chains: HashMap::new(),
+            fixed_object: false,
         }
     }
 
@@ -375,7 +379,11 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                     additional: Box::new(Shape::Never),
                     ..ObjectShape::any("")
                 });
-                self.object(&fixed)?
+                // A shape of its own, at no place the matcher follows: a `2^n` grammar.
+                let keyed = std::mem::replace(&mut self.fixed_object, true);
+                let e = self.object(&fixed);
+                self.fixed_object = keyed;
+                e?
             }
             Value::Object(map) => {
                 let mut parts = vec![self.g.text("{"), self.ws];

@@ -20,7 +20,7 @@ use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::tick;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
-use super::super::tracked::{KeyValues, KeyedObject};
+use super::super::tracked::{KeyValues, KeyedObject, MemberValue};
 use crate::matcher::json_state::{Declared, KeySet};
 
 /// An object with more declared properties than this has its chain of members cut into rules
@@ -140,7 +140,7 @@ impl SchemaLowering<'_, '_, '_> {
             let colon = self.punct(":");
             let value = self.shape(s)?;
             members.push((self.g.seq([key, colon, value]), *req));
-            values.push((k.to_string(), value));
+            values.push((k.to_string(), MemberValue::of(value, s)));
         }
         let extra = self.undeclared_members(o, &declared)?;
         let counts = Counts {
@@ -206,12 +206,13 @@ impl SchemaLowering<'_, '_, '_> {
         o: &Rc<ObjectShape>,
         declared: &[String],
         props: &[(&str, Cow<Shape>, bool)],
-        values: Vec<(String, ExprId)>,
+        values: Vec<(String, MemberValue)>,
         extra: &Undeclared,
         counts: Counts,
     ) -> Result<Option<u32>, CompileError> {
         let keyable = matches!(self.c.opts.property_order, PropertyOrder::Any)
             && self.c.state_by_matcher
+            && !self.fixed_object
             && o.witnesses.is_empty()
             && o.patterns.is_empty()
             && o.names.is_none();
@@ -239,7 +240,7 @@ impl SchemaLowering<'_, '_, '_> {
         let others = match extra.any {
             Some(_) => {
                 let additional = self.c.undeclared_shape(o, &[])?;
-                Some(self.shape(&additional)?)
+                Some(MemberValue::of(self.shape(&additional)?, &additional))
             }
             None => None,
         };
