@@ -233,13 +233,28 @@ fn discriminated_unions_agree_with_the_2n_grammar() {
         json!(false),
     );
     agree(&json!({"oneOf": [circle, square]}), 100, 40, 8);
+    // Told apart by integers, `true` and `null`, beside a name both give the same value.
+    let version = |v: Value, extra: &str| {
+        object(
+            json!({"v": {"enum": v}, "ab": {"type": "integer"}, extra: {"type": "integer"}}),
+            json!(["v"]),
+            json!(false),
+        )
+    };
+    let versions =
+        json!({"anyOf": [version(json!([1, true]), "b"), version(json!([12, null]), "c")]});
+    agree(&versions, 100, 40, 9);
     // Twenty properties each: held by the group alone.
     let wide = |kind: &str, required: &str| -> Value {
         let mut props: serde_json::Map<String, Value> = (0..20)
             .map(|i| (format!("p{i}"), json!({"type": "integer"})))
             .collect();
         props.insert("kind".into(), json!({"const": kind}));
-        object(Value::Object(props), json!(["kind", required]), json!(false))
+        object(
+            Value::Object(props),
+            json!(["kind", required]),
+            json!(false),
+        )
     };
     let union = json!({"anyOf": [wide("x", "p1"), wide("y", "p2")]});
     let engine = Engine::new(tokenizers::qwen3().clone());
@@ -284,6 +299,44 @@ fn objects_disagreeing_on_a_value_fall_back_to_the_2n_grammar() {
         .err()
         .unwrap();
     assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+}
+
+/// Undeclared names go where the patterns they match say: an object of items under names
+/// matching a pattern is held to its key set though other names may be any value.
+#[test]
+fn names_matching_patterns_reach_their_objects() {
+    let item = object(
+        json!({"a": {"type": "integer"}, "ab": {"type": "integer"}, "b": {"type": "integer"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let schema = json!({
+        "type": "object",
+        "patternProperties": {"^a": {"type": "array", "items": item, "maxItems": 2}, "b$": {"type": "integer"}}
+    });
+    agree(&schema, 80, 60, 11);
+    // Twenty properties under a pattern, any value elsewhere: held by the key set alone.
+    let props: serde_json::Map<String, Value> = (0..20)
+        .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+        .collect();
+    let wide = json!({
+        "type": "object",
+        "patternProperties": {"^x": object(Value::Object(props), json!(["p1"]), json!(false))}
+    });
+    let engine = Engine::new(tokenizers::qwen3().clone());
+    let compiled = engine.compile_json_schema(&wide, &any_order()).unwrap();
+    let accepts = |text: &str| {
+        let mut m = compiled.matcher();
+        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    };
+    assert!(accepts(
+        "{\"y\":{\"p1\":1,\"p1\":2},\"x1\":{\"p2\":1,\"p1\":2}}"
+    ));
+    assert!(!accepts("{\"x1\":{\"p2\":1}}"), "p1 is required under x");
+    assert!(
+        !accepts("{\"x1\":{\"p1\":1,\"p1\":2}}"),
+        "a name twice under x"
+    );
 }
 
 /// Forty properties: the `2^n` grammar refuses them, the key set takes them in any order.

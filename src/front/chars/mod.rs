@@ -280,8 +280,8 @@ impl CharDfa {
         .map_err(over_time)
     }
 
-    /// Whether `s` is in the language: how tests compare languages (the front end only lowers).
-    #[cfg(test)]
+    /// Whether `s` is in the language (how tests compare languages, and how the matcher tells
+    /// property names apart by pattern).
     pub fn matches(&self, s: &str) -> bool {
         let mut at = 0;
         for c in s.chars() {

@@ -29,15 +29,16 @@ use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
 use crate::error::{CompileError, Location};
 use crate::front::guard::guarded;
 use crate::limits::{LimitKind, Limits};
+use crate::front::chars::CharDfa;
 use crate::ir::ExprId;
 use crate::matcher::json_state::{
-    spelled, KeyGroup, KeySet, PathNode, PathState, TrackedPaths, MAX_VARIANTS, UNTRACKED,
+    spelled, KeyGroup, KeySet, NameClasses, PathNode, PathState, TrackedPaths, MAX_VARIANTS, UNTRACKED,
 };
 
 type NodeId = usize;
 
-/// A name that tells the key sets of a group apart: per key set, the strings its objects
-/// give it.
+/// A name that tells the key sets of a group apart: per key set, the scalars its objects
+/// give it (see [`listed`]).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub(super) struct Discriminator {
     name: Box<[u8]>,
@@ -60,25 +61,34 @@ pub(super) struct KeyValues {
     others: Option<MemberValue>,
 }
 
-/// A member's value: its expression, and its strings if it is a list of them (`enum`,
-/// `const`).
+/// A member's value: its expression, and its values if it is a list of scalars (`enum`,
+/// `const`), each as the matcher reads it (see [`listed`]).
 #[derive(Clone)]
 pub(super) struct MemberValue {
     expr: ExprId,
-    strings: Option<Rc<[Box<[u8]>]>>,
+    listed: Option<Rc<[Box<[u8]>]>>,
 }
 
 impl MemberValue {
     pub fn of(expr: ExprId, shape: &Shape) -> MemberValue {
-        let strings = match shape {
-            Shape::Values(vs) => vs
-                .iter()
-                .map(|v| v.as_str().map(|s| Box::from(s.as_bytes())))
-                .collect::<Option<Rc<[_]>>>(),
+        let listed = match shape {
+            Shape::Values(vs) => vs.iter().map(listed).collect::<Option<Rc<[_]>>>(),
             _ => None,
         };
-        MemberValue { expr, strings }
+        MemberValue { expr, listed }
     }
+}
+
+/// A scalar of a list as the matcher reads a discriminator's value: a string as `"` and its
+/// content decoded, an integer, `true`, `false` or `null` as written (the grammar writes
+/// each one way); `None` for other values.
+fn listed(v: &Value) -> Option<Box<[u8]>> {
+    Some(match v {
+        Value::String(s) => [b"\"".as_slice(), s.as_bytes()].concat().into(),
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string().into_bytes().into(),
+        Value::Bool(_) | Value::Null => v.to_string().into_bytes().into(),
+        _ => return None,
+    })
 }
 
 impl KeyValues {
@@ -111,14 +121,58 @@ enum Node {
     /// An array of these items; `repeats` if it may hold two equal strings (a matcher
     /// keeping its strings apart would refuse it).
     Array { items: Vec<NodeId>, repeats: bool },
-    /// An object; `keys` the key set its names are held to, if in any order.
-    Object {
-        named: Vec<(String, NodeId)>,
-        rest: Vec<NodeId>,
-        keys: Option<KeyedObject>,
-    },
+    Object(ObjectNode),
     /// Values of any of these (`anyOf`, a reference).
     Union(Vec<NodeId>),
+}
+
+/// An object's steps: by declared name; undeclared names by the patterns they match (each
+/// pattern's automaton, `None` past its budget), else `additional`; and `witnesses`, which
+/// any undeclared name may be. `keys` the key set its names are held to, if in any order.
+struct ObjectNode {
+    named: Vec<(String, NodeId)>,
+    additional: Option<NodeId>,
+    patterns: Vec<(Option<Rc<CharDfa>>, NodeId)>,
+    witnesses: Vec<NodeId>,
+    keys: Option<KeyedObject>,
+}
+
+impl ObjectNode {
+    /// What an undeclared name may be, whatever patterns it matches.
+    fn rest(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.additional
+            .iter()
+            .copied()
+            .chain(self.patterns.iter().map(|&(_, x)| x))
+            .chain(self.witnesses.iter().copied())
+    }
+
+    /// What an undeclared name matching the patterns `matching` says (by index) may be.
+    fn undeclared(&self, matching: impl Fn(usize) -> bool) -> Vec<NodeId> {
+        let mut ids: Vec<NodeId> = (0..self.patterns.len())
+            .filter(|&i| matching(i))
+            .map(|i| self.patterns[i].1)
+            .collect();
+        if ids.is_empty() {
+            ids.extend(self.additional);
+        }
+        ids.extend(self.witnesses.iter().copied());
+        ids
+    }
+
+    /// What a value of the name `name` may be.
+    fn property(&self, name: &str, exact: bool) -> Vec<NodeId> {
+        match self.named.iter().find(|(n, _)| n == name) {
+            Some(&(_, x)) => vec![x],
+            None if exact => self.undeclared(|i| {
+                self.patterns[i]
+                    .0
+                    .as_ref()
+                    .is_some_and(|dfa| dfa.matches(name))
+            }),
+            None => self.rest().collect(),
+        }
+    }
 }
 
 impl Compiler<'_> {
@@ -296,11 +350,13 @@ impl Nodes {
                     for (name, x) in map {
                         named.push((name.clone(), self.add_value(c, x)?));
                     }
-                    self.push(Node::Object {
+                    self.push(Node::Object(ObjectNode {
                         named,
-                        rest: Vec::new(),
+                        additional: None,
+                        patterns: Vec::new(),
+                        witnesses: Vec::new(),
                         keys: None,
-                    })
+                    }))
                 }
                 Value::String(_) => self.push(Node::Strings),
                 _ => self.push(Node::Leaf),
@@ -318,14 +374,26 @@ impl Nodes {
         for (name, s) in &o.properties {
             named.push((name.clone(), self.add(c, s)?));
         }
-        let mut rest = vec![self.add(c, &o.additional)?];
-        for (_, s) in &o.patterns {
-            rest.push(self.add(c, s)?);
+        let additional = Some(self.add(c, &o.additional)?);
+        let mut patterns = Vec::with_capacity(o.patterns.len());
+        for (p, s) in &o.patterns {
+            // Past its budget, names are not told apart by it (every pattern's values, as
+            // for any name).
+            let dfa = p.automaton(&c.char_budget()).ok().map(Rc::new);
+            c.tick(&o.pointer)?;
+            patterns.push((dfa, self.add(c, s)?));
         }
+        let mut witnesses = Vec::with_capacity(o.witnesses.len());
         for (_, s) in &o.witnesses {
-            rest.push(self.add(c, s)?);
+            witnesses.push(self.add(c, s)?);
         }
-        Ok(self.push(Node::Object { named, rest, keys }))
+        Ok(self.push(Node::Object(ObjectNode {
+            named,
+            additional,
+            patterns,
+            witnesses,
+            keys,
+        })))
     }
 
     fn children(&self, id: NodeId) -> Vec<NodeId> {
@@ -334,11 +402,7 @@ impl Nodes {
                 Vec::new()
             }
             Node::Array { items: xs, .. } | Node::Union(xs) => xs.clone(),
-            Node::Object { named, rest, .. } => named
-                .iter()
-                .map(|(_, x)| *x)
-                .chain(rest.iter().copied())
-                .collect(),
+            Node::Object(o) => o.named.iter().map(|(_, x)| *x).chain(o.rest()).collect(),
         }
     }
 
@@ -356,7 +420,7 @@ impl Nodes {
             .filter(|&id| {
                 matches!(
                     self.nodes[id],
-                    Node::Distinct(_) | Node::Counted(..) | Node::Object { keys: Some(_), .. }
+                    Node::Distinct(_) | Node::Counted(..) | Node::Object(ObjectNode { keys: Some(_), .. })
                 )
             })
             .collect();
@@ -414,9 +478,9 @@ impl Paths<'_> {
 }
 
 /// The discriminators of the objects `keyed` (all with key sets): names two key sets admit
-/// with other values, each object giving them only strings from a list (`enum`, `const`);
+/// with other values, each object giving them only scalars from a list (`enum`, `const`);
 /// `None` if some name two key sets admit has other values not so given. Each discriminator
-/// with, per key set admitting it, the strings its objects give.
+/// with, per key set admitting it, the scalars its objects give.
 fn discriminators(c: &Compiler, keyed: &[Option<&KeyedObject>]) -> Option<Vec<Discriminator>> {
     let keyed: Vec<&KeyedObject> = keyed.iter().flatten().copied().collect();
     let set = |k: &KeyedObject| &c.key_sets[k.set as usize].0;
@@ -435,7 +499,7 @@ fn discriminators(c: &Compiler, keyed: &[Option<&KeyedObject>]) -> Option<Vec<Di
         let name = name?;
         let mut strings: BTreeMap<u32, BTreeSet<Box<[u8]>>> = BTreeMap::new();
         for (s, v) in admitting {
-            strings.entry(s).or_default().extend(v.strings.as_deref()?.iter().cloned());
+            strings.entry(s).or_default().extend(v.listed.as_deref()?.iter().cloned());
         }
         out.push(Discriminator {
             name: name.into(),
@@ -446,6 +510,55 @@ fn discriminators(c: &Compiler, keyed: &[Option<&KeyedObject>]) -> Option<Vec<Di
         });
     }
     Some(out)
+}
+
+/// Most patterns of the objects at one place whose names are told apart by the patterns they
+/// match, and most classes of names they make; past either, an undeclared name may be any
+/// pattern's value or the additional one (an over-approximation: a place may be refused, no
+/// rule lost).
+const MAX_CLASS_PATTERNS: usize = 8;
+const MAX_NAME_CLASSES: usize = 16;
+
+/// The classes of undeclared names at a place where `objects` may be, by the patterns they
+/// match (bit `i`: the `i`-th pattern of the objects in turn), each class nonempty; `None`
+/// without patterns, or where they cannot all be told apart (an automaton past its budget,
+/// too many patterns or classes).
+fn name_classes(c: &Compiler, objects: &[&ObjectNode]) -> Result<Option<Vec<u64>>, CompileError> {
+    let patterns: Vec<&Option<Rc<CharDfa>>> =
+        objects.iter().flat_map(|o| o.patterns.iter().map(|(dfa, _)| dfa)).collect();
+    if patterns.is_empty() || patterns.len() > MAX_CLASS_PATTERNS {
+        return Ok(None);
+    }
+    let budget = c.char_budget();
+    let split = || -> Result<Option<Vec<u64>>, CompileError> {
+        let mut classes = vec![(0u64, CharDfa::strings(&[], &budget)?.complement(budget.deadline)?)];
+        for (i, dfa) in patterns.iter().enumerate() {
+            let Some(inside) = dfa else {
+                return Ok(None);
+            };
+            let outside = inside.complement(budget.deadline)?;
+            let mut next = Vec::with_capacity(classes.len() * 2);
+            for (bits, names) in classes {
+                for (part, bit) in [(&**inside, 1 << i), (&outside, 0)] {
+                    let names = names.intersect(part, &budget)?;
+                    if !names.is_empty() {
+                        next.push((bits | bit, names));
+                    }
+                }
+            }
+            if next.len() > MAX_NAME_CLASSES {
+                return Ok(None);
+            }
+            classes = next;
+        }
+        Ok(Some(classes.into_iter().map(|(bits, _)| bits).collect()))
+    };
+    match split() {
+        Ok(classes) => Ok(classes),
+        // Past the deadline: the compilation's error; past an automaton's budget: no classes.
+        Err(e) if c.deadline.check().is_err() => Err(e),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Key set `k` cannot be held where its objects are (`why`): the next pass lowers them as
@@ -605,10 +718,10 @@ impl Paths<'_> {
                     repeating |= *repeats;
                     items.extend(xs);
                 }
-                Node::Object { named, rest, keys } => {
-                    names.extend(named.iter().map(|(n, _)| n.as_str()));
-                    objects.push((named, rest));
-                    keyed.push(keys.as_ref());
+                Node::Object(o) => {
+                    names.extend(o.named.iter().map(|(n, _)| n.as_str()));
+                    objects.push(o);
+                    keyed.push(o.keys.as_ref());
                 }
                 Node::Counted(bound, at) => match counted {
                     Some((b, _)) if b != *bound => other_strings = true,
@@ -638,29 +751,49 @@ impl Paths<'_> {
         let keys = self.key_group(c, &keyed, any.is_some())?;
         items.extend(any);
         let item = self.state(items)?;
-        let mut others: Vec<NodeId> = objects
-            .iter()
-            .flat_map(|(_, rest)| rest.iter().copied())
-            .collect();
-        others.extend(any);
-        let other = self.state(others)?;
+        let classes = name_classes(c, &objects)?;
+        let (other, classes) = match classes {
+            Some(classes) => {
+                let mut states = HashMap::new();
+                for bits in classes {
+                    let mut ids: Vec<NodeId> = any.into_iter().collect();
+                    let mut first = 0;
+                    for o in &objects {
+                        ids.extend(o.undeclared(|i| bits >> (first + i) & 1 == 1));
+                        first += o.patterns.len();
+                    }
+                    states.insert(bits, self.state(ids)?);
+                }
+                let patterns = objects
+                    .iter()
+                    .flat_map(|o| o.patterns.iter())
+                    .map(|(dfa, _)| dfa.as_deref().expect("every pattern's automaton").clone())
+                    .collect();
+                let other = states.get(&0).copied().unwrap_or(UNTRACKED);
+                (other, Some(Arc::new(NameClasses::new(patterns, states))))
+            }
+            None => {
+                let mut others: Vec<NodeId> = objects.iter().flat_map(|o| o.rest()).collect();
+                others.extend(any);
+                (self.state(others)?, None)
+            }
+        };
         let mut named = HashMap::new();
         for name in names {
             let mut ids: Vec<NodeId> = any.into_iter().collect();
-            for (declared, rest) in &objects {
-                match declared.iter().find(|(n, _)| n == name) {
-                    Some((_, x)) => ids.push(*x),
-                    None => ids.extend(rest.iter().copied()),
-                }
+            for o in &objects {
+                ids.extend(o.property(name, classes.is_some()));
             }
             let s = self.state(ids)?;
-            if s != other {
+            // Without classes, a name not listed is any other name.
+            if s != other || classes.is_some() {
                 named.insert(name.as_bytes().into(), s);
             }
         }
         Ok(PathNode {
             named,
             other,
+            classes,
             item,
             distinct: distinct.is_some(),
             string: counted.map(|(bound, _)| bound),

@@ -15,8 +15,9 @@
 //! on the value of every name two of them admit (the front end checks it): the grammar then
 //! holds values alike whatever the variant, and which variants remain depends on names only.
 //! A name whose values differ may still tell variants apart if each variant gives it only
-//! strings from a list (a discriminator, `"type": "circle"`): the string written keeps the
-//! variants that list it, so which remain depends on names and those strings only.
+//! scalars from a list (a discriminator, `"type": "circle"`, `"version": 3`): the value
+//! written keeps the variants that list it, so which remain depends on names and those
+//! values only.
 //!
 //! Duplicate names are refused in every variant (the `2^n` grammar refuses them for declared
 //! names only; a JSON object's names should be unique).
@@ -96,8 +97,8 @@ pub(crate) struct KeyGroup {
     /// Every variant's declared names, sorted.
     names: Box<[Box<[u8]>]>,
     variants: Box<[Variant]>,
-    /// The discriminators, by the number of their name: per string (decoded), the variants
-    /// that list it.
+    /// The discriminators, by the number of their name: per value (a string as `"` and its
+    /// decoded content, another scalar as written), the variants that list it.
     discriminators: Box<[(u32, HashMap<Box<[u8]>, Variants>)]>,
 }
 
@@ -140,7 +141,7 @@ pub(crate) struct Written<'w> {
 
 impl KeyGroup {
     /// The group of `sets` (at most [`MAX_VARIANTS`]), told apart by `discriminators`: each a
-    /// name (as spelled) and, per variant admitting it, the strings it lists.
+    /// name (as spelled) and, per variant admitting it, the values it lists.
     pub fn new(sets: &[&KeySet], discriminators: Vec<(&[u8], Vec<(usize, &[Box<[u8]>])>)>) -> KeyGroup {
         debug_assert!(!sets.is_empty() && sets.len() <= MAX_VARIANTS);
         let mut names: Vec<Box<[u8]>> = sets
@@ -204,7 +205,7 @@ impl KeyGroup {
             .map(|d| d as u32)
     }
 
-    /// The variants of `variants` that list `value` (decoded) for discriminator `d`.
+    /// The variants of `variants` that list `value` for discriminator `d`.
     pub fn discriminate(&self, d: u32, value: &[u8], variants: Variants) -> Variants {
         self.discriminators[d as usize]
             .1

@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 pub(crate) use lengths::{LengthBound, DEAD};
-pub(crate) use paths::{PathNode, PathState, TrackedPaths, UNTRACKED};
+pub(crate) use paths::{NameClasses, PathNode, PathState, TrackedPaths, UNTRACKED};
 pub(crate) use keys::{spelled, Declared, KeyGroup, KeySet, MAX_VARIANTS};
 use tracker::{JsonTracker, KeyReads};
 

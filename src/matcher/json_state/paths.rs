@@ -3,6 +3,9 @@
 //! name, an array item), built by the JSON Schema front end from the schema's shapes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::front::chars::CharDfa;
 
 use super::keys::KeyGroup;
 use super::lengths::LengthBound;
@@ -22,8 +25,10 @@ pub(crate) const ROOT: PathState = 1;
 pub(crate) struct PathNode {
     /// A property's value, by the property's (decoded) name.
     pub named: HashMap<Box<[u8]>, PathState>,
-    /// A property of any other name.
+    /// A property of any other name (matching none of `classes`' patterns).
     pub other: PathState,
+    /// Other names by the patterns they match.
+    pub classes: Option<Arc<NameClasses>>,
     /// An array's item.
     pub item: PathState,
     /// An array here must have pairwise distinct items, which are strings.
@@ -33,6 +38,32 @@ pub(crate) struct PathNode {
     /// An object here may have its properties in any order, its names held to this group of
     /// [`TrackedPaths::key_group`].
     pub keys: Option<u32>,
+}
+
+/// Undeclared names told apart by the `patternProperties` they match.
+#[derive(Debug)]
+pub(crate) struct NameClasses {
+    patterns: Vec<CharDfa>,
+    /// By the set of patterns a name matches (bit `i`: pattern `i`).
+    states: HashMap<u64, PathState>,
+}
+
+impl NameClasses {
+    pub fn new(patterns: Vec<CharDfa>, states: HashMap<u64, PathState>) -> NameClasses {
+        NameClasses { patterns, states }
+    }
+
+    /// The state of a property named `name` (decoded), if its class has one.
+    fn state(&self, name: &[u8]) -> Option<PathState> {
+        let name = std::str::from_utf8(name).ok()?;
+        let bits = self
+            .patterns
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.matches(name))
+            .fold(0u64, |acc, (i, _)| acc | 1 << i);
+        self.states.get(&bits).copied()
+    }
 }
 
 /// The automaton: every state's steps, [`UNTRACKED`] and [`ROOT`] first.
@@ -64,7 +95,12 @@ impl TrackedPaths {
     /// The state of a property's value named `name` (decoded) in an object at `at`.
     pub fn property(&self, at: PathState, name: &[u8]) -> PathState {
         let node = &self.nodes[at as usize];
-        node.named.get(name).copied().unwrap_or(node.other)
+        let classified = || node.classes.as_ref()?.state(name);
+        node.named
+            .get(name)
+            .copied()
+            .or_else(classified)
+            .unwrap_or(node.other)
     }
 
     /// The state of an item of an array at `at`.

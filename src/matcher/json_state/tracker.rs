@@ -82,8 +82,8 @@ enum Lex {
         /// A name of an object whose names are held to a key group: the names it may become.
         name: Option<NameCursor>,
     },
-    /// Inside a number, `true`, `false` or `null`.
-    Scalar,
+    /// Inside a number, `true`, `false` or `null` that began at `start` of the text.
+    Scalar { start: usize },
 }
 
 /// The reader's position: what a consumed step changes besides the text and the values.
@@ -242,7 +242,7 @@ impl JsonTracker {
                 }
             }
             Lex::Str { .. } => KeyReads::InString,
-            Lex::Between | Lex::Scalar => KeyReads::Between {
+            Lex::Between | Lex::Scalar { .. } => KeyReads::Between {
                 name_next: matches!(
                     self.position.frames.last(),
                     Some(&Frame::Object {
@@ -448,8 +448,13 @@ impl Reader<'_> {
                 return self.close_string(start, role, i, bytes);
             }
             Lex::Str { .. } => return Ok(()),
-            Lex::Scalar if is_scalar_byte(b) => return Ok(()),
-            Lex::Scalar | Lex::Between => self.position.lex = Lex::Between,
+            Lex::Scalar { .. } if is_scalar_byte(b) => return Ok(()),
+            &mut Lex::Scalar { start } => {
+                self.position.lex = Lex::Between;
+                let scalar = self.raw(start, &bytes[..i]);
+                self.discriminate(&scalar, i)?;
+            }
+            Lex::Between => {}
         }
         match b {
             b'{' => {
@@ -548,7 +553,11 @@ impl Reader<'_> {
                     name,
                 };
             }
-            b if is_scalar_byte(b) => self.position.lex = Lex::Scalar,
+            b if is_scalar_byte(b) => {
+                self.position.lex = Lex::Scalar {
+                    start: self.text.len() + i,
+                }
+            }
             // White space and `:`.
             _ => {}
         }
@@ -573,10 +582,10 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// A string value whose content began at `start` closes at byte `i` of `bytes`: if it is
-    /// a discriminator's, only the variants of its object that list it remain (refused if
-    /// none).
-    fn discriminate(&mut self, start: usize, i: usize, bytes: &[u8]) -> Result<(), Refused> {
+    /// A scalar or string value ends before byte `i` (as a discriminator's lists hold it): if
+    /// it is a discriminator's, only the variants of its object that list it remain (refused
+    /// if none).
+    fn discriminate(&mut self, value: &[u8], i: usize) -> Result<(), Refused> {
         let Some(&Frame::Object {
             keys: Some(k @ Keyed {
                 discriminator: Some(d),
@@ -587,9 +596,8 @@ impl Reader<'_> {
         else {
             return Ok(());
         };
-        let value = decode_string(&self.raw(start, &bytes[..i]));
         let group = self.paths.key_group(k.group);
-        let variants = group.discriminate(d, &value, k.variants);
+        let variants = group.discriminate(d, value, k.variants);
         if variants == 0 {
             return Err(Refused { at_byte: i });
         }
@@ -618,7 +626,9 @@ impl Reader<'_> {
         bytes: &[u8],
     ) -> Result<(), Refused> {
         if role == Role::Other {
-            return self.discriminate(start, i, bytes);
+            // A discriminator's string, as its lists hold it: `"` and the decoded content.
+            let string = [b"\"".as_slice(), &decode_string(&self.raw(start, &bytes[..i]))].concat();
+            return self.discriminate(&string, i);
         }
         if let Some(&Frame::Object { at, .. }) = self.position.frames.last() {
             // Below an untracked object, every value is untracked: no need to read the name.
