@@ -34,7 +34,7 @@ use crate::front::tags::TagDispatch;
 use crate::ir::Grammar;
 use crate::limits::{Deadline, LimitKind, Limits};
 use crate::mask::CacheStats;
-use crate::matcher::json_state::{long_quoted_tokens, JsonState, TrackedPaths};
+use crate::matcher::json_state::{JsonState, TokenReads, TrackedPaths};
 use crate::matcher::{MatchError, Matcher};
 use crate::ops::{
     fits_operators, lower_within, regex_grammar, warm, LowerConfig, OpsMatcher, Program,
@@ -323,7 +323,7 @@ impl Engine {
         let mut constraint = self.compile_grammar_within(&compiled.grammar, &deadline)?;
         constraint.warnings = compiled.warnings.into();
         constraint.tracked = tracked.map(|paths| Tracked {
-            long_quoted: long_quoted_tokens(&paths, self.vocab()),
+            reads: Arc::new(TokenReads::new(&paths, self.vocab())),
             paths: Arc::new(paths),
             vocab: self.vocab().clone(),
             history: self.limits.history_cap(),
@@ -545,7 +545,7 @@ struct Tracked {
     paths: Arc<TrackedPaths>,
     vocab: Vocab,
     history: usize,
-    long_quoted: Arc<[TokenId]>,
+    reads: Arc<TokenReads>,
 }
 
 impl Constraint {
@@ -562,7 +562,7 @@ impl Constraint {
                 d.paths.clone(),
                 d.vocab.clone(),
                 d.history,
-                d.long_quoted.clone(),
+                d.reads.clone(),
             ))
         });
         ConstraintMatcher { inner, state }

@@ -42,8 +42,11 @@ type NodeId = usize;
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub(super) struct Discriminator {
     name: Box<[u8]>,
-    strings: Vec<(u32, Box<[Box<[u8]>]>)>,
+    strings: Vec<(u32, Listed)>,
 }
+
+/// Scalars of a list, as [`listed`] gives them.
+type Listed = Box<[Box<[u8]>]>;
 
 /// An object lowered in any order with a key set: the set's number, and its values.
 #[derive(Clone)]

@@ -99,8 +99,15 @@ pub(crate) struct KeyGroup {
     variants: Box<[Variant]>,
     /// The discriminators, by the number of their name: per value (a string as `"` and its
     /// decoded content, another scalar as written), the variants that list it.
-    discriminators: Box<[(u32, HashMap<Box<[u8]>, Variants>)]>,
+    discriminators: Box<[(u32, Listing)]>,
 }
+
+/// Per value of a discriminator, the variants that list it.
+type Listing = HashMap<Box<[u8]>, Variants>;
+
+/// A discriminator as the front end gives it: its name (as spelled) and, per variant
+/// admitting it (by number), the values it lists.
+pub(crate) type Lists<'a> = (&'a [u8], Vec<(usize, &'a [Box<[u8]>])>);
 
 /// One key set over its group's names (bit `i`: `names[i]`).
 #[derive(Clone, Debug)]
@@ -140,9 +147,8 @@ pub(crate) struct Written<'w> {
 }
 
 impl KeyGroup {
-    /// The group of `sets` (at most [`MAX_VARIANTS`]), told apart by `discriminators`: each a
-    /// name (as spelled) and, per variant admitting it, the values it lists.
-    pub fn new(sets: &[&KeySet], discriminators: Vec<(&[u8], Vec<(usize, &[Box<[u8]>])>)>) -> KeyGroup {
+    /// The group of `sets` (at most [`MAX_VARIANTS`]), told apart by `discriminators`.
+    pub fn new(sets: &[&KeySet], discriminators: Vec<Lists>) -> KeyGroup {
         debug_assert!(!sets.is_empty() && sets.len() <= MAX_VARIANTS);
         let mut names: Vec<Box<[u8]>> = sets
             .iter()
@@ -181,7 +187,7 @@ impl KeyGroup {
             .into_iter()
             .map(|(name, lists)| {
                 let i = names.binary_search_by(|n| (**n).cmp(name)).expect("a name of the group");
-                let mut by_value: HashMap<Box<[u8]>, Variants> = HashMap::new();
+                let mut by_value = Listing::new();
                 for (variant, strings) in lists {
                     for s in strings {
                         *by_value.entry(s.clone()).or_default() |= 1 << variant;

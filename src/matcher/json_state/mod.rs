@@ -42,40 +42,96 @@ const MAX_TRIE_LOOKUPS: usize = 64;
 pub(crate) struct JsonState {
     tracker: JsonTracker,
     vocab: Vocab,
-    /// See [`long_quoted_tokens`].
-    long_quoted: Arc<[TokenId]>,
+    reads: Arc<TokenReads>,
     /// Mask words of the tokens a mask reads one by one (reused).
     read: Vec<u32>,
 }
 
-/// The tokens holding `"` long enough to open a string of `paths` whose length is counted
-/// and leave its bound within themselves: every mask reads them whole (what a string inside
-/// a shorter token may hold is the grammar's, `minLength` included). Found once per
-/// constraint; none for most (Qwen3's longest such token has 34 bytes).
-pub(crate) fn long_quoted_tokens(paths: &TrackedPaths, vocab: &Vocab) -> Arc<[TokenId]> {
-    let safe = paths.safe_token_len();
-    vocab
-        .holding(b'"')
-        .positions
-        .iter()
-        .map(|&p| vocab.trie().token_at(p))
-        .filter(|&t| vocab.token_bytes(t).len() > safe)
-        .collect()
+/// The tokens a mask reads one by one beside those of distinct items, found once per
+/// constraint.
+#[derive(Debug)]
+pub(crate) struct TokenReads {
+    /// The tokens holding `"` long enough to open a string whose length is counted and leave
+    /// its bound within themselves: every mask reads them whole (what a string inside a
+    /// shorter token may hold is the grammar's, `minLength` included). None for most
+    /// (Qwen3's longest such token has 34 bytes).
+    long_quoted: Box<[TokenId]>,
+    /// Where objects have key groups: mask words of the tokens each [`KeyReads`] reads.
+    keyed: Option<KeyedWords>,
+}
+
+/// Mask words of the tokens that may reach a name, `,` or `}` of an object held to a key
+/// group (see [`KeyReads`]).
+#[derive(Debug)]
+struct KeyedWords {
+    /// Holding `{` and `"`: they may open such an object and write in it.
+    opening: Box<[u32]>,
+    /// Holding `"` and `,` or `}`, or opening.
+    in_string: Box<[u32]>,
+    /// Holding `,` or `}`, or opening.
+    between: Box<[u32]>,
+    /// Those, or holding `"`.
+    before_name: Box<[u32]>,
+    /// Holding `"`.
+    quoted: Box<[u32]>,
+    every: Box<[u32]>,
+}
+
+impl TokenReads {
+    pub fn new(paths: &TrackedPaths, vocab: &Vocab) -> TokenReads {
+        let safe = paths.safe_token_len();
+        let long_quoted = vocab
+            .holding(b'"')
+            .positions
+            .iter()
+            .map(|&p| vocab.trie().token_at(p))
+            .filter(|&t| vocab.token_bytes(t).len() > safe)
+            .collect();
+        let keyed = paths.has_key_groups().then(|| {
+            let [quote, comma, close, open] =
+                [b'"', b',', b'}', b'{'].map(|b| &vocab.holding(b).words);
+            let words = |f: &dyn Fn(usize) -> u32| (0..quote.len()).map(f).collect();
+            let opening: Box<[u32]> = words(&|w| open[w] & quote[w]);
+            KeyedWords {
+                in_string: words(&|w| quote[w] & (comma[w] | close[w]) | opening[w]),
+                between: words(&|w| comma[w] | close[w] | opening[w]),
+                before_name: words(&|w| comma[w] | close[w] | opening[w] | quote[w]),
+                quoted: quote.clone(),
+                every: vec![!0; quote.len()].into(),
+                opening,
+            }
+        });
+        TokenReads { long_quoted, keyed }
+    }
+
+    /// Mask words of the tokens `reads` reads (`None`: none).
+    fn keyed(&self, reads: KeyReads) -> Option<&[u32]> {
+        let k = self.keyed.as_ref()?;
+        Some(match reads {
+            KeyReads::None => return None,
+            KeyReads::Opening => &k.opening,
+            KeyReads::Name { every: true } => &k.every,
+            KeyReads::Name { every: false } => &k.quoted,
+            KeyReads::InString => &k.in_string,
+            KeyReads::Between { name_next: false } => &k.between,
+            KeyReads::Between { name_next: true } => &k.before_name,
+        })
+    }
 }
 
 impl JsonState {
     /// At the start of the document, keeping `history` steps for rollback (the grammar
-    /// matcher's limit); `long_quoted` from [`long_quoted_tokens`].
+    /// matcher's limit); `reads` those of the constraint.
     pub fn new(
         paths: Arc<TrackedPaths>,
         vocab: Vocab,
         history: usize,
-        long_quoted: Arc<[TokenId]>,
+        reads: Arc<TokenReads>,
     ) -> JsonState {
         JsonState {
             tracker: JsonTracker::new(paths, history),
             vocab,
-            long_quoted,
+            reads,
             read: Vec::new(),
         }
     }
@@ -141,12 +197,26 @@ impl JsonState {
                 [bracket, bracket]
             }
         };
-        let keyed = key_read_words(vocab, self.tracker.key_reads());
+        let n = out.len();
+        let (quote, also0, also1) = (&quote[..n], &also[0][..n], &also[1][..n]);
         self.read.clear();
-        self.read.extend(
-            (0..out.len()).map(|w| out[w] & (quote[w] & (also[0][w] | also[1][w]) | keyed(w))),
-        );
-        for &t in self.long_quoted.iter() {
+        self.read.resize(n, 0);
+        // Plain loops over slices of one length, which the compiler vectorizes.
+        let read = &mut self.read[..n];
+        match self.reads.keyed(self.tracker.key_reads()) {
+            None => {
+                for w in 0..n {
+                    read[w] = out[w] & quote[w] & (also0[w] | also1[w]);
+                }
+            }
+            Some(keyed) => {
+                let keyed = &keyed[..n];
+                for w in 0..n {
+                    read[w] = out[w] & (quote[w] & (also0[w] | also1[w]) | keyed[w]);
+                }
+            }
+        }
+        for &t in self.reads.long_quoted.iter() {
             if get_bit(out, t) {
                 set_bit(&mut self.read, t);
             }
@@ -240,31 +310,5 @@ impl JsonState {
     /// Back to the start.
     pub fn reset(&mut self) {
         self.tracker.reset();
-    }
-}
-
-/// Mask words of the tokens to read for the key sets of open objects (see [`KeyReads`]), by
-/// word.
-fn key_read_words(vocab: &Vocab, reads: KeyReads) -> impl Fn(usize) -> u32 + '_ {
-    let holding = |b: u8| -> &[u32] {
-        match reads {
-            KeyReads::None => &[],
-            _ => &vocab.holding(b).words,
-        }
-    };
-    let [quote, comma, close, open] = [b'"', b',', b'}', b'{'].map(holding);
-    move |w| {
-        let opening = || open[w] & quote[w];
-        match reads {
-            KeyReads::None => 0,
-            KeyReads::Opening => opening(),
-            KeyReads::Name { every: true } => !0,
-            KeyReads::Name { every: false } => quote[w],
-            KeyReads::InString => quote[w] & (comma[w] | close[w]) | opening(),
-            KeyReads::Between { name_next } => {
-                let names = if name_next { quote[w] } else { 0 };
-                comma[w] | close[w] | names | opening()
-            }
-        }
     }
 }
