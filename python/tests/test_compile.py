@@ -43,6 +43,22 @@ def test_json_schema_options(compiler: formwork.GrammarCompiler) -> None:
     assert accepts(compiler.compile_json_schema(PERSON, any_whitespace=False, separators=(",", ":")), '{"name":"A","age":1}')
 
 
+def test_any_order_holds_wide_objects(compiler: formwork.GrammarCompiler) -> None:
+    # Twenty properties: the matcher keeps the names written, so the order is free at any size.
+    names = [f"p{i}" for i in range(20)]
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "integer"} for n in names},
+        "required": ["p0", "p19"],
+        "additionalProperties": False,
+    }
+    wide = compiler.compile_json_schema(schema, any_whitespace=False, any_order=True)
+    backwards = ",".join(f'"{n}":{i}' for i, n in reversed(list(enumerate(names))))
+    assert accepts(wide, "{" + backwards + "}")
+    assert not accepts(wide, '{"p19":1,"p0":2,"p19":3}')
+    assert not accepts(wide, '{"p19":1,"p3":2}')
+
+
 def test_json_schema_from_a_pydantic_style_class(compiler: formwork.GrammarCompiler) -> None:
     class Model:
         @staticmethod

@@ -32,8 +32,12 @@
 //!
 //! Semantic choices (each keeps the grammar exact for what it admits):
 //! - **Property order**: [`PropertyOrder::Schema`] writes declared properties in schema order
-//!   and additional properties after them; [`PropertyOrder::Any`] accepts every order (its
-//!   grammar grows as 2^n, hence [`JsonSchemaOptions::max_any_order_properties`]).
+//!   and additional properties after them; [`PropertyOrder::Any`] accepts every order. The
+//!   engine's matcher holds such objects in linear size (any run of members in the grammar,
+//!   the names written kept beside it: `matcher::json_state::keys`); a grammar alone
+//!   ([`compile_schema`], tag dispatch), and objects the matcher cannot tell apart from others
+//!   at their place, get one rule per set of names written (2^n, hence
+//!   [`JsonSchemaOptions::max_any_order_properties`]).
 //! - **Strings**: string values may use every JSON escape; fixed strings (`enum`, `const`) and
 //!   every object key, declared or not, are canonical (a serializer's spelling: only `"`, `\`
 //!   and controls escaped). See the `strings` and `ecma` notes in the source: patterns are
@@ -138,7 +142,8 @@ pub enum Whitespace {
 pub enum PropertyOrder {
     /// Declared properties in the order of `properties`, additional ones after them.
     Schema,
-    /// Any order.
+    /// Any order (JSON Schema itself does not order properties; use it when the model may
+    /// write them in another order than the schema's). Duplicate names are refused.
     Any,
 }
 
@@ -214,7 +219,9 @@ impl JsonSchemaOptions {
         self.lenient
     }
 
-    /// Most properties of one object compiled in [`PropertyOrder::Any`] (2^n grammar states).
+    /// Most properties of one object whose [`PropertyOrder::Any`] grammar has a rule per set
+    /// of names written (2^n rules): objects without a matcher to hold their names, or that
+    /// share their place with objects it cannot tell them from.
     pub fn max_any_order_properties(mut self, n: usize) -> Self {
         self.max_any_order_properties = n.min(20);
         self
