@@ -27,7 +27,7 @@ pub(crate) use keys::{spelled, Declared, KeyGroup, KeySet, MAX_VARIANTS};
 use tracker::{JsonTracker, KeyReads};
 
 use super::{MatchError, MatchErrorKind, Matcher};
-use crate::base::bitmask::{clear_bit, get_bit, iter_ones, set_bit};
+use crate::base::bitmask::{clear_bit, get_bit, iter_ones};
 use crate::base::token::TokenId;
 use crate::vocab::{TokenKind, Vocab};
 use lengths::LengthWalk;
@@ -43,8 +43,10 @@ pub(crate) struct JsonState {
     tracker: JsonTracker,
     vocab: Vocab,
     reads: Arc<TokenReads>,
-    /// Mask words of the tokens a mask reads one by one (reused).
+    /// Mask words of the tokens a mask reads for distinct items (reused).
     read: Vec<u32>,
+    /// The tokens a mask reads one by one (reused).
+    candidates: Vec<TokenId>,
 }
 
 /// The tokens a mask reads one by one beside those of distinct items, found once per
@@ -56,25 +58,33 @@ pub(crate) struct TokenReads {
     /// shorter token may hold is the grammar's, `minLength` included). None for most
     /// (Qwen3's longest such token has 34 bytes).
     long_quoted: Box<[TokenId]>,
-    /// Where objects have key groups: mask words of the tokens each [`KeyReads`] reads.
-    keyed: Option<KeyedWords>,
+    /// Where objects have key groups: the tokens each [`KeyReads`] reads.
+    keyed: Option<KeyedTokens>,
 }
 
-/// Mask words of the tokens that may reach a name, `,` or `}` of an object held to a key
-/// group (see [`KeyReads`]).
+/// The tokens that may reach a name, `,` or `}` of an object held to a key group (see
+/// [`KeyReads`]), ascending; a few hundred to a few thousand of them, read only where the
+/// mask allows them.
 #[derive(Debug)]
-struct KeyedWords {
+struct KeyedTokens {
     /// Holding `{` and `"`: they may open such an object and write in it.
-    opening: Box<[u32]>,
+    opening: Box<[TokenId]>,
     /// Holding `"` and `,` or `}`, or opening.
-    in_string: Box<[u32]>,
+    in_string: Box<[TokenId]>,
     /// Holding `,` or `}`, or opening.
-    between: Box<[u32]>,
+    between: Box<[TokenId]>,
     /// Those, or holding `"`.
-    before_name: Box<[u32]>,
+    before_name: Box<[TokenId]>,
     /// Holding `"`.
-    quoted: Box<[u32]>,
-    every: Box<[u32]>,
+    quoted: Box<[TokenId]>,
+}
+
+/// The tokens a [`KeyReads`] reads.
+enum KeyedRead<'a> {
+    /// These, where the mask allows them.
+    Listed(&'a [TokenId]),
+    /// Every token the mask allows.
+    Allowed,
 }
 
 impl TokenReads {
@@ -90,32 +100,33 @@ impl TokenReads {
         let keyed = paths.has_key_groups().then(|| {
             let [quote, comma, close, open] =
                 [b'"', b',', b'}', b'{'].map(|b| &vocab.holding(b).words);
-            let words = |f: &dyn Fn(usize) -> u32| (0..quote.len()).map(f).collect();
-            let opening: Box<[u32]> = words(&|w| open[w] & quote[w]);
-            KeyedWords {
-                in_string: words(&|w| quote[w] & (comma[w] | close[w]) | opening[w]),
-                between: words(&|w| comma[w] | close[w] | opening[w]),
-                before_name: words(&|w| comma[w] | close[w] | opening[w] | quote[w]),
-                quoted: quote.clone(),
-                every: vec![!0; quote.len()].into(),
-                opening,
+            let tokens = |f: &dyn Fn(usize) -> u32| -> Box<[TokenId]> {
+                let words: Vec<u32> = (0..quote.len()).map(f).collect();
+                iter_ones(&words).collect()
+            };
+            KeyedTokens {
+                opening: tokens(&|w| open[w] & quote[w]),
+                in_string: tokens(&|w| quote[w] & (comma[w] | close[w]) | open[w] & quote[w]),
+                between: tokens(&|w| comma[w] | close[w] | open[w] & quote[w]),
+                before_name: tokens(&|w| comma[w] | close[w] | quote[w]),
+                quoted: tokens(&|w| quote[w]),
             }
         });
         TokenReads { long_quoted, keyed }
     }
 
-    /// Mask words of the tokens `reads` reads (`None`: none).
-    fn keyed(&self, reads: KeyReads) -> Option<&[u32]> {
+    /// The tokens `reads` reads (`None`: none).
+    fn keyed(&self, reads: KeyReads) -> Option<KeyedRead<'_>> {
         let k = self.keyed.as_ref()?;
-        Some(match reads {
+        Some(KeyedRead::Listed(match reads {
             KeyReads::None => return None,
             KeyReads::Opening => &k.opening,
-            KeyReads::Name { every: true } => &k.every,
+            KeyReads::Name { every: true } => return Some(KeyedRead::Allowed),
             KeyReads::Name { every: false } => &k.quoted,
             KeyReads::InString => &k.in_string,
             KeyReads::Between { name_next: false } => &k.between,
             KeyReads::Between { name_next: true } => &k.before_name,
-        })
+        }))
     }
 }
 
@@ -133,6 +144,7 @@ impl JsonState {
             vocab,
             reads,
             read: Vec::new(),
+            candidates: Vec::new(),
         }
     }
 
@@ -146,9 +158,41 @@ impl JsonState {
         if inner.is_terminated() {
             return Ok(());
         }
+        // The tokens read one by one: those the cases below do not settle.
+        self.candidates.clear();
+        if self.tracker.has_distinct_arrays() {
+            self.distinct_candidates(out);
+        }
+        let vocab = &self.vocab;
+        let allowed = |t: &&TokenId| get_bit(out, **t);
+        self.candidates
+            .extend(self.reads.long_quoted.iter().filter(allowed));
+        match self.reads.keyed(self.tracker.key_reads()) {
+            None => {}
+            Some(KeyedRead::Listed(tokens)) => self.candidates.extend(tokens.iter().filter(allowed)),
+            Some(KeyedRead::Allowed) => self.candidates.extend(iter_ones(out)),
+        }
+        self.candidates.sort_unstable();
+        self.candidates.dedup();
+        for &t in &self.candidates {
+            if self.tracker.check(vocab.token_bytes(t)).is_err() {
+                clear_bit(out, t);
+            }
+        }
+        // Inside such a string: the tokens that leave its bounds before closing it.
+        if let Some((count, bound)) = self.tracker.open_count() {
+            if !bound.safe_for(count.n, vocab.max_token_len()) {
+                vocab.trie().walk(count, &mut LengthWalk { bound, out });
+            }
+        }
+        Ok(())
+    }
+
+    /// Clears the tokens that close a repeat of the open distinct item found by the trie, and
+    /// adds to the candidates those that may repeat one otherwise.
+    fn distinct_candidates(&mut self, out: &mut [u32]) {
         let vocab = &self.vocab;
         let quote = &vocab.holding(b'"').words;
-        // The tokens read one by one: those the cases below do not settle.
         let in_distinct_array = self.tracker.in_distinct_array();
         let also: [&[u32]; 2] = match self.tracker.rests_of_open_item() {
             Some(rests) => {
@@ -200,39 +244,14 @@ impl JsonState {
         let n = out.len();
         let (quote, also0, also1) = (&quote[..n], &also[0][..n], &also[1][..n]);
         self.read.clear();
-        self.read.resize(n, 0);
-        // Plain loops over slices of one length, which the compiler vectorizes.
-        let read = &mut self.read[..n];
-        match self.reads.keyed(self.tracker.key_reads()) {
-            None => {
-                for w in 0..n {
-                    read[w] = out[w] & quote[w] & (also0[w] | also1[w]);
-                }
-            }
-            Some(keyed) => {
-                let keyed = &keyed[..n];
-                for w in 0..n {
-                    read[w] = out[w] & (quote[w] & (also0[w] | also1[w]) | keyed[w]);
-                }
-            }
-        }
-        for &t in self.reads.long_quoted.iter() {
-            if get_bit(out, t) {
-                set_bit(&mut self.read, t);
-            }
-        }
-        for t in iter_ones(&self.read) {
-            if self.tracker.check(vocab.token_bytes(t)).is_err() {
-                clear_bit(out, t);
-            }
-        }
-        // Inside such a string: the tokens that leave its bounds before closing it.
-        if let Some((count, bound)) = self.tracker.open_count() {
-            if !bound.safe_for(count.n, vocab.max_token_len()) {
-                vocab.trie().walk(count, &mut LengthWalk { bound, out });
-            }
-        }
-        Ok(())
+        // A plain loop over slices of one length, which the compiler vectorizes.
+        self.read.extend(
+            out.iter()
+                .zip(quote)
+                .zip(also0.iter().zip(also1))
+                .map(|((o, q), (a, b))| o & q & (a | b)),
+        );
+        self.candidates.extend(iter_ones(&self.read));
     }
 
     /// Consumes `token` on `inner` unless it repeats an item.

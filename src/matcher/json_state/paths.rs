@@ -72,6 +72,8 @@ pub(crate) struct TrackedPaths {
     nodes: Vec<PathNode>,
     bounds: Vec<LengthBound>,
     key_groups: Vec<KeyGroup>,
+    /// Some node's arrays must have distinct items.
+    distinct: bool,
 }
 
 impl TrackedPaths {
@@ -86,6 +88,7 @@ impl TrackedPaths {
         let mut nodes = vec![PathNode::default()];
         nodes.extend(tracked);
         TrackedPaths {
+            distinct: nodes.iter().any(|n| n.distinct),
             nodes,
             bounds,
             key_groups,
@@ -126,6 +129,11 @@ impl TrackedPaths {
     /// Key group number `g`.
     pub fn key_group(&self, g: u32) -> &KeyGroup {
         &self.key_groups[g as usize]
+    }
+
+    /// Must some arrays have distinct items?
+    pub fn has_distinct(&self) -> bool {
+        self.distinct
     }
 
     /// Are some objects' names kept?

@@ -193,6 +193,11 @@ impl JsonTracker {
         self.max_history
     }
 
+    /// Does the document have arrays of distinct items anywhere?
+    pub fn has_distinct_arrays(&self) -> bool {
+        self.paths.has_distinct()
+    }
+
     /// Could a token that does not hold `[` repeat an item? Only inside a distinct array:
     /// elsewhere a repeat needs one opened first.
     pub fn in_distinct_array(&self) -> bool {
