@@ -7,15 +7,15 @@
 
 use formwork::front::json_schema::{compile_schema_with, JsonSchemaOptions, PropertyOrder};
 use formwork::vocab::Vocab;
-use formwork::{CompileErrorKind, ConstraintMatcher, Engine, Limits, Matcher, TokenId};
+use formwork::{CompileErrorKind, ConstraintMatcher, Engine, Limits, Matcher};
 use formwork_testkit::agree::{walks_agree, Walks};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
 use formwork_testkit::tokenizers;
+use formwork_testkit::vocab::bytes_and;
 use serde_json::{json, Value};
 
 /// Every byte, then tokens that finish a name or value and write the next, then `<eos>`.
 fn vocab() -> Vocab {
-    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let extra: &[&[u8]] = &[
         b"{\"",
         b"\"}",
@@ -46,10 +46,7 @@ fn vocab() -> Vocab {
         b"\"zz\":",
         b"\",\"ab\":",
     ];
-    tokens.extend(extra.iter().map(|t| t.to_vec()));
-    tokens.push(b"<eos>".to_vec());
-    let eos = tokens.len() as TokenId - 1;
-    Vocab::from_token_bytes(tokens, &[eos], &[eos]).unwrap()
+    bytes_and(extra.iter().map(|t| t.to_vec()))
 }
 
 fn any_order() -> JsonSchemaOptions {
@@ -79,6 +76,28 @@ fn agree(schema: &Value, walks: usize, steps: usize, seed: u64) {
     walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
         allowed[rng.below(allowed.len())]
     });
+}
+
+/// Whether each text is a complete output of `schema` in any order, over Qwen3.
+fn accepter(schema: &Value, options: &JsonSchemaOptions) -> impl Fn(&str) -> bool {
+    let engine = Engine::new(tokenizers::qwen3().clone());
+    let compiled = engine.compile_json_schema(schema, options).unwrap();
+    move |text| {
+        let mut m = compiled.matcher();
+        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    }
+}
+
+/// A closed object of `n` integer properties `p0`, `p1`…, with `extra` ones (replacing any of
+/// the same name), requiring `required`: past the `2^n` grammar's limit for `n` over 8.
+fn wide(n: usize, extra: Value, required: Value) -> Value {
+    let mut props: serde_json::Map<String, Value> = (0..n)
+        .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+        .collect();
+    if let Value::Object(extra) = extra {
+        props.extend(extra);
+    }
+    object(Value::Object(props), required, json!(false))
 }
 
 fn object(properties: Value, required: Value, additional: Value) -> Value {
@@ -199,19 +218,11 @@ fn unions_of_key_sets_agree_with_the_2n_grammar() {
     });
     agree(&required_one_of, 80, 40, 6);
     // Twenty properties in two variants: past the `2^n` limit, so held by the group alone.
-    let wide = |required: &str| -> Value {
-        let props: serde_json::Map<String, Value> = (0..20)
-            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
-            .collect();
-        object(Value::Object(props), json!([required]), json!(false))
-    };
-    let union = json!({"anyOf": [wide("p1"), wide("p2")], "maxProperties": 2});
-    let engine = Engine::new(tokenizers::qwen3().clone());
-    let compiled = engine.compile_json_schema(&union, &any_order()).unwrap();
-    let accepts = |text: &str| {
-        let mut m = compiled.matcher();
-        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
-    };
+    let union = json!({
+        "anyOf": [wide(20, json!({}), json!(["p1"])), wide(20, json!({}), json!(["p2"]))],
+        "maxProperties": 2
+    });
+    let accepts = accepter(&union, &any_order());
     assert!(accepts("{\"p5\":1,\"p1\":2}"));
     assert!(accepts("{\"p2\":1,\"p9\":2}"));
     assert!(!accepts("{\"p5\":1,\"p6\":2}"), "neither required name");
@@ -245,24 +256,15 @@ fn discriminated_unions_agree_with_the_2n_grammar() {
         json!({"anyOf": [version(json!([1, true]), "b"), version(json!([12, null]), "c")]});
     agree(&versions, 100, 40, 9);
     // Twenty properties each: held by the group alone.
-    let wide = |kind: &str, required: &str| -> Value {
-        let mut props: serde_json::Map<String, Value> = (0..20)
-            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
-            .collect();
-        props.insert("kind".into(), json!({"const": kind}));
-        object(
-            Value::Object(props),
+    let kind = |kind: &str, required: &str| {
+        wide(
+            20,
+            json!({"kind": {"const": kind}}),
             json!(["kind", required]),
-            json!(false),
         )
     };
-    let union = json!({"anyOf": [wide("x", "p1"), wide("y", "p2")]});
-    let engine = Engine::new(tokenizers::qwen3().clone());
-    let compiled = engine.compile_json_schema(&union, &any_order()).unwrap();
-    let accepts = |text: &str| {
-        let mut m = compiled.matcher();
-        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
-    };
+    let union = json!({"anyOf": [kind("x", "p1"), kind("y", "p2")]});
+    let accepts = accepter(&union, &any_order());
     assert!(accepts("{\"p1\":1,\"kind\":\"x\"}"));
     assert!(accepts("{\"kind\":\"y\",\"p2\":1}"));
     assert!(!accepts("{\"p2\":1,\"kind\":\"x\"}"), "x requires p1");
@@ -285,14 +287,9 @@ fn objects_disagreeing_on_a_value_fall_back_to_the_2n_grammar() {
         json!(false),
     );
     agree(&json!({"anyOf": [first, second]}), 60, 40, 7);
-    let wide = |value: &str, required: &str| -> Value {
-        let mut props: serde_json::Map<String, Value> = (0..20)
-            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
-            .collect();
-        props.insert("p0".into(), json!({"type": value}));
-        object(Value::Object(props), json!([required]), json!(false))
-    };
-    let shared = json!({"anyOf": [wide("integer", "p1"), wide("string", "p2")]});
+    let p0 =
+        |value: &str, required: &str| wide(20, json!({"p0": {"type": value}}), json!([required]));
+    let shared = json!({"anyOf": [p0("integer", "p1"), p0("string", "p2")]});
     let engine = Engine::new(vocab());
     let err = engine
         .compile_json_schema(&shared, &any_order())
@@ -316,19 +313,11 @@ fn names_matching_patterns_reach_their_objects() {
     });
     agree(&schema, 80, 60, 11);
     // Twenty properties under a pattern, any value elsewhere: held by the key set alone.
-    let props: serde_json::Map<String, Value> = (0..20)
-        .map(|i| (format!("p{i}"), json!({"type": "integer"})))
-        .collect();
-    let wide = json!({
+    let under_x = json!({
         "type": "object",
-        "patternProperties": {"^x": object(Value::Object(props), json!(["p1"]), json!(false))}
+        "patternProperties": {"^x": wide(20, json!({}), json!(["p1"]))}
     });
-    let engine = Engine::new(tokenizers::qwen3().clone());
-    let compiled = engine.compile_json_schema(&wide, &any_order()).unwrap();
-    let accepts = |text: &str| {
-        let mut m = compiled.matcher();
-        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
-    };
+    let accepts = accepter(&under_x, &any_order());
     assert!(accepts(
         "{\"y\":{\"p1\":1,\"p1\":2},\"x1\":{\"p2\":1,\"p1\":2}}"
     ));
@@ -342,21 +331,13 @@ fn names_matching_patterns_reach_their_objects() {
 /// Forty properties: the `2^n` grammar refuses them, the key set takes them in any order.
 #[test]
 fn many_properties_in_any_order_compile_and_hold_their_names() {
-    let props: serde_json::Map<String, Value> = (0..40)
-        .map(|i| (format!("p{i}"), json!({"type": "integer"})))
-        .collect();
-    let schema = object(Value::Object(props), json!(["p0", "p39"]), json!(false));
+    let schema = wide(40, json!({}), json!(["p0", "p39"]));
     let options = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
     let err = compile_schema_with(&schema, &options, &Limits::new())
         .err()
         .unwrap();
     assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
-    let engine = Engine::new(tokenizers::qwen3().clone());
-    let compiled = engine.compile_json_schema(&schema, &options).unwrap();
-    let accepts = |text: &str| {
-        let mut m = compiled.matcher();
-        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
-    };
+    let accepts = accepter(&schema, &options);
     let reversed: Vec<String> = (0..40).rev().map(|i| format!("\"p{i}\":{i}")).collect();
     assert!(accepts(&format!("{{{}}}", reversed.join(","))));
     assert!(accepts("{\"p39\":1,\"p0\":2}"));

@@ -12,11 +12,11 @@ use formwork::{
 };
 use formwork_testkit::agree::{walks_agree, Walks};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
+use formwork_testkit::vocab::bytes_and;
 use serde_json::{json, Value};
 
 /// Every byte, then tokens that span characters, escapes and quotes, then `<eos>`.
 fn vocab() -> Vocab {
-    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let extra: &[&[u8]] = &[
         b"{\"",
         b"\"}",
@@ -50,7 +50,7 @@ fn vocab() -> Vocab {
         b"\"t\":\"",
         b"\":\"ab",
     ];
-    tokens.extend(extra.iter().map(|t| t.to_vec()));
+    let mut tokens: Vec<Vec<u8>> = extra.iter().map(|t| t.to_vec()).collect();
     // Long tokens opening, closing, and closing then opening a string near its bound.
     let abs = b"ab".repeat(30);
     tokens.extend([
@@ -60,9 +60,7 @@ fn vocab() -> Vocab {
         [b"ab\",\"".as_slice(), &abs].concat(),
         [b"\":\"".as_slice(), &abs].concat(),
     ]);
-    tokens.push(b"<eos>".to_vec());
-    let eos = tokens.len() as TokenId - 1;
-    Vocab::from_token_bytes(tokens, &[eos], &[eos]).unwrap()
+    bytes_and(tokens)
 }
 
 /// The state budget under which `schema`'s bound is counted.

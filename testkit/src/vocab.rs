@@ -130,3 +130,13 @@ pub fn small() -> &'static Vocab {
         Vocab::from_token_bytes(tokens, &specials, &[EOS]).expect("the synthetic vocabulary")
     })
 }
+
+/// Every byte (token `b` is byte `b`), then `tokens`, then `<eos>` (the last id, a special):
+/// a vocabulary for differential walks, whose multi-byte tokens cross the places under test.
+pub fn bytes_and(tokens: impl IntoIterator<Item = Vec<u8>>) -> Vocab {
+    let mut all: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    all.extend(tokens);
+    all.push(b"<eos>".to_vec());
+    let eos = all.len() as TokenId - 1;
+    Vocab::from_token_bytes(all, &[eos], &[eos]).expect("a vocabulary of bytes and tokens")
+}
