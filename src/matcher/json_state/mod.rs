@@ -18,7 +18,7 @@ mod lengths;
 mod paths;
 mod tracker;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 pub(crate) use lengths::{LengthBound, DEAD};
@@ -71,6 +71,8 @@ struct KeyedTokens {
     opening: Box<[TokenId]>,
     /// Holding `"` and `,` or `}`, or opening.
     in_string: Box<[TokenId]>,
+    /// Those, by their bytes from their first closing quote (see [`closing_suffix`]).
+    in_string_by_suffix: Box<[(Box<[u8]>, Box<[TokenId]>)]>,
     /// Holding `,` or `}`, or opening.
     between: Box<[TokenId]>,
     /// Those, or holding `"`.
@@ -83,6 +85,8 @@ struct KeyedTokens {
 enum KeyedRead<'a> {
     /// These, where the mask allows them.
     Listed(&'a [TokenId]),
+    /// These, one read of each group's bytes for all its tokens the mask allows.
+    BySuffix(&'a [(Box<[u8]>, Box<[TokenId]>)]),
     /// Every token the mask allows.
     Allowed,
 }
@@ -104,9 +108,23 @@ impl TokenReads {
                 let words: Vec<u32> = (0..quote.len()).map(f).collect();
                 iter_ones(&words).collect()
             };
+            let in_string = tokens(&|w| quote[w] & (comma[w] | close[w]) | open[w] & quote[w]);
+            let mut by_suffix: HashMap<&[u8], Vec<TokenId>> = HashMap::new();
+            for &t in in_string.iter() {
+                let bytes = vocab.token_bytes(t);
+                if let Some(at) = closing_suffix(bytes) {
+                    by_suffix.entry(&bytes[at..]).or_default().push(t);
+                }
+            }
+            let mut in_string_by_suffix: Vec<(Box<[u8]>, Box<[TokenId]>)> = by_suffix
+                .into_iter()
+                .map(|(suffix, ts)| (suffix.into(), ts.into()))
+                .collect();
+            in_string_by_suffix.sort_unstable();
             KeyedTokens {
                 opening: tokens(&|w| open[w] & quote[w]),
-                in_string: tokens(&|w| quote[w] & (comma[w] | close[w]) | open[w] & quote[w]),
+                in_string_by_suffix: in_string_by_suffix.into(),
+                in_string,
                 between: tokens(&|w| comma[w] | close[w] | open[w] & quote[w]),
                 before_name: tokens(&|w| comma[w] | close[w] | quote[w]),
                 quoted: tokens(&|w| quote[w]),
@@ -123,11 +141,29 @@ impl TokenReads {
             KeyReads::Opening => &k.opening,
             KeyReads::Name { every: true } => return Some(KeyedRead::Allowed),
             KeyReads::Name { every: false } => &k.quoted,
-            KeyReads::InString => &k.in_string,
+            KeyReads::InString { plain: true } => {
+                return Some(KeyedRead::BySuffix(&k.in_string_by_suffix))
+            }
+            KeyReads::InString { plain: false } => &k.in_string,
             KeyReads::Between { name_next: false } => &k.between,
             KeyReads::Between { name_next: true } => &k.before_name,
         }))
     }
+}
+
+/// Where a token's bytes leave a string it starts inside (not within an escape): its first
+/// quote no backslash of its own escapes. A string's content changes nothing where
+/// [`KeyReads::InString`] is plain, so the token does what these bytes do.
+fn closing_suffix(bytes: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 impl JsonState {
@@ -171,6 +207,13 @@ impl JsonState {
             None => {}
             Some(KeyedRead::Listed(tokens)) => self.candidates.extend(tokens.iter().filter(allowed)),
             Some(KeyedRead::Allowed) => self.candidates.extend(iter_ones(out)),
+            Some(KeyedRead::BySuffix(groups)) => {
+                for (suffix, tokens) in groups {
+                    if tokens.iter().any(|&t| get_bit(out, t)) && self.tracker.check(suffix).is_err() {
+                        tokens.iter().for_each(|&t| clear_bit(out, t));
+                    }
+                }
+            }
         }
         self.candidates.sort_unstable();
         self.candidates.dedup();

@@ -115,8 +115,10 @@ pub(crate) enum KeyReads {
     Opening,
     /// Inside a name of one: every token if each byte may be refused, else those with `"`.
     Name { every: bool },
-    /// Inside another string, below one: those that close it and reach `,` or `}`.
-    InString,
+    /// Inside another string, below one: those that close it and reach `,` or `}`. `plain`
+    /// if what the string holds changes nothing (no count, no discriminator, no escape
+    /// begun): a token then does what its bytes from its first closing quote do.
+    InString { plain: bool },
     /// Between values or in a number, below one: those with `,` or `}`, and with `"` if a
     /// name of it comes next.
     Between { name_next: bool },
@@ -246,7 +248,26 @@ impl JsonTracker {
                     every: !group.admits_any_name(w),
                 }
             }
-            Lex::Str { .. } => KeyReads::InString,
+            Lex::Str {
+                role,
+                escaped,
+                count,
+                ..
+            } => {
+                let discriminating = matches!(
+                    self.position.frames.last(),
+                    Some(Frame::Object {
+                        keys: Some(Keyed {
+                            discriminator: Some(_),
+                            ..
+                        }),
+                        ..
+                    })
+                );
+                KeyReads::InString {
+                    plain: role == Role::Other && !escaped && count.is_none() && !discriminating,
+                }
+            }
             Lex::Between | Lex::Scalar { .. } => KeyReads::Between {
                 name_next: matches!(
                     self.position.frames.last(),
