@@ -32,7 +32,8 @@ use crate::limits::{LimitKind, Limits};
 use crate::front::chars::CharDfa;
 use crate::ir::ExprId;
 use crate::matcher::json_state::{
-    spelled, KeyGroup, KeySet, NameClasses, PathNode, PathState, TrackedPaths, MAX_VARIANTS, UNTRACKED,
+    spelled, KeyGroup, KeySet, NameClasses, PathNode, PathState, TrackedPaths, MAX_GROUP_NAMES,
+    MAX_VARIANTS, UNTRACKED,
 };
 
 type NodeId = usize;
@@ -458,9 +459,14 @@ impl Paths<'_> {
         }
         sets.sort_unstable();
         sets.dedup();
+        let names: BTreeSet<&[u8]> = sets
+            .iter()
+            .flat_map(|&k| c.key_sets[k as usize].0.names())
+            .collect();
         let discriminators = match !any
             && keyed.iter().all(Option::is_some)
             && sets.len() <= MAX_VARIANTS
+            && names.len() <= MAX_GROUP_NAMES
         {
             true => discriminators(c, keyed),
             false => None,

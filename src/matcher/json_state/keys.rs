@@ -84,6 +84,11 @@ impl KeySet {
         }
     }
 
+    /// How many names it declares.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
     /// The declared names, as spelled.
     pub fn names(&self) -> impl Iterator<Item = &[u8]> {
         self.names.iter().map(|(n, _)| &**n)
@@ -124,6 +129,10 @@ struct Variant {
 
 /// Most variants of a group (the bits of [`Variants`]).
 pub(crate) const MAX_VARIANTS: usize = 64;
+
+/// Most names of a group: each open object keeps a bit per name, and each step's snapshot
+/// copies the bits of every object open (16 words each at most).
+pub(crate) const MAX_GROUP_NAMES: usize = 1024;
 
 /// The variants an open object may still be, bit `v` for variant `v`.
 pub(crate) type Variants = u64;

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 pub(crate) use lengths::{LengthBound, DEAD};
 pub(crate) use paths::{NameClasses, PathNode, PathState, TrackedPaths, UNTRACKED};
-pub(crate) use keys::{spelled, Declared, KeyGroup, KeySet, MAX_VARIANTS};
+pub(crate) use keys::{spelled, Declared, KeyGroup, KeySet, MAX_GROUP_NAMES, MAX_VARIANTS};
 use tracker::{JsonTracker, KeyReads};
 
 use super::{MatchError, MatchErrorKind, Matcher};

@@ -21,7 +21,7 @@ use crate::front::guard::tick;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
 use super::super::tracked::{KeyValues, KeyedObject, MemberValue};
-use crate::matcher::json_state::{Declared, KeySet};
+use crate::matcher::json_state::{Declared, KeySet, MAX_GROUP_NAMES};
 
 /// An object with more declared properties than this has its chain of members cut into rules
 /// of [`MEMBERS_PER_RULE`] (see [`SchemaLowering::ordered`]).
@@ -230,8 +230,8 @@ impl SchemaLowering<'_, '_, '_> {
             counts.max,
             extra.any.is_some(),
         );
-        if !set.admits_some_object() {
-            // The 2^n grammar is empty there, as it should be.
+        if !set.admits_some_object() || set.len() > MAX_GROUP_NAMES {
+            // The 2^n grammar is empty there, as it should be; or it is a `Limit` error.
             return Ok(None);
         }
         let Some(id) = self.c.key_set_id(set, &o.pointer) else {
