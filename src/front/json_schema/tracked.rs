@@ -58,7 +58,7 @@ pub(super) struct KeyedObject {
 
 /// The values of an object's members: by declared name as spelled (those with a value), and
 /// of undeclared names if admitted. Objects of different key sets at one place may share it
-/// if they agree on the value of every name two of them admit, or give it only strings from
+/// if they agree on the value of every name two of them admit, or give it only scalars from
 /// lists (a discriminator, see `matcher::json_state::keys`).
 pub(super) struct KeyValues {
     named: HashMap<Box<[u8]>, MemberValue>,
@@ -441,18 +441,16 @@ impl Nodes {
     }
 }
 
-impl Paths<'_> {
-    /// The key group of a place where objects `keyed` may be (`None` for an object without a
-    /// key set), and any value if `any`. Objects of several key sets are its variants if they
-    /// agree on the value of every name two key sets admit, or tell each other apart by it
-    /// (see [`discriminators`]); otherwise, or beside an object without a key set or any
-    /// value, the key sets are unkeyed (see [`unkey`]).
-    fn key_group(
-        &mut self,
-        c: &mut Compiler,
-        keyed: &[Option<&KeyedObject>],
-        any: bool,
-    ) -> Result<Option<u32>, CompileError> {
+/// The key group of a place where objects `keyed` may be (`None` for an object without a key
+/// set), and any value if `any`. Objects of several key sets are its variants if they agree on
+/// the value of every name two key sets admit, or tell each other apart by it (see
+/// [`discriminators`]); otherwise, or beside an object without a key set or any value, the
+/// key sets are unkeyed (see [`unkey`]).
+fn key_group(
+    c: &mut Compiler,
+    keyed: &[Option<&KeyedObject>],
+    any: bool,
+) -> Result<Option<u32>, CompileError> {
         let mut sets: Vec<u32> = keyed.iter().flatten().map(|k| k.set).collect();
         if sets.is_empty() {
             return Ok(None);
@@ -483,7 +481,6 @@ impl Paths<'_> {
             c.key_groups.push(group);
             next
         })))
-    }
 }
 
 /// The discriminators of the objects `keyed` (all with key sets): names two key sets admit
@@ -757,7 +754,7 @@ impl Paths<'_> {
             )?;
             distinct = None;
         }
-        let keys = self.key_group(c, &keyed, any.is_some())?;
+        let keys = key_group(c, &keyed, any.is_some())?;
         items.extend(any);
         let item = self.state(items)?;
         let classes = name_classes(c, &objects)?;
