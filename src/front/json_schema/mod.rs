@@ -310,7 +310,7 @@ fn compile(
     let mut passes = 0;
     let (grammar, expr) = loop {
         passes += 1;
-        state.last_pass = passes == MAX_PASSES;
+        state.last_pass = passes >= MAX_PASSES;
         let mut g = GrammarBuilder::with_limits(limits);
         let expr = schema_expr(
             schema,
