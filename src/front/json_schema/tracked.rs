@@ -84,7 +84,8 @@ impl MemberValue {
 
 /// A scalar of a list as the matcher reads a discriminator's value: a string as `"` and its
 /// content decoded, an integer, `true`, `false` or `null` as written (the grammar writes
-/// each one way); `None` for other values.
+/// each one way, but zero also as `-0`, which the matcher reads as `0`); `None` for other
+/// values.
 fn listed(v: &Value) -> Option<Box<[u8]>> {
     Some(match v {
         Value::String(s) => [b"\"".as_slice(), s.as_bytes()].concat().into(),

@@ -1,0 +1,610 @@
+//! Adversarial cases for objects in any order held by the matcher (`matcher::json_state::keys`),
+//! against the `2^n` grammar of the same schema compiled alone (the oracle): unions whose
+//! discriminators overlap or are written escaped, groups inside groups, recursion, property
+//! counts beside undeclared names, patterns, names that are escapes or prefixes of others,
+//! flexible whitespace, and schemas no grammar can hold (typed errors, never a panic).
+//!
+//! The walks favour the vocabulary's long tokens: byte-by-byte walks rarely finish a name and
+//! write the next, where the key state changes.
+
+use formwork::front::json_schema::{
+    compile_schema_with, JsonSchemaOptions, PropertyOrder, Whitespace,
+};
+use formwork::vocab::Vocab;
+use formwork::{CompileErrorKind, ConstraintMatcher, Engine, Limits, Matcher, TokenId};
+use formwork_testkit::agree::{walks_agree, Walks};
+use serde_json::{json, Value};
+
+/// Every byte, then tokens that close a name or value and write the next one, escapes of
+/// names and discriminators, and `<eos>`.
+fn vocab() -> Vocab {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let extra: &[&[u8]] = &[
+        b"{\"",
+        b"\"}",
+        b"\":",
+        b"\",\"",
+        b",\"",
+        b"\"a\"",
+        b"\"a\":",
+        b"\"ab\":",
+        b"\"b\":",
+        b"\"k\":",
+        b"\"k\":\"a\"",
+        b"\"k\":\"b\",\"",
+        b"\"k\":1,\"",
+        b"\"k\":true,\"",
+        b"\"k\":null}",
+        b"\"\\u0061\"",
+        b"\\u0061",
+        b"\\u00",
+        b"\\u006",
+        b"\\u006b\":",
+        b"\"\\u006b\":",
+        b"\"\":",
+        b"\"\":1,\"",
+        b"\"ab",
+        b"ab\"",
+        b"\"a\":1,\"b\"",
+        b"\"a\":1}",
+        b"1}",
+        b"1,",
+        b"1,\"",
+        b"1,\"a",
+        b"},",
+        b"}}",
+        b"},{\"",
+        b"[{\"",
+        b"{\"a\":1,\"a\"",
+        b"{\"a\":1}",
+        b"\":\"a\",\"",
+        b"\":\"b\"}",
+        b"\":{\"",
+        b"\\\\",
+        b"\\\"",
+        b"\\n",
+        b"\\/",
+        "é".as_bytes(),
+        b"\\u00e9",
+        b"true,\"",
+        b"null,\"",
+        b"\"x\":",
+        b"\"x1\":",
+        b"\"zz\":",
+        b"\",\"ab\":",
+        b": ",
+        b", \"",
+        b"\n ",
+    ];
+    tokens.extend(extra.iter().map(|t| t.to_vec()));
+    tokens.push(b"<eos>".to_vec());
+    let eos = tokens.len() as TokenId - 1;
+    Vocab::from_token_bytes(tokens, &[eos], &[eos]).unwrap()
+}
+
+fn any_order() -> JsonSchemaOptions {
+    JsonSchemaOptions::new()
+        .property_order(PropertyOrder::Any)
+        .max_any_order_properties(12)
+}
+
+/// The oracle's matcher (the `2^n` grammar alone) and the engine's.
+fn both(
+    engine: &Engine,
+    schema: &Value,
+    options: &JsonSchemaOptions,
+) -> (ConstraintMatcher, ConstraintMatcher) {
+    let grammar = compile_schema_with(schema, options, &Limits::new()).unwrap();
+    let exact = engine.compile_grammar(&grammar.grammar).unwrap().matcher();
+    let kept = engine
+        .compile_json_schema(schema, options)
+        .unwrap()
+        .matcher();
+    (exact, kept)
+}
+
+#[track_caller]
+fn agree_with(schema: &Value, options: &JsonSchemaOptions, walks: usize, steps: usize, seed: u64) {
+    let engine = Engine::new(vocab());
+    let (exact, kept) = both(&engine, schema, options);
+    let walks = Walks { walks, steps, seed };
+    walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
+        // Half the time a long token, when one is allowed.
+        let long: Vec<TokenId> = allowed.iter().copied().filter(|&t| t >= 256).collect();
+        match long.is_empty() || rng.below(2) == 0 {
+            true => allowed[rng.below(allowed.len())],
+            false => long[rng.below(long.len())],
+        }
+    });
+}
+
+#[track_caller]
+fn agree(schema: &Value, walks: usize, steps: usize, seed: u64) {
+    agree_with(schema, &any_order(), walks, steps, seed)
+}
+
+fn object(properties: Value, required: Value, additional: Value) -> Value {
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": additional
+    })
+}
+
+/// Does the engine's matcher of `schema` accept `text` whole, and does the oracle's?
+fn accepts_both(schema: &Value, text: &str) -> (bool, bool) {
+    let engine = Engine::new(vocab());
+    let (exact, kept) = both(&engine, schema, &any_order());
+    let run = |m: &ConstraintMatcher| {
+        let mut m = m.clone();
+        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    };
+    (run(&exact), run(&kept))
+}
+
+#[test]
+fn discriminator_lists_that_overlap_keep_every_variant_listing_the_value() {
+    let first = object(
+        json!({"k": {"enum": ["a", "b"]}, "a": {"type": "integer"}, "ab": {"type": "integer"}}),
+        json!(["k", "a"]),
+        json!(false),
+    );
+    let second = object(
+        json!({"k": {"enum": ["b", "c"]}, "b": {"type": "integer"}, "ab": {"type": "integer"}}),
+        json!(["k", "b"]),
+        json!(false),
+    );
+    agree(
+        &json!({"anyOf": [first.clone(), second.clone()]}),
+        120,
+        40,
+        101,
+    );
+    agree(&json!({"oneOf": [first, second]}), 60, 40, 102);
+}
+
+#[test]
+fn discriminators_of_integers_booleans_and_null_overlapping() {
+    let v = |list: Value, extra: &str| {
+        object(
+            json!({"k": {"enum": list}, "ab": {"type": "integer"}, extra: {"type": "integer"}}),
+            json!(["k"]),
+            json!(false),
+        )
+    };
+    let union = json!({"anyOf": [
+        v(json!([1, true, null]), "a"),
+        v(json!([1, false, 10]), "b"),
+        v(json!([null, 0, -1]), "x")
+    ]});
+    agree(&union, 150, 40, 103);
+}
+
+/// A string const may be written with escapes (`"\u0061"` for `"a"`): the tracker decodes the
+/// discriminator's value, the grammar spells the const as it likes.
+#[test]
+fn discriminators_written_with_escapes() {
+    let v = |kind: &str, extra: &str| {
+        object(
+            json!({"k": {"const": kind}, extra: {"type": "integer"}}),
+            json!(["k", extra]),
+            json!(false),
+        )
+    };
+    let union = json!({"anyOf": [v("a", "a"), v("é", "b"), v("\"/\\", "x")]});
+    agree(&union, 150, 40, 104);
+    let texts = [
+        "{\"k\":\"\\u0061\",\"a\":1}",
+        "{\"k\":\"\\u00e9\",\"b\":1}",
+        "{\"b\":1,\"k\":\"\\u00E9\"}",
+        "{\"k\":\"\\u0061\",\"b\":1}",
+        "{\"x\":1,\"k\":\"\\\"\\/\\\\\"}",
+        "{\"x\":1,\"k\":\"\\\"/\\\\\"}",
+    ];
+    for text in texts {
+        let (exact, kept) = accepts_both(&union, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+}
+
+/// A declared name written with an escape (`"\u0061"` for `a`).
+#[test]
+fn declared_names_written_with_escapes() {
+    let schema = object(
+        json!({"a": {"type": "integer"}, "k": {"type": "integer"}, "é": {"type": "integer"}}),
+        json!(["a"]),
+        json!(false),
+    );
+    for text in [
+        "{\"\\u0061\":1}",
+        "{\"a\":1,\"\\u0061\":2}",
+        "{\"a\":1,\"\\u006b\":2}",
+        "{\"a\":1,\"\\u00e9\":2}",
+    ] {
+        let (exact, kept) = accepts_both(&schema, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+    agree(&schema, 80, 40, 105);
+    // Beside undeclared names of any value, where an escaped declared name might be taken
+    // for an undeclared one by one side and a declared one by the other.
+    let inner = object(
+        json!({"b": {"type": "integer"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let open = json!({
+        "type": "object",
+        "properties": {"a": inner, "k": {"type": "integer"}},
+        "additionalProperties": {"type": "object"}
+    });
+    for text in [
+        "{\"\\u0061\":{}}",
+        "{\"\\u0061\":{\"b\":1}}",
+        "{\"\\u0061\":{\"c\":1}}",
+        "{\"a\":{\"b\":1},\"\\u0061\":{\"c\":1}}",
+    ] {
+        let (exact, kept) = accepts_both(&open, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+}
+
+/// An object in a union whose member is itself a union of objects; arrays of such objects.
+#[test]
+fn groups_inside_groups_and_arrays_of_them() {
+    let leaf = |req: &str| {
+        object(
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}, "ab": {"type": "integer"}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    let inner = json!({"anyOf": [leaf("a"), leaf("b")]});
+    let outer = |req: &str, k: &str| {
+        object(
+            json!({"k": {"const": k}, "a": inner.clone(), "x": {"type": "array", "items": inner.clone(), "maxItems": 2}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    let schema = json!({"anyOf": [outer("a", "a"), outer("x", "b")]});
+    agree(&schema, 120, 60, 106);
+    let array = json!({"type": "array", "items": schema, "maxItems": 3});
+    agree(&array, 80, 60, 107);
+}
+
+#[test]
+fn recursion_through_refs() {
+    let schema = json!({
+        "$defs": {"node": {
+            "type": "object",
+            "properties": {
+                "a": {"type": "integer"},
+                "ab": {"$ref": "#/$defs/node"},
+                "b": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}
+            },
+            "required": ["a"],
+            "additionalProperties": false
+        }},
+        "$ref": "#/$defs/node"
+    });
+    agree(&schema, 120, 60, 108);
+    let union = json!({
+        "$defs": {"node": {"anyOf": [
+            object(json!({"k": {"const": "a"}, "a": {"$ref": "#/$defs/node"}}), json!(["k"]), json!(false)),
+            object(json!({"k": {"const": "b"}, "b": {"type": "integer"}}), json!(["k", "b"]), json!(false))
+        ]}},
+        "$ref": "#/$defs/node"
+    });
+    agree(&union, 120, 60, 109);
+}
+
+/// Property counts over a group, and beside undeclared names routed by patterns (names a
+/// walk cannot repeat: each pattern admits a single name).
+#[test]
+fn property_counts_with_groups_and_undeclared_names() {
+    let v = |req: &str| {
+        object(
+            json!({"a": {"type": "integer"}, "ab": {"type": "integer"}, "b": {"type": "integer"}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    for (i, (min, max)) in [(0, 1), (2, 2), (3, 3), (1, 2)].into_iter().enumerate() {
+        let schema = json!({"anyOf": [v("a"), v("b")], "minProperties": min, "maxProperties": max});
+        agree(&schema, 50, 30, 110 + i as u64);
+    }
+    let patterned = |min: u64, max: u64| {
+        json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "patternProperties": {"^x$": {"type": "integer"}, "^zz$": {"type": "string"}, "^$": {"type": "integer"}},
+            "required": ["a"],
+            "additionalProperties": false,
+            "minProperties": min,
+            "maxProperties": max
+        })
+    };
+    for (i, (min, max)) in [(0, 2), (3, 3), (2, 4), (4, 5)].into_iter().enumerate() {
+        agree(&patterned(min, max), 60, 40, 120 + i as u64);
+    }
+}
+
+#[test]
+fn dependencies_one_of_required_and_not_required() {
+    let props = json!({"a": {"type": "integer"}, "ab": {"type": "integer"}, "b": {"type": "integer"}, "k": {"type": "integer"}});
+    let dependent = json!({
+        "type": "object",
+        "properties": props,
+        "dependentRequired": {"a": ["ab"], "ab": ["b"], "k": ["a"]},
+        "additionalProperties": false
+    });
+    agree(&dependent, 100, 40, 130);
+    let schemas = json!({
+        "type": "object",
+        "properties": props,
+        "dependencies": {"a": {"required": ["k"]}, "b": ["a"]},
+        "maxProperties": 3,
+        "additionalProperties": false
+    });
+    agree(&schemas, 100, 40, 131);
+    let not_required = json!({
+        "type": "object",
+        "properties": props,
+        "not": {"required": ["a", "b"]},
+        "minProperties": 1,
+        "additionalProperties": false
+    });
+    let engine = Engine::new(vocab());
+    if engine
+        .compile_json_schema(&not_required, &any_order())
+        .is_ok()
+    {
+        agree(&not_required, 100, 40, 132);
+    }
+    let one_of = json!({
+        "type": "object",
+        "properties": props,
+        "oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"required": ["a", "b", "k"]}],
+        "additionalProperties": false
+    });
+    agree(&one_of, 100, 40, 133);
+}
+
+#[test]
+fn overlapping_patterns_and_property_names() {
+    let item = object(
+        json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        json!(["a"]),
+        json!(false),
+    );
+    let schema = json!({
+        "type": "object",
+        "properties": {"ab": {"type": "integer"}},
+        "patternProperties": {
+            "^a$": item,
+            "^x": {"type": "object", "properties": {"b": {"type": "integer"}}, "additionalProperties": false},
+            "1$": {"type": "object", "maxProperties": 1}
+        },
+        "additionalProperties": false
+    });
+    agree(&schema, 120, 50, 140);
+    let names = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"}},
+        "propertyNames": {"enum": ["a", "ab", "b", "zz"]},
+        "required": ["ab"],
+        "maxProperties": 3
+    });
+    let engine = Engine::new(vocab());
+    if engine.compile_json_schema(&names, &any_order()).is_ok() {
+        agree(&names, 100, 40, 141);
+    }
+}
+
+/// The empty name, names that start others, names with quotes, backslashes, control
+/// characters and non-ASCII letters.
+#[test]
+fn names_with_escapes_prefixes_and_the_empty_name() {
+    let schema = object(
+        json!({
+            "": {"type": "integer"},
+            "a": {"type": "integer"},
+            "ab": {"type": "integer"},
+            "a\"": {"type": "integer"},
+            "\\": {"type": "integer"},
+            "\n": {"type": "integer"},
+            "\u{1}": {"type": "integer"},
+            "é": {"type": "integer"},
+            "/": {"type": "integer"}
+        }),
+        json!(["", "ab"]),
+        json!(false),
+    );
+    agree(&schema, 150, 50, 150);
+    for text in [
+        "{\"\":1,\"ab\":2,\"\\n\":3}",
+        "{\"\":1,\"ab\":2,\"\\u000a\":3}",
+        "{\"\":1,\"ab\":2,\"\\/\":3}",
+    ] {
+        let (exact, kept) = accepts_both(&schema, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+}
+
+#[test]
+fn flexible_whitespace() {
+    let options = any_order().whitespace(Whitespace::Flexible { max_run: Some(2) });
+    let v = |k: &str, req: &str| {
+        object(
+            json!({"k": {"const": k}, "a": {"type": "integer"}, "ab": {"type": "integer"}, "b": {"type": "integer"}}),
+            json!(["k", req]),
+            json!(false),
+        )
+    };
+    let schema = json!({"anyOf": [v("a", "a"), v("b", "b")]});
+    agree_with(&schema, &options, 150, 50, 160);
+}
+
+/// Objects no grammar can hold: a typed error, never a panic.
+#[test]
+fn objects_that_cannot_be_held_are_typed_errors() {
+    let wide = |value: Value, required: &str| -> Value {
+        let mut props: serde_json::Map<String, Value> = (0..12)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        props.insert("p0".into(), value);
+        object(Value::Object(props), json!([required]), json!(false))
+    };
+    let engine = Engine::new(vocab());
+    let options = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
+    let cases = [
+        json!({"anyOf": [wide(json!({"type": "integer"}), "p1"), wide(json!({"type": "string"}), "p2")]}),
+        json!({"oneOf": [wide(json!({"enum": ["a", 1]}), "p1"), wide(json!({"type": "object"}), "p2")]}),
+        json!({"type": "array", "items": {"anyOf": [wide(json!({"type": "integer"}), "p1"), wide(json!({"type": "string"}), "p2")]}}),
+    ];
+    for schema in cases {
+        let err = engine.compile_json_schema(&schema, &options).err().unwrap();
+        assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    }
+}
+
+/// Zero is written `0` or `-0` by the grammar: a discriminator listing `0` keeps its variants
+/// for either (once read raw, `-0` matched no list and the object could not close).
+#[test]
+fn a_discriminator_of_zero_written_negative() {
+    let v = |k: i64, extra: &str| {
+        object(
+            json!({"k": {"const": k}, extra: {"type": "integer"}}),
+            json!(["k"]),
+            json!(false),
+        )
+    };
+    let union = json!({"anyOf": [v(0, "a"), v(1, "b")]});
+    for text in [
+        "{\"k\":-0}",
+        "{\"k\":-0,\"a\":1}",
+        "{\"a\":1,\"k\":-0}",
+        "{\"k\":-0,\"b\":1}",
+        "{\"k\":-1}",
+    ] {
+        let (exact, kept) = accepts_both(&union, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+    agree(&union, 100, 30, 170);
+}
+
+/// As many variants as a group holds, and one more (the objects then share a `2^n` grammar).
+#[test]
+fn sixty_four_variants_and_sixty_five() {
+    for n in [64, 65] {
+        let branches: Vec<Value> = (0..n)
+            .map(|i| {
+                object(
+                    json!({format!("a{i}"): {"type": "integer"}, "a": {"type": "integer"}}),
+                    json!([format!("a{i}")]),
+                    json!(false),
+                )
+            })
+            .collect();
+        agree(&json!({"anyOf": branches}), 40, 30, 180 + n);
+    }
+}
+
+/// Undeclared names routed by patterns, written with escapes: the tracker routes the decoded
+/// name, the grammar matches patterns against what it admits.
+#[test]
+fn patterned_names_written_with_escapes() {
+    let item = object(
+        json!({"b": {"type": "integer"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let schema = json!({
+        "type": "object",
+        "properties": {"k": {"type": "integer"}},
+        "patternProperties": {"^a": item, "^x": {"type": "integer"}},
+        "additionalProperties": {"type": "object"}
+    });
+    for text in [
+        "{\"\\u0061\":{\"b\":1}}",
+        "{\"\\u0061\":{\"c\":1}}",
+        "{\"\\u0061b\":{}}",
+        "{\"a\\u0062\":{}}",
+        "{\"\\u0078\":{}}",
+        "{\"\\u0078\":1}",
+        "{\"\\u006b\":{}}",
+        "{\"\\u006b\":1}",
+    ] {
+        let (exact, kept) = accepts_both(&schema, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+}
+
+/// Schema dependencies that give a name another value, and unions of one key set that differ
+/// only in the undeclared names' values: no discriminator, so the `2^n` grammar.
+#[test]
+fn dependencies_changing_a_value_and_unions_differing_on_undeclared_values() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "dependencies": {"a": {"properties": {"b": {"const": 1}}}},
+        "additionalProperties": false
+    });
+    agree(&schema, 80, 30, 190);
+    let v = |additional: Value| {
+        json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "patternProperties": {"^x$": additional},
+            "additionalProperties": false
+        })
+    };
+    let union = json!({"anyOf": [v(json!({"type": "integer"})), v(json!({"type": "boolean"}))]});
+    agree(&union, 80, 30, 191);
+    let d = |k: &str, additional: Value| {
+        json!({
+            "type": "object",
+            "properties": {"k": {"const": k}, "a": {"type": "integer"}},
+            "patternProperties": {"^x$": additional},
+            "required": ["k"],
+            "additionalProperties": false
+        })
+    };
+    let told =
+        json!({"anyOf": [d("a", json!({"type": "integer"})), d("b", json!({"type": "boolean"}))]});
+    agree(&told, 100, 30, 192);
+}
+
+/// `allOf` of objects, an object that must be empty, and `minProperties` no declared name can
+/// reach without undeclared ones.
+#[test]
+fn all_of_and_empty_objects() {
+    let schema = json!({
+        "allOf": [
+            {"type": "object", "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"}}, "required": ["a"]},
+            {"type": "object", "properties": {"ab": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["b"]}
+        ],
+        "additionalProperties": false
+    });
+    let engine = Engine::new(vocab());
+    if engine.compile_json_schema(&schema, &any_order()).is_ok() {
+        agree(&schema, 80, 30, 200);
+    }
+    let empty =
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "maxProperties": 0});
+    agree(&empty, 30, 10, 201);
+    let unreachable = object(json!({"a": {"type": "integer"}}), json!([]), json!(false));
+    let mut unreachable = unreachable;
+    unreachable["minProperties"] = json!(2);
+    let (a, b) = (
+        compile_schema_with(&unreachable, &any_order(), &Limits::new())
+            .map(|_| ())
+            .map_err(|e| e.kind()),
+        engine
+            .compile_json_schema(&unreachable, &any_order())
+            .map(|_| ())
+            .map_err(|e| e.kind()),
+    );
+    assert_eq!(a, b);
+}
