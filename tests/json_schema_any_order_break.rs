@@ -75,6 +75,11 @@ fn vocab() -> Vocab {
         b": ",
         b", \"",
         b"\n ",
+        b"0,\"a\":",
+        b"-0}",
+        b" ,\"",
+        b"},\"q\":{\"",
+        b"[{\"a\":1},{\"",
     ];
     tokens.extend(extra.iter().map(|t| t.to_vec()));
     tokens.push(b"<eos>".to_vec());
@@ -607,4 +612,202 @@ fn all_of_and_empty_objects() {
             .map_err(|e| e.kind()),
     );
     assert_eq!(a, b);
+}
+
+/// Places reached in more than one way: items of arrays in a union (each array's items are
+/// all of one branch), tuples whose items differ by index, and a name whose object differs
+/// by branch.
+#[test]
+fn places_reached_by_several_branches() {
+    let kind = |req: &str| {
+        object(
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    let arrays = json!({"anyOf": [
+        {"type": "array", "items": kind("a"), "maxItems": 3},
+        {"type": "array", "items": kind("b"), "maxItems": 3}
+    ]});
+    for text in ["[{\"a\":1},{\"b\":1}]", "[{\"a\":1},{\"a\":1,\"b\":2}]"] {
+        let (exact, kept) = accepts_both(&arrays, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+    agree(&arrays, 100, 40, 210);
+}
+
+#[test]
+fn tuples_of_objects_by_index() {
+    let kind = |req: &str| {
+        object(
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    let tuple = json!({"type": "array", "prefixItems": [kind("a"), kind("b")], "items": false});
+    let engine = Engine::new(vocab());
+    if engine.compile_json_schema(&tuple, &any_order()).is_ok() {
+        for text in ["[{\"b\":1},{\"a\":1}]", "[{\"a\":1},{\"b\":1}]"] {
+            let (exact, kept) = accepts_both(&tuple, text);
+            assert_eq!(kept, exact, "{text}");
+        }
+        agree(&tuple, 100, 40, 211);
+    }
+}
+
+#[test]
+fn a_union_of_objects_whose_members_are_objects_of_the_branch() {
+    let kind = |req: &str| {
+        object(
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    let outer = |req: &str| {
+        object(
+            json!({"p": kind(req), "q": kind(req)}),
+            json!(["p", "q"]),
+            json!(false),
+        )
+    };
+    let pairs = json!({"anyOf": [outer("a"), outer("b")]});
+    for text in [
+        "{\"p\":{\"a\":1},\"q\":{\"b\":1}}",
+        "{\"q\":{\"b\":1},\"p\":{\"b\":1}}",
+    ] {
+        let (exact, kept) = accepts_both(&pairs, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+    agree(&pairs, 100, 40, 212);
+}
+
+/// Numbers as discriminators around white space, and tokens ending a scalar and writing the
+/// next name.
+#[test]
+fn number_discriminators_with_flexible_whitespace() {
+    let options = any_order().whitespace(Whitespace::Flexible { max_run: Some(2) });
+    let v = |k: Value, extra: &str| {
+        object(
+            json!({"k": {"enum": k}, extra: {"type": "integer"}, "ab": {"type": "integer"}}),
+            json!(["k", extra]),
+            json!(false),
+        )
+    };
+    let union = json!({"anyOf": [v(json!([0, -1, 10]), "a"), v(json!([1, -10, 18446744073709551615u64]), "b")]});
+    agree_with(&union, &options, 150, 40, 220);
+    agree(&union, 150, 40, 221);
+}
+
+/// Patterns on names with quotes, backslashes and non-ASCII letters, the names written with
+/// and without escapes.
+#[test]
+fn patterns_on_names_that_need_escapes() {
+    let item = object(
+        json!({"b": {"type": "integer"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let schema = json!({
+        "type": "object",
+        "patternProperties": {"\"": item, "é": {"type": "integer"}, "\\\\$": {"type": "boolean"}},
+        "additionalProperties": false
+    });
+    for text in [
+        "{\"a\\\"\":{\"b\":1}}",
+        "{\"a\\u0022\":{\"b\":1}}",
+        "{\"a\\u0022\":{}}",
+        "{\"\\u00e9\":1}",
+        "{\"é\":1}",
+        "{\"x\\\\\":true}",
+        "{\"x\\u005c\":true}",
+        "{\"x\\u005C\":{}}",
+    ] {
+        let (exact, kept) = accepts_both(&schema, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+    agree(&schema, 100, 40, 230);
+}
+
+/// Required names that are prefixes of the only undeclared names left under `maxProperties`.
+#[test]
+fn max_properties_leaving_room_for_required_prefixes() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"ab": {"type": "integer"}, "abc": {"type": "integer"}},
+        "patternProperties": {"^a": {"type": "integer"}},
+        "required": ["ab"],
+        "maxProperties": 2,
+        "additionalProperties": false
+    });
+    agree(&schema, 120, 40, 240);
+    let one = json!({
+        "type": "object",
+        "properties": {"ab": {"type": "integer"}, "a": {"type": "integer"}},
+        "required": ["abc"],
+        "maxProperties": 1,
+        "additionalProperties": {"type": "integer"}
+    });
+    agree(&one, 120, 40, 241);
+}
+
+/// One branch's items may be either object, the other's only one: the items of the second
+/// must not take the first's other object.
+#[test]
+fn arrays_whose_items_are_a_union_beside_arrays_of_one_object() {
+    let kind = |req: &str| {
+        object(
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    let union = json!({"anyOf": [kind("a"), kind("b")]});
+    let arrays = json!({"anyOf": [
+        {"type": "array", "items": union.clone(), "minItems": 1, "maxItems": 2},
+        {"type": "array", "items": kind("a"), "maxItems": 3}
+    ]});
+    agree(&arrays, 100, 40, 250);
+    let tuple =
+        json!({"type": "array", "prefixItems": [union.clone()], "items": kind("b"), "maxItems": 3});
+    agree(&tuple, 100, 40, 251);
+    // A tuple of the union at every index: the variants are each item's own choice.
+    let same =
+        json!({"type": "array", "prefixItems": [union.clone()], "items": union, "maxItems": 3});
+    agree(&same, 100, 40, 252);
+}
+
+/// More patterns than the names are told apart by (no classes): the values of every pattern
+/// share the place of undeclared names.
+#[test]
+fn many_patterns_with_objects_of_other_key_sets() {
+    let kind = |req: &str| {
+        object(
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    let mut patterns = serde_json::Map::new();
+    patterns.insert("^a".into(), kind("a"));
+    patterns.insert("^b".into(), kind("b"));
+    for i in 0..8 {
+        patterns.insert(format!("^z{i}$"), json!({"type": "integer"}));
+    }
+    let schema = json!({
+        "type": "object",
+        "patternProperties": patterns,
+        "additionalProperties": false,
+        "maxProperties": 1
+    });
+    for text in [
+        "{\"a\":{\"b\":1}}",
+        "{\"b\":{\"a\":1}}",
+        "{\"a\":{\"a\":1}}",
+    ] {
+        let (exact, kept) = accepts_both(&schema, text);
+        assert_eq!(kept, exact, "{text}");
+    }
 }
