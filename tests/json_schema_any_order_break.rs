@@ -811,3 +811,56 @@ fn many_patterns_with_objects_of_other_key_sets() {
         assert_eq!(kept, exact, "{text}");
     }
 }
+
+/// Variants whose undeclared names take other values by pattern: which variant a value keeps
+/// is the grammar's to know, so the names may not tell the variants apart alone.
+#[test]
+fn variants_whose_patterns_give_other_values() {
+    let v = |pattern: Value, additional: Value, req: &str| {
+        json!({
+            "type": "object",
+            "properties": {"r1": {"type": "integer"}, "r2": {"type": "integer"}},
+            "patternProperties": {"^x": pattern},
+            "required": [req],
+            "additionalProperties": additional
+        })
+    };
+    let union = json!({"anyOf": [
+        v(json!({"type": "integer"}), json!(false), "r1"),
+        v(json!({"type": "string"}), json!(false), "r2")
+    ]});
+    for text in [
+        "{\"x1\":1,\"r2\":1}",
+        "{\"r2\":1,\"x\":1}",
+        "{\"x\":\"s\",\"r2\":1}",
+    ] {
+        let (exact, kept) = accepts_both(&union, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+    let swapped = json!({"anyOf": [
+        v(json!({"type": "integer"}), json!({"type": "string"}), "r1"),
+        v(json!({"type": "string"}), json!({"type": "integer"}), "r2")
+    ]});
+    for text in [
+        "{\"x1\":1,\"r2\":1}",
+        "{\"r2\":1,\"y\":\"s\"}",
+        "{\"r2\":1,\"x\":1}",
+    ] {
+        let (exact, kept) = accepts_both(&swapped, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+}
+
+/// Variants that differ in their bounds on the count of members, one of them open (at most one
+/// undeclared name, so none written twice).
+#[test]
+fn variants_with_other_property_counts() {
+    let props =
+        json!({"a": {"type": "integer"}, "ab": {"type": "integer"}, "b": {"type": "integer"}});
+    let union = json!({"anyOf": [
+        {"type": "object", "properties": props, "required": ["ab"], "maxProperties": 2, "additionalProperties": false},
+        {"type": "object", "properties": props, "maxProperties": 1, "additionalProperties": {"type": "integer"}},
+        {"type": "object", "properties": props, "minProperties": 3, "additionalProperties": false}
+    ]});
+    agree(&union, 150, 40, 260);
+}
