@@ -864,3 +864,80 @@ fn variants_with_other_property_counts() {
     ]});
     agree(&union, 150, 40, 260);
 }
+
+/// A discriminated union whose other name holds objects of other key sets by variant; a
+/// constant object beside an object in any order; a discriminator that starts another name,
+/// and one a variant declares `false`.
+#[test]
+fn discriminators_beside_objects_constants_and_absent_names() {
+    let kind = |req: &str| {
+        object(
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    let v = |k: &str, req: &str| {
+        object(
+            json!({"k": {"const": k}, "p": kind(req)}),
+            json!(["k"]),
+            json!(false),
+        )
+    };
+    let nested = json!({"anyOf": [v("a", "a"), v("b", "b")]});
+    for text in [
+        "{\"k\":\"a\",\"p\":{\"b\":1}}",
+        "{\"p\":{\"b\":1},\"k\":\"b\"}",
+    ] {
+        let (exact, kept) = accepts_both(&nested, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+    agree(&nested, 100, 40, 270);
+    let constant = json!({"anyOf": [{"const": {"a": 1, "b": 2}}, kind("a")]});
+    agree(&constant, 100, 30, 271);
+    let prefixes = json!({"anyOf": [
+        object(json!({"k": {"const": "a"}, "kk": {"type": "integer"}}), json!(["k"]), json!(false)),
+        object(json!({"k": {"const": "b"}, "k\"": {"type": "integer"}}), json!(["k\""]), json!(false)),
+        object(json!({"k": false, "kk": {"type": "integer"}, "a": {"type": "integer"}}), json!(["a"]), json!(false))
+    ]});
+    agree(&prefixes, 150, 40, 272);
+}
+
+/// Arrays of two objects past the `2^n` limit in a union: each array's objects are its own,
+/// so no group holds them and the grammar cannot: a typed error.
+#[test]
+fn arrays_of_wide_objects_in_a_union_are_typed_errors() {
+    let wide = |required: &str| -> Value {
+        let props: serde_json::Map<String, Value> = (0..12)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        object(Value::Object(props), json!([required]), json!(false))
+    };
+    let schema = json!({"anyOf": [
+        {"type": "array", "items": wide("p1")},
+        {"type": "array", "items": wide("p2")}
+    ]});
+    let engine = Engine::new(vocab());
+    let options = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
+    let err = engine.compile_json_schema(&schema, &options).err().unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+}
+
+/// Places two branches share, with white space between tokens.
+#[test]
+fn places_reached_by_several_branches_with_flexible_whitespace() {
+    let options = any_order().whitespace(Whitespace::Flexible { max_run: Some(1) });
+    let kind = |req: &str| {
+        object(
+            json!({"a": {"type": "integer"}, "ab": {"type": "integer"}, "b": {"type": "integer"}}),
+            json!([req]),
+            json!(false),
+        )
+    };
+    let schema = json!({"anyOf": [
+        {"type": "array", "items": {"anyOf": [kind("a"), kind("b")]}, "maxItems": 2},
+        {"type": "array", "items": kind("ab"), "maxItems": 2},
+        object(json!({"p": kind("a"), "q": kind("b")}), json!([]), json!(false))
+    ]});
+    agree_with(&schema, &options, 120, 50, 280);
+}
