@@ -941,3 +941,31 @@ fn places_reached_by_several_branches_with_flexible_whitespace() {
     ]});
     agree_with(&schema, &options, 120, 50, 280);
 }
+
+/// A discriminator one variant declares and another admits as an undeclared name (its
+/// additional values a list), and a name one variant declares `false` that another admits
+/// undeclared (at most one undeclared name, so none written twice).
+#[test]
+fn discriminators_and_absent_names_admitted_as_undeclared() {
+    let union = json!({"anyOf": [
+        object(json!({"k": {"const": "a"}, "x": {"type": "integer"}}), json!(["k"]), json!(false)),
+        object(json!({"x": {"type": "integer"}}), json!([]), json!({"enum": ["b", 1]}))
+    ]});
+    for text in [
+        "{\"k\":\"b\"}",
+        "{\"k\":\"a\"}",
+        "{\"k\":1,\"x\":1}",
+        "{\"x\":1,\"z\":\"b\"}",
+        "{\"z\":\"a\"}",
+        "{\"k\":\"a\",\"z\":1}",
+        "{\"z\":1,\"k\":\"a\"}",
+    ] {
+        let (exact, kept) = accepts_both(&union, text);
+        assert_eq!(kept, exact, "{text}");
+    }
+    let absent = json!({"anyOf": [
+        {"type": "object", "properties": {"k": false, "a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false},
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "maxProperties": 2, "additionalProperties": {"type": "integer"}}
+    ]});
+    agree(&absent, 120, 30, 290);
+}
