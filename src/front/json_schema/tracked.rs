@@ -470,6 +470,12 @@ impl Paths<'_> {
                 true => discriminators(c, keyed),
                 false => None,
             };
+        // `maxProperties` drops a variant when its count is reached (or only its required
+        // names have room) while the grammar, which counts nothing, still takes that variant's
+        // values: a discriminator's value is only checked once whole, so a mask would take the
+        // first bytes of a value only a dropped variant lists.
+        let bounded = sets.iter().any(|&k| c.key_sets[k as usize].0.is_bounded());
+        let discriminators = discriminators.filter(|d| d.is_empty() || !bounded);
         let Some(discriminators) = discriminators else {
             for k in sets {
                 unkey(
