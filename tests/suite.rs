@@ -22,6 +22,7 @@ mod gpu_fill;
 mod hostile;
 mod json_schema;
 mod json_schema_any_order;
+mod json_schema_any_order_break;
 mod json_schema_determinism;
 mod json_schema_distinct;
 mod json_schema_keywords;

@@ -27,10 +27,10 @@ use super::lower::{string_automaton, ContentKey};
 use super::schema::{over, Compiler};
 use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
 use crate::error::{CompileError, Location};
-use crate::front::guard::guarded;
-use crate::limits::{LimitKind, Limits};
 use crate::front::chars::CharDfa;
+use crate::front::guard::guarded;
 use crate::ir::ExprId;
+use crate::limits::{LimitKind, Limits};
 use crate::matcher::json_state::{
     spelled, KeyGroup, KeySet, NameClasses, PathNode, PathState, TrackedPaths, MAX_GROUP_NAMES,
     MAX_VARIANTS, UNTRACKED,
@@ -85,7 +85,8 @@ impl MemberValue {
 
 /// A scalar of a list as the matcher reads a discriminator's value: a string as `"` and its
 /// content decoded, an integer, `true`, `false` or `null` as written (the grammar writes
-/// each one way); `None` for other values.
+/// each one way, but zero also as `-0`, which the matcher reads as `0`); `None` for other
+/// values.
 fn listed(v: &Value) -> Option<Box<[u8]>> {
     Some(match v {
         Value::String(s) => [b"\"".as_slice(), s.as_bytes()].concat().into(),
@@ -124,7 +125,10 @@ enum Node {
     Distinct(Arc<str>),
     /// An array of these items; `repeats` if it may hold two equal strings (a matcher
     /// keeping its strings apart would refuse it).
-    Array { items: Vec<NodeId>, repeats: bool },
+    Array {
+        items: Vec<NodeId>,
+        repeats: bool,
+    },
     Object(ObjectNode),
     /// Values of any of these (`anyOf`, a reference).
     Union(Vec<NodeId>),
@@ -424,7 +428,9 @@ impl Nodes {
             .filter(|&id| {
                 matches!(
                     self.nodes[id],
-                    Node::Distinct(_) | Node::Counted(..) | Node::Object(ObjectNode { keys: Some(_), .. })
+                    Node::Distinct(_)
+                        | Node::Counted(..)
+                        | Node::Object(ObjectNode { keys: Some(_), .. })
                 )
             })
             .collect();
@@ -469,9 +475,19 @@ fn key_group(
             true => discriminators(c, keyed),
             false => None,
         };
+        // `maxProperties` drops a variant when its count is reached (or only its required
+        // names have room) while the grammar, which counts nothing, still takes that variant's
+        // values: a discriminator's value is only checked once whole, so a mask would take the
+        // first bytes of a value only a dropped variant lists.
+        let bounded = sets.iter().any(|&k| c.key_sets[k as usize].0.is_bounded());
+        let discriminators = discriminators.filter(|d| d.is_empty() || !bounded);
         let Some(discriminators) = discriminators else {
             for k in sets {
-                unkey(c, k, "an object in any order at a place other objects share")?;
+                unkey(
+                    c,
+                    k,
+                    "an object in any order at a place other objects share",
+                )?;
             }
             return Ok(None);
         };
@@ -505,7 +521,10 @@ fn discriminators(c: &Compiler, keyed: &[Option<&KeyedObject>]) -> Option<Vec<Di
         let name = name?;
         let mut strings: BTreeMap<u32, BTreeSet<Box<[u8]>>> = BTreeMap::new();
         for (s, v) in admitting {
-            strings.entry(s).or_default().extend(v.listed.as_deref()?.iter().cloned());
+            strings
+                .entry(s)
+                .or_default()
+                .extend(v.listed.as_deref()?.iter().cloned());
         }
         out.push(Discriminator {
             name: name.into(),
@@ -530,14 +549,19 @@ const MAX_NAME_CLASSES: usize = 16;
 /// without patterns, or where they cannot all be told apart (an automaton past its budget,
 /// too many patterns or classes).
 fn name_classes(c: &Compiler, objects: &[&ObjectNode]) -> Result<Option<Vec<u64>>, CompileError> {
-    let patterns: Vec<&Option<Rc<CharDfa>>> =
-        objects.iter().flat_map(|o| o.patterns.iter().map(|(dfa, _)| dfa)).collect();
+    let patterns: Vec<&Option<Rc<CharDfa>>> = objects
+        .iter()
+        .flat_map(|o| o.patterns.iter().map(|(dfa, _)| dfa))
+        .collect();
     if patterns.is_empty() || patterns.len() > MAX_CLASS_PATTERNS {
         return Ok(None);
     }
     let budget = c.char_budget();
     let split = || -> Result<Option<Vec<u64>>, CompileError> {
-        let mut classes = vec![(0u64, CharDfa::strings(&[], &budget)?.complement(budget.deadline)?)];
+        let mut classes = vec![(
+            0u64,
+            CharDfa::strings(&[], &budget)?.complement(budget.deadline)?,
+        )];
         for (i, dfa) in patterns.iter().enumerate() {
             let Some(inside) = dfa else {
                 return Ok(None);
@@ -599,7 +623,7 @@ impl Paths<'_> {
         start: NodeId,
     ) -> Result<Option<TrackedPaths>, CompileError> {
         // The first state built is `ROOT`.
-        let tracked = self.state([start])? != UNTRACKED;
+        let tracked = self.state(c, [start])? != UNTRACKED;
         while let Some((state, set)) = self.todo.pop() {
             c.tick("")?;
             let node = self.steps(c, &set)?;
@@ -635,7 +659,11 @@ impl Paths<'_> {
         unheld.sort_unstable();
         unheld.dedup();
         for k in unheld {
-            unkey(c, k, "an object in any order at a place the matcher cannot follow")?;
+            unkey(
+                c,
+                k,
+                "an object in any order at a place the matcher cannot follow",
+            )?;
         }
         let groups = c
             .key_groups
@@ -653,15 +681,60 @@ impl Paths<'_> {
                 KeyGroup::new(&variants, discriminators.collect())
             })
             .collect();
-        Ok(tracked.then(|| {
-            TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds), groups)
-        }))
+        Ok(tracked
+            .then(|| TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds), groups)))
+    }
+
+    /// The key sets of the objects a value of `id` may be (through unions).
+    fn key_sets_of(&self, id: NodeId) -> BTreeSet<u32> {
+        let mut sets = BTreeSet::new();
+        let mut todo = vec![id];
+        let mut seen = HashSet::new();
+        while let Some(id) = todo.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            match &self.nodes.nodes[id] {
+                Node::Union(xs) => todo.extend(xs),
+                Node::Object(ObjectNode { keys: Some(k), .. }) => {
+                    sets.insert(k.set);
+                }
+                _ => {}
+            }
+        }
+        sets
     }
 
     /// The state of the values of any of `ids`.
-    fn state(&mut self, ids: impl IntoIterator<Item = NodeId>) -> Result<PathState, CompileError> {
+    ///
+    /// Objects of other key sets brought by two of `ids` (items of two arrays or of one
+    /// tuple, one name's values in two objects of a union) are not the choice of the object
+    /// written there but of a branch taken before (the grammar keeps each array's items, each
+    /// object's values, to its branch), which the names written cannot tell: as variants of
+    /// one group, a name one branch requires would be taken for the other's. Their key sets
+    /// are unkeyed.
+    fn state(
+        &mut self,
+        c: &mut Compiler,
+        ids: impl IntoIterator<Item = NodeId>,
+    ) -> Result<PathState, CompileError> {
         let mut set = BTreeSet::new();
         let mut todo: Vec<NodeId> = ids.into_iter().collect();
+        let brought: Vec<BTreeSet<u32>> = todo
+            .iter()
+            .map(|&id| self.key_sets_of(id))
+            .filter(|sets| !sets.is_empty())
+            .collect();
+        if brought.windows(2).any(|w| w[0] != w[1]) {
+            let sets: BTreeSet<u32> = brought.into_iter().flatten().collect();
+            for k in sets {
+                unkey(
+                    c,
+                    k,
+                    "an object in any order at a place objects of other branches share",
+                )?;
+            }
+        }
         let mut seen = HashSet::new();
         while let Some(id) = todo.pop() {
             if !seen.insert(id) {
@@ -756,7 +829,7 @@ impl Paths<'_> {
         }
         let keys = key_group(c, &keyed, any.is_some())?;
         items.extend(any);
-        let item = self.state(items)?;
+        let item = self.state(c, items)?;
         let classes = name_classes(c, &objects)?;
         let (other, classes) = match classes {
             Some(classes) => {
@@ -768,7 +841,7 @@ impl Paths<'_> {
                         ids.extend(o.undeclared(|i| bits >> (first + i) & 1 == 1));
                         first += o.patterns.len();
                     }
-                    states.insert(bits, self.state(ids)?);
+                    states.insert(bits, self.state(c, ids)?);
                 }
                 let patterns = objects
                     .iter()
@@ -781,7 +854,7 @@ impl Paths<'_> {
             None => {
                 let mut others: Vec<NodeId> = objects.iter().flat_map(|o| o.rest()).collect();
                 others.extend(any);
-                (self.state(others)?, None)
+                (self.state(c, others)?, None)
             }
         };
         let mut named = HashMap::new();
@@ -790,7 +863,7 @@ impl Paths<'_> {
             for o in &objects {
                 ids.extend(o.property(name, classes.is_some()));
             }
-            let s = self.state(ids)?;
+            let s = self.state(c, ids)?;
             // Without classes, a name not listed is any other name.
             if s != other || classes.is_some() {
                 named.insert(name.as_bytes().into(), s);

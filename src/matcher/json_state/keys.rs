@@ -67,6 +67,11 @@ impl KeySet {
         }
     }
 
+    /// Does `maxProperties` bound it?
+    pub fn is_bounded(&self) -> bool {
+        self.max.is_some()
+    }
+
     /// Is some object held to it? Its required names within `maxProperties`, `minProperties`
     /// within both, and enough names for `minProperties`.
     pub fn admits_some_object(&self) -> bool {
@@ -195,7 +200,9 @@ impl KeyGroup {
         let discriminators = discriminators
             .into_iter()
             .map(|(name, lists)| {
-                let i = names.binary_search_by(|n| (**n).cmp(name)).expect("a name of the group");
+                let i = names
+                    .binary_search_by(|n| (**n).cmp(name))
+                    .expect("a name of the group");
                 let mut by_value = Listing::new();
                 for (variant, strings) in lists {
                     for s in strings {
@@ -287,8 +294,8 @@ impl KeyGroup {
     /// A name read as far as `c` closes: the declared name it is (if one) and the variants
     /// that take it, or refused (none does, or a name written twice).
     pub fn close(&self, c: NameCursor, w: Written) -> Option<(Option<u32>, Variants)> {
-        let whole = (c.lo < c.hi && self.names[c.lo as usize].len() == c.len as usize)
-            .then_some(c.lo);
+        let whole =
+            (c.lo < c.hi && self.names[c.lo as usize].len() == c.len as usize).then_some(c.lo);
         if whole.is_some_and(|i| has(w.names, i)) {
             return None;
         }
@@ -402,7 +409,15 @@ mod tests {
 
     #[test]
     fn a_prefix_lives_while_an_unwritten_name_starts_with_it() {
-        let k = KeyGroup::new(&[&set(&[("a", false), ("ab", false), ("b", true)], 0, None, false)], vec![]);
+        let k = KeyGroup::new(
+            &[&set(
+                &[("a", false), ("ab", false), ("b", true)],
+                0,
+                None,
+                false,
+            )],
+            vec![],
+        );
         let mut names = vec![0u64];
         let a = cursor(&k, "a");
         assert_eq!(k.close(a, written(&names, 0, 1)), Some((Some(0), 1)));
@@ -418,7 +433,10 @@ mod tests {
 
     #[test]
     fn max_properties_leaves_room_only_for_required_names() {
-        let k = KeyGroup::new(&[&set(&[("a", false), ("b", true)], 0, Some(1), true)], vec![]);
+        let k = KeyGroup::new(
+            &[&set(&[("a", false), ("b", true)], 0, Some(1), true)],
+            vec![],
+        );
         let w = written(&[0], 0, 1);
         assert!(!k.viable(cursor(&k, "a"), w));
         assert!(!k.viable(cursor(&k, "x"), w));
@@ -430,7 +448,10 @@ mod tests {
 
     #[test]
     fn names_are_read_as_spelled() {
-        let k = KeyGroup::new(&[&set(&[("q\"t", false), ("é\n", false)], 0, None, false)], vec![]);
+        let k = KeyGroup::new(
+            &[&set(&[("q\"t", false), ("é\n", false)], 0, None, false)],
+            vec![],
+        );
         let w = written(&[0], 0, 1);
         assert_eq!(k.close(cursor(&k, "q\\\"t"), w), Some((Some(0), 1)));
         assert_eq!(k.close(cursor(&k, "é\\n"), w), Some((Some(1), 1)));

@@ -477,7 +477,11 @@ impl Reader<'_> {
             Lex::Scalar { .. } if is_scalar_byte(b) => return Ok(()),
             &mut Lex::Scalar { start } => {
                 self.position.lex = Lex::Between;
-                let scalar = self.raw(start, &bytes[..i]);
+                let mut scalar = self.raw(start, &bytes[..i]);
+                // The grammar writes zero as `0` or `-0`; the lists hold it as `0`.
+                if scalar == b"-0" {
+                    scalar.remove(0);
+                }
                 self.discriminate(&scalar, i)?;
             }
             Lex::Between => {}

@@ -12,6 +12,7 @@ use super::super::intersect::property_index;
 use super::super::schema::{error, over, MAX_KEY_CLASSES};
 use super::super::shape::{Names, ObjectShape, Shape, MAX_NAME_PATTERNS};
 use super::super::strings::{any_text, text_not_in};
+use super::super::tracked::{KeyValues, KeyedObject, MemberValue};
 use super::super::PropertyOrder;
 use super::strings::NamesKey;
 use super::{clamp, strings_automaton, SchemaLowering};
@@ -20,7 +21,6 @@ use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::tick;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
-use super::super::tracked::{KeyValues, KeyedObject, MemberValue};
 use crate::matcher::json_state::{Declared, KeySet, MAX_GROUP_NAMES};
 
 /// An object with more declared properties than this has its chain of members cut into rules
@@ -133,15 +133,34 @@ impl SchemaLowering<'_, '_, '_> {
         // Declared names are never additional properties, even those that can only be absent.
         let declared: Vec<String> = props.iter().map(|(k, _, _)| k.to_string()).collect();
         props.retain(|(_, s, _)| !matches!(**s, Shape::Never));
+        // More required names than `maxProperties` allows, or `minProperties` past it: no
+        // object, whatever the order (a parent holding the name in a key set must see it).
+        let required = props.iter().filter(|(_, _, req)| *req).count() as u64;
+        if o.max.is_some_and(|max| required > max || o.min > max) {
+            return Ok(self.g.nothing());
+        }
+        let nothing = self.g.nothing();
         let mut members = Vec::new();
         let mut values = Vec::new();
+        let mut valueless = Vec::new();
         for (k, s, req) in &props {
             let key = self.g.text(&Value::from(*k).to_string());
             let colon = self.punct(":");
             let value = self.shape(s)?;
+            // A name with no value can only be absent, like one whose schema is `false`: a
+            // key set taking it as optional would let its name be written, where nothing can
+            // follow.
+            if value == nothing {
+                if *req {
+                    return Ok(nothing);
+                }
+                valueless.push(k.to_string());
+                continue;
+            }
             members.push((self.g.seq([key, colon, value]), *req));
             values.push((k.to_string(), MemberValue::of(value, s)));
         }
+        props.retain(|(k, _, _)| !valueless.iter().any(|v| v == k));
         let extra = self.undeclared_members(o, &declared)?;
         let counts = Counts {
             min: o.min,
