@@ -9,6 +9,7 @@ use formwork::front::json_schema::{compile_schema_with, JsonSchemaOptions, Prope
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, ConstraintMatcher, Engine, Limits, Matcher};
 use formwork_testkit::agree::{walks_agree, Walks};
+use formwork_testkit::json_schema::{grammar_and_engine, object};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
 use formwork_testkit::tokenizers;
 use formwork_testkit::vocab::bytes_and;
@@ -61,17 +62,10 @@ fn any_order() -> JsonSchemaOptions {
         .max_any_order_properties(12)
 }
 
-/// The engine's matcher of `schema` in any order, and the matcher of the `2^n` grammar the
-/// front end builds for it alone (the oracle).
+/// The matcher of the `2^n` grammar the front end builds for `schema` alone (the oracle),
+/// and the engine's matcher of it in any order.
 fn both(engine: &Engine, schema: &Value) -> (ConstraintMatcher, ConstraintMatcher) {
-    let options = any_order();
-    let grammar = compile_schema_with(schema, &options, &Limits::new()).unwrap();
-    let exact = engine.compile_grammar(&grammar.grammar).unwrap().matcher();
-    let kept = engine
-        .compile_json_schema(schema, &options)
-        .unwrap()
-        .matcher();
-    (exact, kept)
+    grammar_and_engine(engine, schema, &any_order())
 }
 
 #[track_caller]
@@ -104,15 +98,6 @@ fn wide(n: usize, extra: Value, required: Value) -> Value {
         props.extend(extra);
     }
     object(Value::Object(props), required, json!(false))
-}
-
-fn object(properties: Value, required: Value, additional: Value) -> Value {
-    json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": additional
-    })
 }
 
 #[test]

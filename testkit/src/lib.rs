@@ -21,6 +21,7 @@ pub mod agree;
 pub mod drive;
 pub mod gen;
 pub mod grammars;
+pub mod json_schema;
 pub mod mask_only;
 pub mod oracle;
 pub mod rng;

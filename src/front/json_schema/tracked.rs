@@ -457,46 +457,48 @@ fn key_group(
     keyed: &[Option<&KeyedObject>],
     any: bool,
 ) -> Result<Option<u32>, CompileError> {
-        let mut sets: Vec<u32> = keyed.iter().flatten().map(|k| k.set).collect();
-        if sets.is_empty() {
-            return Ok(None);
+    let mut sets: Vec<u32> = keyed.iter().flatten().map(|k| k.set).collect();
+    if sets.is_empty() {
+        return Ok(None);
+    }
+    sets.sort_unstable();
+    sets.dedup();
+    let names: BTreeSet<&[u8]> = sets
+        .iter()
+        .flat_map(|&k| c.key_sets[k as usize].0.names())
+        .collect();
+    let discriminators = match !any
+        && keyed.iter().all(Option::is_some)
+        && sets.len() <= MAX_VARIANTS
+        && names.len() <= MAX_GROUP_NAMES
+    {
+        true => discriminators(c, keyed),
+        false => None,
+    };
+    // `maxProperties` drops a variant when its count is reached (or only its required
+    // names have room) while the grammar, which counts nothing, still takes that variant's
+    // values: a discriminator's value is only checked once whole, so a mask would take the
+    // first bytes of a value only a dropped variant lists.
+    let bounded = sets.iter().any(|&k| c.key_sets[k as usize].0.is_bounded());
+    let discriminators = discriminators.filter(|d| d.is_empty() || !bounded);
+    let Some(discriminators) = discriminators else {
+        for k in sets {
+            unkey(
+                c,
+                k,
+                "an object in any order at a place other objects share",
+            )?;
         }
-        sets.sort_unstable();
-        sets.dedup();
-        let names: BTreeSet<&[u8]> = sets
-            .iter()
-            .flat_map(|&k| c.key_sets[k as usize].0.names())
-            .collect();
-        let discriminators = match !any
-            && keyed.iter().all(Option::is_some)
-            && sets.len() <= MAX_VARIANTS
-            && names.len() <= MAX_GROUP_NAMES
-        {
-            true => discriminators(c, keyed),
-            false => None,
-        };
-        // `maxProperties` drops a variant when its count is reached (or only its required
-        // names have room) while the grammar, which counts nothing, still takes that variant's
-        // values: a discriminator's value is only checked once whole, so a mask would take the
-        // first bytes of a value only a dropped variant lists.
-        let bounded = sets.iter().any(|&k| c.key_sets[k as usize].0.is_bounded());
-        let discriminators = discriminators.filter(|d| d.is_empty() || !bounded);
-        let Some(discriminators) = discriminators else {
-            for k in sets {
-                unkey(
-                    c,
-                    k,
-                    "an object in any order at a place other objects share",
-                )?;
-            }
-            return Ok(None);
-        };
-        let group = (sets, discriminators);
-        let next = c.key_groups.len() as u32;
-        Ok(Some(*c.key_group_ids.entry(group.clone()).or_insert_with(|| {
+        return Ok(None);
+    };
+    let group = (sets, discriminators);
+    let next = c.key_groups.len() as u32;
+    Ok(Some(*c.key_group_ids.entry(group.clone()).or_insert_with(
+        || {
             c.key_groups.push(group);
             next
-        })))
+        },
+    )))
 }
 
 /// The discriminators of the objects `keyed` (all with key sets): names two key sets admit
@@ -685,10 +687,10 @@ impl Paths<'_> {
             .then(|| TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds), groups)))
     }
 
-    /// The key sets of the objects a value of `id` may be (through unions).
-    fn key_sets_of(&self, id: NodeId) -> BTreeSet<u32> {
-        let mut sets = BTreeSet::new();
-        let mut todo = vec![id];
+    /// The nodes other than unions that a value of any of `ids` may be (through unions).
+    fn through_unions(&self, ids: impl IntoIterator<Item = NodeId>) -> BTreeSet<NodeId> {
+        let mut out = BTreeSet::new();
+        let mut todo: Vec<NodeId> = ids.into_iter().collect();
         let mut seen = HashSet::new();
         while let Some(id) = todo.pop() {
             if !seen.insert(id) {
@@ -696,13 +698,23 @@ impl Paths<'_> {
             }
             match &self.nodes.nodes[id] {
                 Node::Union(xs) => todo.extend(xs),
-                Node::Object(ObjectNode { keys: Some(k), .. }) => {
-                    sets.insert(k.set);
+                _ => {
+                    out.insert(id);
                 }
-                _ => {}
             }
         }
-        sets
+        out
+    }
+
+    /// The key sets of the objects a value of `id` may be.
+    fn key_sets_of(&self, id: NodeId) -> BTreeSet<u32> {
+        self.through_unions([id])
+            .into_iter()
+            .filter_map(|x| match &self.nodes.nodes[x] {
+                Node::Object(ObjectNode { keys: Some(k), .. }) => Some(k.set),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The state of the values of any of `ids`.
@@ -718,9 +730,8 @@ impl Paths<'_> {
         c: &mut Compiler,
         ids: impl IntoIterator<Item = NodeId>,
     ) -> Result<PathState, CompileError> {
-        let mut set = BTreeSet::new();
-        let mut todo: Vec<NodeId> = ids.into_iter().collect();
-        let brought: Vec<BTreeSet<u32>> = todo
+        let ids: Vec<NodeId> = ids.into_iter().collect();
+        let brought: Vec<BTreeSet<u32>> = ids
             .iter()
             .map(|&id| self.key_sets_of(id))
             .filter(|sets| !sets.is_empty())
@@ -735,19 +746,8 @@ impl Paths<'_> {
                 )?;
             }
         }
-        let mut seen = HashSet::new();
-        while let Some(id) = todo.pop() {
-            if !seen.insert(id) {
-                continue;
-            }
-            match &self.nodes.nodes[id] {
-                Node::Union(xs) => todo.extend(xs),
-                Node::Leaf => {}
-                _ => {
-                    set.insert(id);
-                }
-            }
-        }
+        let mut set = self.through_unions(ids);
+        set.retain(|&id| !matches!(self.nodes.nodes[id], Node::Leaf));
         if !set.iter().any(|&id| self.reaches[id]) {
             return Ok(UNTRACKED);
         }

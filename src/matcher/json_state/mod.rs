@@ -21,9 +21,9 @@ mod tracker;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+pub(crate) use keys::{spelled, Declared, KeyGroup, KeySet, MAX_GROUP_NAMES, MAX_VARIANTS};
 pub(crate) use lengths::{LengthBound, DEAD};
 pub(crate) use paths::{NameClasses, PathNode, PathState, TrackedPaths, UNTRACKED};
-pub(crate) use keys::{spelled, Declared, KeyGroup, KeySet, MAX_GROUP_NAMES, MAX_VARIANTS};
 use tracker::{JsonTracker, KeyReads};
 
 use super::{MatchError, MatchErrorKind, Matcher};
@@ -205,11 +205,15 @@ impl JsonState {
             .extend(self.reads.long_quoted.iter().filter(allowed));
         match self.reads.keyed(self.tracker.key_reads()) {
             None => {}
-            Some(KeyedRead::Listed(tokens)) => self.candidates.extend(tokens.iter().filter(allowed)),
+            Some(KeyedRead::Listed(tokens)) => {
+                self.candidates.extend(tokens.iter().filter(allowed))
+            }
             Some(KeyedRead::Allowed) => self.candidates.extend(iter_ones(out)),
             Some(KeyedRead::BySuffix(groups)) => {
                 for (suffix, tokens) in groups {
-                    if tokens.iter().any(|&t| get_bit(out, t)) && self.tracker.check(suffix).is_err() {
+                    if tokens.iter().any(|&t| get_bit(out, t))
+                        && self.tracker.check(suffix).is_err()
+                    {
                         tokens.iter().for_each(|&t| clear_bit(out, t));
                     }
                 }

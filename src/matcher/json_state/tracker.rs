@@ -83,7 +83,9 @@ enum Lex {
         name: Option<NameCursor>,
     },
     /// Inside a number, `true`, `false` or `null` that began at `start` of the text.
-    Scalar { start: usize },
+    Scalar {
+        start: usize,
+    },
 }
 
 /// The reader's position: what a consumed step changes besides the text and the values.
@@ -617,10 +619,13 @@ impl Reader<'_> {
     /// if none).
     fn discriminate(&mut self, value: &[u8], i: usize) -> Result<(), Refused> {
         let Some(&Frame::Object {
-            keys: Some(k @ Keyed {
-                discriminator: Some(d),
-                ..
-            }),
+            keys:
+                Some(
+                    k @ Keyed {
+                        discriminator: Some(d),
+                        ..
+                    },
+                ),
             ..
         }) = self.position.frames.last()
         else {
@@ -657,7 +662,11 @@ impl Reader<'_> {
     ) -> Result<(), Refused> {
         if role == Role::Other {
             // A discriminator's string, as its lists hold it: `"` and the decoded content.
-            let string = [b"\"".as_slice(), &decode_string(&self.raw(start, &bytes[..i]))].concat();
+            let string = [
+                b"\"".as_slice(),
+                &decode_string(&self.raw(start, &bytes[..i])),
+            ]
+            .concat();
             return self.discriminate(&string, i);
         }
         if let Some(&Frame::Object { at, .. }) = self.position.frames.last() {
