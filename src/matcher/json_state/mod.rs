@@ -1,7 +1,8 @@
 //! State beside the grammar's, decided at mask time, where a JSON Schema asks what a
 //! context-free grammar cannot hold in a reasonable size: arrays whose items must be distinct
-//! strings (`uniqueItems` over items of infinitely many values), and strings whose length the
-//! matcher counts beside their pattern (`lengths`).
+//! strings (`uniqueItems` over items of infinitely many values), strings whose length the
+//! matcher counts beside their pattern (`lengths`), and objects whose properties may come in
+//! any order, their names kept per object (`keys`).
 //!
 //! A context-free grammar cannot say "no string twice", but the tokens that can break the rule
 //! are few and easy to find: a repeat happens only when an item's closing quote is written.
@@ -37,7 +38,7 @@ use lengths::LengthWalk;
 /// (thousands of tokens, but once).
 const MAX_TRIE_LOOKUPS: usize = 64;
 
-/// The state one matcher keeps beside the grammar's matcher (distinct items, counts).
+/// The state one matcher keeps beside the grammar's matcher (distinct items, counts, names).
 #[derive(Clone, Debug)]
 pub(crate) struct JsonState {
     tracker: JsonTracker,
@@ -184,7 +185,8 @@ impl JsonState {
         }
     }
 
-    /// `inner`'s mask less the tokens that would repeat an item or leave a string's bounds.
+    /// `inner`'s mask less the tokens that would repeat an item, leave a string's bounds, or
+    /// write a name, `,` or `}` an object's key group refuses.
     pub fn fill_mask(
         &mut self,
         inner: &mut dyn Matcher,
@@ -301,7 +303,7 @@ impl JsonState {
         self.candidates.extend(iter_ones(&self.read));
     }
 
-    /// Consumes `token` on `inner` unless it repeats an item.
+    /// Consumes `token` on `inner` unless the state refuses it (see [`Self::fill_mask`]).
     pub fn consume(&mut self, inner: &mut dyn Matcher, token: TokenId) -> Result<(), MatchError> {
         if inner.is_terminated() || self.vocab.kind(token) != Some(TokenKind::Text) {
             inner.consume(token)?;
@@ -321,7 +323,7 @@ impl JsonState {
         )
     }
 
-    /// Consumes text on `inner` unless it repeats an item.
+    /// Consumes text on `inner` unless the state refuses it.
     pub fn consume_bytes(
         &mut self,
         inner: &mut dyn Matcher,
@@ -335,11 +337,11 @@ impl JsonState {
         )
     }
 
-    /// Takes `bytes` as one step of `inner` (`take`) unless they repeat an item, refused then
-    /// as `refused` says (from the step and the byte of the repeat's closing quote). Before
-    /// refusing a repeat: the grammar's own refusal if it has one (an earlier byte, a limit,
-    /// termination), which leaves `inner` as it was; otherwise `inner` takes the step and
-    /// gives it back (without a history to give it back, the repeat is refused alone).
+    /// Takes `bytes` as one step of `inner` (`take`) unless the state refuses them, refused
+    /// then as `refused` says (from the step and the byte the state refuses). Before that
+    /// refusal: the grammar's own if it has one (an earlier byte, a limit, termination),
+    /// which leaves `inner` as it was; otherwise `inner` takes the step and gives it back
+    /// (without a history to give it back, the state's refusal stands alone).
     fn step(
         &mut self,
         inner: &mut dyn Matcher,
