@@ -276,12 +276,11 @@ impl KeyGroup {
     pub fn viable(&self, c: NameCursor, w: Written) -> bool {
         self.alive(w).any(|v| {
             let only_required = v.tight(w);
-            (v.others && !only_required)
-                || (c.lo..c.hi).any(|i| {
-                    has(&v.declared, i)
-                        && !has(w.names, i)
-                        && (!only_required || has(&v.required, i))
-                })
+            let takes = match only_required {
+                true => &v.required,
+                false => &v.declared,
+            };
+            (v.others && !only_required) || any_in(c.lo..c.hi, takes, w.names)
         })
     }
 
@@ -362,6 +361,25 @@ impl Variant {
     }
 }
 
+/// Is some bit of `range` on in `on` and off in `off`? A word at a time: the range of a name's
+/// first byte is every name of the group.
+fn any_in(range: std::ops::Range<u32>, on: &[u64], off: &[u64]) -> bool {
+    if range.is_empty() {
+        return false;
+    }
+    let (first, last) = (range.start as usize / 64, (range.end as usize - 1) / 64);
+    (first..=last).any(|w| {
+        let mut bits = on[w] & !off[w];
+        if w == first {
+            bits &= !0u64 << (range.start % 64);
+        }
+        if w == last {
+            bits &= !0u64 >> (63 - (range.end - 1) % 64);
+        }
+        bits != 0
+    })
+}
+
 /// Is bit `i` of `words` on?
 fn has(words: &[u64], i: u32) -> bool {
     words[i as usize / 64] >> (i % 64) & 1 == 1
@@ -429,6 +447,19 @@ mod tests {
         assert!(!k.viable(cursor(&k, "c"), w));
         assert!(!k.may_close(w), "\"b\" is required");
         assert_eq!(k.add(w), 1);
+    }
+
+    #[test]
+    fn ranges_are_read_a_word_at_a_time() {
+        let on = [u64::MAX, 1, 1 << 63];
+        let off = [0, 0, 0];
+        assert!(any_in(0..1, &on, &off));
+        assert!(any_in(64..65, &on, &off));
+        assert!(!any_in(65..128, &on, &off));
+        assert!(any_in(65..192, &on, &off));
+        assert!(!any_in(65..191, &on, &off));
+        assert!(!any_in(5..5, &on, &off));
+        assert!(!any_in(0..64, &on, &[u64::MAX, 0, 0]));
     }
 
     #[test]
