@@ -351,6 +351,37 @@ fn names_matching_patterns_reach_their_objects() {
     );
 }
 
+/// An object with patterns is held to a key set when every undeclared name has a value,
+/// whatever patterns it matches; a pattern whose value is `false` refuses some names, which a
+/// key set cannot tell, so that object keeps the `2^n` grammar.
+#[test]
+fn objects_with_patterns_admitting_every_name_are_key_sets() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "ab": {"type": "integer"}, "b": {"type": "string"}},
+        "required": ["b"],
+        "patternProperties": {"^x": {"type": "integer"}, "z$": {"type": "boolean"}},
+        "additionalProperties": {"type": "integer"},
+        "maxProperties": 4
+    });
+    agree(&schema, 80, 40, 12);
+    let mut patterned = wide(20, json!({}), json!(["p1"]));
+    patterned["patternProperties"] = json!({"^x": {"type": "boolean"}});
+    patterned["additionalProperties"] = json!({"type": "integer"});
+    let accepts = accepter(&patterned, &any_order());
+    assert!(accepts("{\"x1\":true,\"p1\":1,\"y\":2}"));
+    assert!(!accepts("{\"x1\":1,\"p1\":1}"), "x1 matches the pattern");
+    assert!(!accepts("{\"p1\":1,\"p1\":1}"), "a name twice");
+    assert!(!accepts("{\"p2\":1}"), "p1 is required");
+    patterned["patternProperties"] = json!({"^x": false});
+    let engine = Engine::new(vocab());
+    let err = engine
+        .compile_json_schema(&patterned, &any_order())
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+}
+
 /// Forty properties: the `2^n` grammar refuses them, the key set takes them in any order.
 #[test]
 fn many_properties_in_any_order_compile_and_hold_their_names() {

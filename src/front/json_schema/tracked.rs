@@ -81,6 +81,11 @@ impl MemberValue {
         };
         MemberValue { expr, listed }
     }
+
+    /// A value known only by its expression (no list of scalars).
+    pub fn opaque(expr: ExprId) -> MemberValue {
+        MemberValue { expr, listed: None }
+    }
 }
 
 /// A scalar of a list as the matcher reads a discriminator's value: a string as `"` and its

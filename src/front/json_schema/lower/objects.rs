@@ -215,8 +215,9 @@ impl SchemaLowering<'_, '_, '_> {
     }
 
     /// The key set the matcher holds `o`'s names to, if its properties may come in any order
-    /// and the matcher can tell its names apart: with no witnesses, no patterns and no
-    /// `propertyNames`, every undeclared name is admitted or none is. `declared` are all its
+    /// and the matcher can tell its names apart: with no witnesses and no `propertyNames`,
+    /// and every undeclared name admitted (whatever patterns it matches) or, without
+    /// patterns, none. `declared` are all its
     /// declared names, `props` those with a value (and `values` their values' expressions),
     /// `extra` its undeclared members. A key set an earlier pass found sharing its place with
     /// objects it cannot be told from is not used again (`front::json_schema::tracked`).
@@ -233,8 +234,8 @@ impl SchemaLowering<'_, '_, '_> {
             && self.c.state_by_matcher
             && !self.fixed_object
             && o.witnesses.is_empty()
-            && o.patterns.is_empty()
-            && o.names.is_none();
+            && o.names.is_none()
+            && (o.patterns.is_empty() || extra.every_name);
         if !keyable {
             return Ok(None);
         }
@@ -257,6 +258,9 @@ impl SchemaLowering<'_, '_, '_> {
             return Ok(None);
         };
         let others = match extra.any {
+            // Values by the patterns a name matches: the undeclared members themselves are
+            // what other objects at the place must agree with.
+            Some(any) if !o.patterns.is_empty() => Some(MemberValue::opaque(any)),
             Some(_) => {
                 let additional = self.c.undeclared_shape(o, &[])?;
                 Some(MemberValue::of(self.shape(&additional)?, &additional))
@@ -367,17 +371,21 @@ impl SchemaLowering<'_, '_, '_> {
             }
             Ok::<(), CompileError>(())
         };
-        match classes {
+        let count = match classes {
             None => {
                 let content = self.keys_not_in(&names)?;
                 each_class(self, 0, content)?;
+                1
             }
             Some(classes) => {
                 for &(set, content) in classes.iter() {
                     each_class(self, set, content)?;
                 }
+                classes.len()
             }
-        }
+        };
+        // The classes cover every undeclared name `propertyNames` admits.
+        out.every_name = o.names.is_none() && members.len() == count;
         out.any = (!members.is_empty()).then(|| self.g.alt(members));
         Ok(out)
     }
@@ -444,6 +452,7 @@ impl SchemaLowering<'_, '_, '_> {
                     any: Some(any),
                     marked: (all != 0).then_some((any, all)).into_iter().collect(),
                     all,
+                    every_name: true,
                 }));
             }
         };
@@ -793,6 +802,8 @@ struct Undeclared {
     marked: Vec<(ExprId, u64)>,
     /// Every witness of the object: each must be among the marks of a member written.
     all: u64,
+    /// Every name not declared is one of them (whatever patterns it matches).
+    every_name: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
