@@ -692,10 +692,10 @@ impl Paths<'_> {
             .then(|| TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds), groups)))
     }
 
-    /// The nodes other than unions that a value of any of `ids` may be (through unions).
-    fn through_unions(&self, ids: impl IntoIterator<Item = NodeId>) -> BTreeSet<NodeId> {
+    /// The nodes other than unions that a value of `id` may be (through unions).
+    fn through_unions(&self, id: NodeId) -> BTreeSet<NodeId> {
         let mut out = BTreeSet::new();
-        let mut todo: Vec<NodeId> = ids.into_iter().collect();
+        let mut todo = vec![id];
         let mut seen = HashSet::new();
         while let Some(id) = todo.pop() {
             if !seen.insert(id) {
@@ -711,11 +711,11 @@ impl Paths<'_> {
         out
     }
 
-    /// The key sets of the objects a value of `id` may be.
-    fn key_sets_of(&self, id: NodeId) -> BTreeSet<u32> {
-        self.through_unions([id])
-            .into_iter()
-            .filter_map(|x| match &self.nodes.nodes[x] {
+    /// The key sets of the objects among `nodes`.
+    fn key_sets_in(&self, nodes: &BTreeSet<NodeId>) -> BTreeSet<u32> {
+        nodes
+            .iter()
+            .filter_map(|&x| match &self.nodes.nodes[x] {
                 Node::Object(ObjectNode { keys: Some(k), .. }) => Some(k.set),
                 _ => None,
             })
@@ -735,10 +735,13 @@ impl Paths<'_> {
         c: &mut Compiler,
         ids: impl IntoIterator<Item = NodeId>,
     ) -> Result<PathState, CompileError> {
-        let ids: Vec<NodeId> = ids.into_iter().collect();
-        let brought: Vec<BTreeSet<u32>> = ids
+        // What each id reaches through unions, walked once for the key sets it brings and the
+        // state's set.
+        let reached: Vec<BTreeSet<NodeId>> =
+            ids.into_iter().map(|id| self.through_unions(id)).collect();
+        let brought: Vec<BTreeSet<u32>> = reached
             .iter()
-            .map(|&id| self.key_sets_of(id))
+            .map(|nodes| self.key_sets_in(nodes))
             .filter(|sets| !sets.is_empty())
             .collect();
         if brought.windows(2).any(|w| w[0] != w[1]) {
@@ -751,7 +754,7 @@ impl Paths<'_> {
                 )?;
             }
         }
-        let mut set = self.through_unions(ids);
+        let mut set: BTreeSet<NodeId> = reached.into_iter().flatten().collect();
         set.retain(|&id| !matches!(self.nodes.nodes[id], Node::Leaf));
         if !set.iter().any(|&id| self.reaches[id]) {
             return Ok(UNTRACKED);

@@ -325,8 +325,9 @@ impl JsonTracker {
     }
 
     /// Reads `bytes` after the text without consuming them: `Err` if a string item would
-    /// repeat one of its array or a string leave its bounds. The reading stays in the scratch
-    /// state for [`Self::commit`].
+    /// repeat one of its array, a string leave its bounds, or an object take a name, `,` or
+    /// `}` its key group refuses. The reading stays in the scratch state for
+    /// [`Self::commit`].
     pub fn check(&mut self, bytes: &[u8]) -> Result<(), Refused> {
         self.open_item();
         // Field by field, so that the frames' buffer is reused.
