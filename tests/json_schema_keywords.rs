@@ -726,6 +726,42 @@ fn one_of_with_overlapping_branches() {
     ]);
 }
 
+/// Branches that overlap alone but not beside their siblings (`required`, `type`, a `$ref`,
+/// `allOf`): the `oneOf` is their union there, and what the siblings let through both
+/// branches (`"b"` both accept when `a` is `1`) is still refused.
+#[test]
+fn one_of_told_apart_by_siblings() {
+    all_agree(&[
+        parse_json(
+            r#"{"type": "object", "required": ["a"], "oneOf": [
+            {"properties": {"a": {"const": 1}, "b": {"type": "string"}}},
+            {"properties": {"a": {"const": "x"}, "b": {"type": "null"}}}
+        ]}"#,
+        ),
+        parse_json(
+            r##"{"$ref": "#/$defs/tagged", "$defs": {"tagged": {"required": ["a", "b"]}},
+            "oneOf": [
+                {"properties": {"a": {"enum": [1, true]}}},
+                {"properties": {"a": {"enum": [null]}}},
+                {"properties": {"b": {"type": "string"}}}
+            ]}"##,
+        ),
+        parse_json(
+            r#"{"allOf": [{"type": "array"}, {"minItems": 1}], "oneOf": [
+            {"items": {"type": "integer"}},
+            {"items": {"type": "string"}}
+        ]}"#,
+        ),
+        parse_json(
+            r#"{"type": ["object", "string"], "required": ["a"], "oneOf": [
+            {"properties": {"a": {"const": 1}}},
+            {"properties": {"a": {"const": 2}}},
+            {"maxLength": 1}
+        ]}"#,
+        ),
+    ]);
+}
+
 /// Recursive `oneOf` branches told apart by a discriminator: the references are still being
 /// read when the `oneOf` is, and their schemas are read once more to see them disjoint, so no
 /// complement is needed.

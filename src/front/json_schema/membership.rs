@@ -185,22 +185,41 @@ impl Compiler<'_> {
         })
     }
 
-    /// `oneOf`: each branch without the values of the branches it may overlap (those not
-    /// proven [disjoint](Self::disjoint) from it), through their complements; when a
-    /// complement is out of reach, an error, or with `lenient` the branches' union (`anyOf`)
-    /// and a warning.
+    /// `oneOf` beside `siblings` (the shape of the schema's other keywords, which the result
+    /// is met with): each branch without the values of the branches it may overlap among
+    /// the values `siblings` admits (those not proven [disjoint](Self::disjoint) from it),
+    /// through their complements; when a complement is out of reach, an error, or with
+    /// `lenient` the branches' union (`anyOf`) and a warning.
+    ///
+    /// Branches often leave to their siblings what tells them apart: `"required":
+    /// ["kind"]` and `"type": "object"` beside `oneOf` branches that only give `kind` a
+    /// `const` each. Alone, such branches overlap (`{}`, any string), and their complements
+    /// made a grammar past two million expressions for four of them (o65414).
     pub fn one_of(
         &mut self,
         branches: Vec<Shape>,
+        siblings: &Shape,
         lossy: bool,
         pointer: &str,
     ) -> Result<Shape, CompileError> {
         let n = branches.len();
         let mut overlapping: Vec<Vec<usize>> = vec![Vec::new(); n];
+        // Each branch met with the siblings, on first need (`None` where that fails).
+        let mut within: Vec<Option<Option<Shape>>> = vec![None; n];
         for i in 0..n {
             for j in i + 1..n {
                 let mut budget = DISJOINT_BUDGET;
-                if !self.disjoint(&branches[i], &branches[j], &mut budget, pointer)? {
+                if self.disjoint(&branches[i], &branches[j], &mut budget, pointer)? {
+                    continue;
+                }
+                let mut budget = DISJOINT_BUDGET;
+                self.meet_siblings(&branches, i, siblings, &mut within, pointer)?;
+                self.meet_siblings(&branches, j, siblings, &mut within, pointer)?;
+                let apart = match (&within[i], &within[j]) {
+                    (Some(Some(a)), Some(Some(b))) => self.disjoint(a, b, &mut budget, pointer)?,
+                    _ => false,
+                };
+                if !apart {
                     overlapping[i].push(j);
                     overlapping[j].push(i);
                 }
@@ -228,6 +247,34 @@ impl Compiler<'_> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Meets branch `i` with `siblings` into `within[i]` unless done: `Some(None)` if
+    /// `siblings` admits anything (the branch alone already decided) or the meeting fails for
+    /// a reason other than time (an intersection out of reach, a limit); the branch is then
+    /// not told apart this way.
+    fn meet_siblings(
+        &mut self,
+        branches: &[Shape],
+        i: usize,
+        siblings: &Shape,
+        within: &mut [Option<Option<Shape>>],
+        pointer: &str,
+    ) -> Result<(), CompileError> {
+        if within[i].is_some() {
+            return Ok(());
+        }
+        within[i] = Some(match siblings {
+            Shape::Any => None,
+            _ => match self.meet(siblings, &branches[i], pointer) {
+                Ok(shape) => Some(shape),
+                Err(e) if e.limit().is_some_and(|l| l.kind == LimitKind::CompileTime) => {
+                    return Err(e)
+                }
+                Err(_) => None,
+            },
+        });
+        Ok(())
     }
 
     /// The union of `branches`, each without those it may overlap.
@@ -513,6 +560,25 @@ mod tests {
             })
             .collect();
         json!({ kind: branches })
+    }
+
+    /// Branches that leave to their siblings what tells them apart (`required` and `type`
+    /// beside `oneOf`, each branch giving the tag one `const`) are disjoint among the values
+    /// the siblings admit: the `oneOf` is their union, the grammar of the `anyOf`.
+    #[test]
+    fn branches_told_apart_by_their_siblings_are_a_union() {
+        let tagged = |kind: &str, required: Value| {
+            let branches: Vec<Value> = ["a", "b", "c", "d"]
+                .iter()
+                .map(|tag| {
+                    json!({"properties": {"tag": {"const": tag},
+                        "body": {"type": "object", "properties": {*tag: {"type": "string"}}}}})
+                })
+                .collect();
+            json!({"type": "object", "required": required, kind: branches})
+        };
+        let union = grammar_size(&tagged("anyOf", json!(["tag"])));
+        assert_eq!(grammar_size(&tagged("oneOf", json!(["tag"]))), union);
     }
 
     /// Branches told apart by their id patterns only are disjoint: the `oneOf` is their

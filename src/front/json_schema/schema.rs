@@ -383,7 +383,7 @@ impl<'a> Compiler<'a> {
                         branches.push(self.build(sub, &format!("{at}/{i}"))?);
                     }
                     let lossy = self.dropped > dropped;
-                    self.one_of(branches, lossy, &at)?
+                    self.one_of(branches, &shape, lossy, &at)?
                 }
             };
             shape = self.intersect(&shape, &one_of, &at)?;
