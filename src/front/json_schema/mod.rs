@@ -304,6 +304,7 @@ fn compile(
 ) -> Result<(SchemaGrammar, Option<TrackedPaths>), CompileError> {
     let mut state = MatcherState {
         count_past: MAX_PRODUCT_STATES_BEFORE_COUNTING,
+        list_all: true,
         unkeyed: HashSet::default(),
         last_pass: false,
     };
@@ -321,13 +322,17 @@ fn compile(
             deadline,
             state_by_matcher.then_some(&state),
         )?;
-        if expr.recount || !expr.unkeyed.is_empty() {
+        if expr.recount || expr.relist || !expr.unkeyed.is_empty() {
             // Counted where another string shares its place: again, counting only the
-            // strings no product automaton can hold. Names kept where other objects share
-            // the place: again, those objects as `2^n` grammars (which may leave other key
-            // sets sharing a place with them, hence more passes).
+            // strings no product automaton can hold. Likewise distinct items from a list.
+            // Names kept where other objects share the place: again, those objects as `2^n`
+            // grammars (which may leave other key sets sharing a place with them, hence more
+            // passes).
             if expr.recount {
                 state.count_past = usize::MAX;
+            }
+            if expr.relist {
+                state.list_all = false;
             }
             state.unkeyed.extend(expr.unkeyed);
             continue;
@@ -355,6 +360,9 @@ const MAX_PASSES: usize = 4;
 pub(crate) struct MatcherState {
     /// States of a product of a pattern and its lengths past which `maxLength` is counted.
     pub count_past: usize,
+    /// Distinct items from every list of strings are kept apart by the matcher; else only
+    /// from those whose subsets the grammar cannot hold.
+    pub list_all: bool,
     /// Key sets earlier passes found at places other objects share.
     pub unkeyed: HashSet<KeySet>,
     /// Finding another such key set is an error.
@@ -370,14 +378,17 @@ pub(crate) struct SchemaExpr {
     /// A string whose `maxLength` was counted to spare a product automaton shares its place
     /// with other strings: the caller compiles again counting only past the full budget.
     pub recount: bool,
+    /// Likewise distinct items from a list kept by the matcher, where other arrays share
+    /// their place: the caller compiles again listing only what the grammar cannot hold.
+    pub relist: bool,
     /// Key sets found at places other objects share: the caller compiles again without them.
     pub unkeyed: Vec<KeySet>,
 }
 
 /// Adds the language of `schema` to `g` (rule names start with `prefix`), for front ends that
 /// embed JSON values in a larger grammar (tag dispatch). With `state`, the engine's matcher
-/// keeps what the grammar does not (`matcher::json_state`): arrays of distinct free strings,
-/// `maxLength` where the product of a pattern and its lengths would pass `count_past` states,
+/// keeps what the grammar does not (`matcher::json_state`): arrays of distinct free strings
+/// and of distinct values of a list of strings, `maxLength` where the product of a pattern and its lengths would pass `count_past` states,
 /// and the names of objects in any order; without it, the first two are refused and objects
 /// in any order are `2^n` grammars.
 pub(crate) fn schema_expr(
@@ -393,6 +404,7 @@ pub(crate) fn schema_expr(
     if let Some(state) = state {
         c.state_by_matcher = true;
         c.count_past = state.count_past;
+        c.list_all = state.list_all;
         c.unkeyed.clone_from(&state.unkeyed);
         c.last_pass = state.last_pass;
     }
@@ -408,6 +420,7 @@ pub(crate) fn schema_expr(
         warnings: c.warnings,
         tracked,
         recount: c.recount,
+        relist: c.relist,
         unkeyed: c.newly_unkeyed,
     })
 }

@@ -169,6 +169,9 @@ pub(crate) struct Compiler<'a> {
     /// other strings at its place, where a product would have held it.
     pub(super) count_past: usize,
     pub(super) recount: bool,
+    /// See [`MatcherState::list_all`](super::MatcherState) and `SchemaExpr::relist`.
+    pub(super) list_all: bool,
+    pub(super) relist: bool,
     /// Key sets of objects in any order, by number (each with the pointer of the first
     /// object held to it), and the number of each.
     pub(super) key_sets: Vec<(KeySet, Arc<str>)>,
@@ -223,6 +226,8 @@ impl<'a> Compiler<'a> {
             counted_bits: 0,
             count_past: usize::MAX,
             recount: false,
+            list_all: false,
+            relist: false,
             key_sets: Vec::new(),
             key_set_ids: HashMap::new(),
             keyed_objects: HashMap::new(),

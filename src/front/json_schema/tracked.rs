@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::lower::{string_automaton, ContentKey};
+use super::lower::{string_automaton, ContentKey, DistinctSubsets};
 use super::schema::{over, Compiler};
 use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
 use crate::error::{CompileError, Location};
@@ -32,11 +32,15 @@ use crate::front::guard::guarded;
 use crate::ir::ExprId;
 use crate::limits::{LimitKind, Limits};
 use crate::matcher::json_state::{
-    spelled, KeyGroup, KeySet, NameClasses, PathNode, PathState, TrackedPaths, MAX_GROUP_NAMES,
-    MAX_VARIANTS, UNTRACKED,
+    spelled, KeyGroup, KeySet, ListedStrings, NameClasses, PathNode, PathState, TrackedPaths,
+    MAX_GROUP_NAMES, MAX_VARIANTS, UNTRACKED,
 };
 
 type NodeId = usize;
+
+/// Most values of a list of strings whose distinct items the matcher keeps (an `enum`): a
+/// mask looks each prefix up in it by bisection.
+const MAX_LISTED_VALUES: usize = 4_096;
 
 /// A name that tells the key sets of a group apart: per key set, the scalars its objects
 /// give it (see [`listed`]).
@@ -126,8 +130,8 @@ enum Node {
     Counted(u32, Arc<str>),
     /// Every value: arrays with repeated items included.
     Any,
-    /// An array of distinct free strings (its `uniqueItems` at this pointer).
-    Distinct(Arc<str>),
+    /// An array of distinct strings (its `uniqueItems` at this pointer), free or listed.
+    Distinct(Arc<str>, DistinctStrings),
     /// An array of these items; `repeats` if it may hold two equal strings (a matcher
     /// keeping its strings apart would refuse it).
     Array {
@@ -188,7 +192,46 @@ impl ObjectNode {
     }
 }
 
+/// The strings of an array whose items the matcher keeps apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum DistinctStrings {
+    /// Infinitely many from every prefix.
+    Free,
+    /// Values of a list too long for the grammar's subsets.
+    Listed(Arc<ListedStrings>),
+}
+
 impl Compiler<'_> {
+    /// How the matcher keeps apart the items of `a`, an array of distinct items
+    /// (`uniqueItems` at `at`), if it does: free strings, or a list of strings (an `enum`)
+    /// whose subsets the grammar cannot hold (see `lower::DistinctSubsets`), at least
+    /// `minItems` of them. The lowering and the path automaton both ask, so both agree.
+    pub fn distinct_by_matcher(
+        &mut self,
+        a: &ArrayShape,
+        at: &str,
+    ) -> Result<Option<DistinctStrings>, CompileError> {
+        if !self.state_by_matcher || !a.prefix.is_empty() || !a.witnesses.is_empty() {
+            return Ok(None);
+        }
+        let Some(values) = self.finite_values(&a.items, MAX_LISTED_VALUES, at)? else {
+            return Ok(self
+                .free_strings(&a.items)?
+                .then_some(DistinctStrings::Free));
+        };
+        let fit = !self.list_all && DistinctSubsets::fit(&values, a.max, 0);
+        if fit || (values.len() as u64) < a.min {
+            return Ok(None);
+        }
+        let strings: Option<Vec<Box<[u8]>>> = values
+            .iter()
+            .map(|v| v.as_str().map(|s| s.as_bytes().into()))
+            .collect();
+        Ok(strings
+            .and_then(ListedStrings::new)
+            .map(|l| DistinctStrings::Listed(Arc::new(l))))
+    }
+
     /// Are `items` free strings (infinitely many values from every prefix, see the module)?
     /// Strings whose automaton reaches a loop from every state (no `maxLength`; patterns and
     /// formats that never run out), through references and unions.
@@ -322,13 +365,11 @@ impl Nodes {
     }
 
     fn add_array(&mut self, c: &mut Compiler, a: &ArrayShape) -> Result<NodeId, CompileError> {
-        if a.distinct().is_some()
-            && a.prefix.is_empty()
-            && a.witnesses.is_empty()
-            && c.free_strings(&a.items)?
-        {
-            let at = a.unique.clone().unwrap_or_default();
-            return Ok(self.push(Node::Distinct(at)));
+        if let Some(at) = a.distinct() {
+            if let Some(strings) = c.distinct_by_matcher(a, at)? {
+                let at = a.unique.clone().unwrap_or_default();
+                return Ok(self.push(Node::Distinct(at, strings)));
+            }
         }
         let mut items = Vec::new();
         for s in a.prefix.iter().chain([&*a.items]).chain(&a.witnesses) {
@@ -411,7 +452,7 @@ impl Nodes {
 
     fn children(&self, id: NodeId) -> Vec<NodeId> {
         match &self.nodes[id] {
-            Node::Leaf | Node::Strings | Node::Counted(..) | Node::Any | Node::Distinct(_) => {
+            Node::Leaf | Node::Strings | Node::Counted(..) | Node::Any | Node::Distinct(..) => {
                 Vec::new()
             }
             Node::Array { items: xs, .. } | Node::Union(xs) => xs.clone(),
@@ -433,7 +474,7 @@ impl Nodes {
             .filter(|&id| {
                 matches!(
                     self.nodes[id],
-                    Node::Distinct(_)
+                    Node::Distinct(..)
                         | Node::Counted(..)
                         | Node::Object(ObjectNode { keys: Some(_), .. })
                 )
@@ -790,7 +831,9 @@ impl Paths<'_> {
             .iter()
             .copied()
             .find(|&id| matches!(nodes.nodes[id], Node::Any));
-        let mut distinct = None;
+        let mut distinct: Option<(&Arc<str>, &DistinctStrings)> = None;
+        // Distinct arrays of different strings.
+        let mut mixed = false;
         let mut repeating = any.is_some();
         let mut counted: Option<(u32, &Arc<str>)> = None;
         let mut other_strings = any.is_some();
@@ -800,7 +843,12 @@ impl Paths<'_> {
         let mut keyed: Vec<Option<&KeyedObject>> = Vec::new();
         for &id in set {
             match &nodes.nodes[id] {
-                Node::Distinct(at) => distinct = Some(at),
+                Node::Distinct(at, strings) => {
+                    if distinct.is_some_and(|(_, other)| other != strings) {
+                        mixed = true;
+                    }
+                    distinct = Some((at, strings));
+                }
                 Node::Array { items: xs, repeats } => {
                     repeating |= *repeats;
                     items.extend(xs);
@@ -828,7 +876,20 @@ impl Paths<'_> {
             }
             counted = None;
         }
-        if let Some(at) = distinct.filter(|_| repeating) {
+        let listed = matches!(distinct, Some((_, DistinctStrings::Listed(_))));
+        if (mixed || repeating) && listed && c.list_all {
+            // Lists the grammar holds, lowered as `2^n` grammars in the next pass.
+            c.relist = true;
+            distinct = None;
+        }
+        if let Some((at, _)) = distinct.filter(|_| mixed) {
+            c.unsupported(
+                at,
+                "`uniqueItems` over strings where another branch holds other strings distinct at the same place",
+            )?;
+            distinct = None;
+        }
+        if let Some((at, _)) = distinct.filter(|_| repeating) {
             c.unsupported(
                 at,
                 "`uniqueItems` over strings where another branch allows arrays with repeated items at the same place",
@@ -883,6 +944,10 @@ impl Paths<'_> {
             classes,
             item,
             distinct: distinct.is_some(),
+            listed: distinct.and_then(|(_, strings)| match strings {
+                DistinctStrings::Listed(list) => Some(list.clone()),
+                DistinctStrings::Free => None,
+            }),
             string: counted.map(|(bound, _)| bound),
             keys,
         })

@@ -12,10 +12,13 @@
 //! iff the grammar accepts it as a prefix and no item closed so far repeats one of its array.
 //! The mask is therefore the grammar's mask less the tokens that close an item (hold `"`)
 //! equal to an earlier one; [`TrackedPaths`] says where such arrays are, and the tracker
-//! keeps their strings, restored on rollback.
+//! keeps their strings, restored on rollback. Items from a list of strings (a long `enum`)
+//! run out: there the mask also refuses the tokens that leave a prefix no value left can
+//! complete, and a `,` when no value is left (`listed`).
 
 mod keys;
 mod lengths;
+mod listed;
 mod paths;
 mod tracker;
 
@@ -24,6 +27,7 @@ use std::sync::Arc;
 
 pub(crate) use keys::{spelled, Declared, KeyGroup, KeySet, MAX_GROUP_NAMES, MAX_VARIANTS};
 pub(crate) use lengths::{LengthBound, DEAD};
+pub(crate) use listed::ListedStrings;
 pub(crate) use paths::{NameClasses, PathNode, PathState, TrackedPaths, UNTRACKED};
 use tracker::{JsonTracker, KeyReads};
 
@@ -242,6 +246,28 @@ impl JsonState {
     fn distinct_candidates(&mut self, out: &mut [u32]) {
         let vocab = &self.vocab;
         let quote = &vocab.holding(b'"').words;
+        // Items from a list: the tokens that leave a dead prefix of the open item, and those
+        // that may write a `,`: after it, the next item's prefix may be dead, or no value
+        // left for it.
+        for dead in self.tracker.dead_continuations(vocab.max_token_len()) {
+            for &t in vocab.trie().starting_with(&dead) {
+                clear_bit(out, t);
+            }
+        }
+        if let Some((left, open)) = self.tracker.listed_left() {
+            let comma = &vocab.holding(b',').words;
+            self.read.clear();
+            if open {
+                self.read.extend(
+                    out.iter()
+                        .zip(comma.iter().zip(quote))
+                        .map(|(o, (c, q))| o & c & q),
+                );
+            } else if left == 0 {
+                self.read.extend(out.iter().zip(comma).map(|(o, c)| o & c));
+            }
+            self.candidates.extend(iter_ones(&self.read));
+        }
         let in_distinct_array = self.tracker.in_distinct_array();
         let also: [&[u32]; 2] = match self.tracker.rests_of_open_item() {
             Some(rests) => {

@@ -9,6 +9,7 @@ use crate::front::chars::CharDfa;
 
 use super::keys::KeyGroup;
 use super::lengths::LengthBound;
+use super::listed::ListedStrings;
 
 /// A state of [`TrackedPaths`]: the schemas a value at some path may be held to, reduced to
 /// what the tracker needs.
@@ -33,6 +34,8 @@ pub(crate) struct PathNode {
     pub item: PathState,
     /// An array here must have pairwise distinct items, which are strings.
     pub distinct: bool,
+    /// Those strings are values of this list (free strings if none).
+    pub listed: Option<Arc<ListedStrings>>,
     /// A string here is held to this bound of [`TrackedPaths::bound`].
     pub string: Option<u32>,
     /// An object here may have its properties in any order, its names held to this group of
@@ -114,6 +117,11 @@ impl TrackedPaths {
     /// Must an array at `at` have distinct items?
     pub fn distinct(&self, at: PathState) -> bool {
         self.nodes[at as usize].distinct
+    }
+
+    /// The values of the items of a distinct array at `at`, if they are listed.
+    pub fn listed(&self, at: PathState) -> Option<&ListedStrings> {
+        self.nodes[at as usize].listed.as_deref()
     }
 
     /// The bound of a string at `at`, by number.

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::keys::{put, KeyGroup, NameCursor, Variants, Written};
 use super::lengths::{Count, LengthBound, Read};
+use super::listed::{starting, ListedStrings};
 use super::paths::{PathState, TrackedPaths, ROOT, UNTRACKED};
 
 /// An open object or array.
@@ -28,6 +29,7 @@ enum Frame {
         keys: Option<Keyed>,
     },
     Array {
+        at: PathState,
         item: PathState,
         /// Where the array's strings begin in the written values, if its items must be
         /// distinct.
@@ -225,6 +227,66 @@ impl JsonTracker {
                 .filter(|(first, _)| *first == open.first)
                 .filter_map(|(_, value)| value.strip_prefix(open.decoded.as_slice())),
         )
+    }
+
+    /// In an array whose distinct items are values of a list (between its items or in one):
+    /// how many values are left for items after the open one, and whether one is open.
+    pub fn listed_left(&self) -> Option<(usize, bool)> {
+        let &Frame::Array {
+            at,
+            distinct: Some(first),
+            ..
+        } = self.position.frames.last()?
+        else {
+            return None;
+        };
+        let list = self.paths.listed(at)?;
+        let written = self.values[first..].iter().filter(|(s, _)| *s == first);
+        let open = matches!(self.position.lex, Lex::Str { .. });
+        let left = list
+            .len()
+            .saturating_sub(written.count() + usize::from(open));
+        Some((left, open))
+    }
+
+    /// Inside a string item of an array whose values are listed, past any escape: the
+    /// shortest continuations of at most `longest` bytes that leave a dead prefix (see
+    /// `listed`), each the start of the rest of a value written. A token starting with one
+    /// goes through it, so the mask refuses them all.
+    pub fn dead_continuations(&mut self, longest: usize) -> Vec<Vec<u8>> {
+        self.open_item();
+        let Some(Some(open)) = &self.open else {
+            return Vec::new();
+        };
+        let Some(&Frame::Array { at, .. }) = self.position.frames.last() else {
+            return Vec::new();
+        };
+        let Some(list) = self.paths.listed(at) else {
+            return Vec::new();
+        };
+        let mut written: Vec<&[u8]> = self.values[open.first..]
+            .iter()
+            .filter(|(s, _)| *s == open.first)
+            .map(|(_, v)| &**v)
+            .filter(|v| v.starts_with(&open.decoded))
+            .collect();
+        written.sort_unstable();
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        let mut prefix = open.decoded.clone();
+        for w in &written {
+            let rest = &w[open.decoded.len()..];
+            prefix.truncate(open.decoded.len());
+            for &b in rest.iter().take(longest) {
+                prefix.push(b);
+                if list.dead(&prefix, starting(&written, &prefix)) {
+                    out.push(prefix[open.decoded.len()..].to_vec());
+                    break;
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// The item open at the end of the text, found once per step.
@@ -476,6 +538,11 @@ impl Reader<'_> {
                 }
                 return self.close_string(start, role, i, bytes);
             }
+            &mut Lex::Str {
+                start,
+                role: Role::DistinctItem,
+                ..
+            } => return self.listed_prefix(start, i, bytes),
             Lex::Str { .. } => return Ok(()),
             Lex::Scalar { .. } if is_scalar_byte(b) => return Ok(()),
             &mut Lex::Scalar { start } => {
@@ -515,6 +582,7 @@ impl Reader<'_> {
                 let at = self.value_state();
                 let written = self.values.len() + self.pending.len();
                 self.position.frames.push(Frame::Array {
+                    at,
                     item: self.paths.item(at),
                     distinct: self.paths.distinct(at).then_some(written),
                 });
@@ -533,6 +601,18 @@ impl Reader<'_> {
                 self.position.frames.pop();
             }
             b',' => {
+                if let Some(&Frame::Array {
+                    at,
+                    distinct: Some(first),
+                    ..
+                }) = self.position.frames.last()
+                {
+                    // Another item needs a value not written yet.
+                    let left = self.paths.listed(at).map(ListedStrings::len);
+                    if left.is_some_and(|n| self.written_in(first).count() >= n) {
+                        return Err(Refused { at_byte: i });
+                    }
+                }
                 let variants = match self.position.frames.last() {
                     Some(Frame::Object { keys: Some(_), .. }) => {
                         let (group, w) = top_keys(self.paths, self.position);
@@ -704,6 +784,40 @@ impl Reader<'_> {
             },
             _ => Ok(()),
         }
+    }
+
+    /// A string item whose content began at `start` of the text goes on with byte `i` of
+    /// `bytes`: refused if its array's values are listed and it is now a dead prefix of them.
+    fn listed_prefix(&self, start: usize, i: usize, bytes: &[u8]) -> Result<(), Refused> {
+        let Some(&Frame::Array {
+            at,
+            distinct: Some(first),
+            ..
+        }) = self.position.frames.last()
+        else {
+            return Ok(());
+        };
+        let Some(list) = self.paths.listed(at) else {
+            return Ok(());
+        };
+        let prefix = self.raw(start, &bytes[..=i]);
+        let written = self
+            .written_in(first)
+            .filter(|w| w.starts_with(&prefix))
+            .count();
+        match list.dead(&prefix, written) {
+            true => Err(Refused { at_byte: i }),
+            false => Ok(()),
+        }
+    }
+
+    /// The strings written in the array whose strings begin at `first`, this reading's too.
+    fn written_in(&self, first: usize) -> impl Iterator<Item = &[u8]> {
+        let consumed = self.values.get(first..).unwrap_or_default().iter();
+        consumed
+            .chain(self.pending.iter())
+            .filter(move |(s, _)| *s == first)
+            .map(|(_, v)| &**v)
     }
 
     /// Was `value` written in the array whose strings begin at `first`?

@@ -529,8 +529,9 @@ impl SchemaLowering<'_, '_, '_> {
     /// seen), within [`MAX_DISTINCT_SIZE`]. Two spellings of one value (`0`, `-0`) are one
     /// value's, and a spelling belongs to one value only, so arrays whose items are distinct
     /// as spellings are the arrays whose items are distinct as values. `None` when lenient
-    /// dropped `uniqueItems`, or when the matcher keeps the items apart (free strings, see
-    /// `tracked.rs`): the array is then lowered without it.
+    /// dropped `uniqueItems`, or when the matcher keeps the items apart (free strings, and
+    /// lists of strings past that size, see [`Compiler::distinct_by_matcher`]): the array is
+    /// then lowered without it.
     fn distinct_items(
         &mut self,
         a: &ArrayShape,
@@ -545,32 +546,28 @@ impl SchemaLowering<'_, '_, '_> {
             )?;
             return Ok(None);
         }
+        if self.c.distinct_by_matcher(a, at)?.is_some() {
+            // The matcher keeps the strings written (`matcher::json_state`).
+            self.c.relies_on_matcher = true;
+            return Ok(None);
+        }
         let Some(values) = self.c.finite_values(&a.items, MAX_DISTINCT_VALUES, at)? else {
-            if self.c.state_by_matcher && a.witnesses.is_empty() && self.c.free_strings(&a.items)? {
-                // The matcher keeps the strings written (`matcher::json_state`).
-                self.c.relies_on_matcher = true;
-                return Ok(None);
-            }
             self.c.unsupported(
                 at,
                 format!(
-                    "`uniqueItems` whose items admit more than {MAX_DISTINCT_VALUES} values (told apart only among finitely many: enums, booleans, small integer ranges; and among free strings by the engine's matchers)"
+                    "`uniqueItems` whose items admit more than {MAX_DISTINCT_VALUES} values (told apart only among finitely many: enums, booleans, small integer ranges; and by the engine's matchers among free strings and lists of strings)"
                 ),
             )?;
             return Ok(None);
         };
         let n = values.len() as u64;
-        let longest = max.map_or(n, |m| m.min(n));
-        let rules = subsets(n, longest).saturating_mul(1 << a.witnesses.len());
-        // Each rule spells the values it may still write: its automaton has about that many
-        // states per rule.
-        let spelled: u64 = values.iter().map(|v| v.to_string().len() as u64 + 1).sum();
-        let size = rules.saturating_mul(spelled);
-        if size > MAX_DISTINCT_SIZE {
+        let subsets = DistinctSubsets::of(&values, max, a.witnesses.len());
+        if subsets.size > MAX_DISTINCT_SIZE {
             self.c.unsupported(
                 at,
                 format!(
-                    "`uniqueItems` over {n} values, up to {longest} of them: {rules} sets of values written, each spelling the values' {spelled} bytes, about {size} automaton states (limit: {MAX_DISTINCT_SIZE})"
+                    "`uniqueItems` over {n} values, up to {} of them: {} sets of values written, each spelling the values' {} bytes, about {} automaton states (limit: {MAX_DISTINCT_SIZE})",
+                    subsets.longest, subsets.rules, subsets.spelled, subsets.size
                 ),
             )?;
             return Ok(None);
@@ -596,6 +593,41 @@ impl SchemaLowering<'_, '_, '_> {
             branches.push(self.g.seq([open, self.ws, close]));
         }
         Ok(Some(self.g.alt(branches)))
+    }
+}
+
+/// The grammar of an array of distinct items over finitely many values: one rule per subset
+/// of the values an array may hold, times the sets of witnesses.
+pub(super) struct DistinctSubsets {
+    /// Most values an array holds.
+    pub longest: u64,
+    /// Rules: subsets of at most `longest` values, times the sets of witnesses (saturating).
+    pub rules: u64,
+    /// Bytes of the values' spellings, each with a separator.
+    pub spelled: u64,
+    /// About as many automaton states: each rule spells the values it may still write.
+    pub size: u64,
+}
+
+impl DistinctSubsets {
+    pub fn of(values: &[Value], max: Option<u64>, witnesses: usize) -> DistinctSubsets {
+        let n = values.len() as u64;
+        let longest = max.map_or(n, |m| m.min(n));
+        // At most `MAX_WITNESSES` (4) witnesses.
+        let rules = subsets(n, longest).saturating_mul(1 << witnesses);
+        let spelled: u64 = values.iter().map(|v| v.to_string().len() as u64 + 1).sum();
+        DistinctSubsets {
+            longest,
+            rules,
+            spelled,
+            size: rules.saturating_mul(spelled),
+        }
+    }
+
+    /// Does the grammar hold them (within [`MAX_DISTINCT_SIZE`] and [`MAX_DISTINCT_VALUES`])?
+    pub fn fit(values: &[Value], max: Option<u64>, witnesses: usize) -> bool {
+        values.len() <= MAX_DISTINCT_VALUES
+            && DistinctSubsets::of(values, max, witnesses).size <= MAX_DISTINCT_SIZE
     }
 }
 
