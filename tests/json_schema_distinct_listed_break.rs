@@ -1,0 +1,276 @@
+//! Attempts to break `uniqueItems` over a list of strings kept by the matcher
+//! (`matcher::json_state::listed`): the engine's masks against the grammar of subsets the
+//! front end builds without a matcher, compiled as a plain grammar, over walks through
+//! tokens that write several items at once, arrays of such arrays, objects in any order,
+//! constant arrays beside them, and random lists.
+
+use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
+use formwork::vocab::Vocab;
+use formwork::{Engine, Matcher};
+use formwork_testkit::agree::{walks_agree, Walks};
+use formwork_testkit::json_schema::grammar_and_engine;
+use formwork_testkit::rng::Rng;
+use formwork_testkit::vocab::bytes_and;
+use serde_json::{json, Value};
+
+/// Every byte, then tokens that close an item and open the next, write whole items, leave
+/// one array and open another, or split a character.
+fn vocab() -> Vocab {
+    let extra: &[&[u8]] = &[
+        b"[\"",
+        b"[\"\"",
+        b"\"\"",
+        b"\",\"",
+        b"\",",
+        b",\"",
+        b"\"]",
+        b"\"],[\"",
+        b"],[",
+        b"\"]]",
+        b"[[\"",
+        b"\"a\"",
+        b"\",\"a\",\"",
+        b"\",\"ab\",\"",
+        b"\"ab\",\"",
+        b"a\",\"b",
+        b"ab",
+        b"abc",
+        b"ab\"",
+        b"b\"]",
+        b"\", \"",
+        b", ",
+        b"\",\"\"]",
+        b"\":[\"",
+        b"\"]}",
+        b"\"],\"",
+        "é".as_bytes(),
+        &"é".as_bytes()[1..],
+        "éa\"".as_bytes(),
+        "\"é".as_bytes(),
+        "a\"é".as_bytes(),
+    ];
+    bytes_and(extra.iter().map(|t| t.to_vec()))
+}
+
+fn distinct(words: &[&str], extra: Value) -> Value {
+    let mut schema = json!({"type": "array", "uniqueItems": true, "items": {"enum": words}});
+    if let (Some(s), Value::Object(extra)) = (schema.as_object_mut(), extra) {
+        s.extend(extra);
+    }
+    schema
+}
+
+#[track_caller]
+fn agree_with(schema: &Value, options: &JsonSchemaOptions, walks: usize, seed: u64) {
+    let engine = Engine::new(vocab());
+    let (exact, kept) = grammar_and_engine(&engine, schema, options);
+    let walks = Walks {
+        walks,
+        steps: 40,
+        seed,
+    };
+    walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
+        allowed[rng.below(allowed.len())]
+    });
+}
+
+#[track_caller]
+fn agree(schema: &Value, walks: usize, seed: u64) {
+    agree_with(schema, &JsonSchemaOptions::new(), walks, seed);
+}
+
+const WORDS: [&str; 7] = ["", "a", "ab", "abc", "b", "é", "éa"];
+
+#[test]
+fn empty_and_single_values() {
+    agree(&distinct(&[""], json!({})), 60, 11);
+    agree(&distinct(&["a"], json!({})), 60, 12);
+    agree(&distinct(&["", "a"], json!({"minItems": 2})), 60, 13);
+    agree(&distinct(&WORDS, json!({})), 150, 14);
+}
+
+#[test]
+fn item_counts_near_the_list_size() {
+    let n = WORDS.len();
+    agree(&distinct(&WORDS, json!({"minItems": n})), 80, 21);
+    agree(&distinct(&WORDS, json!({"maxItems": n})), 80, 22);
+    agree(
+        &distinct(&WORDS, json!({"minItems": n - 1, "maxItems": n - 1})),
+        80,
+        23,
+    );
+    agree(
+        &distinct(&["a", "ab"], json!({"minItems": 2, "maxItems": 2})),
+        60,
+        24,
+    );
+}
+
+#[test]
+fn arrays_of_listed_arrays() {
+    let inner = distinct(&WORDS[..5], json!({}));
+    agree(&json!({"type": "array", "items": inner}), 150, 31);
+    agree(
+        &json!({"type": "array", "items": {"anyOf": [inner, {"enum": ["a", "b"]}]},
+            "minItems": 1, "maxItems": 3}),
+        100,
+        32,
+    );
+}
+
+#[test]
+fn listed_arrays_in_objects_in_any_order() {
+    let options = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
+    let schema = json!({"type": "object", "properties": {
+        "a": distinct(&WORDS[..4], json!({})),
+        "b": distinct(&WORDS[3..], json!({})),
+        "ab": {"type": "string"}}, "required": ["a"]});
+    agree_with(&schema, &options, 150, 41);
+}
+
+#[test]
+fn listed_items_with_flexible_white_space() {
+    let options = JsonSchemaOptions::new().whitespace(Whitespace::Flexible { max_run: Some(2) });
+    agree_with(&distinct(&WORDS, json!({"minItems": 2})), &options, 150, 51);
+}
+
+/// Constant arrays at the place of a listed array: their strings need not be values of the
+/// list, nor as few as it.
+#[test]
+fn constant_array_of_other_strings_beside_a_list() {
+    agree(
+        &json!({"anyOf": [distinct(&["a", "b"], json!({})), {"const": ["zzz"]}]}),
+        60,
+        61,
+    );
+}
+
+#[test]
+fn constant_array_of_more_strings_beside_a_list() {
+    agree(
+        &json!({"anyOf": [distinct(&["a", "b"], json!({})), {"const": ["a", "b", "c"]}]}),
+        60,
+        62,
+    );
+}
+
+#[test]
+fn constant_arrays_past_the_list_beside_it() {
+    agree(
+        &json!({"anyOf": [distinct(&["a", "ab"], json!({})), {"enum": [["ab", "a"], ["abc"]]}]}),
+        60,
+        63,
+    );
+}
+
+#[test]
+fn items_filtered_by_other_keywords() {
+    agree(
+        &json!({"type": "array", "uniqueItems": true,
+            "items": {"enum": ["a", "bb", "ccc", 1], "type": "string", "minLength": 2}}),
+        60,
+        71,
+    );
+    agree(
+        &json!({"type": "array", "uniqueItems": true,
+            "items": {"enum": ["a", "ab", "b"], "not": {"const": "ab"}}}),
+        60,
+        72,
+    );
+    agree(
+        &json!({"type": "array", "uniqueItems": true,
+            "items": {"allOf": [{"enum": ["a", "ab", "b"]}, {"enum": ["ab", "b", "c"]}]}}),
+        60,
+        73,
+    );
+}
+
+#[test]
+fn listed_items_through_references() {
+    let schema = json!({"$defs": {
+        "w": {"enum": ["a", "ab", "b"]},
+        "node": {"type": "object", "properties": {
+            "tags": {"type": "array", "uniqueItems": true, "items": {"$ref": "#/$defs/w"}},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+            "required": ["tags"]}},
+        "$ref": "#/$defs/node"});
+    agree(&schema, 150, 81);
+}
+
+/// Random lists over a few bytes (values prefixes of each other, the empty string, a
+/// character of two bytes), random bounds.
+#[test]
+fn random_lists() {
+    let mut rng = Rng::new(91);
+    let pieces = ["a", "b", "é"];
+    for case in 0..40 {
+        let n = 1 + rng.below(6);
+        let mut words: Vec<String> = (0..n)
+            .map(|_| {
+                (0..rng.below(4))
+                    .map(|_| pieces[rng.below(pieces.len())])
+                    .collect()
+            })
+            .collect();
+        words.sort();
+        words.dedup();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let mut extra = serde_json::Map::new();
+        let min = rng.below(words.len() + 1);
+        if rng.below(2) == 0 {
+            extra.insert("minItems".into(), json!(min));
+        }
+        if rng.below(2) == 0 {
+            extra.insert("maxItems".into(), json!(min + rng.below(3)));
+        }
+        let schema = distinct(&words, Value::Object(extra));
+        let schema = match rng.below(3) {
+            0 => schema,
+            1 => json!({"type": "array", "items": schema, "maxItems": 3}),
+            _ => json!({"type": "object", "properties": {"x": schema, "y": {"enum": words}}}),
+        };
+        eprintln!("case {case}: {schema}");
+        agree(&schema, 20, 100 + case);
+    }
+}
+
+/// Constant arrays of distinct values of the list are arrays of it: the matcher keeps the
+/// list.
+#[test]
+fn constant_arrays_of_the_list_beside_it() {
+    agree(
+        &json!({"anyOf": [distinct(&["a", "ab", "b"], json!({})),
+            {"enum": [["ab", "a"], ["b"], []]}]}),
+        80,
+        64,
+    );
+}
+
+/// Past the grammar's subsets, a constant array of other items beside a list is refused
+/// rather than kept wrong; one of distinct values of the list is one of its arrays.
+#[test]
+fn long_lists_beside_constant_arrays() {
+    let engine = Engine::new(vocab());
+    let words: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let list = distinct(&words, json!({}));
+    for other in [json!(["zzz"]), json!(["w1", 1]), json!(["w1", "w1"])] {
+        let schema = json!({"anyOf": [list, {"const": other}]});
+        let err = engine
+            .compile_json_schema(&schema, &JsonSchemaOptions::new())
+            .err()
+            .unwrap_or_else(|| panic!("{other} compiles"));
+        assert_eq!(
+            err.kind(),
+            formwork::CompileErrorKind::Unsupported,
+            "{other}"
+        );
+    }
+    let schema = json!({"anyOf": [list, {"const": ["w2", "w1"]}]});
+    let mut m = engine
+        .compile_json_schema(&schema, &JsonSchemaOptions::new())
+        .unwrap()
+        .matcher();
+    m.consume_bytes(br#"["w2","w1"]"#).unwrap();
+    assert!(m.is_accepting());
+}
