@@ -43,6 +43,10 @@ fn vocab() -> Vocab {
         b"\":[\"",
         b"\"]}",
         b"\"],\"",
+        b"a,\",\"",
+        b"\",\",\"",
+        b",\"]",
+        b"\"]\"",
         "é".as_bytes(),
         &"é".as_bytes()[1..],
         "éa\"".as_bytes(),
@@ -183,6 +187,18 @@ fn items_filtered_by_other_keywords() {
         60,
         73,
     );
+    agree(
+        &json!({"type": "array", "uniqueItems": true,
+            "items": {"enum": ["a", "ab", "b"], "pattern": "^a"}}),
+        60,
+        74,
+    );
+    agree(
+        &json!({"type": "array", "uniqueItems": true,
+            "items": {"enum": ["a", "ab", "b", "abc"], "maxLength": 2}}),
+        60,
+        75,
+    );
 }
 
 #[test]
@@ -273,4 +289,100 @@ fn long_lists_beside_constant_arrays() {
         .matcher();
     m.consume_bytes(br#"["w2","w1"]"#).unwrap();
     assert!(m.is_accepting());
+}
+
+/// Values holding JSON's punctuation, characters past the BMP, DEL, a slash, and values a
+/// byte apart inside one character.
+#[test]
+fn values_holding_punctuation_and_wide_characters() {
+    agree(
+        &distinct(&["a,b", "a", "[", "]", ",", "a,", ":", "a b"], json!({})),
+        120,
+        101,
+    );
+}
+
+#[test]
+fn values_past_ascii() {
+    agree(
+        &distinct(
+            &["😀", "😁", "é", "ê", "\u{7f}", "a/b", "\u{2028}"],
+            json!({}),
+        ),
+        120,
+        102,
+    );
+}
+
+#[test]
+fn empty_and_repeated_lists() {
+    agree(&distinct(&[], json!({})), 20, 111);
+    agree(&distinct(&["a", "a", "b"], json!({})), 60, 112);
+    agree(
+        &json!({"type": "array", "uniqueItems": true, "items": {"const": "ab"}}),
+        40,
+        113,
+    );
+}
+
+/// Arrays of one list at one place with other bounds: the matcher keeps the list.
+#[test]
+fn one_list_under_other_bounds() {
+    agree(
+        &json!({"anyOf": [distinct(&WORDS, json!({"maxItems": 2})),
+            distinct(&WORDS, json!({"minItems": 4}))]}),
+        120,
+        121,
+    );
+    agree(
+        &json!({"type": "object", "additionalProperties": distinct(&WORDS[1..], json!({})),
+            "patternProperties": {"^a": distinct(&WORDS[1..], json!({"maxItems": 1}))}}),
+        120,
+        122,
+    );
+}
+
+/// Walks over Qwen3's tokens made of the words' letters and `"[],` (such as `","`, `"],`
+/// and whole words), a list of words that start each other.
+#[test]
+fn listed_items_walk_real_tokens() {
+    let words = ["the", "then", "there", "a", "an", "and", "in", "é"];
+    let qwen = formwork_testkit::tokenizers::qwen3();
+    let alphabet: Vec<u8> = words.concat().bytes().chain(*b"\"[],").collect();
+    let tokens = (0..qwen.len() as u32)
+        .filter(|&t| !qwen.is_special(t))
+        .map(|t| qwen.token_bytes(t))
+        .filter(|b| b.len() > 1 && b.iter().all(|c| alphabet.contains(c)))
+        .map(<[u8]>::to_vec);
+    let engine = Engine::new(bytes_and(tokens));
+    let schema = json!({"type": "array", "items": distinct(&words, json!({"minItems": 1})),
+        "maxItems": 2});
+    let (exact, kept) = grammar_and_engine(&engine, &schema, &JsonSchemaOptions::new());
+    let walks = Walks {
+        walks: 40,
+        steps: 30,
+        seed: 131,
+    };
+    walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
+        allowed[rng.below(allowed.len())]
+    });
+}
+
+/// Items whose list other keywords narrow: once the values they leave are written, no `,`.
+#[test]
+fn narrowed_lists_run_out() {
+    let engine = Engine::new(vocab());
+    for items in [
+        json!({"enum": ["a", "ab", "b"], "pattern": "^a"}),
+        json!({"enum": ["a", "ab", "abc"], "maxLength": 2}),
+        json!({"enum": ["a", "ab", "b"], "not": {"const": "b"}}),
+    ] {
+        let schema = json!({"type": "array", "uniqueItems": true, "items": items});
+        let mut m = engine
+            .compile_json_schema(&schema, &JsonSchemaOptions::new())
+            .unwrap()
+            .matcher();
+        m.consume_bytes(br#"["ab","a""#).unwrap();
+        assert!(m.consume_bytes(b",").is_err(), "{items}");
+    }
 }
