@@ -386,3 +386,44 @@ fn narrowed_lists_run_out() {
         assert!(m.consume_bytes(b",").is_err(), "{items}");
     }
 }
+
+/// Random unions at one place: lists, constant arrays of their values or others, arrays of
+/// strings, integers, objects holding lists; in objects in any order too.
+#[test]
+fn random_unions_at_one_place() {
+    let mut rng = Rng::new(141);
+    let pool = ["", "a", "ab", "b", "é", "zz"];
+    let pick = |rng: &mut Rng, n: usize| -> Vec<&str> {
+        let mut ws: Vec<&str> = (0..n).map(|_| pool[rng.below(pool.len())]).collect();
+        ws.sort();
+        ws.dedup();
+        ws
+    };
+    for case in 0..30 {
+        let branch = |rng: &mut Rng| -> Value {
+            match rng.below(6) {
+                0 | 1 => {
+                    let n = 1 + rng.below(4);
+                    distinct(&pick(rng, n), json!({"maxItems": 1 + rng.below(4)}))
+                }
+                2 => {
+                    let n = rng.below(3);
+                    json!({"const": pick(rng, n)})
+                }
+                3 => json!({"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2}),
+                4 => json!({"type": "integer"}),
+                _ => {
+                    let n = 1 + rng.below(3);
+                    json!({"type": "object", "properties": {"t": distinct(&pick(rng, n), json!({}))}})
+                }
+            }
+        };
+        let schema = json!({"anyOf": [branch(&mut rng), branch(&mut rng), branch(&mut rng)]});
+        let options = match rng.below(2) {
+            0 => JsonSchemaOptions::new(),
+            _ => JsonSchemaOptions::new().property_order(PropertyOrder::Any),
+        };
+        eprintln!("case {case}: {schema}");
+        agree_with(&schema, &options, 20, 200 + case);
+    }
+}
