@@ -26,6 +26,7 @@ mod json_schema_any_order_break;
 mod json_schema_determinism;
 mod json_schema_distinct;
 mod json_schema_distinct_listed;
+mod json_schema_distinct_listed_break;
 mod json_schema_keywords;
 mod json_schema_lengths;
 mod json_schema_lengths_break;

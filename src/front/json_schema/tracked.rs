@@ -133,10 +133,12 @@ enum Node {
     /// An array of distinct strings (its `uniqueItems` at this pointer), free or listed.
     Distinct(Arc<str>, DistinctStrings),
     /// An array of these items; `repeats` if it may hold two equal strings (a matcher
-    /// keeping its strings apart would refuse it).
+    /// keeping its strings apart would refuse it); `strings`, a constant's items if all are
+    /// strings (a matcher keeping a list's values apart refuses other items).
     Array {
         items: Vec<NodeId>,
         repeats: bool,
+        strings: Option<Box<[Box<[u8]>]>>,
     },
     Object(ObjectNode),
     /// Values of any of these (`anyOf`, a reference).
@@ -378,6 +380,7 @@ impl Nodes {
         Ok(self.push(Node::Array {
             items,
             repeats: true,
+            strings: None,
         }))
     }
 
@@ -397,7 +400,13 @@ impl Nodes {
                     let strings: Vec<&str> = xs.iter().filter_map(Value::as_str).collect();
                     let distinct: HashSet<&str> = strings.iter().copied().collect();
                     let repeats = distinct.len() < strings.len();
-                    self.push(Node::Array { items, repeats })
+                    let strings = (strings.len() == xs.len())
+                        .then(|| strings.iter().map(|s| s.as_bytes().into()).collect());
+                    self.push(Node::Array {
+                        items,
+                        repeats,
+                        strings,
+                    })
                 }
                 Value::Object(map) => {
                     let mut named = Vec::with_capacity(map.len());
@@ -835,6 +844,8 @@ impl Paths<'_> {
         // Distinct arrays of different strings.
         let mut mixed = false;
         let mut repeating = any.is_some();
+        // Other arrays: constants' strings if all are (a list's values or not).
+        let mut arrays: Vec<Option<&[Box<[u8]>]>> = Vec::new();
         let mut counted: Option<(u32, &Arc<str>)> = None;
         let mut other_strings = any.is_some();
         let mut items = Vec::new();
@@ -849,8 +860,13 @@ impl Paths<'_> {
                     }
                     distinct = Some((at, strings));
                 }
-                Node::Array { items: xs, repeats } => {
+                Node::Array {
+                    items: xs,
+                    repeats,
+                    strings,
+                } => {
                     repeating |= *repeats;
+                    arrays.push(strings.as_deref());
                     items.extend(xs);
                 }
                 Node::Object(o) => {
@@ -876,8 +892,24 @@ impl Paths<'_> {
             }
             counted = None;
         }
+        // Items a list's values kept apart refuse: strings not in it (their prefixes are
+        // refused as dead), or items that are not strings (a `,` is refused past the list's
+        // length). A constant array of distinct values of the list is one of its arrays.
+        let foreign = match distinct {
+            Some((_, DistinctStrings::Listed(list))) => arrays
+                .iter()
+                .any(|strings| !strings.is_some_and(|vs| vs.iter().all(|v| list.contains(v)))),
+            _ => false,
+        };
+        if let Some((at, _)) = distinct.filter(|_| foreign && !c.list_all) {
+            c.unsupported(
+                at,
+                "`uniqueItems` over a list of strings where another branch allows arrays of other items at the same place",
+            )?;
+            distinct = None;
+        }
         let listed = matches!(distinct, Some((_, DistinctStrings::Listed(_))));
-        if (mixed || repeating) && listed && c.list_all {
+        if (mixed || repeating || foreign) && listed && c.list_all {
             // Lists the grammar holds, lowered as `2^n` grammars in the next pass.
             c.relist = true;
             distinct = None;

@@ -34,6 +34,11 @@ impl ListedStrings {
         self.values.len()
     }
 
+    /// Is `value` one of the values?
+    pub fn contains(&self, value: &[u8]) -> bool {
+        self.values.binary_search_by(|v| (**v).cmp(value)).is_ok()
+    }
+
     /// How many values `prefix` starts.
     pub fn starting(&self, prefix: &[u8]) -> usize {
         starting(&self.values, prefix)
@@ -65,6 +70,7 @@ mod tests {
     fn prefixes_die_when_their_values_are_written() {
         let l = list(&["ab", "abc", "b", "ab"]);
         assert_eq!(l.len(), 3);
+        assert!(l.contains(b"ab") && !l.contains(b"a"));
         assert_eq!(l.starting(b"ab"), 2);
         assert_eq!(l.starting(b""), 3);
         assert_eq!(l.starting(b"c"), 0);
