@@ -34,6 +34,8 @@ enum Frame {
         /// Where the array's strings begin in the written values, if its items must be
         /// distinct.
         distinct: Option<usize>,
+        /// How many of them it has (a list's count, kept to spare counting them).
+        written: u32,
     },
 }
 
@@ -234,18 +236,18 @@ impl JsonTracker {
     pub fn listed_left(&self) -> Option<(usize, bool)> {
         let &Frame::Array {
             at,
-            distinct: Some(first),
+            distinct: Some(_),
+            written,
             ..
         } = self.position.frames.last()?
         else {
             return None;
         };
         let list = self.paths.listed(at)?;
-        let written = self.values[first..].iter().filter(|(s, _)| *s == first);
         let open = matches!(self.position.lex, Lex::Str { .. });
         let left = list
             .len()
-            .saturating_sub(written.count() + usize::from(open));
+            .saturating_sub(written as usize + usize::from(open));
         Some((left, open))
     }
 
@@ -585,6 +587,7 @@ impl Reader<'_> {
                     at,
                     item: self.paths.item(at),
                     distinct: self.paths.distinct(at).then_some(written),
+                    written: 0,
                 });
             }
             b'}' => {
@@ -603,13 +606,14 @@ impl Reader<'_> {
             b',' => {
                 if let Some(&Frame::Array {
                     at,
-                    distinct: Some(first),
+                    distinct: Some(_),
+                    written,
                     ..
                 }) = self.position.frames.last()
                 {
                     // Another item needs a value not written yet.
-                    let left = self.paths.listed(at).map(ListedStrings::len);
-                    if left.is_some_and(|n| self.written_in(first).count() >= n) {
+                    let values = self.paths.listed(at).map(ListedStrings::len);
+                    if values.is_some_and(|n| written as usize >= n) {
                         return Err(Refused { at_byte: i });
                     }
                 }
@@ -779,6 +783,9 @@ impl Reader<'_> {
                 true => Err(Refused { at_byte: i }),
                 false => {
                     self.pending.push((first, decoded.into()));
+                    if let Some(Frame::Array { written, .. }) = self.position.frames.last_mut() {
+                        *written = written.saturating_add(1);
+                    }
                     Ok(())
                 }
             },
@@ -792,6 +799,7 @@ impl Reader<'_> {
         let Some(&Frame::Array {
             at,
             distinct: Some(first),
+            written,
             ..
         }) = self.position.frames.last()
         else {
@@ -801,6 +809,10 @@ impl Reader<'_> {
             return Ok(());
         };
         let prefix = self.raw(start, &bytes[..=i]);
+        // More values start it than items were written: alive without counting those.
+        if list.starting(&prefix) > written as usize {
+            return Ok(());
+        }
         let written = self
             .written_in(first)
             .filter(|w| w.starts_with(&prefix))
