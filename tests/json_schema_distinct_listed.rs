@@ -9,8 +9,7 @@
 use formwork::front::json_schema::{JsonSchemaOptions, Whitespace};
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, Engine, Matcher, TokenId};
-use formwork_testkit::agree::{walks_agree, Walks};
-use formwork_testkit::json_schema::grammar_and_engine;
+use formwork_testkit::json_schema::{distinct_list, grammar_and_engine, walks_match_the_grammar};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
 use formwork_testkit::tokenizers;
 use formwork_testkit::vocab::bytes_and;
@@ -46,26 +45,9 @@ fn vocab() -> Vocab {
     bytes_and(extra.iter().map(|t| t.to_vec()))
 }
 
-fn distinct(words: &[&str], extra: Value) -> Value {
-    let mut schema = json!({"type": "array", "uniqueItems": true, "items": {"enum": words}});
-    if let (Some(s), Value::Object(extra)) = (schema.as_object_mut(), extra) {
-        s.extend(extra);
-    }
-    schema
-}
-
 #[track_caller]
 fn agree_with(schema: &Value, options: &JsonSchemaOptions, walks: usize, seed: u64) {
-    let engine = Engine::new(vocab());
-    let (exact, kept) = grammar_and_engine(&engine, schema, options);
-    let walks = Walks {
-        walks,
-        steps: 40,
-        seed,
-    };
-    walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
-        allowed[rng.below(allowed.len())]
-    });
+    walks_match_the_grammar(vocab(), schema, options, walks, seed);
 }
 
 #[track_caller]
@@ -75,18 +57,18 @@ fn agree(schema: &Value, walks: usize, seed: u64) {
 
 #[test]
 fn listed_items_match_the_subsets_grammar() {
-    agree(&distinct(&WORDS, json!({})), 300, 1);
+    agree(&distinct_list(&WORDS, json!({})), 300, 1);
     agree(
-        &distinct(&WORDS, json!({"minItems": 3, "maxItems": 6})),
+        &distinct_list(&WORDS, json!({"minItems": 3, "maxItems": 6})),
         200,
         2,
     );
-    agree(&distinct(&WORDS[..3], json!({})), 200, 3);
+    agree(&distinct_list(&WORDS[..3], json!({})), 200, 3);
 }
 
 #[test]
 fn listed_items_inside_objects_and_unions() {
-    let tags = distinct(&WORDS, json!({}));
+    let tags = distinct_list(&WORDS, json!({}));
     agree(
         &json!({"type": "object", "properties": {"tags": tags, "n": {"type": "integer"}},
             "required": ["tags", "n"]}),
@@ -103,12 +85,12 @@ fn listed_items_inside_objects_and_unions() {
     // Arrays of other lists, or with repeats, at one place: both branches keep their
     // grammars (the matcher cannot tell which list an array holds).
     agree(
-        &json!({"anyOf": [distinct(&WORDS[..4], json!({})), distinct(&WORDS[3..], json!({}))]}),
+        &json!({"anyOf": [distinct_list(&WORDS[..4], json!({})), distinct_list(&WORDS[3..], json!({}))]}),
         200,
         6,
     );
     agree(
-        &json!({"anyOf": [distinct(&WORDS, json!({})),
+        &json!({"anyOf": [distinct_list(&WORDS, json!({})),
             {"type": "array", "items": {"const": "a"}, "maxItems": 3}]}),
         200,
         7,
@@ -118,7 +100,7 @@ fn listed_items_inside_objects_and_unions() {
 #[test]
 fn listed_items_with_white_space() {
     let options = JsonSchemaOptions::new().whitespace(Whitespace::Flexible { max_run: Some(2) });
-    agree_with(&distinct(&WORDS, json!({})), &options, 200, 8);
+    agree_with(&distinct_list(&WORDS, json!({})), &options, 200, 8);
 }
 
 /// Over Qwen3's vocabulary, at every step of texts that write the whole list.
@@ -126,7 +108,7 @@ fn listed_items_with_white_space() {
 fn listed_items_match_over_a_real_vocabulary() {
     let engine = Engine::new(tokenizers::qwen3().clone());
     let vocab = engine.vocab();
-    let schema = distinct(&["ab", "abc", "b", "c"], json!({}));
+    let schema = distinct_list(&["ab", "abc", "b", "c"], json!({}));
     let (exact, kept) = grammar_and_engine(&engine, &schema, &JsonSchemaOptions::new());
     for text in [
         r#"["abc","ab","c","b"]"#,
@@ -158,7 +140,7 @@ fn long_lists_run_out() {
     let vocab = engine.vocab();
     let words: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    let schema = distinct(&words, json!({}));
+    let schema = distinct_list(&words, json!({}));
     let without_matcher =
         formwork::front::json_schema::compile_schema(&schema, &JsonSchemaOptions::new());
     assert_eq!(

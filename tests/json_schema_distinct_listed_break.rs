@@ -8,7 +8,7 @@ use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace}
 use formwork::vocab::Vocab;
 use formwork::{Engine, Matcher};
 use formwork_testkit::agree::{walks_agree, Walks};
-use formwork_testkit::json_schema::grammar_and_engine;
+use formwork_testkit::json_schema::{distinct_list, grammar_and_engine, walks_match_the_grammar};
 use formwork_testkit::rng::Rng;
 use formwork_testkit::vocab::bytes_and;
 use serde_json::{json, Value};
@@ -56,26 +56,9 @@ fn vocab() -> Vocab {
     bytes_and(extra.iter().map(|t| t.to_vec()))
 }
 
-fn distinct(words: &[&str], extra: Value) -> Value {
-    let mut schema = json!({"type": "array", "uniqueItems": true, "items": {"enum": words}});
-    if let (Some(s), Value::Object(extra)) = (schema.as_object_mut(), extra) {
-        s.extend(extra);
-    }
-    schema
-}
-
 #[track_caller]
 fn agree_with(schema: &Value, options: &JsonSchemaOptions, walks: usize, seed: u64) {
-    let engine = Engine::new(vocab());
-    let (exact, kept) = grammar_and_engine(&engine, schema, options);
-    let walks = Walks {
-        walks,
-        steps: 40,
-        seed,
-    };
-    walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
-        allowed[rng.below(allowed.len())]
-    });
+    walks_match_the_grammar(vocab(), schema, options, walks, seed);
 }
 
 #[track_caller]
@@ -87,24 +70,24 @@ const WORDS: [&str; 7] = ["", "a", "ab", "abc", "b", "é", "éa"];
 
 #[test]
 fn empty_and_single_values() {
-    agree(&distinct(&[""], json!({})), 60, 11);
-    agree(&distinct(&["a"], json!({})), 60, 12);
-    agree(&distinct(&["", "a"], json!({"minItems": 2})), 60, 13);
-    agree(&distinct(&WORDS, json!({})), 150, 14);
+    agree(&distinct_list(&[""], json!({})), 60, 11);
+    agree(&distinct_list(&["a"], json!({})), 60, 12);
+    agree(&distinct_list(&["", "a"], json!({"minItems": 2})), 60, 13);
+    agree(&distinct_list(&WORDS, json!({})), 150, 14);
 }
 
 #[test]
 fn item_counts_near_the_list_size() {
     let n = WORDS.len();
-    agree(&distinct(&WORDS, json!({"minItems": n})), 80, 21);
-    agree(&distinct(&WORDS, json!({"maxItems": n})), 80, 22);
+    agree(&distinct_list(&WORDS, json!({"minItems": n})), 80, 21);
+    agree(&distinct_list(&WORDS, json!({"maxItems": n})), 80, 22);
     agree(
-        &distinct(&WORDS, json!({"minItems": n - 1, "maxItems": n - 1})),
+        &distinct_list(&WORDS, json!({"minItems": n - 1, "maxItems": n - 1})),
         80,
         23,
     );
     agree(
-        &distinct(&["a", "ab"], json!({"minItems": 2, "maxItems": 2})),
+        &distinct_list(&["a", "ab"], json!({"minItems": 2, "maxItems": 2})),
         60,
         24,
     );
@@ -112,7 +95,7 @@ fn item_counts_near_the_list_size() {
 
 #[test]
 fn arrays_of_listed_arrays() {
-    let inner = distinct(&WORDS[..5], json!({}));
+    let inner = distinct_list(&WORDS[..5], json!({}));
     agree(&json!({"type": "array", "items": inner}), 150, 31);
     agree(
         &json!({"type": "array", "items": {"anyOf": [inner, {"enum": ["a", "b"]}]},
@@ -126,8 +109,8 @@ fn arrays_of_listed_arrays() {
 fn listed_arrays_in_objects_in_any_order() {
     let options = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
     let schema = json!({"type": "object", "properties": {
-        "a": distinct(&WORDS[..4], json!({})),
-        "b": distinct(&WORDS[3..], json!({})),
+        "a": distinct_list(&WORDS[..4], json!({})),
+        "b": distinct_list(&WORDS[3..], json!({})),
         "ab": {"type": "string"}}, "required": ["a"]});
     agree_with(&schema, &options, 150, 41);
 }
@@ -135,7 +118,12 @@ fn listed_arrays_in_objects_in_any_order() {
 #[test]
 fn listed_items_with_flexible_white_space() {
     let options = JsonSchemaOptions::new().whitespace(Whitespace::Flexible { max_run: Some(2) });
-    agree_with(&distinct(&WORDS, json!({"minItems": 2})), &options, 150, 51);
+    agree_with(
+        &distinct_list(&WORDS, json!({"minItems": 2})),
+        &options,
+        150,
+        51,
+    );
 }
 
 /// Constant arrays at the place of a listed array: their strings need not be values of the
@@ -143,7 +131,7 @@ fn listed_items_with_flexible_white_space() {
 #[test]
 fn constant_array_of_other_strings_beside_a_list() {
     agree(
-        &json!({"anyOf": [distinct(&["a", "b"], json!({})), {"const": ["zzz"]}]}),
+        &json!({"anyOf": [distinct_list(&["a", "b"], json!({})), {"const": ["zzz"]}]}),
         60,
         61,
     );
@@ -152,7 +140,7 @@ fn constant_array_of_other_strings_beside_a_list() {
 #[test]
 fn constant_array_of_more_strings_beside_a_list() {
     agree(
-        &json!({"anyOf": [distinct(&["a", "b"], json!({})), {"const": ["a", "b", "c"]}]}),
+        &json!({"anyOf": [distinct_list(&["a", "b"], json!({})), {"const": ["a", "b", "c"]}]}),
         60,
         62,
     );
@@ -161,7 +149,7 @@ fn constant_array_of_more_strings_beside_a_list() {
 #[test]
 fn constant_arrays_past_the_list_beside_it() {
     agree(
-        &json!({"anyOf": [distinct(&["a", "ab"], json!({})), {"enum": [["ab", "a"], ["abc"]]}]}),
+        &json!({"anyOf": [distinct_list(&["a", "ab"], json!({})), {"enum": [["ab", "a"], ["abc"]]}]}),
         60,
         63,
     );
@@ -239,7 +227,7 @@ fn random_lists() {
         if rng.below(2) == 0 {
             extra.insert("maxItems".into(), json!(min + rng.below(3)));
         }
-        let schema = distinct(&words, Value::Object(extra));
+        let schema = distinct_list(&words, Value::Object(extra));
         let schema = match rng.below(3) {
             0 => schema,
             1 => json!({"type": "array", "items": schema, "maxItems": 3}),
@@ -255,7 +243,7 @@ fn random_lists() {
 #[test]
 fn constant_arrays_of_the_list_beside_it() {
     agree(
-        &json!({"anyOf": [distinct(&["a", "ab", "b"], json!({})),
+        &json!({"anyOf": [distinct_list(&["a", "ab", "b"], json!({})),
             {"enum": [["ab", "a"], ["b"], []]}]}),
         80,
         64,
@@ -269,7 +257,7 @@ fn long_lists_beside_constant_arrays() {
     let engine = Engine::new(vocab());
     let words: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    let list = distinct(&words, json!({}));
+    let list = distinct_list(&words, json!({}));
     for other in [json!(["zzz"]), json!(["w1", 1]), json!(["w1", "w1"])] {
         let schema = json!({"anyOf": [list, {"const": other}]});
         let err = engine
@@ -296,7 +284,7 @@ fn long_lists_beside_constant_arrays() {
 #[test]
 fn values_holding_punctuation_and_wide_characters() {
     agree(
-        &distinct(&["a,b", "a", "[", "]", ",", "a,", ":", "a b"], json!({})),
+        &distinct_list(&["a,b", "a", "[", "]", ",", "a,", ":", "a b"], json!({})),
         120,
         101,
     );
@@ -305,7 +293,7 @@ fn values_holding_punctuation_and_wide_characters() {
 #[test]
 fn values_past_ascii() {
     agree(
-        &distinct(
+        &distinct_list(
             &["😀", "😁", "é", "ê", "\u{7f}", "a/b", "\u{2028}"],
             json!({}),
         ),
@@ -316,8 +304,8 @@ fn values_past_ascii() {
 
 #[test]
 fn empty_and_repeated_lists() {
-    agree(&distinct(&[], json!({})), 20, 111);
-    agree(&distinct(&["a", "a", "b"], json!({})), 60, 112);
+    agree(&distinct_list(&[], json!({})), 20, 111);
+    agree(&distinct_list(&["a", "a", "b"], json!({})), 60, 112);
     agree(
         &json!({"type": "array", "uniqueItems": true, "items": {"const": "ab"}}),
         40,
@@ -329,14 +317,14 @@ fn empty_and_repeated_lists() {
 #[test]
 fn one_list_under_other_bounds() {
     agree(
-        &json!({"anyOf": [distinct(&WORDS, json!({"maxItems": 2})),
-            distinct(&WORDS, json!({"minItems": 4}))]}),
+        &json!({"anyOf": [distinct_list(&WORDS, json!({"maxItems": 2})),
+            distinct_list(&WORDS, json!({"minItems": 4}))]}),
         120,
         121,
     );
     agree(
-        &json!({"type": "object", "additionalProperties": distinct(&WORDS[1..], json!({})),
-            "patternProperties": {"^a": distinct(&WORDS[1..], json!({"maxItems": 1}))}}),
+        &json!({"type": "object", "additionalProperties": distinct_list(&WORDS[1..], json!({})),
+            "patternProperties": {"^a": distinct_list(&WORDS[1..], json!({"maxItems": 1}))}}),
         120,
         122,
     );
@@ -355,7 +343,7 @@ fn listed_items_walk_real_tokens() {
         .filter(|b| b.len() > 1 && b.iter().all(|c| alphabet.contains(c)))
         .map(<[u8]>::to_vec);
     let engine = Engine::new(bytes_and(tokens));
-    let schema = json!({"type": "array", "items": distinct(&words, json!({"minItems": 1})),
+    let schema = json!({"type": "array", "items": distinct_list(&words, json!({"minItems": 1})),
         "maxItems": 2});
     let (exact, kept) = grammar_and_engine(&engine, &schema, &JsonSchemaOptions::new());
     let walks = Walks {
@@ -404,7 +392,7 @@ fn random_unions_at_one_place() {
             match rng.below(6) {
                 0 | 1 => {
                     let n = 1 + rng.below(4);
-                    distinct(&pick(rng, n), json!({"maxItems": 1 + rng.below(4)}))
+                    distinct_list(&pick(rng, n), json!({"maxItems": 1 + rng.below(4)}))
                 }
                 2 => {
                     let n = rng.below(3);
@@ -414,7 +402,7 @@ fn random_unions_at_one_place() {
                 4 => json!({"type": "integer"}),
                 _ => {
                     let n = 1 + rng.below(3);
-                    json!({"type": "object", "properties": {"t": distinct(&pick(rng, n), json!({}))}})
+                    json!({"type": "object", "properties": {"t": distinct_list(&pick(rng, n), json!({}))}})
                 }
             }
         };

@@ -901,31 +901,21 @@ impl Paths<'_> {
                 .any(|strings| !strings.is_some_and(|vs| vs.iter().all(|v| list.contains(v)))),
             _ => false,
         };
-        if let Some((at, _)) = distinct.filter(|_| foreign && !c.list_all) {
-            c.unsupported(
-                at,
-                "`uniqueItems` over a list of strings where another branch allows arrays of other items at the same place",
-            )?;
-            distinct = None;
-        }
         let listed = matches!(distinct, Some((_, DistinctStrings::Listed(_))));
         if (mixed || repeating || foreign) && listed && c.list_all {
             // Lists the grammar holds, lowered as `2^n` grammars in the next pass.
             c.relist = true;
             distinct = None;
         }
-        if let Some((at, _)) = distinct.filter(|_| mixed) {
-            c.unsupported(
-                at,
-                "`uniqueItems` over strings where another branch holds other strings distinct at the same place",
-            )?;
-            distinct = None;
-        }
-        if let Some((at, _)) = distinct.filter(|_| repeating) {
-            c.unsupported(
-                at,
-                "`uniqueItems` over strings where another branch allows arrays with repeated items at the same place",
-            )?;
+        let conflict = [
+            (foreign, "`uniqueItems` over a list of strings where another branch allows arrays of other items at the same place"),
+            (mixed, "`uniqueItems` over strings where another branch holds other strings distinct at the same place"),
+            (repeating, "`uniqueItems` over strings where another branch allows arrays with repeated items at the same place"),
+        ]
+        .into_iter()
+        .find_map(|(found, why)| found.then_some(why));
+        if let (Some((at, _)), Some(why)) = (distinct, conflict) {
+            c.unsupported(at, why)?;
             distinct = None;
         }
         let keys = key_group(c, &keyed, any.is_some())?;
