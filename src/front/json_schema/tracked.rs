@@ -40,7 +40,7 @@ type NodeId = usize;
 
 /// Most values of a list of strings whose distinct items the matcher keeps (an `enum`): a
 /// mask looks each prefix up in it by bisection.
-const MAX_LISTED_VALUES: usize = 4_096;
+pub(super) const MAX_LISTED_VALUES: usize = 4_096;
 
 /// A name that tells the key sets of a group apart: per key set, the scalars its objects
 /// give it (see [`listed`]).

@@ -15,6 +15,7 @@ use super::numbers::{self, Bound, Decimal};
 use super::schema::Compiler;
 use super::shape::{ArrayShape, NumberShape, ObjectShape, RefId, Shape, StringShape};
 use super::strings::JsonText;
+use super::tracked::MAX_LISTED_VALUES;
 use super::{PropertyOrder, Whitespace};
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, Location};
@@ -555,7 +556,7 @@ impl SchemaLowering<'_, '_, '_> {
             self.c.unsupported(
                 at,
                 format!(
-                    "`uniqueItems` whose items admit more than {MAX_DISTINCT_VALUES} values (told apart only among finitely many: enums, booleans, small integer ranges; and by the engine's matchers among free strings and lists of strings)"
+                    "`uniqueItems` whose items admit more than {MAX_DISTINCT_VALUES} values (told apart by the grammar among finitely many: enums, booleans, small integer ranges; by the engine's matchers among free strings and lists of at most {MAX_LISTED_VALUES} strings)"
                 ),
             )?;
             return Ok(None);
