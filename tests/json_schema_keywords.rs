@@ -762,6 +762,79 @@ fn one_of_told_apart_by_siblings() {
     ]);
 }
 
+/// Random `oneOf`s beside random siblings, over the keys `a`, `b`, `c` of the universe: the
+/// branches give a key a `const`, a type or an `enum`, require keys or close the object, and
+/// the siblings (a type, `required`, a `$ref`, an `allOf`) may or may not tell them apart.
+/// Each compiled schema agrees with `jsonschema` over [`values`]; compile errors (complements
+/// out of reach) are allowed, a wrong language is not.
+#[test]
+fn one_of_beside_random_siblings() {
+    let mut rng = Rng::new(37);
+    let universe = values();
+    let keys = ["a", "b", "c"];
+    let value_schema = |rng: &mut Rng| -> Value {
+        match rng.below(5) {
+            0 => {
+                let values = [json!(1), json!("x"), Value::Null, json!(true)];
+                json!({"const": values[rng.below(4)]})
+            }
+            1 => {
+                let kind = ["integer", "string", "null", "array", "object"][rng.below(5)];
+                json!({ "type": kind })
+            }
+            2 => {
+                let values = [json!([1, "x"]), json!([null, 2.5]), json!([true, "x", 1])];
+                json!({"enum": values[rng.below(3)]})
+            }
+            3 => json!({"not": {"type": "null"}}),
+            _ => json!({}),
+        }
+    };
+    let object_part = |rng: &mut Rng| -> Value {
+        let mut o = serde_json::Map::new();
+        let mut properties = serde_json::Map::new();
+        for k in keys {
+            if rng.below(2) == 0 {
+                properties.insert(k.into(), value_schema(rng));
+            }
+        }
+        o.insert("properties".into(), Value::Object(properties));
+        if rng.below(3) == 0 {
+            o.insert("required".into(), json!([keys[rng.below(3)]]));
+        }
+        if rng.below(4) == 0 {
+            o.insert("additionalProperties".into(), json!(false));
+        }
+        if rng.below(4) == 0 {
+            o.insert(
+                "type".into(),
+                Value::from(["object", "string"][rng.below(2)]),
+            );
+        }
+        Value::Object(o)
+    };
+    let mut compiled = 0;
+    for _ in 0..120 {
+        let branches: Vec<Value> = (0..2 + rng.below(3))
+            .map(|_| object_part(&mut rng))
+            .collect();
+        let siblings = match rng.below(4) {
+            0 => json!({"type": "object", "required": [keys[rng.below(3)]]}),
+            1 => json!({"allOf": [object_part(&mut rng)]}),
+            2 => json!({"$ref": "#/$defs/s", "$defs": {"s": object_part(&mut rng)}}),
+            _ => object_part(&mut rng),
+        };
+        let mut schema = siblings;
+        schema["oneOf"] = Value::Array(branches);
+        if compile_schema(&schema, &any_order()).is_err() {
+            continue;
+        }
+        agrees(&schema, &any_order(), &universe);
+        compiled += 1;
+    }
+    assert!(compiled > 60, "{compiled} of 120 compiled");
+}
+
 /// Recursive `oneOf` branches told apart by a discriminator: the references are still being
 /// read when the `oneOf` is, and their schemas are read once more to see them disjoint, so no
 /// complement is needed.
