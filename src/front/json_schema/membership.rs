@@ -216,7 +216,9 @@ impl Compiler<'_> {
                 self.meet_siblings(&branches, i, siblings, &mut within, pointer)?;
                 self.meet_siblings(&branches, j, siblings, &mut within, pointer)?;
                 let apart = match (&within[i], &within[j]) {
-                    (Some(Some(a)), Some(Some(b))) => self.disjoint(a, b, &mut budget, pointer)?,
+                    (Some(Some(a)), Some(Some(b))) => {
+                        untimed(self.disjoint(a, b, &mut budget, pointer))?.unwrap_or(false)
+                    }
                     _ => false,
                 };
                 if !apart {
@@ -266,13 +268,7 @@ impl Compiler<'_> {
         }
         within[i] = Some(match siblings {
             Shape::Any => None,
-            _ => match self.meet(siblings, &branches[i], pointer) {
-                Ok(shape) => Some(shape),
-                Err(e) if e.limit().is_some_and(|l| l.kind == LimitKind::CompileTime) => {
-                    return Err(e)
-                }
-                Err(_) => None,
-            },
+            _ => untimed(self.meet(siblings, &branches[i], pointer))?,
         });
         Ok(())
     }
@@ -517,6 +513,16 @@ impl Compiler<'_> {
             a.intersect(&b, &budget).map_err(|e| (String::new(), e))
         });
         both.is_ok_and(|d| d.is_empty())
+    }
+}
+
+/// `result`, or `None` if it failed for a reason other than time (a question that may go
+/// unanswered: the shapes met for it are not kept).
+fn untimed<T>(result: Result<T, CompileError>) -> Result<Option<T>, CompileError> {
+    match result {
+        Ok(x) => Ok(Some(x)),
+        Err(e) if e.limit().is_some_and(|l| l.kind == LimitKind::CompileTime) => Err(e),
+        Err(_) => Ok(None),
     }
 }
 

@@ -157,7 +157,18 @@ impl Compiler<'_> {
                 }
                 self.refs[top].building = false;
             }
-            let shape = self.build_entry(top)?;
+            let shape = match self.build_entry(top) {
+                Ok(shape) => shape,
+                Err(e) => {
+                    // Nothing waits for them now: a later reading (the error swallowed by a
+                    // question such as `oneOf` disjointness) must not take them for
+                    // recursion.
+                    for &r in &pending {
+                        self.refs[r].building = false;
+                    }
+                    return Err(e);
+                }
+            };
             self.refs[top].shape = Some(Rc::new(shape));
             pending.pop();
         }
@@ -172,6 +183,13 @@ impl Compiler<'_> {
         if std::mem::replace(&mut self.refs[id].building, true) {
             return Err(self.cycle_error(id));
         }
+        let shape = self.build_recipe(id);
+        self.refs[id].building = false;
+        shape
+    }
+
+    /// The shape of entry `id` by its recipe ([`Compiler::build_entry`]).
+    fn build_recipe(&mut self, id: RefId) -> Result<Shape, CompileError> {
         let name = self.refs[id].name.clone();
         let shape = match &self.refs[id].recipe {
             Recipe::Pointer(p) => {
@@ -203,7 +221,6 @@ impl Compiler<'_> {
                 self.complement(&sa, &at)?
             }
         };
-        self.refs[id].building = false;
         Ok(shape)
     }
 
