@@ -19,8 +19,9 @@ use serde_json::{json, Value};
 /// character).
 const WORDS: [&str; 8] = ["a", "ab", "abc", "b", "ba", "c", "é", "éa"];
 
-/// Every byte, then tokens that finish an item and start the next, then `<eos>`.
-fn vocab() -> Vocab {
+/// Every byte, then tokens that finish an item and start the next, write whole items,
+/// leave one array and open another, or split a character, then `<eos>`.
+pub(super) fn vocab() -> Vocab {
     let extra: &[&[u8]] = &[
         b"[\"",
         b"\"a\"",
@@ -41,17 +42,35 @@ fn vocab() -> Vocab {
         "é".as_bytes(),
         "éa\"".as_bytes(),
         "\"é".as_bytes(),
+        b"[\"\"",
+        b"\"\"",
+        b"\"],[\"",
+        b"],[",
+        b"\"]]",
+        b"[[\"",
+        b"\",\"a\",\"",
+        b"\",\"ab\",\"",
+        b"\",\"\"]",
+        b"\":[\"",
+        b"\"]}",
+        b"\"],\"",
+        b"a,\",\"",
+        b"\",\",\"",
+        b",\"]",
+        b"\"]\"",
+        &"é".as_bytes()[1..],
+        "a\"é".as_bytes(),
     ];
     bytes_and(extra.iter().map(|t| t.to_vec()))
 }
 
 #[track_caller]
-fn agree_with(schema: &Value, options: &JsonSchemaOptions, walks: usize, seed: u64) {
+pub(super) fn agree_with(schema: &Value, options: &JsonSchemaOptions, walks: usize, seed: u64) {
     walks_match_the_grammar(vocab(), schema, options, walks, seed);
 }
 
 #[track_caller]
-fn agree(schema: &Value, walks: usize, seed: u64) {
+pub(super) fn agree(schema: &Value, walks: usize, seed: u64) {
     agree_with(schema, &JsonSchemaOptions::new(), walks, seed);
 }
 

@@ -5,66 +5,14 @@
 //! constant arrays beside them, and random lists.
 
 use formwork::front::json_schema::{JsonSchemaOptions, PropertyOrder, Whitespace};
-use formwork::vocab::Vocab;
 use formwork::{Engine, Matcher};
 use formwork_testkit::agree::{walks_agree, Walks};
-use formwork_testkit::json_schema::{distinct_list, grammar_and_engine, walks_match_the_grammar};
+use formwork_testkit::json_schema::{distinct_list, grammar_and_engine};
 use formwork_testkit::rng::Rng;
 use formwork_testkit::vocab::bytes_and;
 use serde_json::{json, Value};
 
-/// Every byte, then tokens that close an item and open the next, write whole items, leave
-/// one array and open another, or split a character.
-fn vocab() -> Vocab {
-    let extra: &[&[u8]] = &[
-        b"[\"",
-        b"[\"\"",
-        b"\"\"",
-        b"\",\"",
-        b"\",",
-        b",\"",
-        b"\"]",
-        b"\"],[\"",
-        b"],[",
-        b"\"]]",
-        b"[[\"",
-        b"\"a\"",
-        b"\",\"a\",\"",
-        b"\",\"ab\",\"",
-        b"\"ab\",\"",
-        b"a\",\"b",
-        b"ab",
-        b"abc",
-        b"ab\"",
-        b"b\"]",
-        b"\", \"",
-        b", ",
-        b"\",\"\"]",
-        b"\":[\"",
-        b"\"]}",
-        b"\"],\"",
-        b"a,\",\"",
-        b"\",\",\"",
-        b",\"]",
-        b"\"]\"",
-        "é".as_bytes(),
-        &"é".as_bytes()[1..],
-        "éa\"".as_bytes(),
-        "\"é".as_bytes(),
-        "a\"é".as_bytes(),
-    ];
-    bytes_and(extra.iter().map(|t| t.to_vec()))
-}
-
-#[track_caller]
-fn agree_with(schema: &Value, options: &JsonSchemaOptions, walks: usize, seed: u64) {
-    walks_match_the_grammar(vocab(), schema, options, walks, seed);
-}
-
-#[track_caller]
-fn agree(schema: &Value, walks: usize, seed: u64) {
-    agree_with(schema, &JsonSchemaOptions::new(), walks, seed);
-}
+use super::json_schema_distinct_listed::{agree, agree_with, vocab};
 
 const WORDS: [&str; 7] = ["", "a", "ab", "abc", "b", "é", "éa"];
 
