@@ -199,15 +199,16 @@ impl ObjectNode {
 pub(super) enum DistinctStrings {
     /// Infinitely many from every prefix.
     Free,
-    /// Values of a list too long for the grammar's subsets.
+    /// Values of a list of strings (an `enum`).
     Listed(Arc<ListedStrings>),
 }
 
 impl Compiler<'_> {
     /// How the matcher keeps apart the items of `a`, an array of distinct items
-    /// (`uniqueItems` at `at`), if it does: free strings, or a list of strings (an `enum`)
-    /// whose subsets the grammar cannot hold (see `lower::DistinctSubsets`), at least
-    /// `minItems` of them. The lowering and the path automaton both ask, so both agree.
+    /// (`uniqueItems` at `at`), if it does: free strings, or a list of at least `minItems`
+    /// plain strings (an `enum`): any such list while `list_all` holds (the first pass),
+    /// then only those whose subsets the grammar cannot hold (see `lower::DistinctSubsets`).
+    /// The lowering and the path automaton both ask, so both agree.
     pub fn distinct_by_matcher(
         &mut self,
         a: &ArrayShape,
