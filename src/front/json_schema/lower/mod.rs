@@ -530,9 +530,9 @@ impl SchemaLowering<'_, '_, '_> {
     /// seen), within [`MAX_DISTINCT_SIZE`]. Two spellings of one value (`0`, `-0`) are one
     /// value's, and a spelling belongs to one value only, so arrays whose items are distinct
     /// as spellings are the arrays whose items are distinct as values. `None` when lenient
-    /// dropped `uniqueItems`, or when the matcher keeps the items apart (free strings, and
-    /// lists of strings past that size, see [`Compiler::distinct_by_matcher`]): the array is
-    /// then lowered without it.
+    /// dropped `uniqueItems`, or when the matcher keeps the items apart (free strings and
+    /// lists of strings, see [`Compiler::distinct_by_matcher`]): the array is then lowered
+    /// without it.
     fn distinct_items(
         &mut self,
         a: &ArrayShape,
