@@ -114,7 +114,7 @@ pub const DEFAULT_BATCH_STATES: usize = 1024;
 
 impl CfgConfig {
     /// Defaults: 256 MiB of mask cache, units determinized up to 50k states, context depth 3,
-    /// forced stretches of up to 4,096 bytes, [`DEFAULT_EAGER_STATES`] states built at compile
+    /// forced stretches of up to 4,096 bytes, 16,384 states (`DEFAULT_EAGER_STATES`) built at compile
     /// time.
     pub fn new() -> CfgConfig {
         CfgConfig::default()

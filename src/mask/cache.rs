@@ -26,7 +26,7 @@ pub struct CacheStats {
     pub entries: usize,
     /// Bytes held now (pinned ones apart).
     pub bytes: usize,
-    /// Pinned entries (see [`MaskCache::pin`]): never evicted, outside the byte budget.
+    /// Pinned entries (see `MaskCache::pin`): never evicted, outside the byte budget.
     pub pinned: usize,
     /// Bytes the pinned entries hold.
     pub pinned_bytes: usize,

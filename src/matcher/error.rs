@@ -45,9 +45,9 @@ pub enum MatchErrorKind {
     },
     /// A limit of [`Limits`](crate::limits::Limits) was reached (too many simultaneous
     /// readings, too much work for one call): the call changed nothing, or the matcher is
-    /// over its limit (see [`Matcher`], Limits).
+    /// over its limit (see [`Matcher`](super::Matcher), Limits).
     Limit(LimitExceeded),
-    /// Text given to [`Matcher::consume_bytes`] leaves the language; the state is unchanged.
+    /// Text given to [`Matcher::consume_bytes`](super::Matcher::consume_bytes) leaves the language; the state is unchanged.
     TextRejected {
         /// How many steps had been consumed before the text.
         step: usize,
@@ -56,7 +56,7 @@ pub enum MatchErrorKind {
     },
 }
 
-/// Why a [`Matcher`] call failed. A failed call never changes the matcher's state.
+/// Why a [`Matcher`](super::Matcher) call failed. A failed call never changes the matcher's state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MatchError {
     kind: MatchErrorKind,
