@@ -88,6 +88,15 @@ fn accepter(schema: &Value, options: &JsonSchemaOptions) -> impl Fn(&str) -> boo
     }
 }
 
+/// The engine refuses `schema` with a `Limit` error: objects left to the `2^n` grammar past
+/// `max_any_order_properties`.
+#[track_caller]
+fn refused_as_too_wide(schema: &Value, options: &JsonSchemaOptions) {
+    let engine = Engine::new(vocab());
+    let err = engine.compile_json_schema(schema, options).err().unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+}
+
 /// A closed object of `n` integer properties `p0`, `p1`…, with `extra` ones (replacing any of
 /// the same name), requiring `required`: past the `2^n` grammar's limit for `n` over 8.
 fn wide(n: usize, extra: Value, required: Value) -> Value {
@@ -313,12 +322,7 @@ fn objects_disagreeing_on_a_value_fall_back_to_the_2n_grammar() {
     let p0 =
         |value: &str, required: &str| wide(20, json!({"p0": {"type": value}}), json!([required]));
     let shared = json!({"anyOf": [p0("integer", "p1"), p0("string", "p2")]});
-    let engine = Engine::new(vocab());
-    let err = engine
-        .compile_json_schema(&shared, &any_order())
-        .err()
-        .unwrap();
-    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    refused_as_too_wide(&shared, &any_order());
 }
 
 /// Undeclared names go where the patterns they match say: an object of items under names
@@ -374,12 +378,7 @@ fn objects_with_patterns_admitting_every_name_are_key_sets() {
     assert!(!accepts("{\"p1\":1,\"p1\":1}"), "a name twice");
     assert!(!accepts("{\"p2\":1}"), "p1 is required");
     patterned["patternProperties"] = json!({"^x": false});
-    let engine = Engine::new(vocab());
-    let err = engine
-        .compile_json_schema(&patterned, &any_order())
-        .err()
-        .unwrap();
-    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    refused_as_too_wide(&patterned, &any_order());
 }
 
 /// Forty properties: the `2^n` grammar refuses them, the key set takes them in any order.
@@ -394,12 +393,7 @@ fn many_properties_in_any_order_compile_and_hold_their_names() {
     let accepts = accepter(&schema, &options);
     // Past the names one object's bits hold: the `2^n` grammar's typed error, not a state
     // copied at every step.
-    let engine = Engine::new(vocab());
-    let err = engine
-        .compile_json_schema(&wide(2000, json!({}), json!([])), &options)
-        .err()
-        .unwrap();
-    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    refused_as_too_wide(&wide(2000, json!({}), json!([])), &options);
     let reversed: Vec<String> = (0..40).rev().map(|i| format!("\"p{i}\":{i}")).collect();
     assert!(accepts(&format!("{{{}}}", reversed.join(","))));
     assert!(accepts("{\"p39\":1,\"p0\":2}"));

@@ -808,6 +808,11 @@ impl Reader<'_> {
         let Some(list) = self.paths.listed(at) else {
             return Ok(());
         };
+        // Nothing written: every prefix the grammar spells starts a value left (the grammar
+        // spells only the list's values there), and the item is not copied at every byte.
+        if written == 0 {
+            return Ok(());
+        }
         let prefix = self.raw(start, &bytes[..=i]);
         // More values start it than items were written: alive without counting those.
         if list.starting(&prefix) > written as usize {
