@@ -4,6 +4,7 @@
 //! byte fallback).
 
 use formwork::cfg::{CfgCompiler, CfgConfig};
+use formwork::Matcher;
 use formwork_testkit::grammars::*;
 use formwork_testkit::oracle::*;
 use formwork_testkit::tokenizers;
@@ -141,6 +142,60 @@ fn bounded_loops_over_ambiguous_bodies() {
         r#"root ::= "<" ("ab" | "a" | "b" "c"?){1,40} ">" | "(" ([a-z]+ " "?){1,40} ")""#,
         &[&ab, &a, "<abcabca>", &words],
     );
+}
+
+/// A string of at most 30 words (`^(?:\S+\s+){0,29}\S+$`, MaskBench's job-posting
+/// schemas): the loop over words calls the loops over a word's characters and its spaces, so
+/// it is a caller in context of every character's item, relaxed there while few tokens are
+/// long enough to reach its bound.
+fn words_schema() -> serde_json::Value {
+    serde_json::json!({"type": "object", "properties": {
+        "t": {"type": "string", "pattern": "^(?:\\S+\\s+){0,29}\\S+$"}
+    }, "required": ["t"], "additionalProperties": false})
+}
+
+/// `n` words of `words_schema`'s string, some long, some split by several spaces.
+fn words(n: usize) -> String {
+    let list: Vec<&str> = (0..n)
+        .map(|i| ["lorem", "ipsum", "dolorsitametconsectetur", "a  b"][i % 4])
+        .collect();
+    format!(r#"{{"t":"{}"}}"#, list.join(" "))
+}
+
+/// [`words_schema`] from one word to its bound, walked with each configuration against the
+/// oracle.
+#[test]
+fn strings_of_counted_words() {
+    check_schema(&words_schema(), &[&words(1), &words(23)]);
+}
+
+/// The classification of a character inside [`words_schema`]'s string is found once for
+/// all the words far from the bound: keyed by the count of words, every word was a new
+/// context entry classifying ~100k tokens again (~1.2 ms a step on MaskBench o21075).
+#[test]
+fn counted_words_are_classified_once_far_from_their_bound() {
+    let vocab = tokenizers::qwen3();
+    let ir = formwork::front::json_schema::compile_schema(
+        &words_schema(),
+        &formwork::front::json_schema::JsonSchemaOptions::new(),
+    )
+    .unwrap()
+    .grammar;
+    let compiler = CfgCompiler::new(vocab, CfgConfig::new());
+    let mut m = compiler.compile(&ir).unwrap().matcher();
+    // 10 words: 19 or more left, where fewer than 1,024 tokens are longer.
+    let text = format!(r#"{{"t":"{}"#, ["lorem ipsum "; 5].concat());
+    let mut misses = Vec::new();
+    for t in vocab.encode(&text).unwrap() {
+        let before = compiler.cache_stats().misses;
+        mask_of(&mut m, vocab);
+        misses.push(compiler.cache_stats().misses - before);
+        m.consume(t).unwrap();
+    }
+    // The first words find their entries; each later one reads them.
+    let later = &misses[misses.len() / 2..];
+    assert!(later.iter().all(|&n| n == 0), "{misses:?}");
+    assert!(misses.iter().sum::<u64>() > 0, "{misses:?}");
 }
 
 /// A bounded loop inside an unbounded one (base64 groups): a token that ends one group and

@@ -20,7 +20,8 @@ use crate::vocab::{TokenKind, Vocab};
 /// (the context level), recursion past the row DFA's depth, a counted loop over a wide class
 /// (the near-bound level and the iteration starts), alternatives sharing prefixes, a counted
 /// loop over a long body (an array's objects, their text read by slices at the near-bound
-/// level).
+/// level), a counted loop calling another (words: the outer one relaxed in context, its
+/// bound within a token of [`small_vocab`]'s words).
 pub(crate) const CASES: &[(&str, &[&str])] = &[
     (
         r#"root ::= "[" item ("," item)* "]"
@@ -58,6 +59,17 @@ pub(crate) const CASES: &[(&str, &[&str])] = &[
             r#"[{"k":"ab"},{"k":"a""#,
             r#"[{"k":""},{"k":"a"},{"k":"b a"#,
             r#"[{"k":""},{"k":""},{"k":""},{"k":"a"#,
+        ],
+    ),
+    (
+        r#"root ::= "\"" ([a-z]{1,40} "!"){0,40} "\"""#,
+        &[
+            "\"",
+            "\"a!b",
+            "\"a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!b",
+            "\"a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!b",
+            "\"a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!b",
+            "\"a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!a!",
         ],
     ),
 ];
@@ -115,6 +127,7 @@ pub(crate) fn small_vocab() -> Vocab {
     let longer = [
         "abc", "aaaa", "abab", "ababab", "\"a\"", "\"ab", "[a,", "a]", "a,[", "[[a", "abcdefg",
         "abcdef", "abcde", "Abcd", "ab\",", "0123", "-12", "é", "éa", "zzz\"", "ab!", "{a:a}",
+        "a!b!", "a!a!a!", "ab!ab!",
     ];
     for t in longer {
         if !tokens.iter().any(|have| have == t.as_bytes()) {

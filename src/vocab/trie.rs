@@ -303,6 +303,15 @@ impl TokenTrie {
         positions
     }
 
+    /// The length of the token at `position`: read in position order, it reads the token
+    /// ends in order, where [`Vocab::token_bytes`](super::Vocab::token_bytes) of each token id
+    /// lands far apart.
+    #[inline]
+    pub(crate) fn position_len(&self, position: u32) -> usize {
+        let p = position as usize;
+        (self.text_ends[p + 1] - self.text_ends[p]) as usize
+    }
+
     /// The bytes of the token at `position`.
     fn position_bytes(&self, position: u32) -> &[u8] {
         let p = position as usize;

@@ -18,10 +18,32 @@ use crate::cfg::walk::Position;
 use crate::ir::StructHasher;
 use crate::limits::Budget;
 
+/// Most tokens a counted caller's relaxed classification may leave to the exact check: those
+/// long enough to reach its upper bound ([`context_key`]).
+const MAX_TOKENS_PAST_BOUND: usize = 1024;
+
+/// The counted callers [`context_key`] relaxed besides the subject's own loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct RelaxedCallers {
+    /// Some caller was relaxed ([`Context::build_near`] then cannot stand for them all).
+    pub any: bool,
+    /// The fewest iterations one of them had left before its upper bound, where a token could
+    /// use them up: longer tokens need the exact check.
+    pub left: Option<u32>,
+}
+
 /// Gathers `k`'s callers in the chart into `scratch` (callers of its unit in its origin row,
 /// their callers, ... up to `context_depth` levels) and returns the context-level key: the
 /// item-level key and a canonical description of those rows, where origins inside the gathered
 /// rows are renumbered and callers whose own callers were not gathered get origin [`EXT`].
+///
+/// A counted caller past its lower bound is relaxed, like the subject's own loop, when few
+/// tokens are long enough to reach its upper bound: its counter would otherwise be part of
+/// the key, and a loop over words (`(?:\S+\s+){0,99}` in a `pattern`) made every word a new
+/// key, each classifying ~100k tokens again (MaskBench o21075: ~1.2 ms at every step of its
+/// texts). The relaxed classification is exact for a token shorter than the iterations left
+/// (an iteration reads a byte at least); the caller checks the longer ones against the chart
+/// (see [`RelaxedCallers`]).
 pub(super) fn context_key(
     g: &GrammarView<'_>,
     chart: &Chart,
@@ -29,7 +51,7 @@ pub(super) fn context_key(
     subject: &Subject,
     item_key: u128,
     budget: &Budget,
-) -> Result<u128, Halt> {
+) -> Result<(u128, RelaxedCallers), Halt> {
     gather_callers(g, chart, scratch, &subject.item, budget)?;
     let k = &subject.item;
     let prog = &g.prog;
@@ -46,9 +68,20 @@ pub(super) fn context_key(
     rows.extend(explored.iter().map(|e| e.0));
     rows.sort_unstable();
     rows.dedup();
+    let cap = cap(g.vocab);
+    let mut relaxed = RelaxedCallers::default();
     for (row, w) in found.iter_mut() {
-        if subject.relax && *row == k.origin && Some(w.state) == subject.lifted {
+        if Some(w.state) == subject.lifted {
+            if subject.relax && *row == k.origin {
+                w.count = RELAXED;
+            }
+        } else if let Some(left) = relaxable(g, w, cap) {
             w.count = RELAXED;
+            relaxed.any = true;
+            relaxed.left = match (relaxed.left, left) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
         *row = vrow(rows, *row);
         w.origin = if explored_set.contains(&(w.origin, prog.state(w.state).unit)) {
@@ -57,7 +90,6 @@ pub(super) fn context_key(
             EXT
         };
     }
-    let cap = cap(&g.vocab);
     // An outermost caller's unit completes into the unknown context: what may follow it
     // decides which tokens stay uncertain.
     let state_key = |w: &Item| match w.origin {
@@ -86,7 +118,27 @@ pub(super) fn context_key(
     for (r, s, c, o) in described.iter() {
         h.word(*r as u64).hash(*s).word(*c).word(*o as u64);
     }
-    Ok(h.finish())
+    Ok((h.finish(), relaxed))
+}
+
+/// If caller `w` is a counted loop past its lower bound whose upper bound few tokens can
+/// reach: `Some` of its iterations left when a token could use them up (`Some(None)`: none
+/// can).
+fn relaxable(g: &GrammarView<'_>, w: &Item, cap: u32) -> Option<Option<u32>> {
+    if g.prog.state(w.state).flags & COUNTED == 0 || w.count == RELAXED {
+        return None;
+    }
+    let c = g.prog.units[g.prog.state(w.state).unit as usize]
+        .counted
+        .expect("counted state");
+    if !c.complete(w.count) {
+        return None;
+    }
+    match c.left(w.count).filter(|&l| l < cap) {
+        None => Some(None),
+        Some(l) if g.vocab.longer_than(l as usize).len() <= MAX_TOKENS_PAST_BOUND => Some(Some(l)),
+        Some(_) => None,
+    }
 }
 
 /// Gathers `k`'s callers into `scratch.explored` (the (row, unit) pairs looked into) and
@@ -324,7 +376,9 @@ mod tests {
             .map(|k| {
                 let subject = Subject::of(&view, &chart, k);
                 let k1 = subject.key(&view);
-                context_key(&view, &chart, &mut scratch, &subject, k1, &budget()).unwrap()
+                context_key(&view, &chart, &mut scratch, &subject, k1, &budget())
+                    .unwrap()
+                    .0
             })
             .collect();
         keys.sort_unstable();
@@ -374,7 +428,9 @@ mod tests {
                     let item = item_level(&view, &subject, &budget).unwrap();
                     let (_, _, uncertain) = item.item_parts();
                     let k1 = subject.key(&view);
-                    context_key(&view, &case.chart, &mut scratch, &subject, k1, &budget).unwrap();
+                    context_key(&view, &case.chart, &mut scratch, &subject, k1, &budget)
+                        .unwrap()
+                        .0;
                     let context = Context::build(&scratch, &k);
                     let entry = context.classify(&view, uncertain, &budget).unwrap();
                     let (accepted, still) = entry.context_parts();
@@ -424,7 +480,9 @@ mod tests {
                 continue;
             }
             let k1 = subject.key(&view);
-            context_key(&view, &chart, &mut scratch, &subject, k1, &budget).unwrap();
+            context_key(&view, &chart, &mut scratch, &subject, k1, &budget)
+                .unwrap()
+                .0;
             let entry = Context::build(&scratch, &k).classify(&view, &[position], &budget);
             let entry = entry.unwrap();
             let (accepted, _) = entry.context_parts();

@@ -4,7 +4,6 @@
 use rustc_hash::FxHashSet;
 
 use crate::base::bitmask::{get_bit, set_bit};
-use crate::base::token::TokenId;
 use crate::cfg::cache::context_level::{context_key, Context};
 use crate::cfg::cache::entry::{
     cached, CacheEntry, NEAR_CONTEXT_DOMAIN, NEAR_DOMAIN, SETTLED_DOMAIN,
@@ -218,7 +217,7 @@ fn fill_cached(
             pending.extend_from_slice(uncertain);
             continue;
         }
-        let k2 = context_key(g, chart, scratch, &subject, k1, budget)?;
+        let (k2, callers) = context_key(g, chart, scratch, &subject, k1, budget)?;
         let entry = cached(g, k2, budget, || {
             Context::build(scratch, k).classify(g, uncertain, budget)
         })?;
@@ -230,24 +229,31 @@ fn fill_cached(
             unreachable!("context keys hold context entries")
         };
         pending.extend_from_slice(uncertain);
-        // Found with the loop relaxed: tokens long enough to reach its bound depend on the
-        // iterations left. Their fate is cached by the iterations left when one loop item was
-        // relaxed (then its real count is known); else checked against the chart.
-        let left = subject.left.filter(|_| subject.relax);
-        let reaches_bound =
-            |t: TokenId| left.is_some_and(|l| vocab.token_bytes(t).len() > l as usize);
+        // Found with loops relaxed: tokens long enough to reach a bound depend on the
+        // iterations left. Their fate is cached by the iterations left when only the
+        // subject's loop was relaxed (then its real count is known); else checked against
+        // the chart.
+        let own = subject.left.filter(|_| subject.relax);
+        let left = match (own, callers.left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let reaches_bound = |p: Position| left.is_some_and(|l| trie.position_len(p) > l as usize);
         let mut long = Vec::new();
         for &p in accepted.iter() {
-            let t = trie.token_at(p);
-            match reaches_bound(t) {
+            match reaches_bound(p) {
                 true => long.push(p),
-                false => set_bit(out, t),
+                false => set_bit(out, trie.token_at(p)),
             }
         }
         let (Some(left), false) = (left, long.is_empty()) else {
             continue;
         };
-        let Some(near) = Context::build_near(g, scratch, k, &subject, left) else {
+        let near = match callers.any {
+            false => Context::build_near(g, scratch, k, &subject, left),
+            true => None,
+        };
+        let Some(near) = near else {
             pending.extend_from_slice(&long);
             continue;
         };
