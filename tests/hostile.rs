@@ -566,6 +566,62 @@ fn intersection_products_count_the_shapes_they_make() {
     });
 }
 
+/// A schema that meets its own reference while it is being read, through five keywords: each
+/// meeting made a table entry named after the one before, so through `dependentSchemas`,
+/// `allOf`, `anyOf` and `contains` names doubled at each level of the recursion (465 MB at the
+/// 40th, then an abort for want of memory, or 24 GB and the OOM killer) and through `not`
+/// grew by a name at each (4 GB in 10 s). With no compile deadline, so that the outcome is not
+/// the clock's: a nesting or grammar-size limit, or a correct result.
+#[test]
+fn schemas_that_meet_their_own_reference() {
+    let own = json!({"$ref": "#/$defs/a"});
+    let cases: [(&str, Value, &[&str], &[&str]); 5] = [
+        (
+            "dependentSchemas",
+            json!({"type": "object", "dependentSchemas": {"x": own}}),
+            &["{}", r#"{"x":{}}"#],
+            &["[]", "1"],
+        ),
+        (
+            "allOf",
+            json!({"type": "object", "properties": {"p": {"type": "integer"}}, "allOf": [own]}),
+            &["{}", r#"{"p":1}"#],
+            &[r#"{"p":"1"}"#, "[]"],
+        ),
+        (
+            "anyOf",
+            json!({"type": "object", "anyOf": [own, {"required": ["q"]}]}),
+            &[r#"{"q":1}"#, r#"{"q":[]}"#],
+            &["{}", "[]"],
+        ),
+        (
+            "contains",
+            json!({"type": "array", "contains": {"type": "array"}, "allOf": [own]}),
+            &["[[]]", "[1,[]]"],
+            &["[]", "[1]"],
+        ),
+        // A paradox (`a` is an object that is not `a`): no string is sure to be valid.
+        (
+            "not",
+            json!({"type": "object", "not": own}),
+            &[],
+            &["[]", "1"],
+        ),
+    ];
+    for (via, a, valid, invalid) in cases {
+        let schema = json!({"$defs": {"a": a}, "$ref": "#/$defs/a"});
+        let case = format!("a schema meeting its own reference through {via}");
+        on_small_stack(&case, || {
+            let limits = Limits::new().compile_time(None);
+            let result = engine(limits).compile_json_schema(&schema, &JsonSchemaOptions::new());
+            let limits = [LimitKind::Nesting, LimitKind::GrammarSize];
+            if let Some(c) = compiled_or_limited(&case, result, &limits) {
+                assert_verdicts(&case, &c, valid, invalid);
+            }
+        });
+    }
+}
+
 /// Past the grammar-size limit, lowering a schema stops with a `Limit` error wherever it is:
 /// the rules of key tries and of "any value" used to assume their definition could not fail
 /// and panicked.

@@ -354,6 +354,16 @@ fn a_gzip_that_inflates_past_the_ceiling_is_refused() {
     assert!(e.to_string().contains("inflates to more than"), "{e}");
 }
 
+/// A path that never ends (a device, a pipe) is read up to the ceiling, not into all the
+/// memory there is.
+#[cfg(unix)]
+#[test]
+fn a_tokenizer_file_past_the_ceiling_is_refused() {
+    let e = Vocab::from_file("/dev/zero").unwrap_err();
+    assert_eq!(e.kind(), &VocabErrorKind::Config, "{e}");
+    assert!(e.to_string().contains("longer than"), "{e}");
+}
+
 #[test]
 fn mask_width_has_a_ceiling_on_every_constructor() {
     let absurd = Vocab::from_json_bytes(

@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use formwork::gpu::{apply_bitmask, ApplyConfig, BatchFiller, FillConfig};
 use formwork::{ConstraintMatcher, MatchError, MatchErrorKind, Matcher, TokenId, Vocab};
 use half::{bf16, f16};
-use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
@@ -381,8 +381,11 @@ impl BatchGrammarMatcher {
             Some(n) => fill_config(n)?,
             None => FillConfig::new(),
         };
+        let filler = py.detach(|| BatchFiller::try_new(config)).map_err(|e| {
+            PyOSError::new_err(format!("max_threads: starting the worker threads: {e}"))
+        })?;
         Ok(BatchGrammarMatcher {
-            filler: Mutex::new(py.detach(|| BatchFiller::new(config))),
+            filler: Mutex::new(filler),
         })
     }
 

@@ -1,5 +1,6 @@
 //! `TokenizerInfo`: the vocabulary a grammar is compiled against.
 
+use formwork::vocab::MAX_MASK_WIDTH;
 use formwork::{TokenId, Vocab, VocabConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -55,6 +56,13 @@ impl TokenizerInfo {
                 return Err(PyValueError::new_err(format!(
                     "vocab_size {width} < {} tokens",
                     tokens.len()
+                )));
+            }
+            // Checked before the ids are made: the library checks a width once it holds them,
+            // and `vocab_size=2**40` took every byte of memory first.
+            if width > MAX_MASK_WIDTH {
+                return Err(PyValueError::new_err(format!(
+                    "vocab_size {width} is past the widest supported mask ({MAX_MASK_WIDTH} ids)"
                 )));
             }
             // Ids past the tokenizer are unused: never allowed.

@@ -1,5 +1,8 @@
 """Bitmasks: xgrammar's layout, numpy and torch, apply in place, batch fills."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -177,6 +180,29 @@ def test_batch_fill_equals_single_fills(qwen3: formwork.TokenizerInfo, compiler:
         formwork.fill_next_token_bitmasks(matchers, batched, [0, 1])
     with pytest.raises(IndexError):
         formwork.fill_next_token_bitmasks(matchers[:1], batched, [len(matchers)])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/status")
+def test_a_pool_the_system_cannot_start_is_an_error_and_leaks_no_thread() -> None:
+    # In a child whose address space holds about a hundred thread stacks more: a pool past
+    # them is refused (it panicked), and the threads started before the refusal are stopped
+    # (they stayed asleep, so no thread could start after).
+    code = """
+import resource, formwork
+with open("/proc/self/status") as f:
+    size = next(int(line.split()[1]) for line in f if line.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20), resource.RLIM_INFINITY))
+for _ in range(3):
+    try:
+        formwork.BatchGrammarMatcher(max_threads=100_000)
+    except OSError as e:
+        assert "starting the worker threads" in str(e), e
+    else:
+        raise SystemExit("started 100,000 threads")
+formwork.BatchGrammarMatcher(max_threads=4)
+"""
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
 
 
 def test_batch_accept_and_rollback(qwen3: formwork.TokenizerInfo, compiler: formwork.GrammarCompiler) -> None:

@@ -78,6 +78,13 @@ def test_raw_token_bytes_constructor() -> None:
         formwork.TokenizerInfo(["a", "b"], vocab_size=1)
 
 
+def test_raw_token_bytes_past_the_widest_mask() -> None:
+    # Refused before the unused ids are made (2**40 of them took all the memory).
+    for width in (2**24 + 1, 2**40):
+        with pytest.raises(ValueError, match="widest supported mask"):
+            formwork.TokenizerInfo(["a", "b"], vocab_size=width)
+
+
 class _FakeBackend:
     def __init__(self, text: str) -> None:
         self.text = text

@@ -139,8 +139,17 @@ impl BatchFiller {
     /// # Panics
     ///
     /// If the operating system refuses to start a thread: the count is the server's
-    /// configuration, started once, never a request's.
+    /// configuration, started once, never a request's ([`BatchFiller::try_new`] returns the
+    /// error instead).
     pub fn new(config: FillConfig) -> BatchFiller {
+        BatchFiller::try_new(config).expect("spawning a mask-filling thread")
+    }
+
+    /// [`BatchFiller::new`], or the error of the first thread the operating system refused
+    /// to start, the threads started before it stopped and joined: left asleep, they would
+    /// hold the process's threads, and a count past what it allows (a binding's argument)
+    /// left it unable to start any.
+    pub fn try_new(config: FillConfig) -> std::io::Result<BatchFiller> {
         let shared = Arc::new(Shared {
             slot: Mutex::new(Slot {
                 job: None,
@@ -151,16 +160,19 @@ impl BatchFiller {
             wake: Condvar::new(),
             idle: Condvar::new(),
         });
-        let workers = (0..config.threads)
-            .map(|i| {
-                let shared = Arc::clone(&shared);
-                thread::Builder::new()
-                    .name(format!("formwork-fill-{i}"))
-                    .spawn(move || shared.serve())
-                    .expect("spawning a mask-filling thread")
-            })
-            .collect();
-        BatchFiller { shared, workers }
+        // Dropped on an error, which stops and joins the workers it holds.
+        let mut filler = BatchFiller {
+            shared,
+            workers: Vec::new(),
+        };
+        for i in 0..config.threads {
+            let shared = Arc::clone(&filler.shared);
+            let worker = thread::Builder::new()
+                .name(format!("formwork-fill-{i}"))
+                .spawn(move || shared.serve())?;
+            filler.workers.push(worker);
+        }
+        Ok(filler)
     }
 
     /// Number of worker threads.

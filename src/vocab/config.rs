@@ -5,8 +5,8 @@
 /// tokenizer file or a configuration is an error, not an allocation of its size.
 pub const MAX_MASK_WIDTH: usize = 1 << 24;
 
-/// The largest `tokenizer.json` a gzip may inflate to: 256 MiB, ten times the largest real
-/// ones (Qwen3's is 11 MiB).
+/// The largest `tokenizer.json` (or `tokenizer_config.json`) read from a file or inflated from
+/// a gzip: 256 MiB, ten times the largest real ones (Qwen3's is 11 MiB).
 pub const MAX_TOKENIZER_BYTES: usize = 256 << 20;
 
 /// Options for loading a vocabulary.

@@ -64,6 +64,29 @@ fn gunzip_if_compressed<'a>(
     Ok(std::borrow::Cow::Owned(out))
 }
 
+/// The bytes of the file at `path`, refused past [`MAX_TOKENIZER_BYTES`] before more is read:
+/// a path may name a device or a pipe that never ends (`/dev/zero` was read into 23 GB).
+fn read_tokenizer_file(path: &Path) -> Result<Vec<u8>, VocabError> {
+    use std::io::Read;
+    let io_error = |e: std::io::Error| {
+        VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display())).caused_by(e)
+    };
+    let mut out = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_TOKENIZER_BYTES as u64 + 1).read_to_end(&mut out))
+        .map_err(io_error)?;
+    if out.len() > MAX_TOKENIZER_BYTES {
+        return Err(VocabError::new(
+            VocabErrorKind::Config,
+            format!(
+                "{}: longer than {MAX_TOKENIZER_BYTES} bytes",
+                path.display()
+            ),
+        ));
+    }
+    Ok(out)
+}
+
 /// A model vocabulary as formwork sees it: per token its exact bytes and kind, the EOS ids, the
 /// mask width, and the [`TokenTrie`] of text tokens.
 ///
@@ -164,14 +187,19 @@ impl Vocab {
         config: VocabConfig,
     ) -> Result<Vocab, VocabError> {
         let path = path.as_ref();
-        let raw = std::fs::read(path).map_err(|e| {
-            VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display())).caused_by(e)
-        })?;
+        let raw = read_tokenizer_file(path)?;
         let config = match config.config_json {
             Some(_) => config,
             None => {
-                let beside = path.with_file_name("tokenizer_config.json");
-                config.config_json(std::fs::read(beside).ok())
+                // Optional: a file that cannot be read is no file, but one past the ceiling
+                // is an error as the tokenizer's own would be.
+                let beside =
+                    match read_tokenizer_file(&path.with_file_name("tokenizer_config.json")) {
+                        Ok(bytes) => Some(bytes),
+                        Err(e) if e.kind() == &VocabErrorKind::Io => None,
+                        Err(e) => return Err(e),
+                    };
+                config.config_json(beside)
             }
         };
         Vocab::from_json_bytes(&raw, &path.display().to_string(), config)

@@ -445,7 +445,8 @@ impl Compiler<'_> {
         }
         let id = self.refs.len();
         self.refs.push(super::schema::RefDef {
-            name: format!("not {}", self.refs[r].name),
+            name: super::refs::entry_name(format!("not {}", self.refs[r].name)),
+            pointer: self.refs[r].pointer.clone(),
             bases: vec![id],
             recipe: super::schema::Recipe::Not(r),
             shape: None,

@@ -229,7 +229,7 @@ impl Compiler<'_> {
     ) -> Result<Shape, CompileError> {
         let target = self.deref(r)?;
         if let Shape::Ref(building) = *target {
-            let fixed = self.fixed_id(other, pointer);
+            let fixed = self.fixed_id(other, pointer)?;
             return Ok(Shape::Ref(self.both_id(building, fixed, pointer)?));
         }
         match reference_first {

@@ -101,7 +101,15 @@ pub(crate) enum Recipe {
 }
 
 pub(crate) struct RefDef {
+    /// How error messages and grammar rules name the entry: an intersection's joins its
+    /// parts' names.
     pub name: String,
+    /// Where in the document the entry was made: the place its errors, and those of the
+    /// intersection or complement it is built by, are reported at. Never a name, which would
+    /// nest: a shape met with an intersection being built is an entry named after this
+    /// place, and the next intersection's name holds that name, so names taken for places
+    /// doubled at each level of a recursion.
+    pub pointer: String,
     /// The plain references this entry intersects (itself for a plain one), sorted: `A & A`
     /// is `A` and `(A & B) & C` is `A & (B & C)`, so recursion closes over finitely many sets.
     pub(super) bases: Vec<RefId>,
