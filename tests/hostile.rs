@@ -750,6 +750,52 @@ fn regex_on(
     )
 }
 
+/// A grammar ambiguous in every way (`x ::= "a" x | x "a" | "a" | x x`): every scannable item
+/// of a row gathers thousands of callers for its context key, and the sorting and lookups
+/// that describe them are charged to the mask's work. Uncharged, the default budget let a
+/// mask run 2–4 s and the walk reached step 52 before a `MaskWork` limit; charged, the limit
+/// comes by step 40 (work units, not time: the same on any machine).
+#[test]
+fn callers_of_an_ambiguous_grammar_are_charged() {
+    let case = "ambiguous grammar's callers";
+    on_small_stack(case, || {
+        let c = engine(Limits::new())
+            .compile_gbnf(
+                "root ::= x \"b\"\nx ::= \"a\" x | x \"a\" | \"a\" | x x\n",
+                "amb",
+            )
+            .expect("compiles");
+        let vocab = tokenizers::qwen3();
+        let a8 = vocab.encode("aaaaaaaa").expect("tokenize")[0];
+        let mut m = c.matcher();
+        let mut mask = vec![0u32; vocab.mask_words()];
+        let mut slowest = Duration::ZERO;
+        let refused_at = (0..60).find_map(|step| {
+            let started = Instant::now();
+            let filled = m.fill_mask(&mut mask);
+            slowest = slowest.max(started.elapsed());
+            match filled {
+                Ok(()) => {
+                    m.consume(a8).expect("an allowed token");
+                    None
+                }
+                Err(e) => {
+                    assert!(
+                        matches!(e.kind(), MatchErrorKind::Limit(l) if l.kind == LimitKind::MaskWork),
+                        "step {step}: {e}"
+                    );
+                    Some(step)
+                }
+            }
+        });
+        println!(
+            "{case}: refused at step {refused_at:?}, slowest mask {:.1} ms",
+            slowest.as_secs_f64() * 1e3
+        );
+        assert!(refused_at.is_some_and(|s| s <= 40), "{refused_at:?}");
+    });
+}
+
 /// Ambiguous counted repeats (every mask took 0.5–1.8 s and grew with the step): under a
 /// mask-work budget each mask is a result or a `MaskWork` limit, on both backends, and a
 /// token the mask allowed is consumed.

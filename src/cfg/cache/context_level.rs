@@ -53,6 +53,11 @@ pub(super) fn context_key(
     budget: &Budget,
 ) -> Result<(u128, RelaxedCallers), Halt> {
     gather_callers(g, chart, scratch, &subject.item, budget)?;
+    // Describing the callers sorts them and looks each one's rows up: an ambiguous grammar
+    // gathers thousands at every scannable item of a row, and this work, uncharged, let a
+    // mask run 2-4 s within the default budget (`x ::= "a" x | x "a" | "a" | x x`).
+    let n = scratch.found.len() as u64;
+    budget.spend(n * u64::from(1 + n.max(1).ilog2()))?;
     let k = &subject.item;
     let prog = &g.prog;
     let Scratch {
