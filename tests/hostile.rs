@@ -187,14 +187,20 @@ fn ref_chain(via: &str, valid: &[&str], invalid: &[&str]) {
     defs.insert(format!("d{REF_CHAIN}"), json!({"type": "integer"}));
     let schema = json!({"$defs": defs, "$ref": "#/$defs/d0"});
     let case = format!("$ref chain of {REF_CHAIN} through {via}");
-    on_small_stack(&case, || {
-        // No compile deadline: on a loaded machine the chain through properties (seconds to
-        // compile) would end in `CompileTime` instead, and the verdict must not depend on load.
+    schema_without_deadline(&case, &schema, valid, invalid);
+}
+
+/// `schema` compiled on a small stack with no compile deadline (on a loaded machine a chain
+/// through properties, seconds to compile, would end in `CompileTime` instead, and the
+/// verdict must not depend on load): a result giving `valid` and `invalid` their verdicts, or
+/// a `Nesting` or `GrammarSize` limit.
+fn schema_without_deadline(case: &str, schema: &Value, valid: &[&str], invalid: &[&str]) {
+    on_small_stack(case, || {
         let limits = Limits::new().compile_time(None);
-        let result = engine(limits).compile_json_schema(&schema, &JsonSchemaOptions::new());
+        let result = engine(limits).compile_json_schema(schema, &JsonSchemaOptions::new());
         let limits = [LimitKind::Nesting, LimitKind::GrammarSize];
-        if let Some(c) = compiled_or_limited(&case, result, &limits) {
-            assert_verdicts(&case, &c, valid, invalid);
+        if let Some(c) = compiled_or_limited(case, result, &limits) {
+            assert_verdicts(case, &c, valid, invalid);
         }
     });
 }
@@ -611,14 +617,7 @@ fn schemas_that_meet_their_own_reference() {
     for (via, a, valid, invalid) in cases {
         let schema = json!({"$defs": {"a": a}, "$ref": "#/$defs/a"});
         let case = format!("a schema meeting its own reference through {via}");
-        on_small_stack(&case, || {
-            let limits = Limits::new().compile_time(None);
-            let result = engine(limits).compile_json_schema(&schema, &JsonSchemaOptions::new());
-            let limits = [LimitKind::Nesting, LimitKind::GrammarSize];
-            if let Some(c) = compiled_or_limited(&case, result, &limits) {
-                assert_verdicts(&case, &c, valid, invalid);
-            }
-        });
+        schema_without_deadline(&case, &schema, valid, invalid);
     }
 }
 
