@@ -390,6 +390,64 @@ mod tests {
         }
     }
 
+    /// Loops of words counted by a loop calling a counted loop of letters, their bounds drawn
+    /// at random past the unrolling limit: the outer loop is a caller in context, relaxed near
+    /// its bound ([`small_vocab`]'s tokens are all shorter than 8). After every prefix of a
+    /// random text of the language, and with a scratch shared by all of them, the cached
+    /// masks are the oracle's.
+    #[test]
+    fn counted_loops_in_context_agree_with_the_oracle() {
+        let vocab = small_vocab();
+        let eos = vocab.eos_tokens()[0];
+        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..10 {
+            let (lo, hi) = (1 + next(2), 33 + next(8));
+            let (min, max) = (next(3), 33 + next(8));
+            let gbnf = format!(r#"root ::= "\"" ([ab]{{{lo},{hi}}} "!"){{{min},{max}}} "\"""#);
+            let (g, rec) = compile(&compiler, &gbnf);
+            let mut text = b"\"".to_vec();
+            for _ in 0..max - next(3) {
+                for _ in 0..lo + next(3) {
+                    text.push(b"ab"[next(2) as usize]);
+                }
+                text.push(b'!');
+            }
+            text.push(b'"');
+            let mut scratch = Scratch::default();
+            for end in 0..=text.len() {
+                let prefix = &text[..end];
+                let mut want = oracle(&rec, &vocab, prefix);
+                let mut r = rec.start();
+                prefix
+                    .iter()
+                    .for_each(|&b| assert!(r.push(&rec, Terminal::Byte(b))));
+                if r.is_accepting(&rec) {
+                    want.push(eos);
+                }
+                let mut chart = chart_after(&g, prefix);
+                let mut out = vec![0u32; vocab.mask_words()];
+                let prog = g.prog();
+                fill(
+                    &g.view(&prog),
+                    &mut chart,
+                    &mut scratch,
+                    &mut out,
+                    &budget(),
+                )
+                .unwrap();
+                let at = String::from_utf8_lossy(prefix);
+                assert_eq!(ones(&out), want, "{gbnf} after {at}");
+            }
+        }
+    }
+
     /// A counter's class is its distance to each bound, capped: counters further than a token
     /// from both bounds are alike.
     #[test]
