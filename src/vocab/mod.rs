@@ -17,6 +17,7 @@ mod trie;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -43,48 +44,48 @@ fn gunzip_if_compressed<'a>(
     raw: &'a [u8],
     source: &str,
 ) -> Result<std::borrow::Cow<'a, [u8]>, VocabError> {
-    use std::io::Read;
     if !raw.starts_with(&[0x1f, 0x8b]) {
         return Ok(std::borrow::Cow::Borrowed(raw));
     }
-    let mut out = Vec::new();
-    // A few KiB of gzip can inflate to gigabytes: stop one byte past the ceiling.
-    flate2::read::GzDecoder::new(raw)
-        .take(MAX_TOKENIZER_BYTES as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| {
-            VocabError::new(VocabErrorKind::Parse, format!("{source}: bad gzip: {e}")).caused_by(e)
-        })?;
-    if out.len() > MAX_TOKENIZER_BYTES {
-        return Err(VocabError::new(
+    // A few KiB of gzip can inflate to gigabytes.
+    let out = read_capped(flate2::read::GzDecoder::new(raw)).map_err(|e| {
+        VocabError::new(VocabErrorKind::Parse, format!("{source}: bad gzip: {e}")).caused_by(e)
+    })?;
+    let out = out.ok_or_else(|| {
+        VocabError::new(
             VocabErrorKind::Config,
             format!("{source}: inflates to more than {MAX_TOKENIZER_BYTES} bytes"),
-        ));
-    }
+        )
+    })?;
     Ok(std::borrow::Cow::Owned(out))
+}
+
+/// All of `reader`, or `None` past [`MAX_TOKENIZER_BYTES`] (read one byte past it, no more).
+fn read_capped(reader: impl Read) -> std::io::Result<Option<Vec<u8>>> {
+    let mut out = Vec::new();
+    reader
+        .take(MAX_TOKENIZER_BYTES as u64 + 1)
+        .read_to_end(&mut out)?;
+    Ok((out.len() <= MAX_TOKENIZER_BYTES).then_some(out))
 }
 
 /// The bytes of the file at `path`, refused past [`MAX_TOKENIZER_BYTES`] before more is read:
 /// a path may name a device or a pipe that never ends (`/dev/zero` was read into 23 GB).
 fn read_tokenizer_file(path: &Path) -> Result<Vec<u8>, VocabError> {
-    use std::io::Read;
-    let io_error = |e: std::io::Error| {
-        VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display())).caused_by(e)
-    };
-    let mut out = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_TOKENIZER_BYTES as u64 + 1).read_to_end(&mut out))
-        .map_err(io_error)?;
-    if out.len() > MAX_TOKENIZER_BYTES {
-        return Err(VocabError::new(
+    let out = std::fs::File::open(path)
+        .and_then(read_capped)
+        .map_err(|e| {
+            VocabError::new(VocabErrorKind::Io, format!("{}: {e}", path.display())).caused_by(e)
+        })?;
+    out.ok_or_else(|| {
+        VocabError::new(
             VocabErrorKind::Config,
             format!(
                 "{}: longer than {MAX_TOKENIZER_BYTES} bytes",
                 path.display()
             ),
-        ));
-    }
-    Ok(out)
+        )
+    })
 }
 
 /// A model vocabulary as formwork sees it: per token its exact bytes and kind, the EOS ids, the

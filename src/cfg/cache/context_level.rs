@@ -83,10 +83,7 @@ pub(super) fn context_key(
         } else if let Some(left) = relaxable(g, w, cap) {
             w.count = RELAXED;
             relaxed.any = true;
-            relaxed.left = match (relaxed.left, left) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            relaxed.left = [relaxed.left, left].into_iter().flatten().min();
         }
         *row = vrow(rows, *row);
         w.origin = if explored_set.contains(&(w.origin, prog.state(w.state).unit)) {

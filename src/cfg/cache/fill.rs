@@ -234,10 +234,7 @@ fn fill_cached(
         // subject's loop was relaxed (then its real count is known); else checked against
         // the chart.
         let own = subject.left.filter(|_| subject.relax);
-        let left = match (own, callers.left) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let left = [own, callers.left].into_iter().flatten().min();
         let reaches_bound = |p: Position| left.is_some_and(|l| trie.position_len(p) > l as usize);
         let mut long = Vec::new();
         for &p in accepted.iter() {
