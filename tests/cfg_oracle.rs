@@ -309,6 +309,26 @@ fn check_schema(schema: &serde_json::Value, texts: &[&str]) {
     check_engines(vocab, &ir, &engines, texts);
 }
 
+/// A searched URL pattern (MaskBench Github_trivial---o67212): before the match, each state
+/// of its automaton survives every string through the rows around it, though its unit alone
+/// does not (the text after a match is another rule), so the slice is taken whole there
+/// (`sliced_walk`'s `a_short_horizon_leaves_the_pair_proof_its_chance`). The masks agree with
+/// the oracle before, across and after the match, and over a long stretch not matching yet.
+#[test]
+fn strings_searched_for_a_url() {
+    let schema = serde_json::json!({"type": "array", "items": {
+        "type": "string", "pattern": "(https?://([-\\w\\.]+)+(:\\d+)?(/([\\w/_\\.]*(\\?\\S+)?)?)?)"
+    }});
+    check_schema(
+        &schema,
+        &[
+            r#"["https://www.example.com/path/to/resource?query=parameter"]"#,
+            r#"["see http://a.b:80/x?y=z, or https://c","ftp https://x"]"#,
+            r#"["https:/ nothing here for a while, then http://z"]"#,
+        ],
+    );
+}
+
 /// Character automata (see `front::chars`): a pattern within lengths (one rule per state of
 /// their product) and keys split by the patterns they match.
 #[test]

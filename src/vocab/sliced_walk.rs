@@ -353,7 +353,7 @@ fn decide_first_bytes<V: SliceProbe>(
     // a property name, and walking its subtree costs less than proving every state of the name
     // against every byte.
     let mut known: FxHashSet<u32> = FxHashSet::default();
-    'first: for &(first, alike) in classes.iter() {
+    for &(first, alike) in classes.iter() {
         let mut new_states = 0;
         let max_new_states = MAX_NEW_STATES[usize::from(!d.taken.is_empty())];
         let Some(s) = slice.next(slice.start(), first) else {
@@ -369,76 +369,85 @@ fn decide_first_bytes<V: SliceProbe>(
             d.taken = d.taken.union(&alike);
             continue;
         }
-        if !limits.exclude && horizon > 0 && horizon + 1 >= limits.min_bound {
-            d.bounded = d.bounded.union(&alike);
-            d.bound = d.bound.min(horizon + 1);
-            continue;
-        }
-        let Some(id) = v.identity(&state) else {
-            continue;
+        // A horizon bounds what the unit alone carries; the pair proof, through the rows
+        // around it, may still show survival of every length (a searched pattern's start
+        // state, which the unit leaves for the text after a match), so it is tried first.
+        let by_horizon = !limits.exclude && horizon > 0 && horizon + 1 >= limits.min_bound;
+        let proof = 'proof: {
+            let Some(id) = v.identity(&state) else {
+                break 'proof false;
+            };
+            trail.clear();
+            met.clear();
+            stack.clear();
+            let is_proven = |pair| proven.contains(&pair) || proven_here.contains(&pair);
+            if !is_proven((s, id)) {
+                met.insert((s, id));
+                stack.push((s, id, state));
+            }
+            while let Some((s, id, state)) = stack.pop() {
+                let pair = (s, id);
+                let was_killed = !limits.exclude && failed.contains(&pair);
+                if was_killed || trail.len() == MAX_PAIRS || visits == MAX_VISITS {
+                    d.killed |= was_killed;
+                    break 'proof false;
+                }
+                if known.insert(id) {
+                    new_states += 1;
+                    if new_states > max_new_states {
+                        break 'proof false;
+                    }
+                }
+                visits += 1;
+                trail.push(pair);
+                // Runs of classes lead to the same pair (a string's characters): each pair is
+                // looked up once per run, and stacked once per first byte.
+                let mut previous = None;
+                for &(byte, class) in classes.iter() {
+                    let Some(next_s) = slice.next(s, byte) else {
+                        continue;
+                    };
+                    if d.excluded.contains(byte) {
+                        continue;
+                    }
+                    let Some(next) = v.advance(&state, byte)? else {
+                        if !limits.exclude {
+                            failed.insert(pair);
+                            d.killed = true;
+                            break 'proof false;
+                        }
+                        d.excluded = d.excluded.union(&class);
+                        if d.excluded.len() > MAX_EXCLUDED {
+                            return Ok(Decided::default());
+                        }
+                        continue;
+                    };
+                    // A state without an identity is never proven: this first byte is walked.
+                    let Some(next_id) = v.identity(&next) else {
+                        break 'proof false;
+                    };
+                    let next_pair = (next_s, next_id);
+                    if previous != Some(next_pair) {
+                        previous = Some(next_pair);
+                        if !is_proven(next_pair) && met.insert(next_pair) {
+                            stack.push((next_s, next_id, next));
+                        }
+                    }
+                }
+            }
+            // Pairs proven with bytes left out hold only without them.
+            match limits.exclude {
+                false => proven.extend(trail.drain(..)),
+                true => proven_here.extend(trail.drain(..)),
+            }
+            true
         };
-        trail.clear();
-        met.clear();
-        stack.clear();
-        let is_proven = |pair| proven.contains(&pair) || proven_here.contains(&pair);
-        if !is_proven((s, id)) {
-            met.insert((s, id));
-            stack.push((s, id, state));
-        }
-        while let Some((s, id, state)) = stack.pop() {
-            let pair = (s, id);
-            let was_killed = !limits.exclude && failed.contains(&pair);
-            if was_killed || trail.len() == MAX_PAIRS || visits == MAX_VISITS {
-                d.killed |= was_killed;
-                continue 'first;
+        if !proof {
+            if by_horizon {
+                d.bounded = d.bounded.union(&alike);
+                d.bound = d.bound.min(horizon + 1);
             }
-            if known.insert(id) {
-                new_states += 1;
-                if new_states > max_new_states {
-                    continue 'first;
-                }
-            }
-            visits += 1;
-            trail.push(pair);
-            // Runs of classes lead to the same pair (a string's characters): each pair is
-            // looked up once per run, and stacked once per first byte.
-            let mut previous = None;
-            for &(byte, class) in classes.iter() {
-                let Some(next_s) = slice.next(s, byte) else {
-                    continue;
-                };
-                if d.excluded.contains(byte) {
-                    continue;
-                }
-                let Some(next) = v.advance(&state, byte)? else {
-                    if !limits.exclude {
-                        failed.insert(pair);
-                        d.killed = true;
-                        continue 'first;
-                    }
-                    d.excluded = d.excluded.union(&class);
-                    if d.excluded.len() > MAX_EXCLUDED {
-                        return Ok(Decided::default());
-                    }
-                    continue;
-                };
-                // A state without an identity is never proven: this first byte is walked.
-                let Some(next_id) = v.identity(&next) else {
-                    continue 'first;
-                };
-                let next_pair = (next_s, next_id);
-                if previous != Some(next_pair) {
-                    previous = Some(next_pair);
-                    if !is_proven(next_pair) && met.insert(next_pair) {
-                        stack.push((next_s, next_id, next));
-                    }
-                }
-            }
-        }
-        // Pairs proven with bytes left out hold only without them.
-        match limits.exclude {
-            false => proven.extend(trail.drain(..)),
-            true => proven_here.extend(trail.drain(..)),
+            continue;
         }
         d.taken = d.taken.union(&alike);
     }
@@ -729,6 +738,27 @@ mod tests {
         // The free-text slice holds bytes a string refuses; the others do not.
         let horizon = |k| if k == 0 { 0 } else { 23 };
         assert_walk_within(&vocab, left, horizon, 24, &mut SliceProofs::default(), 4);
+    }
+
+    /// A client inside a JSON string that survives every string of the slice, though its
+    /// horizon is short (a searched pattern's start state: its unit alone dies where the rows
+    /// around it go on to the text after a match). The pair proof takes the slice whole, where
+    /// the horizon alone would walk every token longer than it.
+    #[test]
+    fn a_short_horizon_leaves_the_pair_proof_its_chance() {
+        let vocab = Vocab::embedded_qwen3().unwrap();
+        fn searching(s: u8, b: u8) -> Option<u8> {
+            string_byte(b).then_some(s)
+        }
+        let horizon = |k| if k == 0 { 0 } else { 7 };
+        assert_walk_within(
+            &vocab,
+            searching,
+            horizon,
+            0,
+            &mut SliceProofs::default(),
+            10,
+        );
     }
 
     /// A client that refuses `/` inside a JSON string (a `[^/]+` name): the string slice is
