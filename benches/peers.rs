@@ -24,6 +24,7 @@
 #[path = "peers/forms.rs"]
 mod forms;
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -175,6 +176,8 @@ struct Stats {
     notes: Vec<String>,
     compile: Vec<f64>,
     first_mask: Vec<f64>,
+    /// The case of each `first_mask`, to compare engines on the cases all of them passed.
+    passed: Vec<String>,
     mask: Vec<f64>,
     /// Masks of a second walk of the same reference after `reset` (same compiled constraint).
     warm_mask: Vec<f64>,
@@ -533,6 +536,7 @@ fn run_case(engine: &mut dyn Engine, vocab: &Vocab, case: &Case, clock: Clock, s
     }
     s.compile.push(compile);
     s.first_mask.push(first_mask);
+    s.passed.push(case.id.clone());
     s.steps += tokens.len();
     s.forced += forced;
     s.mask.extend(mask);
@@ -738,6 +742,7 @@ fn print_tails(all: &[Stats]) {
             );
         }
     }
+    print_shared_tails(all);
     println!();
     for s in all.iter().filter(|s| s.cases > 0) {
         println!(
@@ -749,6 +754,71 @@ fn print_tails(all: &[Stats]) {
             fmt_us(Some(s.slowest_mask.0)),
             s.slowest_mask.1
         );
+    }
+}
+
+/// Times to first mask on the cases every engine of the workload passed, so that a tail is
+/// not made by the hard cases only one engine compiles; and, file by file, how often and by
+/// how much formwork's exceeds the best peer's.
+fn print_shared_tails(all: &[Stats]) {
+    println!("\nTime to first mask on the cases every engine passed:\n");
+    println!("| workload | engine | cases | TTFM p50 | p90 | p99 | p99.9 | max | formwork slower than the best peer: cases, by more than 2×, ratio p50, p90, p99 |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |");
+    for w in workload_names(all) {
+        let rows: Vec<&Stats> = all.iter().filter(|s| s.workload == w).collect();
+        let by_case: Vec<HashMap<&str, f64>> = rows
+            .iter()
+            .map(|s| {
+                s.passed
+                    .iter()
+                    .map(String::as_str)
+                    .zip(s.first_mask.iter().copied())
+                    .collect()
+            })
+            .collect();
+        let mut shared: Vec<&str> = by_case[0].keys().copied().collect();
+        shared.retain(|c| by_case.iter().all(|m| m.contains_key(c)));
+        shared.sort_unstable();
+        if shared.is_empty() || rows.len() < 2 {
+            continue;
+        }
+        for (s, times) in rows.iter().zip(&by_case) {
+            let ttfm: Vec<f64> = shared.iter().map(|c| times[c]).collect();
+            let versus = match s.engine.as_str() {
+                "formwork" => {
+                    let best = |c: &&str| {
+                        rows.iter()
+                            .zip(&by_case)
+                            .filter(|(p, _)| p.engine != "formwork")
+                            .map(|(_, m)| m[c])
+                            .min_by(f64::total_cmp)
+                            .unwrap()
+                    };
+                    let ratios: Vec<f64> = shared.iter().map(|c| times[c] / best(c)).collect();
+                    format!(
+                        "{} of {}, {}; {:.2}×, {:.2}×, {:.2}×",
+                        ratios.iter().filter(|&&r| r > 1.0).count(),
+                        ratios.len(),
+                        ratios.iter().filter(|&&r| r > 2.0).count(),
+                        quantile(&ratios, 0.5).unwrap(),
+                        quantile(&ratios, 0.9).unwrap(),
+                        quantile(&ratios, 0.99).unwrap(),
+                    )
+                }
+                _ => String::new(),
+            };
+            let q = |x| fmt_us(quantile(&ttfm, x));
+            println!(
+                "| {w} | {} | {} | {} | {} | {} | {} | {} | {versus} |",
+                s.engine,
+                ttfm.len(),
+                q(0.5),
+                q(0.9),
+                q(0.99),
+                q(0.999),
+                q(1.0)
+            );
+        }
     }
 }
 
