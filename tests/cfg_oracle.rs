@@ -198,6 +198,59 @@ fn counted_words_are_classified_once_far_from_their_bound() {
     assert!(misses.iter().sum::<u64>() > 0, "{misses:?}");
 }
 
+/// An object of two properties of the same word-count pattern: the pattern's unit is called
+/// from each, and only its outermost callers (the member after each) tell them apart.
+fn two_word_properties() -> serde_json::Value {
+    let words = serde_json::json!({"type": "string", "pattern": "^(?:\\S+\\s+){0,99}\\S+$"});
+    serde_json::json!({"type": "object", "properties": {"a": words, "b": words},
+        "additionalProperties": false})
+}
+
+/// [`two_word_properties`] against the oracle, the second property's words classified in
+/// the first one's entries below the outermost callers and that caller's own ones above.
+#[test]
+fn strings_of_words_in_two_properties() {
+    check_schema(
+        &two_word_properties(),
+        &[
+            r#"{"a":"We are looking for a supplier","b":"We are looking for x"}"#,
+            r#"{"a":"one","b":"two  words, then \"three\" x"}"#,
+        ],
+    );
+}
+
+/// The tokens leaving the pattern's unit are classified once for both properties: below the
+/// outermost callers, which are where the two differ. Keyed by the whole context, the second
+/// property's first words classified ~50k tokens again (MaskBench's job-posting schemas,
+/// ~1.2 ms a mask at the first words of every property); now only the few that reach the
+/// member after it are, so its words add a small part of the cache's bytes the first
+/// property's added.
+#[test]
+fn a_pattern_called_from_two_properties_is_classified_once_below_them() {
+    let vocab = tokenizers::qwen3();
+    let ir = formwork::front::json_schema::compile_schema(
+        &two_word_properties(),
+        &formwork::front::json_schema::JsonSchemaOptions::new(),
+    )
+    .unwrap()
+    .grammar;
+    let compiler = CfgCompiler::new(vocab, CfgConfig::new());
+    let mut m = compiler.compile(&ir).unwrap().matcher();
+    let mut walk = |text: &str| {
+        let before = compiler.cache_stats().bytes;
+        for t in vocab.encode(text).unwrap() {
+            mask_of(&mut m, vocab);
+            m.consume(t).unwrap();
+        }
+        compiler.cache_stats().bytes - before
+    };
+    walk(r#"{"a":""#);
+    let first = walk("We are looking for a supplier");
+    walk(r#"","b":""#);
+    let second = walk("We are looking for a supplier");
+    assert!(second * 10 < first, "{second} bytes against {first}");
+}
+
 /// A bounded loop inside an unbounded one (base64 groups): a token that ends one group and
 /// starts the next goes past the inner loop's bound but on through a new instance of it,
 /// which only the context knows.

@@ -33,8 +33,9 @@ pub(super) struct RelaxedCallers {
 }
 
 /// Gathers `k`'s callers in the chart into `scratch` (callers of its unit in its origin row,
-/// their callers, ... up to `context_depth` levels) and returns the context-level key: the
-/// item-level key and a canonical description of those rows, where origins inside the gathered
+/// their callers, ... up to `depth` levels) and returns the context-level key: `base` (the
+/// item-level key, or the key of the level below whose uncertain tokens are classified) and a
+/// canonical description of those rows, where origins inside the gathered
 /// rows are renumbered and callers whose own callers were not gathered get origin [`EXT`].
 ///
 /// A counted caller past its lower bound is relaxed, like the subject's own loop, when few
@@ -49,10 +50,11 @@ pub(super) fn context_key(
     chart: &Chart,
     scratch: &mut Scratch,
     subject: &Subject,
-    item_key: u128,
+    base: u128,
+    depth: usize,
     budget: &Budget,
 ) -> Result<(u128, RelaxedCallers), Halt> {
-    gather_callers(g, chart, scratch, &subject.item, budget)?;
+    gather_callers(g, chart, scratch, &subject.item, depth, budget)?;
     // Describing the callers sorts them and looks each one's rows up: an ambiguous grammar
     // gathers thousands at every scannable item of a row, and this work, uncharged, let a
     // mask run 2-4 s within the default budget (`x ::= "a" x | x "a" | "a" | x x`).
@@ -112,7 +114,7 @@ pub(super) fn context_key(
     let top_origin = vrow(rows, k.origin);
     let mut h = StructHasher::new(LEVEL2_DOMAIN);
     // The item level saw a relaxed counter; this level sees the real one.
-    h.hash(item_key)
+    h.hash(base)
         .word(count_class(prog, k, cap))
         .word(rows.len() as u64)
         .word(top_origin as u64)
@@ -144,12 +146,13 @@ fn relaxable(g: &GrammarView<'_>, w: &Item, cap: u32) -> Option<Option<u32>> {
 }
 
 /// Gathers `k`'s callers into `scratch.explored` (the (row, unit) pairs looked into) and
-/// `scratch.found` (the items waiting there), `context_depth` levels up, tail callers free.
+/// `scratch.found` (the items waiting there), `depth` levels up, tail callers free.
 fn gather_callers(
     g: &GrammarView<'_>,
     chart: &Chart,
     scratch: &mut Scratch,
     k: &Item,
+    depth: usize,
     budget: &Budget,
 ) -> Result<(), Halt> {
     let prog = &g.prog;
@@ -171,7 +174,7 @@ fn gather_callers(
     // caller, it is gathered at no cost in depth, so a chain of tail calls does not use the
     // levels up (several callers, as in an ambiguous loop, would grow the context each byte).
     let mut level: SmallVec<[(u32, u32); 8]> = smallvec::smallvec![explored[0]];
-    for depth in 1..=g.context_depth {
+    for level_up in 1..=depth {
         let mut next_level: SmallVec<[(u32, u32); 8]> = SmallVec::new();
         while let Some((row, unit)) = level.pop() {
             let first = found.len();
@@ -192,7 +195,7 @@ fn gather_callers(
                     explored.push(next);
                     explored_set.insert(next);
                     level.push(next);
-                } else if depth < g.context_depth {
+                } else if level_up < depth {
                     explored.push(next);
                     explored_set.insert(next);
                     next_level.push(next);
@@ -378,7 +381,7 @@ mod tests {
             .map(|k| {
                 let subject = Subject::of(&view, &chart, k);
                 let k1 = subject.key(&view);
-                context_key(&view, &chart, &mut scratch, &subject, k1, &budget())
+                context_key(&view, &chart, &mut scratch, &subject, k1, view.context_depth, &budget())
                     .unwrap()
                     .0
             })
@@ -430,7 +433,7 @@ mod tests {
                     let item = item_level(&view, &subject, &budget).unwrap();
                     let (_, _, uncertain) = item.item_parts();
                     let k1 = subject.key(&view);
-                    context_key(&view, &case.chart, &mut scratch, &subject, k1, &budget)
+                    context_key(&view, &case.chart, &mut scratch, &subject, k1, view.context_depth, &budget)
                         .unwrap()
                         .0;
                     let context = Context::build(&scratch, &k);
@@ -482,7 +485,7 @@ mod tests {
                 continue;
             }
             let k1 = subject.key(&view);
-            context_key(&view, &chart, &mut scratch, &subject, k1, &budget)
+            context_key(&view, &chart, &mut scratch, &subject, k1, view.context_depth, &budget)
                 .unwrap()
                 .0;
             let entry = Context::build(&scratch, &k).classify(&view, &[position], &budget);

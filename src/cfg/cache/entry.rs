@@ -76,6 +76,18 @@ impl Weigh for CacheEntry {
 }
 
 /// The parts of an entry of a known kind, for tests (a wrong kind is a failed test).
+impl CacheEntry {
+    /// The tokens an item or context entry left to the next level.
+    pub(super) fn uncertain(&self) -> &[Position] {
+        match self {
+            CacheEntry::Item { uncertain, .. } | CacheEntry::Context { uncertain, .. } => {
+                uncertain
+            }
+            other => panic!("an item or context entry, not {other:?}"),
+        }
+    }
+}
+
 #[cfg(test)]
 impl CacheEntry {
     pub(super) fn item_parts(&self) -> (&StoredMask, Option<u32>, &[Position]) {
