@@ -71,10 +71,18 @@ pub(super) fn recursive_rules(
 /// adds no stack, while a call per reference grew the Earley stack by an item at each one: an
 /// automaton written as right-linear rules (a pattern within a length, one rule per state)
 /// stacked an item per character.
+///
+/// Not so a rule that may reach its own last reference without reading a byte (`nullable`
+/// by expression): a chain of those is skipped through, so every state of a unit holding it
+/// in place held the rest of the chain, and every unit reaching it held a copy. An object's
+/// optional members in schema order are such a chain (its rules of 8 members): each block's
+/// first-member unit held every later member, quadratic in the members (o39532's 153: 40k
+/// states built on entering the object, ~10 ms of one mask).
 pub(super) fn jump_rules(
     g: &Grammar,
     recursive: &[bool],
     mut jumps: Vec<bool>,
+    nullable: &[bool],
     deadline: &Deadline,
 ) -> Result<Vec<bool>, CompileError> {
     let n = g.rules().len();
@@ -87,9 +95,43 @@ pub(super) fn jump_rules(
         true
     })?;
     for r in 0..n {
-        jumps[r] |= !recursive[r] && referred[r] && !inside[r];
+        if !recursive[r] && referred[r] && !inside[r] {
+            let body = g.rules()[r].body;
+            jumps[r] |= !skips_to_last_reference(g, body, nullable, deadline)?;
+        }
     }
     Ok(jumps)
+}
+
+/// Can `body` reach a rule reference in its last step without reading a byte?
+fn skips_to_last_reference(
+    g: &Grammar,
+    body: ExprId,
+    nullable: &[bool],
+    deadline: &Deadline,
+) -> Result<bool, CompileError> {
+    let mut seen = FastSet::default();
+    let mut stack: Vec<(ExprId, bool)> = vec![(body, true)];
+    while let Some((e, last)) = stack.pop() {
+        deadline.tick().map_err(compile_time)?;
+        if !seen.insert((e, last)) {
+            continue;
+        }
+        match g.expr(e) {
+            Expr::Rule(_) if last => return Ok(true),
+            Expr::Seq(xs) => {
+                for (i, &x) in xs.iter().enumerate() {
+                    stack.push((x, last && i + 1 == xs.len()));
+                    if !nullable[x.index()] {
+                        break;
+                    }
+                }
+            }
+            Expr::Alt(xs) => stack.extend(xs.iter().map(|&x| (x, last))),
+            _ => {}
+        }
+    }
+    Ok(false)
 }
 
 /// Does `body` refer to the rules `member` selects only as its last step?
@@ -173,7 +215,8 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         text.push_str("s300 ::= \"\"\n");
         let g = crate::front::gbnf::gbnf_to_ir(&text, "g").unwrap();
         let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
-        let jumps = jump_rules(&g, &recursive, tail, &Deadline::never()).unwrap();
+        let nullable = crate::ir::facts::Derivations::new(&g, &Deadline::never()).unwrap().nullable;
+        let jumps = jump_rules(&g, &recursive, tail, &nullable, &Deadline::never()).unwrap();
         let rule = |name: &str| g.rules().iter().position(|r| r.name == name).unwrap();
         assert!(!jumps[rule("root")] && !jumps[rule("s0")]);
         assert!((1..=300).all(|i| jumps[rule(&format!("s{i}"))]));
@@ -183,5 +226,25 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         assert_eq!(prog.units.len(), 2);
         let s0 = &prog.units[1];
         assert!((s0.start..s0.end).all(|s| prog.state(s).flags & CALLS == 0));
+    }
+
+    /// A chain whose rules reach the next one without reading a byte (optional parts before
+    /// it, as an object's optional members) is called rule by rule: built in place, each unit
+    /// reaching it would hold the whole rest of the chain in each of its states.
+    #[test]
+    fn rules_skipped_to_their_last_reference_are_called() {
+        let mut text = String::from("root ::= \"<\" s0 \">\" | \"!\" s0 \"?\"\n");
+        for i in 0..20 {
+            text.push_str(&format!("s{i} ::= \"a{i}\"? (\"b\" | \"c\")* s{}\n", i + 1));
+        }
+        text.push_str("s20 ::= \"\"\n");
+        let g = crate::front::gbnf::gbnf_to_ir(&text, "g").unwrap();
+        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
+        let nullable = crate::ir::facts::Derivations::new(&g, &Deadline::never())
+            .unwrap()
+            .nullable;
+        let jumps = jump_rules(&g, &recursive, tail, &nullable, &Deadline::never()).unwrap();
+        let rule = |name: &str| g.rules().iter().position(|r| r.name == name).unwrap();
+        assert!((1..=19).all(|i| !jumps[rule(&format!("s{i}"))]));
     }
 }
