@@ -203,6 +203,9 @@ pub struct Rule {
     pub name: String,
     /// Its body.
     pub body: ExprId,
+    /// Called wherever it is referred to, never built into a referrer's automaton (see
+    /// [`GrammarBuilder::keep_called`]).
+    pub called: bool,
 }
 
 /// A grammar: rules over a flat expression arena, one start rule.
@@ -289,6 +292,8 @@ pub struct GrammarBuilder {
     /// lookup scan all of them.
     dedup: HashMap<u64, smallvec::SmallVec<[ExprId; 1]>, foldhash::fast::RandomState>,
     rules: Vec<(String, Option<ExprId>)>,
+    /// The rules [`Self::keep_called`] marked.
+    called: Vec<RuleId>,
     rule_names: HashMap<String, RuleId>,
     /// Most expressions, and most rules (from [`Limits::grammar_size`]).
     max_size: usize,
@@ -341,6 +346,7 @@ impl GrammarBuilder {
             max_bytes: limits.get(LimitKind::InputBytes).min(usize::MAX as u64) as usize,
             dedup: HashMap::default(),
             rules: Vec::new(),
+            called: Vec::new(),
             rule_names: HashMap::new(),
             // Ids are 32-bit.
             max_size: limits.get(LimitKind::GrammarSize).min(u32::MAX as u64 - 1) as usize,
@@ -629,6 +635,34 @@ impl GrammarBuilder {
         r
     }
 
+    /// Marks `rule` to be called wherever it is referred to. A backend builds a rule referred
+    /// to only as the last step of others into their automata (a chain of rules is then one
+    /// loop-free automaton, not a stack of calls); a family of rules that refer to each other
+    /// last in many combinations would then be built whole into every automaton reaching it:
+    /// an object's properties in any order, one rule per set of properties written, put all
+    /// `2^n` sets into the object's automaton on its first use.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use formwork::ir::GrammarBuilder;
+    ///
+    /// let mut g = GrammarBuilder::new();
+    /// let tail = g.rule("tail");
+    /// let b = g.text("b");
+    /// g.define(tail, b).unwrap();
+    /// g.keep_called(tail);
+    /// let root = g.rule("root");
+    /// let (a, call) = (g.text("a"), g.rule_ref(tail));
+    /// let body = g.seq([a, call]);
+    /// g.define(root, body).unwrap();
+    /// let grammar = g.finish(root).unwrap();
+    /// assert!(grammar.rule(tail).called && !grammar.rule(root).called);
+    /// ```
+    pub fn keep_called(&mut self, rule: RuleId) {
+        self.called.push(rule);
+    }
+
     /// Looks up a rule without declaring it.
     pub fn find_rule(&self, name: &str) -> Option<RuleId> {
         self.rule_names.get(name).copied()
@@ -666,7 +700,14 @@ impl GrammarBuilder {
                     format!("rule `{name}` is used but never defined"),
                 )
             })?;
-            rules.push(Rule { name, body });
+            rules.push(Rule {
+                name,
+                body,
+                called: false,
+            });
+        }
+        for r in self.called {
+            rules[r.index()].called = true;
         }
         Ok(Grammar {
             exprs: self.exprs,

@@ -72,9 +72,11 @@ pub(super) fn recursive_rules(
 /// automaton written as right-linear rules (a pattern within a length, one rule per state)
 /// stacked an item per character.
 ///
-/// Not so a rule that may reach its own last reference without reading a byte (`nullable`
-/// by expression): a chain of those is skipped through, so every state of a unit holding it
-/// in place held the rest of the chain, and every unit reaching it held a copy. An object's
+/// Not so a rule its grammar keeps called
+/// ([`GrammarBuilder::keep_called`](crate::ir::GrammarBuilder::keep_called)), nor one that may
+/// reach its own last reference without reading a byte (`nullable` by expression): a chain of
+/// those is skipped through, so every state of a unit holding it in place held the rest of the
+/// chain, and every unit reaching it held a copy. An object's
 /// optional members in schema order are such a chain (its rules of 8 members): each block's
 /// first-member unit held every later member, quadratic in the members (o39532's 153: 40k
 /// states built on entering the object, ~10 ms of one mask).
@@ -95,7 +97,7 @@ pub(super) fn jump_rules(
         true
     })?;
     for r in 0..n {
-        if !recursive[r] && referred[r] && !inside[r] {
+        if !recursive[r] && referred[r] && !inside[r] && !g.rules()[r].called {
             let body = g.rules()[r].body;
             jumps[r] |= !skips_to_last_reference(g, body, nullable, deadline)?;
         }
@@ -203,20 +205,29 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         assert_eq!(flags("item"), (true, false));
     }
 
+    /// The grammar `root ::= "<" s0 ">" | "!" s0 "?"`, `s{i} ::= body(i)` for each link and
+    /// an empty last one, and which of its rules are built in place.
+    fn chain(links: usize, body: impl Fn(usize) -> String) -> (Grammar, Vec<bool>) {
+        let mut text = String::from("root ::= \"<\" s0 \">\" | \"!\" s0 \"?\"\n");
+        for i in 0..links {
+            text.push_str(&format!("s{i} ::= {}\n", body(i)));
+        }
+        text.push_str(&format!("s{links} ::= \"\"\n"));
+        let g = crate::front::gbnf::gbnf_to_ir(&text, "g").unwrap();
+        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
+        let nullable = crate::ir::facts::Derivations::new(&g, &Deadline::never())
+            .unwrap()
+            .nullable;
+        let jumps = jump_rules(&g, &recursive, tail, &nullable, &Deadline::never()).unwrap();
+        (g, jumps)
+    }
+
     /// A chain of rules each referred to as the last step of the one before (an automaton
     /// written as rules), too long to inline: built in place, with no call, where calls
     /// stacked an Earley item per rule.
     #[test]
     fn rules_referred_to_only_last_are_built_in_place() {
-        let mut text = String::from("root ::= \"<\" s0 \">\" | \"!\" s0 \"?\"\n");
-        for i in 0..300 {
-            text.push_str(&format!("s{i} ::= [a-z] s{} | \"\"\n", i + 1));
-        }
-        text.push_str("s300 ::= \"\"\n");
-        let g = crate::front::gbnf::gbnf_to_ir(&text, "g").unwrap();
-        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
-        let nullable = crate::ir::facts::Derivations::new(&g, &Deadline::never()).unwrap().nullable;
-        let jumps = jump_rules(&g, &recursive, tail, &nullable, &Deadline::never()).unwrap();
+        let (g, jumps) = chain(300, |i| format!("[a-z] s{} | \"\"", i + 1));
         let rule = |name: &str| g.rules().iter().position(|r| r.name == name).unwrap();
         assert!(!jumps[rule("root")] && !jumps[rule("s0")]);
         assert!((1..=300).all(|i| jumps[rule(&format!("s{i}"))]));
@@ -233,17 +244,7 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
     /// reaching it would hold the whole rest of the chain in each of its states.
     #[test]
     fn rules_skipped_to_their_last_reference_are_called() {
-        let mut text = String::from("root ::= \"<\" s0 \">\" | \"!\" s0 \"?\"\n");
-        for i in 0..20 {
-            text.push_str(&format!("s{i} ::= \"a{i}\"? (\"b\" | \"c\")* s{}\n", i + 1));
-        }
-        text.push_str("s20 ::= \"\"\n");
-        let g = crate::front::gbnf::gbnf_to_ir(&text, "g").unwrap();
-        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
-        let nullable = crate::ir::facts::Derivations::new(&g, &Deadline::never())
-            .unwrap()
-            .nullable;
-        let jumps = jump_rules(&g, &recursive, tail, &nullable, &Deadline::never()).unwrap();
+        let (g, jumps) = chain(20, |i| format!("\"a{i}\"? (\"b\" | \"c\")* s{}", i + 1));
         let rule = |name: &str| g.rules().iter().position(|r| r.name == name).unwrap();
         assert!((1..=19).all(|i| !jumps[rule(&format!("s{i}"))]));
     }
