@@ -175,14 +175,11 @@ fn strings_of_counted_words() {
 #[test]
 fn counted_words_are_classified_once_far_from_their_bound() {
     let vocab = tokenizers::qwen3();
-    let ir = formwork::front::json_schema::compile_schema(
-        &words_schema(),
-        &formwork::front::json_schema::JsonSchemaOptions::new(),
-    )
-    .unwrap()
-    .grammar;
     let compiler = CfgCompiler::new(vocab, CfgConfig::new());
-    let mut m = compiler.compile(&ir).unwrap().matcher();
+    let mut m = compiler
+        .compile(&schema_ir(&words_schema()))
+        .unwrap()
+        .matcher();
     // 10 words: 19 or more left, where fewer than 1,024 tokens are longer.
     let text = format!(r#"{{"t":"{}"#, ["lorem ipsum "; 5].concat());
     let mut misses = Vec::new();
@@ -228,14 +225,11 @@ fn strings_of_words_in_two_properties() {
 #[test]
 fn a_pattern_called_from_two_properties_is_classified_once_below_them() {
     let vocab = tokenizers::qwen3();
-    let ir = formwork::front::json_schema::compile_schema(
-        &two_word_properties(),
-        &formwork::front::json_schema::JsonSchemaOptions::new(),
-    )
-    .unwrap()
-    .grammar;
     let compiler = CfgCompiler::new(vocab, CfgConfig::new());
-    let mut m = compiler.compile(&ir).unwrap().matcher();
+    let mut m = compiler
+        .compile(&schema_ir(&two_word_properties()))
+        .unwrap()
+        .matcher();
     let mut walk = |text: &str| {
         let before = compiler.cache_stats().bytes;
         for t in vocab.encode(text).unwrap() {
@@ -346,14 +340,19 @@ fn property_names_beside_additional_properties() {
     );
 }
 
-/// [`check_engines`] on the grammar of a JSON Schema, on Qwen3.
-fn check_schema(schema: &serde_json::Value, texts: &[&str]) {
-    let ir = formwork::front::json_schema::compile_schema(
+/// The grammar of `schema` with the default options.
+fn schema_ir(schema: &serde_json::Value) -> formwork::ir::Grammar {
+    formwork::front::json_schema::compile_schema(
         schema,
         &formwork::front::json_schema::JsonSchemaOptions::new(),
     )
     .unwrap()
-    .grammar;
+    .grammar
+}
+
+/// [`check_engines`] on the grammar of a JSON Schema, on Qwen3.
+fn check_schema(schema: &serde_json::Value, texts: &[&str]) {
+    let ir = schema_ir(schema);
     let vocab = tokenizers::qwen3();
     let engines: Vec<_> = configs()
         .into_iter()
