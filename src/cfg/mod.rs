@@ -107,15 +107,15 @@ impl Default for CfgConfig {
 }
 
 /// Default of [`CfgConfig::eager_states`].
-pub const DEFAULT_EAGER_STATES: usize = 16_384;
+pub const DEFAULT_EAGER_STATES: usize = 4_096;
 
 /// Default of [`CfgConfig::batch_states`].
 pub const DEFAULT_BATCH_STATES: usize = 1024;
 
 impl CfgConfig {
     /// Defaults: 256 MiB of mask cache, units determinized up to 50k states, context depth 3,
-    /// forced stretches of up to 4,096 bytes, 16,384 states (`DEFAULT_EAGER_STATES`) built at compile
-    /// time.
+    /// forced stretches of up to 4,096 bytes, 4,096 states (`DEFAULT_EAGER_STATES`) built at
+    /// compile time.
     pub fn new() -> CfgConfig {
         CfgConfig::default()
     }

@@ -180,7 +180,7 @@ struct SchemaArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     backend: BackendArg,
     /// Earley backend: automaton states a grammar builds when it compiles, breadth first from
-    /// its start rule; the rest is built when a parse first enters it [default: 16,384].
+    /// its start rule; the rest is built when a parse first enters it [default: 4,096].
     #[arg(long, value_name = "N")]
     eager_states: Option<usize>,
     /// Earley backend: states a later build adds at most beyond the rules a parse entered
