@@ -381,7 +381,8 @@ mod tests {
             .map(|k| {
                 let subject = Subject::of(&view, &chart, k);
                 let k1 = subject.key(&view);
-                context_key(&view, &chart, &mut scratch, &subject, k1, view.context_depth, &budget())
+                let depth = view.context_depth;
+                context_key(&view, &chart, &mut scratch, &subject, k1, depth, &budget())
                     .unwrap()
                     .0
             })
@@ -433,9 +434,18 @@ mod tests {
                     let item = item_level(&view, &subject, &budget).unwrap();
                     let (_, _, uncertain) = item.item_parts();
                     let k1 = subject.key(&view);
-                    context_key(&view, &case.chart, &mut scratch, &subject, k1, view.context_depth, &budget)
-                        .unwrap()
-                        .0;
+                    let depth = view.context_depth;
+                    context_key(
+                        &view,
+                        &case.chart,
+                        &mut scratch,
+                        &subject,
+                        k1,
+                        depth,
+                        &budget,
+                    )
+                    .unwrap()
+                    .0;
                     let context = Context::build(&scratch, &k);
                     let entry = context.classify(&view, uncertain, &budget).unwrap();
                     let (accepted, still) = entry.context_parts();
@@ -485,7 +495,8 @@ mod tests {
                 continue;
             }
             let k1 = subject.key(&view);
-            context_key(&view, &chart, &mut scratch, &subject, k1, view.context_depth, &budget)
+            let depth = view.context_depth;
+            context_key(&view, &chart, &mut scratch, &subject, k1, depth, &budget)
                 .unwrap()
                 .0;
             let entry = Context::build(&scratch, &k).classify(&view, &[position], &budget);

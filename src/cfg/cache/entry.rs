@@ -80,9 +80,8 @@ impl CacheEntry {
     /// The tokens an item or context entry left to the next level.
     pub(super) fn uncertain(&self) -> &[Position] {
         match self {
-            CacheEntry::Item { uncertain, .. } | CacheEntry::Context { uncertain, .. } => {
-                uncertain
-            }
+            CacheEntry::Item { uncertain, .. } => uncertain,
+            CacheEntry::Context { uncertain, .. } => uncertain,
             other => panic!("an item or context entry, not {other:?}"),
         }
     }

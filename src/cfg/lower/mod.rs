@@ -103,7 +103,6 @@ const WIDE_REPEAT_BYTES: usize = 32;
 
 const MAX_INLINE_DEPTH: usize = 200;
 
-
 /// An unbounded loop whose body reads at least this many distinct bytes (a JSON string's
 /// characters, a comment's) becomes its own unit: its states are dense (most tokens stay
 /// inside) and, kept apart from what surrounds them, get the same structural hash in every
@@ -315,7 +314,13 @@ impl Lowering {
     ) -> Result<Self, CompileError> {
         let (recursive, tail_recursive) = recursive_rules(&g, &deadline)?;
         let derivations = Derivations::new(&g, &deadline).map_err(compile_time)?;
-        let jumps = jump_rules(&g, &recursive, tail_recursive, &derivations.nullable, &deadline)?;
+        let jumps = jump_rules(
+            &g,
+            &recursive,
+            tail_recursive,
+            &derivations.nullable,
+            &deadline,
+        )?;
         let boundaries = Boundaries::new(&g, &derivations, &deadline).map_err(compile_time)?;
         let alphabet = Alphabet::new(&g);
         let mut me = Lowering {
