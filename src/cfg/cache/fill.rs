@@ -221,7 +221,7 @@ fn fill_cached(
         // (a word-count pattern in each property of an object: ~1.2 ms a mask).
         let mut last = item.clone();
         let mut base = k1;
-        let mut gathered = 0;
+        let mut gathered = None;
         for depth in [g.context_depth.saturating_sub(1), g.context_depth] {
             if depth == 0 {
                 continue;
@@ -231,11 +231,11 @@ fn fill_cached(
                 break;
             }
             let (k2, callers) = context_key(g, chart, scratch, &subject, base, depth, budget)?;
-            if scratch.found.len() == gathered {
-                // No caller beyond the last level's: its uncertain tokens stay so.
+            if gathered == Some(scratch.found.len()) {
+                // No caller beyond the last step's: its uncertain tokens stay so.
                 break;
             }
-            gathered = scratch.found.len();
+            gathered = Some(scratch.found.len());
             base = k2;
             let entry = cached(g, k2, budget, || {
                 Context::build(scratch, k).classify(g, uncertain, budget)
