@@ -75,7 +75,6 @@ impl Weigh for CacheEntry {
     }
 }
 
-/// The parts of an entry of a known kind, for tests (a wrong kind is a failed test).
 impl CacheEntry {
     /// The tokens an item or context entry left to the next level.
     pub(super) fn uncertain(&self) -> &[Position] {
@@ -87,6 +86,7 @@ impl CacheEntry {
     }
 }
 
+/// The parts of an entry of a known kind, for tests (a wrong kind is a failed test).
 #[cfg(test)]
 impl CacheEntry {
     pub(super) fn item_parts(&self) -> (&StoredMask, Option<u32>, &[Position]) {

@@ -76,10 +76,10 @@ pub(super) fn recursive_rules(
 /// ([`GrammarBuilder::keep_called`](crate::ir::GrammarBuilder::keep_called)), nor one that may
 /// reach its own last reference without reading a byte (`nullable` by expression): a chain of
 /// those is skipped through, so every state of a unit holding it in place held the rest of the
-/// chain, and every unit reaching it held a copy. An object's
-/// optional members in schema order are such a chain (its rules of 8 members): each block's
-/// first-member unit held every later member, quadratic in the members (o39532's 153: 40k
-/// states built on entering the object, ~10 ms of one mask).
+/// chain, and every unit reaching it held a copy. An object's optional members in schema order
+/// are such a chain (its rules of 8 members): each block's first-member unit held every later
+/// member, quadratic in the members (o39532's 153: 40k states built on entering the object,
+/// ~10 ms of one mask).
 pub(super) fn jump_rules(
     g: &Grammar,
     recursive: &[bool],
