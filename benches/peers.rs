@@ -857,6 +857,8 @@ fn machine() -> String {
 }
 
 fn main() {
+    #[cfg(feature = "mimalloc")]
+    formwork::allocator::keep_freed_memory();
     let args = args();
     if args.engine.is_some() {
         child(&args);

@@ -140,6 +140,9 @@ pub mod request;
 pub mod template;
 pub mod vocab;
 
+#[cfg(feature = "mimalloc")]
+pub mod allocator;
+
 /// Declares each module public with the `internals` feature, crate-private without it.
 macro_rules! internal_modules {
     ($($name:ident),* $(,)?) => {

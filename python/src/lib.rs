@@ -34,6 +34,7 @@ fn shipped_templates() -> std::collections::BTreeMap<&'static str, &'static str>
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    formwork::allocator::keep_freed_memory();
     m.add_class::<tokenizer::TokenizerInfo>()?;
     m.add_class::<compiler::GrammarCompiler>()?;
     m.add_class::<compiler::CompiledGrammar>()?;

@@ -359,6 +359,8 @@ impl From<io::Error> for Failure {
 type Outcome = Result<ExitCode, Failure>;
 
 fn main() -> ExitCode {
+    #[cfg(feature = "mimalloc")]
+    formwork::allocator::keep_freed_memory();
     let cli = Cli::parse();
     // `println!` panics when stdout is a closed pipe; every command writes here instead and
     // stops quietly on `BrokenPipe`.
