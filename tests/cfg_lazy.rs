@@ -207,6 +207,62 @@ fn threads_build_units_of_one_grammar_alike() {
     }
 }
 
+/// A unit whose automaton is large (a pattern searched within a length: each length a copy
+/// of the pattern's states) is built when the grammar compiles, however deep it is, so the
+/// mask of the step that enters it builds nothing; the small units around it wait for the
+/// parse.
+#[test]
+fn a_large_unit_deep_in_a_schema_is_built_when_it_compiles() {
+    let vocab = tokenizers::qwen3();
+    let name = serde_json::json!({
+        "type": "string", "pattern": "[a-zA-Z0-9_.-]+", "minLength": 3, "maxLength": 255
+    });
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer"},
+            "indexes": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"IndexName": name, "Size": {"type": "number"}},
+                "required": ["IndexName"],
+            }},
+        },
+    });
+    let grammar = compile_schema(&schema, &JsonSchemaOptions::new())
+        .unwrap()
+        .grammar;
+    let walk = |config: CfgConfig| {
+        let g = CfgCompiler::new(vocab, config).compile(&grammar).unwrap();
+        let compiled = g.num_built_units();
+        let mut m = g.matcher();
+        m.consume_all(&vocab.encode(r#"{"indexes":[{"IndexName":"#).unwrap())
+            .unwrap();
+        let before = g.num_built_units();
+        let first = vocab.encode("\"").unwrap();
+        m.consume_all(&first).unwrap();
+        mask_of(&mut m, vocab);
+        (compiled, before, g.num_built_units(), g.num_units())
+    };
+    let lazy = CfgConfig::new().eager_states(0).batch_states(0);
+    let (compiled, before, entered, units) = walk(lazy.clone());
+    let (compiled_all_lazily, before_all, entered_all, _) =
+        walk(lazy.large_unit_states(usize::MAX));
+    assert_eq!(
+        compiled,
+        compiled_all_lazily + 1,
+        "the name's unit built in advance"
+    );
+    assert_eq!(
+        entered - before + 1,
+        entered_all - before_all,
+        "the step entering the name builds what follows it, not the name's unit"
+    );
+    assert!(
+        compiled < units,
+        "small units wait for the parse: {compiled} of {units} built"
+    );
+}
+
 /// A build a parse needs that would pass the grammar size limit is that call's typed error
 /// (the first mask walks tokens into the big rule); the matcher is unchanged and goes on where
 /// the grammar fits.
@@ -220,8 +276,12 @@ fn a_later_build_past_a_limit_is_a_typed_error_of_the_call() {
         words.join(" | ")
     );
     let grammar = ir(&text);
-    let compiler = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0).batch_states(0))
-        .with_limits(Limits::new().grammar_size(200));
+    // `big`'s NFA is over the size built when the grammar compiles: left to the parse here.
+    let lazy = CfgConfig::new()
+        .eager_states(0)
+        .batch_states(0)
+        .large_unit_states(usize::MAX);
+    let compiler = CfgCompiler::new(vocab, lazy).with_limits(Limits::new().grammar_size(200));
     let g = compiler.compile(&grammar).unwrap();
     let mut m = g.matcher();
     let over = |kind: &MatchErrorKind| matches!(kind, MatchErrorKind::Limit(l) if l.kind == LimitKind::GrammarSize);

@@ -88,6 +88,7 @@ pub struct CfgConfig {
     minimize: bool,
     max_forced_bytes: usize,
     eager_states: usize,
+    large_unit_states: usize,
     batch_states: usize,
 }
 
@@ -101,13 +102,21 @@ impl Default for CfgConfig {
             minimize: false,
             max_forced_bytes: 4096,
             eager_states: DEFAULT_EAGER_STATES,
+            large_unit_states: DEFAULT_LARGE_UNIT_STATES,
             batch_states: DEFAULT_BATCH_STATES,
         }
     }
 }
 
-/// Default of [`CfgConfig::eager_states`].
-pub const DEFAULT_EAGER_STATES: usize = 4_096;
+/// Default of [`CfgConfig::eager_states`]: nothing ahead of the first mask but the large
+/// rules. On MaskBench (the peers bench, thread CPU), building 4,096 states ahead made the
+/// time to first mask 1.56× llguidance's at p90; nothing but the large rules, 1.16×, and
+/// still no mask over 5 ms: what is left to the parse is small rules, built a batch at a time.
+pub const DEFAULT_EAGER_STATES: usize = 0;
+
+/// Default of [`CfgConfig::large_unit_states`]: on MaskBench every unit below it builds in
+/// under 2 ms, and most above it take 2–18 ms.
+pub const DEFAULT_LARGE_UNIT_STATES: usize = 2_048;
 
 /// Default of [`CfgConfig::batch_states`].
 pub const DEFAULT_BATCH_STATES: usize = 1024;
@@ -169,13 +178,15 @@ impl CfgConfig {
     }
 
     /// How much of a grammar compiling builds: its start rule's automaton and, breadth first,
-    /// those of the rules it calls while the grammar has fewer than `n` states; every other
-    /// rule is built when a parse first enters it (by the `fill_mask` or `consume` call that
-    /// gets there), so a large schema compiles in proportion to what its first mask needs
-    /// rather than to its size. `usize::MAX` builds everything up front; 0 only the start
-    /// rule. Masks are the same either way; a limit a later build reaches
-    /// ([`LimitKind::GrammarSize`], [`LimitKind::CompileTime`] per build) is then the error of
-    /// the call that needed it.
+    /// those of the rules it calls while the grammar has fewer than `n` states (besides the
+    /// large rules, [`CfgConfig::large_unit_states`]); every other rule is built when a parse
+    /// first enters it (by the `fill_mask` or `consume` call that gets there), so a schema
+    /// compiles in proportion to what its first mask needs rather than to its size.
+    /// `usize::MAX` builds everything up front; 0 (the default) only the start rule, the
+    /// first mask building what it enters and its callees up to
+    /// [`CfgConfig::batch_states`]. Masks are the same either way; a limit a later build
+    /// reaches ([`LimitKind::GrammarSize`], [`LimitKind::CompileTime`] per build) is then the
+    /// error of the call that needed it.
     ///
     /// ```
     /// use formwork::cfg::{CfgCompiler, CfgConfig};
@@ -196,6 +207,39 @@ impl CfgConfig {
     /// ```
     pub fn eager_states(mut self, n: usize) -> CfgConfig {
         self.eager_states = n;
+        self
+    }
+
+    /// Rules whose automaton before determinization has at least `n` states are built when
+    /// the grammar compiles, wherever they are: building one takes milliseconds (a string
+    /// pattern within a length, a long enum), which the mask of the step that first enters it
+    /// would otherwise pay. Compiling drafts the rules' automata breadth first to find them,
+    /// up to 65,536 states. `usize::MAX` leaves every rule to [`CfgConfig::eager_states`]
+    /// and the parse.
+    ///
+    /// ```
+    /// use formwork::cfg::{CfgCompiler, CfgConfig};
+    /// use formwork::front::gbnf::gbnf_to_ir;
+    /// use formwork::vocab::Vocab;
+    ///
+    /// let vocab = Vocab::embedded_qwen3().unwrap();
+    /// // `id`, one of 100 words: an automaton of hundreds of states, called from the middle.
+    /// let ids: Vec<String> = (0..100).map(|i| format!("\"word-{i:03}\"")).collect();
+    /// let text = format!(
+    ///     "root ::= \"a\" small | \"b\" small id \";\"\nsmall ::= \"(\" small \")\" | \"x\"\nid ::= {}",
+    ///     ids.join(" | ")
+    /// );
+    /// let ir = gbnf_to_ir(&text, "<example>").unwrap();
+    /// let lazy = CfgConfig::new().eager_states(0);
+    /// let g = CfgCompiler::new(&vocab, lazy.clone().large_unit_states(usize::MAX))
+    ///     .compile(&ir)
+    ///     .unwrap();
+    /// assert_eq!(g.num_built_units(), 1, "the start rule only");
+    /// let g = CfgCompiler::new(&vocab, lazy.large_unit_states(500)).compile(&ir).unwrap();
+    /// assert_eq!(g.num_built_units(), 2, "the start rule and `id`, not `small`");
+    /// ```
+    pub fn large_unit_states(mut self, n: usize) -> CfgConfig {
+        self.large_unit_states = n;
         self
     }
 
@@ -321,6 +365,7 @@ impl CfgCompiler {
                 .min(bound(LimitKind::AutomatonStates)),
             minimize: self.config.minimize,
             eager_states: self.config.eager_states,
+            large_unit_states: self.config.large_unit_states,
         };
         let mut lowering = lower::compile(grammar, &self.vocab, options, deadline)?;
         let budget = self.limits.budget();

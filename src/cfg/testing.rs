@@ -10,7 +10,7 @@ use crate::cfg::chart::{Chart, Item, EXT};
 use crate::cfg::program::SCANS;
 use crate::cfg::walk::row_dfa::StateDfa;
 use crate::cfg::walk::trie_walk::TrieWalk;
-use crate::cfg::{CfgCompiler, CfgGrammar};
+use crate::cfg::{CfgCompiler, CfgConfig, CfgGrammar};
 use crate::front::gbnf::gbnf_to_ir;
 use crate::ir::recognizer::{Recognizer, Terminal};
 use crate::limits::{Budget, Deadline, Limits};
@@ -137,6 +137,12 @@ pub(crate) fn small_vocab() -> Vocab {
     tokens.push(b"<|end|>".to_vec());
     let end = tokens.len() as TokenId - 1;
     Vocab::from_token_bytes(tokens, &[end], &[end]).expect("a valid vocabulary")
+}
+
+/// The configuration of tests that step charts themselves: every unit built when the grammar
+/// compiles (a chart halts at a unit not built yet; the matcher is what builds it).
+pub(crate) fn built_up_front() -> CfgConfig {
+    CfgConfig::new().eager_states(usize::MAX)
 }
 
 /// A budget and a deadline no test reaches.

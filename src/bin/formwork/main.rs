@@ -180,9 +180,13 @@ struct SchemaArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     backend: BackendArg,
     /// Earley backend: automaton states a grammar builds when it compiles, breadth first from
-    /// its start rule; the rest is built when a parse first enters it [default: 4,096].
+    /// its start rule; the rest is built when a parse first enters it [default: 0].
     #[arg(long, value_name = "N")]
     eager_states: Option<usize>,
+    /// Earley backend: rules whose automaton before determinization has at least N states
+    /// are built when the grammar compiles, wherever they are [default: 2,048].
+    #[arg(long, value_name = "N")]
+    large_unit_states: Option<usize>,
     /// Earley backend: states a later build adds at most beyond the rules a parse entered
     /// (the rules they call, breadth first) [default: 1,024].
     #[arg(long, value_name = "N")]
@@ -233,6 +237,9 @@ impl SchemaArgs {
         let mut cfg = CfgConfig::new();
         if let Some(n) = self.eager_states {
             cfg = cfg.eager_states(n);
+        }
+        if let Some(n) = self.large_unit_states {
+            cfg = cfg.large_unit_states(n);
         }
         if let Some(n) = self.batch_states {
             cfg = cfg.batch_states(n);

@@ -368,7 +368,7 @@ mod tests {
     use crate::base::token::TokenId;
     use crate::cfg::cache::item_level::item_level;
     use crate::cfg::testing::*;
-    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::cfg::CfgCompiler;
 
     /// The context keys of a chart's scannable items, sorted.
     fn keys(g: &crate::cfg::CfgGrammar, prefix: &str) -> Vec<u128> {
@@ -396,7 +396,7 @@ mod tests {
     #[test]
     fn context_keys_name_the_callers_up_to_the_depth() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2));
+        let compiler = CfgCompiler::new(&vocab, built_up_front().context_depth(2));
         let (g, _) = compile(&compiler, CASES[1].0);
         let deep = keys(&g, "[[[");
         assert_eq!(deep, keys(&g, "[[[["), "the same callers one row further");
@@ -423,7 +423,7 @@ mod tests {
         let trie = vocab.trie();
         let mut decided = 0;
         each_case(
-            &CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2)),
+            &CfgCompiler::new(&vocab, built_up_front().context_depth(2)),
             |case| {
                 let prog = case.g.prog();
                 let view = case.g.view(&prog);
@@ -474,7 +474,7 @@ mod tests {
     #[test]
     fn context_level_closes_what_the_callers_close() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new().context_depth(2));
+        let compiler = CfgCompiler::new(&vocab, built_up_front().context_depth(2));
         let (g, _) = compile(&compiler, CASES[1].0);
         let prog = g.prog();
         let view = g.view(&prog);

@@ -145,7 +145,7 @@ mod tests {
     use super::*;
     use crate::base::bitmask::set_bit;
     use crate::cfg::testing::*;
-    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::cfg::CfgCompiler;
     use crate::limits::Limits;
 
     /// Short lists stay lists; a list `StoredMask` would keep that is past 256 ids becomes the
@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn cached_computes_each_key_once() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let compiler = CfgCompiler::new(&vocab, built_up_front());
         let (g, _) = compile(&compiler, CASES[0].0);
         let prog = g.prog();
         let view = g.view(&prog);

@@ -363,7 +363,7 @@ pub(super) fn cap(vocab: &Vocab) -> u32 {
 mod tests {
     use super::*;
     use crate::cfg::testing::*;
-    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::cfg::CfgCompiler;
     use crate::ir::recognizer::Terminal;
 
     /// The mask through the cache levels (cold, then warm) is the mask of one plain trie walk
@@ -373,10 +373,10 @@ mod tests {
         let vocab = small_vocab();
         let eos = vocab.eos_tokens()[0];
         let configs = [
-            CfgConfig::new(),
-            CfgConfig::new().context_depth(0),
-            CfgConfig::new().context_depth(1),
-            CfgConfig::new().mask_cache(false),
+            built_up_front(),
+            built_up_front().context_depth(0),
+            built_up_front().context_depth(1),
+            built_up_front().mask_cache(false),
         ];
         for config in configs {
             let compiler = CfgCompiler::new(&vocab, config);
@@ -414,7 +414,7 @@ mod tests {
     fn counted_loops_in_context_agree_with_the_oracle() {
         let vocab = small_vocab();
         let eos = vocab.eos_tokens()[0];
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let compiler = CfgCompiler::new(&vocab, built_up_front());
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut next = |n: u64| {
             seed ^= seed << 13;
@@ -468,7 +468,7 @@ mod tests {
     #[test]
     fn count_classes_cap_the_distance_to_the_bounds() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let compiler = CfgCompiler::new(&vocab, built_up_front());
         let (g, _) = compile(&compiler, r#"root ::= "\"" [a-zA-Z]{2,60} "\"""#);
         let chart = chart_after(&g, b"\"");
         let counted = chart

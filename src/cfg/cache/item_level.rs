@@ -299,7 +299,7 @@ fn keep_below_bound(
 mod tests {
     use super::*;
     use crate::cfg::testing::*;
-    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::cfg::CfgCompiler;
 
     /// The cached entry of each scannable item is what a fresh walk of the item alone (its
     /// own row DFA, no cache) finds; its accepted tokens are allowed (where no loop bound is
@@ -307,7 +307,7 @@ mod tests {
     #[test]
     fn item_entries_are_fresh_walks_and_sound() {
         let vocab = small_vocab();
-        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+        each_case(&CfgCompiler::new(&vocab, built_up_front()), |case| {
             let prog = case.g.prog();
             let view = case.g.view(&prog);
             let mut covered = vec![0u32; vocab.mask_words()];
@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn loop_bodies_are_lifted_with_their_loop() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let compiler = CfgCompiler::new(&vocab, built_up_front());
         let (g, _) = compile(&compiler, CASES[2].0);
         let prog = g.prog();
         let view = g.view(&prog);
@@ -394,7 +394,7 @@ mod tests {
     #[test]
     fn near_bound_entries_are_the_walks_with_real_counters() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let compiler = CfgCompiler::new(&vocab, built_up_front());
         let grammars = [CASES[2].0, r#"root ::= ([a-zA-Z]{1,5} "-")+"#, CASES[4].0];
         let prefixes = ["\"", "\"ab", "\"abcd", "\"abcdef", "a", "abc-abcd", "abcde"];
         let mut checked = 0;

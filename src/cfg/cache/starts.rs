@@ -272,7 +272,7 @@ mod tests {
 
     use super::*;
     use crate::cfg::testing::*;
-    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::cfg::CfgCompiler;
 
     /// The bit form agrees with reading each count, short chunks (the vocabulary's last
     /// words) included: a missing lane is unknown.
@@ -304,7 +304,7 @@ mod tests {
     #[test]
     fn iteration_starts_of_a_long_body_read_free_text_slices_whole() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let compiler = CfgCompiler::new(&vocab, built_up_front());
         let (g, _) = compile(&compiler, CASES[4].0);
         let prog = g.prog();
         let view = g.view(&prog);
@@ -366,7 +366,7 @@ mod tests {
     #[test]
     fn iteration_starts_count_the_characters_after_the_first() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let compiler = CfgCompiler::new(&vocab, built_up_front());
         let cases: [(&str, &[u8]); 3] = [
             (CASES[2].0, b"\"a"),
             (r#"root ::= "\"" [^"\\]{2,60} "\"""#, b"\"a"),

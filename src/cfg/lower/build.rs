@@ -4,12 +4,12 @@
 use super::determinize::{determinize, Construction, DETERMINIZE_WORK};
 use super::minimize::minimize;
 use super::*;
-use crate::base::collections::FastSet;
 use crate::cfg::program::refine;
 
 impl Lowering {
-    /// The automaton of the sequence `parts` (one expression, or a suffix unit's parts).
-    pub(super) fn build_fsm(&mut self, parts: &[ExprId]) -> Result<Fsm, CompileError> {
+    /// The NFA of the sequence `parts` (one expression, or a suffix unit's parts), rules
+    /// built in place included.
+    pub(super) fn draft_fsm(&mut self, parts: &[ExprId]) -> Result<NfaDraft, CompileError> {
         let mut nfa = Nfa::default();
         let accept = nfa.state();
         let start = match parts {
@@ -22,6 +22,15 @@ impl Lowering {
             let body = self.fragment(&mut nfa, self.g.rule(rule).body, 1, next)?;
             nfa.eps(entry, body);
         }
+        // What only construction needs goes: a draft may wait for a parse to enter its unit.
+        nfa.built = FastMap::default();
+        Ok(NfaDraft { nfa, start, accept })
+    }
+
+    /// The automaton of a drafted unit: determinized (or left nondeterministic past the
+    /// subset construction's budgets), counted toward the grammar size.
+    pub(super) fn finish_fsm(&mut self, draft: NfaDraft) -> Result<Fsm, CompileError> {
+        let NfaDraft { nfa, start, accept } = draft;
         let distinct: FastSet<ByteSet> = nfa.class_sets.iter().copied().collect();
         let used = distinct.iter().fold(ByteSet::EMPTY, |a, s| a.union(s));
         let classes = refine(used, distinct.iter());

@@ -3,8 +3,10 @@
 //!
 //! Units are built when a parse first enters them (XGrammar 2's just-in-time compilation):
 //! [`compile`] builds the start unit and, breadth first, its callees up to
-//! [`CompileOptions::eager_states`]; the [`Lowering`] stays with the compiled grammar and
-//! builds any other unit when a parse predicts it ([`Lowering::build`]). A large schema's
+//! [`CompileOptions::eager_states`], and the units whose NFA is large wherever they are
+//! ([`Lowering::build_large_units`]); the [`Lowering`] stays with the compiled grammar and
+//! builds any other unit when a parse predicts it ([`Lowering::build`]), from the NFA
+//! drafted at compile time if there is one. A large schema's
 //! first mask needs a few of its units (a Kubernetes schema: 3 of 1,442, 339 of 108,869
 //! states), and most generations never enter most of the rest. What a parse needs to know of
 //! a unit before it is built — whether it is nullable, what may follow it — comes from the IR
@@ -35,7 +37,7 @@ use smallvec::SmallVec;
 use super::hash;
 use super::program::{Alphabet, Counted, Program, Unit, UNBOUNDED, UNBUILT};
 use crate::base::byteset::ByteSet;
-use crate::base::collections::FastMap;
+use crate::base::collections::{FastMap, FastSet};
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::facts::{Boundaries, Derivations};
 use crate::ir::{Expr, ExprId, Grammar, RuleId};
@@ -58,6 +60,9 @@ pub(crate) struct CompileOptions {
     pub minimize: bool,
     /// States [`compile`] builds before the grammar is first used (see `CfgConfig::eager_states`).
     pub eager_states: usize,
+    /// NFA states from which [`compile`] builds a unit wherever it is (see
+    /// `CfgConfig::large_unit_states`).
+    pub large_unit_states: usize,
 }
 
 /// The compile time ran out.
@@ -121,9 +126,15 @@ const SHARED_RULE_MIN: u32 = 48;
 /// Cost of a call edge, as states.
 const CALL_COST: u32 = 2;
 
+/// NFA states [`compile`] drafts looking for large units (see
+/// [`Lowering::build_large_units`]): at ~50 ns a state, about 3 ms for a grammar this big or
+/// bigger, where building the first 4,096 states was about 2 ms.
+const DRAFT_STATES: usize = 1 << 16;
+
 /// Compiles `grammar` against `vocab` (special tokens are resolved to ids here) within
 /// `deadline`: the start unit and, breadth first, the units it calls while the program has
-/// fewer than `options.eager_states` states. Units built now whose callees are all built
+/// fewer than `options.eager_states` states, then the large units the start reaches
+/// ([`Lowering::build_large_units`]). Units built now whose callees are all built
 /// get structural hashes (shared with every grammar that builds the same automaton); the
 /// others, and units built later, hashes of their own (see [`hash`]).
 ///
@@ -146,6 +157,7 @@ pub(crate) fn compile(
     let start = lower.unit(UnitKey::Rule(lower.g.start()));
     let eager = lower.options.eager_states;
     lower.build(&[start], eager, deadline.clone())?;
+    lower.build_large_units(start)?;
     Ok(lower)
 }
 
@@ -251,6 +263,56 @@ enum UnitBody {
     Counted(Counted),
 }
 
+/// A unit's NFA, built in place rules included: what [`Lowering::finish_fsm`] determinizes.
+struct NfaDraft {
+    nfa: Nfa,
+    start: u32,
+    accept: u32,
+}
+
+/// A unit found and drafted but not built: its NFA, whose size tells what building it will
+/// cost, and whose calls name the units it enters (see [`Lowering::build_large_units`]).
+enum Draft {
+    Fsm(NfaDraft),
+    Counted(Counted),
+}
+
+impl Draft {
+    /// States of the NFA (a counted unit's is a few states, whatever its body).
+    fn states(&self) -> usize {
+        match self {
+            Draft::Fsm(d) => d.nfa.len(),
+            Draft::Counted(_) => 1,
+        }
+    }
+
+    /// The units it calls from the states its start reaches (the fragments of one NFA are
+    /// not all reached: a unit only they call would never be built).
+    fn callees(&self) -> Vec<u32> {
+        let d = match self {
+            Draft::Fsm(d) => d,
+            Draft::Counted(c) => return vec![c.body],
+        };
+        let nfa = &d.nfa;
+        let mut seen = vec![false; nfa.len()];
+        let mut stack = vec![d.start];
+        let mut calls = Vec::new();
+        while let Some(s) = stack.pop() {
+            if std::mem::replace(&mut seen[s as usize], true) {
+                continue;
+            }
+            stack.extend(nfa.eps[s as usize].iter().copied());
+            for &(label, t) in &nfa.edges[s as usize] {
+                if let Label::Call(u) = label {
+                    calls.push(u);
+                }
+                stack.push(t);
+            }
+        }
+        calls
+    }
+}
+
 /// The lowering of one grammar, kept with the compiled grammar to build the units no parse
 /// has entered yet: the IR, what the passes over it decided (what recurses, what is inlined,
 /// what each expression costs and derives), the units found so far and the program built.
@@ -303,6 +365,8 @@ pub(crate) struct Lowering {
     nonce: u64,
     /// Per unit, its structural hash once its automaton is complete (see `hash`).
     unit_hashes: Vec<Option<u128>>,
+    /// Units drafted when the grammar compiled and left to be built when a parse enters them.
+    drafts: FastMap<u32, Draft>,
 }
 
 impl Lowering {
@@ -351,6 +415,7 @@ impl Lowering {
             bisimulate_left: TOTAL_BISIMULATION_WORK,
             nonce: hash::nonce(),
             unit_hashes: Vec::new(),
+            drafts: FastMap::default(),
             deadline,
             g,
         };
@@ -608,12 +673,21 @@ impl Lowering {
     /// Builds unit `u` and appends it to the program; a limit it reaches (grammar size,
     /// compile time) is placed at the unit's rule.
     fn build_unit(&mut self, u: u32) -> Result<(), CompileError> {
-        self.building = u;
-        let body = self.build_body(u).map_err(|e| e.or_at(self.place(u)))?;
-        self.lay_out(u, body).map_err(|e| e.or_at(self.place(u)))
+        let draft = match self.drafts.remove(&u) {
+            Some(draft) => draft,
+            None => self.draft(u)?,
+        };
+        self.finish(u, draft)
     }
 
-    fn build_body(&mut self, u: u32) -> Result<UnitBody, CompileError> {
+    /// Unit `u`'s NFA (which finds the units it calls); a limit it reaches (compile time) is
+    /// placed at the unit's rule.
+    fn draft(&mut self, u: u32) -> Result<Draft, CompileError> {
+        self.building = u;
+        self.draft_body(u).map_err(|e| e.or_at(self.place(u)))
+    }
+
+    fn draft_body(&mut self, u: u32) -> Result<Draft, CompileError> {
         self.deadline.check().map_err(compile_time)?;
         Ok(match self.units[u as usize] {
             UnitKey::Counted(e) => {
@@ -622,15 +696,76 @@ impl Lowering {
                 };
                 let body = self.unit(UnitKey::Expr(body));
                 let max = max.unwrap_or(UNBOUNDED);
-                UnitBody::Counted(Counted { body, min, max })
+                Draft::Counted(Counted { body, min, max })
             }
-            UnitKey::Rule(r) => UnitBody::Fsm(self.build_fsm(&[self.g.rule(r).body])?),
-            UnitKey::Expr(e) => UnitBody::Fsm(self.build_fsm(&[e])?),
+            UnitKey::Rule(r) => Draft::Fsm(self.draft_fsm(&[self.g.rule(r).body])?),
+            UnitKey::Expr(e) => Draft::Fsm(self.draft_fsm(&[e])?),
             UnitKey::Suffix(i) => {
                 let parts = self.suffixes[i as usize].clone();
-                UnitBody::Fsm(self.build_fsm(&parts)?)
+                Draft::Fsm(self.draft_fsm(&parts)?)
             }
         })
+    }
+
+    /// Determinizes a drafted unit and appends it to the program; a limit it reaches (grammar
+    /// size, compile time) is placed at the unit's rule.
+    fn finish(&mut self, u: u32, draft: Draft) -> Result<(), CompileError> {
+        self.building = u;
+        let body = match draft {
+            Draft::Fsm(nfa) => self.finish_fsm(nfa).map(UnitBody::Fsm),
+            Draft::Counted(c) => Ok(UnitBody::Counted(c)),
+        };
+        let body = body.map_err(|e| e.or_at(self.place(u)))?;
+        self.lay_out(u, body).map_err(|e| e.or_at(self.place(u)))
+    }
+
+    /// Drafts the units reachable from `start` not built yet, breadth first, until the drafts
+    /// have [`DRAFT_STATES`] NFA states, and builds those whose NFA has at least
+    /// [`CompileOptions::large_unit_states`] states; the others wait, drafted, for a parse
+    /// to enter them. Building a unit costs in proportion to its NFA (MaskBench: about 0.4 µs
+    /// per state, 2–18 ms for units over 4,096 states, under 2 ms for all below 2,048),
+    /// and the parse that enters a unit pays its build in a mask: a large unit's build is
+    /// paid when the grammar compiles, however deep the unit, and a small one's only by the
+    /// generations that reach it.
+    fn build_large_units(&mut self, start: u32) -> Result<(), CompileError> {
+        if self.options.large_unit_states == usize::MAX {
+            return Ok(());
+        }
+        let mut seen: FastSet<u32> = FastSet::default();
+        let mut queue = VecDeque::from([start]);
+        let mut drafted = 0usize;
+        let mut built = false;
+        while let Some(u) = queue.pop_front() {
+            if drafted >= DRAFT_STATES {
+                break;
+            }
+            if !seen.insert(u) {
+                continue;
+            }
+            if self.prog.units[u as usize].is_built() {
+                queue.extend(self.prog.callees(u));
+                continue;
+            }
+            let draft = self.draft(u)?;
+            drafted += draft.states();
+            let productive = &self.productive;
+            queue.extend(
+                draft
+                    .callees()
+                    .into_iter()
+                    .filter(|&c| productive[c as usize]),
+            );
+            if draft.states() >= self.options.large_unit_states {
+                self.finish(u, draft)?;
+                built = true;
+            } else {
+                self.drafts.insert(u, draft);
+            }
+        }
+        match built {
+            true => self.hash_complete_units(),
+            false => Ok(()),
+        }
     }
 
     /// Where unit `u` is in the grammar: its rule.
@@ -671,6 +806,7 @@ mod tests {
             max_dfa_states: 1 << 16,
             minimize: false,
             eager_states: usize::MAX,
+            large_unit_states: usize::MAX,
         };
         let lower = compile(g, &vocab, options, &Deadline::never()).unwrap();
         assert!(lower.is_complete());

@@ -68,7 +68,7 @@ mod tests {
     use crate::base::bitmask::set_bit;
     use crate::base::token::TokenId;
     use crate::cfg::testing::*;
-    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::cfg::CfgCompiler;
 
     /// Every text token's trie position, ascending.
     fn all_positions(vocab: &Vocab) -> Vec<Position> {
@@ -81,7 +81,7 @@ mod tests {
     fn list_walk_accepts_what_each_token_alone_does() {
         let vocab = small_vocab();
         let trie = vocab.trie();
-        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+        each_case(&CfgCompiler::new(&vocab, built_up_front()), |case| {
             let mut dfa = StateDfa::new(case.chart.num_rows(), case.g.prog().n_classes());
             let all = all_positions(&vocab);
             let every_third: Vec<Position> = all.iter().copied().step_by(3).collect();
@@ -116,7 +116,7 @@ mod tests {
     fn list_walk_agrees_with_the_trie_walk_on_an_item_alone() {
         let vocab = small_vocab();
         let trie = vocab.trie();
-        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+        each_case(&CfgCompiler::new(&vocab, built_up_front()), |case| {
             let prog = &case.g.prog();
             for k in scannable(case.g, &case.chart) {
                 let rows = item_rows(k);

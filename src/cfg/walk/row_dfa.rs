@@ -211,7 +211,7 @@ mod tests {
     use super::*;
     use crate::cfg::testing::*;
     use crate::cfg::walk::stepper::Stepper;
-    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::cfg::CfgCompiler;
 
     /// Inside a string the rows repeat: every letter after the first leads to the same state,
     /// whose rows put back on the chart intern to it again, and whose last row is the one the
@@ -219,7 +219,7 @@ mod tests {
     #[test]
     fn row_dfa_states_are_row_structures() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let compiler = CfgCompiler::new(&vocab, built_up_front());
         let (g, _) = compile(&compiler, CASES[0].0);
         let mut chart = chart_after(&g, b"[\"");
         let base = chart.num_rows();
@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn row_dfa_leaves_deep_structures_in_the_chart() {
         let vocab = small_vocab();
-        let compiler = CfgCompiler::new(&vocab, CfgConfig::new());
+        let compiler = CfgCompiler::new(&vocab, built_up_front());
         let (g, _) = compile(&compiler, CASES[1].0);
         let mut chart = chart_after(&g, b"");
         let mut dfa = StateDfa::new(chart.num_rows(), g.prog().n_classes());

@@ -247,7 +247,7 @@ mod tests {
 
     use super::*;
     use crate::cfg::testing::*;
-    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::cfg::CfgCompiler;
 
     /// Random byte strings over the grammars' bytes, each stepped twice through one DFA (the
     /// second time on known transitions): a byte is taken exactly when the chart takes it.
@@ -256,7 +256,7 @@ mod tests {
         let vocab = small_vocab();
         let bytes = "ab{}[]\":,0-!zAé".as_bytes();
         let mut rng = Rng::new(3);
-        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+        each_case(&CfgCompiler::new(&vocab, built_up_front()), |case| {
             let (prog, rows) = (&case.g.prog(), case.chart.num_rows());
             let mut dfa = StateDfa::new(rows, prog.n_classes());
             let strings: Vec<Vec<u8>> = (0..60)

@@ -176,7 +176,7 @@ mod tests {
     use super::*;
     use crate::base::bitmask::get_bit;
     use crate::cfg::testing::*;
-    use crate::cfg::{CfgCompiler, CfgConfig};
+    use crate::cfg::CfgCompiler;
 
     /// The walk on a live chart allows exactly the tokens the recognizer takes one by one, the
     /// second time through the same row DFA (transitions known, slice proofs remembered) too,
@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn trie_walk_allows_what_each_token_alone_does() {
         let vocab = small_vocab();
-        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+        each_case(&CfgCompiler::new(&vocab, built_up_front()), |case| {
             let rows = case.chart.num_rows();
             let mut dfa = StateDfa::new(rows, case.g.prog().n_classes());
             for pass in 0..2 {
@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn trie_walk_collects_the_tokens_that_run_past_the_unit() {
         let vocab = small_vocab();
-        each_case(&CfgCompiler::new(&vocab, CfgConfig::new()), |case| {
+        each_case(&CfgCompiler::new(&vocab, built_up_front()), |case| {
             let mut covered = vec![0u32; vocab.mask_words()];
             for k in scannable(case.g, &case.chart) {
                 let (words, uncertain) = walk_rows(case.g, &item_rows(k));
