@@ -188,7 +188,7 @@ struct SchemaArgs {
     #[arg(long, value_name = "N")]
     large_unit_states: Option<usize>,
     /// Earley backend: states a later build adds at most beyond the rules a parse entered
-    /// (the rules they call, breadth first) [default: 1,024].
+    /// (the rules they call, breadth first) [default: 64].
     #[arg(long, value_name = "N")]
     batch_states: Option<usize>,
     #[command(flatten)]
