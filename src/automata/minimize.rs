@@ -32,25 +32,50 @@ pub(crate) fn hopcroft(
     let mut p = Partition::new(finals.iter().copied());
     let mut pending: Vec<u32> = (0..p.blocks.len() as u32).collect();
     let mut in_pending = vec![true; p.blocks.len()];
-    // `label << 32 | source`: one integer sort groups the pre-image by label.
-    let mut preimage: Vec<u64> = Vec::new();
+    // The pre-image grouped by label with a counting sort over the labels it has: a
+    // comparison sort of it was most of the refinement's time.
+    let labels = edges.iter().map(|e| e.0 as usize + 1).max().unwrap_or(0);
+    let mut count = vec![0u32; labels];
+    let mut present: Vec<u32> = Vec::new();
+    let mut preimage: Vec<u32> = Vec::new();
     let mut splits: Vec<(u32, u32)> = Vec::new();
     while let Some(b) = pending.pop() {
         deadline.tick()?;
         in_pending[b as usize] = false;
-        preimage.clear();
         let (lo, hi) = p.blocks[b as usize];
-        for &s in &p.elems[lo as usize..hi as usize] {
+        let members = &p.elems[lo as usize..hi as usize];
+        let incoming_of = |s: u32| {
             let (a, z) = (in_start[s as usize], in_start[s as usize + 1]);
-            preimage.extend(
-                incoming[a as usize..z as usize]
-                    .iter()
-                    .map(|&(label, from)| (label as u64) << 32 | from as u64),
-            );
+            &incoming[a as usize..z as usize]
+        };
+        for &(label, _) in members.iter().flat_map(|&s| incoming_of(s)) {
+            if count[label as usize] == 0 {
+                present.push(label);
+            }
+            count[label as usize] += 1;
         }
-        preimage.sort_unstable();
-        for group in preimage.chunk_by(|x, y| x >> 32 == y >> 32) {
-            p.split(group.iter().map(|&e| e as u32), &mut splits);
+        // `count` becomes each present label's end in `preimage`, then its start.
+        let mut end = 0;
+        for &label in &present {
+            end += count[label as usize];
+            count[label as usize] = end;
+        }
+        preimage.clear();
+        preimage.resize(end as usize, 0);
+        for &(label, from) in members.iter().flat_map(|&s| incoming_of(s)) {
+            count[label as usize] -= 1;
+            preimage[count[label as usize] as usize] = from;
+        }
+        let groups: Vec<(u32, u32)> = present
+            .drain(..)
+            .map(|label| (label, std::mem::take(&mut count[label as usize])))
+            .collect();
+        for (i, &(_, start)) in groups.iter().enumerate() {
+            let stop = groups.get(i + 1).map_or(end, |g| g.1);
+            p.split(
+                preimage[start as usize..stop as usize].iter().copied(),
+                &mut splits,
+            );
             for &(old, new) in &splits {
                 in_pending.push(false);
                 let smaller = match in_pending[old as usize] {

@@ -424,33 +424,70 @@ fn merge_atoms(
     (merged, next)
 }
 
-/// The block of each state (and of a sink `n` standing for [`DEAD`]) in the coarsest
-/// partition respecting acceptance and transitions: Hopcroft's refinement of the complete
-/// automaton, the sink made a state so that every state that cannot accept joins it.
+/// The block of each state (and of a sink `n` standing for [`DEAD`], shared by every state
+/// that cannot accept) in the coarsest partition respecting acceptance and transitions:
+/// Hopcroft's refinement of the partial automaton of the states that can accept, edges into
+/// the others dropped. Past that trim a missing edge is the only way to fail, so two states
+/// differ on a label iff one has an edge there or their targets differ. The complete
+/// automaton, with a sink, gave the sink an edge from every state on every atom it fails
+/// on, and the refinement went through all of them each time the sink's block was a
+/// splitter.
 fn minimize(
     width: usize,
     next: &[u32],
     accept: &[bool],
     deadline: &Deadline,
 ) -> Result<Vec<usize>, CompileError> {
-    let n = accept.len() + 1;
-    let sink = (n - 1) as u32;
-    let mut edges = Vec::with_capacity(n * width);
+    let n = accept.len();
+    let target = |s: usize, a: usize| Some(next[s * width + a]).filter(|&t| t != DEAD);
+    // Predecessors of each state, as one flat array, to find the states that can accept.
+    let mut pred_start = vec![0u32; n + 1];
     for s in 0..n {
-        for a in 0..width {
-            // The sink's row is past the table's end.
-            let t = match next.get(s * width + a) {
-                Some(&t) if s + 1 < n && t != DEAD => t,
-                _ => sink,
-            };
-            edges.push((a as u32, s as u32, t));
+        for t in (0..width).filter_map(|a| target(s, a)) {
+            pred_start[t as usize + 1] += 1;
         }
     }
-    let finals: Vec<bool> = (0..n)
-        .map(|s| accept.get(s).copied().unwrap_or(false))
-        .collect();
-    let (block, _) = hopcroft(&finals, &edges, deadline).map_err(over_time)?;
-    Ok(block.into_iter().map(|b| b as usize).collect())
+    for i in 0..n {
+        pred_start[i + 1] += pred_start[i];
+    }
+    let mut fill = pred_start.clone();
+    let mut preds = vec![0u32; pred_start[n] as usize];
+    for s in 0..n {
+        tick(deadline)?;
+        for t in (0..width).filter_map(|a| target(s, a)) {
+            preds[fill[t as usize] as usize] = s as u32;
+            fill[t as usize] += 1;
+        }
+    }
+    let mut live = accept.to_vec();
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&s| accept[s as usize]).collect();
+    while let Some(t) = stack.pop() {
+        let (lo, hi) = (pred_start[t as usize], pred_start[t as usize + 1]);
+        for &s in &preds[lo as usize..hi as usize] {
+            if !std::mem::replace(&mut live[s as usize], true) {
+                stack.push(s);
+            }
+        }
+    }
+    let mut edges = Vec::new();
+    for s in (0..n).filter(|&s| live[s]) {
+        for a in 0..width {
+            if let Some(t) = target(s, a).filter(|&t| live[t as usize]) {
+                edges.push((a as u32, s as u32, t));
+            }
+        }
+    }
+    let (block, blocks) = hopcroft(accept, &edges, deadline).map_err(over_time)?;
+    // The states that cannot accept have no edge left and are not final, so they share a
+    // block of their own, which becomes the sink's.
+    let mut block: Vec<usize> = block.into_iter().map(|b| b as usize).collect();
+    for (s, b) in block.iter_mut().enumerate() {
+        if !live[s] {
+            *b = blocks;
+        }
+    }
+    block.push(blocks);
+    Ok(block)
 }
 
 #[cfg(test)]
