@@ -9,7 +9,7 @@ use crate::cfg::program::refine;
 impl Lowering {
     /// The NFA of the sequence `parts` (one expression, or a suffix unit's parts), rules
     /// built in place included.
-    pub(super) fn draft_fsm(&mut self, parts: &[ExprId]) -> Result<NfaDraft, CompileError> {
+    pub(super) fn draft_fsm(&mut self, parts: &[ExprId]) -> Result<Box<NfaDraft>, CompileError> {
         let mut nfa = Nfa::default();
         let accept = nfa.state();
         let start = match parts {
@@ -24,13 +24,13 @@ impl Lowering {
         }
         // What only construction needs goes: a draft may wait for a parse to enter its unit.
         nfa.built = FastMap::default();
-        Ok(NfaDraft { nfa, start, accept })
+        Ok(Box::new(NfaDraft { nfa, start, accept }))
     }
 
     /// The automaton of a drafted unit: determinized (or left nondeterministic past the
     /// subset construction's budgets), counted toward the grammar size.
-    pub(super) fn finish_fsm(&mut self, draft: NfaDraft) -> Result<Fsm, CompileError> {
-        let NfaDraft { nfa, start, accept } = draft;
+    pub(super) fn finish_fsm(&mut self, draft: Box<NfaDraft>) -> Result<Fsm, CompileError> {
+        let NfaDraft { nfa, start, accept } = *draft;
         let distinct: FastSet<ByteSet> = nfa.class_sets.iter().copied().collect();
         let used = distinct.iter().fold(ByteSet::EMPTY, |a, s| a.union(s));
         let classes = refine(used, distinct.iter());

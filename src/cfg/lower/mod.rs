@@ -273,7 +273,8 @@ struct NfaDraft {
 /// A unit found and drafted but not built: its NFA, whose size tells what building it will
 /// cost, and whose calls name the units it enters (see [`Lowering::build_large_units`]).
 enum Draft {
-    Fsm(NfaDraft),
+    /// Boxed: an NFA holds its construction's byte table inline.
+    Fsm(Box<NfaDraft>),
     Counted(Counted),
 }
 
