@@ -10,16 +10,19 @@ impl Lowering {
     /// The NFA of the sequence `parts` (one expression, or a suffix unit's parts), rules
     /// built in place included.
     pub(super) fn draft_fsm(&mut self, parts: &[ExprId]) -> Result<Box<NfaDraft>, CompileError> {
+        // The grammar apart from `self`: the construction reads it while changing the
+        // lowering, and a clone of the `Arc` per expression was a sixth of drafting.
+        let g = Arc::clone(&self.g);
         let mut nfa = Nfa::default();
         let accept = nfa.state();
         let start = match parts {
-            [root] => self.fragment(&mut nfa, *root, 0, accept)?,
-            _ => self.sequence(&mut nfa, parts, 0, accept)?,
+            [root] => self.fragment(&g, &mut nfa, *root, 0, accept)?,
+            _ => self.sequence(&g, &mut nfa, parts, 0, accept)?,
         };
         nfa.in_place = true;
         while let Some((rule, next, entry)) = nfa.pending.pop() {
             self.tick()?;
-            let body = self.fragment(&mut nfa, self.g.rule(rule).body, 1, next)?;
+            let body = self.fragment(&g, &mut nfa, g.rule(rule).body, 1, next)?;
             nfa.eps(entry, body);
         }
         // What only construction needs goes: a draft may wait for a parse to enter its unit.
@@ -99,6 +102,7 @@ impl Lowering {
     /// inlining every later member, quadratic in the members (detekt: 226k states).
     fn sequence(
         &mut self,
+        g: &Grammar,
         nfa: &mut Nfa,
         xs: &[ExprId],
         depth: usize,
@@ -120,7 +124,7 @@ impl Lowering {
         };
         let mut cur = next;
         for &x in inline.iter().rev() {
-            cur = self.fragment(nfa, x, depth + 1, cur)?;
+            cur = self.fragment(g, nfa, x, depth + 1, cur)?;
         }
         Ok(cur)
     }
@@ -163,6 +167,7 @@ impl Lowering {
     /// written" branch with the same suffix, which inlined copies made quadratic.
     pub(super) fn fragment(
         &mut self,
+        g: &Grammar,
         nfa: &mut Nfa,
         e: ExprId,
         depth: usize,
@@ -179,7 +184,7 @@ impl Lowering {
         if let Some(&entry) = nfa.built.get(&(e, next)) {
             return Ok(entry);
         }
-        let entry = self.fragment_uncached(nfa, e, depth, next)?;
+        let entry = self.fragment_uncached(g, nfa, e, depth, next)?;
         nfa.built.insert((e, next), entry);
         Ok(entry)
     }
@@ -189,6 +194,7 @@ impl Lowering {
     // Long: one match over the expression kinds, each writing its NFA fragment.
     pub(super) fn fragment_uncached(
         &mut self,
+        g: &Grammar,
         nfa: &mut Nfa,
         e: ExprId,
         depth: usize,
@@ -200,8 +206,8 @@ impl Lowering {
             nfa.edge(a, Label::Call(u), next);
             a
         };
-        let is_rule = matches!(self.g.expr(e), Expr::Rule(_));
-        let wide_loop = matches!(self.g.expr(e), Expr::Repeat { body, max: None, .. }
+        let is_rule = matches!(g.expr(e), Expr::Rule(_));
+        let wide_loop = matches!(g.expr(e), Expr::Repeat { body, max: None, .. }
             if self.width[body.index()].len() >= WIDE_LOOP_BYTES);
         if depth > 0
             && !is_rule
@@ -209,7 +215,6 @@ impl Lowering {
         {
             return Ok(call(self, nfa, UnitKey::Expr(e)));
         }
-        let g = Arc::clone(&self.g);
         Ok(match g.expr(e) {
             Expr::Empty => next,
             Expr::Nothing => nfa.state(),
@@ -239,11 +244,11 @@ impl Lowering {
                 nfa.edge(s, Label::Special(sid), next);
                 s
             }
-            Expr::Seq(xs) => self.sequence(nfa, xs, depth, next)?,
+            Expr::Seq(xs) => self.sequence(g, nfa, xs, depth, next)?,
             Expr::Alt(xs) => {
                 let s = nfa.state();
                 for &x in xs.iter() {
-                    let a = self.fragment(nfa, x, depth + 1, next)?;
+                    let a = self.fragment(g, nfa, x, depth + 1, next)?;
                     nfa.eps(s, a);
                 }
                 s
@@ -264,7 +269,7 @@ impl Lowering {
                         // hub -> body -> hub, exit at hub.
                         let hub = nfa.state();
                         nfa.eps(hub, next);
-                        let a = self.fragment(nfa, body, depth + 1, hub)?;
+                        let a = self.fragment(g, nfa, body, depth + 1, hub)?;
                         nfa.eps(hub, a);
                         hub
                     }
@@ -272,7 +277,7 @@ impl Lowering {
                         let mut cur = next;
                         // At most `UNROLL_MAX_COPIES` rounds: the repeat unrolls.
                         for _ in min..max {
-                            let a = self.fragment(nfa, body, depth + 1, cur)?;
+                            let a = self.fragment(g, nfa, body, depth + 1, cur)?;
                             let s = nfa.state();
                             nfa.eps(s, a);
                             nfa.eps(s, next);
@@ -282,12 +287,12 @@ impl Lowering {
                     }
                 };
                 for _ in 0..min {
-                    cur = self.fragment(nfa, body, depth + 1, cur)?;
+                    cur = self.fragment(g, nfa, body, depth + 1, cur)?;
                 }
                 cur
             }
             &Expr::Rule(r) if self.inline_rule[r.index()] && depth <= MAX_INLINE_DEPTH => {
-                self.fragment(nfa, self.g.rule(r).body, depth + 1, next)?
+                self.fragment(g, nfa, g.rule(r).body, depth + 1, next)?
             }
             &Expr::Rule(r) if self.jumps[r.index()] => {
                 // A right-linear rule is a loop in this automaton, not a call: a call per
