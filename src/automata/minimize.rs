@@ -38,6 +38,7 @@ pub(crate) fn hopcroft(
     let mut count = vec![0u32; labels];
     let mut present: Vec<u32> = Vec::new();
     let mut preimage: Vec<u32> = Vec::new();
+    let mut group_starts: Vec<u32> = Vec::new();
     let mut splits: Vec<(u32, u32)> = Vec::new();
     while let Some(b) = pending.pop() {
         deadline.tick()?;
@@ -66,12 +67,14 @@ pub(crate) fn hopcroft(
             count[label as usize] -= 1;
             preimage[count[label as usize] as usize] = from;
         }
-        let groups: Vec<(u32, u32)> = present
-            .drain(..)
-            .map(|label| (label, std::mem::take(&mut count[label as usize])))
-            .collect();
-        for (i, &(_, start)) in groups.iter().enumerate() {
-            let stop = groups.get(i + 1).map_or(end, |g| g.1);
+        group_starts.clear();
+        group_starts.extend(
+            present
+                .drain(..)
+                .map(|label| std::mem::take(&mut count[label as usize])),
+        );
+        for (i, &start) in group_starts.iter().enumerate() {
+            let stop = group_starts.get(i + 1).copied().unwrap_or(end);
             p.split(
                 preimage[start as usize..stop as usize].iter().copied(),
                 &mut splits,

@@ -126,8 +126,9 @@ pub const DEFAULT_BATCH_STATES: usize = 64;
 
 impl CfgConfig {
     /// Defaults: 256 MiB of mask cache, units determinized up to 50k states, context depth 3,
-    /// forced stretches of up to 4,096 bytes, 4,096 states (`DEFAULT_EAGER_STATES`) built at
-    /// compile time.
+    /// forced stretches of up to 4,096 bytes; compiling builds the start rule and the rules of
+    /// at least 2,048 NFA states (`DEFAULT_EAGER_STATES`, `DEFAULT_LARGE_UNIT_STATES`), and a
+    /// parse the rest as it enters them, 64 states at a time (`DEFAULT_BATCH_STATES`).
     pub fn new() -> CfgConfig {
         CfgConfig::default()
     }

@@ -203,8 +203,8 @@ pub struct Rule {
     pub name: String,
     /// Its body.
     pub body: ExprId,
-    /// Called wherever it is referred to, never built into a referrer's automaton (see
-    /// [`GrammarBuilder::keep_called`]).
+    /// Called wherever it is referred to as a last step, never built in place there (see
+    /// [`GrammarBuilder::keep_called`]; a rule small enough to inline is still copied).
     pub called: bool,
 }
 
@@ -635,7 +635,8 @@ impl GrammarBuilder {
         r
     }
 
-    /// Marks `rule` to be called wherever it is referred to. A backend builds a rule referred
+    /// Marks `rule` to be called wherever it is referred to as a last step (a rule small
+    /// enough to inline is still copied into its referrers). A backend builds a rule referred
     /// to only as the last step of others into their automata (a chain of rules is then one
     /// loop-free automaton, not a stack of calls); a family of rules that refer to each other
     /// last in many combinations would then be built whole into every automaton reaching it:
