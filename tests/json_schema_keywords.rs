@@ -762,9 +762,32 @@ fn one_of_told_apart_by_siblings() {
     ]);
 }
 
+/// Branches told apart only by what is known of the value from outside their schema: the
+/// object a dependency applies to (with its trigger), an earlier part of an `allOf`, the
+/// schema an `anyOf` branch sits in. Alone they overlap (objects without `a`), and their
+/// complements are out of reach (`uniqueItems`): each compiles only if the branches are seen
+/// apart there, and is then exact.
+#[test]
+fn one_of_told_apart_from_outside() {
+    let branches = json!([
+        {"properties": {"a": {"const": 1}, "b": {"uniqueItems": true, "items": {"enum": [1, 2]}}}},
+        {"properties": {"a": {"const": "x"}, "b": {"uniqueItems": true, "items": {"const": 1}}}}
+    ]);
+    all_agree(&[
+        json!({"type": "object", "required": ["a"], "dependencies": {"a": {"oneOf": branches}}}),
+        json!({"type": "object", "dependencies": {"a": {"oneOf": branches}}}),
+        json!({"allOf": [{"type": "object", "required": ["a"]}, {"oneOf": branches}]}),
+        json!({"type": "object", "required": ["a"],
+            "anyOf": [{"oneOf": branches}, {"required": ["c"]}]}),
+        json!({"type": "object", "required": ["a"], "allOf": [{"allOf": [{"oneOf": branches}]}]}),
+    ]);
+}
+
 /// Random `oneOf`s beside random siblings, over the keys `a`, `b`, `c` of the universe: the
 /// branches give a key a `const`, a type or an `enum`, require keys or close the object, and
-/// the siblings (a type, `required`, a `$ref`, an `allOf`) may or may not tell them apart.
+/// the siblings (a type, `required`, a `$ref`, an `allOf`) may or may not tell them apart;
+/// or the `oneOf` is a part of an `allOf`, a branch of an `anyOf` or a dependency's schema,
+/// and what is known from outside it may or may not.
 /// Each compiled schema agrees with `jsonschema` over [`values`]; compile errors (complements
 /// out of reach) are allowed, a wrong language is not.
 #[test]
@@ -814,25 +837,38 @@ fn one_of_beside_random_siblings() {
         Value::Object(o)
     };
     let mut compiled = 0;
-    for _ in 0..120 {
+    for _ in 0..200 {
         let branches: Vec<Value> = (0..2 + rng.below(3))
             .map(|_| object_part(&mut rng))
             .collect();
-        let siblings = match rng.below(4) {
-            0 => json!({"type": "object", "required": [keys[rng.below(3)]]}),
-            1 => json!({"allOf": [object_part(&mut rng)]}),
-            2 => json!({"$ref": "#/$defs/s", "$defs": {"s": object_part(&mut rng)}}),
-            _ => object_part(&mut rng),
+        let one_of = json!({ "oneOf": branches });
+        // Beside its siblings, or inside a part of an `allOf`, an `anyOf` branch, a dependency.
+        let schema = match rng.below(7) {
+            0 => json!({"type": "object", "required": [keys[rng.below(3)]], "oneOf": branches}),
+            1 => json!({"allOf": [object_part(&mut rng)], "oneOf": branches}),
+            2 => json!({"$ref": "#/$defs/s", "$defs": {"s": object_part(&mut rng)},
+                "oneOf": branches}),
+            3 => json!({"allOf": [object_part(&mut rng), one_of]}),
+            4 => json!({"required": [keys[rng.below(3)]],
+                "anyOf": [one_of, object_part(&mut rng)]}),
+            5 => {
+                let mut schema = object_part(&mut rng);
+                schema["dependencies"] = json!({ keys[rng.below(3)]: one_of });
+                schema
+            }
+            _ => {
+                let mut schema = object_part(&mut rng);
+                schema["oneOf"] = one_of["oneOf"].clone();
+                schema
+            }
         };
-        let mut schema = siblings;
-        schema["oneOf"] = Value::Array(branches);
         if compile_schema(&schema, &any_order()).is_err() {
             continue;
         }
         agrees(&schema, &any_order(), &universe);
         compiled += 1;
     }
-    assert!(compiled > 60, "{compiled} of 120 compiled");
+    assert!(compiled > 100, "{compiled} of 200 compiled");
 }
 
 /// Recursive `oneOf` branches told apart by a discriminator: the references are still being

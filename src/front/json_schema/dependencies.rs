@@ -66,14 +66,16 @@ fn names(v: &[Value], pointer: &str) -> Result<Vec<String>, CompileError> {
 }
 
 impl Compiler<'_> {
-    /// `shape` with the dependencies of the schema `map` (at `pointer`) applied.
+    /// `shape` with the dependencies of the schema `map` (at `pointer`) applied; the value is
+    /// known to be of every shape of `outside` as well (see [`Compiler::build_knowing`]).
     pub(super) fn dependencies(
         &mut self,
         mut shape: Shape,
+        outside: &[Shape],
         map: &Map<String, Value>,
         pointer: &str,
     ) -> Result<Shape, CompileError> {
-        let entries = self.read_dependencies(map, pointer)?;
+        let entries = self.read_dependencies(&shape, outside, map, pointer)?;
         for d in &entries {
             shape = self.depend(shape, d)?;
         }
@@ -81,9 +83,13 @@ impl Compiler<'_> {
     }
 
     /// The entries of `dependencies`, `dependentRequired` and `dependentSchemas` (the last two
-    /// from draft 2019-09 on), those of one property merged.
+    /// from draft 2019-09 on), those of one property merged. A schema entry is built knowing
+    /// its value is an object of `shape` and `outside` with the trigger: it is only ever met
+    /// with such objects, or beside the branch of those without the trigger.
     fn read_dependencies(
         &mut self,
+        shape: &Shape,
+        outside: &[Shape],
         map: &Map<String, Value>,
         pointer: &str,
     ) -> Result<Vec<Dependency>, CompileError> {
@@ -120,7 +126,16 @@ impl Compiler<'_> {
                             }),
                         }
                     }
-                    ("dependencies" | "dependentSchemas", _) => self.build(v, &at)?,
+                    // Only met with objects of `shape` that have the trigger: what tells a
+                    // `oneOf` of it apart is often there (the trigger's own value).
+                    ("dependencies" | "dependentSchemas", _) => {
+                        let having = Shape::object(ObjectShape {
+                            required: vec![trigger.clone()],
+                            ..ObjectShape::any(&at)
+                        });
+                        let knowing = outside.iter().chain([shape]).cloned();
+                        self.build_knowing(v, &at, knowing.chain([having]).collect())?
+                    }
                     _ => {
                         return Err(error(
                             CompileErrorKind::Invalid,

@@ -186,19 +186,23 @@ impl Compiler<'_> {
     }
 
     /// `oneOf` beside `siblings` (the shape of the schema's other keywords, which the result
-    /// is met with): each branch without the values of the branches it may overlap among
-    /// the values `siblings` admits (those not proven [disjoint](Self::disjoint) from it),
+    /// is met with) and within `outside` (what the value is known to be from outside the
+    /// schema, see [`Compiler::build_knowing`]): each branch without the values of the
+    /// branches it may overlap among the values all of them admit (those not proven
+    /// [disjoint](Self::disjoint) from it),
     /// through their complements; when a complement is out of reach, an error, or with
     /// `lenient` the branches' union (`anyOf`) and a warning.
     ///
     /// Branches often leave to their siblings what tells them apart: `"required":
     /// ["kind"]` and `"type": "object"` beside `oneOf` branches that only give `kind` a
     /// `const` each. Alone, such branches overlap (`{}`, any string), and their complements
-    /// made a grammar past two million expressions for four of them (o65414).
+    /// made a grammar past two million expressions for four of them (o65414). Or they leave it
+    /// to the object a dependency applies to, or to another part of an `allOf`: `outside`.
     pub fn one_of(
         &mut self,
         branches: Vec<Shape>,
         siblings: &Shape,
+        outside: &[Shape],
         lossy: bool,
         pointer: &str,
     ) -> Result<Shape, CompileError> {
@@ -213,8 +217,9 @@ impl Compiler<'_> {
                     continue;
                 }
                 let mut budget = DISJOINT_BUDGET;
-                self.meet_siblings(&branches, i, siblings, &mut within, pointer)?;
-                self.meet_siblings(&branches, j, siblings, &mut within, pointer)?;
+                for k in [i, j] {
+                    self.meet_siblings(&branches, k, siblings, outside, &mut within, pointer)?;
+                }
                 let apart = match (&within[i], &within[j]) {
                     (Some(Some(a)), Some(Some(b))) => {
                         untimed(self.disjoint(a, b, &mut budget, pointer))?.unwrap_or(false)
@@ -251,25 +256,41 @@ impl Compiler<'_> {
         }
     }
 
-    /// Meets branch `i` with `siblings` into `within[i]` unless done: `Some(None)` if
-    /// `siblings` admits anything (the branch alone already decided) or the meeting fails for
-    /// a reason other than time (an intersection out of reach, a limit); the branch is then
-    /// not told apart this way.
+    /// Meets branch `i` with `siblings` and `outside` into `within[i]` unless done:
+    /// `Some(None)` if they admit anything (the branch alone already decided) or a meeting
+    /// fails for a reason other than time (an intersection out of reach, a limit); the branch
+    /// is then not told apart this way.
     fn meet_siblings(
         &mut self,
         branches: &[Shape],
         i: usize,
         siblings: &Shape,
+        outside: &[Shape],
         within: &mut [Option<Option<Shape>>],
         pointer: &str,
     ) -> Result<(), CompileError> {
         if within[i].is_some() {
             return Ok(());
         }
-        within[i] = Some(match siblings {
-            Shape::Any => None,
-            _ => untimed(self.meet(siblings, &branches[i], pointer))?,
-        });
+        let mut known = std::iter::once(siblings)
+            .chain(outside)
+            .filter(|s| !matches!(s, Shape::Any))
+            .peekable();
+        if known.peek().is_none() {
+            within[i] = Some(None);
+            return Ok(());
+        }
+        let mut met = branches[i].clone();
+        for s in known {
+            match untimed(self.meet(s, &met, pointer))? {
+                Some(m) => met = m,
+                None => {
+                    within[i] = Some(None);
+                    return Ok(());
+                }
+            }
+        }
+        within[i] = Some(Some(met));
         Ok(())
     }
 

@@ -197,6 +197,11 @@ pub(crate) struct Compiler<'a> {
     pub(super) unkeyed: HashSet<KeySet>,
     pub(super) newly_unkeyed: Vec<KeySet>,
     pub(super) last_pass: bool,
+    /// What the value described by the schema object built next is known to be from outside
+    /// it: the parts of an enclosing `allOf` met before it, the object a dependency applies
+    /// to (see [`Compiler::build_knowing`]). Taken by the next `build_step`, so it never
+    /// reaches the subschemas of other values.
+    pub(super) outside: Vec<Shape>,
 }
 
 impl<'a> Compiler<'a> {
@@ -244,6 +249,7 @@ impl<'a> Compiler<'a> {
             unkeyed: HashSet::new(),
             newly_unkeyed: Vec::new(),
             last_pass: true,
+            outside: Vec::new(),
         })
     }
 
@@ -312,6 +318,21 @@ impl<'a> Compiler<'a> {
         shape
     }
 
+    /// [`build`](Self::build) where the value is known to be of every shape of `outside` as
+    /// well: a `oneOf` of the schema proves its branches apart within them. The result is
+    /// only right within `outside`: the caller meets it with a part of them.
+    pub(super) fn build_knowing(
+        &mut self,
+        schema: &Value,
+        pointer: &str,
+        outside: Vec<Shape>,
+    ) -> Result<Shape, CompileError> {
+        self.outside = outside;
+        let shape = self.build(schema, pointer);
+        self.outside.clear();
+        shape
+    }
+
     // Long: one `if let` per applicator keyword of a schema object (not, enum/const, $ref,
     // allOf, anyOf, oneOf, if), each meeting its result with the same shape in turn; then the
     // dependencies (`dependencies.rs`).
@@ -340,6 +361,7 @@ impl<'a> Compiler<'a> {
                 )?;
             }
         }
+        let outside = std::mem::take(&mut self.outside);
         let mut shape = self.typed(map, pointer)?;
         if let Some(n) = map.get("not") {
             let at = format!("{pointer}/not");
@@ -371,7 +393,7 @@ impl<'a> Compiler<'a> {
                 .enumerate()
             {
                 let at = format!("{pointer}/allOf/{i}");
-                let s = self.build(sub, &at)?;
+                let s = self.build_knowing(sub, &at, known(&outside, &shape, sub))?;
                 shape = self.intersect(&shape, &s, &at)?;
             }
         }
@@ -379,7 +401,8 @@ impl<'a> Compiler<'a> {
             let at = format!("{pointer}/anyOf");
             let mut branches = Vec::new();
             for (i, sub) in self.schema_list(any, &at)?.iter().enumerate() {
-                branches.push(self.build(sub, &format!("{at}/{i}"))?);
+                let knowing = known(&outside, &shape, sub);
+                branches.push(self.build_knowing(sub, &format!("{at}/{i}"), knowing)?);
             }
             shape = self.intersect(&shape, &Shape::any_of(branches), &at)?;
         }
@@ -396,7 +419,7 @@ impl<'a> Compiler<'a> {
                         branches.push(self.build(sub, &format!("{at}/{i}"))?);
                     }
                     let lossy = self.dropped > dropped;
-                    self.one_of(branches, &shape, lossy, &at)?
+                    self.one_of(branches, &shape, &outside, lossy, &at)?
                 }
             };
             shape = self.intersect(&shape, &one_of, &at)?;
@@ -406,7 +429,7 @@ impl<'a> Compiler<'a> {
                 shape = self.intersect(&shape, &conditional, &format!("{pointer}/if"))?;
             }
         }
-        self.dependencies(shape, map, pointer)
+        self.dependencies(shape, &outside, map, pointer)
     }
 
     /// `if`/`then`/`else`: `(if ∧ then) ∨ (¬if ∧ else)`, which is `if ∨ else` without `then`
@@ -630,6 +653,20 @@ impl<'a> Compiler<'a> {
             });
         }
         Ok(Shape::any_of(branches))
+    }
+}
+
+/// What the value of `part`, a subschema of the same value met with `shape` (an `allOf` part,
+/// an `anyOf` branch), is known to be from outside it: `outside` and `shape`; nothing where
+/// nothing in `part` reads it (only a `oneOf` does, at its top or in such parts of its own),
+/// to spare the copies.
+fn known(outside: &[Shape], shape: &Shape, part: &Value) -> Vec<Shape> {
+    let reads = ["oneOf", "allOf", "anyOf"]
+        .iter()
+        .any(|k| part.get(k).is_some());
+    match reads {
+        true => outside.iter().chain([shape]).cloned().collect(),
+        false => Vec::new(),
     }
 }
 
