@@ -16,7 +16,7 @@ mod nfa;
 use std::hash::Hash;
 
 use crate::automata::determinize::{Stop, Worklist};
-use crate::automata::interner::{KeyInterner, Numbering};
+use crate::automata::interner::{KeyInterner, Numbering, SliceInterner};
 use crate::automata::minimize::hopcroft;
 use crate::error::{CompileError, Location};
 use crate::front::guard::{over_time, tick};
@@ -199,6 +199,90 @@ impl CharDfa {
             })
             .collect();
         finish(atoms, next, accept, budget.deadline)
+    }
+
+    /// The strings of `within` (every string if `None`) split by the automata of `parts` that
+    /// accept them: each nonempty class with its set (bit `i`: `parts[i]` accepts), in the
+    /// order of the sets. One product of them all, explored once, and each class minimized
+    /// from it: splitting by one part at a time made a product per class and part, most of
+    /// them as large as the parts. `None` past `max_classes` classes; a `Limit` error past
+    /// the budget's states.
+    pub fn split(
+        parts: &[CharDfa],
+        within: Option<&CharDfa>,
+        max_classes: usize,
+        budget: &Budget,
+    ) -> Result<Option<Vec<(usize, CharDfa)>>, CompileError> {
+        debug_assert!(parts.len() < usize::BITS as usize);
+        let starts = parts
+            .iter()
+            .chain(within)
+            .flat_map(|d| d.atoms.iter().map(|a| a.0))
+            .collect();
+        let atoms = partition(starts);
+        // Each automaton's atom under each atom of the product.
+        let columns: Vec<Vec<usize>> = parts
+            .iter()
+            .chain(within)
+            .map(|d| atoms.iter().map(|&(lo, _)| d.atom(lo)).collect())
+            .collect();
+        let max_states = budget.states_for(atoms.len());
+        let mut states = Worklist::new(SliceInterner::default(), max_states);
+        // A state: each part's state, DEAD once it rejects every continuation; `within`'s last.
+        let automata: Vec<&CharDfa> = parts.iter().chain(within).collect();
+        let (mut at, mut to) = (
+            vec![0u32; automata.len()],
+            Vec::with_capacity(automata.len()),
+        );
+        states.add(&at);
+        let mut next = Vec::new();
+        while let Some(id) = expand_next(&mut states, max_states, budget.deadline)? {
+            at.copy_from_slice(states.key(id));
+            for a in 0..atoms.len() {
+                to.clear();
+                to.extend(automata.iter().zip(&at).zip(&columns).map(
+                    |((d, &q), column)| match q {
+                        DEAD => DEAD,
+                        q => d.next[q as usize * d.atoms.len() + column[a]],
+                    },
+                ));
+                let alive = within.is_none() || to[parts.len()] != DEAD;
+                next.push(match alive {
+                    true => states.add(&to),
+                    false => DEAD,
+                });
+            }
+        }
+        // Each state's class, `None` where the string it ends is not in `within`.
+        let class: Vec<Option<usize>> = (0..states.len() as u32)
+            .map(|id| {
+                let at = states.key(id);
+                let inside = within.is_none_or(|w| w.accept[at[parts.len()] as usize]);
+                inside.then(|| {
+                    parts
+                        .iter()
+                        .zip(at)
+                        .enumerate()
+                        .filter(|(_, (d, &q))| q != DEAD && d.accept[q as usize])
+                        .fold(0, |set, (i, _)| set | 1 << i)
+                })
+            })
+            .collect();
+        let mut sets: Vec<usize> = class.iter().flatten().copied().collect();
+        sets.sort_unstable();
+        sets.dedup();
+        if sets.len() > max_classes {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(sets.len());
+        for set in sets {
+            let accept = class.iter().map(|&c| c == Some(set)).collect();
+            out.push((
+                set,
+                finish(atoms.clone(), next.clone(), accept, budget.deadline)?,
+            ));
+        }
+        Ok(Some(out))
     }
 
     /// Every string the automaton rejects, including those it would die on (they go to an
@@ -660,6 +744,57 @@ mod tests {
                 .len(),
             3
         );
+    }
+
+    /// `split` puts each string of `within` in the class of exactly the parts that accept it,
+    /// every class it returns is nonempty and minimal (as `intersect` makes it), and past the
+    /// class cap it gives up.
+    #[test]
+    fn chars_split_by_parts() {
+        let mut rng = Rng(11);
+        let parts = [
+            dfa(r"^a[a-c]*$"),
+            dfa(r"^[b-c]+a$"),
+            dfa(r"c"),
+            dfa(r"^ab?$"),
+        ];
+        let within = dfa(r"^[a-c]{2,4}$");
+        let alphabet = alphabet("abcx");
+        for (n, within) in [(4, None), (4, Some(&within)), (2, Some(&within)), (1, None)] {
+            let parts = &parts[..n];
+            let classes = CharDfa::split(parts, within, 16, &budget(4096))
+                .unwrap()
+                .unwrap();
+            for (set, class) in &classes {
+                assert!(!class.is_empty(), "class {set:b} is empty");
+                let mut expected = within.cloned().unwrap_or_else(|| {
+                    CharDfa::strings(&[], &budget(64))
+                        .unwrap()
+                        .complement(never())
+                        .unwrap()
+                });
+                for (i, p) in parts.iter().enumerate() {
+                    let side = match set >> i & 1 {
+                        1 => p.clone(),
+                        _ => p.complement(never()).unwrap(),
+                    };
+                    expected = expected.intersect(&side, &budget(4096)).unwrap();
+                }
+                assert_eq!(class.accept.len(), expected.accept.len(), "class {set:b}");
+            }
+            for s in samples(&parts[0], &alphabet, &mut rng, 500) {
+                let set = (0..n)
+                    .filter(|&i| parts[i].matches(&s))
+                    .fold(0, |m, i| m | 1 << i);
+                for (class_set, class) in &classes {
+                    let inside = within.is_none_or(|w| w.matches(&s)) && *class_set == set;
+                    assert_eq!(class.matches(&s), inside, "{s:?} in class {class_set:b}");
+                }
+            }
+        }
+        assert!(CharDfa::split(&parts, None, 2, &budget(4096))
+            .unwrap()
+            .is_none());
     }
 
     #[test]

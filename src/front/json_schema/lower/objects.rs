@@ -30,9 +30,11 @@ const MEMBERS_PER_RULE: usize = 8;
 
 /// The undeclared names of `o` (among `names`, those `propertyNames` admits, if given) split
 /// by the set of patterns they match (bit `i`: pattern `i`), each nonempty set with the
-/// automaton of its names, in the order of the sets. The names are split one pattern at a
-/// time and empty parts dropped, so the work follows the classes that exist, not `2^n`; past
-/// [`MAX_KEY_CLASSES`] of them, `Unsupported`.
+/// automaton of its names, in the order of the sets; past [`MAX_KEY_CLASSES`] of them,
+/// `Unsupported`. The classes come from one product of the patterns (see
+/// [`CharDfa::split`]), which reaches the classes that exist, not `2^n`. The declared names
+/// are taken out last, and only from the classes holding one: a pattern seldom matches a
+/// declared name (OCDS's language-tagged names: `^title_…$` beside `title`).
 fn key_classes(
     o: &ObjectShape,
     declared: &[&str],
@@ -40,37 +42,44 @@ fn key_classes(
     budget: &Budget,
 ) -> Result<Vec<(usize, CharDfa)>, CompileError> {
     debug_assert!(o.patterns.len() <= MAX_NAME_PATTERNS);
-    let mut undeclared = CharDfa::strings(declared, budget)?.complement(budget.deadline)?;
-    if let Some(names) = names {
-        undeclared = undeclared.intersect(names, budget)?;
-    }
-    let mut classes = vec![(0usize, undeclared)];
-    for (i, (p, _)) in o.patterns.iter().enumerate() {
-        let at = |e: CompileError| e.or_at(Location::JsonPointer(p.pointer().to_string()));
-        let inside = p.automaton(budget)?;
-        let outside = inside.complement(budget.deadline)?;
-        let mut split = Vec::with_capacity(classes.len() * 2);
-        for (set, keys) in classes {
-            for (dfa, bit) in [(&inside, 1 << i), (&outside, 0)] {
-                let part = keys.intersect(dfa, budget).map_err(at)?;
-                if !part.is_empty() {
-                    split.push((set | bit, part));
-                }
-            }
-        }
-        if split.len() > MAX_KEY_CLASSES {
-            return Err(error(
+    let patterns = o
+        .patterns
+        .iter()
+        .map(|(p, _)| {
+            p.automaton(budget)
+                .map_err(|e| e.or_at(Location::JsonPointer(p.pointer().to_string())))
+        })
+        .collect::<Result<Vec<CharDfa>, CompileError>>()?;
+    let classes = CharDfa::split(&patterns, names, MAX_KEY_CLASSES, budget)
+        .map_err(|e| e.or_at(Location::JsonPointer(o.pointer.to_string())))?
+        .ok_or_else(|| {
+            error(
                 CompileErrorKind::Unsupported,
                 &o.pointer,
                 format!(
                     "undeclared property names of more than {MAX_KEY_CLASSES} kinds (by the `patternProperties` they match)"
                 ),
-            ));
+            )
+        })?;
+    let mut out = Vec::with_capacity(classes.len());
+    for (set, keys) in classes {
+        let taken: Vec<&str> = declared
+            .iter()
+            .copied()
+            .filter(|d| keys.matches(d))
+            .collect();
+        let undeclared = match taken.is_empty() {
+            true => keys,
+            false => {
+                let others = CharDfa::strings(&taken, budget)?.complement(budget.deadline)?;
+                keys.intersect(&others, budget)?
+            }
+        };
+        if !undeclared.is_empty() {
+            out.push((set, undeclared));
         }
-        classes = split;
     }
-    classes.sort_unstable_by_key(|(set, _)| *set);
-    Ok(classes)
+    Ok(out)
 }
 
 /// What decides an object's classes of undeclared names and their keys (see
