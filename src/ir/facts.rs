@@ -22,6 +22,7 @@ use crate::base::byteset::ByteSet;
 use crate::limits::{Deadline, LimitExceeded};
 
 /// Which expressions derive some string and which the empty string (index = `ExprId`).
+#[derive(Debug)]
 pub(crate) struct Derivations {
     pub productive: Vec<bool>,
     pub nullable: Vec<bool>,
@@ -64,6 +65,7 @@ impl Derivations {
 /// Who uses each expression: the expressions it is a part of (once per occurrence), and the
 /// references to the rules it is the body of. In one array, grouped by expression (a vector
 /// per expression was most of these analyses' time, in the allocator).
+#[derive(Debug)]
 struct Users {
     /// `at[e]..at[e + 1]` are `e`'s users in `users`.
     at: Vec<u32>,

@@ -244,6 +244,9 @@ pub struct Grammar {
     /// [`Grammar::rule_graph`], computed on first use (the router and the CFG backend both
     /// need it).
     rule_graph: std::sync::OnceLock<Vec<Vec<RuleId>>>,
+    /// [`Grammar::derivations`], computed on first use (the JSON Schema front end checks that
+    /// its start derives a string, and the CFG backend's lowering needs them all).
+    derivations: std::sync::OnceLock<std::sync::Arc<facts::Derivations>>,
 }
 
 impl Grammar {
@@ -270,6 +273,18 @@ impl Grammar {
     /// The start rule.
     pub fn start(&self) -> RuleId {
         self.start
+    }
+
+    /// Which expressions derive some string and which the empty string, computed once.
+    pub(crate) fn derivations(
+        &self,
+        deadline: &crate::limits::Deadline,
+    ) -> Result<std::sync::Arc<facts::Derivations>, LimitExceeded> {
+        if let Some(d) = self.derivations.get() {
+            return Ok(d.clone());
+        }
+        let d = std::sync::Arc::new(facts::Derivations::new(self, deadline)?);
+        Ok(self.derivations.get_or_init(|| d).clone())
     }
 }
 
@@ -715,6 +730,7 @@ impl GrammarBuilder {
             rules,
             start,
             rule_graph: std::sync::OnceLock::new(),
+            derivations: std::sync::OnceLock::new(),
         })
     }
 }

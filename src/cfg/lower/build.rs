@@ -6,6 +6,10 @@ use super::minimize::minimize;
 use super::*;
 use crate::cfg::program::refine;
 
+/// Most entries the table of built fragments keeps between drafts: emptying it costs its
+/// capacity at every draft, most of which are a few dozen states.
+const MAX_BUILT_SCRATCH: usize = 1 << 14;
+
 impl Lowering {
     /// The NFA of the sequence `parts` (one expression, or a suffix unit's parts), rules
     /// built in place included.
@@ -13,7 +17,10 @@ impl Lowering {
         // The grammar apart from `self`: the construction reads it while changing the
         // lowering, and a clone of the `Arc` per expression was a sixth of drafting.
         let g = Arc::clone(&self.g);
-        let mut nfa = Nfa::default();
+        let mut nfa = Nfa {
+            built: std::mem::take(&mut self.built_scratch),
+            ..Nfa::default()
+        };
         let accept = nfa.state();
         let start = match parts {
             [root] => self.fragment(&g, &mut nfa, *root, 0, accept)?,
@@ -26,7 +33,12 @@ impl Lowering {
             nfa.eps(entry, body);
         }
         // What only construction needs goes: a draft may wait for a parse to enter its unit.
-        nfa.built = FastMap::default();
+        // The table is kept for the next draft, unless one unit made it larger than most.
+        let mut built = std::mem::take(&mut nfa.built);
+        if built.capacity() <= MAX_BUILT_SCRATCH {
+            built.clear();
+            self.built_scratch = built;
+        }
         Ok(Box::new(NfaDraft { nfa, start, accept }))
     }
 

@@ -324,7 +324,7 @@ pub(crate) struct Lowering {
     options: CompileOptions,
     /// The budget of the build in progress: the compilation's, then one per later build.
     deadline: Deadline,
-    derivations: Derivations,
+    derivations: Arc<Derivations>,
     boundaries: Boundaries,
     recursive: Vec<bool>,
     /// Rules built into their caller's automaton even when too big to inline
@@ -368,6 +368,9 @@ pub(crate) struct Lowering {
     unit_hashes: Vec<Option<u128>>,
     /// Units drafted when the grammar compiled and left to be built when a parse enters them.
     drafts: FastMap<u32, Draft>,
+    /// The table of [`Nfa::built`] between drafts, emptied but not freed: grown afresh for
+    /// every unit, its rehashing was a fifth of drafting.
+    built_scratch: FastMap<(ExprId, u32), u32>,
 }
 
 impl Lowering {
@@ -378,7 +381,7 @@ impl Lowering {
         deadline: Deadline,
     ) -> Result<Self, CompileError> {
         let (recursive, tail_recursive) = recursive_rules(&g, &deadline)?;
-        let derivations = Derivations::new(&g, &deadline).map_err(compile_time)?;
+        let derivations = g.derivations(&deadline).map_err(compile_time)?;
         let jumps = jump_rules(
             &g,
             &recursive,
@@ -417,6 +420,7 @@ impl Lowering {
             nonce: hash::nonce(),
             unit_hashes: Vec::new(),
             drafts: FastMap::default(),
+            built_scratch: FastMap::default(),
             deadline,
             g,
         };

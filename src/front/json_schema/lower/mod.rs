@@ -22,7 +22,6 @@ use crate::error::{CompileError, Location};
 use crate::front::chars::Budget;
 use crate::front::guard::{guarded, over_time, tick};
 use crate::front::regex::Utf8;
-use crate::ir::facts::Derivations;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitKind};
 pub(super) use strings::{
@@ -674,6 +673,6 @@ fn clamp(n: u64) -> u32 {
 /// Does the start rule derive at least one string? (A required property that recurses into its
 /// own object, or `$ref`s that only point at each other, leave no finite instance.)
 pub(crate) fn has_strings(g: &Grammar, deadline: &Deadline) -> Result<bool, CompileError> {
-    let derivations = Derivations::new(g, deadline).map_err(over_time)?;
+    let derivations = g.derivations(deadline).map_err(over_time)?;
     Ok(derivations.productive[g.rule(g.start()).body.index()])
 }
