@@ -188,6 +188,9 @@ struct Nfa {
     built: FastMap<(ExprId, u32), u32>,
     /// Right-linear rules entered but not built yet: `(rule, continuation, entry)`.
     pending: Vec<(RuleId, u32, u32)>,
+    /// The continuation each large rule that is not recursive was built in place with (see
+    /// `Lowering::fragment_uncached`).
+    placed: FastMap<RuleId, u32>,
     /// Building those rules' bodies: a loop through one must stay in this automaton, so no
     /// sequence on it is cut into chunks (see `CfgLowering::sequence`).
     in_place: bool,
@@ -202,6 +205,7 @@ impl Default for Nfa {
             byte_label: [u32::MAX; 256],
             built: FastMap::default(),
             pending: Vec::new(),
+            placed: FastMap::default(),
             in_place: false,
         }
     }
@@ -817,5 +821,23 @@ mod tests {
         let lower = compile(g, &vocab, options, &Deadline::never()).unwrap();
         assert!(lower.is_complete());
         Program::clone(lower.program())
+    }
+
+    /// A large rule referred to only as the last step of a rule inlined in several places is
+    /// built in place once per unit and called from the other places, not copied into each.
+    #[test]
+    fn a_large_tail_rule_is_built_once_per_unit() {
+        let states = |items: usize| {
+            let body = vec!["[a-c]"; 140].join(" ");
+            let list = vec!["item"; items].join(" \",\" ");
+            let text = format!("root ::= \"[\" {list} \"]\"\nitem ::= \"k\" big\nbig ::= {body}\n");
+            let g = crate::front::gbnf::gbnf_to_ir(&text, "g").unwrap();
+            compile_for_test(&g).states.len()
+        };
+        let (one, six) = (states(1), states(6));
+        assert!(
+            six < one + 2 * 150,
+            "{one} states for one item, {six} for six"
+        );
     }
 }
