@@ -19,7 +19,7 @@ use super::tracked::MAX_LISTED_VALUES;
 use super::{PropertyOrder, Whitespace};
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, Location};
-use crate::front::chars::Budget;
+use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::{guarded, over_time, tick};
 use crate::front::regex::Utf8;
 use crate::ir::{Expr, ExprId, Grammar, GrammarBuilder, RuleId};
@@ -71,6 +71,10 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     /// patterns' automata built, intersected and lowered again, its own rules for the
     /// backend to build.
     key_classes: HashMap<objects::ClassesKey, Rc<[(usize, ExprId)]>>,
+    /// The automaton of each name pattern by its identity (format or regex, and its text):
+    /// objects with different names often share patterns (OCDS's `^description_…$` on a
+    /// dozen objects), and the subset construction of one was a sixth of such a compile.
+    name_automata: HashMap<(bool, String), CharDfa>,
     /// The expression of each object shape lowered so far, by address (the shape held, so
     /// the address stays its own; see [`shared_object`](Self::shared_object)).
     objects: HashMap<*const ObjectShape, (Rc<ObjectShape>, ExprId)>,
@@ -111,6 +115,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             contents: HashMap::new(),
             undeclared_keys: HashMap::new(),
             key_classes: HashMap::new(),
+            name_automata: HashMap::new(),
             objects: HashMap::new(),
             chains: HashMap::new(),
             fixed_object: false,

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::super::intersect::property_index;
 use super::super::schema::{error, over, MAX_KEY_CLASSES};
-use super::super::shape::{Names, ObjectShape, Shape, MAX_NAME_PATTERNS};
+use super::super::shape::{NamePattern, Names, ObjectShape, Shape, MAX_NAME_PATTERNS};
 use super::super::strings::{any_text, text_not_in};
 use super::super::tracked::{KeyValues, KeyedObject, MemberValue};
 use super::super::PropertyOrder;
@@ -37,20 +37,13 @@ const MEMBERS_PER_RULE: usize = 8;
 /// declared name (OCDS's language-tagged names: `^title_…$` beside `title`).
 fn key_classes(
     o: &ObjectShape,
+    patterns: &[CharDfa],
     declared: &[&str],
     names: Option<&CharDfa>,
     budget: &Budget,
 ) -> Result<Vec<(usize, CharDfa)>, CompileError> {
     debug_assert!(o.patterns.len() <= MAX_NAME_PATTERNS);
-    let patterns = o
-        .patterns
-        .iter()
-        .map(|(p, _)| {
-            p.automaton(budget)
-                .map_err(|e| e.or_at(Location::JsonPointer(p.pointer().to_string())))
-        })
-        .collect::<Result<Vec<CharDfa>, CompileError>>()?;
-    let classes = CharDfa::split(&patterns, names, MAX_KEY_CLASSES, budget)
+    let classes = CharDfa::split(patterns, names, MAX_KEY_CLASSES, budget)
         .map_err(|e| e.or_at(Location::JsonPointer(o.pointer.to_string())))?
         .ok_or_else(|| {
             error(
@@ -423,6 +416,33 @@ impl SchemaLowering<'_, '_, '_> {
         })
     }
 
+    /// The automata of `o`'s name patterns, those of regexes and formats built once per
+    /// grammar (see `SchemaLowering::name_automata`).
+    fn pattern_automata(
+        &mut self,
+        o: &ObjectShape,
+        budget: &Budget,
+    ) -> Result<Vec<CharDfa>, CompileError> {
+        let mut out = Vec::with_capacity(o.patterns.len());
+        for (p, _) in &o.patterns {
+            let key = match p {
+                NamePattern::Regex(c) => Some((c.is_format, c.source.clone())),
+                _ => None,
+            };
+            if let Some(dfa) = key.as_ref().and_then(|k| self.name_automata.get(k)) {
+                out.push(dfa.clone());
+                continue;
+            }
+            let at = |e: CompileError| e.or_at(Location::JsonPointer(p.pointer().to_string()));
+            let dfa = p.automaton(budget).map_err(at)?;
+            if let Some(k) = key {
+                self.name_automata.insert(k, dfa.clone());
+            }
+            out.push(dfa);
+        }
+        Ok(out)
+    }
+
     /// The classes of `o`'s undeclared names (see [`key_classes`]), each with the keys of its
     /// names lowered: `None` without patterns or `propertyNames`; `Err` with the members a
     /// lenient compilation writes where the classes are refused (undeclared names not told
@@ -450,7 +470,11 @@ impl SchemaLowering<'_, '_, '_> {
         if o.patterns.is_empty() && allowed.is_none() {
             return Ok(Ok(None));
         }
-        let classes = match key_classes(o, names, allowed.as_ref(), &self.budget()) {
+        let budget = self.budget();
+        let classes = match self
+            .pattern_automata(o, &budget)
+            .and_then(|patterns| key_classes(o, &patterns, names, allowed.as_ref(), &budget))
+        {
             Ok(classes) => classes,
             Err(e) => {
                 self.c.tolerate(e)?;
