@@ -197,7 +197,8 @@ impl Compiler<'_> {
     /// ["kind"]` and `"type": "object"` beside `oneOf` branches that only give `kind` a
     /// `const` each. Alone, such branches overlap (`{}`, any string), and their complements
     /// made a grammar past two million expressions for four of them (o65414). Or they leave it
-    /// to the object a dependency applies to, or to another part of an `allOf`: `outside`.
+    /// to the object a dependency applies to, another part of an `allOf` or the schema around
+    /// an `anyOf`: `outside`.
     pub fn one_of(
         &mut self,
         branches: Vec<Shape>,

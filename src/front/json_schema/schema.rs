@@ -198,9 +198,9 @@ pub(crate) struct Compiler<'a> {
     pub(super) newly_unkeyed: Vec<KeySet>,
     pub(super) last_pass: bool,
     /// What the value described by the schema object built next is known to be from outside
-    /// it: the parts of an enclosing `allOf` met before it, the object a dependency applies
-    /// to (see [`Compiler::build_knowing`]). Taken by the next `build_step`, so it never
-    /// reaches the subschemas of other values.
+    /// it: the schema around an `allOf` part or `anyOf` branch (with the parts met before
+    /// it), the object a dependency applies to (see [`Compiler::build_knowing`]). Taken by
+    /// the next `build_step`, so it never reaches the subschemas of other values.
     pub(super) outside: Vec<Shape>,
 }
 
@@ -320,7 +320,9 @@ impl<'a> Compiler<'a> {
 
     /// [`build`](Self::build) where the value is known to be of every shape of `outside` as
     /// well: a `oneOf` of the schema proves its branches apart within them. The result is
-    /// only right within `outside`: the caller meets it with a part of them.
+    /// only right within `outside`, so the caller may only use it there (or beside a branch
+    /// that already admits every value outside it: a dependency's objects without the
+    /// trigger).
     pub(super) fn build_knowing(
         &mut self,
         schema: &Value,
