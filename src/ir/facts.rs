@@ -195,40 +195,55 @@ fn first_bytes(
     let exprs = g.exprs();
     let rules = g.rules();
     let mut first = vec![ByteSet::EMPTY; exprs.len()];
-    let mut work: BinaryHeap<Reverse<u32>> = (0..exprs.len() as u32).map(Reverse).collect();
-    let mut queued = vec![true; exprs.len()];
-    while let Some(Reverse(i)) = work.pop() {
+    let of = |first: &[ByteSet], x: &ExprId| match d.productive[x.index()] {
+        true => first[x.index()],
+        false => ByteSet::EMPTY,
+    };
+    let bytes_of = |first: &[ByteSet], i: usize| match &exprs[i] {
+        Expr::Empty | Expr::Nothing | Expr::Special(_) => ByteSet::EMPTY,
+        Expr::Bytes(b) => ByteSet::byte(b[0]),
+        Expr::Class(c) => *c,
+        Expr::Seq(xs) => {
+            let mut acc = ByteSet::EMPTY;
+            for x in xs.iter() {
+                acc = acc.union(&of(first, x));
+                if !d.nullable[x.index()] {
+                    break;
+                }
+            }
+            acc
+        }
+        Expr::Alt(xs) => xs
+            .iter()
+            .fold(ByteSet::EMPTY, |acc, x| acc.union(&of(first, x))),
+        Expr::Repeat { body, .. } => of(first, body),
+        Expr::Rule(r) => of(first, &rules[r.index()].body),
+    };
+    // One sweep in index order settles almost everything, as an expression's parts are built
+    // before it; only a rule's references can come before its body, and the worklist (in
+    // index order too) takes what their changes reach. A worklist of every expression was
+    // most of this pass.
+    let mut work: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
+    let mut queued = vec![false; exprs.len()];
+    let mut sweep = 0..exprs.len();
+    loop {
+        let (i, swept) = match sweep.next() {
+            Some(i) => (i, true),
+            None => match work.pop() {
+                Some(Reverse(i)) => (i as usize, false),
+                None => break,
+            },
+        };
         deadline.tick()?;
-        let i = i as usize;
         queued[i] = false;
         if !d.productive[i] {
             continue;
         }
-        let of = |x: &ExprId| match d.productive[x.index()] {
-            true => first[x.index()],
-            false => ByteSet::EMPTY,
-        };
-        let f = match &exprs[i] {
-            Expr::Empty | Expr::Nothing | Expr::Special(_) => ByteSet::EMPTY,
-            Expr::Bytes(b) => ByteSet::byte(b[0]),
-            Expr::Class(c) => *c,
-            Expr::Seq(xs) => {
-                let mut acc = ByteSet::EMPTY;
-                for x in xs.iter() {
-                    acc = acc.union(&of(x));
-                    if !d.nullable[x.index()] {
-                        break;
-                    }
-                }
-                acc
-            }
-            Expr::Alt(xs) => xs.iter().fold(ByteSet::EMPTY, |acc, x| acc.union(&of(x))),
-            Expr::Repeat { body, .. } => of(body),
-            Expr::Rule(r) => of(&rules[r.index()].body),
-        };
+        let f = bytes_of(&first, i);
         if f != first[i] {
             first[i] = f;
-            for &u in users.of(i) {
+            // During the sweep, users after `i` are still to come.
+            for &u in users.of(i).iter().filter(|&&u| !swept || u as usize <= i) {
                 if !std::mem::replace(&mut queued[u as usize], true) {
                     work.push(Reverse(u));
                 }
