@@ -214,22 +214,20 @@ impl CharDfa {
         budget: &Budget,
     ) -> Result<Option<Vec<(usize, CharDfa)>>, CompileError> {
         debug_assert!(parts.len() < usize::BITS as usize);
-        let starts = parts
+        // A state: each part's state, DEAD once it rejects every continuation; `within`'s last.
+        let automata: Vec<&CharDfa> = parts.iter().chain(within).collect();
+        let starts = automata
             .iter()
-            .chain(within)
             .flat_map(|d| d.atoms.iter().map(|a| a.0))
             .collect();
         let atoms = partition(starts);
         // Each automaton's atom under each atom of the product.
-        let columns: Vec<Vec<usize>> = parts
+        let columns: Vec<Vec<usize>> = automata
             .iter()
-            .chain(within)
             .map(|d| atoms.iter().map(|&(lo, _)| d.atom(lo)).collect())
             .collect();
         let max_states = budget.states_for(atoms.len());
         let mut states = Worklist::new(SliceInterner::default(), max_states);
-        // A state: each part's state, DEAD once it rejects every continuation; `within`'s last.
-        let automata: Vec<&CharDfa> = parts.iter().chain(within).collect();
         let (mut at, mut to) = (
             vec![0u32; automata.len()],
             Vec::with_capacity(automata.len()),

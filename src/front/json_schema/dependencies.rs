@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 
 use super::complement::{pruned, MAX_COMPLEMENT_BRANCHES};
 use super::intersect::property_index;
-use super::schema::{error, over, pointer_escape, Compiler, Draft};
+use super::schema::{error, known, over, pointer_escape, Compiler, Draft};
 use super::shape::{Kind, ObjectShape, Shape};
 use crate::error::{CompileError, CompileErrorKind};
 use crate::limits::{LimitExceeded, LimitKind};
@@ -129,12 +129,14 @@ impl Compiler<'_> {
                     // Only met with objects of `shape` that have the trigger: what tells a
                     // `oneOf` of it apart is often there (the trigger's own value).
                     ("dependencies" | "dependentSchemas", _) => {
-                        let having = Shape::object(ObjectShape {
-                            required: vec![trigger.clone()],
-                            ..ObjectShape::any(&at)
-                        });
-                        let knowing = outside.iter().chain([shape]).cloned();
-                        self.build_knowing(v, &at, knowing.chain([having]).collect())?
+                        let mut knowing = known(outside, shape, v);
+                        if !knowing.is_empty() {
+                            knowing.push(Shape::object(ObjectShape {
+                                required: vec![trigger.clone()],
+                                ..ObjectShape::any(&at)
+                            }));
+                        }
+                        self.build_knowing(v, &at, knowing)?
                     }
                     _ => {
                         return Err(error(

@@ -659,10 +659,10 @@ impl<'a> Compiler<'a> {
 }
 
 /// What the value of `part`, a subschema of the same value met with `shape` (an `allOf` part,
-/// an `anyOf` branch), is known to be from outside it: `outside` and `shape`; nothing where
-/// nothing in `part` reads it (only a `oneOf` does, at its top or in such parts of its own),
-/// to spare the copies.
-fn known(outside: &[Shape], shape: &Shape, part: &Value) -> Vec<Shape> {
+/// an `anyOf` branch, a dependency's schema), is known to be from outside it: `outside` and
+/// `shape`; nothing where nothing in `part` reads it (only a `oneOf` does, at its top or in
+/// such parts of its own), to spare the copies.
+pub(super) fn known(outside: &[Shape], shape: &Shape, part: &Value) -> Vec<Shape> {
     let reads = ["oneOf", "allOf", "anyOf"]
         .iter()
         .any(|k| part.get(k).is_some());

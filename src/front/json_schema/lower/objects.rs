@@ -426,7 +426,10 @@ impl SchemaLowering<'_, '_, '_> {
         let mut out = Vec::with_capacity(o.patterns.len());
         for (p, _) in &o.patterns {
             let key = match p {
-                NamePattern::Regex(c) => Some((c.is_format, c.source.clone())),
+                NamePattern::Regex(c) => {
+                    let (is_format, text) = c.identity();
+                    Some((is_format, text.to_string()))
+                }
                 _ => None,
             };
             if let Some(dfa) = key.as_ref().and_then(|k| self.name_automata.get(k)) {
