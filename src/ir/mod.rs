@@ -208,6 +208,36 @@ pub struct Rule {
     pub called: bool,
 }
 
+/// Expressions and rule bodies, read alike from a finished [`Grammar`] and from a
+/// [`GrammarBuilder`] still being filled: a front end reads back what it built (the JSON
+/// Schema front end makes automata of member values the matcher tells objects apart by).
+pub(crate) trait ExprArena {
+    /// The expression behind an id.
+    fn expr_at(&self, id: ExprId) -> &Expr;
+    /// The body of `rule` (`None`: not defined yet).
+    fn body(&self, rule: RuleId) -> Option<ExprId>;
+}
+
+impl ExprArena for Grammar {
+    fn expr_at(&self, id: ExprId) -> &Expr {
+        self.expr(id)
+    }
+
+    fn body(&self, rule: RuleId) -> Option<ExprId> {
+        Some(self.rule(rule).body)
+    }
+}
+
+impl ExprArena for GrammarBuilder {
+    fn expr_at(&self, id: ExprId) -> &Expr {
+        self.expr(id)
+    }
+
+    fn body(&self, rule: RuleId) -> Option<ExprId> {
+        self.rules[rule.index()].1
+    }
+}
+
 /// A grammar: rules over a flat expression arena, one start rule.
 ///
 /// # Example

@@ -18,7 +18,7 @@ use super::leaf::{dfa_from_hir, wait_leaf, Leaf, Terminator, Unit};
 use super::program::{OpId, Program, ProgramBuilder};
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
-use crate::ir::{Expr, ExprId, Grammar, RuleId};
+use crate::ir::{Expr, ExprArena, ExprId, Grammar, RuleId};
 use crate::limits::{Deadline, LimitKind, Limits};
 use crate::vocab::Vocab;
 
@@ -595,68 +595,130 @@ impl<'a> OpsLowering<'a> {
         }
     }
 
-    /// The sub-expression as a byte regex HIR, if it has no special tokens, no recursion and
-    /// nests at most [`MAX_FUSED_DEPTH`] deep. Iterative; a shared sub-expression is built
-    /// once and copied (its expanded size bounds the copies).
+    /// The sub-expression as a byte regex HIR (see [`byte_hir`]); the caller bounds its size
+    /// ([`FUSION_WORK`]).
     pub(super) fn hir(&mut self, root: ExprId) -> Result<Option<Hir>, CompileError> {
-        // Per expression: its HIR and nesting depth, or `None` when it cannot be one.
-        let mut built: FxHashMap<ExprId, Option<(Hir, usize)>> = FxHashMap::default();
-        let mut open: FxHashSet<ExprId> = FxHashSet::default();
-        let mut stack = vec![(root, false)];
-        while let Some((e, ready)) = stack.pop() {
-            self.tick()?;
-            if !ready {
-                if built.contains_key(&e) {
-                    continue;
-                }
-                if open.contains(&e) {
-                    // Recursion: the expression cannot be one regex.
-                    return Ok(None);
-                }
-                let parts = self.parts(e, false);
-                open.insert(e);
-                stack.push((e, true));
-                stack.extend(parts.into_iter().map(|p| (p, false)));
+        let deadline = self.deadline;
+        let tick = || {
+            deadline
+                .tick()
+                .map_err(|e| CompileError::over_limit(e, Location::None, "operator lowering"))
+        };
+        byte_hir(self.grammar, root, u64::MAX, &tick)
+    }
+}
+
+/// The language of expression `root` of `arena` as one DFA leaf, if it can be one (see
+/// [`byte_hir`]) of at most `max_states` states.
+pub(crate) fn expr_leaf(
+    arena: &impl ExprArena,
+    root: ExprId,
+    max_size: u64,
+    max_states: usize,
+    deadline: &Deadline,
+) -> Result<Option<Leaf>, CompileError> {
+    let tick = || {
+        deadline
+            .tick()
+            .map_err(|e| CompileError::over_limit(e, Location::None, "an expression's DFA"))
+    };
+    let Some(hir) = byte_hir(arena, root, max_size, &tick)? else {
+        return Ok(None);
+    };
+    match dfa_from_hir(&hir, max_states, deadline) {
+        Ok(dfa) => Ok(dfa.map(Leaf::Dfa)),
+        Err(e) if e.kind() == CompileErrorKind::EmptyLanguage => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Expression `root` of `arena` as a byte regex HIR, if it has no special tokens, no
+/// recursion, nests at most [`MAX_FUSED_DEPTH`] deep and expands (rules inlined, shared
+/// parts copied, bounded repeats unrolled) to at most `max_size` nodes. Iterative; a shared
+/// sub-expression is built once and copied.
+pub(crate) fn byte_hir(
+    arena: &impl ExprArena,
+    root: ExprId,
+    max_size: u64,
+    tick: &dyn Fn() -> Result<(), CompileError>,
+) -> Result<Option<Hir>, CompileError> {
+    // Per expression: its HIR, nesting depth and expanded size.
+    let mut built: FxHashMap<ExprId, (Hir, usize, u64)> = FxHashMap::default();
+    let mut open: FxHashSet<ExprId> = FxHashSet::default();
+    let mut stack = vec![(root, false)];
+    while let Some((e, ready)) = stack.pop() {
+        tick()?;
+        if !ready {
+            if built.contains_key(&e) {
                 continue;
             }
-            open.remove(&e);
-            let part = |p: &ExprId| built.get(p).and_then(|h| h.as_ref());
-            let parts_of = |xs: &[ExprId]| -> Option<(Vec<Hir>, usize)> {
-                let mut hirs = Vec::with_capacity(xs.len());
-                let mut depth = 0;
-                for x in xs {
-                    let (h, d) = part(x)?;
-                    hirs.push(h.clone());
-                    depth = depth.max(*d);
-                }
-                Some((hirs, depth + 1))
-            };
-            let h: Option<(Hir, usize)> = match self.grammar.expr(e) {
-                Expr::Empty => Some((Hir::empty(), 1)),
-                Expr::Nothing => Some((Hir::fail(), 1)),
-                Expr::Bytes(b) => Some((Hir::literal(b.clone()), 1)),
-                Expr::Class(c) => Some((class_hir(*c), 1)),
-                Expr::Special(_) => None,
-                Expr::Seq(xs) => parts_of(xs).map(|(hs, d)| (Hir::concat(hs), d)),
-                Expr::Alt(xs) => parts_of(xs).map(|(hs, d)| (Hir::alternation(hs), d)),
-                &Expr::Repeat { body, min, max } => part(&body).map(|(sub, d)| {
-                    let rep = Hir::repetition(Repetition {
-                        min,
-                        max,
-                        greedy: true,
-                        sub: Box::new(sub.clone()),
-                    });
-                    (rep, d + 1)
-                }),
-                Expr::Rule(r) => part(&self.grammar.rule(*r).body).cloned(),
-            };
-            built.insert(e, h.filter(|(_, depth)| *depth <= MAX_FUSED_DEPTH));
-            if built[&e].is_none() {
+            if open.contains(&e) {
+                // Recursion: the expression cannot be one regex.
                 return Ok(None);
             }
+            let parts: SmallVec<[ExprId; 4]> = match arena.expr_at(e) {
+                Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().copied().collect(),
+                Expr::Repeat { body, .. } => smallvec::smallvec![*body],
+                Expr::Rule(r) => match arena.body(*r) {
+                    Some(body) => smallvec::smallvec![body],
+                    None => return Ok(None),
+                },
+                _ => SmallVec::new(),
+            };
+            open.insert(e);
+            stack.push((e, true));
+            stack.extend(parts.into_iter().map(|p| (p, false)));
+            continue;
         }
-        Ok(built.remove(&root).flatten().map(|(h, _)| h))
+        open.remove(&e);
+        let part = |p: &ExprId| &built[p];
+        let parts_of = |xs: &[ExprId]| -> (Vec<Hir>, usize, u64) {
+            let mut hirs = Vec::with_capacity(xs.len());
+            let (mut depth, mut size) = (0, 1u64);
+            for x in xs {
+                let (h, d, n) = part(x);
+                hirs.push(h.clone());
+                depth = depth.max(*d);
+                size = size.saturating_add(*n);
+            }
+            (hirs, depth + 1, size)
+        };
+        let (h, depth, size) = match arena.expr_at(e) {
+            Expr::Empty => (Hir::empty(), 1, 1),
+            Expr::Nothing => (Hir::fail(), 1, 1),
+            Expr::Bytes(b) => (Hir::literal(b.clone()), 1, b.len() as u64),
+            Expr::Class(c) => (class_hir(*c), 1, 1),
+            Expr::Special(_) => return Ok(None),
+            Expr::Seq(xs) => {
+                let (hs, d, n) = parts_of(xs);
+                (Hir::concat(hs), d, n)
+            }
+            Expr::Alt(xs) => {
+                let (hs, d, n) = parts_of(xs);
+                (Hir::alternation(hs), d, n)
+            }
+            &Expr::Repeat { body, min, max } => {
+                let (sub, d, n) = part(&body);
+                let copies = u64::from(max.unwrap_or(min).max(1));
+                let rep = Hir::repetition(Repetition {
+                    min,
+                    max,
+                    greedy: true,
+                    sub: Box::new(sub.clone()),
+                });
+                (rep, d + 1, n.saturating_mul(copies).saturating_add(1))
+            }
+            Expr::Rule(r) => {
+                let body = arena.body(*r).expect("a rule's body, entered before");
+                part(&body).clone()
+            }
+        };
+        if depth > MAX_FUSED_DEPTH || size > max_size {
+            return Ok(None);
+        }
+        built.insert(e, (h, depth, size));
     }
+    Ok(built.remove(&root).map(|(h, _, _)| h))
 }
 
 fn class_hir(c: ByteSet) -> Hir {

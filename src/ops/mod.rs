@@ -21,7 +21,7 @@ mod walker;
 mod warm;
 
 pub use leaf::{Leaf, Unit};
-pub(crate) use lower::lower_within;
+pub(crate) use lower::{expr_leaf, lower_within};
 pub use lower::{fits_operators, lower, LowerConfig};
 pub use matcher::OpsMatcher;
 pub(crate) use program::LeafOp;

@@ -412,7 +412,7 @@ pub(crate) fn schema_expr(
     let mut lw = lower::SchemaLowering::new(&mut c, g, prefix);
     let body = lw.root(&shape)?;
     let tracked = match c.relies_on_matcher {
-        true => c.tracked_paths(&shape)?,
+        true => c.tracked_paths(&shape, g)?,
         false => None,
     };
     Ok(SchemaExpr {

@@ -18,8 +18,11 @@ use super::JsonSchemaOptions;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::{guarded, tick};
 use crate::ir::recognizer::Recognizer;
+use crate::ir::{ExprId, GrammarBuilder};
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
-use crate::matcher::json_state::{KeySet, LengthBound};
+use crate::matcher::json_state::{is_scalar_byte, KeySet, LengthBound};
+use crate::ops::leaf::DEAD;
+use crate::ops::{expr_leaf, Leaf};
 
 /// Validation keywords formwork cannot express; anything not listed here or handled is an
 /// unknown keyword, which JSON Schema defines as an annotation.
@@ -191,6 +194,9 @@ pub(crate) struct Compiler<'a> {
     /// the discriminators that tell them apart), and the number of each group.
     pub(super) key_groups: Vec<(Vec<u32>, Vec<Discriminator>)>,
     pub(super) key_group_ids: HashMap<(Vec<u32>, Vec<Discriminator>), u32>,
+    /// The automaton of each value expression a discriminator tests (`None`: it has none),
+    /// built once (see [`Compiler::value_automaton`]).
+    pub(super) value_automata: HashMap<ExprId, Option<Arc<Leaf>>>,
     /// Key sets an earlier pass found at places shared with other objects (lowered as
     /// `2^n` grammars now), and those this pass finds; with `last_pass`, finding one is an
     /// error.
@@ -246,11 +252,36 @@ impl<'a> Compiler<'a> {
             keyed_objects: HashMap::new(),
             key_groups: Vec::new(),
             key_group_ids: HashMap::new(),
+            value_automata: HashMap::new(),
             unkeyed: HashSet::new(),
             newly_unkeyed: Vec::new(),
             last_pass: true,
             outside: Vec::new(),
         })
+    }
+
+    /// The automaton of value expression `e` of `arena`, read by the matcher over a value's
+    /// bytes as written (`discriminator`s' tests), if it has at most [`MAX_VALUE_STATES`]
+    /// states and its strings start with a quote or a scalar's byte: the matcher reads a
+    /// string or a scalar whole, and only those (an object or array written there is no such
+    /// value).
+    pub fn value_automaton(
+        &mut self,
+        arena: &GrammarBuilder,
+        e: ExprId,
+    ) -> Result<Option<&Arc<Leaf>>, CompileError> {
+        if !self.value_automata.contains_key(&e) {
+            let leaf = expr_leaf(arena, e, MAX_VALUE_SIZE, MAX_VALUE_STATES, self.deadline)?
+                .filter(|leaf| {
+                    (0..=255u8).all(|b| {
+                        leaf.step(leaf.start(), u32::from(b)) == DEAD
+                            || b == b'"'
+                            || is_scalar_byte(b)
+                    })
+                });
+            self.value_automata.insert(e, leaf.map(Arc::new));
+        }
+        Ok(self.value_automata[&e].as_ref())
     }
 
     /// The number of key set `set` (of an object at `pointer`), unless an earlier pass found
@@ -747,6 +778,13 @@ pub(crate) const MAX_KEY_CLASSES: usize = 32;
 
 /// Most branches "exactly one of these sets present" may expand to.
 const MAX_ONE_OF_COMBINATIONS: usize = 256;
+
+/// Most states of a value's automaton a discriminator tests, and most nodes of its
+/// expression expanded (the subset construction's time grows with both; see
+/// [`Compiler::value_automaton`]). Values are scalars and strings, whose patterns are
+/// mostly small.
+const MAX_VALUE_STATES: usize = 1_024;
+const MAX_VALUE_SIZE: u64 = 4_096;
 
 /// Which type a type-specific keyword constrains.
 pub(super) fn type_of_keyword(key: &str) -> Option<&'static str> {

@@ -17,7 +17,7 @@
 //! length is too big an automaton) are held the same way: a state where one branch's string
 //! is counted and another branch allows other strings is refused.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -29,11 +29,11 @@ use super::shape::{ArrayShape, ObjectShape, RefId, Shape};
 use crate::error::{CompileError, Location};
 use crate::front::chars::CharDfa;
 use crate::front::guard::guarded;
-use crate::ir::ExprId;
+use crate::ir::{ExprId, GrammarBuilder};
 use crate::limits::{LimitKind, Limits};
 use crate::matcher::json_state::{
     spelled, KeyGroup, KeySet, ListedStrings, NameClasses, PathNode, PathState, TrackedPaths,
-    MAX_GROUP_NAMES, MAX_VARIANTS, UNTRACKED,
+    VariantTest, MAX_GROUP_NAMES, MAX_VARIANTS, UNTRACKED,
 };
 
 type NodeId = usize;
@@ -42,12 +42,24 @@ type NodeId = usize;
 /// mask looks each prefix up in it by bisection.
 pub(super) const MAX_LISTED_VALUES: usize = 4_096;
 
-/// A name that tells the key sets of a group apart: per key set, the scalars its objects
-/// give it (see [`listed`]).
+/// A name that tells the key sets of a group apart by its value: per key set, the tests of
+/// its objects' values there (a value keeps the key set if it passes one).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub(super) struct Discriminator {
     name: Box<[u8]>,
-    strings: Vec<(u32, Listed)>,
+    tests: Vec<(u32, ValueTest)>,
+}
+
+/// How the matcher tells whether a value written is one of an object's values for a name.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(super) enum ValueTest {
+    /// Scalars of a list, as [`listed`] gives them.
+    Listed(Listed),
+    /// Every value.
+    Every,
+    /// The strings of this expression, which holds no object or array: read whole by its
+    /// automaton (see [`Compiler::value_automaton`]).
+    Automaton(ExprId),
 }
 
 /// Scalars of a list, as [`listed`] gives them.
@@ -69,11 +81,11 @@ pub(super) struct KeyValues {
     others: Option<MemberValue>,
 }
 
-/// A member's value: its expression, and its values if it is a list of scalars (`enum`,
-/// `const`), each as the matcher reads it (see [`listed`]).
+/// A member's value: its expression (`None`: every value), and its values if it is a list
+/// of scalars (`enum`, `const`), each as the matcher reads it (see [`listed`]).
 #[derive(Clone)]
 pub(super) struct MemberValue {
-    expr: ExprId,
+    expr: Option<ExprId>,
     listed: Option<Rc<[Box<[u8]>]>>,
 }
 
@@ -83,12 +95,31 @@ impl MemberValue {
             Shape::Values(vs) => vs.iter().map(listed).collect::<Option<Rc<[_]>>>(),
             _ => None,
         };
+        let expr = (!matches!(shape, Shape::Any)).then_some(expr);
         MemberValue { expr, listed }
     }
 
     /// A value known only by its expression (no list of scalars).
     pub fn opaque(expr: ExprId) -> MemberValue {
-        MemberValue { expr, listed: None }
+        MemberValue {
+            expr: Some(expr),
+            listed: None,
+        }
+    }
+
+    /// The test the matcher tells it by (`None`: none can).
+    fn test(
+        &self,
+        c: &mut Compiler,
+        arena: &GrammarBuilder,
+    ) -> Result<Option<ValueTest>, CompileError> {
+        Ok(match (&self.listed, self.expr) {
+            (Some(listed), _) => Some(ValueTest::Listed(listed.iter().cloned().collect())),
+            (None, None) => Some(ValueTest::Every),
+            (None, Some(e)) => c
+                .value_automaton(arena, e)?
+                .map(|_| ValueTest::Automaton(e)),
+        })
     }
 }
 
@@ -281,7 +312,12 @@ impl Compiler<'_> {
 
     /// The path automaton of a document of shape `root`, whose arrays of distinct free strings
     /// and counted strings the matcher keeps (`None` where there are none to keep).
-    pub fn tracked_paths(&mut self, root: &Shape) -> Result<Option<TrackedPaths>, CompileError> {
+    /// Where the matcher keeps state beside the grammar of `root`, lowered into `arena`.
+    pub fn tracked_paths(
+        &mut self,
+        root: &Shape,
+        arena: &GrammarBuilder,
+    ) -> Result<Option<TrackedPaths>, CompileError> {
         let mut nodes = Nodes::default();
         let start = nodes.add(self, root)?;
         while let Some((id, r)) = nodes.refs_todo.pop() {
@@ -293,6 +329,7 @@ impl Compiler<'_> {
         Paths {
             nodes: &nodes,
             reaches: &reaches,
+            arena,
             limits: self.limits,
             states: HashMap::new(),
             built: Vec::new(),
@@ -504,12 +541,15 @@ impl Nodes {
 }
 
 /// The key group of a place where objects `keyed` may be (`None` for an object without a key
-/// set), and any value if `any`. Objects of several key sets are its variants if they agree on
-/// the value of every name two key sets admit, or tell each other apart by it (see
+/// set), and any value if `any`. Objects of several key sets are its variants if they agree
+/// on the value of every name two key sets admit, or tell each other apart by it (see
 /// [`discriminators`]); otherwise, or beside an object without a key set or any value, the
-/// key sets are unkeyed (see [`unkey`]).
+/// key sets are unkeyed (see [`unkey`]). Any value there is never a variant admitting every
+/// name: it comes from a branch chosen before the place (an open object's undeclared name
+/// beside another object's declared one), which the names written in the object cannot tell.
 fn key_group(
     c: &mut Compiler,
+    arena: &GrammarBuilder,
     keyed: &[Option<&KeyedObject>],
     any: bool,
 ) -> Result<Option<u32>, CompileError> {
@@ -528,13 +568,13 @@ fn key_group(
         && sets.len() <= MAX_VARIANTS
         && names.len() <= MAX_GROUP_NAMES
     {
-        true => discriminators(c, keyed),
+        true => discriminators(c, arena, keyed)?,
         false => None,
     };
     // `maxProperties` drops a variant when its count is reached (or only its required
     // names have room) while the grammar, which counts nothing, still takes that variant's
     // values: a discriminator's value is only checked once whole, so a mask would take the
-    // first bytes of a value only a dropped variant lists.
+    // first bytes of a value only a dropped variant admits.
     let bounded = sets.iter().any(|&k| c.key_sets[k as usize].0.is_bounded());
     let discriminators = discriminators.filter(|d| d.is_empty() || !bounded);
     let Some(discriminators) = discriminators else {
@@ -558,41 +598,49 @@ fn key_group(
 }
 
 /// The discriminators of the objects `keyed` (all with key sets): names two key sets admit
-/// with other values, each object giving them only scalars from a list (`enum`, `const`);
-/// `None` if some name two key sets admit has other values not so given. Each discriminator
-/// with, per key set admitting it, the scalars its objects give.
-fn discriminators(c: &Compiler, keyed: &[Option<&KeyedObject>]) -> Option<Vec<Discriminator>> {
+/// with other values, each value one the matcher can test (see [`MemberValue::test`]);
+/// `None` if some name two key sets admit has other values, one of them not so tested, or if
+/// undeclared names have other values.
+fn discriminators(
+    c: &mut Compiler,
+    arena: &GrammarBuilder,
+    keyed: &[Option<&KeyedObject>],
+) -> Result<Option<Vec<Discriminator>>, CompileError> {
     let keyed: Vec<&KeyedObject> = keyed.iter().flatten().copied().collect();
-    let set = |k: &KeyedObject| &c.key_sets[k.set as usize].0;
-    let names: BTreeSet<&[u8]> = keyed.iter().flat_map(|k| set(k).names()).collect();
+    let names: BTreeSet<Box<[u8]>> = keyed
+        .iter()
+        .flat_map(|k| c.key_sets[k.set as usize].0.names())
+        .map(Box::from)
+        .collect();
     let mut out = Vec::new();
-    for name in names.into_iter().map(Some).chain([None]) {
+    for name in names.iter().map(|n| Some(&**n)).chain([None]) {
         let admitting: Vec<(u32, &MemberValue)> = keyed
             .iter()
-            .filter(|k| set(k).admits(name))
+            .filter(|k| c.key_sets[k.set as usize].0.admits(name))
             .filter_map(|k| Some((k.set, k.values.value(name)?)))
             .collect();
         let sets: BTreeSet<u32> = admitting.iter().map(|&(s, _)| s).collect();
         if sets.len() < 2 || admitting.windows(2).all(|w| w[0].1.expr == w[1].1.expr) {
             continue;
         }
-        let name = name?;
-        let mut strings: BTreeMap<u32, BTreeSet<Box<[u8]>>> = BTreeMap::new();
+        let Some(name) = name else {
+            return Ok(None);
+        };
+        let mut tests = Vec::with_capacity(admitting.len());
         for (s, v) in admitting {
-            strings
-                .entry(s)
-                .or_default()
-                .extend(v.listed.as_deref()?.iter().cloned());
+            let Some(test) = v.test(c, arena)? else {
+                return Ok(None);
+            };
+            tests.push((s, test));
         }
+        tests.sort_unstable_by_key(|&(s, _)| s);
+        tests.dedup();
         out.push(Discriminator {
             name: name.into(),
-            strings: strings
-                .into_iter()
-                .map(|(s, xs)| (s, xs.into_iter().collect()))
-                .collect(),
+            tests,
         });
     }
-    Some(out)
+    Ok(Some(out))
 }
 
 /// Most patterns of the objects at one place whose names are told apart by the patterns they
@@ -666,6 +714,8 @@ fn unkey(c: &mut Compiler, k: u32, why: &str) -> Result<(), CompileError> {
 struct Paths<'n> {
     nodes: &'n Nodes,
     reaches: &'n [bool],
+    /// The grammar the shapes were lowered into (for the automata of discriminators' values).
+    arena: &'n GrammarBuilder,
     /// Its states are within [`Limits::automaton_states`].
     limits: &'n Limits,
     /// Each set built so far, by its nodes (`Union`s expanded).
@@ -730,11 +780,18 @@ impl Paths<'_> {
                 let variants: Vec<&KeySet> =
                     sets.iter().map(|&k| &c.key_sets[k as usize].0).collect();
                 let discriminators = discriminators.iter().map(|d| {
-                    let strings = d.strings.iter().map(|(set, xs)| {
+                    let tests = d.tests.iter().map(|(set, test)| {
                         let variant = sets.binary_search(set).expect("a set of the group");
-                        (variant, &xs[..])
+                        let test = match test {
+                            ValueTest::Listed(xs) => VariantTest::Listed(xs),
+                            ValueTest::Every => VariantTest::Every,
+                            ValueTest::Automaton(e) => VariantTest::Automaton(
+                                c.value_automata[e].clone().expect("a value's automaton"),
+                            ),
+                        };
+                        (variant, test)
                     });
-                    (&*d.name, strings.collect())
+                    (&*d.name, tests.collect())
                 });
                 KeyGroup::new(&variants, discriminators.collect())
             })
@@ -919,7 +976,7 @@ impl Paths<'_> {
             c.unsupported(at, why)?;
             distinct = None;
         }
-        let keys = key_group(c, &keyed, any.is_some())?;
+        let keys = key_group(c, self.arena, &keyed, any.is_some())?;
         items.extend(any);
         let item = self.state(c, items)?;
         let classes = name_classes(c, &objects)?;

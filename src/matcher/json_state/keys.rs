@@ -14,15 +14,23 @@
 //! far kept: a byte is refused when no variant is left. That is exact when the variants agree
 //! on the value of every name two of them admit (the front end checks it): the grammar then
 //! holds values alike whatever the variant, and which variants remain depends on names only.
-//! A name whose values differ may still tell variants apart if each variant gives it only
-//! scalars from a list (a discriminator, `"type": "circle"`, `"version": 3`): the value
-//! written keeps the variants that list it, so which remain depends on names and those
-//! values only.
+//! A name whose values differ may still tell variants apart if the matcher can test each
+//! variant's values there (a discriminator): scalars from a list (`"type": "circle"`,
+//! `"version": 3`), every value (an open object's undeclared name), or strings and scalars
+//! of a small automaton (`"argument": {"maxLength": 0}` beside `{"minLength": 1}`). The value
+//! written, once whole, keeps the variants whose test it passes, so which variants remain is
+//! which the grammar still holds: each variant is its own run of members in the grammar,
+//! and the names and values written are all that tells the runs apart. While a value is
+//! written the grammar's mask is then exact, the union of the values of the variants left.
 //!
 //! Duplicate names are refused in every variant (the `2^n` grammar refuses them for declared
 //! names only; a JSON object's names should be unique).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::ops::leaf::DEAD;
+use crate::ops::Leaf;
 
 /// The names of one object in any order and their rules, as the front end describes them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -107,17 +115,35 @@ pub(crate) struct KeyGroup {
     /// Every variant's declared names, sorted.
     names: Box<[Box<[u8]>]>,
     variants: Box<[Variant]>,
-    /// The discriminators, by the number of their name: per value (a string as `"` and its
-    /// decoded content, another scalar as written), the variants that list it.
-    discriminators: Box<[(u32, Listing)]>,
+    /// The discriminators, by the number of their name.
+    discriminators: Box<[(u32, Tests)]>,
 }
 
-/// Per value of a discriminator, the variants that list it.
-type Listing = HashMap<Box<[u8]>, Variants>;
+/// The tests of a discriminator's values: a value keeps the variants it passes one of.
+#[derive(Clone, Debug, Default)]
+struct Tests {
+    /// Per value listed (a string as `"` and its decoded content, another scalar as
+    /// written), the variants that list it.
+    listing: HashMap<Box<[u8]>, Variants>,
+    /// The variants that admit every value.
+    every: Variants,
+    /// Per variant, automata of values as written.
+    automata: Vec<(u32, Arc<Leaf>)>,
+}
+
+/// A variant's test of a discriminator's value, as the front end gives it.
+pub(crate) enum VariantTest<'a> {
+    /// These scalars (see [`Tests::listing`]).
+    Listed(&'a [Box<[u8]>]),
+    /// Every value.
+    Every,
+    /// The strings and scalars this automaton accepts, read as written.
+    Automaton(Arc<Leaf>),
+}
 
 /// A discriminator as the front end gives it: its name (as spelled) and, per variant
-/// admitting it (by number), the values it lists.
-pub(crate) type Lists<'a> = (&'a [u8], Vec<(usize, &'a [Box<[u8]>])>);
+/// admitting it (by number), its tests (one passed is enough).
+pub(crate) type Lists<'a> = (&'a [u8], Vec<(usize, VariantTest<'a>)>);
 
 /// One key set over its group's names (bit `i`: `names[i]`).
 #[derive(Clone, Debug)]
@@ -203,13 +229,19 @@ impl KeyGroup {
                 let i = names
                     .binary_search_by(|n| (**n).cmp(name))
                     .expect("a name of the group");
-                let mut by_value = Listing::new();
-                for (variant, strings) in lists {
-                    for s in strings {
-                        *by_value.entry(s.clone()).or_default() |= 1 << variant;
+                let mut tests = Tests::default();
+                for (variant, test) in lists {
+                    match test {
+                        VariantTest::Listed(strings) => {
+                            for s in strings {
+                                *tests.listing.entry(s.clone()).or_default() |= 1 << variant;
+                            }
+                        }
+                        VariantTest::Every => tests.every |= 1 << variant,
+                        VariantTest::Automaton(leaf) => tests.automata.push((variant as u32, leaf)),
                     }
                 }
-                (i as u32, by_value)
+                (i as u32, tests)
             })
             .collect();
         KeyGroup {
@@ -227,12 +259,29 @@ impl KeyGroup {
             .map(|d| d as u32)
     }
 
-    /// The variants of `variants` that list `value` for discriminator `d`.
-    pub fn discriminate(&self, d: u32, value: &[u8], variants: Variants) -> Variants {
-        self.discriminators[d as usize]
-            .1
-            .get(value)
-            .map_or(0, |listing| listing & variants)
+    /// The variants of `variants` whose tests for discriminator `d` the scalar or string
+    /// `raw` (as written) passes; `listed` is how lists hold it.
+    pub fn discriminate(&self, d: u32, listed: &[u8], raw: &[u8], variants: Variants) -> Variants {
+        let tests = &self.discriminators[d as usize].1;
+        let accepts = |leaf: &Leaf| {
+            let end = raw.iter().try_fold(leaf.start(), |state, &b| {
+                Some(leaf.step(state, u32::from(b))).filter(|&next| next != DEAD)
+            });
+            end.is_some_and(|state| leaf.exit(state).is_some())
+        };
+        let read = tests
+            .automata
+            .iter()
+            .filter(|(v, _)| variants >> v & 1 == 1)
+            .filter(|(_, leaf)| accepts(leaf))
+            .fold(0, |acc, (v, _)| acc | 1 << v);
+        (tests.listing.get(listed).copied().unwrap_or(0) | tests.every | read) & variants
+    }
+
+    /// The variants of `variants` that admit an object or an array as discriminator `d`'s
+    /// value (lists and automata hold strings and scalars only).
+    pub fn discriminate_container(&self, d: u32, variants: Variants) -> Variants {
+        self.discriminators[d as usize].1.every & variants
     }
 
     /// Words of the set of names written in one open object.
@@ -487,6 +536,29 @@ mod tests {
         assert_eq!(k.close(cursor(&k, "q\\\"t"), w), Some((Some(0), 1)));
         assert_eq!(k.close(cursor(&k, "é\\n"), w), Some((Some(1), 1)));
         assert!(k.close(cursor(&k, "\\u00e9\\n"), w).is_none());
+    }
+
+    /// A name both variants admit with other values: the first's values an automaton reads
+    /// (here `1` or `12`), the second's every value.
+    #[test]
+    fn a_value_keeps_the_variants_whose_tests_it_passes() {
+        let first = set(&[("a", false), ("b", true)], 0, None, false);
+        let second = set(&[("a", false), ("c", true)], 0, None, false);
+        let digits = Arc::new(Leaf::choice([b"1".as_slice(), b"12"]).unwrap());
+        let tests = vec![(0, VariantTest::Automaton(digits)), (1, VariantTest::Every)];
+        let k = KeyGroup::new(&[&first, &second], vec![(b"a".as_slice(), tests)]);
+        let d = k.discriminator(0).expect("`a` is a discriminator");
+        assert_eq!(k.discriminate(d, b"12", b"12", 0b11), 0b11);
+        assert_eq!(k.discriminate(d, b"1", b"1", 0b01), 0b01);
+        assert_eq!(
+            k.discriminate(d, b"2", b"2", 0b11),
+            0b10,
+            "a prefix is not enough"
+        );
+        assert_eq!(k.discriminate(d, b"123", b"123", 0b11), 0b10);
+        assert_eq!(k.discriminate(d, b"\"1", b"\"1\"", 0b11), 0b10);
+        assert_eq!(k.discriminate_container(d, 0b11), 0b10);
+        assert_eq!(k.discriminate_container(d, 0b01), 0);
     }
 
     /// `dependencies` make a union of the object without the name and the object that

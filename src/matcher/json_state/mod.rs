@@ -25,10 +25,13 @@ mod tracker;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-pub(crate) use keys::{spelled, Declared, KeyGroup, KeySet, MAX_GROUP_NAMES, MAX_VARIANTS};
+pub(crate) use keys::{
+    spelled, Declared, KeyGroup, KeySet, VariantTest, MAX_GROUP_NAMES, MAX_VARIANTS,
+};
 pub(crate) use lengths::{LengthBound, DEAD};
 pub(crate) use listed::ListedStrings;
 pub(crate) use paths::{NameClasses, PathNode, PathState, TrackedPaths, UNTRACKED};
+pub(crate) use tracker::is_scalar_byte;
 use tracker::{JsonTracker, KeyReads};
 
 use super::{MatchError, MatchErrorKind, Matcher};

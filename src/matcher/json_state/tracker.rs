@@ -549,14 +549,18 @@ impl Reader<'_> {
             Lex::Scalar { .. } if is_scalar_byte(b) => return Ok(()),
             &mut Lex::Scalar { start } => {
                 self.position.lex = Lex::Between;
-                let mut scalar = self.raw(start, &bytes[..i]);
+                let scalar = self.raw(start, &bytes[..i]);
                 // The grammar writes zero as `0` or `-0`; the lists hold it as `0`.
-                if scalar == b"-0" {
-                    scalar.remove(0);
-                }
-                self.discriminate(&scalar, i)?;
+                let listed = match &scalar[..] {
+                    b"-0" => &scalar[1..],
+                    _ => &scalar[..],
+                };
+                self.discriminate(listed, &scalar, i)?;
             }
             Lex::Between => {}
+        }
+        if matches!(b, b'{' | b'[') {
+            self.discriminate_container(i)?;
         }
         match b {
             b'{' => {
@@ -699,10 +703,30 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// A scalar or string value ends before byte `i` (as a discriminator's lists hold it): if
-    /// it is a discriminator's, only the variants of its object that list it remain (refused
-    /// if none).
-    fn discriminate(&mut self, value: &[u8], i: usize) -> Result<(), Refused> {
+    /// A scalar or string value ends before byte `i` (`raw` as written, `listed` as a
+    /// discriminator's lists hold it): if it is a discriminator's, only the variants of its
+    /// object whose tests it passes remain (refused if none).
+    fn discriminate(&mut self, listed: &[u8], raw: &[u8], i: usize) -> Result<(), Refused> {
+        self.keep_variants(i, |group, d, variants| {
+            group.discriminate(d, listed, raw, variants)
+        })
+    }
+
+    /// An object or array opens at byte `i`: if as a discriminator's value, only the variants
+    /// that admit every value there remain (refused if none).
+    fn discriminate_container(&mut self, i: usize) -> Result<(), Refused> {
+        self.keep_variants(i, |group, d, variants| {
+            group.discriminate_container(d, variants)
+        })
+    }
+
+    /// If the top object's member being written is discriminator `d`'s, keeps the variants
+    /// `keep` gives (refused at byte `i` if none).
+    fn keep_variants(
+        &mut self,
+        i: usize,
+        keep: impl FnOnce(&KeyGroup, u32, Variants) -> Variants,
+    ) -> Result<(), Refused> {
         let Some(&Frame::Object {
             keys:
                 Some(
@@ -716,8 +740,7 @@ impl Reader<'_> {
         else {
             return Ok(());
         };
-        let group = self.paths.key_group(k.group);
-        let variants = group.discriminate(d, value, k.variants);
+        let variants = keep(self.paths.key_group(k.group), d, k.variants);
         if variants == 0 {
             return Err(Refused { at_byte: i });
         }
@@ -746,13 +769,11 @@ impl Reader<'_> {
         bytes: &[u8],
     ) -> Result<(), Refused> {
         if role == Role::Other {
-            // A discriminator's string, as its lists hold it: `"` and the decoded content.
-            let string = [
-                b"\"".as_slice(),
-                &decode_string(&self.raw(start, &bytes[..i])),
-            ]
-            .concat();
-            return self.discriminate(&string, i);
+            // A discriminator's string: as written, and as its lists hold it (`"` and the
+            // decoded content).
+            let raw = self.raw(start - 1, &bytes[..=i]);
+            let listed = [b"\"".as_slice(), &decode_string(&raw[1..raw.len() - 1])].concat();
+            return self.discriminate(&listed, &raw, i);
         }
         if let Some(&Frame::Object { at, .. }) = self.position.frames.last() {
             // Below an untracked object, every value is untracked: no need to read the name.
@@ -881,7 +902,8 @@ fn escapes_complete(raw: &[u8]) -> bool {
     i == raw.len()
 }
 
-fn is_scalar_byte(b: u8) -> bool {
+/// Can byte `b` be part of a number, `true`, `false` or `null` (where the reader finds one)?
+pub(crate) fn is_scalar_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.')
 }
 
