@@ -943,7 +943,8 @@ fn discriminators_and_absent_names_admitted_as_undeclared() {
 }
 
 /// Random schemas of objects over names that start one another (`a`, `ab`, `b`, `k`), in
-/// unions, arrays and tuples, with discriminators, bounds on counts and nested objects: what
+/// unions, arrays and tuples, with discriminators (lists, and strings and integers read by
+/// automata), bounds on counts and nested objects: what
 /// the hand-written cases above do not think of. Closed, or open with room for one member,
 /// so no undeclared name repeats (which the engine refuses and the `2^n` grammar takes).
 #[test]
@@ -962,13 +963,16 @@ fn random_schemas_agree_with_the_2n_grammar() {
         let second = [json!("b"), json!(1), json!(-1), json!(false)];
         let (x, y) = (first[rng.below(6)].clone(), second[rng.below(4)].clone());
         let c = first[rng.below(4)].clone();
-        match rng.below(if depth == 0 { 4 } else { 8 }) {
+        match rng.below(if depth == 0 { 6 } else { 10 }) {
             0 => json!({"type": "integer"}),
             1 => json!({"type": "boolean"}),
             2 => json!({"enum": [x, y]}),
             3 => json!({"const": c}),
-            4 | 5 => shape(rng, depth - 1),
-            6 => json!({"type": "array", "items": shape(rng, depth - 1), "maxItems": 2}),
+            // Values told apart by their automata (see `keys`).
+            4 => json!({"type": "string", "maxLength": 1}),
+            5 => json!({"type": ["string", "integer"], "pattern": "^a+$", "minimum": 1}),
+            6 | 7 => shape(rng, depth - 1),
+            8 => json!({"type": "array", "items": shape(rng, depth - 1), "maxItems": 2}),
             _ => {
                 json!({"type": "array", "prefixItems": [shape(rng, depth - 1)], "items": shape(rng, depth - 1), "maxItems": 2})
             }
