@@ -74,8 +74,8 @@ pub(super) struct KeyedObject {
 
 /// The values of an object's members: by declared name as spelled (those with a value), and
 /// of undeclared names if admitted. Objects of different key sets at one place may share it
-/// if they agree on the value of every name two of them admit, or give it only scalars from
-/// lists (a discriminator, see `matcher::json_state::keys`).
+/// if they agree on the value of every name two of them admit, or give it values the matcher
+/// can test (a discriminator, see `matcher::json_state::keys` and [`MemberValue::test`]).
 pub(super) struct KeyValues {
     named: HashMap<Box<[u8]>, MemberValue>,
     others: Option<MemberValue>,
