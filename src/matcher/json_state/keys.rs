@@ -129,6 +129,9 @@ struct Tests {
     every: Variants,
     /// Per variant, automata of values as written.
     automata: Vec<(u32, Arc<Leaf>)>,
+    /// Bytes of the longest value listed, as written at most (an escape takes up to six
+    /// bytes per character, and the quotes two): a longer value is listed by none.
+    longest_listed: usize,
 }
 
 /// A variant's test of a discriminator's value, as the front end gives it.
@@ -234,6 +237,8 @@ impl KeyGroup {
                     match test {
                         VariantTest::Listed(strings) => {
                             for s in strings {
+                                let written = 6 * s.len() + 2;
+                                tests.longest_listed = tests.longest_listed.max(written);
                                 *tests.listing.entry(s.clone()).or_default() |= 1 << variant;
                             }
                         }
@@ -259,23 +264,50 @@ impl KeyGroup {
             .map(|d| d as u32)
     }
 
-    /// The variants of `variants` whose tests for discriminator `d` the scalar or string
-    /// `raw` (as written) passes; `listed` is how lists hold it.
-    pub fn discriminate(&self, d: u32, listed: &[u8], raw: &[u8], variants: Variants) -> Variants {
+    /// Where discriminator `d`'s automata start reading a value: their states, in `states`
+    /// (empty if it has none).
+    pub fn start_value(&self, d: u32, states: &mut Vec<u32>) {
+        states.clear();
         let tests = &self.discriminators[d as usize].1;
-        let accepts = |leaf: &Leaf| {
-            let end = raw.iter().try_fold(leaf.start(), |state, &b| {
-                Some(leaf.step(state, u32::from(b))).filter(|&next| next != DEAD)
-            });
-            end.is_some_and(|state| leaf.exit(state).is_some())
-        };
+        states.extend(tests.automata.iter().map(|(_, leaf)| leaf.start()));
+    }
+
+    /// Steps discriminator `d`'s automata over byte `b` of a value (as written).
+    pub fn step_value(&self, d: u32, states: &mut [u32], b: u8) {
+        let tests = &self.discriminators[d as usize].1;
+        for (state, (_, leaf)) in states.iter_mut().zip(&tests.automata) {
+            if *state != DEAD {
+                *state = leaf.step(*state, u32::from(b));
+            }
+        }
+    }
+
+    /// Could a scalar or string of `len` bytes as written be one of discriminator `d`'s
+    /// listed values?
+    pub fn may_be_listed(&self, d: u32, len: usize) -> bool {
+        len <= self.discriminators[d as usize].1.longest_listed
+    }
+
+    /// The variants of `variants` whose tests for discriminator `d` a whole scalar or string
+    /// passes: `listed` is how lists hold it (`None`: too long for any, see
+    /// [`Self::may_be_listed`]), `states` where the automata are after reading it.
+    pub fn discriminate(
+        &self,
+        d: u32,
+        listed: Option<&[u8]>,
+        states: &[u32],
+        variants: Variants,
+    ) -> Variants {
+        let tests = &self.discriminators[d as usize].1;
         let read = tests
             .automata
             .iter()
-            .filter(|(v, _)| variants >> v & 1 == 1)
-            .filter(|(_, leaf)| accepts(leaf))
-            .fold(0, |acc, (v, _)| acc | 1 << v);
-        (tests.listing.get(listed).copied().unwrap_or(0) | tests.every | read) & variants
+            .zip(states)
+            .filter(|&(_, &state)| state != DEAD)
+            .filter(|((_, leaf), &state)| leaf.exit(state).is_some())
+            .fold(0, |acc, ((v, _), _)| acc | 1 << v);
+        let listing = listed.and_then(|l| tests.listing.get(l)).copied();
+        (listing.unwrap_or(0) | tests.every | read) & variants
     }
 
     /// The variants of `variants` that admit an object or an array as discriminator `d`'s
@@ -548,15 +580,17 @@ mod tests {
         let tests = vec![(0, VariantTest::Automaton(digits)), (1, VariantTest::Every)];
         let k = KeyGroup::new(&[&first, &second], vec![(b"a".as_slice(), tests)]);
         let d = k.discriminator(0).expect("`a` is a discriminator");
-        assert_eq!(k.discriminate(d, b"12", b"12", 0b11), 0b11);
-        assert_eq!(k.discriminate(d, b"1", b"1", 0b01), 0b01);
-        assert_eq!(
-            k.discriminate(d, b"2", b"2", 0b11),
-            0b10,
-            "a prefix is not enough"
-        );
-        assert_eq!(k.discriminate(d, b"123", b"123", 0b11), 0b10);
-        assert_eq!(k.discriminate(d, b"\"1", b"\"1\"", 0b11), 0b10);
+        let read = |raw: &[u8], variants| {
+            let mut states = Vec::new();
+            k.start_value(d, &mut states);
+            raw.iter().for_each(|&b| k.step_value(d, &mut states, b));
+            k.discriminate(d, None, &states, variants)
+        };
+        assert_eq!(read(b"12", 0b11), 0b11);
+        assert_eq!(read(b"1", 0b01), 0b01);
+        assert_eq!(read(b"2", 0b11), 0b10, "a prefix is not enough");
+        assert_eq!(read(b"123", 0b11), 0b10, "nor a longer value");
+        assert_eq!(read(b"\"1\"", 0b11), 0b10);
         assert_eq!(k.discriminate_container(d, 0b11), 0b10);
         assert_eq!(k.discriminate_container(d, 0b01), 0);
     }

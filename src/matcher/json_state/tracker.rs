@@ -99,6 +99,10 @@ struct Position {
     lex: Lex,
     /// The names written in each open object held to a key set (see [`Keyed`]).
     written: Vec<u64>,
+    /// Where the automata of the discriminator whose string or scalar is being written are
+    /// (see `KeyGroup::start_value`): read byte by byte, so that a token closing the value
+    /// steps its own bytes only, however long the value.
+    automata: Vec<u32>,
 }
 
 impl Position {
@@ -107,6 +111,7 @@ impl Position {
             frames: Vec::new(),
             lex: Lex::Between,
             written: Vec::new(),
+            automata: Vec::new(),
         }
     }
 }
@@ -397,6 +402,7 @@ impl JsonTracker {
         // Field by field, so that the frames' buffer is reused.
         self.scratch.frames.clone_from(&self.position.frames);
         self.scratch.written.clone_from(&self.position.written);
+        self.scratch.automata.clone_from(&self.position.automata);
         self.scratch.lex = self.position.lex;
         self.pending.clear();
         let mut reader = Reader {
@@ -482,9 +488,21 @@ struct Reader<'a> {
     pending: &'a mut Vec<(usize, Box<[u8]>)>,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     /// Reads byte `i` of `bytes`.
     fn read(&mut self, b: u8, i: usize, bytes: &[u8]) -> Result<(), Refused> {
+        let in_value = match self.position.lex {
+            Lex::Str {
+                role: Role::Other, ..
+            } => true,
+            Lex::Scalar { .. } => is_scalar_byte(b),
+            _ => false,
+        };
+        if in_value {
+            if let Some((group, d)) = self.discriminating() {
+                group.step_value(d, &mut self.position.automata, b);
+            }
+        }
         if let Lex::Str {
             name: Some(cursor),
             escaped,
@@ -549,13 +567,11 @@ impl Reader<'_> {
             Lex::Scalar { .. } if is_scalar_byte(b) => return Ok(()),
             &mut Lex::Scalar { start } => {
                 self.position.lex = Lex::Between;
-                let scalar = self.raw(start, &bytes[..i]);
-                // The grammar writes zero as `0` or `-0`; the lists hold it as `0`.
-                let listed = match &scalar[..] {
-                    b"-0" => &scalar[1..],
-                    _ => &scalar[..],
-                };
-                self.discriminate(listed, &scalar, i)?;
+                self.discriminate(start, &bytes[..i], i, |raw| match raw {
+                    // The grammar writes zero as `0` or `-0`; the lists hold it as `0`.
+                    b"-0" => b"0".to_vec(),
+                    _ => raw.to_vec(),
+                })?;
             }
             Lex::Between => {}
         }
@@ -673,11 +689,15 @@ impl Reader<'_> {
                     count,
                     name,
                 };
+                if role == Role::Other {
+                    self.start_value(b);
+                }
             }
             b if is_scalar_byte(b) => {
                 self.position.lex = Lex::Scalar {
                     start: self.text.len() + i,
-                }
+                };
+                self.start_value(b);
             }
             // White space and `:`.
             _ => {}
@@ -703,13 +723,56 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// A scalar or string value ends before byte `i` (`raw` as written, `listed` as a
-    /// discriminator's lists hold it): if it is a discriminator's, only the variants of its
-    /// object whose tests it passes remain (refused if none).
-    fn discriminate(&mut self, listed: &[u8], raw: &[u8], i: usize) -> Result<(), Refused> {
-        self.keep_variants(i, |group, d, variants| {
-            group.discriminate(d, listed, raw, variants)
-        })
+    /// The key group and discriminator of the top object's member being written, if it is
+    /// a discriminator's.
+    fn discriminating(&self) -> Option<(&'a KeyGroup, u32)> {
+        match self.position.frames.last() {
+            Some(&Frame::Object {
+                keys:
+                    Some(Keyed {
+                        group,
+                        discriminator: Some(d),
+                        ..
+                    }),
+                ..
+            }) => Some((self.paths.key_group(group), d)),
+            _ => None,
+        }
+    }
+
+    /// Byte `b` starts a string or scalar: if a discriminator's, its automata read it.
+    fn start_value(&mut self, b: u8) {
+        if let Some((group, d)) = self.discriminating() {
+            group.start_value(d, &mut self.position.automata);
+            group.step_value(d, &mut self.position.automata, b);
+        }
+    }
+
+    /// A scalar or string value whose first byte is `start` of the text ends with `read`, the
+    /// bytes read of this token (at byte `i`): if it is a discriminator's, only the variants
+    /// of its object whose tests it passes remain (refused if none). `listed` gives it as
+    /// lists hold it from its bytes as written, asked only if a list may hold a value that
+    /// long (the automata read it as it came).
+    fn discriminate(
+        &mut self,
+        start: usize,
+        read: &[u8],
+        i: usize,
+        listed: impl FnOnce(&[u8]) -> Vec<u8>,
+    ) -> Result<(), Refused> {
+        let Some((group, d)) = self.discriminating() else {
+            return Ok(());
+        };
+        let len = (self.text.len() + read.len()).saturating_sub(start);
+        let listed = group
+            .may_be_listed(d, len)
+            .then(|| listed(&self.raw(start, read)));
+        let states = std::mem::take(&mut self.position.automata);
+        let kept = self.keep_variants(i, |group, d, variants| {
+            group.discriminate(d, listed.as_deref(), &states, variants)
+        });
+        self.position.automata = states;
+        kept
     }
 
     /// An object or array opens at byte `i`: if as a discriminator's value, only the variants
@@ -769,11 +832,10 @@ impl Reader<'_> {
         bytes: &[u8],
     ) -> Result<(), Refused> {
         if role == Role::Other {
-            // A discriminator's string: as written, and as its lists hold it (`"` and the
-            // decoded content).
-            let raw = self.raw(start - 1, &bytes[..=i]);
-            let listed = [b"\"".as_slice(), &decode_string(&raw[1..raw.len() - 1])].concat();
-            return self.discriminate(&listed, &raw, i);
+            // A discriminator's string, as its lists hold it: `"` and the decoded content.
+            return self.discriminate(start - 1, &bytes[..=i], i, |raw| {
+                [b"\"".as_slice(), &decode_string(&raw[1..raw.len() - 1])].concat()
+            });
         }
         if let Some(&Frame::Object { at, .. }) = self.position.frames.last() {
             // Below an untracked object, every value is untracked: no need to read the name.
@@ -977,5 +1039,53 @@ fn push_code_point(out: &mut Vec<u8>, c: u32) {
             0x80 | ((c >> 6) & 0x3F) as u8,
             0x80 | (c & 0x3F) as u8,
         ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::json_schema::{
+        compile_schema_keeping_state, JsonSchemaOptions, PropertyOrder,
+    };
+    use crate::limits::{Deadline, Limits};
+    use crate::ops::leaf::DEAD;
+    use serde_json::json;
+
+    /// A discriminator's string is read by its automata as it comes, their states kept in
+    /// the position from step to step: a token closing the value reads its own bytes only.
+    /// (It read the whole value again, so every mask inside a long value cost its length.)
+    #[test]
+    fn a_discriminators_value_is_read_as_it_comes() {
+        let object = |pattern: &str, other: &str| {
+            json!({
+                "type": "object",
+                "properties": {"a": {"type": "string", "pattern": pattern}, other: {"type": "integer"}},
+                "required": [other],
+                "additionalProperties": false
+            })
+        };
+        let schema = json!({"anyOf": [object("^[a-w ]*$", "b"), object("^x[a-z ]*$", "c")]});
+        let options = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
+        let (_, paths) =
+            compile_schema_keeping_state(&schema, &options, &Limits::new(), &Deadline::never())
+                .unwrap();
+        let mut t = JsonTracker::new(Arc::new(paths.expect("a key group")), 8);
+        for b in br#"{"a":"xy"#.chunks(1) {
+            t.check(b).unwrap();
+            t.commit(b);
+        }
+        let states = &t.position.automata;
+        assert_eq!(states.len(), 2, "an automaton per variant");
+        assert_eq!(
+            states.iter().filter(|&&s| s == DEAD).count(),
+            1,
+            "`x` left `^[a-w ]*$` at its byte"
+        );
+        assert!(
+            t.check(br#"z","b":1}"#).is_err(),
+            "only the `c` object is left"
+        );
+        assert!(t.check(br#"z","c":1}"#).is_ok());
     }
 }
