@@ -43,7 +43,7 @@ type NodeId = usize;
 pub(super) const MAX_LISTED_VALUES: usize = 4_096;
 
 /// A name that tells the key sets of a group apart by its value: per key set, the tests of
-/// its objects' values there (a value keeps the key set if it passes one).
+/// its objects' values there (a value keeps the key sets whose tests it passes one of).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub(super) struct Discriminator {
     name: Box<[u8]>,
@@ -82,11 +82,13 @@ pub(super) struct KeyValues {
 }
 
 /// A member's value: its expression (`None`: every value), and its values if it is a list
-/// of scalars (`enum`, `const`), each as the matcher reads it (see [`listed`]).
+/// of scalars (`enum`, `const`), each as the matcher reads it (see [`listed`]). The
+/// expression of an opaque value is the whole member, name included: compared, never read.
 #[derive(Clone)]
 pub(super) struct MemberValue {
     expr: Option<ExprId>,
     listed: Option<Rc<[Box<[u8]>]>>,
+    opaque: bool,
 }
 
 impl MemberValue {
@@ -96,14 +98,20 @@ impl MemberValue {
             _ => None,
         };
         let expr = (!matches!(shape, Shape::Any)).then_some(expr);
-        MemberValue { expr, listed }
+        MemberValue {
+            expr,
+            listed,
+            opaque: false,
+        }
     }
 
-    /// A value known only by its expression (no list of scalars).
-    pub fn opaque(expr: ExprId) -> MemberValue {
+    /// Values known only by `member`, the expression of the members that hold them (the
+    /// undeclared names of an object with patterns: which value a name takes depends on it).
+    pub fn opaque(member: ExprId) -> MemberValue {
         MemberValue {
-            expr: Some(expr),
+            expr: Some(member),
             listed: None,
+            opaque: true,
         }
     }
 
@@ -116,6 +124,7 @@ impl MemberValue {
         Ok(match (&self.listed, self.expr) {
             (Some(listed), _) => Some(ValueTest::Listed(listed.iter().cloned().collect())),
             (None, None) => Some(ValueTest::Every),
+            (None, Some(_)) if self.opaque => None,
             (None, Some(e)) => c
                 .value_automaton(arena, e)?
                 .map(|_| ValueTest::Automaton(e)),
@@ -123,15 +132,15 @@ impl MemberValue {
     }
 }
 
-/// A scalar of a list as the matcher reads a discriminator's value: a string as `"` and its
-/// content decoded, an integer, `true`, `false` or `null` as written (the grammar writes
-/// each one way, but zero also as `-0`, which the matcher reads as `0`); `None` for other
-/// values.
+/// A scalar of a list as the matcher reads a discriminator's value: as the grammar writes
+/// it, a string quoted and escaped, an integer, `true`, `false` or `null` (each one way, but
+/// zero also as `-0`, which the matcher reads as `0`); `None` for other values. Compared as
+/// written, not decoded: where another variant's strings take escapes, `"\u0061"` is no
+/// spelling of the listed `"a"`.
 fn listed(v: &Value) -> Option<Box<[u8]>> {
     Some(match v {
-        Value::String(s) => [b"\"".as_slice(), s.as_bytes()].concat().into(),
+        Value::String(_) | Value::Bool(_) | Value::Null => v.to_string().into_bytes().into(),
         Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string().into_bytes().into(),
-        Value::Bool(_) | Value::Null => v.to_string().into_bytes().into(),
         _ => return None,
     })
 }
@@ -599,8 +608,9 @@ fn key_group(
 
 /// The discriminators of the objects `keyed` (all with key sets): names two key sets admit
 /// with other values, each value one the matcher can test (see [`MemberValue::test`]);
-/// `None` if some name two key sets admit has other values, one of them not so tested, or if
-/// undeclared names have other values.
+/// `None` if some name two key sets admit has other values, one of them not so tested, if
+/// the objects of one key set have other values for two such names, or if undeclared names
+/// have other values.
 fn discriminators(
     c: &mut Compiler,
     arena: &GrammarBuilder,
@@ -613,6 +623,8 @@ fn discriminators(
         .map(Box::from)
         .collect();
     let mut out = Vec::new();
+    // The key sets whose objects have different tests for a name.
+    let mut split: HashSet<u32> = HashSet::new();
     for name in names.iter().map(|n| Some(&**n)).chain([None]) {
         let admitting: Vec<(u32, &MemberValue)> = keyed
             .iter()
@@ -635,6 +647,14 @@ fn discriminators(
         }
         tests.sort_unstable_by_key(|&(s, _)| s);
         tests.dedup();
+        for w in tests.windows(2).filter(|w| w[0].0 == w[1].0) {
+            if !split.insert(w[0].0) {
+                // Objects of one key set are one variant, kept while the value passes one of
+                // their tests: that is one of them, unless they differ on another name too
+                // (one passing this name's test and another the other's would keep it).
+                return Ok(None);
+            }
+        }
         out.push(Discriminator {
             name: name.into(),
             tests,

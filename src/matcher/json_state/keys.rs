@@ -122,15 +122,13 @@ pub(crate) struct KeyGroup {
 /// The tests of a discriminator's values: a value keeps the variants it passes one of.
 #[derive(Clone, Debug, Default)]
 struct Tests {
-    /// Per value listed (a string as `"` and its decoded content, another scalar as
-    /// written), the variants that list it.
+    /// Per value listed, as the grammar writes it, the variants that list it.
     listing: HashMap<Box<[u8]>, Variants>,
     /// The variants that admit every value.
     every: Variants,
     /// Per variant, automata of values as written.
     automata: Vec<(u32, Arc<Leaf>)>,
-    /// Bytes of the longest value listed, as written at most (an escape takes up to six
-    /// bytes per character, and the quotes two): a longer value is listed by none.
+    /// Bytes of the longest value listed: a longer value is listed by none.
     longest_listed: usize,
 }
 
@@ -145,7 +143,8 @@ pub(crate) enum VariantTest<'a> {
 }
 
 /// A discriminator as the front end gives it: its name (as spelled) and, per variant
-/// admitting it (by number), its tests (one passed is enough).
+/// admitting it (by number), its tests (one passed is enough: a variant is every object of
+/// its key set).
 pub(crate) type Lists<'a> = (&'a [u8], Vec<(usize, VariantTest<'a>)>);
 
 /// One key set over its group's names (bit `i`: `names[i]`).
@@ -237,8 +236,7 @@ impl KeyGroup {
                     match test {
                         VariantTest::Listed(strings) => {
                             for s in strings {
-                                let written = 6 * s.len() + 2;
-                                tests.longest_listed = tests.longest_listed.max(written);
+                                tests.longest_listed = tests.longest_listed.max(s.len());
                                 *tests.listing.entry(s.clone()).or_default() |= 1 << variant;
                             }
                         }
@@ -282,10 +280,10 @@ impl KeyGroup {
         }
     }
 
-    /// Could a scalar or string of `len` bytes as written be one of discriminator `d`'s
-    /// listed values?
+    /// Could a scalar or string of `len` bytes be one of discriminator `d`'s listed values
+    /// (zero may be written `-0`, a byte longer)?
     pub fn may_be_listed(&self, d: u32, len: usize) -> bool {
-        len <= self.discriminators[d as usize].1.longest_listed
+        len <= self.discriminators[d as usize].1.longest_listed + 1
     }
 
     /// The variants of `variants` whose tests for discriminator `d` a whole scalar or string

@@ -832,10 +832,7 @@ impl<'a> Reader<'a> {
         bytes: &[u8],
     ) -> Result<(), Refused> {
         if role == Role::Other {
-            // A discriminator's string, as its lists hold it: `"` and the decoded content.
-            return self.discriminate(start - 1, &bytes[..=i], i, |raw| {
-                [b"\"".as_slice(), &decode_string(&raw[1..raw.len() - 1])].concat()
-            });
+            return self.discriminate(start - 1, &bytes[..=i], i, <[u8]>::to_vec);
         }
         if let Some(&Frame::Object { at, .. }) = self.position.frames.last() {
             // Below an untracked object, every value is untracked: no need to read the name.
