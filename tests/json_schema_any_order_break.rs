@@ -106,14 +106,37 @@ fn agree_with(schema: &Value, options: &JsonSchemaOptions, walks: usize, steps: 
     let engine = Engine::new(vocab());
     let (exact, kept) = both(&engine, schema, options);
     let walks = Walks { walks, steps, seed };
-    walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
-        // Half the time a long token, when one is allowed.
-        let long: Vec<TokenId> = allowed.iter().copied().filter(|&t| t >= 256).collect();
-        match long.is_empty() || rng.below(2) == 0 {
-            true => allowed[rng.below(allowed.len())],
-            false => long[rng.below(long.len())],
-        }
-    });
+    walks_agree(engine.vocab(), &exact, &kept, walks, pick_long);
+}
+
+/// Half the time a long token, when one is allowed (the bytes alone rarely write a name and
+/// the next member in one token).
+fn pick_long(rng: &mut formwork_testkit::rng::Rng, allowed: &[TokenId]) -> TokenId {
+    let long: Vec<TokenId> = allowed.iter().copied().filter(|&t| t >= 256).collect();
+    match long.is_empty() || rng.below(2) == 0 {
+        true => allowed[rng.below(allowed.len())],
+        false => long[rng.below(long.len())],
+    }
+}
+
+/// Twelve random walks of thirty steps from `seed` (see [`agree_with`]): the first
+/// difference between `kept` and `exact`, if any.
+fn walks_differ(
+    engine: &Engine,
+    exact: &ConstraintMatcher,
+    kept: &ConstraintMatcher,
+    seed: u64,
+) -> Option<String> {
+    let walks = Walks {
+        walks: 12,
+        steps: 30,
+        seed,
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        walks_agree(engine.vocab(), exact, kept, walks, pick_long)
+    }))
+    .err()
+    .map(|e| e.downcast_ref::<String>().cloned().unwrap_or_default())
 }
 
 #[track_caller]
@@ -942,6 +965,30 @@ fn discriminators_and_absent_names_admitted_as_undeclared() {
     agree(&absent, 120, 30, 290);
 }
 
+/// A closed object over names that start one another (`a`, `ab`, `b`, `k`), each absent,
+/// optional or required at random, its values from `value`.
+fn random_closed(
+    rng: &mut formwork_testkit::rng::Rng,
+    depth: u32,
+    value: fn(&mut formwork_testkit::rng::Rng, u32) -> Value,
+) -> Value {
+    let mut props = serde_json::Map::new();
+    let mut required = Vec::new();
+    for name in ["a", "ab", "b", "k"] {
+        match rng.below(4) {
+            0 => {}
+            1 => {
+                props.insert(name.into(), value(rng, depth));
+                required.push(name);
+            }
+            _ => {
+                props.insert(name.into(), value(rng, depth));
+            }
+        }
+    }
+    object(Value::Object(props), json!(required), json!(false))
+}
+
 /// Random schemas of objects over names that start one another (`a`, `ab`, `b`, `k`), in
 /// unions, arrays and tuples, with discriminators (lists, and strings and integers read by
 /// automata), bounds on counts and nested objects: what
@@ -980,21 +1027,7 @@ fn random_schemas_agree_with_the_2n_grammar() {
     }
 
     fn closed(rng: &mut Rng, depth: u32) -> Value {
-        let mut props = serde_json::Map::new();
-        let mut required = Vec::new();
-        for name in ["a", "ab", "b", "k"] {
-            match rng.below(4) {
-                0 => {}
-                1 => {
-                    props.insert(name.into(), value(rng, depth));
-                    required.push(name);
-                }
-                _ => {
-                    props.insert(name.into(), value(rng, depth));
-                }
-            }
-        }
-        let mut o = object(Value::Object(props), json!(required), json!(false));
+        let mut o = random_closed(rng, depth, value);
         if rng.below(4) == 0 {
             o["maxProperties"] = json!(1 + rng.below(3));
         }
@@ -1037,31 +1070,8 @@ fn random_schemas_agree_with_the_2n_grammar() {
             Err(err) => panic!("case {case}: {err} for {schema}"),
         };
         tried += 1;
-        let walks = Walks {
-            walks: 12,
-            steps: 30,
-            seed: 300 + case,
-        };
-        let what = format!("case {case}: {schema}");
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            walks_agree(
-                engine.vocab(),
-                &exact.matcher(),
-                &kept.matcher(),
-                walks,
-                |rng, allowed| {
-                    let long: Vec<TokenId> =
-                        allowed.iter().copied().filter(|&t| t >= 256).collect();
-                    match long.is_empty() || rng.below(2) == 0 {
-                        true => allowed[rng.below(allowed.len())],
-                        false => long[rng.below(long.len())],
-                    }
-                },
-            )
-        }));
-        if let Err(e) = result {
-            let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
-            panic!("{what}\n{msg}");
+        if let Some(msg) = walks_differ(&engine, &exact.matcher(), &kept.matcher(), 300 + case) {
+            panic!("case {case}: {schema}\n{msg}");
         }
     }
     assert!(tried > 150, "{tried} schemas compiled");
@@ -1171,17 +1181,22 @@ fn discriminators_undeclared_in_a_variant_with_patterns() {
     );
 }
 
+/// A closed object whose `k` is `k`, beside integers `a`, `b`, `x` and `ab`, requiring
+/// `required`: variants told apart by `k` alone.
+fn keyed_by(k: Value, required: Value) -> Value {
+    let int = json!({"type": "integer"});
+    object(
+        json!({"k": k, "a": int, "b": int, "x": int, "ab": int}),
+        required,
+        json!(false),
+    )
+}
+
 /// Strings a pattern's automaton reads as written: escapes of the letters the pattern names,
 /// of quotes, backslashes and slashes, and non-ASCII letters.
 #[test]
 fn automata_read_strings_with_escapes() {
-    let v = |k: Value, req: &str| {
-        object(
-            json!({"k": k, "a": {"type": "integer"}, "b": {"type": "integer"}, "x": {"type": "integer"}}),
-            json!(["k", req]),
-            json!(false),
-        )
-    };
+    let v = |k: Value, req: &str| keyed_by(k, json!(["k", req]));
     let union = json!({"anyOf": [
         v(json!({"type": "string", "pattern": "^a$"}), "a"),
         v(json!({"type": "string", "pattern": "^[\"\\\\/é]+$"}), "b"),
@@ -1209,13 +1224,7 @@ fn automata_read_strings_with_escapes() {
 /// fractions and exponents of integers.
 #[test]
 fn automata_of_bounded_numbers() {
-    let v = |k: Value, req: &str| {
-        object(
-            json!({"k": k, "a": {"type": "integer"}, "b": {"type": "integer"}, "x": {"type": "integer"}}),
-            json!(["k", req]),
-            json!(false),
-        )
-    };
+    let v = |k: Value, req: &str| keyed_by(k, json!(["k", req]));
     let union = json!({"anyOf": [
         v(json!({"type": "integer", "minimum": 0, "maximum": 9}), "a"),
         v(json!({"type": "number", "exclusiveMaximum": 0}), "b"),
@@ -1249,13 +1258,7 @@ fn automata_of_bounded_numbers() {
 /// integer, so no list the matcher reads), a value of every kind.
 #[test]
 fn automata_beside_lists_and_every_value() {
-    let v = |k: Value, req: &str| {
-        object(
-            json!({"k": k, "a": {"type": "integer"}, "b": {"type": "integer"}, "x": {"type": "integer"}, "ab": {"type": "integer"}}),
-            json!([req]),
-            json!(false),
-        )
-    };
+    let v = |k: Value, req: &str| keyed_by(k, json!([req]));
     let union = json!({"anyOf": [
         v(json!({"type": ["string", "null"], "maxLength": 1}), "a"),
         v(json!({"type": "boolean"}), "b"),
@@ -1290,13 +1293,7 @@ fn automata_beside_lists_and_every_value() {
 /// Formats as differing values.
 #[test]
 fn formats_as_discriminators() {
-    let v = |k: Value, req: &str| {
-        object(
-            json!({"k": k, "a": {"type": "integer"}, "b": {"type": "integer"}, "x": {"type": "integer"}}),
-            json!(["k", req]),
-            json!(false),
-        )
-    };
+    let v = |k: Value, req: &str| keyed_by(k, json!(["k", req]));
     let union = json!({"anyOf": [
         v(json!({"type": "string", "format": "date"}), "a"),
         v(json!({"type": "string", "format": "uuid"}), "b"),
@@ -1532,21 +1529,7 @@ fn random_differing_values_agree_with_the_2n_grammar() {
     }
 
     fn closed(rng: &mut Rng, depth: u32) -> Value {
-        let mut props = serde_json::Map::new();
-        let mut required = Vec::new();
-        for name in ["a", "ab", "b", "k"] {
-            match rng.below(4) {
-                0 => {}
-                1 => {
-                    props.insert(name.into(), value(rng, depth));
-                    required.push(name);
-                }
-                _ => {
-                    props.insert(name.into(), value(rng, depth));
-                }
-            }
-        }
-        let mut o = object(Value::Object(props), json!(required), json!(false));
+        let mut o = random_closed(rng, depth, value);
         if rng.below(5) == 0 {
             o["minProperties"] = json!(rng.below(3));
         }
@@ -1605,30 +1588,8 @@ fn random_differing_values_agree_with_the_2n_grammar() {
             Err(err) => panic!("case {case}: {err} for {schema}"),
         };
         tried += 1;
-        let walks = Walks {
-            walks: 12,
-            steps: 30,
-            seed: 900 + case,
-        };
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            walks_agree(
-                engine.vocab(),
-                &exact.matcher(),
-                &kept.matcher(),
-                walks,
-                |rng, allowed| {
-                    let long: Vec<TokenId> =
-                        allowed.iter().copied().filter(|&t| t >= 256).collect();
-                    match long.is_empty() || rng.below(2) == 0 {
-                        true => allowed[rng.below(allowed.len())],
-                        false => long[rng.below(long.len())],
-                    }
-                },
-            )
-        }));
-        if let Err(e) = result {
-            let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
-            let first = msg.lines().next().unwrap_or("").to_string();
+        if let Some(msg) = walks_differ(&engine, &exact.matcher(), &kept.matcher(), 900 + case) {
+            let first = msg.lines().next().unwrap_or("");
             fails.push(format!("case {case}: {schema}\n   {first}"));
         }
     }
