@@ -790,28 +790,18 @@ impl<'a> Reader<'a> {
         i: usize,
         keep: impl FnOnce(&KeyGroup, u32, Variants) -> Variants,
     ) -> Result<(), Refused> {
-        let Some(&Frame::Object {
-            keys:
-                Some(
-                    k @ Keyed {
-                        discriminator: Some(d),
-                        ..
-                    },
-                ),
-            ..
-        }) = self.position.frames.last()
-        else {
+        let Some((group, d)) = self.discriminating() else {
             return Ok(());
         };
-        let variants = keep(self.paths.key_group(k.group), d, k.variants);
-        if variants == 0 {
-            return Err(Refused { at_byte: i });
+        let Some(Frame::Object { keys: Some(k), .. }) = self.position.frames.last_mut() else {
+            unreachable!("a discriminator's member is written in an object with a key group")
+        };
+        k.variants = keep(group, d, k.variants);
+        k.discriminator = None;
+        match k.variants {
+            0 => Err(Refused { at_byte: i }),
+            _ => Ok(()),
         }
-        if let Some(Frame::Object { keys: Some(k), .. }) = self.position.frames.last_mut() {
-            k.variants = variants;
-            k.discriminator = None;
-        }
-        Ok(())
     }
 
     /// The state of a value starting here.
