@@ -587,25 +587,25 @@ impl<'a> OpsLowering<'a> {
         if chars_as_leaves && self.is_one_char(e) {
             return SmallVec::new();
         }
-        match self.grammar.expr(e) {
-            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().copied().collect(),
-            Expr::Repeat { body, .. } => smallvec::smallvec![*body],
-            Expr::Rule(r) => smallvec::smallvec![self.grammar.rule(*r).body],
-            _ => SmallVec::new(),
-        }
+        expr_parts(self.grammar, e).expect("a finished grammar defines every rule")
     }
 
     /// The sub-expression as a byte regex HIR (see [`byte_hir`]); the caller bounds its size
     /// ([`FUSION_WORK`]).
     pub(super) fn hir(&mut self, root: ExprId) -> Result<Option<Hir>, CompileError> {
-        let deadline = self.deadline;
-        let tick = || {
-            deadline
-                .tick()
-                .map_err(|e| CompileError::over_limit(e, Location::None, "operator lowering"))
-        };
-        byte_hir(self.grammar, root, u64::MAX, &tick)
+        byte_hir(self.grammar, root, u64::MAX, &|| self.tick())
     }
+}
+
+/// The sub-expressions of expression `e` of `arena` (a rule's body for a rule); `None` for a
+/// rule not defined yet.
+fn expr_parts(arena: &impl ExprArena, e: ExprId) -> Option<SmallVec<[ExprId; 4]>> {
+    Some(match arena.expr_at(e) {
+        Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().copied().collect(),
+        Expr::Repeat { body, .. } => smallvec::smallvec![*body],
+        Expr::Rule(r) => smallvec::smallvec![arena.body(*r)?],
+        _ => SmallVec::new(),
+    })
 }
 
 /// The language of expression `root` of `arena` as one DFA leaf, if it can be one (see
@@ -656,14 +656,8 @@ pub(crate) fn byte_hir(
                 // Recursion: the expression cannot be one regex.
                 return Ok(None);
             }
-            let parts: SmallVec<[ExprId; 4]> = match arena.expr_at(e) {
-                Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().copied().collect(),
-                Expr::Repeat { body, .. } => smallvec::smallvec![*body],
-                Expr::Rule(r) => match arena.body(*r) {
-                    Some(body) => smallvec::smallvec![body],
-                    None => return Ok(None),
-                },
-                _ => SmallVec::new(),
+            let Some(parts) = expr_parts(arena, e) else {
+                return Ok(None);
             };
             open.insert(e);
             stack.push((e, true));

@@ -319,9 +319,10 @@ impl Compiler<'_> {
         })
     }
 
-    /// The path automaton of a document of shape `root`, whose arrays of distinct free strings
-    /// and counted strings the matcher keeps (`None` where there are none to keep).
-    /// Where the matcher keeps state beside the grammar of `root`, lowered into `arena`.
+    /// The path automaton of a document of shape `root`, whose distinct arrays, counted
+    /// strings and objects in any order the matcher keeps (`None` where there are none to
+    /// keep); `arena` holds the grammar `root` was lowered into (the discriminators' value
+    /// automata read it).
     pub fn tracked_paths(
         &mut self,
         root: &Shape,

@@ -586,7 +586,7 @@ mod tests {
         };
         assert_eq!(read(b"12", 0b11), 0b11);
         assert_eq!(read(b"1", 0b01), 0b01);
-        assert_eq!(read(b"2", 0b11), 0b10, "a prefix is not enough");
+        assert_eq!(read(b"2", 0b11), 0b10, "a value the automaton refuses");
         assert_eq!(read(b"123", 0b11), 0b10, "nor a longer value");
         assert_eq!(read(b"\"1\"", 0b11), 0b10);
         assert_eq!(k.discriminate_container(d, 0b11), 0b10);

@@ -567,10 +567,12 @@ impl<'a> Reader<'a> {
             Lex::Scalar { .. } if is_scalar_byte(b) => return Ok(()),
             &mut Lex::Scalar { start } => {
                 self.position.lex = Lex::Between;
-                self.discriminate(start, &bytes[..i], i, |raw| match raw {
+                self.discriminate(start, &bytes[..i], i, |mut raw| {
                     // The grammar writes zero as `0` or `-0`; the lists hold it as `0`.
-                    b"-0" => b"0".to_vec(),
-                    _ => raw.to_vec(),
+                    if raw == b"-0" {
+                        raw.remove(0);
+                    }
+                    raw
                 })?;
             }
             Lex::Between => {}
@@ -758,7 +760,7 @@ impl<'a> Reader<'a> {
         start: usize,
         read: &[u8],
         i: usize,
-        listed: impl FnOnce(&[u8]) -> Vec<u8>,
+        listed: impl FnOnce(Vec<u8>) -> Vec<u8>,
     ) -> Result<(), Refused> {
         let Some((group, d)) = self.discriminating() else {
             return Ok(());
@@ -766,7 +768,7 @@ impl<'a> Reader<'a> {
         let len = (self.text.len() + read.len()).saturating_sub(start);
         let listed = group
             .may_be_listed(d, len)
-            .then(|| listed(&self.raw(start, read)));
+            .then(|| listed(self.raw(start, read)));
         let states = std::mem::take(&mut self.position.automata);
         let kept = self.keep_variants(i, |group, d, variants| {
             group.discriminate(d, listed.as_deref(), &states, variants)
@@ -822,7 +824,7 @@ impl<'a> Reader<'a> {
         bytes: &[u8],
     ) -> Result<(), Refused> {
         if role == Role::Other {
-            return self.discriminate(start - 1, &bytes[..=i], i, <[u8]>::to_vec);
+            return self.discriminate(start - 1, &bytes[..=i], i, |raw| raw);
         }
         if let Some(&Frame::Object { at, .. }) = self.position.frames.last() {
             // Below an untracked object, every value is untracked: no need to read the name.
