@@ -9,7 +9,7 @@ use formwork::front::json_schema::{compile_schema_with, JsonSchemaOptions, Prope
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, ConstraintMatcher, Engine, Limits, Matcher};
 use formwork_testkit::agree::{walks_agree, Walks};
-use formwork_testkit::json_schema::{grammar_and_engine, object};
+use formwork_testkit::json_schema::{grammar_and_engine, object, walks_agree_but_repeated_names};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
 use formwork_testkit::tokenizers;
 use formwork_testkit::vocab::bytes_and;
@@ -52,6 +52,9 @@ fn vocab() -> Vocab {
         b"b\"}",
         b"n\",",
         b"n\"}",
+        // ...and closing an array: what the string holds decides the array's objects.
+        b"b\"]}",
+        b"b\"],\"",
     ];
     bytes_and(extra.iter().map(|t| t.to_vec()))
 }
@@ -345,97 +348,16 @@ fn objects_disagreeing_on_a_scalar_value_are_told_apart_by_it() {
     );
 }
 
-/// Does `text` write some name twice in one object (names compared decoded)?
-fn writes_a_name_twice(text: &[u8]) -> bool {
-    // Per open container: the names of an object (`None` for an array), and whether the
-    // next string is a name.
-    let mut open: Vec<(Option<Vec<Vec<u8>>>, bool)> = Vec::new();
-    let mut string: Option<Vec<u8>> = None;
-    let mut escaped = false;
-    for &b in text {
-        if let Some(raw) = &mut string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => {
-                    let name = serde_json::from_slice::<String>(&[b"\"", &raw[..], b"\""].concat())
-                        .map_or(raw.clone(), String::into_bytes);
-                    string = None;
-                    if let Some((Some(names), expect @ true)) = open.last_mut() {
-                        if names.contains(&name) {
-                            return true;
-                        }
-                        names.push(name);
-                        *expect = false;
-                    }
-                    continue;
-                }
-                _ => {}
-            }
-            raw.push(b);
-            continue;
-        }
-        match b {
-            b'"' => string = Some(Vec::new()),
-            b'{' => open.push((Some(Vec::new()), true)),
-            b'[' => open.push((None, false)),
-            b'}' | b']' => {
-                open.pop();
-            }
-            b',' => {
-                if let Some((Some(_), expect)) = open.last_mut() {
-                    *expect = true;
-                }
-            }
-            _ => {}
-        }
-    }
-    false
-}
-
 /// Random walks where the engine's mask is the oracle's less tokens that write a name twice
-/// in one object: the `2^n` grammar refuses a declared name twice and admits an undeclared
-/// one again, where a key group refuses every name written twice (an object only `{}`
-/// describes, held to none, takes names again in both). For places where undeclared names
-/// may repeat in the oracle.
+/// in one object (see [`walks_agree_but_repeated_names`]).
 #[track_caller]
 fn agree_but_repeated_names(schema: &Value, walks: usize, steps: usize, seed: u64) {
     let engine = Engine::new(vocab());
-    let vocab = engine.vocab();
-    let (exact0, kept0) = both(&engine, schema);
-    let mut rng = formwork_testkit::rng::Rng::new(seed);
-    let eos = vocab.len() as u32 - 1;
-    for walk in 0..walks {
-        let (mut exact, mut kept) = (exact0.clone(), kept0.clone());
-        let mut text = Vec::new();
-        for step in 0..steps {
-            let what = format!(
-                "walk {walk} step {step} after {:?}",
-                String::from_utf8_lossy(&text)
-            );
-            let (expected, got) = (mask_of(&mut exact, vocab), mask_of(&mut kept, vocab));
-            assert_eq!(kept.is_accepting(), exact.is_accepting(), "{what}");
-            for t in 0..vocab.len() as u32 {
-                let token = vocab.token_bytes(t);
-                let twice = writes_a_name_twice(&[&text[..], token].concat());
-                match (got.contains(t), expected.contains(t)) {
-                    (true, false) => panic!("{what}: {:?} allowed", vocab.display_token(t)),
-                    (false, true) if !twice => {
-                        panic!("{what}: {:?} refused", vocab.display_token(t))
-                    }
-                    _ => {}
-                }
-            }
-            let allowed: Vec<u32> = got.iter().filter(|&t| t != eos).collect();
-            if allowed.is_empty() {
-                break;
-            }
-            let t = allowed[rng.below(allowed.len())];
-            exact.consume(t).unwrap();
-            kept.consume(t).unwrap();
-            text.extend_from_slice(vocab.token_bytes(t));
-        }
-    }
+    let (exact, kept) = both(&engine, schema);
+    let walks = Walks { walks, steps, seed };
+    walks_agree_but_repeated_names(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
+        allowed[rng.below(allowed.len())]
+    });
 }
 
 /// An open object admits every value for a name another object declares: whatever the
@@ -483,14 +405,13 @@ fn an_open_object_admits_every_value_beside_a_closed_one() {
     assert!(!accepts("{\"p0\":1}"), "neither p1 nor q");
 }
 
-/// A value that is an object or an array in one variant is not read by the matcher (it may
-/// hold objects of its own key sets): objects disagreeing on it are `2^n` grammars there,
-/// exact as ever, and past the `2^n` limit a typed error. So is an object at a place where
-/// another branch admits any value (an open object's undeclared name): which branch holds
-/// the place was chosen before it, and its names cannot tell (a variant admitting every name
-/// there once let `{"x":{"p0":1}}` through, though `x` requires `p1` and the open object `c`).
+/// A value that is an array in one variant, or arrays of other lengths, is read whole by
+/// its automaton (from `[` to `]`, white space and strings inside included): the array
+/// keeps the variants whose automaton accepts it, as a scalar does. A value no automaton
+/// holds (an array of any values: JSON nests without bound) is not read: objects disagreeing
+/// on it are `2^n` grammars there, exact as ever, and past the `2^n` limit a typed error.
 #[test]
-fn objects_disagreeing_on_an_array_value_fall_back_to_the_2n_grammar() {
+fn objects_disagreeing_on_an_array_value_are_told_apart_by_its_automaton() {
     let first = object(
         json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
         json!(["a"]),
@@ -502,10 +423,109 @@ fn objects_disagreeing_on_an_array_value_fall_back_to_the_2n_grammar() {
         json!(false),
     );
     agree(&json!({"anyOf": [first, second]}), 60, 40, 20);
+    let array =
+        |bound: &str, n: u64| json!({"type": "array", "items": {"type": "integer"}, bound: n});
+    let one = object(
+        json!({"a": array("maxItems", 1), "b": {"type": "integer"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let more = object(
+        json!({"a": array("minItems", 2), "ab": {"type": "integer"}}),
+        json!(["a"]),
+        json!(false),
+    );
+    agree(&json!({"anyOf": [one, more]}), 60, 40, 22);
+    // `b"]}` after `["a` writes "ab", which only the second holds, and it requires `c`.
+    let strings =
+        |bound: &str, n: u64| json!({"type": "array", "items": {"type": "string", bound: n}});
+    let short = object(
+        json!({"a": strings("maxLength", 1)}),
+        json!([]),
+        json!(false),
+    );
+    let long = object(
+        json!({"a": strings("minLength", 2), "c": {"type": "integer"}}),
+        json!(["c"]),
+        json!(false),
+    );
+    agree_on(&json!({"anyOf": [short, long]}), "{\"a\":[\"ac\"],\"c\":1}");
     let p0 = |value: Value, required: &str| wide(20, json!({"p0": value}), json!([required]));
-    let array = json!({"type": "array", "items": {"type": "integer"}});
-    let shared = json!({"anyOf": [p0(json!({"type": "integer"}), "p1"), p0(array, "p2")]});
-    refused_as_too_wide(&shared, &any_order());
+    let integers = json!({"type": "array", "items": {"type": "integer"}});
+    let shared = json!({"anyOf": [p0(json!({"type": "integer"}), "p1"), p0(integers, "p2")]});
+    let accepts = accepter(&shared, &any_order());
+    assert!(accepts("{\"p0\":[1,2],\"p2\":1}"));
+    assert!(accepts("{\"p1\":1,\"p0\":3}"));
+    assert!(!accepts("{\"p0\":[1],\"p1\":1}"), "an array p0 requires p2");
+    assert!(!accepts("{\"p1\":1,\"p0\":[]}"), "an array p0 requires p2");
+    let lengths =
+        json!({"anyOf": [p0(array("maxItems", 1), "p1"), p0(array("minItems", 2), "p2")]});
+    let accepts = accepter(&lengths, &any_order());
+    assert!(accepts("{\"p0\":[1],\"p1\":1}"));
+    assert!(accepts("{\"p2\":1,\"p0\":[1,2,3]}"));
+    assert!(!accepts("{\"p0\":[1,2],\"p1\":1}"), "two items require p2");
+    assert!(!accepts("{\"p2\":1,\"p0\":[]}"), "no item requires p1");
+    let anything = json!({"type": "array"});
+    let untestable = json!({"anyOf": [p0(json!({"type": "integer"}), "p1"), p0(anything, "p2")]});
+    refused_as_too_wide(&untestable, &any_order());
+}
+
+/// Objects giving a name objects of other key sets as values are told apart by the object
+/// written there: at its `{`, its own group keeps the variants the objects still possible
+/// bring, and at its `}` the objects keep those that bring what it closed as. So the names
+/// and `}` that follow are judged by the objects the grammar still holds.
+#[test]
+fn objects_are_told_apart_by_the_object_under_a_name() {
+    let inner = |names: Value, required: &str| object(names, json!([required]), json!(false));
+    let x = inner(
+        json!({"a": {"type": "integer"}, "ab": {"type": "integer"}}),
+        "a",
+    );
+    let y = inner(
+        json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        "b",
+    );
+    let outer = |value: &Value, name: &str| {
+        object(
+            json!({"x": value, name: {"type": "integer"}}),
+            json!([name]),
+            json!(false),
+        )
+    };
+    agree(
+        &json!({"anyOf": [outer(&x, "b"), outer(&y, "c")]}),
+        80,
+        40,
+        23,
+    );
+    let outer_wide =
+        |value: &Value, required: &str| wide(20, json!({"x": value}), json!([required]));
+    let union = json!({"anyOf": [outer_wide(&x, "p1"), outer_wide(&y, "p2")]});
+    let accepts = accepter(&union, &any_order());
+    assert!(accepts("{\"x\":{\"a\":1},\"p1\":1}"));
+    assert!(accepts("{\"p2\":1,\"x\":{\"b\":1,\"a\":2}}"));
+    assert!(
+        !accepts("{\"x\":{\"a\":1},\"p2\":1}"),
+        "x without b is the first's"
+    );
+    assert!(
+        !accepts("{\"p1\":1,\"x\":{\"b\":1}}"),
+        "p1 brings objects requiring a"
+    );
+    assert!(
+        !accepts("{\"x\":{\"ab\":1,\"b\":1}}"),
+        "no object has ab and b"
+    );
+}
+
+/// An object at a place where another variant admits any value (an open object's undeclared
+/// name) is told apart from it as above, any value being the variant "every object" of the
+/// place's group, brought only by the open object: once a name written chooses the closed
+/// one, an object written there must be its own (a variant admitting every name regardless
+/// once let `{"x":{"p0":1}}` through, though `x` requires `p1` and the open object `c`).
+/// A name the group declares is refused twice in every object of it, `{}`'s included.
+#[test]
+fn an_object_beside_any_value_is_told_apart_by_what_brings_it() {
     let open =
         json!({"type": "object", "properties": {"c": {"type": "integer"}}, "required": ["c"]});
     let inner = object(
@@ -520,11 +540,26 @@ fn objects_disagreeing_on_an_array_value_fall_back_to_the_2n_grammar() {
     );
     agree_but_repeated_names(&json!({"anyOf": [nested, open.clone()]}), 60, 40, 19);
     let nested_wide = object(
-        json!({"x": wide(20, json!({}), json!(["p1"]))}),
+        json!({"x": wide(20, json!({}), json!(["p1"])), "b": {"type": "integer"}}),
         json!([]),
         json!(false),
     );
-    refused_as_too_wide(&json!({"anyOf": [nested_wide, open]}), &any_order());
+    let accepts = accepter(&json!({"anyOf": [nested_wide, open]}), &any_order());
+    assert!(accepts("{\"x\":{\"p1\":1}}"));
+    assert!(accepts("{\"c\":1,\"x\":{\"q\":[]}}"));
+    assert!(accepts("{\"x\":{\"p0\":1},\"c\":1}"));
+    assert!(
+        !accepts("{\"x\":{\"p0\":1}}"),
+        "x requires p1, the open object c"
+    );
+    assert!(
+        !accepts("{\"b\":1,\"x\":{\"q\":1}}"),
+        "b chose the closed object"
+    );
+    assert!(
+        !accepts("{\"c\":1,\"x\":{\"p3\":[],\"p3\":2}}"),
+        "a name of the group twice"
+    );
 }
 
 /// Undeclared names go where the patterns they match say: an object of items under names
@@ -657,6 +692,35 @@ fn scalar_values_tell_objects_apart_over_qwen3() {
             "{\"a\":1}",
             "{\"a\":\"x\"}",
             "{\"c\":3,\"a\":\"abcd\"}",
+        ],
+    );
+}
+
+/// Objects told apart by an array of strings, over Qwen3: tokens that close an item, the
+/// array and write `,`, `}` or the next name are judged by the objects the array keeps,
+/// whatever its strings hold (a token is not read from its first closing quote alone).
+#[test]
+fn array_values_tell_objects_apart_over_qwen3() {
+    let strings = |bound: &str| json!({"type": "array", "items": {"type": "string", bound: 2}});
+    let short = object(
+        json!({"a": strings("maxLength"), "b": {"type": "integer"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let long = object(
+        json!({"a": strings("minLength"), "c": {"type": "integer"}}),
+        json!(["c"]),
+        json!(false),
+    );
+    qwen3_agree(
+        &json!({"anyOf": [short, long]}),
+        &[
+            "{\"a\":[\"x\",\"yz\"],\"b\":1}",
+            "{\"a\":[\"abc\"],\"c\":1}",
+            "{\"a\":[\"ab\",\"cde\"],\"b\":1}",
+            "{\"c\":1,\"a\":[\"x\"]}",
+            "{\"a\":[\"x\"]}",
+            "{\"a\":[],\"c\":2}",
         ],
     );
 }

@@ -13,7 +13,7 @@ use formwork::front::json_schema::{
 use formwork::vocab::Vocab;
 use formwork::{CompileErrorKind, ConstraintMatcher, Engine, Limits, Matcher, TokenId};
 use formwork_testkit::agree::{walks_agree, Walks};
-use formwork_testkit::json_schema::{grammar_and_engine, object};
+use formwork_testkit::json_schema::{grammar_and_engine, object, walks_agree_but_repeated_names};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
 use formwork_testkit::vocab::bytes_and;
 use serde_json::{json, Value};
@@ -119,8 +119,10 @@ fn pick_long(rng: &mut formwork_testkit::rng::Rng, allowed: &[TokenId]) -> Token
     }
 }
 
-/// Twelve random walks of thirty steps from `seed` (see [`agree_with`]): the first
-/// difference between `kept` and `exact`, if any.
+/// Twelve random walks of thirty steps from `seed`: the first difference between `kept` and
+/// `exact` other than a name written twice (an object any value may be, `{}`, is a variant
+/// of its place's group where a nested discriminator tells it apart, and a group refuses
+/// every name written twice; see `walks_agree_but_repeated_names`), if any.
 fn walks_differ(
     engine: &Engine,
     exact: &ConstraintMatcher,
@@ -133,7 +135,7 @@ fn walks_differ(
         seed,
     };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        walks_agree(engine.vocab(), exact, kept, walks, pick_long)
+        walks_agree_but_repeated_names(engine.vocab(), exact, kept, walks, pick_long)
     }))
     .err()
     .map(|e| e.downcast_ref::<String>().cloned().unwrap_or_default())
@@ -502,7 +504,8 @@ fn objects_that_cannot_be_held_are_typed_errors() {
     };
     let engine = Engine::new(vocab());
     let options = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
-    let array = json!({"type": "array", "items": {"type": "integer"}});
+    // An array of any values: no automaton reads it (JSON nests without bound).
+    let array = json!({"type": "array"});
     let cases = [
         json!({"anyOf": [wide(json!({"type": "integer"}), "p1"), wide(array.clone(), "p2")]}),
         json!({"oneOf": [wide(json!({"enum": ["a", 1]}), "p1"), wide(json!({"type": "object"}), "p2")]}),

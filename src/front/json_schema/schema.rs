@@ -262,9 +262,8 @@ impl<'a> Compiler<'a> {
 
     /// The automaton of value expression `e` of `arena`, read by the matcher over a value's
     /// bytes as written (`discriminator`s' tests), if it has at most [`MAX_VALUE_STATES`]
-    /// states and its strings start with a quote or a scalar's byte: the matcher reads a
-    /// string or a scalar whole, and only those (an object or array written there is no such
-    /// value).
+    /// states and its strings start with a value's first byte (a quote, `{`, `[` or a
+    /// scalar's byte): the matcher reads a value from there to its end.
     pub fn value_automaton(
         &mut self,
         arena: &GrammarBuilder,
@@ -275,7 +274,7 @@ impl<'a> Compiler<'a> {
                 .filter(|leaf| {
                     (0..=255u8).all(|b| {
                         leaf.step(leaf.start(), u32::from(b)) == DEAD
-                            || b == b'"'
+                            || matches!(b, b'"' | b'{' | b'[')
                             || is_scalar_byte(b)
                     })
                 });

@@ -57,10 +57,17 @@ pub(super) enum ValueTest {
     Listed(Listed),
     /// Every value.
     Every,
-    /// The strings of this expression, which holds no object or array: read whole by its
-    /// automaton (see [`Compiler::value_automaton`]).
+    /// The values of this expression: read whole, from their first byte to their last, by
+    /// its automaton (see [`Compiler::value_automaton`]).
     Automaton(ExprId),
+    /// Objects of these key sets (ascending), held by the group of the place of the value:
+    /// the variant is left if the object closes as one of them.
+    Nested(Vec<u32>),
 }
+
+/// The key sets (and the objects holding them) a value of a name in an object may be, if
+/// every value it may be is an object with a key set (see [`Paths::nested`]).
+type Nested<'n> = &'n dyn Fn(usize, &[u8]) -> Option<Vec<(u32, NodeId)>>;
 
 /// Scalars of a list, as [`listed`] gives them.
 type Listed = Box<[Box<[u8]>]>;
@@ -101,6 +108,15 @@ impl MemberValue {
         MemberValue {
             expr,
             listed,
+            opaque: false,
+        }
+    }
+
+    /// Every value.
+    fn every() -> MemberValue {
+        MemberValue {
+            expr: None,
+            listed: None,
             opaque: false,
         }
     }
@@ -561,6 +577,7 @@ fn key_group(
     c: &mut Compiler,
     arena: &GrammarBuilder,
     keyed: &[Option<&KeyedObject>],
+    nested: Nested,
     any: bool,
 ) -> Result<Option<u32>, CompileError> {
     let mut sets: Vec<u32> = keyed.iter().flatten().map(|k| k.set).collect();
@@ -578,7 +595,7 @@ fn key_group(
         && sets.len() <= MAX_VARIANTS
         && names.len() <= MAX_GROUP_NAMES
     {
-        true => discriminators(c, arena, keyed)?,
+        true => discriminators(c, arena, keyed, nested)?,
         false => None,
     };
     // `maxProperties` drops a variant when its count is reached (or only its required
@@ -616,33 +633,59 @@ fn discriminators(
     c: &mut Compiler,
     arena: &GrammarBuilder,
     keyed: &[Option<&KeyedObject>],
+    nested: Nested,
 ) -> Result<Option<Vec<Discriminator>>, CompileError> {
-    let keyed: Vec<&KeyedObject> = keyed.iter().flatten().copied().collect();
+    // With the index of each object among those of the place.
+    let keyed: Vec<(usize, &KeyedObject)> = keyed
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| Some((i, (*k)?)))
+        .collect();
     let names: BTreeSet<Box<[u8]>> = keyed
         .iter()
-        .flat_map(|k| c.key_sets[k.set as usize].0.names())
+        .flat_map(|(_, k)| c.key_sets[k.set as usize].0.names())
         .map(Box::from)
         .collect();
     let mut out = Vec::new();
     // The key sets whose objects have different tests for a name.
     let mut split: HashSet<u32> = HashSet::new();
     for name in names.iter().map(|n| Some(&**n)).chain([None]) {
-        let admitting: Vec<(u32, &MemberValue)> = keyed
+        let admitting: Vec<(usize, u32, &MemberValue)> = keyed
             .iter()
-            .filter(|k| c.key_sets[k.set as usize].0.admits(name))
-            .filter_map(|k| Some((k.set, k.values.value(name)?)))
+            .filter(|(_, k)| c.key_sets[k.set as usize].0.admits(name))
+            .filter_map(|&(i, k)| Some((i, k.set, k.values.value(name)?)))
             .collect();
-        let sets: BTreeSet<u32> = admitting.iter().map(|&(s, _)| s).collect();
-        if sets.len() < 2 || admitting.windows(2).all(|w| w[0].1.expr == w[1].1.expr) {
+        let sets: BTreeSet<u32> = admitting.iter().map(|&(_, s, _)| s).collect();
+        if sets.len() < 2 || admitting.windows(2).all(|w| w[0].2.expr == w[1].2.expr) {
             continue;
         }
         let Some(name) = name else {
             return Ok(None);
         };
         let mut tests = Vec::with_capacity(admitting.len());
-        for (s, v) in admitting {
-            let Some(test) = v.test(c, arena)? else {
-                return Ok(None);
+        // Per key set of a nested value, the object holding it: two objects of one key set
+        // would be one variant of the value's group, which could not tell them apart.
+        let mut holders: HashMap<u32, NodeId> = HashMap::new();
+        for (i, s, v) in admitting {
+            // Objects of key sets are told apart by their own group, however small their
+            // automaton: as one value read whole, the objects inside would be unkeyed where
+            // the variants bring different ones.
+            let test = match nested(i, name) {
+                Some(objects) => {
+                    for &(set, node) in &objects {
+                        if *holders.entry(set).or_insert(node) != node {
+                            return Ok(None);
+                        }
+                    }
+                    let mut sets: Vec<u32> = objects.into_iter().map(|(set, _)| set).collect();
+                    sets.sort_unstable();
+                    sets.dedup();
+                    ValueTest::Nested(sets)
+                }
+                None => match v.test(c, arena)? {
+                    Some(test) => test,
+                    None => return Ok(None),
+                },
             };
             tests.push((s, test));
         }
@@ -723,7 +766,11 @@ fn name_classes(c: &Compiler, objects: &[&ObjectNode]) -> Result<Option<Vec<u64>
 fn unkey(c: &mut Compiler, k: u32, why: &str) -> Result<(), CompileError> {
     let (set, at) = c.key_sets[k as usize].clone();
     if c.last_pass {
-        return c.unsupported(&at, why);
+        // Every object is no object of the schema: the others of its group say where.
+        return match set == KeySet::every_object() {
+            true => Ok(()),
+            false => c.unsupported(&at, why),
+        };
     }
     if !c.newly_unkeyed.contains(&set) {
         c.newly_unkeyed.push(set);
@@ -739,10 +786,11 @@ struct Paths<'n> {
     arena: &'n GrammarBuilder,
     /// Its states are within [`Limits::automaton_states`].
     limits: &'n Limits,
-    /// Each set built so far, by its nodes (`Union`s expanded).
-    states: HashMap<BTreeSet<NodeId>, PathState>,
+    /// Each set built so far, by its nodes (`Union`s expanded) and whether any value there
+    /// is every object a nested discriminator tells apart (see [`Self::state_of`]).
+    states: HashMap<(BTreeSet<NodeId>, bool), PathState>,
     built: Vec<PathNode>,
-    todo: Vec<(PathState, BTreeSet<NodeId>)>,
+    todo: Vec<(PathState, BTreeSet<NodeId>, bool)>,
 }
 
 impl Paths<'_> {
@@ -753,9 +801,9 @@ impl Paths<'_> {
     ) -> Result<Option<TrackedPaths>, CompileError> {
         // The first state built is `ROOT`.
         let tracked = self.state(c, [start])? != UNTRACKED;
-        while let Some((state, set)) = self.todo.pop() {
+        while let Some((state, set, every_object)) = self.todo.pop() {
             c.tick("")?;
-            let node = self.steps(c, &set)?;
+            let node = self.steps(c, &set, every_object)?;
             self.built[state as usize - 1] = node;
         }
         // A bound no state holds would leave its strings' length unchecked: refused like a
@@ -794,6 +842,60 @@ impl Paths<'_> {
                 "an object in any order at a place the matcher cannot follow",
             )?;
         }
+        // A nested discriminator's value is read by the group of its place: one holding the
+        // key sets it names, at every place its group is.
+        let mut unheld: Vec<u32> = Vec::new();
+        for node in &self.built {
+            let Some(g) = node.keys else { continue };
+            let (sets, discriminators) = &c.key_groups[g as usize];
+            for d in discriminators {
+                let named: Vec<&u32> = d
+                    .tests
+                    .iter()
+                    .filter_map(|(_, t)| match t {
+                        ValueTest::Nested(inner) => Some(inner),
+                        _ => None,
+                    })
+                    .flatten()
+                    .collect();
+                if named.is_empty() {
+                    continue;
+                }
+                // A variant admitting every value brings every object there.
+                let every = d.tests.iter().any(|(_, t)| matches!(t, ValueTest::Every));
+                let every_object = c.key_set_ids.get(&KeySet::every_object());
+                if every && every_object.is_none() {
+                    unheld.extend(sets);
+                    continue;
+                }
+                let named: Vec<&u32> = named
+                    .into_iter()
+                    .chain(every_object.filter(|_| every))
+                    .collect();
+                let decoded: Box<[u8]> = serde_json::from_slice::<String>(
+                    &[b"\"".as_slice(), &d.name, b"\""].concat(),
+                )
+                .map_or_else(|_| d.name.clone(), |n| n.into_bytes().into());
+                let at = node.named.get(&decoded).copied().unwrap_or(node.other);
+                let held = at != UNTRACKED
+                    && self.built[at as usize - 1].keys.is_some_and(|h| {
+                        let inner = &c.key_groups[h as usize].0;
+                        named.iter().all(|set| inner.binary_search(set).is_ok())
+                    });
+                if !held {
+                    unheld.extend(sets);
+                }
+            }
+        }
+        unheld.sort_unstable();
+        unheld.dedup();
+        for k in unheld {
+            unkey(
+                c,
+                k,
+                "an object in any order whose value of a name is an object the matcher cannot follow",
+            )?;
+        }
         let groups = c
             .key_groups
             .iter()
@@ -809,12 +911,13 @@ impl Paths<'_> {
                             ValueTest::Automaton(e) => VariantTest::Automaton(
                                 c.value_automata[e].clone().expect("a value's automaton"),
                             ),
+                            ValueTest::Nested(inner) => VariantTest::Nested(inner),
                         };
                         (variant, test)
                     });
                     (&*d.name, tests.collect())
                 });
-                KeyGroup::new(&variants, discriminators.collect())
+                KeyGroup::new(&variants, discriminators.collect()).numbered(sets)
             })
             .collect();
         Ok(tracked
@@ -838,6 +941,22 @@ impl Paths<'_> {
             }
         }
         out
+    }
+
+    /// The key sets a value of the name spelled `name` in object `o` may be, with the object
+    /// of each, if every value it may be is an object with a key set (`None` otherwise, or
+    /// for a name `o` does not declare).
+    fn nested(&self, o: &ObjectNode, name: &[u8]) -> Option<Vec<(u32, NodeId)>> {
+        let &(_, value) = o.named.iter().find(|(n, _)| *spelled(n) == *name)?;
+        let objects: Option<Vec<(u32, NodeId)>> = self
+            .through_unions(value)
+            .into_iter()
+            .map(|id| match &self.nodes.nodes[id] {
+                Node::Object(ObjectNode { keys: Some(k), .. }) => Some((k.set, id)),
+                _ => None,
+            })
+            .collect();
+        objects.filter(|o| !o.is_empty())
     }
 
     /// The key sets of the objects among `nodes`.
@@ -864,6 +983,17 @@ impl Paths<'_> {
         c: &mut Compiler,
         ids: impl IntoIterator<Item = NodeId>,
     ) -> Result<PathState, CompileError> {
+        self.state_of(c, ids, false)
+    }
+
+    /// [`Self::state`], where a nested discriminator tells apart the objects that branches
+    /// chosen before bring (`told_apart`: the value of such a discriminator's name).
+    fn state_of(
+        &mut self,
+        c: &mut Compiler,
+        ids: impl IntoIterator<Item = NodeId>,
+        told_apart: bool,
+    ) -> Result<PathState, CompileError> {
         // What each id reaches through unions, walked once for the key sets it brings and the
         // state's set.
         let reached: Vec<BTreeSet<NodeId>> =
@@ -873,7 +1003,7 @@ impl Paths<'_> {
             .map(|nodes| self.key_sets_in(nodes))
             .filter(|sets| !sets.is_empty())
             .collect();
-        if brought.windows(2).any(|w| w[0] != w[1]) {
+        if !told_apart && brought.windows(2).any(|w| w[0] != w[1]) {
             let sets: BTreeSet<u32> = brought.into_iter().flatten().collect();
             for k in sets {
                 unkey(
@@ -888,7 +1018,14 @@ impl Paths<'_> {
         if !set.iter().any(|&id| self.reaches[id]) {
             return Ok(UNTRACKED);
         }
-        if let Some(&s) = self.states.get(&set) {
+        // Any value there comes from the variants whose value of the name is any: with
+        // the discriminator's provenance, it is every object, a variant of the place's group.
+        let every_object = told_apart
+            && set
+                .iter()
+                .any(|&id| matches!(self.nodes.nodes[id], Node::Any));
+        let key = (set, every_object);
+        if let Some(&s) = self.states.get(&key) {
             return Ok(s);
         }
         self.limits
@@ -902,16 +1039,18 @@ impl Paths<'_> {
             })?;
         self.built.push(PathNode::default());
         let s = self.built.len() as PathState;
-        self.states.insert(set.clone(), s);
-        self.todo.push((s, set));
+        self.states.insert(key.clone(), s);
+        self.todo.push((s, key.0, key.1));
         Ok(s)
     }
 
-    /// The steps of the state of `set`.
+    /// The steps of the state of `set` (`every_object`: any value there is every object, a
+    /// variant of the place's group, see [`Self::state_of`]).
     fn steps(
         &mut self,
         c: &mut Compiler,
         set: &BTreeSet<NodeId>,
+        every_object: bool,
     ) -> Result<PathNode, CompileError> {
         let nodes = self.nodes;
         // Every value includes those of every step below it.
@@ -997,7 +1136,34 @@ impl Paths<'_> {
             c.unsupported(at, why)?;
             distinct = None;
         }
-        let keys = key_group(c, self.arena, &keyed, any.is_some())?;
+        let every = match every_object {
+            true => c
+                .key_set_id(KeySet::every_object(), "")
+                .map(|set| KeyedObject {
+                    set,
+                    values: Rc::new(KeyValues::new(Vec::new(), Some(MemberValue::every()))),
+                }),
+            false => None,
+        };
+        keyed.extend(every.as_ref().map(Some));
+        let nested = |i: usize, name: &[u8]| self.nested(objects.get(i)?, name);
+        let keys = key_group(
+            c,
+            self.arena,
+            &keyed,
+            &nested,
+            any.is_some() && every.is_none(),
+        )?;
+        // The names whose values are objects a nested discriminator tells apart: objects of
+        // other key sets brought there by the variants are its own to tell.
+        let told_apart: HashSet<Box<[u8]>> = keys.map_or_else(HashSet::new, |g| {
+            c.key_groups[g as usize]
+                .1
+                .iter()
+                .filter(|d| d.tests.iter().any(|(_, t)| matches!(t, ValueTest::Nested(_))))
+                .map(|d| d.name.clone())
+                .collect()
+        });
         items.extend(any);
         let item = self.state(c, items)?;
         let classes = name_classes(c, &objects)?;
@@ -1033,7 +1199,7 @@ impl Paths<'_> {
             for o in &objects {
                 ids.extend(o.property(name, classes.is_some()));
             }
-            let s = self.state(c, ids)?;
+            let s = self.state_of(c, ids, told_apart.contains(&spelled(name)))?;
             // Without classes, a name not listed is any other name.
             if s != other || classes.is_some() {
                 named.insert(name.as_bytes().into(), s);

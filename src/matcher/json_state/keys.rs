@@ -41,6 +41,9 @@ pub(crate) struct KeySet {
     max: Option<u64>,
     /// Names other than the declared ones are admitted (any of them).
     others: bool,
+    /// It stands for every object: any value at a place, brought by a variant of the
+    /// enclosing object whose value there is any (see [`KeyGroup::brought`]).
+    every_object: bool,
 }
 
 /// What a declared name is to its object.
@@ -72,6 +75,15 @@ impl KeySet {
             min,
             max,
             others,
+            every_object: false,
+        }
+    }
+
+    /// The key set of every object: no name declared, any other admitted, any count.
+    pub fn every_object() -> KeySet {
+        KeySet {
+            every_object: true,
+            ..KeySet::new([], 0, None, true)
         }
     }
 
@@ -117,6 +129,10 @@ pub(crate) struct KeyGroup {
     variants: Box<[Variant]>,
     /// The discriminators, by the number of their name.
     discriminators: Box<[(u32, Tests)]>,
+    /// The front end's number of each variant's key set, ascending (see [`Self::numbered`]).
+    ids: Box<[u32]>,
+    /// The variant standing for every object ([`KeySet::every_object`]), if one does.
+    every_object: Variants,
 }
 
 /// The tests of a discriminator's values: a value keeps the variants it passes one of.
@@ -128,6 +144,9 @@ struct Tests {
     every: Variants,
     /// Per variant, automata of values as written.
     automata: Vec<(u32, Arc<Leaf>)>,
+    /// Per variant whose value there is an object of its own key sets, those key sets (by
+    /// the front end's numbers): which the object written is, its own group tells.
+    nested: Vec<(u32, Box<[u32]>)>,
     /// Bytes of the longest value listed: a longer value is listed by none.
     longest_listed: usize,
 }
@@ -140,6 +159,9 @@ pub(crate) enum VariantTest<'a> {
     Every,
     /// The strings and scalars this automaton accepts, read as written.
     Automaton(Arc<Leaf>),
+    /// Objects of these key sets (the front end's numbers), held by the group of the place
+    /// the value is at.
+    Nested(&'a [u32]),
 }
 
 /// A discriminator as the front end gives it: its name (as spelled) and, per variant
@@ -242,16 +264,33 @@ impl KeyGroup {
                         }
                         VariantTest::Every => tests.every |= 1 << variant,
                         VariantTest::Automaton(leaf) => tests.automata.push((variant as u32, leaf)),
+                        VariantTest::Nested(sets) => {
+                            tests.nested.push((variant as u32, sets.into()));
+                        }
                     }
                 }
                 (i as u32, tests)
             })
             .collect();
+        let every_object = sets
+            .iter()
+            .position(|s| s.every_object)
+            .map_or(0, |v| 1 << v);
         KeyGroup {
             names: names.into(),
             variants,
             discriminators,
+            ids: Box::default(),
+            every_object,
         }
+    }
+
+    /// The group, its variants' key sets numbered `ids` by the front end (ascending, one per
+    /// variant): nested discriminators name them.
+    pub fn numbered(mut self, ids: &[u32]) -> KeyGroup {
+        debug_assert_eq!(ids.len(), self.variants.len());
+        self.ids = ids.into();
+        self
     }
 
     /// The discriminator of declared name `name`, by number.
@@ -262,10 +301,9 @@ impl KeyGroup {
             .map(|d| d as u32)
     }
 
-    /// Where discriminator `d`'s automata start reading a value: their states, in `states`
-    /// (empty if it has none).
+    /// Where discriminator `d`'s automata start reading a value: their states, pushed on
+    /// `states` (none if it has none).
     pub fn start_value(&self, d: u32, states: &mut Vec<u32>) {
-        states.clear();
         let tests = &self.discriminators[d as usize].1;
         states.extend(tests.automata.iter().map(|(_, leaf)| leaf.start()));
     }
@@ -297,21 +335,88 @@ impl KeyGroup {
         variants: Variants,
     ) -> Variants {
         let tests = &self.discriminators[d as usize].1;
-        let read = tests
-            .automata
-            .iter()
-            .zip(states)
-            .filter(|&(_, &state)| state != DEAD)
-            .filter(|((_, leaf), &state)| leaf.exit(state).is_some())
-            .fold(0, |acc, ((v, _), _)| acc | 1 << v);
+        let read = accepting(&tests.automata, states);
         let listing = listed.and_then(|l| tests.listing.get(l)).copied();
         (listing.unwrap_or(0) | tests.every | read) & variants
     }
 
-    /// The variants of `variants` that admit an object or an array as discriminator `d`'s
-    /// value (lists and automata hold strings and scalars only).
-    pub fn discriminate_container(&self, d: u32, variants: Variants) -> Variants {
-        self.discriminators[d as usize].1.every & variants
+    /// The variants of `variants` that admit an object (`object`) or an array opening as
+    /// discriminator `d`'s value: every value, objects of their own key sets, or values
+    /// whose automata have not refused its first byte (their `states`, see
+    /// [`Self::start_value`]).
+    pub fn discriminate_container(
+        &self,
+        d: u32,
+        object: bool,
+        states: &[u32],
+        variants: Variants,
+    ) -> Variants {
+        let tests = &self.discriminators[d as usize].1;
+        let nested = match object {
+            true => tests.nested.iter().fold(0, |acc, (v, _)| acc | 1 << v),
+            false => 0,
+        };
+        let reading = tests
+            .automata
+            .iter()
+            .zip(states)
+            .filter(|&(_, &state)| state != DEAD)
+            .fold(0, |acc, ((v, _), _)| acc | 1 << v);
+        (tests.every | nested | reading) & variants
+    }
+
+    /// Are some of discriminator `d`'s values objects of their own key sets?
+    pub fn has_nested(&self, d: u32) -> bool {
+        !self.discriminators[d as usize].1.nested.is_empty()
+    }
+
+    /// The variants of `inner`, the group of an object written as discriminator `d`'s value,
+    /// that the variants `outer` of this group bring: their key sets, and every object
+    /// where one of them admits every value.
+    pub fn brought(&self, d: u32, outer: Variants, inner: &KeyGroup) -> Variants {
+        let tests = &self.discriminators[d as usize].1;
+        let every = match tests.every & outer {
+            0 => 0,
+            _ => inner.every_object,
+        };
+        tests
+            .nested
+            .iter()
+            .filter(|(v, _)| outer >> v & 1 == 1)
+            .flat_map(|(_, sets)| sets.iter())
+            .filter_map(|set| inner.ids.binary_search(set).ok())
+            .fold(every, |acc, i| acc | 1 << i)
+    }
+
+    /// The variants of `outer` left once an object or array written as discriminator `d`'s
+    /// value closes: those admitting every value, those whose automata accept it (`states`,
+    /// if they read it), and, for an object of group `inner` closing as one of its variants
+    /// `closed`, those bringing one of these.
+    pub fn close_container(
+        &self,
+        d: u32,
+        outer: Variants,
+        states: Option<&[u32]>,
+        closed: Option<(&KeyGroup, Variants)>,
+    ) -> Variants {
+        let tests = &self.discriminators[d as usize].1;
+        let accepted = states.map_or(0, |states| accepting(&tests.automata, states));
+        let lifted = closed.map_or(0, |(inner, closed)| {
+            let closed_sets = |sets: &[u32]| {
+                sets.iter().any(|set| {
+                    inner
+                        .ids
+                        .binary_search(set)
+                        .is_ok_and(|i| closed >> i & 1 == 1)
+                })
+            };
+            tests
+                .nested
+                .iter()
+                .filter(|(_, sets)| closed_sets(sets))
+                .fold(0, |acc, (v, _)| acc | 1 << v)
+        });
+        (tests.every | accepted | lifted) & outer
     }
 
     /// Words of the set of names written in one open object.
@@ -401,10 +506,9 @@ impl KeyGroup {
         })
     }
 
-    /// May a `}` follow?
-    pub fn may_close(&self, w: Written) -> bool {
-        self.alive(w)
-            .any(|v| v.missing(w.names) == 0 && w.count >= v.min)
+    /// The variants a `}` may close the object as (none: refused).
+    pub fn closable(&self, w: Written) -> Variants {
+        self.keep(w.variants, |v| v.missing(w.names) == 0 && w.count >= v.min)
     }
 
     fn alive<'a>(&'a self, w: Written<'a>) -> impl Iterator<Item = &'a Variant> + 'a {
@@ -438,6 +542,15 @@ impl Variant {
             .map(|(r, w)| u64::from((r & !w).count_ones()))
             .sum()
     }
+}
+
+/// The variants whose automata, at `states` after reading a whole value, accept it.
+fn accepting(automata: &[(u32, Arc<Leaf>)], states: &[u32]) -> Variants {
+    automata
+        .iter()
+        .zip(states)
+        .filter(|&((_, leaf), &state)| state != DEAD && leaf.exit(state).is_some())
+        .fold(0, |acc, ((v, _), _)| acc | 1 << v)
 }
 
 /// Is some bit of `range` on in `on` and off in `off`? A word at a time: the range of a name's
@@ -524,7 +637,7 @@ mod tests {
         assert!(k.viable(a, w), "\"ab\" is still free");
         assert!(k.viable(cursor(&k, "ab"), w));
         assert!(!k.viable(cursor(&k, "c"), w));
-        assert!(!k.may_close(w), "\"b\" is required");
+        assert!(k.closable(w) == 0, "\"b\" is required");
         assert_eq!(k.add(w), 1);
     }
 
@@ -589,8 +702,38 @@ mod tests {
         assert_eq!(read(b"2", 0b11), 0b10, "a value the automaton refuses");
         assert_eq!(read(b"123", 0b11), 0b10, "nor a longer value");
         assert_eq!(read(b"\"1\"", 0b11), 0b10);
-        assert_eq!(k.discriminate_container(d, 0b11), 0b10);
-        assert_eq!(k.discriminate_container(d, 0b01), 0);
+        let opened = |b: u8| {
+            let mut states = Vec::new();
+            k.start_value(d, &mut states);
+            k.step_value(d, &mut states, b);
+            states
+        };
+        assert_eq!(k.discriminate_container(d, true, &opened(b'{'), 0b11), 0b10);
+        assert_eq!(k.discriminate_container(d, false, &opened(b'['), 0b01), 0);
+    }
+
+    /// An array whose automaton reads it whole, beside every value: while it is open the
+    /// variant reading it is kept, and once closed only if it accepts it.
+    #[test]
+    fn an_array_keeps_the_variants_whose_automata_accept_it() {
+        let first = set(&[("a", false), ("b", true)], 0, None, false);
+        let second = set(&[("a", false), ("c", true)], 0, None, false);
+        let one = Arc::new(Leaf::choice([b"[1]".as_slice()]).unwrap());
+        let tests = vec![(0, VariantTest::Automaton(one)), (1, VariantTest::Every)];
+        let k = KeyGroup::new(&[&first, &second], vec![(b"a".as_slice(), tests)]);
+        let d = k.discriminator(0).expect("`a` is a discriminator");
+        let read = |raw: &[u8]| {
+            let mut states = Vec::new();
+            k.start_value(d, &mut states);
+            k.step_value(d, &mut states, raw[0]);
+            let open = k.discriminate_container(d, false, &states, 0b11);
+            raw[1..].iter().for_each(|&b| k.step_value(d, &mut states, b));
+            (open, k.close_container(d, open, Some(&states), None))
+        };
+        assert_eq!(read(b"[1]"), (0b11, 0b11));
+        assert_eq!(read(b"[2]"), (0b11, 0b10), "an array the automaton refuses");
+        assert_eq!(read(b"[1,1]"), (0b11, 0b10));
+        assert_eq!(read(b"{}").0, 0b10, "no object is an array");
     }
 
     /// `dependencies` make a union of the object without the name and the object that
@@ -610,12 +753,12 @@ mod tests {
         let k = KeyGroup::new(&[&without, &with], vec![]);
         let mut names = vec![0u64];
         let w = written(&names, 0, k.all());
-        assert!(k.may_close(w), "the first variant may be empty");
+        assert!(k.closable(w) != 0, "the first variant may be empty");
         let (a, variants) = k.close(cursor(&k, "a"), w).unwrap();
         assert_eq!(variants, 0b10, "only the second declares \"a\"");
         put(&mut names, a.unwrap());
         let w = written(&names, 1, variants);
-        assert!(!k.may_close(w), "\"b\" is required with \"a\"");
+        assert!(k.closable(w) == 0, "\"b\" is required with \"a\"");
         assert_eq!(k.add(w), 0b10);
     }
 }

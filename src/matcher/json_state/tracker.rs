@@ -15,6 +15,7 @@ use super::keys::{put, KeyGroup, NameCursor, Variants, Written};
 use super::lengths::{Count, LengthBound, Read};
 use super::listed::{starting, ListedStrings};
 use super::paths::{PathState, TrackedPaths, ROOT, UNTRACKED};
+use crate::ops::leaf::DEAD;
 
 /// An open object or array.
 #[derive(Clone, Copy, Debug)]
@@ -103,6 +104,22 @@ struct Position {
     /// (see `KeyGroup::start_value`): read byte by byte, so that a token closing the value
     /// steps its own bytes only, however long the value.
     automata: Vec<u32>,
+    /// The discriminators whose value is an object or array their automata read, innermost
+    /// last, each until its container closes.
+    containers: Vec<Container>,
+    /// Their automata's states, from each one's `first`.
+    container_states: Vec<u32>,
+}
+
+/// A discriminator's value being read by its automata (see
+/// `KeyGroup::discriminate_container`): an object or array, open as frame `frame`.
+#[derive(Clone, Copy, Debug)]
+struct Container {
+    frame: u32,
+    group: u32,
+    discriminator: u32,
+    /// Where its automata's states start in [`Position::container_states`].
+    first: u32,
 }
 
 impl Position {
@@ -112,6 +129,8 @@ impl Position {
             lex: Lex::Between,
             written: Vec::new(),
             automata: Vec::new(),
+            containers: Vec::new(),
+            container_states: Vec::new(),
         }
     }
 }
@@ -336,7 +355,11 @@ impl JsonTracker {
                     })
                 );
                 KeyReads::InString {
-                    plain: role == Role::Other && !escaped && count.is_none() && !discriminating,
+                    plain: role == Role::Other
+                        && !escaped
+                        && count.is_none()
+                        && !discriminating
+                        && self.position.containers.is_empty(),
                 }
             }
             Lex::Between | Lex::Scalar { .. } => KeyReads::Between {
@@ -403,6 +426,10 @@ impl JsonTracker {
         self.scratch.frames.clone_from(&self.position.frames);
         self.scratch.written.clone_from(&self.position.written);
         self.scratch.automata.clone_from(&self.position.automata);
+        self.scratch.containers.clone_from(&self.position.containers);
+        self.scratch
+            .container_states
+            .clone_from(&self.position.container_states);
         self.scratch.lex = self.position.lex;
         self.pending.clear();
         let mut reader = Reader {
@@ -491,6 +518,13 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// Reads byte `i` of `bytes`.
     fn read(&mut self, b: u8, i: usize, bytes: &[u8]) -> Result<(), Refused> {
+        for c in &self.position.containers {
+            self.paths.key_group(c.group).step_value(
+                c.discriminator,
+                &mut self.position.container_states[c.first as usize..],
+                b,
+            );
+        }
         let in_value = match self.position.lex {
             Lex::Str {
                 role: Role::Other, ..
@@ -577,24 +611,38 @@ impl<'a> Reader<'a> {
             }
             Lex::Between => {}
         }
-        if matches!(b, b'{' | b'[') {
-            self.discriminate_container(i)?;
-        }
+        let outer = match b {
+            b'{' | b'[' => self.discriminate_container(b, i)?,
+            _ => None,
+        };
         match b {
             b'{' => {
                 let at = self.value_state();
-                let keys = self.paths.keys(at).map(|g| {
-                    let group = self.paths.key_group(g);
-                    let words = self.position.written.len();
-                    self.position.written.resize(words + group.words(), 0);
-                    Keyed {
-                        group: g,
-                        words: words as u32,
-                        count: 0,
-                        variants: group.all(),
-                        discriminator: None,
+                let keys = match (self.paths.keys(at), outer) {
+                    // The front end gives a nested discriminator's place a group holding its
+                    // key sets.
+                    (None, Some(_)) => return Err(Refused { at_byte: i }),
+                    (None, None) => None,
+                    (Some(g), outer) => {
+                        let group = self.paths.key_group(g);
+                        let variants = match outer {
+                            Some((parent, d, brought_by)) => parent.brought(d, brought_by, group),
+                            None => group.all(),
+                        };
+                        if variants == 0 {
+                            return Err(Refused { at_byte: i });
+                        }
+                        let words = self.position.written.len();
+                        self.position.written.resize(words + group.words(), 0);
+                        Some(Keyed {
+                            group: g,
+                            words: words as u32,
+                            count: 0,
+                            variants,
+                            discriminator: None,
+                        })
                     }
-                });
+                };
                 self.position.frames.push(Frame::Object {
                     at,
                     value: UNTRACKED,
@@ -613,17 +661,24 @@ impl<'a> Reader<'a> {
                 });
             }
             b'}' => {
-                if let Some(&Frame::Object { keys: Some(k), .. }) = self.position.frames.last() {
-                    let (group, w) = top_keys(self.paths, self.position);
-                    if !group.may_close(w) {
-                        return Err(Refused { at_byte: i });
+                let closed = match self.position.frames.last() {
+                    Some(&Frame::Object { keys: Some(k), .. }) => {
+                        let (group, w) = top_keys(self.paths, self.position);
+                        let closable = group.closable(w);
+                        if closable == 0 {
+                            return Err(Refused { at_byte: i });
+                        }
+                        self.position.written.truncate(k.words as usize);
+                        Some((group, closable))
                     }
-                    self.position.written.truncate(k.words as usize);
-                }
+                    _ => None,
+                };
                 self.position.frames.pop();
+                self.close_container(i, closed)?;
             }
             b']' => {
                 self.position.frames.pop();
+                self.close_container(i, None)?;
             }
             b',' => {
                 if let Some(&Frame::Array {
@@ -745,6 +800,7 @@ impl<'a> Reader<'a> {
     /// Byte `b` starts a string or scalar: if a discriminator's, its automata read it.
     fn start_value(&mut self, b: u8) {
         if let Some((group, d)) = self.discriminating() {
+            self.position.automata.clear();
             group.start_value(d, &mut self.position.automata);
             group.step_value(d, &mut self.position.automata, b);
         }
@@ -777,11 +833,76 @@ impl<'a> Reader<'a> {
         kept
     }
 
-    /// An object or array opens at byte `i`: if as a discriminator's value, only the variants
-    /// that admit every value there remain (refused if none).
-    fn discriminate_container(&mut self, i: usize) -> Result<(), Refused> {
-        self.keep_variants(i, |group, d, variants| {
-            group.discriminate_container(d, variants)
+    /// An object or array opens with byte `b` (at `i`): if as a discriminator's value, only
+    /// the variants that may admit it remain (refused if none), and the discriminator waits
+    /// for it to close if some of them still have to tell (their automata read it, see
+    /// [`Self::close_container`]). If some of them admit objects of their own key sets, the
+    /// discriminator's group, number and the variants left are returned, to bring the
+    /// object's own variants.
+    fn discriminate_container(
+        &mut self,
+        b: u8,
+        i: usize,
+    ) -> Result<Option<(&'a KeyGroup, u32, Variants)>, Refused> {
+        let Some((group, d)) = self.discriminating() else {
+            return Ok(None);
+        };
+        let object = b == b'{';
+        let mut states = std::mem::take(&mut self.position.container_states);
+        let first = states.len();
+        group.start_value(d, &mut states);
+        group.step_value(d, &mut states[first..], b);
+        let kept = self.keep_variants(i, |group, d, variants| {
+            group.discriminate_container(d, object, &states[first..], variants)
+        });
+        let reading = states[first..].iter().any(|&state| state != DEAD);
+        if !reading {
+            states.truncate(first);
+        }
+        self.position.container_states = states;
+        kept?;
+        let nested = object && group.has_nested(d);
+        if !(reading || nested) {
+            return Ok(None);
+        }
+        let frame = self.position.frames.len() as u32;
+        let Some(Frame::Object { keys: Some(k), .. }) = self.position.frames.last_mut() else {
+            unreachable!("a discriminator's member is written in an object with a key group")
+        };
+        k.discriminator = Some(d);
+        if reading {
+            self.position.containers.push(Container {
+                frame,
+                group: k.group,
+                discriminator: d,
+                first: first as u32,
+            });
+        }
+        Ok(nested.then_some((group, d, k.variants)))
+    }
+
+    /// An object or array closed at byte `i` (an object held to a key group, as one of its
+    /// variants `closed`): if a discriminator waits for it, only the variants whose tests it
+    /// passes remain (refused if none).
+    fn close_container(
+        &mut self,
+        i: usize,
+        closed: Option<(&KeyGroup, Variants)>,
+    ) -> Result<(), Refused> {
+        let frame = self.position.frames.len() as u32;
+        let read = match self.position.containers.last() {
+            Some(c) if c.frame == frame => self.position.containers.pop(),
+            _ => None,
+        };
+        let states = read.map(|c| self.position.container_states.split_off(c.first as usize));
+        let nested = self
+            .discriminating()
+            .is_some_and(|(group, d)| group.has_nested(d));
+        if states.is_none() && !nested {
+            return Ok(());
+        }
+        self.keep_variants(i, |group, d, outer| {
+            group.close_container(d, outer, states.as_deref(), closed)
         })
     }
 
