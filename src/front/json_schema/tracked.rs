@@ -872,10 +872,9 @@ impl Paths<'_> {
                     .into_iter()
                     .chain(every_object.filter(|_| every))
                     .collect();
-                let decoded: Box<[u8]> = serde_json::from_slice::<String>(
-                    &[b"\"".as_slice(), &d.name, b"\""].concat(),
-                )
-                .map_or_else(|_| d.name.clone(), |n| n.into_bytes().into());
+                let decoded: Box<[u8]> =
+                    serde_json::from_slice::<String>(&[b"\"".as_slice(), &d.name, b"\""].concat())
+                        .map_or_else(|_| d.name.clone(), |n| n.into_bytes().into());
                 let at = node.named.get(&decoded).copied().unwrap_or(node.other);
                 let held = at != UNTRACKED
                     && self.built[at as usize - 1].keys.is_some_and(|h| {
@@ -1160,7 +1159,11 @@ impl Paths<'_> {
             c.key_groups[g as usize]
                 .1
                 .iter()
-                .filter(|d| d.tests.iter().any(|(_, t)| matches!(t, ValueTest::Nested(_))))
+                .filter(|d| {
+                    d.tests
+                        .iter()
+                        .any(|(_, t)| matches!(t, ValueTest::Nested(_)))
+                })
                 .map(|d| d.name.clone())
                 .collect()
         });

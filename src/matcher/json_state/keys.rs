@@ -727,7 +727,9 @@ mod tests {
             k.start_value(d, &mut states);
             k.step_value(d, &mut states, raw[0]);
             let open = k.discriminate_container(d, false, &states, 0b11);
-            raw[1..].iter().for_each(|&b| k.step_value(d, &mut states, b));
+            raw[1..]
+                .iter()
+                .for_each(|&b| k.step_value(d, &mut states, b));
             (open, k.close_container(d, open, Some(&states), None))
         };
         assert_eq!(read(b"[1]"), (0b11, 0b11));

@@ -426,7 +426,9 @@ impl JsonTracker {
         self.scratch.frames.clone_from(&self.position.frames);
         self.scratch.written.clone_from(&self.position.written);
         self.scratch.automata.clone_from(&self.position.automata);
-        self.scratch.containers.clone_from(&self.position.containers);
+        self.scratch
+            .containers
+            .clone_from(&self.position.containers);
         self.scratch
             .container_states
             .clone_from(&self.position.container_states);
