@@ -16,15 +16,20 @@
 //! holds values alike whatever the variant, and which variants remain depends on names only.
 //! A name whose values differ may still tell variants apart if the matcher can test each
 //! variant's values there (a discriminator): scalars from a list (`"type": "circle"`,
-//! `"version": 3`), every value (an open object's undeclared name), or strings and scalars
-//! of a small automaton (`"argument": {"maxLength": 0}` beside `{"minLength": 1}`). The value
-//! written, once whole, keeps the variants whose test it passes, so which variants remain is
-//! which the grammar still holds: each variant is its own run of members in the grammar,
-//! and the names and values written are all that tells the runs apart. While a value is
-//! written the grammar's mask is then exact, the union of the values of the variants left.
+//! `"version": 3`), every value (an open object's undeclared name), values of a small
+//! automaton (`"argument": {"maxLength": 0}` beside `{"minLength": 1}`, arrays of other
+//! lengths), or objects of key sets of their own, told apart by their own group: the inner
+//! group's variants are those the outer variants left bring ([`KeyGroup::brought`]; any
+//! value there brings the variant "every object", [`KeySet::every_object`]), and the inner
+//! object's close keeps the outer variants that bring what it closed as. The value written,
+//! once whole, keeps the variants whose test it passes, so which variants remain is which the
+//! grammar still holds: each variant is its own run of members in the grammar, and the names
+//! and values written are all that tells the runs apart. While a value is written the
+//! grammar's mask is then exact, the union of the values of the variants left.
 //!
-//! Duplicate names are refused in every variant (the `2^n` grammar refuses them for declared
-//! names only; a JSON object's names should be unique).
+//! A name the group declares is refused twice in every variant (the `2^n` grammar refuses
+//! declared names only, and an object any value may be none; a JSON object's names should be
+//! unique).
 
 use std::collections::HashMap;
 use std::sync::Arc;
