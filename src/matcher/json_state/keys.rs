@@ -361,12 +361,7 @@ impl KeyGroup {
             true => tests.nested.iter().fold(0, |acc, (v, _)| acc | 1 << v),
             false => 0,
         };
-        let reading = tests
-            .automata
-            .iter()
-            .zip(states)
-            .filter(|&(_, &state)| state != DEAD)
-            .fold(0, |acc, ((v, _), _)| acc | 1 << v);
+        let reading = automata_where(&tests.automata, states, |_, _| true);
         (tests.every | nested | reading) & variants
     }
 
@@ -551,10 +546,19 @@ impl Variant {
 
 /// The variants whose automata, at `states` after reading a whole value, accept it.
 fn accepting(automata: &[(u32, Arc<Leaf>)], states: &[u32]) -> Variants {
+    automata_where(automata, states, |leaf, state| leaf.exit(state).is_some())
+}
+
+/// The variants whose automata are alive at `states` and there pass `test`.
+fn automata_where(
+    automata: &[(u32, Arc<Leaf>)],
+    states: &[u32],
+    test: impl Fn(&Leaf, u32) -> bool,
+) -> Variants {
     automata
         .iter()
         .zip(states)
-        .filter(|&((_, leaf), &state)| state != DEAD && leaf.exit(state).is_some())
+        .filter(|&((_, leaf), &state)| state != DEAD && test(leaf, state))
         .fold(0, |acc, ((v, _), _)| acc | 1 << v)
 }
 

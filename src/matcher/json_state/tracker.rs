@@ -896,16 +896,24 @@ impl<'a> Reader<'a> {
             Some(c) if c.frame == frame => self.position.containers.pop(),
             _ => None,
         };
-        let states = read.map(|c| self.position.container_states.split_off(c.first as usize));
         let nested = self
             .discriminating()
             .is_some_and(|(group, d)| group.has_nested(d));
-        if states.is_none() && !nested {
+        if read.is_none() && !nested {
             return Ok(());
         }
-        self.keep_variants(i, |group, d, outer| {
-            group.close_container(d, outer, states.as_deref(), closed)
-        })
+        // Taken for the closure and given back without the closed container's states: no
+        // copy on a path every candidate token closing a value takes.
+        let mut states = std::mem::take(&mut self.position.container_states);
+        let kept = self.keep_variants(i, |group, d, outer| {
+            let read = read.map(|c| &states[c.first as usize..]);
+            group.close_container(d, outer, read, closed)
+        });
+        if let Some(c) = read {
+            states.truncate(c.first as usize);
+        }
+        self.position.container_states = states;
+        kept
     }
 
     /// If the top object's member being written is discriminator `d`'s, keeps the variants
