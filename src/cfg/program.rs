@@ -370,6 +370,22 @@ impl Program {
         self.trans[(self.states[s as usize].row + below) as usize]
     }
 
+    /// The classes on which `s` has transition entry `entry` (its dead classes for [`DEAD`],
+    /// classes past the alphabet's included).
+    pub(crate) fn classes_with_entry(&self, s: u32, entry: u32) -> ByteSet {
+        let live = &self.live[s as usize];
+        if entry == DEAD {
+            return live.complement();
+        }
+        let mut classes = ByteSet::EMPTY;
+        for (c, e) in self.transitions(s) {
+            if e == entry {
+                classes.insert(c as u8);
+            }
+        }
+        classes
+    }
+
     /// State `s`'s transitions: `(class, entry)` for each class it has one on, in class order.
     #[inline]
     pub fn transitions(&self, s: u32) -> impl Iterator<Item = (usize, u32)> + '_ {
