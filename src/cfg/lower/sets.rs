@@ -26,21 +26,16 @@ impl Program {
     ) -> u32 {
         let slices = vocab.slices();
         let first: Vec<ByteSet> = slices.iter().map(|s| s.first_bytes()).collect();
-        // Per slice, the classes holding one of its first bytes: a state takes them all, by
-        // its own edges or through a callee, or it cannot take the slice (most states miss
-        // some and call nothing).
-        let needed: Vec<ByteSet> = first
-            .iter()
-            .map(|f| {
-                (0..self.n_classes())
-                    .filter(|&c| !self.alphabet.sets[c].intersection(f).is_empty())
-                    .fold(ByteSet::EMPTY, |acc, c| acc.union(&ByteSet::byte(c as u8)))
-            })
-            .collect();
-        // Whether state `s` takes slice `k`, the bytes its callees may start with computed
-        // once per state (`callees`).
-        let takes = |s: u32, k: usize, callees: &mut Option<ByteSet>| {
-            let missing = needed[k].intersection(&self.live(s).complement());
+        // Whether state `s` takes slice `k`: every first byte of the slice by its own edges
+        // (most states miss some and call nothing) or else through a callee. Its bytes and
+        // its callees' first bytes are computed once per state.
+        let takes = |s: u32, k: usize, own: &mut Option<ByteSet>, callees: &mut Option<ByteSet>| {
+            let own = *own.get_or_insert_with(|| {
+                self.live(s).iter().fold(ByteSet::EMPTY, |acc, c| {
+                    acc.union(&self.alphabet.sets[usize::from(c)])
+                })
+            });
+            let missing = first[k].intersection(&own.complement());
             if missing.is_empty() {
                 return true;
             }
@@ -48,11 +43,7 @@ impl Program {
                 return false;
             }
             let from_callees = *callees.get_or_insert_with(|| self.callees_first(s, unit_first));
-            let covered = missing.iter().all(|c| {
-                let bytes = self.alphabet.sets[usize::from(c)].intersection(&first[k]);
-                from_callees.intersection(&bytes) == bytes
-            });
-            covered
+            from_callees.intersection(&missing) == missing
         };
         // A byte whose class holds only bytes the slice refuses: where no class separates them
         // from bytes it takes, a state refusing them refuses those too, so fails both slices.
@@ -76,11 +67,11 @@ impl Program {
             if worth & candidates == candidates {
                 break;
             }
-            let mut callees = None;
+            let (mut own, mut callees) = (None, None);
             let open = candidates & !worth;
             for k in (2..first.len()).filter(|&k| open >> k & 1 != 0) {
-                let fits =
-                    takes(s, k, &mut callees) && (alike[k] || !takes(s, k - 1, &mut callees));
+                let fits = takes(s, k, &mut own, &mut callees)
+                    && (alike[k] || !takes(s, k - 1, &mut own, &mut callees));
                 if fits {
                     worth |= 1 << k;
                 }
