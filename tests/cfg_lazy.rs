@@ -184,6 +184,73 @@ fn a_large_schema_builds_the_units_its_output_enters() {
     );
 }
 
+/// An object of 160 optional string properties named by 20 words each with 8 suffixes
+/// (`consumerAlpha`, …, `tradeHotel`), in order: cut into rules of a few members, and after
+/// `{"` each first letter leads to the rules of its own names, which a mask's walk meets
+/// through its slice proofs, one first byte after another.
+fn many_properties() -> formwork::ir::Grammar {
+    let words = "additional brand colour consumer country customer descriptive equivalent gross \
+        health image manufacturer net organic outOfPackage packaging product recipe serving trade";
+    let suffixes = [
+        "Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel",
+    ];
+    let props: serde_json::Map<String, Value> = words
+        .split_whitespace()
+        .flat_map(|w| suffixes.iter().map(move |s| format!("{w}{s}")))
+        .map(|name| (name, serde_json::json!({"type": "string"})))
+        .collect();
+    let schema = serde_json::json!({"type": "object", "properties": props});
+    compile_schema(&schema, &JsonSchemaOptions::new())
+        .unwrap()
+        .grammar
+}
+
+/// The builds a grammar built lazily (nothing in advance) costs for `text` and the mask after
+/// it, with the masks along the way checked against the grammar built up front.
+fn builds_through(grammar: &formwork::ir::Grammar, text: &str) -> usize {
+    let vocab = tokenizers::qwen3();
+    let lazy = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0).batch_states(0));
+    let eager = CfgCompiler::new(vocab, CfgConfig::new().eager_states(usize::MAX));
+    let tokens = vocab.encode(text).unwrap();
+    let (e, l) = (
+        eager.compile(grammar).unwrap(),
+        lazy.compile(grammar).unwrap(),
+    );
+    walk_alike(vocab, text, &e, &l, &tokens);
+    let l = lazy.compile(grammar).unwrap();
+    let mut m = l.matcher();
+    m.consume_all(&tokens).unwrap();
+    mask_of(&mut m, vocab);
+    l.num_later_builds()
+}
+
+/// A mask whose walks meet several units not built yet builds them together: a walk goes on
+/// past a missing unit (its slice proofs and horizons too, one first byte after another),
+/// and the mask's other items are walked before it halts. It used to halt at the first one,
+/// each halt a build and the mask taken again (MaskBench o39532: 23 builds for one mask).
+/// Here 22 builds, or 9 with every item walked but each walk halting at once.
+#[test]
+fn a_mask_builds_every_unit_its_walks_meet_at_once() {
+    let builds = builds_through(&many_properties(), "{\"");
+    assert!(builds <= 6, "{builds} builds through the mask after `{{\"`");
+}
+
+/// Optional members cut into rules, each calling the next at its start, are predicted in one
+/// row, so building the first builds the chain: 3 builds through the mask after `{`, where
+/// each rule cost one (14).
+#[test]
+fn a_chain_of_rules_predicted_together_is_built_together() {
+    let props: serde_json::Map<String, Value> = (0..96)
+        .map(|i| (format!("p{i}"), serde_json::json!({"type": "string"})))
+        .collect();
+    let schema = serde_json::json!({"type": "object", "properties": props});
+    let grammar = compile_schema(&schema, &JsonSchemaOptions::new())
+        .unwrap()
+        .grammar;
+    let builds = builds_through(&grammar, "{");
+    assert!(builds <= 3, "{builds} builds through the mask after `{{`");
+}
+
 /// Matchers of one grammar on several threads build its units as they need them; each sees
 /// the masks of the grammar built up front.
 #[test]

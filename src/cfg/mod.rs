@@ -50,6 +50,7 @@ mod walk;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use crate::base::bitmask::get_bit;
@@ -396,6 +397,7 @@ impl CfgCompiler {
             index: self.index.clone(),
             walks: Mutex::new(None),
             initial,
+            later_builds: AtomicUsize::new(0),
         }))
     }
 
@@ -419,6 +421,9 @@ pub struct CfgGrammar {
     index: Arc<cache::VocabIndex>,
     walks: Mutex<Option<cache::SharedWalks>>,
     initial: Chart,
+    /// Builds since the grammar compiled: each one a step that halted on units the program
+    /// lacked and was taken again (a whole mask, for a mask).
+    later_builds: AtomicUsize,
 }
 
 /// How far a grammar's program is built.
@@ -445,6 +450,7 @@ impl std::fmt::Debug for CfgGrammar {
             .field("units", &prog.units.len())
             .field("built_units", &prog.num_built_units())
             .field("states", &prog.states.len())
+            .field("later_builds", &self.later_builds.load(Ordering::Relaxed))
             .field("byte_classes", &prog.n_classes())
             .finish()
     }
@@ -482,6 +488,13 @@ impl CfgGrammar {
         self.program().num_built_units()
     }
 
+    /// Number of builds since the grammar compiled, each for a step (a mask, a token) that
+    /// met units not built yet and was taken again once they were.
+    #[cfg(feature = "internals")]
+    pub fn num_later_builds(&self) -> usize {
+        self.later_builds.load(Ordering::Relaxed)
+    }
+
     /// The program with every unit built so far (the unit tests' grammars are built whole).
     #[cfg(test)]
     fn prog(&self) -> Arc<Program> {
@@ -512,6 +525,7 @@ impl CfgGrammar {
                 return Ok(());
             }
         };
+        self.later_builds.fetch_add(1, Ordering::Relaxed);
         *held = Arc::clone(&EMPTY_PROGRAM);
         let built = lower.build(units, self.config.batch_states, self.limits.deadline());
         *held = lower.program().clone();

@@ -334,6 +334,28 @@ impl Program {
     }
 
     #[inline]
+    /// The units a prediction of built unit `u` predicts in the same row: those called from
+    /// its start state, or from a state its nullable callees return to from there.
+    pub fn predicted_with(&self, u: u32) -> Vec<u32> {
+        let unit = &self.units[u as usize];
+        if let Some(c) = unit.counted {
+            return vec![c.body];
+        }
+        let mut states = vec![unit.start];
+        let mut units = Vec::new();
+        let mut i = 0;
+        while let Some(&s) = states.get(i) {
+            i += 1;
+            for c in self.calls_of(s) {
+                units.push(c.unit);
+                if self.units[c.unit as usize].nullable && !states.contains(&c.ret) {
+                    states.push(c.ret);
+                }
+            }
+        }
+        units
+    }
+
     pub fn calls_of(&self, s: u32) -> &[Call] {
         let (a, b) = self.states[s as usize].calls;
         &self.calls[a as usize..b as usize]

@@ -59,6 +59,12 @@ pub(crate) trait SliceProbe: TrieVisitor {
     type Error;
     /// The state after `byte`, or `None` if the byte is rejected.
     fn advance(&mut self, s: &Self::State, byte: u8) -> Result<Option<Self::State>, Self::Error>;
+    /// Takes an error [`SliceProbe::advance`] returned during a proof: `Ok` if the walk may go
+    /// on without that proof (the client keeps what it needs to report the error when the
+    /// walk ends), else the error, which ends the walk.
+    fn set_aside(&mut self, e: Self::Error) -> Result<(), Self::Error> {
+        Err(e)
+    }
     /// A number two states share only if every byte string keeps both alive or neither;
     /// `None` for a state without one (no slice is taken through it).
     fn identity(&self, s: &Self::State) -> Option<u32>;
@@ -360,11 +366,25 @@ fn decide_first_bytes<V: SliceProbe>(
             d.settled = d.settled.union(&alike);
             continue;
         };
-        let Some(state) = v.advance(root, first)? else {
-            d.settled = d.settled.union(&alike);
-            continue;
+        let state = match v.advance(root, first) {
+            Ok(Some(state)) => state,
+            Ok(None) => {
+                d.settled = d.settled.union(&alike);
+                continue;
+            }
+            // Left to the walk, which meets it again.
+            Err(e) => {
+                v.set_aside(e)?;
+                continue;
+            }
         };
-        let horizon = v.horizon(first, k, s, classes)?;
+        let horizon = match v.horizon(first, k, s, classes) {
+            Ok(horizon) => horizon,
+            Err(e) => {
+                v.set_aside(e)?;
+                0
+            }
+        };
         if horizon >= limits.longest.saturating_sub(1) {
             d.taken = d.taken.union(&alike);
             continue;
@@ -410,7 +430,15 @@ fn decide_first_bytes<V: SliceProbe>(
                     if d.excluded.contains(byte) {
                         continue;
                     }
-                    let Some(next) = v.advance(&state, byte)? else {
+                    let next = match v.advance(&state, byte) {
+                        Ok(next) => next,
+                        // Neither proven nor failed: the first byte is walked.
+                        Err(e) => {
+                            v.set_aside(e)?;
+                            break 'proof false;
+                        }
+                    };
+                    let Some(next) = next else {
                         if !limits.exclude {
                             failed.insert(pair);
                             d.killed = true;

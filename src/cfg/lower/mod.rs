@@ -456,21 +456,28 @@ impl Lowering {
     ) -> Result<(), CompileError> {
         self.deadline = deadline;
         let before = self.prog.states.len();
-        let mut queue: VecDeque<u32> = units.iter().copied().collect();
-        let mut required = units.len();
+        // The units asked for and those predicted with them (the parse needs them in the same
+        // row: asked for one at a time, a chain of rules each calling the next at its start,
+        // such as an object's optional members cut into rules, cost a halt and a rebuilt
+        // mask per rule), then their other callees within `batch` states.
+        let mut required: VecDeque<u32> = units.iter().copied().collect();
+        let mut optional: VecDeque<u32> = VecDeque::new();
         let mut built = false;
-        while let Some(u) = queue.pop_front() {
-            let optional = required == 0;
-            required = required.saturating_sub(1);
+        loop {
+            let u = match required.pop_front() {
+                Some(u) => u,
+                None => match optional.pop_front() {
+                    Some(u) if self.prog.states.len() - before < batch => u,
+                    _ => break,
+                },
+            };
             if self.prog.units[u as usize].is_built() {
                 continue;
             }
-            if optional && self.prog.states.len() - before >= batch {
-                break;
-            }
             self.build_unit(u)?;
             built = true;
-            queue.extend(self.prog.callees(u));
+            required.extend(self.prog.predicted_with(u));
+            optional.extend(self.prog.callees(u));
         }
         match built {
             true => self.hash_complete_units(),
