@@ -381,6 +381,37 @@ fn strings_searched_for_a_url() {
     );
 }
 
+/// Names in a bounded pattern or outside it (`patternProperties` of `{0,250}` characters, any
+/// other name allowed: MaskBench Github_easy---o64731): the name's unit counts characters and,
+/// at the first one outside the pattern, calls the shared text of any name, so the state
+/// survives every string only through that call. Its horizon follows the call, and every mask
+/// takes the JSON string slice: within 50k units of work, where the trie has 333k nodes (and
+/// each name's position took ~300k, 1.1 ms). The masks agree with the oracle, the first built
+/// as parses enter the units too (the callee was missing when the horizon asked).
+#[test]
+fn names_outside_a_bounded_pattern_take_the_string_slice() {
+    let schema = serde_json::json!({"type": "object", "patternProperties": {
+        "^[a-zA-Z0-9_-]{0,250}$": {"type": "integer"}
+    }});
+    let texts = [
+        r#"{"key1":1,"key_two":2,"a b":{"x":[1]},"é":null}"#,
+        r#"{"":3,"-":4}"#,
+    ];
+    check_schema(&schema, &texts);
+    let vocab = tokenizers::qwen3();
+    let bounded = CfgCompiler::new(vocab, CfgConfig::new().eager_states(0))
+        .with_limits(formwork::Limits::new().mask_work(50_000))
+        .compile(&schema_ir(&schema))
+        .unwrap();
+    for text in texts {
+        let mut m = bounded.matcher();
+        for t in vocab.encode(text).unwrap() {
+            mask_of(&mut m, vocab);
+            m.consume(t).unwrap();
+        }
+    }
+}
+
 /// Character automata (see `front::chars`): a pattern within lengths (one rule per state of
 /// their product) and keys split by the patterns they match.
 #[test]
