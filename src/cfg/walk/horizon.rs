@@ -74,25 +74,22 @@ impl Horizons {
         at: SliceState,
         budget: &Budget,
     ) -> Result<usize, Halt> {
-        let shortest = self.shortest(prog, k as u8, slice, classes, state, at, true, budget)?;
-        Ok(taken(shortest))
+        let query = Query {
+            prog,
+            k: k as u8,
+            slice,
+            classes,
+            budget,
+        };
+        Ok(taken(self.shortest_rejected(&query, state, at, true)?))
     }
 
     /// Does a unit `state` calls take every string of slice `k` from `at` by its own
     /// transitions? Its start state's shortest rejected length is found without looking at
     /// its own calls, so this never goes deeper than one call. A callee not built yet halts
     /// ([`Halt::Unbuilt`]).
-    #[allow(clippy::too_many_arguments)]
-    fn callee_takes_all(
-        &mut self,
-        prog: &Program,
-        k: u8,
-        slice: &TokenSlice,
-        classes: &[(u8, ByteSet)],
-        state: u32,
-        at: SliceState,
-        budget: &Budget,
-    ) -> Result<bool, Halt> {
+    fn callee_takes_all(&mut self, q: &Query, state: u32, at: SliceState) -> Result<bool, Halt> {
+        let prog = q.prog;
         let st = prog.state(state);
         if st.flags & CALLS == 0 || st.flags & COUNTED != 0 {
             return Ok(false);
@@ -105,7 +102,7 @@ impl Horizons {
                 return Err(Halt::Unbuilt(vec![call.unit]));
             }
             let start = callee.start;
-            if self.shortest(prog, k, slice, classes, start, at, false, budget)? == Horizons::CAP {
+            if self.shortest_rejected(q, start, at, false)? == Horizons::CAP {
                 return Ok(true);
             }
         }
@@ -117,18 +114,20 @@ impl Horizons {
     /// [`MAX_PAIRS`] the asked pair is kept as rejecting a byte: nothing known, not asked again.
     // Long: one exploration of the pairs reachable from the asked one, then a pass backwards
     // from the pairs that reject a byte, sharing the node numbering.
-    #[allow(clippy::too_many_arguments)]
-    fn shortest(
+    fn shortest_rejected(
         &mut self,
-        prog: &Program,
-        k: u8,
-        slice: &TokenSlice,
-        classes: &[(u8, ByteSet)],
+        query: &Query,
         state: u32,
         at: SliceState,
         calls: bool,
-        budget: &Budget,
     ) -> Result<u16, Halt> {
+        let Query {
+            prog,
+            k,
+            slice,
+            classes,
+            budget,
+        } = *query;
         // Lengths found with calls and without are kept apart: one found without stands
         // for less than it could with.
         let memo = k | u8::from(calls) << 7;
@@ -173,7 +172,7 @@ impl Horizons {
             };
             let from = i as u32;
             i += 1;
-            if calls && self.callee_takes_all(prog, k, slice, classes, q, s, budget)? {
+            if calls && self.callee_takes_all(query, q, s)? {
                 // Rejects nothing: its shortest stays the cap, and no successor lowers it.
                 nodes[from as usize] = Node::Known;
                 continue;
@@ -195,35 +194,26 @@ impl Horizons {
                 if std::mem::replace(&mut previous, Some((e, s2))) == Some((e, s2)) {
                     continue;
                 }
-                if e & MULTI == 0 {
-                    let Some(id) = pair_of(
-                        (e, s2),
-                        &self.known,
-                        &mut nodes,
-                        &mut shortest,
-                        &mut predecessors,
-                    ) else {
-                        return Ok(self.unknown(memo, state, at));
-                    };
-                    predecessors[id as usize].push(from);
-                    continue;
-                }
-                let all = nodes.len() as u32;
-                let targets = prog.targets(e);
-                nodes.push(Node::All(targets.len() as u32));
-                shortest.push(Horizons::CAP);
-                predecessors.push(vec![from]);
+                // Several targets: a node standing for all of them, between them and `from`.
+                let (targets, parent) = match e & MULTI {
+                    0 => (std::slice::from_ref(&e), from),
+                    _ => {
+                        let targets = prog.targets(e);
+                        nodes.push(Node::All(targets.len() as u32));
+                        shortest.push(Horizons::CAP);
+                        predecessors.push(vec![from]);
+                        (targets, nodes.len() as u32 - 1)
+                    }
+                };
                 for &t in targets {
-                    let Some(id) = pair_of(
-                        (t, s2),
-                        &self.known,
-                        &mut nodes,
-                        &mut shortest,
-                        &mut predecessors,
-                    ) else {
+                    let pair = (t, s2);
+                    let known = &self.known;
+                    let Some(id) =
+                        pair_of(pair, known, &mut nodes, &mut shortest, &mut predecessors)
+                    else {
                         return Ok(self.unknown(memo, state, at));
                     };
-                    predecessors[id as usize].push(all);
+                    predecessors[id as usize].push(parent);
                 }
             }
         }
@@ -279,6 +269,17 @@ fn taken(shortest: u16) -> usize {
         Horizons::CAP => usize::MAX,
         shortest => shortest as usize - 1,
     }
+}
+
+/// What the explorations of one [`Horizons::horizon`] read: the program, the slice (by index
+/// and automaton), the bytes both treat alike by least byte, and the budget.
+#[derive(Clone, Copy)]
+struct Query<'a> {
+    prog: &'a Program,
+    k: u8,
+    slice: &'a TokenSlice,
+    classes: &'a [(u8, ByteSet)],
+    budget: &'a Budget,
 }
 
 /// A node of [`Horizons::horizon`]' exploration.
