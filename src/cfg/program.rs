@@ -333,7 +333,6 @@ impl Program {
         &self.states[s as usize]
     }
 
-    #[inline]
     /// The units a prediction of built unit `u` predicts in the same row: those called from
     /// its start state, or from a state its nullable callees return to from there.
     pub fn predicted_with(&self, u: u32) -> Vec<u32> {
@@ -356,6 +355,7 @@ impl Program {
         units
     }
 
+    #[inline]
     pub fn calls_of(&self, s: u32) -> &[Call] {
         let (a, b) = self.states[s as usize].calls;
         &self.calls[a as usize..b as usize]

@@ -59,9 +59,9 @@ pub(crate) trait SliceProbe: TrieVisitor {
     type Error;
     /// The state after `byte`, or `None` if the byte is rejected.
     fn advance(&mut self, s: &Self::State, byte: u8) -> Result<Option<Self::State>, Self::Error>;
-    /// Takes an error [`SliceProbe::advance`] returned during a proof: `Ok` if the walk may go
-    /// on without that proof (the client keeps what it needs to report the error when the
-    /// walk ends), else the error, which ends the walk.
+    /// Takes an error [`SliceProbe::advance`] or [`SliceProbe::horizon`] returned while
+    /// slices were decided: `Ok` if the walk may go on without that decision (the client keeps
+    /// what it needs to report the error when the walk ends), else the error, which ends it.
     fn set_aside(&mut self, e: Self::Error) -> Result<(), Self::Error> {
         Err(e)
     }
@@ -432,7 +432,7 @@ fn decide_first_bytes<V: SliceProbe>(
                     }
                     let next = match v.advance(&state, byte) {
                         Ok(next) => next,
-                        // Neither proven nor failed: the first byte is walked.
+                        // Neither proven nor failed: left to the walk.
                         Err(e) => {
                             v.set_aside(e)?;
                             break 'proof false;
