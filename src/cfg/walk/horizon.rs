@@ -41,6 +41,11 @@ pub(crate) struct Horizons {
     goes_on: FxHashMap<(u8, SliceState), Box<[u8]>>,
 }
 
+/// Most callees of one state whose start states are explored: each exploration may visit
+/// [`MAX_PAIRS`], and a state calling many units (an alternation's branches) is not the shape
+/// this is for (a name's tail call into the shared text).
+const MAX_CALLEES: usize = 4;
+
 /// Most pairs one exploration visits: a chain of a 255-character string's states, each at
 /// every UTF-8 position, is a few thousand; past it the walk falls back to its pair proof.
 const MAX_PAIRS: usize = 1 << 16;
@@ -91,10 +96,11 @@ impl Horizons {
     fn callee_takes_all(&mut self, q: &Query, state: u32, at: SliceState) -> Result<bool, Halt> {
         let prog = q.prog;
         let st = prog.state(state);
-        if st.flags & CALLS == 0 || st.flags & COUNTED != 0 {
+        let calls = prog.calls_of(state);
+        if st.flags & CALLS == 0 || st.flags & COUNTED != 0 || calls.len() > MAX_CALLEES {
             return Ok(false);
         }
-        for call in prog.calls_of(state) {
+        for call in calls {
             let callee = &prog.units[call.unit as usize];
             // Built like a unit a walk's parse enters (the state is reached by a slice
             // string): a proof kept without it would stay unknown after it is built.
