@@ -21,7 +21,7 @@ use crate::automata::minimize::hopcroft;
 use crate::error::{CompileError, Location};
 use crate::front::guard::{over_time, tick};
 use crate::limits::{Deadline, LimitExceeded, LimitKind};
-use crate::matcher::json_state::LengthBound;
+use crate::matcher::json_state::{CharTable, LengthBound};
 
 /// The missing transition.
 const DEAD: u32 = u32::MAX;
@@ -345,21 +345,18 @@ impl CharDfa {
         max: u32,
         deadline: &Deadline,
     ) -> Result<LengthBound, CompileError> {
+        LengthBound::new(self.table(), min, max, deadline).map_err(over_time)
+    }
+
+    /// The automaton as the matcher steps it, over code points.
+    pub fn table(&self) -> CharTable {
         let atoms = self
             .atoms
             .iter()
             .map(|&(lo, hi)| (lo as u32, hi as u32))
             .collect();
         debug_assert_eq!(DEAD, crate::matcher::json_state::DEAD);
-        LengthBound::new(
-            atoms,
-            self.next.clone(),
-            self.accept.clone(),
-            min,
-            max,
-            deadline,
-        )
-        .map_err(over_time)
+        CharTable::new(atoms, self.next.clone(), self.accept.clone())
     }
 
     /// Whether `s` is in the language (how tests compare languages, and how the matcher tells

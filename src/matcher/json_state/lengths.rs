@@ -9,26 +9,16 @@
 //! every `(q, n)` ([`LengthBound::viable`]). A character split across tokens (a UTF-8 sequence
 //! or an escape not yet complete) is viable iff one of the characters it may still become is.
 
+use super::chars::{CharTable, Decoded, Spelling, DEAD};
 use crate::base::bitmask::clear_bit;
 use crate::base::token::TokenId;
 use crate::limits::{Deadline, LimitExceeded};
 use crate::vocab::{Subtree, TrieStep, TrieVisitor};
 
-/// No transition, in [`LengthBound::new`]'s table.
-pub(crate) const DEAD: u32 = u32::MAX;
-
-/// The largest Unicode scalar value.
-const MAX_CHAR: u32 = 0x10_FFFF;
-
 /// A pattern's automaton over characters with the string's length bounds.
 #[derive(Debug)]
 pub(crate) struct LengthBound {
-    /// A sorted partition of the characters (code points) into ranges no transition tells
-    /// apart.
-    atoms: Vec<(u32, u32)>,
-    /// `next[q * atoms.len() + a]`, or [`DEAD`].
-    next: Vec<u32>,
-    accept: Vec<bool>,
+    pattern: CharTable,
     min: u32,
     max: u32,
     /// Words of [`Self::viable`]'s table per state.
@@ -62,27 +52,19 @@ impl LengthBound {
         (states as u64 + 1).saturating_mul(max.saturating_add(1))
     }
 
-    /// From a DFA over characters (its atoms as code point ranges, `next` and `accept` laid out
-    /// as in [`LengthBound`]'s fields) and the bounds; work in the product of its edges and
-    /// `max`, against `deadline`.
+    /// From a pattern's automaton and the bounds; work in the product of its edges and `max`,
+    /// against `deadline`.
     pub fn new(
-        atoms: Vec<(u32, u32)>,
-        next: Vec<u32>,
-        accept: Vec<bool>,
+        pattern: CharTable,
         min: u32,
         max: u32,
         deadline: &Deadline,
     ) -> Result<LengthBound, LimitExceeded> {
-        let states = accept.len();
-        let width = atoms.len();
+        let states = pattern.states();
         // Predecessors of each state, each once.
         let mut preds: Vec<Vec<u32>> = vec![Vec::new(); states];
         for q in 0..states {
-            let mut targets: Vec<u32> = next[q * width..(q + 1) * width]
-                .iter()
-                .copied()
-                .filter(|&t| t != DEAD)
-                .collect();
+            let mut targets: Vec<u32> = pattern.targets(q as u32).collect();
             targets.sort_unstable();
             targets.dedup();
             for t in targets {
@@ -94,7 +76,7 @@ impl LengthBound {
         // those accepting `l - 1`.
         let row = (max as usize + 1).div_ceil(64);
         let mut lengths = vec![0u64; states * row];
-        let mut level: Vec<u32> = (0..states as u32).filter(|&q| accept[q as usize]).collect();
+        let mut level: Vec<u32> = (0..states as u32).filter(|&q| pattern.accepts(q)).collect();
         let mut seen = vec![u32::MAX; states];
         for l in 0..=max as usize {
             deadline.tick()?;
@@ -142,9 +124,7 @@ impl LengthBound {
             .find(|&n| all_viable[n as usize / 64] >> (n % 64) & 1 == 0)
             .unwrap_or(max + 1);
         Ok(LengthBound {
-            atoms,
-            next,
-            accept,
+            pattern,
             min,
             max,
             row,
@@ -167,32 +147,7 @@ impl LengthBound {
 
     /// Can the string close after `n` characters in state `q`?
     fn closes(&self, q: u32, n: u32) -> bool {
-        self.accept[q as usize] && self.min <= n && n <= self.max
-    }
-
-    /// The state after character `c` from `q`.
-    fn step(&self, q: u32, c: u32) -> u32 {
-        let a = self.atoms.partition_point(|&(_, hi)| hi < c);
-        match self.atoms.get(a) {
-            Some(&(lo, _)) if lo <= c => self.next[q as usize * self.atoms.len() + a],
-            _ => DEAD,
-        }
-    }
-
-    /// Does some character of `ranges` lead from `q` to a state viable after `n + 1`?
-    fn viable_through(&self, q: u32, n: u32, ranges: &[(u32, u32)]) -> bool {
-        let width = self.atoms.len();
-        ranges.iter().any(|&(lo, hi)| {
-            let first = self.atoms.partition_point(|&(_, end)| end < lo);
-            self.atoms[first..]
-                .iter()
-                .take_while(|&&(start, _)| start <= hi)
-                .enumerate()
-                .any(|(k, _)| {
-                    let t = self.next[q as usize * width + first + k];
-                    t != DEAD && self.viable(t, n + 1)
-                })
-        })
+        self.pattern.accepts(q) && self.min <= n && n <= self.max
     }
 
     /// Can no token of at most `bytes` more bytes, from `n` characters read, leave the
@@ -219,32 +174,6 @@ impl LengthBound {
     }
 }
 
-/// A character split across bytes: what is read of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Pending {
-    None,
-    /// A UTF-8 sequence: the code point's bits so far, the continuation bytes left, and the
-    /// least code point of its length (shorter ones are overlong: no character).
-    Utf8 {
-        bits: u32,
-        left: u8,
-        least: u32,
-    },
-    /// `\`.
-    Escape,
-    /// `\u` and `digits` hex digits of `unit`; after a high surrogate `high` (0: none).
-    Hex {
-        unit: u32,
-        digits: u8,
-        high: u32,
-    },
-    /// A high surrogate, waiting for its low one's `\` (`backslash` false) or `u`.
-    Low {
-        high: u32,
-        backslash: bool,
-    },
-}
-
 /// The count of one string open at a bounded place: the bound's number, the pattern
 /// automaton's state and the characters read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,7 +181,7 @@ pub(crate) struct Count {
     pub bound: u32,
     q: u32,
     pub n: u32,
-    pending: Pending,
+    spelling: Spelling,
 }
 
 impl Count {
@@ -262,172 +191,42 @@ impl Count {
             bound,
             q: 0,
             n: 0,
-            pending: Pending::None,
+            spelling: Spelling::Whole,
         }
     }
 
     /// Reads byte `b` of the string's raw content, or its closing quote.
     pub fn read(&mut self, b: u8, bound: &LengthBound) -> Read {
-        let done = match (self.pending, b) {
-            (Pending::None, b'"') => {
-                return match bound.closes(self.q, self.n) {
-                    true => Read::Closed,
-                    false => Read::Refused,
+        if self.spelling == Spelling::Whole && b == b'"' {
+            return match bound.closes(self.q, self.n) {
+                true => Read::Closed,
+                false => Read::Refused,
+            };
+        }
+        match self.spelling.read(b) {
+            Decoded::Invalid => return Read::Refused,
+            Decoded::Partial => {}
+            Decoded::Char(c) => {
+                self.q = bound.pattern.step(self.q, c);
+                self.n += 1;
+                if self.q == DEAD {
+                    return Read::Refused;
                 }
-            }
-            (Pending::None, b'\\') => self.wait(Pending::Escape),
-            (Pending::None, 0..=0x7F) => Some(b as u32),
-            (Pending::None, 0xC0..=0xDF) => self.wait(utf8(b & 0x1F, 1, 0x80)),
-            (Pending::None, 0xE0..=0xEF) => self.wait(utf8(b & 0x0F, 2, 0x800)),
-            (Pending::None, 0xF0..=0xF7) => self.wait(utf8(b & 0x07, 3, 0x1_0000)),
-            (Pending::Utf8 { bits, left, least }, 0x80..=0xBF) => {
-                let bits = bits << 6 | (b & 0x3F) as u32;
-                match left {
-                    1 => Some(bits),
-                    _ => self.wait(Pending::Utf8 {
-                        bits,
-                        left: left - 1,
-                        least,
-                    }),
-                }
-            }
-            (Pending::Escape, b'u') => self.wait(hex(0)),
-            (Pending::Escape, _) => short_escape(b),
-            (Pending::Hex { unit, digits, high }, _) => match (b as char).to_digit(16) {
-                Some(d) => self.hex_digit(unit << 4 | d, digits + 1, high),
-                None => return Read::Refused,
-            },
-            (Pending::Low { high, backslash }, _) => match (backslash, b) {
-                (false, b'\\') => self.wait(Pending::Low {
-                    high,
-                    backslash: true,
-                }),
-                (true, b'u') => self.wait(hex(high)),
-                _ => return Read::Refused,
-            },
-            _ => return Read::Refused,
-        };
-        if let Some(c) = done {
-            self.pending = Pending::None;
-            self.q = bound.step(self.q, c);
-            self.n += 1;
-            if self.q == DEAD {
-                return Read::Refused;
             }
         }
-        let viable = match self.candidates() {
+        let viable = match self.spelling.candidates(false) {
             None => bound.viable(self.q, self.n),
-            Some(ranges) => bound.viable_through(self.q, self.n, &ranges.0[..ranges.1]),
+            Some((ranges, len)) => {
+                bound
+                    .pattern
+                    .any_through(self.q, &ranges[..len], |t| bound.viable(t, self.n + 1))
+            }
         };
         match viable {
             true => Read::Open,
             false => Read::Refused,
         }
     }
-
-    /// Waits for more bytes of the character (`None`: none completed).
-    fn wait(&mut self, pending: Pending) -> Option<u32> {
-        self.pending = pending;
-        None
-    }
-
-    /// The `digits`-th hex digit of a `\u` escape read (`unit` so far).
-    fn hex_digit(&mut self, unit: u32, digits: u8, high: u32) -> Option<u32> {
-        if digits < 4 {
-            return self.wait(Pending::Hex { unit, digits, high });
-        }
-        match (high, unit) {
-            (0, 0xD800..=0xDBFF) => self.wait(Pending::Low {
-                high: unit,
-                backslash: false,
-            }),
-            (0, 0xDC00..=0xDFFF) => Some(DEAD),
-            (0, _) => Some(unit),
-            (_, 0xDC00..=0xDFFF) => Some(pair(high, unit)),
-            _ => Some(DEAD),
-        }
-    }
-
-    /// The characters a pending one may still become (`None`: nothing pending), as up to
-    /// three code point ranges and how many there are.
-    fn candidates(&self) -> Option<([(u32, u32); 3], usize)> {
-        let mut out = [(0, 0); 3];
-        let mut len = 0;
-        let mut push = |lo: u32, hi: u32| {
-            if lo <= hi {
-                out[len] = (lo, hi);
-                len += 1;
-            }
-        };
-        match self.pending {
-            Pending::None => return None,
-            Pending::Utf8 { bits, left, least } => {
-                // A lead byte `E0` or `F0` (and `F0 80`..`F0 8F`) spans overlong code points
-                // too: they are no characters, and may be viable where the true ones are not.
-                let lo = (bits << (6 * left as u32)).max(least);
-                let hi = (lo | ((1 << (6 * left as u32)) - 1)).min(MAX_CHAR);
-                push(lo, hi.min(0xD7FF));
-                push(lo.max(0xE000), hi);
-            }
-            Pending::Escape => {
-                push(0, 0xD7FF);
-                push(0xE000, MAX_CHAR);
-            }
-            Pending::Hex { unit, digits, high } => {
-                let span = 1u32 << (4 * (4 - digits as u32));
-                let (lo, hi) = (unit * span, unit * span + span - 1);
-                if high != 0 {
-                    let (a, b) = (lo.max(0xDC00), hi.min(0xDFFF));
-                    if a <= b {
-                        push(pair(high, a), pair(high, b));
-                    }
-                } else {
-                    push(lo, hi.min(0xD7FF));
-                    push(lo.max(0xE000), hi);
-                    let (a, b) = (lo.max(0xD800), hi.min(0xDBFF));
-                    if a <= b {
-                        push(pair(a, 0xDC00), pair(b, 0xDFFF));
-                    }
-                }
-            }
-            Pending::Low { high, .. } => push(pair(high, 0xDC00), pair(high, 0xDFFF)),
-        }
-        Some((out, len))
-    }
-}
-
-fn utf8(bits: u8, left: u8, least: u32) -> Pending {
-    Pending::Utf8 {
-        bits: bits as u32,
-        left,
-        least,
-    }
-}
-
-fn hex(high: u32) -> Pending {
-    Pending::Hex {
-        unit: 0,
-        digits: 0,
-        high,
-    }
-}
-
-/// The character of a surrogate pair.
-fn pair(high: u32, low: u32) -> u32 {
-    0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
-}
-
-/// The character of a short escape's letter ([`DEAD`] for no escape).
-fn short_escape(letter: u8) -> Option<u32> {
-    Some(match letter {
-        b'"' | b'\\' | b'/' => letter as u32,
-        b'b' => 0x08,
-        b'f' => 0x0C,
-        b'n' => 0x0A,
-        b'r' => 0x0D,
-        b't' => 0x09,
-        _ => DEAD,
-    })
 }
 
 /// The trie walk clearing the tokens that, from a string's count, leave its bounds before

@@ -16,6 +16,7 @@
 //! run out: there the mask also refuses the tokens that leave a prefix no value left can
 //! complete, and a `,` when no value is left (`listed`).
 
+mod chars;
 mod keys;
 mod lengths;
 mod listed;
@@ -28,7 +29,8 @@ use std::sync::Arc;
 pub(crate) use keys::{
     spelled, Declared, KeyGroup, KeySet, VariantTest, MAX_GROUP_NAMES, MAX_VARIANTS,
 };
-pub(crate) use lengths::{LengthBound, DEAD};
+pub(crate) use chars::{CharTable, DEAD};
+pub(crate) use lengths::LengthBound;
 pub(crate) use listed::ListedStrings;
 pub(crate) use paths::{NameClasses, PathNode, PathState, TrackedPaths, UNTRACKED};
 pub(crate) use tracker::is_scalar_byte;
