@@ -632,8 +632,77 @@ fn objects_with_patterns_admitting_every_name_are_key_sets() {
     assert!(!accepts("{\"x1\":1,\"p1\":1}"), "x1 matches the pattern");
     assert!(!accepts("{\"p1\":1,\"p1\":1}"), "a name twice");
     assert!(!accepts("{\"p2\":1}"), "p1 is required");
-    patterned["patternProperties"] = json!({"^x": false});
-    refused_as_too_wide(&patterned, &any_order());
+}
+
+/// Where the patterns refuse some undeclared names (`additionalProperties: false`, or a
+/// pattern whose value is `false`), the undeclared names admitted are read by their automaton
+/// as decoded, beside declared names that start like them (`xa` under `^x`, `q"t` beside
+/// escapes), each declared name once; a name matching two patterns whose values no JSON
+/// satisfies together (`xé`) is none.
+#[test]
+fn names_of_patterns_beside_refused_names_agree_with_the_2n_grammar() {
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer"},
+            "ab": {"type": "integer"},
+            "xa": {"type": "boolean"},
+            "q\"t": {"type": "integer"}
+        },
+        "required": ["ab"],
+        "patternProperties": {"^x": {"type": "integer"}, "é$": {"type": "string"}},
+        "additionalProperties": false
+    });
+    agree(&schema, 80, 60, 21);
+    schema["maxProperties"] = json!(3);
+    agree(&schema, 60, 40, 22);
+    // Two objects of one automaton (the same names declared), told apart by the names
+    // written.
+    let variant = |required: Value| {
+        let mut v = schema.clone();
+        v.as_object_mut().unwrap().remove("maxProperties");
+        v["required"] = required;
+        v
+    };
+    let union = json!({"anyOf": [variant(json!(["a"])), variant(json!(["ab", "xa"]))]});
+    agree(&union, 60, 40, 23);
+    qwen3_agree(
+        &schema,
+        &[
+            "{\"x1\":1,\"ab\":2,\"xa\":true}",
+            "{\"ab\":1,\"xyz\":2,\"xyz\":3,\"ab\":4}",
+            "{\"ab\":1,\"café\":\"s\"}",
+            "{\"ab\":1,\"xé\":\"s\"}",
+            "{\"q\\\"t\":1,\"ab\":1,\"q\\\"t\":2}",
+            "{\"b\":1}",
+        ],
+    );
+}
+
+/// Twenty declared names beside patterned ones and no other: the `2^n` grammar refuses the
+/// object, the key set holds it in any order.
+#[test]
+fn many_properties_beside_patterns_and_no_other_name_are_a_key_set() {
+    let mut schema = wide(20, json!({}), json!(["p1"]));
+    schema["patternProperties"] = json!({"^x-": {"type": "string"}, "^p": {"type": "integer"}});
+    let mut two_n = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
+    let err = compile_schema_with(&schema, &two_n, &Limits::new())
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    two_n = any_order();
+    let accepts = accepter(&schema, &two_n);
+    assert!(accepts("{\"x-a\":\"s\",\"p19\":1,\"p1\":2,\"p100\":3}"));
+    assert!(!accepts("{\"p1\":1,\"y\":2}"), "y matches no pattern");
+    assert!(!accepts("{\"x-a\":1,\"p1\":2}"), "x-a takes a string");
+    assert!(!accepts("{\"p1\":1,\"p1\":2}"), "a name twice");
+    assert!(!accepts("{\"p2\":1,\"x-\":\"\"}"), "p1 is required");
+    let mut with_false = wide(20, json!({}), json!(["p1"]));
+    with_false["patternProperties"] = json!({"^x": false});
+    with_false["additionalProperties"] = json!({"type": "integer"});
+    let accepts = accepter(&with_false, &two_n);
+    assert!(accepts("{\"y\":1,\"p1\":2}"));
+    assert!(!accepts("{\"x1\":1,\"p1\":2}"), "x1 is refused");
 }
 
 /// Forty properties: the `2^n` grammar refuses them, the key set takes them in any order.

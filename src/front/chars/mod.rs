@@ -55,7 +55,7 @@ impl Budget<'_> {
 /// every state but the start of the empty language can reach acceptance (minimization merges
 /// the states that cannot with the implicit sink, which is [`DEAD`]). Lowering relies on it: a
 /// grammar built from a live state never admits a prefix that cannot be completed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CharDfa {
     /// A sorted partition of all characters into ranges no transition tells apart; adjacent
     /// ranges always differ in some state, so the partition is as coarse as it can be.
@@ -199,6 +199,19 @@ impl CharDfa {
             })
             .collect();
         finish(atoms, next, accept, budget.deadline)
+    }
+
+    /// The strings any of `parts` accepts, as the complement of the strings each rejects: a
+    /// `Limit` error past the budget's states.
+    pub fn union(parts: &[&CharDfa], budget: &Budget) -> Result<CharDfa, CompileError> {
+        if let [one] = parts {
+            return Ok((*one).clone());
+        }
+        let mut rejected = CharDfa::nothing().complement(budget.deadline)?;
+        for part in parts {
+            rejected = rejected.intersect(&part.complement(budget.deadline)?, budget)?;
+        }
+        rejected.complement(budget.deadline)
     }
 
     /// The strings of `within` (every string if `None`) split by the automata of `parts` that

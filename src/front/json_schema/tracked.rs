@@ -32,7 +32,7 @@ use crate::front::guard::guarded;
 use crate::ir::{ExprId, GrammarBuilder};
 use crate::limits::{LimitKind, Limits};
 use crate::matcher::json_state::{
-    spelled, KeyGroup, KeySet, ListedStrings, NameClasses, PathNode, PathState, TrackedPaths,
+    spelled, unspelled, KeyGroup, KeySet, ListedStrings, NameClasses, PathNode, PathState, TrackedPaths,
     VariantTest, MAX_GROUP_NAMES, MAX_VARIANTS, UNTRACKED,
 };
 
@@ -590,7 +590,22 @@ fn key_group(
         .iter()
         .flat_map(|&k| c.key_sets[k as usize].0.names())
         .collect();
-    let discriminators = match !any
+    // Undeclared names read by an automaton: one for the group, taking none of its declared
+    // names (a prefix it can take must be one of a name not written yet, see `Others`).
+    let mut matching = sets
+        .iter()
+        .filter_map(|&k| c.key_sets[k as usize].0.others_matching());
+    let one_automaton = match matching.next() {
+        None => true,
+        Some(first) => {
+            matching.all(|m| m == first)
+                && !names
+                    .iter()
+                    .any(|n| unspelled(n).is_some_and(|n| first.matches(&n)))
+        }
+    };
+    let discriminators = match one_automaton
+        && !any
         && keyed.iter().all(Option::is_some)
         && sets.len() <= MAX_VARIANTS
         && names.len() <= MAX_GROUP_NAMES
@@ -873,8 +888,7 @@ impl Paths<'_> {
                     .chain(every_object.filter(|_| every))
                     .collect();
                 let decoded: Box<[u8]> =
-                    serde_json::from_slice::<String>(&[b"\"".as_slice(), &d.name, b"\""].concat())
-                        .map_or_else(|_| d.name.clone(), |n| n.into_bytes().into());
+                    unspelled(&d.name).map_or_else(|| d.name.clone(), |n| n.into_bytes().into());
                 let at = node.named.get(&decoded).copied().unwrap_or(node.other);
                 let held = at != UNTRACKED
                     && self.built[at as usize - 1].keys.is_some_and(|h| {

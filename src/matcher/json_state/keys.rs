@@ -7,7 +7,10 @@
 //! A name is read byte by byte against the declared names (sorted, as the grammar spells
 //! them): a prefix is refused as soon as it can only become a name the object may no longer
 //! take. Undeclared names, where admitted, are any others, so a prefix can always become one
-//! of them unless `maxProperties` only leaves room for required names.
+//! of them unless `maxProperties` only leaves room for required names; or, beside
+//! `additionalProperties: false`, those matching its `patternProperties` ([`Others::Matching`]):
+//! an automaton over the name's characters, read as they are decoded, says whether the prefix
+//! can still become one, and whether the name closing is one.
 //!
 //! Where several objects may be at one place (branches of a union), each is a variant of the
 //! place's [`KeyGroup`], and an open object is any variant whose rules every name written so
@@ -34,8 +37,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::chars::{CharTable, Decoded, Spelling};
+use crate::base::bitmask::clear_bit;
+use crate::base::token::TokenId;
+use crate::front::chars::CharDfa;
 use crate::ops::leaf::DEAD;
 use crate::ops::Leaf;
+use crate::vocab::{Subtree, TrieStep, TrieVisitor};
 
 /// The names of one object in any order and their rules, as the front end describes them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -44,11 +52,22 @@ pub(crate) struct KeySet {
     names: Vec<(Box<[u8]>, Declared)>,
     min: u64,
     max: Option<u64>,
-    /// Names other than the declared ones are admitted (any of them).
-    others: bool,
+    /// Which names other than the declared ones are admitted.
+    others: Others,
     /// It stands for every object: any value at a place, brought by a variant of the
     /// enclosing object whose value there is any (see [`KeyGroup::brought`]).
     every_object: bool,
+}
+
+/// The names an object admits besides its declared ones.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Others {
+    None,
+    Every,
+    /// The names (decoded) this automaton accepts, none of them declared by the object, nor
+    /// by any object of its group (the front end checks it): each prefix it can still take
+    /// can then become a name not written yet.
+    Matching(Arc<CharDfa>),
 }
 
 /// What a declared name is to its object.
@@ -61,13 +80,13 @@ pub(crate) enum Declared {
 }
 
 impl KeySet {
-    /// From the declared names, the bounds on how many members the object has, and whether
+    /// From the declared names, the bounds on how many members the object has, and which
     /// undeclared names are admitted.
     pub fn new(
         declared: impl IntoIterator<Item = (String, Declared)>,
         min: u64,
         max: Option<u64>,
-        others: bool,
+        others: Others,
     ) -> KeySet {
         let mut names: Vec<(Box<[u8]>, Declared)> = declared
             .into_iter()
@@ -88,7 +107,7 @@ impl KeySet {
     pub fn every_object() -> KeySet {
         KeySet {
             every_object: true,
-            ..KeySet::new([], 0, None, true)
+            ..KeySet::new([], 0, None, Others::Every)
         }
     }
 
@@ -103,14 +122,26 @@ impl KeySet {
         let count = |d: Declared| self.names.iter().filter(|(_, x)| *x == d).count() as u64;
         let required = count(Declared::Required);
         self.max.is_none_or(|m| required <= m && self.min <= m)
-            && (self.others || required + count(Declared::Optional) >= self.min)
+            && (self.others != Others::None || required + count(Declared::Optional) >= self.min)
     }
 
-    /// Does it admit the name spelled `name` (`None`: a name it does not declare)?
+    /// Does it admit the name spelled `name` (`None`: some name it does not declare)?
     pub fn admits(&self, name: Option<&[u8]>) -> bool {
         match name.and_then(|n| self.names.iter().find(|(x, _)| **x == *n)) {
             Some((_, d)) => *d != Declared::Absent,
-            None => self.others,
+            None => match (&self.others, name) {
+                (Others::None, _) => false,
+                (Others::Every, _) | (Others::Matching(_), None) => true,
+                (Others::Matching(dfa), Some(n)) => unspelled(n).is_some_and(|n| dfa.matches(&n)),
+            },
+        }
+    }
+
+    /// The automaton of the undeclared names it admits, where only some are.
+    pub fn others_matching(&self) -> Option<&Arc<CharDfa>> {
+        match &self.others {
+            Others::Matching(dfa) => Some(dfa),
+            _ => None,
         }
     }
 
@@ -136,6 +167,9 @@ pub(crate) struct KeyGroup {
     discriminators: Box<[(u32, Tests)]>,
     /// The front end's number of each variant's key set, ascending (see [`Self::numbered`]).
     ids: Box<[u32]>,
+    /// The automaton of the undeclared names of the variants admitting only some
+    /// ([`Others::Matching`]: one for them all, the front end checks it).
+    matching: Option<CharTable>,
     /// The variant standing for every object ([`KeySet::every_object`]), if one does.
     every_object: Variants,
 }
@@ -184,7 +218,16 @@ struct Variant {
     absent: Box<[u64]>,
     min: u64,
     max: Option<u64>,
-    others: bool,
+    others: OthersKind,
+}
+
+/// Which undeclared names a variant admits: [`Others`] without its automaton, which is the
+/// group's ([`KeyGroup::matching`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OthersKind {
+    None,
+    Every,
+    Matching,
 }
 
 /// Most variants of a group (the bits of [`Variants`]).
@@ -198,12 +241,16 @@ pub(crate) const MAX_GROUP_NAMES: usize = 1024;
 pub(crate) type Variants = u64;
 
 /// The declared names a name being written may still become: those of `lo..hi`, which all
-/// start with its `len` bytes read so far.
+/// start with its `len` bytes read so far; and where its group admits undeclared names by an
+/// automaton, that automaton's state (`DEAD` once no such name is left) and the character
+/// being read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct NameCursor {
     lo: u32,
     hi: u32,
     len: u32,
+    matching: u32,
+    spelling: Spelling,
 }
 
 /// What one open object has written: the names of its group (bits), how many members, and
@@ -248,10 +295,17 @@ impl KeyGroup {
                     absent,
                     min: s.min,
                     max: s.max,
-                    others: s.others,
+                    others: match s.others {
+                        Others::None => OthersKind::None,
+                        Others::Every => OthersKind::Every,
+                        Others::Matching(_) => OthersKind::Matching,
+                    },
                 }
             })
             .collect();
+        let mut matching = sets.iter().filter_map(|s| s.others_matching());
+        let first = matching.next();
+        debug_assert!(matching.all(|m| Some(m) == first), "one automaton per group");
         let discriminators = discriminators
             .into_iter()
             .map(|(name, lists)| {
@@ -286,6 +340,7 @@ impl KeyGroup {
             variants,
             discriminators,
             ids: Box::default(),
+            matching: first.map(|dfa| dfa.table()),
             every_object,
         }
     }
@@ -438,6 +493,8 @@ impl KeyGroup {
             lo: 0,
             hi: self.names.len() as u32,
             len: 0,
+            matching: if self.matching.is_some() { 0 } else { DEAD },
+            spelling: Spelling::Whole,
         }
     }
 
@@ -449,29 +506,72 @@ impl KeyGroup {
             None => true,
             Some(&x) => x < b || (or_equal && x == b),
         };
+        let (mut matching, mut spelling) = (c.matching, c.spelling);
+        if let Some(table) = self.matching.as_ref().filter(|_| matching != DEAD) {
+            match spelling.read(b) {
+                Decoded::Char(ch) => matching = table.step(matching, ch),
+                Decoded::Partial => {}
+                Decoded::Invalid => matching = DEAD,
+            }
+        }
         NameCursor {
             lo: c.lo + range.partition_point(|n| below(n, false)) as u32,
             hi: c.lo + range.partition_point(|n| below(n, true)) as u32,
             len: c.len + 1,
+            matching,
+            spelling,
         }
     }
 
     /// Can a name read as far as `c` still become one some variant takes?
     pub fn viable(&self, c: NameCursor, w: Written) -> bool {
+        let matching = self.matching_viable(c);
         self.alive(w).any(|v| {
             let only_required = v.tight(w);
             let takes = match only_required {
                 true => &v.required,
                 false => &v.declared,
             };
-            (v.others && !only_required) || any_in(c.lo..c.hi, takes, w.names)
+            (v.takes_others(matching) && !only_required) || any_in(c.lo..c.hi, takes, w.names)
         })
+    }
+
+    /// Can a name read as far as `c` still become one of [`Self::matching`]'s? Every state of
+    /// the automaton reaches acceptance, so only a character split so far may not.
+    fn matching_viable(&self, c: NameCursor) -> bool {
+        let Some(table) = self.matching.as_ref().filter(|_| c.matching != DEAD) else {
+            return false;
+        };
+        match c.spelling.candidates(true) {
+            None => true,
+            Some((ranges, len)) => table.any_through(c.matching, &ranges[..len], |_| true),
+        }
+    }
+
+    /// Is a name read as far as `c`, then closed, one of [`Self::matching`]'s?
+    fn matching_closes(&self, c: NameCursor) -> bool {
+        self.matching.as_ref().is_some_and(|table| {
+            c.matching != DEAD && c.spelling == Spelling::Whole && table.accepts(c.matching)
+        })
+    }
+
+    /// Is the rest of a name read as far as `c` the grammar's alone, up to its closing quote?
+    /// So once no declared name goes on from it and no variant admitting undeclared ones is
+    /// down to its required names: a variant then takes the prefix iff it admits undeclared
+    /// names and, by an automaton, that automaton can still take it, which the grammar's
+    /// runs of the variants left say exactly too.
+    fn settled(&self, c: NameCursor, w: Written) -> bool {
+        c.lo == c.hi
+            && self
+                .alive(w)
+                .all(|v| v.others == OthersKind::None || !v.tight(w))
     }
 
     /// Does some variant admit every name (undeclared ones, with room for them), so that only
     /// a name's closing quote may be refused?
     pub fn admits_any_name(&self, w: Written) -> bool {
-        self.alive(w).any(|v| v.others && !v.tight(w))
+        self.alive(w)
+            .any(|v| v.others == OthersKind::Every && !v.tight(w))
     }
 
     /// A name read as far as `c` closes: the declared name it is (if one) and the variants
@@ -482,12 +582,13 @@ impl KeyGroup {
         if whole.is_some_and(|i| has(w.names, i)) {
             return None;
         }
+        let matching = self.matching_closes(c);
         let takes = |v: &Variant| {
             let only_required = v.tight(w);
             match whole {
                 Some(i) if has(&v.declared, i) => !only_required || has(&v.required, i),
                 Some(i) if has(&v.absent, i) => false,
-                _ => v.others && !only_required,
+                _ => v.takes_others(matching) && !only_required,
             }
         };
         let variants = self.keep(w.variants, takes);
@@ -498,7 +599,7 @@ impl KeyGroup {
     pub fn add(&self, w: Written) -> Variants {
         self.keep(w.variants, |v| {
             v.max.is_none_or(|m| w.count < m)
-                && (v.others
+                && (v.others != OthersKind::None
                     || v.declared
                         .iter()
                         .zip(w.names)
@@ -528,7 +629,57 @@ impl KeyGroup {
     }
 }
 
+/// The trie walk clearing the tokens that, inside a name of an object of `group` (written
+/// `written`), write a prefix no variant may take, before any closing quote: the tokens that
+/// hold one are read whole. A subtree is left once the name is settled (see
+/// [`KeyGroup::settled`]).
+pub(crate) struct NameWalk<'a> {
+    pub group: &'a KeyGroup,
+    pub written: Written<'a>,
+    pub out: &'a mut [u32],
+}
+
+impl TrieVisitor for NameWalk<'_> {
+    /// The name read so far, and whether its last byte began an escape.
+    type State = (NameCursor, bool);
+
+    fn step(
+        &mut self,
+        &(cursor, escaped): &(NameCursor, bool),
+        byte: u8,
+        _: usize,
+        subtree: Subtree,
+    ) -> TrieStep<(NameCursor, bool)> {
+        if byte == b'"' && !escaped {
+            return TrieStep::Skip;
+        }
+        let next = self.group.read(cursor, byte);
+        if !self.group.viable(next, self.written) {
+            for &t in subtree.tokens() {
+                clear_bit(self.out, t);
+            }
+            return TrieStep::Skip;
+        }
+        match self.group.settled(next, self.written) {
+            true => TrieStep::Skip,
+            false => TrieStep::Enter((next, !escaped && byte == b'\\')),
+        }
+    }
+
+    fn tokens(&mut self, _: &(NameCursor, bool), _: &[TokenId]) {}
+}
+
 impl Variant {
+    /// Does it take an undeclared name, given whether the group's automaton
+    /// ([`KeyGroup::matching`]) takes it?
+    fn takes_others(&self, matching: bool) -> bool {
+        match self.others {
+            OthersKind::None => false,
+            OthersKind::Every => true,
+            OthersKind::Matching => matching,
+        }
+    }
+
     /// Does `maxProperties` leave room only for the required names not yet written?
     fn tight(&self, w: Written) -> bool {
         self.max
@@ -597,6 +748,11 @@ pub(crate) fn spelled(name: &str) -> Box<[u8]> {
     quoted[1..quoted.len() - 1].into()
 }
 
+/// The name `spelled` writes (`None`: no JSON string's content).
+pub(crate) fn unspelled(spelled: &[u8]) -> Option<String> {
+    serde_json::from_slice(&[b"\"".as_slice(), spelled, b"\""].concat()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,6 +761,10 @@ mod tests {
         let declared = |r: bool| match r {
             true => Declared::Required,
             false => Declared::Optional,
+        };
+        let others = match others {
+            true => Others::Every,
+            false => Others::None,
         };
         KeySet::new(
             names.iter().map(|&(n, r)| (n.to_string(), declared(r))),
@@ -758,7 +918,7 @@ mod tests {
             ],
             0,
             None,
-            true,
+            Others::Every,
         );
         let with = set(&[("a", false), ("b", true)], 0, None, true);
         let k = KeyGroup::new(&[&without, &with], vec![]);
@@ -771,5 +931,79 @@ mod tests {
         let w = written(&names, 1, variants);
         assert!(k.closable(w) == 0, "\"b\" is required with \"a\"");
         assert_eq!(k.add(w), 0b10);
+    }
+
+    /// Beside `additionalProperties: false`, undeclared names matching a pattern: a prefix
+    /// lives while it can become an unwritten declared name or one the automaton takes, read
+    /// character by character as decoded, a character split across bytes by what it may
+    /// still become (as keys are spelled: `\` opens only a control's, `"`'s or `\`'s escape).
+    #[test]
+    fn undeclared_names_matching_an_automaton_are_read_as_decoded() {
+        let deadline = crate::limits::Deadline::never();
+        let budget = crate::front::chars::Budget {
+            max_states: 64,
+            deadline: &deadline,
+        };
+        let group = |undeclared: &[&str]| {
+            let keys = KeySet::new(
+                [
+                    ("a".to_string(), Declared::Optional),
+                    ("x\"".to_string(), Declared::Required),
+                ],
+                0,
+                None,
+                Others::Matching(Arc::new(CharDfa::strings(undeclared, &budget).unwrap())),
+            );
+            KeyGroup::new(&[&keys], vec![])
+        };
+        let k = group(&["xé", "x\n", "zz"]);
+        let at = |k: &KeyGroup, text: &[u8]| text.iter().fold(k.cursor(), |c, &b| k.read(c, b));
+        let mut names = vec![0u64];
+        let w = written(&names, 0, 1);
+        assert!(k.viable(at(&k, b"x"), w) && k.viable(at(&k, b"z"), w));
+        assert!(!k.viable(at(&k, b"y"), w), "no name starts with y");
+        assert_eq!(k.close(at(&k, "xé".as_bytes()), w), Some((None, 1)));
+        assert_eq!(k.close(at(&k, b"x\\n"), w), Some((None, 1)));
+        assert_eq!(k.close(at(&k, b"x"), w), None, "x is no name");
+        assert!(!k.admits_any_name(w));
+        let x_quote = k.close(at(&k, b"x\\\""), w).unwrap().0.unwrap();
+        put(&mut names, x_quote);
+        let w = written(&names, 1, 1);
+        assert_eq!(k.close(at(&k, b"x\\\""), w), None, "written twice");
+        // `x"` written: `x\` may still become `x\n`, `x` and half a character `xé` only.
+        assert!(k.viable(at(&k, b"x\\"), w));
+        assert!(k.viable(at(&k, &[b'x', 0xC3]), w));
+        assert!(!k.viable(at(&k, &[b'x', 0xC4]), w), "U+0100..U+013F: none");
+        // Without `x\n`, `x\` could only become `x"` again: `\u0061` is no key's spelling.
+        let k = group(&["xa", "zz"]);
+        assert!(k.viable(at(&k, b"x"), w));
+        assert!(!k.viable(at(&k, b"x\\"), w));
+        let k = group(&["zz"]);
+        assert!(!k.viable(at(&k, b"x"), w), "x\" is written and zz starts otherwise");
+    }
+
+    /// A name's rest is the grammar's once no declared name goes on from it, unless a
+    /// variant admitting every name is down to its required ones: the grammar's run of that
+    /// variant takes any name, the matcher none.
+    #[test]
+    fn a_name_is_settled_only_where_no_variant_is_down_to_its_required_names() {
+        let deadline = crate::limits::Deadline::never();
+        let budget = crate::front::chars::Budget {
+            max_states: 64,
+            deadline: &deadline,
+        };
+        let tight = set(&[("a", false), ("b", true)], 0, Some(1), true);
+        let matching = KeySet::new(
+            [("a".to_string(), Declared::Optional)],
+            0,
+            None,
+            Others::Matching(Arc::new(CharDfa::strings(&["yy"], &budget).unwrap())),
+        );
+        let k = KeyGroup::new(&[&tight, &matching], vec![]);
+        let y = k.read(k.cursor(), b'y');
+        assert!(k.viable(y, written(&[0], 0, 0b11)));
+        assert!(!k.settled(y, written(&[0], 0, 0b11)), "the first is tight");
+        assert!(k.settled(y, written(&[0], 0, 0b10)));
+        assert!(!k.settled(k.cursor(), written(&[0], 0, 0b10)), "a may come");
     }
 }

@@ -27,7 +27,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 pub(crate) use keys::{
-    spelled, Declared, KeyGroup, KeySet, VariantTest, MAX_GROUP_NAMES, MAX_VARIANTS,
+    spelled, unspelled, Declared, KeyGroup, KeySet, Others, VariantTest, MAX_GROUP_NAMES,
+    MAX_VARIANTS,
 };
 pub(crate) use chars::{CharTable, DEAD};
 pub(crate) use lengths::LengthBound;
@@ -99,6 +100,9 @@ enum KeyedRead<'a> {
     BySuffix(&'a [(Box<[u8]>, Box<[TokenId]>)]),
     /// Every token the mask allows.
     Allowed,
+    /// These, where the mask allows them, after a walk of the token trie for the others
+    /// (see [`KeyReads::NameWalked`]).
+    Walked(&'a [TokenId]),
 }
 
 impl TokenReads {
@@ -151,6 +155,7 @@ impl TokenReads {
             KeyReads::Opening => &k.opening,
             KeyReads::Name { every: true } => return Some(KeyedRead::Allowed),
             KeyReads::Name { every: false } => &k.quoted,
+            KeyReads::NameWalked => return Some(KeyedRead::Walked(&k.quoted)),
             KeyReads::InString { plain: true } => {
                 return Some(KeyedRead::BySuffix(&k.in_string_by_suffix))
             }
@@ -220,6 +225,11 @@ impl JsonState {
                 self.candidates.extend(tokens.iter().filter(allowed))
             }
             Some(KeyedRead::Allowed) => self.candidates.extend(iter_ones(out)),
+            Some(KeyedRead::Walked(tokens)) => {
+                self.tracker.walk_name(vocab.trie(), out);
+                let allowed = |t: &&TokenId| get_bit(out, **t);
+                self.candidates.extend(tokens.iter().filter(allowed))
+            }
             Some(KeyedRead::BySuffix(groups)) => {
                 for (suffix, tokens) in groups {
                     if tokens.iter().any(|&t| get_bit(out, t))

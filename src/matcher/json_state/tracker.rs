@@ -11,11 +11,12 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use super::keys::{put, KeyGroup, NameCursor, Variants, Written};
+use super::keys::{put, KeyGroup, NameCursor, NameWalk, Variants, Written};
 use super::lengths::{Count, LengthBound, Read};
 use super::listed::{starting, ListedStrings};
 use super::paths::{PathState, TrackedPaths, ROOT, UNTRACKED};
 use crate::ops::leaf::DEAD;
+use crate::vocab::TokenTrie;
 
 /// An open object or array.
 #[derive(Clone, Copy, Debug)]
@@ -145,6 +146,10 @@ pub(crate) enum KeyReads {
     Opening,
     /// Inside a name of one: every token if each byte may be refused, else those with `"`.
     Name { every: bool },
+    /// Inside a name of one whose bytes may be refused but only its key group reads (no
+    /// container's automaton): those with `"`, the others by a walk of the token trie
+    /// ([`JsonTracker::walk_name`]).
+    NameWalked,
     /// Inside another string, below one: those that close it and reach `,` or `}`. `plain`
     /// if what the string holds changes nothing (no count, no discriminator, no escape
     /// begun): a token then does what its bytes from its first closing quote do.
@@ -334,8 +339,10 @@ impl JsonTracker {
         match self.position.lex {
             Lex::Str { name: Some(_), .. } => {
                 let (group, w) = top_keys(&self.paths, &self.position);
-                KeyReads::Name {
-                    every: !group.admits_any_name(w),
+                match group.admits_any_name(w) {
+                    true => KeyReads::Name { every: false },
+                    false if self.position.containers.is_empty() => KeyReads::NameWalked,
+                    false => KeyReads::Name { every: true },
                 }
             }
             Lex::Str {
@@ -373,6 +380,26 @@ impl JsonTracker {
                 ),
             },
         }
+    }
+
+    /// Inside a name (see [`KeyReads::NameWalked`]): clears in `out` the tokens writing a
+    /// prefix its key group refuses before any closing quote.
+    pub fn walk_name(&self, trie: &TokenTrie, out: &mut [u32]) {
+        let Lex::Str {
+            name: Some(cursor),
+            escaped,
+            ..
+        } = self.position.lex
+        else {
+            return;
+        };
+        let (group, written) = top_keys(&self.paths, &self.position);
+        let mut walk = NameWalk {
+            group,
+            written,
+            out,
+        };
+        trie.walk((cursor, escaped), &mut walk);
     }
 
     /// Inside a string whose length is counted: the count and its bound.

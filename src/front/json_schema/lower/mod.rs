@@ -70,7 +70,7 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     /// keys lowered, built once: every copy of an object an intersection makes had its
     /// patterns' automata built, intersected and lowered again, its own rules for the
     /// backend to build.
-    key_classes: HashMap<objects::ClassesKey, Rc<[(usize, ExprId)]>>,
+    key_classes: HashMap<objects::ClassesKey, Rc<[objects::KeyClass]>>,
     /// The automaton of each name pattern by its identity (format or regex, and its text):
     /// objects with different names often share patterns (OCDS's `^description_…$` on a
     /// dozen objects), and the subset construction of one was a sixth of such a compile.

@@ -5,6 +5,7 @@
 use foldhash::{HashMap, HashMapExt, HashSet};
 use std::borrow::Cow;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -21,7 +22,7 @@ use crate::front::chars::{Budget, CharDfa};
 use crate::front::guard::tick;
 use crate::ir::ExprId;
 use crate::limits::LimitKind;
-use crate::matcher::json_state::{Declared, KeySet, MAX_GROUP_NAMES};
+use crate::matcher::json_state::{Declared, KeySet, Others, MAX_GROUP_NAMES};
 
 /// An object with more declared properties than this has its chain of members cut into rules
 /// of [`MEMBERS_PER_RULE`] (see [`SchemaLowering::ordered`]).
@@ -218,8 +219,9 @@ impl SchemaLowering<'_, '_, '_> {
 
     /// The key set the matcher holds `o`'s names to, if its properties may come in any order
     /// and the matcher can tell its names apart: with no witnesses and no `propertyNames`,
-    /// and every undeclared name admitted (whatever patterns it matches) or, without
-    /// patterns, none. `declared` are all its
+    /// and every undeclared name admitted (whatever patterns it matches), those of its
+    /// patterns (read by their automaton, see [`Others::Matching`]), or, without patterns,
+    /// none. `declared` are all its
     /// declared names, `props` those with a value (and `values` their values' expressions),
     /// `extra` its undeclared members. A key set an earlier pass found sharing its place with
     /// objects it cannot be told from is not used again (`front::json_schema::tracked`).
@@ -237,7 +239,7 @@ impl SchemaLowering<'_, '_, '_> {
             && !self.fixed_object
             && o.witnesses.is_empty()
             && o.names.is_none()
-            && (o.patterns.is_empty() || extra.every_name);
+            && (o.patterns.is_empty() || extra.every_name || extra.matching.is_some());
         if !keyable {
             return Ok(None);
         }
@@ -250,7 +252,11 @@ impl SchemaLowering<'_, '_, '_> {
             declared.iter().map(|k| (k.clone(), role(k))),
             counts.min,
             counts.max,
-            extra.any.is_some(),
+            match (&extra.any, &extra.matching) {
+                (None, _) => Others::None,
+                (Some(_), None) => Others::Every,
+                (Some(_), Some(dfa)) => Others::Matching(dfa.clone()),
+            },
         );
         if !set.admits_some_object() || set.len() > MAX_GROUP_NAMES {
             // The 2^n grammar is empty there, as it should be; or it is a `Limit` error.
@@ -331,7 +337,7 @@ impl SchemaLowering<'_, '_, '_> {
                     Err(lenient) => return Ok(lenient),
                     Ok(None) => None,
                     Ok(Some(classes)) => {
-                        let classes: Rc<[(usize, ExprId)]> = classes.into();
+                        let classes: Rc<[KeyClass]> = classes.into();
                         if let Some(k) = memo.filter(|_| self.c.warnings.len() == warnings) {
                             self.key_classes.insert(k, classes.clone());
                         }
@@ -345,11 +351,13 @@ impl SchemaLowering<'_, '_, '_> {
             ..Undeclared::default()
         };
         let mut members = Vec::new();
+        // The automata of the classes with a member.
+        let mut admitted: Vec<&CharDfa> = Vec::new();
         let mut each_class = |lw: &mut Self, set: usize, content: ExprId| {
             let matching: Vec<bool> = (0..o.patterns.len()).map(|i| set >> i & 1 == 1).collect();
             let value = lw.c.undeclared_shape(o, &matching)?.into_owned();
             if matches!(value, Shape::Never) {
-                return Ok(());
+                return Ok(false);
             }
             members.push(lw.member(content, &value)?);
             for marks in 1..=all {
@@ -371,23 +379,34 @@ impl SchemaLowering<'_, '_, '_> {
                     out.marked.push((lw.member(content, &both)?, marks));
                 }
             }
-            Ok::<(), CompileError>(())
+            Ok::<bool, CompileError>(true)
         };
-        let count = match classes {
+        let count = match &classes {
             None => {
                 let content = self.keys_not_in(&names)?;
                 each_class(self, 0, content)?;
                 1
             }
             Some(classes) => {
-                for &(set, content) in classes.iter() {
-                    each_class(self, set, content)?;
+                for (set, content, dfa) in classes.iter() {
+                    if each_class(self, *set, *content)? {
+                        admitted.push(dfa);
+                    }
                 }
                 classes.len()
             }
         };
         // The classes cover every undeclared name `propertyNames` admits.
         out.every_name = o.names.is_none() && members.len() == count;
+        if !out.every_name && o.names.is_none() && !admitted.is_empty() {
+            out.matching = match CharDfa::union(&admitted, &self.budget()) {
+                Ok(dfa) => Some(Arc::new(dfa)),
+                // Past the deadline: the compilation's error; past the budget's states: the
+                // names are not held by a key set (the `2^n` grammar holds them).
+                Err(e) if self.c.deadline.check().is_err() => return Err(e),
+                Err(_) => None,
+            };
+        }
         out.any = (!members.is_empty()).then(|| self.g.alt(members));
         Ok(out)
     }
@@ -454,7 +473,7 @@ impl SchemaLowering<'_, '_, '_> {
         &mut self,
         o: &ObjectShape,
         names: &[&str],
-    ) -> Result<Result<Option<Vec<(usize, ExprId)>>, Undeclared>, CompileError> {
+    ) -> Result<Result<Option<Vec<KeyClass>>, Undeclared>, CompileError> {
         let allowed = match &o.names {
             Some(shape) => match strings_automaton(
                 shape,
@@ -489,6 +508,7 @@ impl SchemaLowering<'_, '_, '_> {
                     marked: (all != 0).then_some((any, all)).into_iter().collect(),
                     all,
                     every_name: true,
+                    matching: None,
                 }));
             }
         };
@@ -498,7 +518,7 @@ impl SchemaLowering<'_, '_, '_> {
             let name = format!("{}json key automaton {}", self.prefix, self.automata);
             let any = any_text(self.g, &mut self.keys, 0, None);
             let content = keys.lower(&name, self.g, &mut self.keys, any, self.c.deadline)?;
-            lowered.push((set, content));
+            lowered.push((set, content, Arc::new(keys)));
         }
         Ok(Ok(Some(lowered)))
     }
@@ -845,7 +865,13 @@ struct Undeclared {
     all: u64,
     /// Every name not declared is one of them (whatever patterns it matches).
     every_name: bool,
+    /// Otherwise, with patterns and no `propertyNames`: the names they are, decoded.
+    matching: Option<Arc<CharDfa>>,
 }
+
+/// A class of undeclared names (see [`key_classes`]): the set of patterns they match (bit
+/// `i`: pattern `i`), their keys lowered, and their automaton.
+pub(super) type KeyClass = (usize, ExprId, Arc<CharDfa>);
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Counts {
