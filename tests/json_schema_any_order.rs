@@ -666,6 +666,23 @@ fn names_of_patterns_beside_refused_names_agree_with_the_2n_grammar() {
     };
     let union = json!({"anyOf": [variant(json!(["a"])), variant(json!(["ab", "xa"]))]});
     agree(&union, 60, 40, 23);
+    // Few undeclared names: after `ab` and `abc`, `"a` may not go on with `b`; after `x1`,
+    // `"x1` may not close but may go on with a digit.
+    let few = json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer"},
+            "ab": {"type": "integer"},
+            "abc": {"type": "integer"},
+            "x1": {"type": "integer"}
+        },
+        "required": ["a"],
+        "patternProperties": {"^x[0-9]+$": {"type": "integer"}, "^b$": {"type": "string"}},
+        "additionalProperties": false
+    });
+    agree(&few, 60, 40, 25);
+    agree_on(&few, "{\"ab\":1,\"abc\":2,\"a\":3}");
+    agree_on(&few, "{\"x1\":1,\"x12\":2,\"a\":1,\"b\":\"s\"}");
     qwen3_agree(
         &schema,
         &[
@@ -677,6 +694,34 @@ fn names_of_patterns_beside_refused_names_agree_with_the_2n_grammar() {
             "{\"b\":1}",
         ],
     );
+}
+
+/// A union of ten closed objects of seven names each (and `z` in the first), told apart by the
+/// names written: past
+/// 64 names a mask inside a name walks the token trie (`KeyGroup::reads_many_names`) instead
+/// of reading each allowed token.
+#[test]
+fn a_union_of_many_names_agrees_with_the_2n_grammar() {
+    let objects: Vec<Value> = (0..10)
+        .map(|i| {
+            let mut props: serde_json::Map<String, Value> = (0..7)
+                .map(|j| (format!("k{i}{j}"), json!({"type": "integer"})))
+                .collect();
+            if i == 0 {
+                props.insert("z".into(), json!({"type": "integer"}));
+            }
+            object(
+                Value::Object(props),
+                json!([format!("k{i}0")]),
+                json!(false),
+            )
+        })
+        .collect();
+    let union = json!({"anyOf": objects});
+    agree(&union, 60, 40, 24);
+    // After `z`, a name may not start with `z` (read by the walk, from all 71 names); after
+    // `k00`, `"k0` may not go on with `0`.
+    agree_on(&union, "{\"z\":1,\"k00\":1,\"k01\":2,\"k06\":3}");
 }
 
 /// Twenty declared names beside patterned ones and no other: the `2^n` grammar refuses the

@@ -237,6 +237,11 @@ pub(crate) const MAX_VARIANTS: usize = 64;
 /// copies the bits of every object open (16 words each at most).
 pub(crate) const MAX_GROUP_NAMES: usize = 1024;
 
+/// Most declared names a name being written may still become for a mask to read the tokens
+/// the grammar allows there one by one (they are about these names' prefixes; past it, see
+/// [`KeyGroup::reads_many_names`]).
+const MAX_NAMES_READ_WHOLE: u32 = 64;
+
 /// The variants an open object may still be, bit `v` for variant `v`.
 pub(crate) type Variants = u64;
 
@@ -565,6 +570,17 @@ impl KeyGroup {
             && self
                 .alive(w)
                 .all(|v| v.others == OthersKind::None || !v.tight(w))
+    }
+
+    /// May the grammar allow many tokens inside a name read as far as `c`, so that reading
+    /// their shared prefixes once ([`NameWalk`]) costs less than reading each whole? So where
+    /// undeclared names of [`Self::matching`] may come (a pattern's names: a third of Qwen3's
+    /// tokens for `^.+$`), or more than [`MAX_NAMES_READ_WHOLE`] declared ones.
+    pub fn reads_many_names(&self, c: NameCursor, w: Written) -> bool {
+        c.hi - c.lo > MAX_NAMES_READ_WHOLE
+            || self
+                .alive(w)
+                .any(|v| v.others == OthersKind::Matching && !v.tight(w))
     }
 
     /// Does some variant admit every name (undeclared ones, with room for them), so that only

@@ -48,6 +48,7 @@ use lengths::LengthWalk;
 /// (thousands of tokens, but once).
 const MAX_TRIE_LOOKUPS: usize = 64;
 
+
 /// The state one matcher keeps beside the grammar's matcher (distinct items, counts, names).
 #[derive(Clone, Debug)]
 pub(crate) struct JsonState {
@@ -100,9 +101,9 @@ enum KeyedRead<'a> {
     BySuffix(&'a [(Box<[u8]>, Box<[TokenId]>)]),
     /// Every token the mask allows.
     Allowed,
-    /// These, where the mask allows them, after a walk of the token trie for the others
-    /// (see [`KeyReads::NameWalked`]).
-    Walked(&'a [TokenId]),
+    /// Those holding `"` the mask allows, after a walk of the token trie for the others (see
+    /// [`KeyReads::NameWalked`]).
+    Walked,
 }
 
 impl TokenReads {
@@ -155,7 +156,7 @@ impl TokenReads {
             KeyReads::Opening => &k.opening,
             KeyReads::Name { every: true } => return Some(KeyedRead::Allowed),
             KeyReads::Name { every: false } => &k.quoted,
-            KeyReads::NameWalked => return Some(KeyedRead::Walked(&k.quoted)),
+            KeyReads::NameWalked => return Some(KeyedRead::Walked),
             KeyReads::InString { plain: true } => {
                 return Some(KeyedRead::BySuffix(&k.in_string_by_suffix))
             }
@@ -225,10 +226,12 @@ impl JsonState {
                 self.candidates.extend(tokens.iter().filter(allowed))
             }
             Some(KeyedRead::Allowed) => self.candidates.extend(iter_ones(out)),
-            Some(KeyedRead::Walked(tokens)) => {
+            Some(KeyedRead::Walked) => {
                 self.tracker.walk_name(vocab.trie(), out);
-                let allowed = |t: &&TokenId| get_bit(out, **t);
-                self.candidates.extend(tokens.iter().filter(allowed))
+                let quote = &vocab.holding(b'"').words;
+                self.read.clear();
+                self.read.extend(out.iter().zip(quote).map(|(o, q)| o & q));
+                self.candidates.extend(iter_ones(&self.read));
             }
             Some(KeyedRead::BySuffix(groups)) => {
                 for (suffix, tokens) in groups {

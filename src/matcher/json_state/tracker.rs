@@ -337,11 +337,19 @@ impl JsonTracker {
             return KeyReads::Opening;
         }
         match self.position.lex {
-            Lex::Str { name: Some(_), .. } => {
+            Lex::Str {
+                name: Some(cursor),
+                ..
+            } => {
                 let (group, w) = top_keys(&self.paths, &self.position);
                 match group.admits_any_name(w) {
                     true => KeyReads::Name { every: false },
-                    false if self.position.containers.is_empty() => KeyReads::NameWalked,
+                    false
+                        if self.position.containers.is_empty()
+                            && group.reads_many_names(cursor, w) =>
+                    {
+                        KeyReads::NameWalked
+                    }
                     false => KeyReads::Name { every: true },
                 }
             }
