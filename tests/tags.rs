@@ -535,6 +535,15 @@ fn tool_parameters_keep_their_own_references() {
         "required": ["item", "alias"],
         "additionalProperties": false
     });
+    // A reference to the name the call object is kept under stays a reference that does
+    // not resolve.
+    let unresolved = json!({"$ref": "#/$defs/formwork-tool-call"});
+    for format in FORMATS {
+        let e = TagDispatch::for_tools(format, &[Tool::new("f", unresolved.clone())])
+            .compile()
+            .expect_err("an undefined reference");
+        assert_eq!(e.kind(), CompileErrorKind::Undefined, "{format:?}: {e}");
+    }
     let tools = [Tool::new("f", parameters)];
     let valid = [
         r#"{"item":{"n":3},"alias":"abc"}"#,

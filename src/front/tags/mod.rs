@@ -178,13 +178,15 @@ fn call_object(name: &str, parameters: &Value) -> (Value, Option<String>) {
     let Some(defs) = defs.as_object_mut() else {
         return (call(parameters.clone()), None);
     };
+    // A name the parameters never spell, so that none of their references (resolving or
+    // not) can reach the call object.
+    let spelled = parameters.to_string();
     let mut key = String::from("formwork-tool-call");
-    while defs.contains_key(&key) {
+    while defs.contains_key(&key) || spelled.contains(&key) {
         key.push('_');
     }
     defs.insert(key.clone(), call(json!({"$ref": "#"})));
-    let entry = format!("/$defs/{}", key.replace('~', "~0").replace('/', "~1"));
-    (document, Some(entry))
+    (document, Some(format!("/$defs/{key}")))
 }
 
 impl TagDispatch {
