@@ -515,6 +515,78 @@ fn duplicate_tool_names_are_invalid() {
     );
 }
 
+/// A tool's parameters are the document their own references resolve in, in every format:
+/// pydantic's `#/$defs/...` and a `#/properties/...` of the parameters. The Qwen call object
+/// `{"name": ..., "arguments": ...}` was wrapped around them and became their root, so the
+/// first did not resolve and the second named the call's `name` (whose value the tool's name
+/// is) instead of the tool's own property.
+#[test]
+fn tool_parameters_keep_their_own_references() {
+    let parameters = json!({
+        "$defs": {"Item": {"type": "object", "properties": {"n": {"type": "integer"}},
+            "required": ["n"], "additionalProperties": false}},
+        "type": "object",
+        "properties": {
+            "item": {"$ref": "#/$defs/Item"},
+            "name": {"type": "string", "maxLength": 3},
+            "alias": {"$ref": "#/properties/name"},
+            "children": {"type": "array", "items": {"$ref": "#"}}
+        },
+        "required": ["item", "alias"],
+        "additionalProperties": false
+    });
+    // A reference to the name the call object is kept under stays a reference that does
+    // not resolve.
+    let unresolved = json!({"$ref": "#/$defs/formwork-tool-call"});
+    for format in FORMATS {
+        let e = TagDispatch::for_tools(format, &[Tool::new("f", unresolved.clone())])
+            .compile()
+            .expect_err("an undefined reference");
+        assert_eq!(e.kind(), CompileErrorKind::Undefined, "{format:?}: {e}");
+    }
+    let tools = [Tool::new("f", parameters)];
+    let valid = [
+        r#"{"item":{"n":3},"alias":"abc"}"#,
+        r#"{"item":{"n":3},"alias":"ab","children":[{"item":{"n":4},"alias":""}]}"#,
+    ];
+    let invalid = [
+        r#"{"item":{"n":"x"},"alias":"ab"}"#,
+        r#"{"item":{"n":3},"alias":"abcd"}"#,
+        r#"{"item":{"n":3},"alias":"f","children":[{"name":"f","arguments":{}}]}"#,
+    ];
+    for format in FORMATS {
+        let g = TagDispatch::for_tools(format, &tools)
+            .compile()
+            .unwrap_or_else(|e| panic!("{format:?}: {e}"));
+        let lang = Lang::new(&g);
+        let call = |args: &str| {
+            match format {
+                ToolFormat::Llama31 => format!("<function=f>{args}</function>"),
+                ToolFormat::Qwen => {
+                    format!("<tool_call>\n{{\"name\": \"f\", \"arguments\": {args}}}\n</tool_call>")
+                }
+                ToolFormat::Harmony {
+                    special_markers: false,
+                } => format!(
+                "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{args}<|call|>"
+            ),
+                ToolFormat::Harmony { .. } => return None,
+            }
+            .into()
+        };
+        for args in valid {
+            if let Some(text) = call(args) {
+                assert!(lang.accepts(&text), "{format:?}: should accept {text}");
+            }
+        }
+        for args in invalid {
+            if let Some(text) = call(args) {
+                assert!(!lang.accepts(&text), "{format:?}: should reject {text}");
+            }
+        }
+    }
+}
+
 /// Tool parameters go through the JSON Schema front end with the dispatch's limits: patterns
 /// of astral characters and deep schemas compile on a small stack in every format, and past
 /// the nesting limit the error points into the tool's schema.

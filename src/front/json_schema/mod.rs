@@ -117,7 +117,7 @@ mod tracked;
 
 use serde_json::Value;
 
-use crate::error::CompileError;
+use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::{ExprId, Grammar, GrammarBuilder};
 use crate::limits::{Deadline, Limits};
 use crate::matcher::json_state::{KeySet, TrackedPaths};
@@ -400,6 +400,30 @@ pub(crate) fn schema_expr(
     deadline: &Deadline,
     state: Option<&MatcherState>,
 ) -> Result<SchemaExpr, CompileError> {
+    schema_expr_at(schema, "", options, g, prefix, limits, deadline, state)
+}
+
+/// [`schema_expr`] of the subschema at `entry` (a JSON pointer) of the document `schema`:
+/// its references resolve in the whole document, so a schema embedded in a wrapper keeps its
+/// own `#/...` references when the wrapper is put inside it rather than around it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn schema_expr_at(
+    schema: &Value,
+    entry: &str,
+    options: &JsonSchemaOptions,
+    g: &mut GrammarBuilder,
+    prefix: &str,
+    limits: &Limits,
+    deadline: &Deadline,
+    state: Option<&MatcherState>,
+) -> Result<SchemaExpr, CompileError> {
+    let start = schema.pointer(entry).ok_or_else(|| {
+        CompileError::new(
+            CompileErrorKind::Undefined,
+            Location::JsonPointer(entry.to_string()),
+            "the entry of the schema is not in its document",
+        )
+    })?;
     let mut c = schema::Compiler::new(schema, options, limits, deadline)?;
     if let Some(state) = state {
         c.state_by_matcher = true;
@@ -408,7 +432,7 @@ pub(crate) fn schema_expr(
         c.unkeyed.clone_from(&state.unkeyed);
         c.last_pass = state.last_pass;
     }
-    let shape = c.build(schema, "")?;
+    let shape = c.build(start, entry)?;
     let mut lw = lower::SchemaLowering::new(&mut c, g, prefix);
     let body = lw.root(&shape)?;
     let tracked = match c.relies_on_matcher {

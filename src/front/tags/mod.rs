@@ -129,6 +129,10 @@ pub struct TagDispatch {
     /// The names of the tools of [`for_tools`](Self::for_tools), in order: each must be
     /// distinct.
     tool_names: Vec<String>,
+    /// Bodies (tag, body) whose value is not their schema's root but the subschema at this
+    /// JSON pointer: a call object put inside the tool's parameters, so that the parameters
+    /// stay the document their own `#/...` references resolve in.
+    entries: Vec<((usize, usize), String)>,
 }
 
 impl Default for TagDispatch {
@@ -141,7 +145,57 @@ impl Default for TagDispatch {
             require_call: false,
             options: JsonSchemaOptions::new().additional_properties(false),
             tool_names: Vec::new(),
+            entries: Vec::new(),
         }
+    }
+}
+
+/// The schema of a call object `{"name": NAME, "arguments": ARGS}` whose arguments follow
+/// `parameters`, and the JSON pointer of the call object in it (`None`: the root).
+///
+/// Wrapped around the parameters, the call object would become their document's root: a
+/// reference of theirs such as `#/$defs/Item` (what pydantic writes) would not resolve, and
+/// one such as `#/properties/name` would silently name the call's `name` instead. So the
+/// call object goes inside the parameters, under a `$defs` name of its own, and its
+/// `arguments` refer back to the root (`#`). Parameters that cannot hold it (a boolean, a
+/// `$defs` that is not an object) hold no references either, and are wrapped.
+fn call_object(name: &str, parameters: &Value) -> (Value, Option<String>) {
+    let call = |arguments: Value| {
+        json!({
+            "type": "object",
+            "properties": {"name": {"const": name}, "arguments": arguments},
+            "required": ["name", "arguments"],
+            "additionalProperties": false
+        })
+    };
+    let mut document = parameters.clone();
+    let Some(map) = document.as_object_mut() else {
+        return (call(parameters.clone()), None);
+    };
+    let defs = map
+        .entry("$defs")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Some(defs) = defs.as_object_mut() else {
+        return (call(parameters.clone()), None);
+    };
+    // A name the parameters never spell, so that none of their references (resolving or
+    // not) can reach the call object.
+    let spelled = parameters.to_string();
+    let mut key = String::from("formwork-tool-call");
+    while defs.contains_key(&key) || spelled.contains(&key) {
+        key.push('_');
+    }
+    defs.insert(key.clone(), call(json!({"$ref": "#"})));
+    (document, Some(format!("/$defs/{key}")))
+}
+
+impl TagDispatch {
+    /// The JSON pointer at which the value of body `j` of tag `i` starts in its schema.
+    pub(crate) fn entry(&self, i: usize, j: usize) -> &str {
+        self.entries
+            .iter()
+            .find(|(at, _)| *at == (i, j))
+            .map_or("", |(_, entry)| entry)
     }
 }
 
@@ -183,19 +237,18 @@ impl TagDispatch {
             }
             ToolFormat::Qwen => {
                 // The call object itself is JSON: {"name": NAME, "arguments": ARGS}.
-                let bodies = tools
-                    .iter()
-                    .map(|tool| TagBody {
+                let mut bodies = Vec::with_capacity(tools.len());
+                for (j, tool) in tools.iter().enumerate() {
+                    let (schema, entry) = call_object(&tool.name, &tool.parameters);
+                    if let Some(entry) = entry {
+                        d.entries.push(((0, j), entry));
+                    }
+                    bodies.push(TagBody {
                         prefix: vec![t("\n")],
-                        schema: json!({
-                            "type": "object",
-                            "properties": {"name": {"const": tool.name}, "arguments": tool.parameters},
-                            "required": ["name", "arguments"],
-                            "additionalProperties": false
-                        }),
+                        schema,
                         suffix: vec![t("\n</tool_call>")],
-                    })
-                    .collect();
+                    });
+                }
                 d.tags.push(Tag {
                     begin: vec![t("<tool_call>")],
                     bodies,
