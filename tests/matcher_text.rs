@@ -274,6 +274,27 @@ fn rejected_text_names_the_failing_byte_and_changes_nothing() {
     }
 }
 
+/// A draft holding an id outside the vocabulary is that error, not a draft cut there: the
+/// tokens before it are undone all the same.
+#[test]
+fn validate_tokens_of_an_unknown_id_is_an_error_and_consumes_nothing() {
+    let vocab = tokenizers::qwen3();
+    for case in cases() {
+        let tokens = tokenize(vocab, &case.output);
+        let mut m = case.constraint.matcher();
+        let before = mask_of(&mut m, vocab);
+        let draft = [&tokens[..1], &[u32::MAX]].concat();
+        let err = m.validate_tokens(&draft).unwrap_err();
+        assert!(
+            matches!(err.kind(), MatchErrorKind::UnknownToken { .. }),
+            "{}: {err}",
+            case.label
+        );
+        assert_eq!(m.num_consumed(), 0, "{}", case.label);
+        assert_eq!(mask_of(&mut m, vocab), before, "{}", case.label);
+    }
+}
+
 #[test]
 fn validate_tokens_counts_the_accepted_prefix_of_a_draft_without_consuming() {
     let vocab = tokenizers::qwen3();

@@ -195,7 +195,7 @@ impl GrammarMatcher {
     }
 
     /// How many of ``token_ids`` (a speculative draft) would be accepted in order before the
-    /// first rejected one, without accepting any.
+    /// first rejected one, without accepting any; an id outside the vocabulary raises.
     fn validate_tokens(&self, py: Python<'_>, token_ids: Vec<TokenId>) -> PyResult<usize> {
         self.lock()?
             .validate_tokens(&token_ids)

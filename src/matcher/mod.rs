@@ -85,16 +85,29 @@ pub trait Matcher: Send {
     fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatchError>;
 
     /// How many of `tokens` (a speculative draft) would be consumed in order before the first
-    /// one the constraint rejects, without consuming any: the state is the same afterwards.
-    /// The error comes only from undoing the accepted tokens, when that reaches past the
-    /// history the matcher keeps (`Limits::history`); the accepted tokens then stay consumed.
+    /// one the constraint rejects (or one after EOS), without consuming any: the state is the
+    /// same afterwards. A token that is no token of the vocabulary, or a limit reached, is
+    /// that error, once the accepted tokens are undone: a draft is cut where the constraint
+    /// says no, not where the matcher could not tell. Undoing them fails past the history the
+    /// matcher keeps (`Limits::history`); the accepted tokens then stay consumed.
     fn validate_tokens(&mut self, tokens: &[TokenId]) -> Result<usize, MatchError> {
-        let accepted = tokens
-            .iter()
-            .take_while(|&&t| self.consume(t).is_ok())
-            .count();
+        let mut accepted = 0;
+        let mut failed = None;
+        for &t in tokens {
+            match self.consume(t) {
+                Ok(()) => accepted += 1,
+                Err(e) => {
+                    let refused = matches!(
+                        e.kind(),
+                        MatchErrorKind::Rejected { .. } | MatchErrorKind::Terminated
+                    );
+                    failed = (!refused).then_some(e);
+                    break;
+                }
+            }
+        }
         self.rollback(accepted)?;
-        Ok(accepted)
+        failed.map_or(Ok(accepted), Err)
     }
 }
 
