@@ -202,7 +202,7 @@ impl Engine {
     ) -> Result<(), CompileError> {
         let mut added = Vec::new();
         for path in paths {
-            for (name, text) in read_templates(path.as_ref()) {
+            for (name, text) in read_templates(path.as_ref(), &self.limits) {
                 added.push((name, text?));
             }
         }

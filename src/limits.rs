@@ -23,6 +23,8 @@
 
 use std::cell::Cell;
 use std::fmt;
+
+use crate::error::{CompileError, CompileErrorKind, Location};
 use std::time::{Duration, Instant};
 
 /// Which limit was reached. Each names one field of [`Limits`].
@@ -227,6 +229,43 @@ impl Limits {
             LimitKind::History => self.history as u64,
             LimitKind::Readings => self.readings as u64,
         }
+    }
+
+    /// The text of the file at `path`, read no further than the input limit: a larger file
+    /// (or a device that never ends) is a `Limit` error without reading the rest, a file
+    /// that cannot be read or is no UTF-8 an `Invalid` one, both naming the path.
+    ///
+    /// ```
+    /// use formwork::{CompileErrorKind, Limits};
+    ///
+    /// let path = std::env::temp_dir().join("formwork-read-file-doc.gbnf");
+    /// std::fs::write(&path, "root ::= \"a\"").unwrap();
+    /// assert_eq!(Limits::new().read_file(&path).unwrap(), "root ::= \"a\"");
+    /// let err = Limits::new().input_bytes(4).read_file(&path).unwrap_err();
+    /// assert_eq!(err.kind(), CompileErrorKind::Limit);
+    /// # std::fs::remove_file(&path).unwrap();
+    /// ```
+    pub fn read_file(&self, path: &std::path::Path) -> Result<String, CompileError> {
+        use std::io::Read;
+        let invalid = |e: &dyn fmt::Display| {
+            CompileError::new(
+                CompileErrorKind::Invalid,
+                Location::None,
+                format!("{}: {e}", path.display()),
+            )
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| {
+                f.take(self.input_bytes as u64 + 1)
+                    .read_to_end(&mut bytes)
+            })
+            .map_err(|e| invalid(&e))?;
+        self.check(LimitKind::InputBytes, bytes.len() as u64)
+            .map_err(|e| {
+                CompileError::over_limit(e, Location::None, &path.display().to_string())
+            })?;
+        String::from_utf8(bytes).map_err(|e| invalid(&e))
     }
 
     /// `Ok` if `value` is within the ceiling of `kind`, else what was exceeded.

@@ -565,3 +565,21 @@ fn limit_flags_are_validated() {
         stdout(&maskbench)
     );
 }
+
+/// A file past the input limit (here a device that never ends) is a typed error read no
+/// further than the limit, for a constraint and for the text alike.
+#[test]
+fn files_past_the_input_limit_are_refused_without_reading_them_whole() {
+    for args in [
+        ["--schema", "/dev/zero", "--text", "{}"],
+        ["--regex", "a", "--file", "/dev/zero"],
+    ] {
+        let o = formwork(&[&["check", "--max-input-bytes", "4096"][..], &args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("/dev/zero") && err.contains("input bytes"),
+            "{err}"
+        );
+    }
+}

@@ -48,10 +48,11 @@ impl FactoryBuilder {
         self
     }
 
-    /// Adds a template file, or every `*.fw` file of a directory (sorted by name). Read errors
+    /// Adds a template file, or every `*.fw` file of a directory (sorted by name), each read
+    /// no further than the input limit set so far ([`limits`](Self::limits)). Read errors
     /// surface from [`build`](Self::build).
     pub fn path(mut self, path: impl AsRef<Path>) -> FactoryBuilder {
-        for (name, text) in read_templates(path.as_ref()) {
+        for (name, text) in read_templates(path.as_ref(), &self.limits) {
             self.files.push((name, text));
         }
         self
@@ -109,7 +110,10 @@ impl FactoryBuilder {
 }
 
 /// The template sources at `path`: the file itself, or a directory's `*.fw` files.
-pub(crate) fn read_templates(path: &Path) -> Vec<(String, Result<String, CompileError>)> {
+pub(crate) fn read_templates(
+    path: &Path,
+    limits: &Limits,
+) -> Vec<(String, Result<String, CompileError>)> {
     let io_error = |p: &Path, e: std::io::Error| {
         CompileError::new(
             CompileErrorKind::Invalid,
@@ -117,12 +121,7 @@ pub(crate) fn read_templates(path: &Path) -> Vec<(String, Result<String, Compile
             format!("{}: {e}", p.display()),
         )
     };
-    let read = |p: &Path| {
-        (
-            p.display().to_string(),
-            std::fs::read_to_string(p).map_err(|e| io_error(p, e)),
-        )
-    };
+    let read = |p: &Path| (p.display().to_string(), limits.read_file(p));
     if !path.is_dir() {
         return vec![read(path)];
     }

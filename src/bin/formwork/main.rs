@@ -436,7 +436,7 @@ fn check_command(out: &mut impl Write, args: &CheckArgs) -> Outcome {
     let vocab = load_vocab(&args.tokenizer)?;
     let text = match (&args.text, &args.file) {
         (Some(t), _) => t.clone(),
-        (None, Some(path)) => read(path)?,
+        (None, Some(path)) => read(path, &args.schema_args.limits.limits())?,
         (None, None) => return Err("give --text or --file".to_string().into()),
     };
     let constraint = compile_constraint(&vocab, args)?;
@@ -485,26 +485,28 @@ fn warn_if_normalised(vocab: &Vocab, text: &str, tokens: &[TokenId]) {
     );
 }
 
-fn read(path: &PathBuf) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+/// A file given on the command line, read no further than the input limit.
+fn read(path: &PathBuf, limits: &Limits) -> Result<String, String> {
+    limits.read_file(path).map_err(|e| e.to_string())
 }
 
-fn read_json(path: &PathBuf) -> Result<serde_json::Value, String> {
-    serde_json::from_str(&read(path)?).map_err(|e| format!("{}: {e}", path.display()))
+fn read_json(path: &PathBuf, limits: &Limits) -> Result<serde_json::Value, String> {
+    serde_json::from_str(&read(path, limits)?).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The constraint `check` was given, through the engine (and its router).
 fn compile_constraint(vocab: &Vocab, args: &CheckArgs) -> Result<Constraint, String> {
     let mut engine = args.schema_args.engine(vocab.clone());
     let options = args.schema_args.options();
+    let limits = args.schema_args.limits.limits();
     let constraint = if let Some(pattern) = &args.regex {
         engine.compile_regex(pattern)
     } else if let Some(path) = &args.schema {
-        engine.compile_json_schema(&read_json(path)?, &options)
+        engine.compile_json_schema(&read_json(path, &limits)?, &options)
     } else if let Some(path) = &args.gbnf {
-        engine.compile_gbnf(&read(path)?, &path.display().to_string())
+        engine.compile_gbnf(&read(path, &limits)?, &path.display().to_string())
     } else if let Some(path) = &args.tags {
-        let dispatch = TagDispatch::from_spec(&read_json(path)?)
+        let dispatch = TagDispatch::from_spec(&read_json(path, &limits)?)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         engine.compile_tags(&dispatch)
     } else if let Some(templates) = &args.templates {
@@ -513,7 +515,7 @@ fn compile_constraint(vocab: &Vocab, args: &CheckArgs) -> Result<Constraint, Str
             .map_err(|e| e.to_string())?;
         let request = match (&args.request, &args.request_file) {
             (Some(r), _) => r.clone(),
-            (None, Some(path)) => read(path)?,
+            (None, Some(path)) => read(path, &limits)?,
             (None, None) => return Err("give --request or --request-file".into()),
         };
         if request.trim_start().starts_with('{') {
@@ -591,7 +593,7 @@ fn maskbench_command(out: &mut impl Write, args: &MaskbenchArgs) -> Outcome {
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     }
     if let Some(path) = &args.expect {
-        let regressions = report.compare(&read_json(path)?)?;
+        let regressions = report.compare(&read_json(path, &Limits::new())?)?;
         if !regressions.is_empty() {
             for r in &regressions {
                 eprintln!("regression: {r}");
