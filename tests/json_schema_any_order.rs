@@ -641,18 +641,17 @@ fn objects_with_patterns_admitting_every_name_are_key_sets() {
 /// satisfies together (`xé`) is none.
 #[test]
 fn names_of_patterns_beside_refused_names_agree_with_the_2n_grammar() {
-    let mut schema = json!({
-        "type": "object",
-        "properties": {
-            "a": {"type": "integer"},
-            "ab": {"type": "integer"},
-            "xa": {"type": "boolean"},
-            "q\"t": {"type": "integer"}
-        },
-        "required": ["ab"],
-        "patternProperties": {"^x": {"type": "integer"}, "é$": {"type": "string"}},
-        "additionalProperties": false
-    });
+    let integer = json!({"type": "integer"});
+    let patterned = |props: Value, required: Value, patterns: Value| {
+        let mut o = object(props, required, json!(false));
+        o["patternProperties"] = patterns;
+        o
+    };
+    let mut schema = patterned(
+        json!({"a": integer, "ab": integer, "xa": {"type": "boolean"}, "q\"t": integer}),
+        json!(["ab"]),
+        json!({"^x": integer, "é$": {"type": "string"}}),
+    );
     agree(&schema, 80, 60, 21);
     schema["maxProperties"] = json!(3);
     agree(&schema, 60, 40, 22);
@@ -668,18 +667,11 @@ fn names_of_patterns_beside_refused_names_agree_with_the_2n_grammar() {
     agree(&union, 60, 40, 23);
     // Few undeclared names: after `ab` and `abc`, `"a` may not go on with `b`; after `x1`,
     // `"x1` may not close but may go on with a digit.
-    let few = json!({
-        "type": "object",
-        "properties": {
-            "a": {"type": "integer"},
-            "ab": {"type": "integer"},
-            "abc": {"type": "integer"},
-            "x1": {"type": "integer"}
-        },
-        "required": ["a"],
-        "patternProperties": {"^x[0-9]+$": {"type": "integer"}, "^b$": {"type": "string"}},
-        "additionalProperties": false
-    });
+    let few = patterned(
+        json!({"a": integer, "ab": integer, "abc": integer, "x1": integer}),
+        json!(["a"]),
+        json!({"^x[0-9]+$": integer, "^b$": {"type": "string"}}),
+    );
     agree(&few, 60, 40, 25);
     agree_on(&few, "{\"ab\":1,\"abc\":2,\"a\":3}");
     agree_on(&few, "{\"x1\":1,\"x12\":2,\"a\":1,\"b\":\"s\"}");

@@ -315,6 +315,7 @@ fn compile(
         let mut g = GrammarBuilder::with_limits(limits);
         let expr = schema_expr(
             schema,
+            "",
             options,
             &mut g,
             "",
@@ -385,29 +386,17 @@ pub(crate) struct SchemaExpr {
     pub unkeyed: Vec<KeySet>,
 }
 
-/// Adds the language of `schema` to `g` (rule names start with `prefix`), for front ends that
-/// embed JSON values in a larger grammar (tag dispatch). With `state`, the engine's matcher
-/// keeps what the grammar does not (`matcher::json_state`): arrays of distinct free strings
-/// and of distinct values of a list of strings, `maxLength` where the product of a pattern and its lengths would pass `count_past` states,
-/// and the names of objects in any order; without it, the first two are refused and objects
-/// in any order are `2^n` grammars.
-pub(crate) fn schema_expr(
-    schema: &Value,
-    options: &JsonSchemaOptions,
-    g: &mut GrammarBuilder,
-    prefix: &str,
-    limits: &Limits,
-    deadline: &Deadline,
-    state: Option<&MatcherState>,
-) -> Result<SchemaExpr, CompileError> {
-    schema_expr_at(schema, "", options, g, prefix, limits, deadline, state)
-}
-
-/// [`schema_expr`] of the subschema at `entry` (a JSON pointer) of the document `schema`:
-/// its references resolve in the whole document, so a schema embedded in a wrapper keeps its
-/// own `#/...` references when the wrapper is put inside it rather than around it.
+/// Adds the language of the subschema at `entry` (a JSON pointer, `""` for the root) of the
+/// document `schema` to `g` (rule names start with `prefix`), for front ends that embed JSON
+/// values in a larger grammar (tag dispatch). Its references resolve in the whole document,
+/// so a schema embedded in a wrapper keeps its own `#/...` references when the wrapper is
+/// put inside it rather than around it. With `state`, the engine's matcher keeps what the
+/// grammar does not (`matcher::json_state`): arrays of distinct free strings and of distinct
+/// values of a list of strings, `maxLength` where the product of a pattern and its lengths
+/// would pass `count_past` states, and the names of objects in any order; without it, the
+/// first two are refused and objects in any order are `2^n` grammars.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn schema_expr_at(
+pub(crate) fn schema_expr(
     schema: &Value,
     entry: &str,
     options: &JsonSchemaOptions,

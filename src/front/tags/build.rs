@@ -13,7 +13,7 @@ use super::{Piece, TagDispatch};
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::front::guard::tick;
-use crate::front::json_schema::schema_expr_at;
+use crate::front::json_schema::schema_expr;
 use crate::ir::{ExprId, Grammar, GrammarBuilder, RuleId};
 use crate::limits::{Deadline, LimitExceeded, LimitKind, Limits};
 
@@ -184,7 +184,7 @@ impl<'d> Builder<'d> {
             let mut alts = Vec::new();
             for (j, body) in tag.bodies.iter().enumerate() {
                 let at = format!("/tags/{i}/bodies/{j}/schema");
-                let value = schema_expr_at(
+                let value = schema_expr(
                     &body.schema,
                     d.entry(i, j),
                     &d.options,

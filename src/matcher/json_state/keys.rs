@@ -790,6 +790,16 @@ mod tests {
         )
     }
 
+    /// The automaton of these names.
+    fn names(strings: &[&str]) -> Arc<CharDfa> {
+        let deadline = crate::limits::Deadline::never();
+        let budget = crate::front::chars::Budget {
+            max_states: 64,
+            deadline: &deadline,
+        };
+        Arc::new(CharDfa::strings(strings, &budget).unwrap())
+    }
+
     fn cursor(k: &KeyGroup, text: &str) -> NameCursor {
         text.bytes().fold(k.cursor(), |c, b| k.read(c, b))
     }
@@ -955,11 +965,6 @@ mod tests {
     /// still become (as keys are spelled: `\` opens only a control's, `"`'s or `\`'s escape).
     #[test]
     fn undeclared_names_matching_an_automaton_are_read_as_decoded() {
-        let deadline = crate::limits::Deadline::never();
-        let budget = crate::front::chars::Budget {
-            max_states: 64,
-            deadline: &deadline,
-        };
         let group = |undeclared: &[&str]| {
             let keys = KeySet::new(
                 [
@@ -968,7 +973,7 @@ mod tests {
                 ],
                 0,
                 None,
-                Others::Matching(Arc::new(CharDfa::strings(undeclared, &budget).unwrap())),
+                Others::Matching(names(undeclared)),
             );
             KeyGroup::new(&[&keys], vec![])
         };
@@ -1003,17 +1008,12 @@ mod tests {
     /// variant takes any name, the matcher none.
     #[test]
     fn a_name_is_settled_only_where_no_variant_is_down_to_its_required_names() {
-        let deadline = crate::limits::Deadline::never();
-        let budget = crate::front::chars::Budget {
-            max_states: 64,
-            deadline: &deadline,
-        };
         let tight = set(&[("a", false), ("b", true)], 0, Some(1), true);
         let matching = KeySet::new(
             [("a".to_string(), Declared::Optional)],
             0,
             None,
-            Others::Matching(Arc::new(CharDfa::strings(&["yy"], &budget).unwrap())),
+            Others::Matching(names(&["yy"])),
         );
         let k = KeyGroup::new(&[&tight, &matching], vec![]);
         let y = k.read(k.cursor(), b'y');
