@@ -4,7 +4,7 @@
 mod maskbench;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -486,11 +486,11 @@ fn warn_if_normalised(vocab: &Vocab, text: &str, tokens: &[TokenId]) {
 }
 
 /// A file given on the command line, read no further than the input limit.
-fn read(path: &PathBuf, limits: &Limits) -> Result<String, String> {
+fn read(path: &Path, limits: &Limits) -> Result<String, String> {
     limits.read_file(path).map_err(|e| e.to_string())
 }
 
-fn read_json(path: &PathBuf, limits: &Limits) -> Result<serde_json::Value, String> {
+fn read_json(path: &Path, limits: &Limits) -> Result<serde_json::Value, String> {
     serde_json::from_str(&read(path, limits)?).map_err(|e| format!("{}: {e}", path.display()))
 }
 
