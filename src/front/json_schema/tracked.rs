@@ -32,8 +32,8 @@ use crate::front::guard::guarded;
 use crate::ir::{ExprId, GrammarBuilder};
 use crate::limits::{LimitKind, Limits};
 use crate::matcher::json_state::{
-    spelled, unspelled, KeyGroup, KeySet, ListedStrings, NameClasses, PathNode, PathState, TrackedPaths,
-    VariantTest, MAX_GROUP_NAMES, MAX_VARIANTS, UNTRACKED,
+    spelled, unspelled, KeyGroup, KeySet, ListedStrings, NameClasses, PathNode, PathState,
+    TrackedPaths, VariantTest, MAX_GROUP_NAMES, MAX_VARIANTS, UNTRACKED,
 };
 
 type NodeId = usize;

@@ -310,7 +310,10 @@ impl KeyGroup {
             .collect();
         let mut matching = sets.iter().filter_map(|s| s.others_matching());
         let first = matching.next();
-        debug_assert!(matching.all(|m| Some(m) == first), "one automaton per group");
+        debug_assert!(
+            matching.all(|m| Some(m) == first),
+            "one automaton per group"
+        );
         let discriminators = discriminators
             .into_iter()
             .map(|(name, lists)| {
@@ -1000,7 +1003,10 @@ mod tests {
         assert!(k.viable(at(&k, b"x"), w));
         assert!(!k.viable(at(&k, b"x\\"), w));
         let k = group(&["zz"]);
-        assert!(!k.viable(at(&k, b"x"), w), "x\" is written and zz starts otherwise");
+        assert!(
+            !k.viable(at(&k, b"x"), w),
+            "x\" is written and zz starts otherwise"
+        );
     }
 
     /// A name's rest is the grammar's once no declared name goes on from it, unless a

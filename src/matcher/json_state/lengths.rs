@@ -216,11 +216,9 @@ impl Count {
         }
         let viable = match self.spelling.candidates(false) {
             None => bound.viable(self.q, self.n),
-            Some((ranges, len)) => {
-                bound
-                    .pattern
-                    .any_through(self.q, &ranges[..len], |t| bound.viable(t, self.n + 1))
-            }
+            Some((ranges, len)) => bound
+                .pattern
+                .any_through(self.q, &ranges[..len], |t| bound.viable(t, self.n + 1)),
         };
         match viable {
             true => Read::Open,

@@ -26,11 +26,11 @@ mod tracker;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+pub(crate) use chars::{CharTable, DEAD};
 pub(crate) use keys::{
     spelled, unspelled, Declared, KeyGroup, KeySet, Others, VariantTest, MAX_GROUP_NAMES,
     MAX_VARIANTS,
 };
-pub(crate) use chars::{CharTable, DEAD};
 pub(crate) use lengths::LengthBound;
 pub(crate) use listed::ListedStrings;
 pub(crate) use paths::{NameClasses, PathNode, PathState, TrackedPaths, UNTRACKED};
@@ -47,7 +47,6 @@ use lengths::LengthWalk;
 /// past it, the mask reads the first bytes of each token that may close the item instead
 /// (thousands of tokens, but once).
 const MAX_TRIE_LOOKUPS: usize = 64;
-
 
 /// The state one matcher keeps beside the grammar's matcher (distinct items, counts, names).
 #[derive(Clone, Debug)]

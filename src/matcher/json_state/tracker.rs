@@ -338,8 +338,7 @@ impl JsonTracker {
         }
         match self.position.lex {
             Lex::Str {
-                name: Some(cursor),
-                ..
+                name: Some(cursor), ..
             } => {
                 let (group, w) = top_keys(&self.paths, &self.position);
                 match group.admits_any_name(w) {
