@@ -256,7 +256,10 @@ impl Limits {
         };
         let mut bytes = Vec::new();
         std::fs::File::open(path)
-            .and_then(|f| f.take(self.input_bytes as u64 + 1).read_to_end(&mut bytes))
+            .and_then(|f| {
+                f.take((self.input_bytes as u64).saturating_add(1))
+                    .read_to_end(&mut bytes)
+            })
             .map_err(|e| invalid(&e))?;
         self.check(LimitKind::InputBytes, bytes.len() as u64)
             .map_err(|e| {
