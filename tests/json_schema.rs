@@ -1657,6 +1657,27 @@ fn one_string_shape_is_one_automaton_for_all_its_properties() {
     }
 }
 
+/// ECMA-262 escapes `regex-syntax` reads otherwise: `\0` (not before a digit) is NUL, a
+/// surrogate pair `\uD83D\uDE00` one character; an error's column is the pattern's own.
+#[test]
+fn ecma_nul_and_surrogate_pair_escapes_are_characters() {
+    let no_nul = schema_lang(json!({"type": "string", "pattern": "^[^\\0]*$"}));
+    no_nul.yes(&[r#""ab""#, r#""\u0001""#]);
+    no_nul.no(&[r#""a\u0000b""#]);
+    let smiles = schema_lang(json!({"type": "string", "pattern": "^\\ud83d\\ude00+$"}));
+    smiles.yes(&["\"😀😀\"", r#""\ud83d\ude00""#]);
+    smiles.no(&[r#""a""#, "\"😁\""]);
+    let error = |pattern: &str| {
+        compile_schema(&json!({"pattern": pattern}), &JsonSchemaOptions::new())
+            .err()
+            .unwrap()
+    };
+    let e = error("\\ud83d\\ude00\\0(?=x)");
+    assert_eq!(e.kind(), CompileErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("(column 15)"), "{e}");
+    assert_eq!(error("a\\01").kind(), CompileErrorKind::Unsupported);
+}
+
 /// A pattern spelled like a format's rule name (`format "date"`, searched) is still a pattern:
 /// the properties share no automaton, and `allOf` keeps both constraints.
 #[test]

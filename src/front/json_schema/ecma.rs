@@ -438,10 +438,13 @@ const FORMAT_NESTING: usize = 250;
 /// Parses with ECMA-262 meanings for `\d`, `\w`, `\s` and `.`, nesting at most `nesting` deep.
 fn parse_ecma(pattern: &str, nesting: usize) -> Result<Hir, CompileError> {
     let limit = u32::try_from(nesting).unwrap_or(u32::MAX);
+    let (written, origin) = ecma_escapes(pattern);
+    // Columns of the pattern as given, from those of the pattern parsed (1-based).
+    let column = |col: usize| origin.get(col.saturating_sub(1)).map_or(col, |&c| c + 1);
     let mut parsed = ast::parse::ParserBuilder::new()
         .nest_limit(limit)
         .build()
-        .parse(pattern)
+        .parse(&written)
         .map_err(|e| {
             use ast::ErrorKind as K;
             let kind = match e.kind() {
@@ -449,23 +452,65 @@ fn parse_ecma(pattern: &str, nesting: usize) -> Result<Hir, CompileError> {
                     CompileErrorKind::Unsupported
                 }
                 K::NestLimitExceeded(_) => {
-                    return nesting_error(pattern, limit, e.span().start.column)
+                    return nesting_error(pattern, limit, column(e.span().start.column))
                 }
                 _ => CompileErrorKind::Syntax,
             };
-            regex_error(pattern, kind, e.kind(), e.span().start.column)
+            regex_error(pattern, kind, e.kind(), column(e.span().start.column))
         })?;
     ecma_ast(&mut parsed);
     regex_syntax::hir::translate::Translator::new()
-        .translate(pattern, &parsed)
+        .translate(&written, &parsed)
         .map_err(|e| {
             regex_error(
                 pattern,
                 CompileErrorKind::Syntax,
                 e.kind(),
-                e.span().start.column,
+                column(e.span().start.column),
             )
         })
+}
+
+/// The pattern with the ECMA-262 escapes `regex-syntax` reads otherwise spelled its way: `\0`
+/// not before a digit is NUL (`regex-syntax`: a backreference), and a surrogate pair
+/// `\uD83D\uDE00` one character (`regex-syntax`: two invalid code points). With, for each
+/// character of the result, the index of the character of `pattern` it comes from.
+fn ecma_escapes(pattern: &str) -> (String, Vec<usize>) {
+    let chars: Vec<char> = pattern.chars().collect();
+    let (mut out, mut origin) = (String::with_capacity(pattern.len()), Vec::new());
+    let mut i = 0;
+    while i < chars.len() {
+        let (text, read) = match (chars[i], chars.get(i + 1)) {
+            ('\\', Some('u')) if surrogate_pair(&chars[i..]).is_some() => {
+                let c = surrogate_pair(&chars[i..]).unwrap_or_default();
+                (format!("\\x{{{c:X}}}"), 12)
+            }
+            ('\\', Some('0')) if !chars.get(i + 2).is_some_and(char::is_ascii_digit) => {
+                ("\\x00".to_string(), 2)
+            }
+            ('\\', Some(&escaped)) => (format!("\\{escaped}"), 2),
+            (c, _) => (c.to_string(), 1),
+        };
+        out.push_str(&text);
+        origin.extend(std::iter::repeat_n(i, text.chars().count()));
+        i += read;
+    }
+    (out, origin)
+}
+
+/// The character of the surrogate pair `\uXXXX\uXXXX` that `chars` start with, if they do.
+fn surrogate_pair(chars: &[char]) -> Option<u32> {
+    let unit = |at: usize| -> Option<u32> {
+        match chars.get(at..at + 6)? {
+            ['\\', 'u', hex @ ..] if hex.iter().all(char::is_ascii_hexdigit) => {
+                u32::from_str_radix(&hex.iter().collect::<String>(), 16).ok()
+            }
+            _ => None,
+        }
+    };
+    let (high, low) = (unit(0)?, unit(6)?);
+    ((0xD800..0xDC00).contains(&high) && (0xDC00..0xE000).contains(&low))
+        .then(|| 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
 }
 
 /// ECMA-262 white space and line terminators (`\s`).
