@@ -480,20 +480,32 @@ fn ecma_escapes(pattern: &str) -> (String, Vec<usize>) {
     let (mut out, mut origin) = (String::with_capacity(pattern.len()), Vec::new());
     let mut i = 0;
     while i < chars.len() {
-        let (text, read) = match (chars[i], chars.get(i + 1)) {
-            ('\\', Some('u')) if surrogate_pair(&chars[i..]).is_some() => {
-                let c = surrogate_pair(&chars[i..]).unwrap_or_default();
-                (format!("\\x{{{c:X}}}"), 12)
-            }
+        let rewritten = match (chars[i], chars.get(i + 1)) {
+            ('\\', Some('u')) => surrogate_pair(&chars[i..]).map(|c| (format!("\\x{{{c:X}}}"), 12)),
             ('\\', Some('0')) if !chars.get(i + 2).is_some_and(char::is_ascii_digit) => {
-                ("\\x00".to_string(), 2)
+                Some(("\\x00".to_string(), 2))
             }
-            ('\\', Some(&escaped)) => (format!("\\{escaped}"), 2),
-            (c, _) => (c.to_string(), 1),
+            _ => None,
         };
-        out.push_str(&text);
-        origin.extend(std::iter::repeat_n(i, text.chars().count()));
-        i += read;
+        match rewritten {
+            // ASCII: a character per byte, all from the escape's backslash.
+            Some((text, read)) => {
+                out.push_str(&text);
+                origin.extend(std::iter::repeat_n(i, text.len()));
+                i += read;
+            }
+            // Any other escape whole, so that its second character is never read as one's
+            // start.
+            None => {
+                let read = match chars[i] == '\\' && i + 1 < chars.len() {
+                    true => 2,
+                    false => 1,
+                };
+                out.extend(&chars[i..i + read]);
+                origin.extend(i..i + read);
+                i += read;
+            }
+        }
     }
     (out, origin)
 }

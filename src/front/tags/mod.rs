@@ -197,9 +197,7 @@ impl TagDispatch {
             .find(|(at, _)| *at == (i, j))
             .map_or("", |(_, entry)| entry)
     }
-}
 
-impl TagDispatch {
     /// No tags: plain text.
     pub fn new() -> TagDispatch {
         TagDispatch::default()
