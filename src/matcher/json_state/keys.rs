@@ -577,13 +577,12 @@ impl KeyGroup {
 
     /// May the grammar allow many tokens inside a name read as far as `c`, so that reading
     /// their shared prefixes once ([`NameWalk`]) costs less than reading each whole? So where
-    /// undeclared names of [`Self::matching`] may come (a pattern's names: a third of Qwen3's
-    /// tokens for `^.+$`), or more than [`MAX_NAMES_READ_WHOLE`] declared ones.
+    /// a variant left admits undeclared names (a pattern's: a third of Qwen3's tokens for
+    /// `^.+$`; any: nearly all of them), even one down to its required names, which the
+    /// grammar does not count; or more than [`MAX_NAMES_READ_WHOLE`] declared ones.
     pub fn reads_many_names(&self, c: NameCursor, w: Written) -> bool {
         c.hi - c.lo > MAX_NAMES_READ_WHOLE
-            || self
-                .alive(w)
-                .any(|v| v.others == OthersKind::Matching && !v.tight(w))
+            || self.alive(w).any(|v| v.others != OthersKind::None)
     }
 
     /// Does some variant admit every name (undeclared ones, with room for them), so that only
