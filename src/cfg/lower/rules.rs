@@ -97,7 +97,12 @@ pub(super) fn jump_rules(
         true
     })?;
     for r in 0..n {
-        if !recursive[r] && referred[r] && !inside[r] && !g.rules()[r].called {
+        if g.rules()[r].called {
+            // Loops included: an object's rules per set of properties written loop on an
+            // undeclared member, and built in place put all `2^n` sets into one automaton
+            // (29k states, 117 ms of one mask, on o40454 in any order).
+            jumps[r] = false;
+        } else if !recursive[r] && referred[r] && !inside[r] {
             let body = g.rules()[r].body;
             jumps[r] |= !skips_to_last_reference(g, body, nullable, deadline)?;
         }
@@ -237,6 +242,31 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         assert_eq!(prog.units.len(), 2);
         let s0 = &prog.units[1];
         assert!((s0.start..s0.end).all(|s| prog.state(s).flags & CALLS == 0));
+    }
+
+    /// A loop its grammar keeps called (an object's rules per set of properties written loop
+    /// on an undeclared member) is called: built in place, every unit reaching one of the
+    /// family held all of them.
+    #[test]
+    fn loops_kept_called_are_called() {
+        let mut g = crate::ir::GrammarBuilder::new();
+        let (root, again) = (g.rule("root"), g.rule("again"));
+        let (a, b, open, call) = (g.text("a"), g.text("b"), g.text("<"), g.rule_ref(again));
+        let step = g.seq([a, call]);
+        let body = g.alt([step, b]);
+        g.define(again, body).unwrap();
+        g.keep_called(again);
+        let root_body = g.seq([open, call]);
+        g.define(root, root_body).unwrap();
+        let g = g.finish(root).unwrap();
+        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
+        let nullable = crate::ir::facts::Derivations::new(&g, &Deadline::never())
+            .unwrap()
+            .nullable;
+        let again = g.rules().iter().position(|r| r.name == "again").unwrap();
+        assert!(recursive[again] && tail[again]);
+        let jumps = jump_rules(&g, &recursive, tail, &nullable, &Deadline::never()).unwrap();
+        assert!(!jumps[again]);
     }
 
     /// A chain whose rules reach the next one without reading a byte (optional parts before
