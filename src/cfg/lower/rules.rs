@@ -219,12 +219,17 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         }
         text.push_str(&format!("s{links} ::= \"\"\n"));
         let g = crate::front::gbnf::gbnf_to_ir(&text, "g").unwrap();
-        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
-        let nullable = crate::ir::facts::Derivations::new(&g, &Deadline::never())
+        let jumps = jumps(&g);
+        (g, jumps)
+    }
+
+    /// The rules of `g` built in place ([`jump_rules`]).
+    fn jumps(g: &Grammar) -> Vec<bool> {
+        let (recursive, tail) = recursive_rules(g, &Deadline::never()).unwrap();
+        let nullable = crate::ir::facts::Derivations::new(g, &Deadline::never())
             .unwrap()
             .nullable;
-        let jumps = jump_rules(&g, &recursive, tail, &nullable, &Deadline::never()).unwrap();
-        (g, jumps)
+        jump_rules(g, &recursive, tail, &nullable, &Deadline::never()).unwrap()
     }
 
     /// A chain of rules each referred to as the last step of the one before (an automaton
@@ -259,14 +264,10 @@ item  ::= [a-z]+ | "[" item ("," item)* "]"
         let root_body = g.seq([open, call]);
         g.define(root, root_body).unwrap();
         let g = g.finish(root).unwrap();
-        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
-        let nullable = crate::ir::facts::Derivations::new(&g, &Deadline::never())
-            .unwrap()
-            .nullable;
         let again = g.rules().iter().position(|r| r.name == "again").unwrap();
-        assert!(recursive[again] && tail[again]);
-        let jumps = jump_rules(&g, &recursive, tail, &nullable, &Deadline::never()).unwrap();
-        assert!(!jumps[again]);
+        let (recursive, tail) = recursive_rules(&g, &Deadline::never()).unwrap();
+        assert!(recursive[again] && tail[again], "a loop");
+        assert!(!jumps(&g)[again]);
     }
 
     /// A chain whose rules reach the next one without reading a byte (optional parts before

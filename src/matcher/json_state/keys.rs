@@ -581,8 +581,7 @@ impl KeyGroup {
     /// `^.+$`; any: nearly all of them), even one down to its required names, which the
     /// grammar does not count; or more than [`MAX_NAMES_READ_WHOLE`] declared ones.
     pub fn reads_many_names(&self, c: NameCursor, w: Written) -> bool {
-        c.hi - c.lo > MAX_NAMES_READ_WHOLE
-            || self.alive(w).any(|v| v.others != OthersKind::None)
+        c.hi - c.lo > MAX_NAMES_READ_WHOLE || self.alive(w).any(|v| v.others != OthersKind::None)
     }
 
     /// Does some variant admit every name (undeclared ones, with room for them), so that only
