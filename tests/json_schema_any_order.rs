@@ -92,12 +92,18 @@ fn accepter(schema: &Value, options: &JsonSchemaOptions) -> impl Fn(&str) -> boo
 }
 
 /// The engine refuses `schema` with a `Limit` error: objects left to the `2^n` grammar past
-/// `max_any_order_properties`.
+/// `max_any_order_properties`, saying why the matcher could not keep their names instead if
+/// it could have (`why`).
 #[track_caller]
-fn refused_as_too_wide(schema: &Value, options: &JsonSchemaOptions) {
+fn refused_as_too_wide(schema: &Value, options: &JsonSchemaOptions, why: Option<&str>) {
     let engine = Engine::new(vocab());
     let err = engine.compile_json_schema(schema, options).err().unwrap();
     assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    let instead = why.map(|why| format!("the matcher cannot keep its names instead: {why}"));
+    match instead {
+        Some(instead) => assert!(err.to_string().ends_with(&instead), "{err}"),
+        None => assert!(!err.to_string().contains("instead"), "{err}"),
+    }
 }
 
 /// A closed object of `n` integer properties `p0`, `p1`…, with `extra` ones (replacing any of
@@ -467,7 +473,11 @@ fn objects_disagreeing_on_an_array_value_are_told_apart_by_its_automaton() {
     assert!(!accepts("{\"p2\":1,\"p0\":[]}"), "no item requires p1");
     let anything = json!({"type": "array"});
     let untestable = json!({"anyOf": [p0(json!({"type": "integer"}), "p1"), p0(anything, "p2")]});
-    refused_as_too_wide(&untestable, &any_order());
+    refused_as_too_wide(
+        &untestable,
+        &any_order(),
+        Some("an object in any order at a place other objects share"),
+    );
 }
 
 /// Objects giving a name objects of other key sets as values are told apart by the object
@@ -742,6 +752,22 @@ fn many_properties_beside_patterns_and_no_other_name_are_a_key_set() {
     assert!(!accepts("{\"x1\":1,\"p1\":2}"), "x1 is refused");
 }
 
+/// Objects the matcher cannot tell apart at a place (the items of two arrays, each brought
+/// by its own branch) are left to the `2^n` grammar, and its refusal says why.
+#[test]
+fn refusals_past_the_2n_limit_say_why_no_key_set_held_the_object() {
+    let items =
+        |required: &str| json!({"type": "array", "items": wide(13, json!({}), json!([required]))});
+    let schema = json!({"anyOf": [items("p0"), items("p1")]});
+    refused_as_too_wide(
+        &schema,
+        &any_order(),
+        Some("an object in any order at a place objects of other branches share"),
+    );
+    // One branch alone: a key set holds it.
+    accepter(&items("p0"), &any_order());
+}
+
 /// Forty properties: the `2^n` grammar refuses them, the key set takes them in any order.
 #[test]
 fn many_properties_in_any_order_compile_and_hold_their_names() {
@@ -754,7 +780,7 @@ fn many_properties_in_any_order_compile_and_hold_their_names() {
     let accepts = accepter(&schema, &options);
     // Past the names one object's bits hold: the `2^n` grammar's typed error, not a state
     // copied at every step.
-    refused_as_too_wide(&wide(2000, json!({}), json!([])), &options);
+    refused_as_too_wide(&wide(2000, json!({}), json!([])), &options, None);
     let reversed: Vec<String> = (0..40).rev().map(|i| format!("\"p{i}\":{i}")).collect();
     assert!(accepts(&format!("{{{}}}", reversed.join(","))));
     assert!(accepts("{\"p39\":1,\"p0\":2}"));

@@ -121,7 +121,7 @@ use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::{ExprId, Grammar, GrammarBuilder};
 use crate::limits::{Deadline, Limits};
 use crate::matcher::json_state::{KeySet, TrackedPaths};
-use foldhash::HashSet;
+use foldhash::HashMap;
 use lower::MAX_PRODUCT_STATES_BEFORE_COUNTING;
 
 /// Whitespace between JSON tokens.
@@ -305,7 +305,7 @@ fn compile(
     let mut state = MatcherState {
         count_past: MAX_PRODUCT_STATES_BEFORE_COUNTING,
         list_all: true,
-        unkeyed: HashSet::default(),
+        unkeyed: HashMap::default(),
         last_pass: false,
     };
     let mut passes = 0;
@@ -364,8 +364,8 @@ pub(crate) struct MatcherState {
     /// Distinct items from every list of strings are kept apart by the matcher; else only
     /// from those whose subsets the grammar cannot hold.
     pub list_all: bool,
-    /// Key sets earlier passes found at places other objects share.
-    pub unkeyed: HashSet<KeySet>,
+    /// Key sets earlier passes found at places other objects share, and why.
+    pub unkeyed: HashMap<KeySet, &'static str>,
     /// Finding another such key set is an error.
     pub last_pass: bool,
 }
@@ -382,8 +382,9 @@ pub(crate) struct SchemaExpr {
     /// Likewise distinct items from a list kept by the matcher, where other arrays share
     /// their place: the caller compiles again listing only what the grammar cannot hold.
     pub relist: bool,
-    /// Key sets found at places other objects share: the caller compiles again without them.
-    pub unkeyed: Vec<KeySet>,
+    /// Key sets found at places other objects share, and why: the caller compiles again
+    /// without them.
+    pub unkeyed: Vec<(KeySet, &'static str)>,
 }
 
 /// Adds the language of the subschema at `entry` (a JSON pointer, `""` for the root) of the

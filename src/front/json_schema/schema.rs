@@ -2,7 +2,7 @@
 //! `const`, `anyOf`, `oneOf` and `allOf`. The keywords of each type are read in `keywords.rs`,
 //! references resolved in `refs.rs`.
 
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -198,10 +198,10 @@ pub(crate) struct Compiler<'a> {
     /// built once (see [`Compiler::value_automaton`]).
     pub(super) value_automata: HashMap<ExprId, Option<Arc<Leaf>>>,
     /// Key sets an earlier pass found at places shared with other objects (lowered as
-    /// `2^n` grammars now), and those this pass finds; with `last_pass`, finding one is an
-    /// error.
-    pub(super) unkeyed: HashSet<KeySet>,
-    pub(super) newly_unkeyed: Vec<KeySet>,
+    /// `2^n` grammars now), and those this pass finds, each with why the matcher cannot hold
+    /// it; with `last_pass`, finding one is an error.
+    pub(super) unkeyed: HashMap<KeySet, &'static str>,
+    pub(super) newly_unkeyed: Vec<(KeySet, &'static str)>,
     pub(super) last_pass: bool,
     /// What the value described by the schema object built next is known to be from outside
     /// it: the schema around an `allOf` part or `anyOf` branch (with the parts met before
@@ -253,7 +253,7 @@ impl<'a> Compiler<'a> {
             key_groups: Vec::new(),
             key_group_ids: HashMap::new(),
             value_automata: HashMap::new(),
-            unkeyed: HashSet::new(),
+            unkeyed: HashMap::new(),
             newly_unkeyed: Vec::new(),
             last_pass: true,
             outside: Vec::new(),
@@ -283,14 +283,14 @@ impl<'a> Compiler<'a> {
         Ok(self.value_automata[&e].as_ref())
     }
 
-    /// The number of key set `set` (of an object at `pointer`), unless an earlier pass found
-    /// it shared.
-    pub fn key_set_id(&mut self, set: KeySet, pointer: &str) -> Option<u32> {
-        if self.unkeyed.contains(&set) {
-            return None;
+    /// The number of key set `set` (of an object at `pointer`), or why an earlier pass found
+    /// that the matcher cannot hold it.
+    pub fn key_set_id(&mut self, set: KeySet, pointer: &str) -> Result<u32, &'static str> {
+        if let Some(&why) = self.unkeyed.get(&set) {
+            return Err(why);
         }
         let next = self.key_sets.len() as u32;
-        Some(*self.key_set_ids.entry(set.clone()).or_insert_with(|| {
+        Ok(*self.key_set_ids.entry(set.clone()).or_insert_with(|| {
             self.key_sets.push((set, pointer.into()));
             next
         }))

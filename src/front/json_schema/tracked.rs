@@ -778,7 +778,7 @@ fn name_classes(c: &Compiler, objects: &[&ObjectNode]) -> Result<Option<Vec<u64>
 
 /// Key set `k` cannot be held where its objects are (`why`): the next pass lowers them as
 /// `2^n` grammars, and the last one refuses them.
-fn unkey(c: &mut Compiler, k: u32, why: &str) -> Result<(), CompileError> {
+fn unkey(c: &mut Compiler, k: u32, why: &'static str) -> Result<(), CompileError> {
     let (set, at) = c.key_sets[k as usize].clone();
     if c.last_pass {
         // Every object is no object of the schema: the others of its group say where.
@@ -787,8 +787,8 @@ fn unkey(c: &mut Compiler, k: u32, why: &str) -> Result<(), CompileError> {
             false => c.unsupported(&at, why),
         };
     }
-    if !c.newly_unkeyed.contains(&set) {
-        c.newly_unkeyed.push(set);
+    if !c.newly_unkeyed.iter().any(|(s, _)| *s == set) {
+        c.newly_unkeyed.push((set, why));
     }
     Ok(())
 }
@@ -1152,6 +1152,7 @@ impl Paths<'_> {
         let every = match every_object {
             true => c
                 .key_set_id(KeySet::every_object(), "")
+                .ok()
                 .map(|set| KeyedObject {
                     set,
                     values: Rc::new(KeyValues::new(Vec::new(), Some(MemberValue::every()))),

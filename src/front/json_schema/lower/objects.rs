@@ -169,7 +169,10 @@ impl SchemaLowering<'_, '_, '_> {
             min: o.min,
             max: o.max,
         };
-        let keys = self.key_set(o, &declared, &props, values, &extra, counts)?;
+        let (keys, unkeyed) = match self.key_set(o, &declared, &props, values, &extra, counts)? {
+            Ok(id) => (Some(id), None),
+            Err(why) => (None, why),
+        };
         if o.max == Some(0) {
             let needs_one = props.iter().any(|(_, _, req)| *req) || o.min > 0;
             return Ok(match needs_one || extra.all != 0 {
@@ -199,11 +202,14 @@ impl SchemaLowering<'_, '_, '_> {
             }
             PropertyOrder::Any => {
                 if members.len() > self.c.opts.max_any_order_properties {
+                    let instead = unkeyed.map_or_else(String::new, |why| {
+                        format!("; the matcher cannot keep its names instead: {why}")
+                    });
                     return Err(error(
                         CompileErrorKind::Limit,
                         &o.pointer,
                         format!(
-                            "{} properties in any order need {} grammar states (limit: {} properties)",
+                            "{} properties in any order need {} grammar states (limit: {} properties){instead}",
                             members.len(),
                             1u64 << members.len().min(63),
                             self.c.opts.max_any_order_properties
@@ -224,7 +230,8 @@ impl SchemaLowering<'_, '_, '_> {
     /// none. `declared` are all its
     /// declared names, `props` those with a value (and `values` their values' expressions),
     /// `extra` its undeclared members. A key set an earlier pass found sharing its place with
-    /// objects it cannot be told from is not used again (`front::json_schema::tracked`).
+    /// objects it cannot be told from is not used again (`front::json_schema::tracked`): the
+    /// error is then why, and `None` for an object that has no key set.
     fn key_set(
         &mut self,
         o: &Rc<ObjectShape>,
@@ -233,7 +240,7 @@ impl SchemaLowering<'_, '_, '_> {
         values: Vec<(String, MemberValue)>,
         extra: &Undeclared,
         counts: Counts,
-    ) -> Result<Option<u32>, CompileError> {
+    ) -> Result<Result<u32, Option<&'static str>>, CompileError> {
         let keyable = matches!(self.c.opts.property_order, PropertyOrder::Any)
             && self.c.state_by_matcher
             && !self.fixed_object
@@ -241,7 +248,7 @@ impl SchemaLowering<'_, '_, '_> {
             && o.names.is_none()
             && (o.patterns.is_empty() || extra.every_name || extra.matching.is_some());
         if !keyable {
-            return Ok(None);
+            return Ok(Err(None));
         }
         let role = |name: &str| match props.iter().find(|(k, _, _)| *k == name) {
             Some((_, _, true)) => Declared::Required,
@@ -260,10 +267,11 @@ impl SchemaLowering<'_, '_, '_> {
         );
         if !set.admits_some_object() || set.len() > MAX_GROUP_NAMES {
             // The 2^n grammar is empty there, as it should be; or it is a `Limit` error.
-            return Ok(None);
+            return Ok(Err(None));
         }
-        let Some(id) = self.c.key_set_id(set, &o.pointer) else {
-            return Ok(None);
+        let id = match self.c.key_set_id(set, &o.pointer) {
+            Ok(id) => id,
+            Err(why) => return Ok(Err(Some(why))),
         };
         let others = match extra.any {
             // Values by the patterns a name matches: the undeclared members themselves are
@@ -280,7 +288,7 @@ impl SchemaLowering<'_, '_, '_> {
             .keyed_objects
             .insert(Rc::as_ptr(o), KeyedObject { set: id, values });
         self.c.relies_on_matcher = true;
-        Ok(Some(id))
+        Ok(Ok(id))
     }
 
     /// Members in any order, as many as written: `{` a member, then `,` and a member again
