@@ -761,7 +761,7 @@ impl SchemaLowering<'_, '_, '_> {
         // Witnesses count as more required members, written among the undeclared ones: their
         // bits are `n` on.
         let n = members.len();
-        let witness_bits = u64::from(extra.all) << n;
+        let witness_bits = extra.all << n;
         let sets = 1u64 << (n + extra.all.count_ones() as usize);
         let cap = counts.cap(n, extra.any.is_some());
         // A rule per set and count, declared before any is defined: checked first.
