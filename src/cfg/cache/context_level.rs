@@ -274,8 +274,8 @@ impl Context {
         with_shared(g, &self.rows, |chart, dfa| {
             chart.push_raw(&[self.top], ByteSet::EMPTY);
             walk_list(
-                &g.prog,
-                &g.vocab,
+                g.prog,
+                g.vocab,
                 chart,
                 dfa,
                 uncertain,
@@ -331,7 +331,7 @@ pub(super) fn with_shared<R>(
     };
     let mut shared = lent.unwrap_or_else(|| SharedWalks {
         dfa: StateDfa::new(0, g.prog.n_classes()).with_room(SHARED_DFA_ROOM),
-        chart: Chart::from_rows(&g.prog, &[]),
+        chart: Chart::from_rows(g.prog, &[]),
         states,
     });
     shared.states = states;
@@ -444,8 +444,7 @@ mod tests {
                         depth,
                         &budget,
                     )
-                    .unwrap()
-                    .0;
+                    .unwrap();
                     let context = Context::build(&scratch, &k);
                     let entry = context.classify(&view, uncertain, &budget).unwrap();
                     let (accepted, still) = entry.context_parts();
@@ -496,9 +495,7 @@ mod tests {
             }
             let k1 = subject.key(&view);
             let depth = view.context_depth;
-            context_key(&view, &chart, &mut scratch, &subject, k1, depth, &budget)
-                .unwrap()
-                .0;
+            context_key(&view, &chart, &mut scratch, &subject, k1, depth, &budget).unwrap();
             let entry = Context::build(&scratch, &k).classify(&view, &[position], &budget);
             let entry = entry.unwrap();
             let (accepted, _) = entry.context_parts();

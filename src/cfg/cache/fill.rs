@@ -115,7 +115,7 @@ pub(crate) fn fill(
         fill_cached(g, chart, scratch, out, budget)?;
     } else {
         let mut dfa = StateDfa::new(chart.num_rows(), g.prog.n_classes());
-        TrieWalk::new(&g.prog, &g.vocab, chart, &mut dfa, out, None, budget).walk()?;
+        TrieWalk::new(g.prog, g.vocab, chart, &mut dfa, out, None, budget).walk()?;
     }
     let prog = &g.prog;
     for it in chart.last_row() {

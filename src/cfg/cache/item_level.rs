@@ -80,7 +80,7 @@ impl Subject {
         Subject {
             item: *k,
             lifted,
-            left: left.filter(|&l| l < cap(&g.vocab)),
+            left: left.filter(|&l| l < cap(g.vocab)),
             relax: counts.len() == 1 && c.complete(counts[0]),
         }
     }
@@ -91,7 +91,7 @@ impl Subject {
         let unit = g.prog.state(self.item.state).unit;
         let mut counts = SmallVec::new();
         for w in chart.row(self.item.origin as usize) {
-            let waiting = Some(w.state) == self.lifted && waits_for(&g.prog, w, unit);
+            let waiting = Some(w.state) == self.lifted && waits_for(g.prog, w, unit);
             if waiting && !counts.contains(&w.count) {
                 counts.push(w.count);
             }
@@ -111,7 +111,7 @@ impl Subject {
         // built on this one that use the bounds add the loop's own hash.
         h.word(self.lifted.is_some() as u64);
         let outer = self.lifted.unwrap_or(self.item.state);
-        hash_follow(&mut h, &g.prog, outer);
+        hash_follow(&mut h, g.prog, outer);
         h.finish()
     }
 

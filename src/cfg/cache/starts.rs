@@ -82,7 +82,7 @@ fn with_starts_walk<R>(
     let lifted = subject.lifted.expect("only loop bodies have bounds");
     with_shared(g, &subject.rows(&[RELAXED]), |chart, dfa| {
         let mut w = StartsWalk {
-            stepper: Stepper::new(&g.prog, chart, dfa, budget),
+            stepper: Stepper::new(g.prog, chart, dfa, budget),
             lifted,
             boundaries: Vec::new(),
             starts,

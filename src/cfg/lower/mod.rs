@@ -515,7 +515,8 @@ impl Lowering {
                     Expr::Seq(xs) | Expr::Alt(xs) => stack.extend(xs.iter().copied()),
                     Expr::Repeat { body, .. } => stack.push(*body),
                     Expr::Rule(callee) => {
-                        if !std::mem::replace(&mut seen_rule[callee.index()], true) {
+                        let seen = std::mem::replace(&mut seen_rule[callee.index()], true);
+                        if !seen {
                             rules.push(*callee);
                         }
                     }

@@ -197,7 +197,7 @@ impl Horizons {
                     shortest[from as usize] = 1;
                     break;
                 }
-                if std::mem::replace(&mut previous, Some((e, s2))) == Some((e, s2)) {
+                if previous.replace((e, s2)) == Some((e, s2)) {
                     continue;
                 }
                 // Several targets: a node standing for all of them, between them and `from`.

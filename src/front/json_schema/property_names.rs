@@ -96,7 +96,7 @@ pub(super) fn names_complement(o: &ObjectShape) -> CompileError {
     error(
         CompileErrorKind::Unsupported,
         &format!("{}/propertyNames", o.pointer),
-        &format!(
+        format!(
             "the complement of `propertyNames` (`not`, `if`, overlapping `oneOf`) on an object with {} `patternProperties` (and the patterns intersections make), at most {} with it",
             o.patterns.len(),
             super::shape::MAX_NAME_PATTERNS - 1
