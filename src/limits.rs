@@ -23,9 +23,9 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use crate::error::{CompileError, CompileErrorKind, Location};
-use std::time::{Duration, Instant};
 
 /// Which limit was reached. Each names one field of [`Limits`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
