@@ -584,8 +584,9 @@ impl Constraint {
         }
     }
 
-    /// What a lenient JSON Schema compilation dropped or approximated, each with its JSON
-    /// pointer (empty otherwise).
+    /// What a JSON Schema compilation dropped (lenient), approximated, or kept in the
+    /// schema's order ([`PropertyOrder::AnyOrSchema`](crate::PropertyOrder::AnyOrSchema)),
+    /// each with its JSON pointer (empty otherwise).
     pub fn warnings(&self) -> &[CompileError] {
         &self.warnings
     }

@@ -7,7 +7,7 @@
 
 use formwork::front::json_schema::{compile_schema_with, JsonSchemaOptions, PropertyOrder};
 use formwork::vocab::Vocab;
-use formwork::{CompileErrorKind, ConstraintMatcher, Engine, Limits, Matcher};
+use formwork::{CompileErrorKind, ConstraintMatcher, Engine, Limits, Location, Matcher};
 use formwork_testkit::agree::{walks_agree, Walks};
 use formwork_testkit::json_schema::{grammar_and_engine, object, walks_agree_but_repeated_names};
 use formwork_testkit::oracle::{assert_same_mask, mask_of};
@@ -768,6 +768,71 @@ fn refusals_past_the_2n_limit_say_why_no_key_set_held_the_object() {
     let accepts = accepter(&items("p0"), &any_order());
     assert!(accepts("[{\"p12\":1,\"p0\":2},{\"p0\":3}]"));
     assert!(!accepts("[{\"p12\":1}]"), "p0 is required");
+}
+
+/// What `Any` refuses past the `2^n` limit, `AnyOrSchema` keeps in the schema's order with a
+/// warning, and holds every other object in any order: its masks equal those of its grammar
+/// alone (where every object is a `2^n` grammar or, past the limit, in order) at every step.
+#[test]
+fn objects_past_the_2n_limit_keep_the_schema_order_with_a_warning() {
+    let items =
+        |required: &str| json!({"type": "array", "items": wide(13, json!({}), json!([required]))});
+    let small = object(
+        json!({"x": {"type": "integer"}, "y": {"type": "boolean"}}),
+        json!(["x"]),
+        json!(false),
+    );
+    let schema = object(
+        json!({"a": {"anyOf": [items("p0"), items("p1")]}, "b": small}),
+        json!(["a"]),
+        json!(false),
+    );
+    refused_as_too_wide(
+        &schema,
+        &any_order(),
+        Some("an object in any order at a place objects of other branches share"),
+    );
+    let fallback = any_order().property_order(PropertyOrder::AnyOrSchema);
+    let engine = Engine::new(vocab());
+    let compiled = engine.compile_json_schema(&schema, &fallback).unwrap();
+    let kept: Vec<&Location> = compiled.warnings().iter().map(|w| w.location()).collect();
+    assert_eq!(
+        kept,
+        ["/properties/a/anyOf/0/items", "/properties/a/anyOf/1/items"]
+            .map(|p| Location::JsonPointer(p.into()))
+            .iter()
+            .collect::<Vec<_>>()
+    );
+    for w in compiled.warnings() {
+        assert_eq!(w.kind(), CompileErrorKind::Limit, "{w}");
+        assert!(w.to_string().ends_with("kept in the schema's order"), "{w}");
+    }
+    // Pieces of one object (an overlapping `oneOf`, through complements: each forbids the
+    // other's name, leaving 13 properties) warn once, at its pointer: a grammar alone, where
+    // no key set holds the pieces.
+    let mut split = wide(14, json!({}), json!([]));
+    split["oneOf"] = json!([{"required": ["p1"]}, {"required": ["p2"]}]);
+    let pieces = compile_schema_with(&split, &fallback, &Limits::new()).unwrap();
+    let kept: Vec<String> = pieces.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let accepts = accepter(&schema, &fallback);
+    assert!(accepts(
+        "{\"b\":{\"y\":true,\"x\":1},\"a\":[{\"p0\":1,\"p12\":2}]}"
+    ));
+    assert!(
+        !accepts("{\"a\":[{\"p12\":2,\"p0\":1}]}"),
+        "items keep their order"
+    );
+    assert!(!accepts("{\"a\":[],\"b\":{\"y\":true}}"), "x is required");
+    let (exact, kept) = grammar_and_engine(&engine, &schema, &fallback);
+    let walks = Walks {
+        walks: 60,
+        steps: 80,
+        seed: 7,
+    };
+    walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
+        allowed[rng.below(allowed.len())]
+    });
 }
 
 /// Forty properties: the `2^n` grammar refuses them, the key set takes them in any order.

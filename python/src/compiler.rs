@@ -192,8 +192,10 @@ impl GrammarCompiler {
     /// ``additionalProperties`` allow no undeclared property (xgrammar's meaning).
     /// ``lenient``: drop unsupported keywords with a warning (:attr:`CompiledGrammar.warnings`)
     /// instead of raising :class:`UnsupportedError`. ``any_order``: properties in any order
-    /// (default: the schema's order).
-    #[pyo3(signature = (schema, *, any_whitespace=true, indent=None, separators=None, strict_mode=true, max_whitespace_cnt=None, any_order=false, lenient=false))]
+    /// (default: the schema's order); with ``order_fallback``, an object whose properties
+    /// formwork cannot hold in any order keeps the schema's order (a warning says which)
+    /// instead of raising.
+    #[pyo3(signature = (schema, *, any_whitespace=true, indent=None, separators=None, strict_mode=true, max_whitespace_cnt=None, any_order=false, order_fallback=false, lenient=false))]
     #[allow(clippy::too_many_arguments)]
     fn compile_json_schema(
         &self,
@@ -205,6 +207,7 @@ impl GrammarCompiler {
         strict_mode: bool,
         max_whitespace_cnt: Option<u32>,
         any_order: bool,
+        order_fallback: bool,
         lenient: bool,
     ) -> PyResult<CompiledGrammar> {
         let unsupported = |what: &str| {
@@ -234,9 +237,10 @@ impl GrammarCompiler {
             .whitespace(whitespace)
             .additional_properties(!strict_mode)
             .lenient(lenient)
-            .property_order(match any_order {
-                true => PropertyOrder::Any,
-                false => PropertyOrder::Schema,
+            .property_order(match (any_order, order_fallback) {
+                (true, true) => PropertyOrder::AnyOrSchema,
+                (true, false) => PropertyOrder::Any,
+                (false, _) => PropertyOrder::Schema,
             });
         self.compile_with(py, |e| e.compile_json_schema(&schema, &options))
     }

@@ -59,6 +59,25 @@ def test_any_order_holds_wide_objects(compiler: formwork.GrammarCompiler) -> Non
     assert not accepts(wide, '{"p19":1,"p3":2}')
 
 
+def test_order_fallback_keeps_the_schema_order_of_what_any_order_refuses(
+    compiler: formwork.GrammarCompiler,
+) -> None:
+    # Thirteen properties under two branches of an array: no key set holds their objects, and
+    # their 2^n grammar is past its limit.
+    def items(required: str) -> dict:
+        names = {f"p{i}": {"type": "integer"} for i in range(13)}
+        item = {"type": "object", "properties": names, "required": [required], "additionalProperties": False}
+        return {"type": "array", "items": item}
+
+    schema = {"anyOf": [items("p0"), items("p1")]}
+    with pytest.raises(formwork.LimitError):
+        compiler.compile_json_schema(schema, any_whitespace=False, any_order=True)
+    kept = compiler.compile_json_schema(schema, any_whitespace=False, any_order=True, order_fallback=True)
+    assert [w for w in kept.warnings if "kept in the schema's order" in w] != []
+    assert accepts(kept, '[{"p0":1,"p12":2}]')
+    assert not accepts(kept, '[{"p12":2,"p0":1}]')
+
+
 def test_json_schema_from_a_pydantic_style_class(compiler: formwork.GrammarCompiler) -> None:
     class Model:
         @staticmethod

@@ -165,6 +165,10 @@ struct SchemaArgs {
     /// Accept an object's properties in any order (default: schema order).
     #[arg(long)]
     any_order: bool,
+    /// With --any-order: an object whose properties formwork cannot hold in any order keeps
+    /// the schema's order (a warning says which) instead of failing the schema.
+    #[arg(long, requires = "any_order")]
+    order_fallback: bool,
     /// Whitespace between JSON tokens.
     #[arg(long, value_enum, default_value_t = WhitespaceArg::Compact)]
     whitespace: WhitespaceArg,
@@ -216,10 +220,10 @@ impl SchemaArgs {
                 max_run: self.max_ws_run,
             },
         };
-        let order = if self.any_order {
-            PropertyOrder::Any
-        } else {
-            PropertyOrder::Schema
+        let order = match (self.any_order, self.order_fallback) {
+            (true, true) => PropertyOrder::AnyOrSchema,
+            (true, false) => PropertyOrder::Any,
+            (false, _) => PropertyOrder::Schema,
         };
         JsonSchemaOptions::new()
             .whitespace(ws)

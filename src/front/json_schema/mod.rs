@@ -37,7 +37,9 @@
 //!   the names written kept beside it: `matcher::json_state::keys`); a grammar alone
 //!   ([`compile_schema`], tag dispatch), and objects the matcher cannot tell apart from others
 //!   at their place, get one rule per set of names written (2^n, hence
-//!   [`JsonSchemaOptions::max_any_order_properties`]).
+//!   [`JsonSchemaOptions::max_any_order_properties`]). [`PropertyOrder::AnyOrSchema`] keeps
+//!   the schema's order, with a warning, for each object past that limit instead of
+//!   refusing it.
 //! - **Strings**: string values may use every JSON escape; fixed strings (`enum`, `const`) and
 //!   every object key, declared or not, are canonical (a serializer's spelling: only `"`, `\`
 //!   and controls escaped). See the `strings` and `ecma` notes in the source: patterns are
@@ -121,7 +123,7 @@ use crate::error::{CompileError, CompileErrorKind, Location};
 use crate::ir::{ExprId, Grammar, GrammarBuilder};
 use crate::limits::{Deadline, Limits};
 use crate::matcher::json_state::{KeySet, TrackedPaths};
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 use lower::MAX_PRODUCT_STATES_BEFORE_COUNTING;
 
 /// Whitespace between JSON tokens.
@@ -145,6 +147,35 @@ pub enum PropertyOrder {
     /// Any order (JSON Schema itself does not order properties; use it when the model may
     /// write them in another order than the schema's). Duplicate names are refused.
     Any,
+    /// [`Any`](Self::Any) for every object whose any-order language formwork can hold
+    /// exactly, [`Schema`](Self::Schema) for the others: those that would need a `2^n`
+    /// grammar past [`JsonSchemaOptions::max_any_order_properties`] (or past the grammar's
+    /// size), which `Any` refuses. Each such object keeps its schema's order, and a warning
+    /// in [`SchemaGrammar::warnings`] names it and says why. The mask stays exact for that
+    /// language; it admits every text `Schema` admits, so a server can turn it on without
+    /// losing a schema that `Schema` compiles.
+    ///
+    /// ```
+    /// use formwork::json_schema::{compile_schema, JsonSchemaOptions, PropertyOrder};
+    ///
+    /// // Ten properties, and a grammar alone (no matcher to keep the names written).
+    /// let properties: serde_json::Map<_, _> =
+    ///     (0..10).map(|i| (format!("p{i}"), serde_json::json!({"type": "integer"}))).collect();
+    /// let schema = serde_json::json!({"type": "object", "properties": properties});
+    /// let any = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
+    /// assert!(compile_schema(&schema, &any).is_err());
+    /// let fallback = JsonSchemaOptions::new().property_order(PropertyOrder::AnyOrSchema);
+    /// let compiled = compile_schema(&schema, &fallback).unwrap();
+    /// assert!(compiled.warnings[0].to_string().contains("kept in the schema's order"));
+    /// ```
+    AnyOrSchema,
+}
+
+impl PropertyOrder {
+    /// Are properties accepted in any order, at least where formwork can hold it?
+    pub fn is_any(self) -> bool {
+        matches!(self, PropertyOrder::Any | PropertyOrder::AnyOrSchema)
+    }
 }
 
 /// How a schema is compiled, i.e. which JSON texts its grammar admits; builder style. How much
@@ -429,9 +460,16 @@ pub(crate) fn schema_expr(
         true => c.tracked_paths(&shape, g)?,
         false => None,
     };
+    // A shape lowered at several places (branches, intersections) warns once.
+    let mut seen = HashSet::default();
+    let warnings = c
+        .warnings
+        .into_iter()
+        .filter(|w| seen.insert(w.to_string()))
+        .collect();
     Ok(SchemaExpr {
         body,
-        warnings: c.warnings,
+        warnings,
         tracked,
         recount: c.recount,
         relist: c.relist,

@@ -16,7 +16,7 @@ use super::schema::Compiler;
 use super::shape::{ArrayShape, NumberShape, ObjectShape, RefId, Shape, StringShape};
 use super::strings::JsonText;
 use super::tracked::MAX_LISTED_VALUES;
-use super::{PropertyOrder, Whitespace};
+use super::Whitespace;
 use crate::base::byteset::ByteSet;
 use crate::error::{CompileError, Location};
 use crate::front::chars::{Budget, CharDfa};
@@ -335,8 +335,9 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
     }
 
     /// A fixed value: strings in canonical form, numbers in every notation of their value,
-    /// an object's members in its own order, or with [`PropertyOrder::Any`] in every order
-    /// (as an object of required properties, each with its one value: within
+    /// an object's members in its own order, or with objects in any order
+    /// ([`super::PropertyOrder::is_any`]) in every order (as an object of required
+    /// properties, each with its one value: within
     /// [`JsonSchemaOptions::max_any_order_properties`](super::JsonSchemaOptions), like any
     /// object). Recursion: as deep as `v` nests (held to the nesting limit when the schema
     /// was read), each level guarded.
@@ -373,7 +374,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 self.g.seq(parts)
             }
             Value::Object(map)
-                if map.len() > 1 && self.c.opts.property_order == PropertyOrder::Any =>
+                if map.len() > 1 && self.c.opts.property_order.is_any() =>
             {
                 let fixed = Rc::new(ObjectShape {
                     properties: map

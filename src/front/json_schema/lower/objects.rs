@@ -196,27 +196,46 @@ impl SchemaLowering<'_, '_, '_> {
         let members = &chain.members;
         let e = match self.c.opts.property_order {
             PropertyOrder::Schema => self.ordered(members, extra, counts, &o.pointer)?,
-            PropertyOrder::Any if keys.is_some() => {
+            _ if keys.is_some() => {
                 let can_be_empty = !props.iter().any(|(_, _, req)| *req) && counts.min == 0;
                 self.any_run(members, &extra, can_be_empty)
             }
-            PropertyOrder::Any => {
-                if members.len() > self.c.opts.max_any_order_properties {
-                    let instead = unkeyed.map_or_else(String::new, |why| {
-                        format!("; the matcher cannot keep its names instead: {why}")
-                    });
-                    return Err(error(
-                        CompileErrorKind::Limit,
-                        &o.pointer,
-                        format!(
-                            "{} properties in any order need {} grammar states (limit: {} properties){instead}",
-                            members.len(),
-                            1u64 << members.len().min(63),
-                            self.c.opts.max_any_order_properties
-                        ),
-                    ));
+            order => {
+                let unordered = match members.len() > self.c.opts.max_any_order_properties {
+                    true => {
+                        let instead = unkeyed.map_or_else(String::new, |why| {
+                            format!("; the matcher cannot keep its names instead: {why}")
+                        });
+                        Err(error(
+                            CompileErrorKind::Limit,
+                            &o.pointer,
+                            format!(
+                                "{} properties in any order need {} grammar states (limit: {} properties){instead}",
+                                members.len(),
+                                1u64 << members.len().min(63),
+                                self.c.opts.max_any_order_properties
+                            ),
+                        ))
+                    }
+                    false => self.unordered(members, extra.clone(), counts, &o.pointer),
+                };
+                match unordered {
+                    // Past the grammar's size only: time and the other limits bind the
+                    // schema's order too.
+                    Err(e)
+                        if order == PropertyOrder::AnyOrSchema
+                            && e.kind() == CompileErrorKind::Limit
+                            && e.limit().is_none_or(|l| l.kind == LimitKind::GrammarSize) =>
+                    {
+                        self.c.warnings.push(error(
+                            CompileErrorKind::Limit,
+                            &o.pointer,
+                            format!("{}: kept in the schema's order", e.message()),
+                        ));
+                        self.ordered(members, extra, counts, &o.pointer)?
+                    }
+                    e => e?,
                 }
-                self.unordered(members, extra, counts, &o.pointer)?
             }
         };
         self.chains.insert(chain, e);
@@ -241,7 +260,7 @@ impl SchemaLowering<'_, '_, '_> {
         extra: &Undeclared,
         counts: Counts,
     ) -> Result<Result<u32, Option<&'static str>>, CompileError> {
-        let keyable = matches!(self.c.opts.property_order, PropertyOrder::Any)
+        let keyable = self.c.opts.property_order.is_any()
             && self.c.state_by_matcher
             && !self.fixed_object
             && o.witnesses.is_empty()
