@@ -776,7 +776,7 @@ fn refusals_past_the_2n_limit_say_why_no_key_set_held_the_object() {
 #[test]
 fn objects_past_the_2n_limit_keep_the_schema_order_with_a_warning() {
     let items =
-        |required: &str| json!({"type": "array", "items": wide(13, json!({}), json!([required]))});
+        |required: &str| json!({"type": "array", "items": wide(14, json!({}), json!([required]))});
     let small = object(
         json!({"x": {"type": "integer"}, "y": {"type": "boolean"}}),
         json!(["x"]),
@@ -808,9 +808,9 @@ fn objects_past_the_2n_limit_keep_the_schema_order_with_a_warning() {
         assert!(w.to_string().ends_with("kept in the schema's order"), "{w}");
     }
     // Pieces of one object (an overlapping `oneOf`, through complements: each forbids the
-    // other's name, leaving 13 properties) warn once, at its pointer: a grammar alone, where
+    // other's name, leaving 14 properties) warn once, at its pointer: a grammar alone, where
     // no key set holds the pieces.
-    let mut split = wide(14, json!({}), json!([]));
+    let mut split = wide(15, json!({}), json!([]));
     split["oneOf"] = json!([{"required": ["p1"]}, {"required": ["p2"]}]);
     let pieces = compile_schema_with(&split, &fallback, &Limits::new()).unwrap();
     let kept: Vec<String> = pieces.warnings.iter().map(|w| w.to_string()).collect();
@@ -833,6 +833,35 @@ fn objects_past_the_2n_limit_keep_the_schema_order_with_a_warning() {
     walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
         allowed[rng.below(allowed.len())]
     });
+}
+
+/// Objects wider than `max_any_order_properties` take their `2^n` grammars' rules from one
+/// budget per schema: within it they compile in any order, past it they are refused, or kept
+/// in the schema's order with a warning.
+#[test]
+fn wider_objects_share_one_budget_of_rules() {
+    // Nine properties each (2^9 rules), told apart by their required name so that no two
+    // share one grammar.
+    let nine = |required: &str| wide(9, json!({}), json!([required]));
+    let schema = object(
+        json!({"a": nine("p0"), "b": nine("p1"), "c": nine("p2")}),
+        json!([]),
+        json!(false),
+    );
+    let grammar_alone =
+        |options: &JsonSchemaOptions| compile_schema_with(&schema, options, &Limits::new());
+    let any = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
+    assert!(grammar_alone(&any).unwrap().warnings.is_empty());
+    let two = any.clone().wide_any_order_rules(1024);
+    let err = grammar_alone(&two).unwrap_err();
+    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    assert!(
+        err.to_string()
+            .contains("9 properties in any order need 512 grammar rules (limit: 8 properties, and 1024 rules for wider objects, 1024 taken)"),
+        "{err}"
+    );
+    let kept = grammar_alone(&two.property_order(PropertyOrder::AnyOrSchema)).unwrap();
+    assert_eq!(kept.warnings.len(), 1, "{:?}", kept.warnings);
 }
 
 /// Forty properties: the `2^n` grammar refuses them, the key set takes them in any order.

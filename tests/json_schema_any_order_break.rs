@@ -496,7 +496,7 @@ fn flexible_whitespace() {
 #[test]
 fn objects_that_cannot_be_held_are_typed_errors() {
     let wide = |value: Value, required: &str| -> Value {
-        let mut props: serde_json::Map<String, Value> = (0..12)
+        let mut props: serde_json::Map<String, Value> = (0..14)
             .map(|i| (format!("p{i}"), json!({"type": "integer"})))
             .collect();
         props.insert("p0".into(), value);
@@ -906,7 +906,7 @@ fn discriminators_beside_objects_constants_and_absent_names() {
 #[test]
 fn arrays_of_wide_objects_in_a_union_are_typed_errors() {
     let wide = |required: &str| -> Value {
-        let props: serde_json::Map<String, Value> = (0..12)
+        let props: serde_json::Map<String, Value> = (0..14)
             .map(|i| (format!("p{i}"), json!({"type": "integer"})))
             .collect();
         object(Value::Object(props), json!([required]), json!(false))

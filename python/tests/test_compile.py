@@ -62,10 +62,10 @@ def test_any_order_holds_wide_objects(compiler: formwork.GrammarCompiler) -> Non
 def test_order_fallback_keeps_the_schema_order_of_what_any_order_refuses(
     compiler: formwork.GrammarCompiler,
 ) -> None:
-    # Thirteen properties under two branches of an array: no key set holds their objects, and
-    # their 2^n grammar is past its limit.
+    # Fourteen properties under two branches of an array: no key set holds their objects, and
+    # their 2^n grammar is past its limits.
     def items(required: str) -> dict:
-        names = {f"p{i}": {"type": "integer"} for i in range(13)}
+        names = {f"p{i}": {"type": "integer"} for i in range(14)}
         item = {"type": "object", "properties": names, "required": [required], "additionalProperties": False}
         return {"type": "array", "items": item}
 

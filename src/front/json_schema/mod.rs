@@ -37,8 +37,9 @@
 //!   the names written kept beside it: `matcher::json_state::keys`); a grammar alone
 //!   ([`compile_schema`], tag dispatch), and objects the matcher cannot tell apart from others
 //!   at their place, get one rule per set of names written (2^n, hence
-//!   [`JsonSchemaOptions::max_any_order_properties`]). [`PropertyOrder::AnyOrSchema`] keeps
-//!   the schema's order, with a warning, for each object past that limit instead of
+//!   [`JsonSchemaOptions::max_any_order_properties`], and for wider objects
+//!   [`JsonSchemaOptions::wide_any_order_rules`] in all). [`PropertyOrder::AnyOrSchema`]
+//!   keeps the schema's order, with a warning, for each object past those limits instead of
 //!   refusing it.
 //! - **Strings**: string values may use every JSON escape; fixed strings (`enum`, `const`) and
 //!   every object key, declared or not, are canonical (a serializer's spelling: only `"`, `\`
@@ -149,8 +150,9 @@ pub enum PropertyOrder {
     Any,
     /// [`Any`](Self::Any) for every object whose any-order language formwork can hold
     /// exactly, [`Schema`](Self::Schema) for the others: those that would need a `2^n`
-    /// grammar past [`JsonSchemaOptions::max_any_order_properties`] (or past the grammar's
-    /// size), which `Any` refuses. Each such object keeps its schema's order, and a warning
+    /// grammar past [`JsonSchemaOptions::max_any_order_properties`] and
+    /// [`JsonSchemaOptions::wide_any_order_rules`] (or past the grammar's size), which `Any`
+    /// refuses. Each such object keeps its schema's order, and a warning
     /// in [`SchemaGrammar::warnings`] names it and says why. The mask stays exact for that
     /// language; it admits every text `Schema` admits, so a server can turn it on without
     /// losing a schema that `Schema` compiles.
@@ -158,9 +160,9 @@ pub enum PropertyOrder {
     /// ```
     /// use formwork::json_schema::{compile_schema, JsonSchemaOptions, PropertyOrder};
     ///
-    /// // Ten properties, and a grammar alone (no matcher to keep the names written).
+    /// // Twenty properties, and a grammar alone (no matcher to keep the names written).
     /// let properties: serde_json::Map<_, _> =
-    ///     (0..10).map(|i| (format!("p{i}"), serde_json::json!({"type": "integer"}))).collect();
+    ///     (0..20).map(|i| (format!("p{i}"), serde_json::json!({"type": "integer"}))).collect();
     /// let schema = serde_json::json!({"type": "object", "properties": properties});
     /// let any = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
     /// assert!(compile_schema(&schema, &any).is_err());
@@ -199,6 +201,7 @@ pub struct JsonSchemaOptions {
     additional_properties: bool,
     lenient: bool,
     max_any_order_properties: usize,
+    wide_any_order_rules: u64,
 }
 
 impl Default for JsonSchemaOptions {
@@ -209,6 +212,7 @@ impl Default for JsonSchemaOptions {
             additional_properties: true,
             lenient: false,
             max_any_order_properties: 8,
+            wide_any_order_rules: 8_192,
         }
     }
 }
@@ -255,6 +259,30 @@ impl JsonSchemaOptions {
     /// share their place with objects it cannot tell them from.
     pub fn max_any_order_properties(mut self, n: usize) -> Self {
         self.max_any_order_properties = n.min(20);
+        self
+    }
+
+    /// Rules the `2^n` grammars of objects wider than
+    /// [`max_any_order_properties`](Self::max_any_order_properties) may take together in one
+    /// schema (default 8,192: one object of 13 properties, or sixteen of 9). What a grammar
+    /// costs to compile grows with its rules, not with one object's properties: a schema
+    /// with one object of 12 properties costs less than one with forty of 8, which the
+    /// per-object limit takes. Past the budget such an object is refused, or, with
+    /// [`PropertyOrder::AnyOrSchema`], kept in the schema's order.
+    ///
+    /// ```
+    /// use formwork::json_schema::{compile_schema, JsonSchemaOptions, PropertyOrder};
+    ///
+    /// let properties: serde_json::Map<_, _> =
+    ///     (0..10).map(|i| (format!("p{i}"), serde_json::json!({"type": "integer"}))).collect();
+    /// let schema = serde_json::json!({"type": "object", "properties": properties});
+    /// let any = JsonSchemaOptions::new().property_order(PropertyOrder::Any);
+    /// // 2^10 rules: within the budget, then past it.
+    /// assert!(compile_schema(&schema, &any).is_ok());
+    /// assert!(compile_schema(&schema, &any.wide_any_order_rules(1_000)).is_err());
+    /// ```
+    pub fn wide_any_order_rules(mut self, rules: u64) -> Self {
+        self.wide_any_order_rules = rules.min(1 << 20);
         self
     }
 }

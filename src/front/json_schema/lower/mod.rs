@@ -56,6 +56,9 @@ pub(crate) struct SchemaLowering<'c, 'a, 'g> {
     /// add no expression (all its choices impossible), so the next group took the same one
     /// and defined its rules again.
     rule_groups: usize,
+    /// Rules the `2^n` grammars of objects past `max_any_order_properties` took so far (see
+    /// [`JsonSchemaOptions::wide_any_order_rules`](super::JsonSchemaOptions)).
+    wide_rules: u64,
     /// The expression of each number shape with steps lowered so far, by its fields.
     numbers: HashMap<String, ExprId>,
     /// The contents of each string shape with patterns, formats or excluded values, built
@@ -111,6 +114,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
             any_value: None,
             automata: 0,
             rule_groups: 0,
+            wide_rules: 0,
             numbers: HashMap::new(),
             contents: HashMap::new(),
             undeclared_keys: HashMap::new(),

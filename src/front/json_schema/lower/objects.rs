@@ -201,24 +201,7 @@ impl SchemaLowering<'_, '_, '_> {
                 self.any_run(members, &extra, can_be_empty)
             }
             order => {
-                let unordered = match members.len() > self.c.opts.max_any_order_properties {
-                    true => {
-                        let instead = unkeyed.map_or_else(String::new, |why| {
-                            format!("; the matcher cannot keep its names instead: {why}")
-                        });
-                        Err(error(
-                            CompileErrorKind::Limit,
-                            &o.pointer,
-                            format!(
-                                "{} properties in any order need {} grammar states (limit: {} properties){instead}",
-                                members.len(),
-                                1u64 << members.len().min(63),
-                                self.c.opts.max_any_order_properties
-                            ),
-                        ))
-                    }
-                    false => self.unordered(members, extra.clone(), counts, &o.pointer),
-                };
+                let unordered = self.unordered(members, extra.clone(), counts, &o.pointer, unkeyed);
                 match unordered {
                     // Past the grammar's size only: time and the other limits bind the
                     // schema's order too.
@@ -770,21 +753,49 @@ impl SchemaLowering<'_, '_, '_> {
     /// Properties in any order: one rule per set of declared properties written (and count).
     // Long: one table of rules per set of properties written and count, declared before any is
     // defined (they refer to each other); the bit layout of sets is shared by every step.
+    /// Refused past the options' limits (`unkeyed`: why no key set holds the object, if one
+    /// could have).
     fn unordered(
         &mut self,
         members: &[(ExprId, bool)],
         extra: Undeclared,
         counts: Counts,
         pointer: &str,
+        unkeyed: Option<&str>,
     ) -> Result<ExprId, CompileError> {
         // Witnesses count as more required members, written among the undeclared ones: their
         // bits are `n` on.
         let n = members.len();
-        let witness_bits = extra.all << n;
-        let sets = 1u64 << (n + extra.all.count_ones() as usize);
+        let bits = n + extra.all.count_ones() as usize;
+        let sets = u32::try_from(bits)
+            .ok()
+            .and_then(|b| 1u64.checked_shl(b))
+            .unwrap_or(u64::MAX);
         let cap = counts.cap(n, extra.any.is_some());
         // A rule per set and count, declared before any is defined: checked first.
         let rules_needed = sets.saturating_mul(cap);
+        if n > self.c.opts.max_any_order_properties {
+            let wide = self.wide_rules.saturating_add(rules_needed);
+            if wide > self.c.opts.wide_any_order_rules {
+                let instead = unkeyed.map_or_else(String::new, |why| {
+                    format!("; the matcher cannot keep its names instead: {why}")
+                });
+                return Err(error(
+                    CompileErrorKind::Limit,
+                    pointer,
+                    format!(
+                        "{n} properties in any order need {rules_needed} grammar rules (limit: \
+                         {} properties, and {} rules for wider objects, {} taken){instead}",
+                        self.c.opts.max_any_order_properties,
+                        self.c.opts.wide_any_order_rules,
+                        self.wide_rules,
+                    ),
+                ));
+            }
+            self.wide_rules = wide;
+        }
+        // Within both limits n is at most 20: the sets fit a word.
+        let witness_bits = extra.all << n;
         self.c
             .limits
             .check(LimitKind::GrammarSize, self.g.len() as u64 + rules_needed)
