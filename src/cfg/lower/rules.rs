@@ -43,10 +43,11 @@ pub(super) fn recursive_rules(
     let sccs = strongly_connected(n, |u| refs[u].clone());
     let mut recursive = vec![false; n];
     let mut tail_only = vec![false; n];
-    let mut scc_of = vec![0usize; n];
+    let mut scc_of = vec![0u32; n];
     for (i, scc) in sccs.iter().enumerate() {
-        scc.iter().for_each(|&u| scc_of[u] = i);
+        scc.iter().for_each(|&u| scc_of[u] = i as u32);
     }
+    let last = last_components(g, &scc_of);
     for (i, scc) in sccs.iter().enumerate() {
         deadline.tick().map_err(compile_time)?;
         let cyclic = scc.len() > 1 || refs[scc[0]].contains(&scc[0]);
@@ -54,7 +55,7 @@ pub(super) fn recursive_rules(
             let mut tail = true;
             for &u in scc {
                 let body = g.rules()[u].body;
-                tail &= references_only_in_tail(g, body, |r| scc_of[r.index()] == i, deadline)?;
+                tail &= references_only_in_tail(g, body, i as u32, &last, deadline)?;
             }
             for &u in scc {
                 recursive[u] = true;
@@ -141,14 +142,61 @@ fn skips_to_last_reference(
     Ok(false)
 }
 
-/// Does `body` refer to the rules `member` selects only as its last step?
-pub(super) fn references_only_in_tail(
+/// Per expression (index = `ExprId`), one more than the last component (in the callees-first
+/// order of [`strongly_connected`], `scc_of` each rule's) of the rules referred to inside it,
+/// 0 if none. A rule's body refers only to its own component and earlier ones, so a part of
+/// the body whose number is its component's holds a reference to that component, and one
+/// with another number none.
+fn last_components(g: &Grammar, scc_of: &[u32]) -> Vec<u32> {
+    let mut last = vec![0u32; g.exprs().len()];
+    // The builder makes an expression's parts before it: one pass in id order.
+    for (i, e) in g.exprs().iter().enumerate() {
+        let of = |x: &ExprId| {
+            debug_assert!(x.index() < i, "parts come before their expression");
+            last[x.index()]
+        };
+        last[i] = match e {
+            Expr::Rule(r) => scc_of[r.index()] + 1,
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().map(of).max().unwrap_or(0),
+            Expr::Repeat { body, .. } => of(body),
+            _ => 0,
+        };
+    }
+    last
+}
+
+/// Does `body`, of a rule of component `scc`, refer to that component only as its last step?
+/// Only the parts holding such a reference are visited (see [`last_components`]): the rules
+/// of an object in any order, one per set of properties written, each repeat every member's
+/// value, and walking all of them for each rule was most of compiling that grammar.
+fn references_only_in_tail(
     g: &Grammar,
     body: ExprId,
-    member: impl Fn(RuleId) -> bool,
+    scc: u32,
+    last: &[u32],
     deadline: &Deadline,
 ) -> Result<bool, CompileError> {
-    rule_references(g, [body], deadline, |r, tail| tail || !member(r))
+    let mut seen = FastSet::default();
+    let mut stack: Vec<(ExprId, bool)> = vec![(body, true)];
+    while let Some((e, tail)) = stack.pop() {
+        deadline.tick().map_err(compile_time)?;
+        if last[e.index()] != scc + 1 || !seen.insert((e, tail)) {
+            continue;
+        }
+        if !tail {
+            return Ok(false);
+        }
+        match g.expr(e) {
+            Expr::Seq(xs) => {
+                let end = xs.len().saturating_sub(1);
+                stack.extend(xs.iter().enumerate().map(|(i, &x)| (x, i == end)));
+            }
+            Expr::Alt(xs) => stack.extend(xs.iter().map(|&x| (x, true))),
+            Expr::Repeat { body, .. } => stack.push((*body, false)),
+            _ => {}
+        }
+    }
+    Ok(true)
 }
 
 /// Visits the rule references under `roots` with whether each is the last step of its root
