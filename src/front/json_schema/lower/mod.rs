@@ -377,9 +377,7 @@ impl<'c, 'a, 'g> SchemaLowering<'c, 'a, 'g> {
                 parts.push(self.g.text("]"));
                 self.g.seq(parts)
             }
-            Value::Object(map)
-                if map.len() > 1 && self.c.opts.property_order.is_any() =>
-            {
+            Value::Object(map) if map.len() > 1 && self.c.opts.property_order.is_any() => {
                 let fixed = Rc::new(ObjectShape {
                     properties: map
                         .iter()

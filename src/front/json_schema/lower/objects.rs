@@ -203,8 +203,8 @@ impl SchemaLowering<'_, '_, '_> {
             order => {
                 let unordered = self.unordered(members, extra.clone(), counts, &o.pointer, unkeyed);
                 match unordered {
-                    // Past the grammar's size only: time and the other limits bind the
-                    // schema's order too.
+                    // Past the `2^n` limits or the grammar's size only: time and the other
+                    // limits bind the schema's order too.
                     Err(e)
                         if order == PropertyOrder::AnyOrSchema
                             && e.kind() == CompileErrorKind::Limit
@@ -751,10 +751,10 @@ impl SchemaLowering<'_, '_, '_> {
     }
 
     /// Properties in any order: one rule per set of declared properties written (and count).
-    // Long: one table of rules per set of properties written and count, declared before any is
-    // defined (they refer to each other); the bit layout of sets is shared by every step.
     /// Refused past the options' limits (`unkeyed`: why no key set holds the object, if one
     /// could have).
+    // Long: one table of rules per set of properties written and count, declared before any is
+    // defined (they refer to each other); the bit layout of sets is shared by every step.
     fn unordered(
         &mut self,
         members: &[(ExprId, bool)],
