@@ -216,6 +216,11 @@ impl GrammarCompiler {
                 &CompileError::unplaced(CompileErrorKind::Unsupported, what),
             )
         };
+        if order_fallback && !any_order {
+            return Err(PyValueError::new_err(
+                "order_fallback=True applies to any_order=True (the schema's order needs no fallback)",
+            ));
+        }
         if indent.is_some() {
             return Err(unsupported(
                 "indent: only compact or free whitespace is supported",
