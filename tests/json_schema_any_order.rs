@@ -73,8 +73,14 @@ fn both(engine: &Engine, schema: &Value) -> (ConstraintMatcher, ConstraintMatche
 
 #[track_caller]
 fn agree(schema: &Value, walks: usize, steps: usize, seed: u64) {
+    agree_with(schema, &any_order(), walks, steps, seed);
+}
+
+/// [`agree`] with these options.
+#[track_caller]
+fn agree_with(schema: &Value, options: &JsonSchemaOptions, walks: usize, steps: usize, seed: u64) {
     let engine = Engine::new(vocab());
-    let (exact, kept) = both(&engine, schema);
+    let (exact, kept) = grammar_and_engine(&engine, schema, options);
     let walks = Walks { walks, steps, seed };
     walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
         allowed[rng.below(allowed.len())]
@@ -824,15 +830,7 @@ fn objects_past_the_2n_limit_keep_the_schema_order_with_a_warning() {
         "items keep their order"
     );
     assert!(!accepts("{\"a\":[],\"b\":{\"y\":true}}"), "x is required");
-    let (exact, kept) = grammar_and_engine(&engine, &schema, &fallback);
-    let walks = Walks {
-        walks: 60,
-        steps: 80,
-        seed: 7,
-    };
-    walks_agree(engine.vocab(), &exact, &kept, walks, |rng, allowed| {
-        allowed[rng.below(allowed.len())]
-    });
+    agree_with(&schema, &fallback, 60, 80, 7);
     // Over Qwen3, bit for bit at every step: items in schema order, then out of it (refused).
     qwen3_agree_with(
         &schema,
