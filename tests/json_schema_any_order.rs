@@ -776,9 +776,9 @@ fn refusals_past_the_2n_limit_say_why_no_key_set_held_the_object() {
     assert!(!accepts("[{\"p12\":1}]"), "p0 is required");
 }
 
-/// What `Any` refuses past the `2^n` limit, `AnyOrSchema` keeps in the schema's order with a
+/// What `Any` refuses past the `2^n` limits, `AnyOrSchema` keeps in the schema's order with a
 /// warning, and holds every other object in any order: its masks equal those of its grammar
-/// alone (where every object is a `2^n` grammar or, past the limit, in order) at every step.
+/// alone (where every object is a `2^n` grammar or, past the limits, in order) at every step.
 #[test]
 fn objects_past_the_2n_limit_keep_the_schema_order_with_a_warning() {
     let items =
@@ -987,6 +987,7 @@ fn qwen3_agree(schema: &Value, texts: &[&str]) {
 }
 
 /// [`qwen3_agree`] with these options.
+#[track_caller]
 fn qwen3_agree_with(schema: &Value, options: &JsonSchemaOptions, texts: &[&str]) {
     let engine = Engine::new(tokenizers::qwen3().clone());
     let (exact0, kept0) = grammar_and_engine(&engine, schema, options);
