@@ -931,6 +931,106 @@ fn recursion_met_twice_at_one_place() {
     assert_eq!(agrees(&schema, &JsonSchemaOptions::new(), &universe), 4);
 }
 
+/// A recursion through a `oneOf` whose other branches are of other kinds (MaskBench
+/// o83258, pulumi), or of any kind: asking whether the branches meet meets the reference
+/// being built, its second reading meets it again, and the complements the second reading
+/// makes wait on it. Each was refused as "a `$ref` cycle with no object or array in
+/// between": an intersection waiting on an entry being built was not taken as being built
+/// itself; a value checked against such an entry failed rather than left the question open
+/// (the branches may then meet) or the meeting waiting for the entry; and a complement
+/// waiting on one (or an intersection) could not say which values it holds. The schema's own
+/// `type` answers that for a value of another kind.
+#[test]
+fn recursion_through_one_of_beside_other_kinds() {
+    let element = parse_json(
+        r##"{"$ref": "#/$defs/e", "$defs": {"e": {"type": "object", "required": ["t"],
+            "additionalProperties": false, "properties": {"t": {"type": "string"},
+            "c": {"oneOf": [{"type": "string"}, {"$ref": "#/$defs/e"},
+                {"type": "array", "items": {"$ref": "#/$defs/e"}}]}}}}}"##,
+    );
+    let elements: Vec<String> = [
+        r#"{"t":"a"}"#,
+        r#"{"t":"a","c":"x"}"#,
+        r#"{"t":"a","c":{"t":"b"}}"#,
+        r#"{"t":"a","c":[{"t":"b","c":"x"},{"t":"c","c":[]}]}"#,
+        r#"{"t":"a","c":{"t":"b","c":{"t":"c","c":"y"}}}"#,
+        r#"{"t":"a","c":1}"#,
+        r#"{"t":"a","c":{}}"#,
+        r#"{"t":"a","c":["x"]}"#,
+        r#"{"c":"x"}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(agrees(&element, &JsonSchemaOptions::new(), &elements), 5);
+    let config = |simple: &str, typed: &str| {
+        parse_json(&format!(
+            r##"{{"$ref": "#/$defs/c", "$defs": {{"s": {{"enum": ["string", "array"]}},
+                "c": {{{typed} "required": ["type"], "additionalProperties": false,
+                    "properties": {{"type": {{"oneOf": [{simple}, {{"$ref": "#/$defs/c"}}]}}}}}}}}}}"##
+        ))
+    };
+    let configs: Vec<String> = [
+        r#"{"type":"string"}"#,
+        r#"{"type":{"type":"array"}}"#,
+        r#"{"type":{"type":{"type":"string"}}}"#,
+        r#"{"type":"number"}"#,
+        r#"{"type":{}}"#,
+        r#"{"type":{"type":1}}"#,
+        r#"{}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    // Without a type, the values of the `enum` are configurations too: both branches.
+    for (typed, valid) in [(r#""type": "object","#, 3), ("", 2)] {
+        for simple in [
+            r##"{"$ref": "#/$defs/s"}"##,
+            r#"{"enum": ["string", "array"]}"#,
+        ] {
+            let schema = config(simple, typed);
+            assert_eq!(
+                agrees(&schema, &JsonSchemaOptions::new(), &configs),
+                valid,
+                "{schema}"
+            );
+        }
+    }
+    // The recursion in an intersection of references (an `allOf`), read from its parts.
+    let both = parse_json(
+        r##"{"$ref": "#/$defs/c", "$defs": {"d": {"required": ["x"]}, "c": {"type": "object",
+            "properties": {"x": {"oneOf": [{"enum": ["a"]},
+                {"allOf": [{"$ref": "#/$defs/c"}, {"$ref": "#/$defs/d"}]}]}}}}}"##,
+    );
+    let nested: Vec<String> = [
+        r#"{}"#,
+        r#"{"x":"a"}"#,
+        r#"{"x":{"x":"a"}}"#,
+        r#"{"x":{"x":{"x":"a"}}}"#,
+        r#"{"x":{}}"#,
+        r#"{"x":"b"}"#,
+        r#"{"x":{"x":{}}}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(agrees(&both, &JsonSchemaOptions::new(), &nested), 4);
+    let e = engine();
+    for (schema, text, valid) in [
+        (&element, r#"{"t":"a","c":[{"t":"b","c":"x"}]}"#, true),
+        (&element, r#"{"t":"a","c":{"c":"x"}}"#, false),
+        (
+            &config(r#"{"enum": ["string", "array"]}"#, ""),
+            r#"{"type":{"type":{"type":"number"}}}"#,
+            true,
+        ),
+        (
+            &config(r#"{"enum": ["string", "array"]}"#, ""),
+            r#"{"type":{"type":"array"}}"#,
+            false,
+        ),
+    ] {
+        masks_match(&e, schema, &JsonSchemaOptions::new(), text, valid);
+    }
+}
+
 /// Objects in any order lowered one after another that add no expression to the grammar
 /// (the same empty object reached through three references, MaskBench o69991): each group
 /// of rules gets a number of its own (the grammar's size was the number, and the third

@@ -253,9 +253,20 @@ impl Compiler<'_> {
             (Shape::Values(xs), other) | (other, Shape::Values(xs)) => {
                 let mut kept = Vec::new();
                 for v in xs {
-                    if self.accepts(other, v, pointer)? {
-                        self.made(1, pointer)?;
-                        kept.push(v.clone());
+                    match self.accepts_if_known(other, v, pointer)? {
+                        Ok(true) => {
+                            self.made(1, pointer)?;
+                            kept.push(v.clone());
+                        }
+                        Ok(false) => {}
+                        Err(building) => match other {
+                            // A reference being built decides: met when it is built.
+                            Shape::Ref(r) => {
+                                let values = Shape::Values(xs.clone());
+                                return self.meet_reference(*r, &values, pointer, true);
+                            }
+                            _ => return Err(self.cycle_error(building)),
+                        },
                     }
                 }
                 if kept.is_empty() {

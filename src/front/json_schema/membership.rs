@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::intersect::{meet, property_index};
 use super::lower::string_automaton;
 use super::numbers::{in_range, integers_between, Decimal};
-use super::schema::{error, json_equal, Compiler};
+use super::schema::{error, json_equal, Compiler, Recipe, TYPES};
 use super::shape::{kind_of, Names, RefId, Shape, StringShape};
 use crate::error::{CompileError, CompileErrorKind};
 use crate::front::chars::Budget;
@@ -21,6 +21,25 @@ const DISJOINT_BUDGET: usize = 2_000;
 /// Most states of each string automaton a `disjoint` question builds: the patterns that tell
 /// `oneOf` branches apart are short (`^pkg:npm/.+@.+`); past it the answer is "maybe not".
 const DISJOINT_STRING_STATES: usize = 256;
+
+/// Does the `type` of `schema` rule out `v`, whatever else it says? Read off the document for
+/// a schema still being built: a recursion through a `oneOf` asks whether an `enum` of
+/// strings meets an object's schema before that schema can be read again.
+fn type_refuses(schema: Option<&Value>, v: &Value) -> bool {
+    let Some(types) = schema.and_then(|s| s.get("type")) else {
+        return false;
+    };
+    let kind = kind_of(v);
+    let admits = |t: &Value| match t.as_str() {
+        Some("number") => kind == "integer" || kind == "number",
+        Some(t) => t == kind || !TYPES.contains(&t),
+        None => true,
+    };
+    match types {
+        Value::Array(xs) => !xs.iter().any(admits),
+        t => !admits(t),
+    }
+}
 
 /// Do `[a_lo, a_hi]` and `[b_lo, b_hi]` fail to overlap?
 fn counts_disjoint(a: (u64, Option<u64>), b: (u64, Option<u64>)) -> bool {
@@ -43,6 +62,57 @@ impl Compiler<'_> {
         guarded(|| self.accepts_step(shape, v, pointer))
     }
 
+    /// [`accepts`](Self::accepts), or `Err` with the reference the answer depends on where
+    /// that one is still being built and cannot be read again for the question (a recursion
+    /// through the `oneOf` asking it, met again inside that reading).
+    pub(super) fn accepts_if_known(
+        &mut self,
+        shape: &Shape,
+        v: &Value,
+        pointer: &str,
+    ) -> Result<Result<bool, RefId>, CompileError> {
+        let outer = self.undecided.replace(None);
+        let out = self.accepts(shape, v, pointer);
+        let undecided = std::mem::replace(&mut self.undecided, outer).flatten();
+        // An answer resting on an unknown is unknown either way: `accepts` negates some of
+        // its parts (a name a shape must not admit).
+        Ok(match undecided {
+            Some(r) => Err(r),
+            None => Ok(out?),
+        })
+    }
+
+    /// Does entry `r` admit `v`? A target still being built is read again (a recursive
+    /// `enum`, see [`probe`](Self::probe)); a complement or an intersection waiting for one
+    /// is answered from its parts.
+    fn accepts_reference(
+        &mut self,
+        r: RefId,
+        v: &Value,
+        pointer: &str,
+    ) -> Result<bool, CompileError> {
+        let target = self.deref(r)?;
+        let Shape::Ref(building) = *target else {
+            return self.accepts(&target, v, pointer);
+        };
+        match self.refs[building].recipe {
+            Recipe::Not(inner) => Ok(!self.accepts(&Shape::Ref(inner), v, pointer)?),
+            Recipe::Both(a, b) => Ok(self.accepts(&Shape::Ref(a), v, pointer)?
+                && self.accepts(&Shape::Ref(b), v, pointer)?),
+            Recipe::Pointer(ref p) if type_refuses(self.root.pointer(p), v) => Ok(false),
+            Recipe::Pointer(_) | Recipe::Fixed(_) => match self.probe(building)? {
+                Some(probe) => self.accepts(&probe, v, pointer),
+                None => match &mut self.undecided {
+                    Some(undecided) => {
+                        undecided.get_or_insert(building);
+                        Ok(false)
+                    }
+                    None => Err(self.cycle_error(building)),
+                },
+            },
+        }
+    }
+
     // Long: one match over the shape kinds, each checking one JSON value against its keywords.
     fn accepts_step(
         &mut self,
@@ -63,16 +133,8 @@ impl Compiler<'_> {
                 }
                 let what = "references checked against one value";
                 self.within(LimitKind::Nesting, self.accepting.len() + 1, pointer, what)?;
-                // A target still being built: its schema read again (a recursive `enum`).
-                let target = match *self.deref(*r)? {
-                    Shape::Ref(building) => match self.probe(building)? {
-                        Some(probe) => probe,
-                        None => return Err(self.cycle_error(building)),
-                    },
-                    _ => self.deref(*r)?,
-                };
                 self.accepting.push(key);
-                let out = self.accepts(&target, v, pointer);
+                let out = self.accepts_reference(*r, v, pointer);
                 self.accepting.pop();
                 out?
             }
@@ -445,7 +507,7 @@ impl Compiler<'_> {
             (Shape::Never, _) | (_, Shape::Never) => true,
             (Shape::Values(xs), other) | (other, Shape::Values(xs)) => {
                 for x in xs {
-                    if self.accepts(other, x, pointer)? {
+                    if self.accepts_if_known(other, x, pointer)? != Ok(false) {
                         return Ok(false);
                     }
                 }

@@ -112,16 +112,28 @@ impl Compiler<'_> {
     }
 
     /// Is the entry's shape being built right now (a reference to it is recursion)? A
-    /// complement is while its entry is. Recursion: one level (the complement of a
-    /// complement is never an entry of its own).
+    /// complement is while its entry is, an intersection while one of its parts is: each
+    /// needs its parts whole. Entries of entries (the complement of an intersection of
+    /// complements) nest as deeply as the schema's `not`s and `allOf`s, so they are walked
+    /// from a stack.
     pub fn is_building(&self, id: RefId) -> bool {
-        match self.refs[id].recipe {
-            // A complement needs its entry whole.
-            Recipe::Not(inner) if self.refs[id].shape.is_none() => {
-                self.refs[id].building || self.is_building(inner)
+        let mut todo = vec![id];
+        let mut seen = HashSet::new();
+        while let Some(r) = todo.pop() {
+            let def = &self.refs[r];
+            if def.building {
+                return true;
             }
-            _ => self.refs[id].building,
+            if def.shape.is_some() || !seen.insert(r) {
+                continue;
+            }
+            match def.recipe {
+                Recipe::Not(inner) => todo.push(inner),
+                Recipe::Both(a, b) => todo.extend([a, b]),
+                Recipe::Pointer(_) | Recipe::Fixed(_) => {}
+            }
         }
+        false
     }
 
     /// The error of a reference whose shape is needed while it is being built.
@@ -188,7 +200,9 @@ impl Compiler<'_> {
         if std::mem::replace(&mut self.refs[id].building, true) {
             return Err(self.cycle_error(id));
         }
+        let asking = self.undecided.take();
         let shape = self.build_recipe(id);
+        self.undecided = asking;
         self.refs[id].building = false;
         shape
     }
@@ -250,7 +264,9 @@ impl Compiler<'_> {
         }
         let warnings = self.warnings.len();
         self.probing.push(r);
+        let asking = self.undecided.take();
         let built = self.build(node, &p);
+        self.undecided = asking;
         self.probing.pop();
         self.warnings.truncate(warnings);
         match built {

@@ -156,6 +156,11 @@ pub(crate) struct Compiler<'a> {
     /// The (reference, value) pairs `accepts` is checking, innermost last: meeting one again
     /// is a derivation that made no progress.
     pub accepting: Vec<(RefId, *const Value)>,
+    /// While [`accepts_if_known`](Self::accepts_if_known) asks: the first reference
+    /// `accepts` met and could not read (being built, and no second reading of it), which
+    /// leaves the answer unknown. Taken away while an entry or a probe is built: what they
+    /// hold is kept, so it must not rest on an unknown.
+    pub(super) undecided: Option<Option<RefId>>,
     /// Where each chain of plain references ends (see [`deref`](Self::deref)): the first
     /// entry whose shape is not a reference, `None` for a chain that loops.
     pub(super) chain_end: HashMap<RefId, Option<RefId>>,
@@ -236,6 +241,7 @@ impl<'a> Compiler<'a> {
             intersect_depth: 0,
             shapes_made: 0,
             accepting: Vec::new(),
+            undecided: None,
             chain_end: HashMap::new(),
             recognizers: RefCell::default(),
             state_by_matcher: false,
