@@ -481,6 +481,11 @@ fn not_of_unions_intersections_and_references() {
         parse_json(r#"{"not": {"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}}"#),
         parse_json(r#"{"not": {"not": {"type": "string", "minLength": 2}}}"#),
         parse_json(r#"{"not": {"not": {"not": {"required": ["c"]}}}}"#),
+        // Its undeclared properties refused and `a` valued the same: the two read as one
+        // constraint, and the branch with `a` was dropped as implied by the one without.
+        parse_json(
+            r#"{"not": {"not": {"properties": {"a": {"type": "boolean"}}, "additionalProperties": false}}}"#,
+        ),
         parse_json(
             r##"{"not": {"$ref": "#/$defs/x"}, "$defs": {"x": {"type": "object", "required": ["a"]}}}"##,
         ),

@@ -650,7 +650,7 @@ impl ObjectShape {
             .filter(|(_, s)| !matches!(s, Shape::Any))
         {
             out.push(atom(&|h| {
-                k.hash(h);
+                ("property", k).hash(h);
                 s.hash_into(h);
             }));
         }
@@ -664,6 +664,7 @@ impl ObjectShape {
             out.push(atom(&|h| ("max", m).hash(h)));
         }
         out.push(atom(&|h| {
+            ("undeclared", self.properties.len()).hash(h);
             self.properties.iter().for_each(|(k, _)| k.hash(h));
             self.hash_undeclared(h);
         }));
@@ -679,13 +680,17 @@ impl ObjectShape {
     }
 
     fn hash_head(&self, h: &mut std::hash::DefaultHasher) {
-        (self.min, self.max, &self.required).hash(h);
+        let counts = (self.properties.len(), self.names.is_some());
+        (self.min, self.max, &self.required, counts).hash(h);
         if let Some(names) = &self.names {
             names.hash_into(h);
         }
     }
 
+    /// Counted, so that no other part of a hash reads alike (a declared property `k` valued
+    /// `s` and the undeclared ones of an object declaring `k`, valued `s`, were one atom).
     fn hash_undeclared(&self, h: &mut std::hash::DefaultHasher) {
+        (self.patterns.len(), self.witnesses.len()).hash(h);
         for (p, s) in &self.patterns {
             p.hash_into(h);
             s.hash_into(h);
