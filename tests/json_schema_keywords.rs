@@ -691,6 +691,40 @@ fn keywords_of_later_drafts_are_annotations_in_earlier_ones() {
     assert_eq!(agrees(&schema, &any_order(), &universe), 6, "{schema}");
 }
 
+/// Before 2019-09 the keywords beside a `$ref` are not read (MaskBench drupal-libraries:
+/// `additionalProperties: false` beside a reference to the object declaring the names); from
+/// 2019-09 on, and without `$schema`, they constrain the value too.
+#[test]
+fn keywords_beside_a_reference_are_read_from_draft_2019_09() {
+    let beside = |draft: Option<&str>| {
+        let mut schema = json!({
+            "$defs": {"o": {"type": "object", "properties": {"a": {"type": "integer"}}}},
+            "additionalProperties": {"$ref": "#/$defs/o", "required": ["a"],
+                "properties": {"b": {"type": "null"}}}
+        });
+        if let Some(d) = draft {
+            schema["$schema"] = json!(d);
+        }
+        schema
+    };
+    let universe: Vec<String> = values().iter().map(|t| format!(r#"{{"x":{t}}}"#)).collect();
+    let valid: Vec<usize> = [
+        Some("http://json-schema.org/draft-04/schema#"),
+        Some("http://json-schema.org/draft-06/schema#"),
+        Some("http://json-schema.org/draft-07/schema#"),
+        Some("https://json-schema.org/draft/2019-09/schema"),
+        None,
+    ]
+    .map(|d| agrees(&beside(d), &any_order(), &universe))
+    .to_vec();
+    // Read beside the reference, `required` and `b` refuse objects the reference admits.
+    assert!(
+        valid[0] == valid[1] && valid[1] == valid[2] && valid[3] == valid[4],
+        "{valid:?}"
+    );
+    assert!(valid[3] > 0 && valid[3] < valid[2], "{valid:?}");
+}
+
 #[test]
 fn one_of_with_overlapping_branches() {
     all_agree(&[

@@ -58,7 +58,8 @@ pub(crate) fn over(exceeded: LimitExceeded, pointer: &str, what: &str) -> Compil
 /// The draft a document is written in (its root's `$schema`), for the keywords drafts
 /// disagree on: `if`/`then`/`else` from draft 7, `propertyNames` and `contains` from draft 6,
 /// `dependentRequired`/`dependentSchemas`/`minContains`/`maxContains` from 2019-09 (earlier,
-/// unknown keywords: annotations).
+/// unknown keywords: annotations), and the keywords beside a `$ref` from 2019-09 (earlier,
+/// unread).
 /// Without `$schema`, or with one naming no draft, the latest, as validators read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Draft {
@@ -391,6 +392,12 @@ impl<'a> Compiler<'a> {
                 ))
             }
         };
+        if let Some(r) = map.get("$ref").filter(|_| self.draft <= Draft::Draft7 && map.len() > 1) {
+            // Before 2019-09 a `$ref` stands for its target alone, the keywords beside it
+            // unread (validators of those drafts ignore them).
+            let alone = Map::from_iter([("$ref".to_string(), r.clone())]);
+            return self.build_step(&Value::Object(alone), pointer);
+        }
         for key in map.keys() {
             if UNSUPPORTED.contains(&key.as_str()) && !self.harmless(key, map) {
                 self.unsupported(
