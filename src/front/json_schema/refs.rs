@@ -6,6 +6,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::rc::Rc;
 
 use serde_json::Value;
+use smallvec::{smallvec, SmallVec};
 
 use super::schema::{error, pointer_escape, Compiler, Recipe, RefDef};
 use super::shape::{RefId, Shape};
@@ -117,7 +118,8 @@ impl Compiler<'_> {
     /// complements) nest as deeply as the schema's `not`s and `allOf`s, so they are walked
     /// from a stack.
     pub fn is_building(&self, id: RefId) -> bool {
-        let mut todo = vec![id];
+        // Nearly always one entry, done or not: no allocation for it.
+        let mut todo: SmallVec<[RefId; 4]> = smallvec![id];
         let mut seen = HashSet::new();
         while let Some(r) = todo.pop() {
             let def = &self.refs[r];
