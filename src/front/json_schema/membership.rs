@@ -22,25 +22,6 @@ const DISJOINT_BUDGET: usize = 2_000;
 /// `oneOf` branches apart are short (`^pkg:npm/.+@.+`); past it the answer is "maybe not".
 const DISJOINT_STRING_STATES: usize = 256;
 
-/// Does the `type` of `schema` rule out `v`, whatever else it says? Read off the document for
-/// a schema still being built: a recursion through a `oneOf` asks whether an `enum` of
-/// strings meets an object's schema before that schema can be read again.
-fn type_refuses(schema: Option<&Value>, v: &Value) -> bool {
-    let Some(types) = schema.and_then(|s| s.get("type")) else {
-        return false;
-    };
-    let kind = kind_of(v);
-    let admits = |t: &Value| match t.as_str() {
-        Some("number") => kind == "integer" || kind == "number",
-        Some(t) => t == kind || !TYPES.contains(&t),
-        None => true,
-    };
-    match types {
-        Value::Array(xs) => !xs.iter().any(admits),
-        t => !admits(t),
-    }
-}
-
 /// Do `[a_lo, a_hi]` and `[b_lo, b_hi]` fail to overlap?
 fn counts_disjoint(a: (u64, Option<u64>), b: (u64, Option<u64>)) -> bool {
     a.1.is_some_and(|h| h < b.0) || b.1.is_some_and(|h| h < a.0)
@@ -82,6 +63,29 @@ impl Compiler<'_> {
         })
     }
 
+    /// Does the `type` of the schema at `pointer` rule out `v`, whatever else it says? Read
+    /// off the document for a schema still being built: a recursion through a `oneOf` asks
+    /// whether an `enum` of strings meets an object's schema before that schema can be read
+    /// again. A `type` its draft leaves unread (beside a `$ref`) rules nothing out.
+    fn type_refuses(&self, pointer: &str, v: &Value) -> bool {
+        let Some(map) = self.root.pointer(pointer).and_then(Value::as_object) else {
+            return false;
+        };
+        let Some(types) = map.get("type").filter(|_| self.ref_alone(map).is_none()) else {
+            return false;
+        };
+        let kind = kind_of(v);
+        let admits = |t: &Value| match t.as_str() {
+            Some("number") => kind == "integer" || kind == "number",
+            Some(t) => t == kind || !TYPES.contains(&t),
+            None => true,
+        };
+        match types {
+            Value::Array(xs) => !xs.iter().any(admits),
+            t => !admits(t),
+        }
+    }
+
     /// Does entry `r` admit `v`? A target still being built is read again (a recursive
     /// `enum`, see [`probe`](Self::probe)); a complement or an intersection waiting for one
     /// is answered from its parts.
@@ -99,7 +103,7 @@ impl Compiler<'_> {
             Recipe::Not(inner) => Ok(!self.accepts(&Shape::Ref(inner), v, pointer)?),
             Recipe::Both(a, b) => Ok(self.accepts(&Shape::Ref(a), v, pointer)?
                 && self.accepts(&Shape::Ref(b), v, pointer)?),
-            Recipe::Pointer(ref p) if type_refuses(self.root.pointer(p), v) => Ok(false),
+            Recipe::Pointer(ref p) if self.type_refuses(p, v) => Ok(false),
             Recipe::Pointer(_) | Recipe::Fixed(_) => match self.probe(building)? {
                 Some(probe) => self.accepts(&probe, v, pointer),
                 None => match &mut self.undecided {

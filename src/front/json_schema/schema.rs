@@ -392,9 +392,7 @@ impl<'a> Compiler<'a> {
                 ))
             }
         };
-        if let Some(r) = map.get("$ref").filter(|_| self.draft <= Draft::Draft7 && map.len() > 1) {
-            // Before 2019-09 a `$ref` stands for its target alone, the keywords beside it
-            // unread (validators of those drafts ignore them).
+        if let Some(r) = self.ref_alone(map) {
             let alone = Map::from_iter([("$ref".to_string(), r.clone())]);
             return self.build_step(&Value::Object(alone), pointer);
         }
@@ -644,6 +642,13 @@ impl<'a> Compiler<'a> {
             stack.extend(children.map(|c| (c, depth + 1)));
         }
         Ok(())
+    }
+
+    /// The `$ref` of a schema whose other keywords are unread: before 2019-09 a `$ref` stands
+    /// for its target alone (validators of those drafts ignore the keywords beside it).
+    pub(super) fn ref_alone<'m>(&self, map: &'m Map<String, Value>) -> Option<&'m Value> {
+        map.get("$ref")
+            .filter(|_| self.draft <= Draft::Draft7 && map.len() > 1)
     }
 
     /// The union over the schema's types (all types without `type`) of each type's keywords.
