@@ -379,6 +379,19 @@ impl Deadline {
         }
     }
 
+    /// A deadline halfway from now to this one (never if this one never passes): a first
+    /// attempt that leaves the rest of the budget to a second.
+    pub(crate) fn halfway(&self) -> Deadline {
+        let started = Instant::now();
+        Deadline {
+            started,
+            at: self
+                .at
+                .map(|at| started + at.saturating_duration_since(started) / 2),
+            ticks: Cell::new(0),
+        }
+    }
+
     /// A deadline that never passes.
     pub(crate) fn never() -> Deadline {
         Deadline::after(None)
@@ -440,6 +453,19 @@ mod tests {
         let first_err = (1..=TICKS_PER_READ).position(|_| d.tick().is_err());
         assert_eq!(first_err, Some(TICKS_PER_READ as usize - 1));
         assert!(Deadline::never().check().is_ok());
+    }
+
+    #[test]
+    fn halfway_leaves_the_second_half_of_the_budget() {
+        let budget = Duration::from_secs(100);
+        let whole = Deadline::after(Some(budget));
+        let half = whole.halfway();
+        let (whole_at, half_at) = (whole.at.unwrap(), half.at.unwrap());
+        assert!(half_at < whole_at);
+        assert!(whole_at - half_at >= budget / 2 - Duration::from_secs(1));
+        assert!(half.check().is_ok());
+        assert!(Deadline::after(Some(Duration::ZERO)).halfway().check().is_err());
+        assert!(Deadline::never().halfway().at.is_none());
     }
 
     #[test]

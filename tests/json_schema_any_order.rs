@@ -844,6 +844,52 @@ fn objects_past_the_2n_limit_keep_the_schema_order_with_a_warning() {
     );
 }
 
+/// What fails past the lowering of each object (here the matcher's automaton of places, one
+/// state per object in any order, past `automaton_states`) keeps the whole schema in its
+/// order under `AnyOrSchema`, with a warning saying why; `Any` refuses it.
+#[test]
+fn what_fails_past_the_objects_keeps_the_whole_schema_in_order() {
+    let level = |inner: Value| {
+        object(
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}, "c": inner}),
+            json!(["a"]),
+            json!(false),
+        )
+    };
+    let schema = level(level(level(json!({"type": "integer"}))));
+    // Three objects, one state too many.
+    let limits = Limits::new().automaton_states(2);
+    let engine = |order| {
+        let config = formwork::EngineConfig::new().limits(limits.clone());
+        let engine = Engine::with_config(vocab(), config);
+        engine.compile_json_schema(&schema, &any_order().property_order(order))
+    };
+    let err = engine(PropertyOrder::Any).err().unwrap();
+    assert_eq!(err.kind(), CompileErrorKind::Limit, "{err}");
+    assert!(err.to_string().contains("automaton of the places"), "{err}");
+    let compiled = engine(PropertyOrder::AnyOrSchema).unwrap();
+    let [warning] = compiled.warnings() else {
+        panic!("{:?}", compiled.warnings())
+    };
+    assert_eq!(warning.kind(), CompileErrorKind::Limit);
+    assert!(
+        warning
+            .to_string()
+            .ends_with("the whole schema kept in its order"),
+        "{warning}"
+    );
+    let accepts = |text: &str| {
+        let mut m = compiled.matcher();
+        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    };
+    assert!(accepts("{\"a\":1,\"c\":{\"a\":2,\"b\":3}}"));
+    assert!(
+        !accepts("{\"c\":{\"a\":2},\"a\":1}"),
+        "in the schema's order"
+    );
+    assert!(!accepts("{\"a\":1,\"c\":{\"b\":3}}"), "a is required");
+}
+
 /// Objects wider than `max_any_order_properties` take their `2^n` grammars' rules from one
 /// budget per schema: within it they compile in any order, past it they are refused, or kept
 /// in the schema's order with a warning.

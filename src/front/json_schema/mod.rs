@@ -154,10 +154,11 @@ pub enum PropertyOrder {
     /// [`JsonSchemaOptions::wide_any_order_rules`] (or past the grammar's size), which `Any`
     /// refuses. Each such object keeps its schema's order, and a warning
     /// in [`SchemaGrammar::warnings`] names it and says why. The mask stays exact for that
-    /// language, which holds every text `Schema` admits, so a server can turn it on at
-    /// little risk of losing a schema `Schema` compiles (none on MaskBench; what still may
-    /// refuse one: a key set found unheld only on the last compile pass, or the matcher's
-    /// automaton of tracked paths past its states).
+    /// language, which holds every text `Schema` admits. What fails once every object is
+    /// lowered (the matcher's automaton of the places it keeps state at past its states, a
+    /// key set found unheld only on the last compile pass, or half the compile-time budget
+    /// spent) keeps the whole schema in its order, with a warning saying why: a schema
+    /// `Schema` compiles within half the budget is never lost, so a server can turn it on.
     ///
     /// ```
     /// use formwork::json_schema::{compile_schema, JsonSchemaOptions, PropertyOrder};
@@ -359,6 +360,36 @@ pub(crate) fn compile_schema_keeping_state(
 }
 
 fn compile(
+    schema: &Value,
+    options: &JsonSchemaOptions,
+    limits: &Limits,
+    deadline: &Deadline,
+    state_by_matcher: bool,
+) -> Result<(SchemaGrammar, Option<TrackedPaths>), CompileError> {
+    if options.property_order != PropertyOrder::AnyOrSchema {
+        return compile_in_order(schema, options, limits, deadline, state_by_matcher);
+    }
+    // Objects that cannot be held in any order keep their own order as they are lowered;
+    // what fails later (the matcher's automaton of places, a key set found unheld on the last
+    // pass, half the time budget) keeps the whole schema in its order.
+    let first = compile_in_order(schema, options, limits, &deadline.halfway(), state_by_matcher);
+    match first {
+        Err(e) if matches!(e.kind(), CompileErrorKind::Limit | CompileErrorKind::Unsupported) => {
+            let ordered = options.clone().property_order(PropertyOrder::Schema);
+            let (mut compiled, tracked) =
+                compile_in_order(schema, &ordered, limits, deadline, state_by_matcher)?;
+            let why = format!("{}: the whole schema kept in its order", e.message());
+            let warning = CompileError::new(e.kind(), e.location().clone(), why);
+            compiled.warnings.insert(0, warning);
+            Ok((compiled, tracked))
+        }
+        first => first,
+    }
+}
+
+/// [`compile`] in the order `options` asks (falling back per object for
+/// [`PropertyOrder::AnyOrSchema`]).
+fn compile_in_order(
     schema: &Value,
     options: &JsonSchemaOptions,
     limits: &Limits,

@@ -360,6 +360,7 @@ impl Compiler<'_> {
             states: HashMap::new(),
             built: Vec::new(),
             todo: Vec::new(),
+            classes: HashMap::new(),
         }
         .build(self, start)
     }
@@ -806,6 +807,10 @@ struct Paths<'n> {
     states: HashMap<(BTreeSet<NodeId>, bool), PathState>,
     built: Vec<PathNode>,
     todo: Vec<(PathState, BTreeSet<NodeId>, bool)>,
+    /// [`name_classes`] of each list of objects met so far: states of one place in many
+    /// contexts share their objects, and splitting the patterns' automata is most of a
+    /// state's cost.
+    classes: HashMap<Vec<NodeId>, Option<Vec<u64>>>,
 }
 
 impl Paths<'_> {
@@ -1047,7 +1052,7 @@ impl Paths<'_> {
                 over(
                     e,
                     "",
-                    "the automaton of the places where arrays of distinct strings may be",
+                    "the automaton of the places where the matcher keeps state",
                 )
             })?;
         self.built.push(PathNode::default());
@@ -1082,6 +1087,7 @@ impl Paths<'_> {
         let mut items = Vec::new();
         let mut names: BTreeSet<&str> = BTreeSet::new();
         let mut objects = Vec::new();
+        let mut object_ids = Vec::new();
         let mut keyed: Vec<Option<&KeyedObject>> = Vec::new();
         for &id in set {
             match &nodes.nodes[id] {
@@ -1103,6 +1109,7 @@ impl Paths<'_> {
                 Node::Object(o) => {
                     names.extend(o.named.iter().map(|(n, _)| n.as_str()));
                     objects.push(o);
+                    object_ids.push(id);
                     keyed.push(o.keys.as_ref());
                 }
                 Node::Counted(bound, at) => match counted {
@@ -1184,7 +1191,14 @@ impl Paths<'_> {
         });
         items.extend(any);
         let item = self.state(c, items)?;
-        let classes = name_classes(c, &objects)?;
+        let classes = match self.classes.get(&object_ids) {
+            Some(classes) => classes.clone(),
+            None => {
+                let classes = name_classes(c, &objects)?;
+                self.classes.insert(object_ids, classes.clone());
+                classes
+            }
+        };
         let (other, classes) = match classes {
             Some(classes) => {
                 let mut states = HashMap::new();
