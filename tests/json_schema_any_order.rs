@@ -541,6 +541,123 @@ fn objects_are_told_apart_by_the_object_under_a_name() {
     );
 }
 
+/// The objects under a name may be several of one key set (told apart by a value of their
+/// own, as a `dependencies` split makes them) and still tell the outer objects apart: the
+/// inner group tells key sets, not objects, so what matters is that one outer key set brings
+/// them all.
+#[test]
+fn objects_of_one_key_set_under_a_name_tell_apart_the_object_bringing_them() {
+    let split = |a: i64| {
+        object(
+            json!({"a": {"const": a}, "ab": {"type": "integer"}}),
+            json!(["a"]),
+            json!(false),
+        )
+    };
+    let x = json!({"anyOf": [split(1), split(2)]});
+    let y = object(
+        json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let outer = |value: &Value, name: &str| {
+        object(
+            json!({"x": value, name: {"type": "integer"}}),
+            json!([name]),
+            json!(false),
+        )
+    };
+    let small = json!({"anyOf": [outer(&x, "b"), outer(&y, "c")]});
+    agree(&small, 80, 40, 29);
+    qwen3_agree(
+        &small,
+        &[
+            "{\"x\":{\"a\":2},\"b\":2}",
+            "{\"x\":{\"ab\":3,\"a\":1},\"b\":2}",
+            "{\"c\":1,\"x\":{\"b\":1,\"a\":3}}",
+            "{\"x\":{\"a\":1},\"c\":2}",
+            "{\"x\":{\"a\":3,\"b\":1},\"b\":2}",
+        ],
+    );
+    let outer_wide =
+        |value: &Value, required: &str| wide(20, json!({"x": value}), json!([required]));
+    let union = json!({"anyOf": [outer_wide(&x, "p1"), outer_wide(&y, "p2")]});
+    let accepts = accepter(&union, &any_order());
+    assert!(accepts("{\"x\":{\"a\":2},\"p1\":1}"));
+    assert!(accepts("{\"p2\":1,\"x\":{\"b\":1,\"a\":3}}"));
+    assert!(
+        !accepts("{\"x\":{\"a\":1},\"p2\":1}"),
+        "x without b is the first's"
+    );
+    assert!(
+        !accepts("{\"p1\":1,\"x\":{\"a\":3}}"),
+        "p1 brings objects whose a is 1 or 2"
+    );
+    // Objects of one key set brought by two outer ones cannot tell those apart: closing as
+    // that key set, `{"a":1}` would keep the second, whose `p2` then closes the first.
+    let shared = json!({"anyOf": [outer_wide(&split(1), "p1"), outer_wide(&split(2), "p2")]});
+    refused_as_too_wide(
+        &shared,
+        &any_order(),
+        Some("an object in any order at a place other objects share"),
+    );
+}
+
+/// One object brought by two variants (a shared definition) keeps both when a value closes
+/// as it: its language is the same whichever brought it, so only the objects beside it tell
+/// the variants apart.
+#[test]
+fn one_object_brought_by_two_variants_keeps_both() {
+    let closed = |name: &str| {
+        object(
+            json!({name: {"type": "integer"}}),
+            json!([name]),
+            json!(false),
+        )
+    };
+    let shared = object(
+        json!({"a": {"type": "integer"}, "ab": {"type": "integer"}}),
+        json!(["a"]),
+        json!(false),
+    );
+    let x = |other: &str| json!({"anyOf": [{"$ref": "#/$defs/shared"}, closed(other)]});
+    let outer = |other: &str, name: &str| {
+        object(
+            json!({"x": x(other), name: {"type": "integer"}}),
+            json!([name]),
+            json!(false),
+        )
+    };
+    let small = json!({
+        "$defs": {"shared": shared},
+        "anyOf": [outer("b", "b2"), outer("c", "c2")],
+    });
+    agree(&small, 80, 40, 31);
+    qwen3_agree(
+        &small,
+        &[
+            "{\"x\":{\"a\":1},\"b2\":1}",
+            "{\"c2\":1,\"x\":{\"ab\":2,\"a\":1}}",
+            "{\"x\":{\"b\":1},\"c2\":1}",
+            "{\"x\":{\"c\":1},\"c2\":1}",
+        ],
+    );
+    let outer_wide =
+        |other: &str, required: &str| wide(20, json!({"x": x(other)}), json!([required]));
+    let union = json!({
+        "$defs": {"shared": shared},
+        "anyOf": [outer_wide("b", "p1"), outer_wide("c", "p2")],
+    });
+    let accepts = accepter(&union, &any_order());
+    assert!(accepts("{\"x\":{\"a\":1},\"p1\":1}"));
+    assert!(accepts("{\"p2\":1,\"x\":{\"a\":1}}"));
+    assert!(accepts("{\"x\":{\"c\":1},\"p2\":1}"));
+    assert!(
+        !accepts("{\"x\":{\"b\":1},\"p2\":1}"),
+        "b is brought by the first"
+    );
+}
+
 /// An object at a place where another variant admits any value (an open object's undeclared
 /// name) is told apart from it as above, any value being the variant "every object" of the
 /// place's group, brought only by the open object: once a name written chooses the closed

@@ -679,19 +679,33 @@ fn discriminators(
             return Ok(None);
         };
         let mut tests = Vec::with_capacity(admitting.len());
-        // Per key set of a nested value, the object holding it: two objects of one key set
-        // would be one variant of the value's group, which could not tell them apart.
-        let mut holders: HashMap<u32, NodeId> = HashMap::new();
+        // Per key set of a nested value: the first object of it and the key set holding that,
+        // and whether every other is that object, and whether every other is held by that
+        // key set. A value closing as a key set keeps every variant bringing it, which is
+        // exact if they all bring one object (one language), or if one variant brings them
+        // all (the objects of a `dependencies` split, say).
+        struct Held {
+            object: NodeId,
+            holder: u32,
+            one_object: bool,
+            one_holder: bool,
+        }
+        let mut held: HashMap<u32, Held> = HashMap::new();
         for (i, s, v) in admitting {
             // Objects of key sets are told apart by their own group, however small their
             // automaton: as one value read whole, the objects inside would be unkeyed where
             // the variants bring different ones.
             let test = match nested(i, name) {
                 Some(objects) => {
-                    for &(set, node) in &objects {
-                        if *holders.entry(set).or_insert(node) != node {
-                            return Ok(None);
-                        }
+                    for &(set, object) in &objects {
+                        let h = held.entry(set).or_insert(Held {
+                            object,
+                            holder: s,
+                            one_object: true,
+                            one_holder: true,
+                        });
+                        h.one_object &= h.object == object;
+                        h.one_holder &= h.holder == s;
                     }
                     let mut sets: Vec<u32> = objects.into_iter().map(|(set, _)| set).collect();
                     sets.sort_unstable();
@@ -704,6 +718,9 @@ fn discriminators(
                 },
             };
             tests.push((s, test));
+        }
+        if held.values().any(|h| !h.one_object && !h.one_holder) {
+            return Ok(None);
         }
         tests.sort_unstable_by_key(|&(s, _)| s);
         tests.dedup();
