@@ -486,6 +486,20 @@ fn objects_disagreeing_on_an_array_value_are_told_apart_by_its_automaton() {
     );
 }
 
+/// A closed object of `x` valued `value` and an integer `name`, which it requires.
+fn x_of(value: &Value, name: &str) -> Value {
+    object(
+        json!({"x": value, name: {"type": "integer"}}),
+        json!([name]),
+        json!(false),
+    )
+}
+
+/// [`wide`] with `x` valued `value`, requiring `required`: past the `2^n` limit.
+fn x_of_wide(value: &Value, required: &str) -> Value {
+    wide(20, json!({"x": value}), json!([required]))
+}
+
 /// Objects giving a name objects of other key sets as values are told apart by the object
 /// written there: at its `{`, its own group keeps the variants the objects still possible
 /// bring, and at its `}` the objects keep those that bring what it closed as. So the names
@@ -501,14 +515,7 @@ fn objects_are_told_apart_by_the_object_under_a_name() {
         json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
         "b",
     );
-    let outer = |value: &Value, name: &str| {
-        object(
-            json!({"x": value, name: {"type": "integer"}}),
-            json!([name]),
-            json!(false),
-        )
-    };
-    let small = json!({"anyOf": [outer(&x, "b"), outer(&y, "c")]});
+    let small = json!({"anyOf": [x_of(&x, "b"), x_of(&y, "c")]});
     agree(&small, 80, 40, 23);
     // Over Qwen3, tokens closing the inner object and writing on (`}}`, `},"`).
     qwen3_agree(
@@ -521,9 +528,7 @@ fn objects_are_told_apart_by_the_object_under_a_name() {
             "{\"b\":1,\"x\":{\"b\":1}}",
         ],
     );
-    let outer_wide =
-        |value: &Value, required: &str| wide(20, json!({"x": value}), json!([required]));
-    let union = json!({"anyOf": [outer_wide(&x, "p1"), outer_wide(&y, "p2")]});
+    let union = json!({"anyOf": [x_of_wide(&x, "p1"), x_of_wide(&y, "p2")]});
     let accepts = accepter(&union, &any_order());
     assert!(accepts("{\"x\":{\"a\":1},\"p1\":1}"));
     assert!(accepts("{\"p2\":1,\"x\":{\"b\":1,\"a\":2}}"));
@@ -560,14 +565,7 @@ fn objects_of_one_key_set_under_a_name_tell_apart_the_object_bringing_them() {
         json!(["b"]),
         json!(false),
     );
-    let outer = |value: &Value, name: &str| {
-        object(
-            json!({"x": value, name: {"type": "integer"}}),
-            json!([name]),
-            json!(false),
-        )
-    };
-    let small = json!({"anyOf": [outer(&x, "b"), outer(&y, "c")]});
+    let small = json!({"anyOf": [x_of(&x, "b"), x_of(&y, "c")]});
     agree(&small, 80, 40, 29);
     qwen3_agree(
         &small,
@@ -579,9 +577,7 @@ fn objects_of_one_key_set_under_a_name_tell_apart_the_object_bringing_them() {
             "{\"x\":{\"a\":3,\"b\":1},\"b\":2}",
         ],
     );
-    let outer_wide =
-        |value: &Value, required: &str| wide(20, json!({"x": value}), json!([required]));
-    let union = json!({"anyOf": [outer_wide(&x, "p1"), outer_wide(&y, "p2")]});
+    let union = json!({"anyOf": [x_of_wide(&x, "p1"), x_of_wide(&y, "p2")]});
     let accepts = accepter(&union, &any_order());
     assert!(accepts("{\"x\":{\"a\":2},\"p1\":1}"));
     assert!(accepts("{\"p2\":1,\"x\":{\"b\":1,\"a\":3}}"));
@@ -595,7 +591,7 @@ fn objects_of_one_key_set_under_a_name_tell_apart_the_object_bringing_them() {
     );
     // Objects of one key set brought by two outer ones cannot tell those apart: closing as
     // that key set, `{"a":1}` would keep the second, whose `p2` then closes the first.
-    let shared = json!({"anyOf": [outer_wide(&split(1), "p1"), outer_wide(&split(2), "p2")]});
+    let shared = json!({"anyOf": [x_of_wide(&split(1), "p1"), x_of_wide(&split(2), "p2")]});
     refused_as_too_wide(
         &shared,
         &any_order(),
@@ -621,16 +617,9 @@ fn one_object_brought_by_two_variants_keeps_both() {
         json!(false),
     );
     let x = |other: &str| json!({"anyOf": [{"$ref": "#/$defs/shared"}, closed(other)]});
-    let outer = |other: &str, name: &str| {
-        object(
-            json!({"x": x(other), name: {"type": "integer"}}),
-            json!([name]),
-            json!(false),
-        )
-    };
     let small = json!({
         "$defs": {"shared": shared},
-        "anyOf": [outer("b", "b2"), outer("c", "c2")],
+        "anyOf": [x_of(&x("b"), "b2"), x_of(&x("c"), "c2")],
     });
     agree(&small, 80, 40, 31);
     qwen3_agree(
@@ -642,11 +631,9 @@ fn one_object_brought_by_two_variants_keeps_both() {
             "{\"x\":{\"c\":1},\"c2\":1}",
         ],
     );
-    let outer_wide =
-        |other: &str, required: &str| wide(20, json!({"x": x(other)}), json!([required]));
     let union = json!({
         "$defs": {"shared": shared},
-        "anyOf": [outer_wide("b", "p1"), outer_wide("c", "p2")],
+        "anyOf": [x_of_wide(&x("b"), "p1"), x_of_wide(&x("c"), "p2")],
     });
     let accepts = accepter(&union, &any_order());
     assert!(accepts("{\"x\":{\"a\":1},\"p1\":1}"));
