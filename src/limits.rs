@@ -382,14 +382,10 @@ impl Deadline {
     /// A deadline halfway from now to this one (never if this one never passes): a first
     /// attempt that leaves the rest of the budget to a second.
     pub(crate) fn halfway(&self) -> Deadline {
-        let started = Instant::now();
-        Deadline {
-            started,
-            at: self
-                .at
-                .map(|at| started + at.saturating_duration_since(started) / 2),
-            ticks: Cell::new(0),
-        }
+        Deadline::after(
+            self.at
+                .map(|at| at.saturating_duration_since(Instant::now()) / 2),
+        )
     }
 
     /// A deadline that never passes.
