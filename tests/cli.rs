@@ -225,6 +225,35 @@ fn check_schema_gbnf_and_tags_keep_the_regex_contract() {
     assert!(stdout(&no_call).contains("incomplete"));
 }
 
+/// Fourteen properties under two branches of an array: no key set holds their objects and
+/// their `2^n` grammar is past its limit, so `--any-order` keeps them in the schema's order
+/// (a warning), and `--no-order-fallback` fails the schema instead.
+#[test]
+fn any_order_keeps_the_schema_order_of_what_it_cannot_hold() {
+    let schema = data("wide-union.schema.json");
+    let check = |text: &str, extra: &[&str]| {
+        let mut args = vec!["check", "--schema", &schema, "--any-order"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--text", text]);
+        formwork(&args)
+    };
+    let in_order = check(r#"[{"p0":1,"p12":2}]"#, &[]);
+    assert_eq!(in_order.status.code(), Some(0), "{}", stdout(&in_order));
+    assert!(
+        stderr(&in_order).contains("kept in the schema's order"),
+        "{}",
+        stderr(&in_order)
+    );
+    assert_eq!(check(r#"[{"p12":2,"p0":1}]"#, &[]).status.code(), Some(1));
+    let exact = check(r#"[{"p0":1,"p12":2}]"#, &["--no-order-fallback"]);
+    assert_eq!(exact.status.code(), Some(2));
+    assert!(
+        stderr(&exact).contains("in any order"),
+        "{}",
+        stderr(&exact)
+    );
+}
+
 #[test]
 fn check_schema_options_and_errors() {
     let schema = data("person.schema.json");

@@ -96,7 +96,7 @@ class GrammarCompiler:
         strict_mode: bool = True,
         max_whitespace_cnt: Optional[int] = None,
         any_order: bool = False,
-        order_fallback: bool = False,
+        order_fallback: bool = True,
         lenient: bool = False,
     ) -> CompiledGrammar: ...
     def compile_builtin_json_grammar(self) -> CompiledGrammar: ...

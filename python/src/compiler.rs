@@ -192,10 +192,11 @@ impl GrammarCompiler {
     /// ``additionalProperties`` allow no undeclared property (xgrammar's meaning).
     /// ``lenient``: drop unsupported keywords with a warning (:attr:`CompiledGrammar.warnings`)
     /// instead of raising :class:`UnsupportedError`. ``any_order``: properties in any order
-    /// (default: the schema's order); with ``order_fallback``, an object whose properties
-    /// formwork cannot hold in any order keeps the schema's order (a warning says which)
-    /// instead of raising.
-    #[pyo3(signature = (schema, *, any_whitespace=true, indent=None, separators=None, strict_mode=true, max_whitespace_cnt=None, any_order=false, order_fallback=false, lenient=false))]
+    /// (default: the schema's order); an object whose properties formwork cannot hold in any
+    /// order keeps the schema's order (a warning says which), or with
+    /// ``order_fallback=False`` raises (``order_fallback`` means nothing without
+    /// ``any_order``).
+    #[pyo3(signature = (schema, *, any_whitespace=true, indent=None, separators=None, strict_mode=true, max_whitespace_cnt=None, any_order=false, order_fallback=true, lenient=false))]
     #[allow(clippy::too_many_arguments)]
     fn compile_json_schema(
         &self,
@@ -216,11 +217,6 @@ impl GrammarCompiler {
                 &CompileError::unplaced(CompileErrorKind::Unsupported, what),
             )
         };
-        if order_fallback && !any_order {
-            return Err(PyValueError::new_err(
-                "order_fallback=True applies to any_order=True (the schema's order needs no fallback)",
-            ));
-        }
         if indent.is_some() {
             return Err(unsupported(
                 "indent: only compact or free whitespace is supported",

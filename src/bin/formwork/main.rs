@@ -162,13 +162,15 @@ struct SchemaArgs {
     /// Drop unsupported keywords (reported as warnings on stderr) instead of failing.
     #[arg(long)]
     lenient: bool,
-    /// Accept an object's properties in any order (default: schema order).
+    /// Accept an object's properties in any order (default: schema order). An object whose
+    /// properties formwork cannot hold in any order keeps the schema's order, a warning
+    /// saying which.
     #[arg(long)]
     any_order: bool,
-    /// With --any-order: an object whose properties formwork cannot hold in any order keeps
-    /// the schema's order (a warning says which) instead of failing the schema.
+    /// With --any-order: fail the schema rather than keep such an object in the schema's
+    /// order.
     #[arg(long, requires = "any_order")]
-    order_fallback: bool,
+    no_order_fallback: bool,
     /// Whitespace between JSON tokens.
     #[arg(long, value_enum, default_value_t = WhitespaceArg::Compact)]
     whitespace: WhitespaceArg,
@@ -220,9 +222,9 @@ impl SchemaArgs {
                 max_run: self.max_ws_run,
             },
         };
-        let order = match (self.any_order, self.order_fallback) {
-            (true, true) => PropertyOrder::AnyOrSchema,
-            (true, false) => PropertyOrder::Any,
+        let order = match (self.any_order, self.no_order_fallback) {
+            (true, false) => PropertyOrder::AnyOrSchema,
+            (true, true) => PropertyOrder::Any,
             (false, _) => PropertyOrder::Schema,
         };
         JsonSchemaOptions::new()
