@@ -1101,6 +1101,91 @@ fn scalar_values_tell_objects_apart_over_qwen3() {
     );
 }
 
+/// Objects that give one name strings of other lengths, too long for an automaton of the
+/// value (1,000 characters, each a JSON character's states), are told apart by counting the
+/// string's characters: a string kept within `minLength..=maxLength` keeps the bounded
+/// object, any other only the free one. Over Qwen3 against the `2^n` grammar, at the bounds
+/// and with escapes (one character each); past the `2^n` limit, held by the count alone.
+#[test]
+fn long_strings_tell_objects_apart_by_their_length() {
+    let bounded = object(
+        json!({"a": {"type": "string", "minLength": 1, "maxLength": 1000}, "b": {"type": "integer"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let free = object(
+        json!({"a": {"type": "string"}, "c": {"type": "integer"}}),
+        json!(["c"]),
+        json!(false),
+    );
+    let most = "ab".repeat(500);
+    let escaped = format!("{}\\n\\u00e9", "ab".repeat(499));
+    let texts = [
+        format!("{{\"a\":\"{most}\",\"b\":1}}"),
+        format!("{{\"a\":\"{most}x\",\"b\":1}}"),
+        format!("{{\"a\":\"{most}x\",\"c\":1}}"),
+        format!("{{\"a\":\"{escaped}\",\"b\":1}}"),
+        format!("{{\"a\":\"{escaped}x\",\"b\":1}}"),
+        "{\"a\":\"\",\"b\":1}".to_string(),
+        "{\"c\":1,\"a\":\"xy\"}".to_string(),
+    ];
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    qwen3_agree(&json!({"anyOf": [bounded, free]}), &texts);
+    let p0 = |value: Value, required: &str| wide(20, json!({"p0": value}), json!([required]));
+    let wide_union = json!({"anyOf": [
+        p0(json!({"type": "string", "maxLength": 1000}), "p1"),
+        p0(json!({"type": "string"}), "p2"),
+    ]});
+    let accepts = accepter(&wide_union, &any_order());
+    assert!(accepts(&format!("{{\"p0\":\"{most}\",\"p1\":1}}")));
+    assert!(accepts(&format!("{{\"p0\":\"{escaped}\",\"p1\":1}}")));
+    assert!(accepts("{\"p1\":1,\"p0\":\"\"}"));
+    assert!(accepts(&format!("{{\"p2\":1,\"p0\":\"{most}x\"}}")));
+    assert!(
+        !accepts(&format!("{{\"p0\":\"{most}x\",\"p1\":1}}")),
+        "1,001 characters require p2"
+    );
+    assert!(
+        !accepts(&format!("{{\"p1\":1,\"p0\":\"{escaped}x\"}}")),
+        "nor with escapes"
+    );
+}
+
+/// [`long_strings_tell_objects_apart_by_their_length`] on random walks against the `2^n`
+/// grammar, rollback included: a bound of 150 characters (already past an automaton of the
+/// value), strings led past it by writing `abc` where the mask allows it.
+#[test]
+fn counted_lengths_agree_with_the_2n_grammar_on_walks() {
+    let bounded = object(
+        json!({"a": {"type": "string", "maxLength": 150}, "b": {"type": "integer"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let free = object(
+        json!({"a": {"type": "string"}, "c": {"type": "integer"}}),
+        json!(["c"]),
+        json!(false),
+    );
+    let engine = Engine::new(vocab());
+    let (exact, kept) = both(&engine, &json!({"anyOf": [bounded, free]}));
+    let abc = engine.vocab().encode_greedy(b"abc").unwrap()[0];
+    let walks = Walks {
+        walks: 16,
+        steps: 90,
+        seed: 29,
+    };
+    walks_agree(
+        engine.vocab(),
+        &exact,
+        &kept,
+        walks,
+        |rng, allowed| match rng.below(8) > 0 && allowed.contains(&abc) {
+            true => abc,
+            false => allowed[rng.below(allowed.len())],
+        },
+    );
+}
+
 /// Objects told apart by an array of strings, over Qwen3: tokens that close an item, the
 /// array and write `,`, `}` or the next name are judged by the objects the array keeps,
 /// whatever its strings hold (a token is not read from its first closing quote alone).

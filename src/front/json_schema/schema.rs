@@ -203,6 +203,9 @@ pub(crate) struct Compiler<'a> {
     /// The automaton of each value expression a discriminator tests (`None`: it has none),
     /// built once (see [`Compiler::value_automaton`]).
     pub(super) value_automata: HashMap<ExprId, Option<Arc<Leaf>>>,
+    /// The bounds of values of strings their automata cannot hold, by expression (see
+    /// `Compiler::value_lengths`).
+    pub(super) value_lengths: HashMap<ExprId, Option<Arc<LengthBound>>>,
     /// Key sets an earlier pass found at places shared with other objects (lowered as
     /// `2^n` grammars now), and those this pass finds, each with why the matcher cannot hold
     /// it; with `last_pass`, finding one is an error.
@@ -260,6 +263,7 @@ impl<'a> Compiler<'a> {
             key_groups: Vec::new(),
             key_group_ids: HashMap::new(),
             value_automata: HashMap::new(),
+            value_lengths: HashMap::new(),
             unkeyed: HashMap::new(),
             newly_unkeyed: Vec::new(),
             last_pass: true,

@@ -60,6 +60,9 @@ pub(super) enum ValueTest {
     /// The values of this expression: read whole, from their first byte to their last, by
     /// its automaton (see [`Compiler::value_automaton`]).
     Automaton(ExprId),
+    /// The strings of any characters of this expression, their characters counted against
+    /// its bound (see [`Compiler::value_lengths`]).
+    Lengths(ExprId),
     /// Objects of these key sets (ascending), held by the group of the place of the value:
     /// the variant is left if the object closes as one of them.
     Nested(Vec<u32>),
@@ -89,12 +92,15 @@ pub(super) struct KeyValues {
 }
 
 /// A member's value: its expression (`None`: every value), and its values if it is a list
-/// of scalars (`enum`, `const`), each as the matcher reads it (see [`listed`]). The
-/// expression of an opaque value is the whole member, name included: compared, never read.
+/// of scalars (`enum`, `const`), each as the matcher reads it (see [`listed`]), or its
+/// lengths if it is strings of any characters within a `minLength` and a `maxLength`
+/// (whose grammar is exactly that, a counted loop of characters). The expression of an
+/// opaque value is the whole member, name included: compared, never read.
 #[derive(Clone)]
 pub(super) struct MemberValue {
     expr: Option<ExprId>,
     listed: Option<Rc<[Box<[u8]>]>>,
+    lengths: Option<(u64, u64)>,
     opaque: bool,
 }
 
@@ -104,10 +110,19 @@ impl MemberValue {
             Shape::Values(vs) => vs.iter().map(listed).collect::<Option<Rc<[_]>>>(),
             _ => None,
         };
+        let lengths = match shape {
+            Shape::String(s)
+                if s.regexes.is_empty() && s.forbidden.is_empty() && s.exclude.is_empty() =>
+            {
+                s.max.map(|max| (s.min, max))
+            }
+            _ => None,
+        };
         let expr = (!matches!(shape, Shape::Any)).then_some(expr);
         MemberValue {
             expr,
             listed,
+            lengths,
             opaque: false,
         }
     }
@@ -117,6 +132,7 @@ impl MemberValue {
         MemberValue {
             expr: None,
             listed: None,
+            lengths: None,
             opaque: false,
         }
     }
@@ -127,6 +143,7 @@ impl MemberValue {
         MemberValue {
             expr: Some(member),
             listed: None,
+            lengths: None,
             opaque: true,
         }
     }
@@ -141,9 +158,13 @@ impl MemberValue {
             (Some(listed), _) => Some(ValueTest::Listed(listed.iter().cloned().collect())),
             (None, None) => Some(ValueTest::Every),
             (None, Some(_)) if self.opaque => None,
-            (None, Some(e)) => c
-                .value_automaton(arena, e)?
-                .map(|_| ValueTest::Automaton(e)),
+            (None, Some(e)) => match (c.value_automaton(arena, e)?, self.lengths) {
+                (Some(_), _) => Some(ValueTest::Automaton(e)),
+                (None, Some((min, max))) => c
+                    .value_lengths(e, min, max)?
+                    .map(|_| ValueTest::Lengths(e)),
+                (None, None) => None,
+            },
         })
     }
 }
@@ -945,6 +966,9 @@ impl Paths<'_> {
                             ValueTest::Every => VariantTest::Every,
                             ValueTest::Automaton(e) => VariantTest::Automaton(
                                 c.value_automata[e].clone().expect("a value's automaton"),
+                            ),
+                            ValueTest::Lengths(e) => VariantTest::Lengths(
+                                c.value_lengths[e].clone().expect("a value's bound"),
                             ),
                             ValueTest::Nested(inner) => VariantTest::Nested(inner),
                         };

@@ -21,7 +21,8 @@
 //! variant's values there (a discriminator): scalars from a list (`"type": "circle"`,
 //! `"version": 3`), every value (an open object's undeclared name), values of a small
 //! automaton (`"argument": {"maxLength": 0}` beside `{"minLength": 1}`, arrays of other
-//! lengths), or objects of key sets of their own, told apart by their own group: the inner
+//! lengths), strings whose characters are counted (`{"maxLength": 512}` beside any string,
+//! an automaton of 512 times a JSON character's states), or objects of key sets of their own, told apart by their own group: the inner
 //! group's variants are those the outer variants left bring ([`KeyGroup::brought`]; any
 //! value there brings the variant "every object", [`KeySet::every_object`]), and the inner
 //! object's close keeps the outer variants that bring what it closed as. The value written,
@@ -38,6 +39,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::chars::{CharTable, Decoded, Spelling};
+use super::lengths::{Count, LengthBound, Read};
 use crate::base::bitmask::clear_bit;
 use crate::base::token::TokenId;
 use crate::front::chars::CharDfa;
@@ -183,6 +185,8 @@ struct Tests {
     every: Variants,
     /// Per variant, automata of values as written.
     automata: Vec<(u32, Arc<Leaf>)>,
+    /// Per variant, the bound of the strings of any characters it admits.
+    lengths: Vec<(u32, Arc<LengthBound>)>,
     /// Per variant whose value there is an object of its own key sets, those key sets (by
     /// the front end's numbers): which the object written is, its own group tells.
     nested: Vec<(u32, Box<[u32]>)>,
@@ -198,6 +202,8 @@ pub(crate) enum VariantTest<'a> {
     Every,
     /// The strings and scalars this automaton accepts, read as written.
     Automaton(Arc<Leaf>),
+    /// The strings of any characters within this bound (its pattern takes every character).
+    Lengths(Arc<LengthBound>),
     /// Objects of these key sets (the front end's numbers), held by the group of the place
     /// the value is at.
     Nested(&'a [u32]),
@@ -331,6 +337,9 @@ impl KeyGroup {
                         }
                         VariantTest::Every => tests.every |= 1 << variant,
                         VariantTest::Automaton(leaf) => tests.automata.push((variant as u32, leaf)),
+                        VariantTest::Lengths(bound) => {
+                            tests.lengths.push((variant as u32, bound));
+                        }
                         VariantTest::Nested(sets) => {
                             tests.nested.push((variant as u32, sets.into()));
                         }
@@ -386,6 +395,28 @@ impl KeyGroup {
         }
     }
 
+    /// Where discriminator `d`'s counts start reading a value whose first byte is `b`: one per
+    /// bound, pushed on `counts`, refused at once unless `b` opens a string.
+    pub fn start_lengths(&self, d: u32, b: u8, counts: &mut Vec<(Count, Read)>) {
+        let tests = &self.discriminators[d as usize].1;
+        let read = match b {
+            b'"' => Read::Open,
+            _ => Read::Refused,
+        };
+        counts.extend((0..tests.lengths.len() as u32).map(|i| (Count::new(i), read)));
+    }
+
+    /// Steps discriminator `d`'s counts over byte `b` of a string's content or its closing
+    /// quote.
+    pub fn step_lengths(&self, d: u32, counts: &mut [(Count, Read)], b: u8) {
+        let tests = &self.discriminators[d as usize].1;
+        for ((count, read), (_, bound)) in counts.iter_mut().zip(&tests.lengths) {
+            if *read == Read::Open {
+                *read = count.read(b, bound);
+            }
+        }
+    }
+
     /// Could a scalar or string of `len` bytes be one of discriminator `d`'s listed values
     /// (zero may be written `-0`, a byte longer)?
     pub fn may_be_listed(&self, d: u32, len: usize) -> bool {
@@ -394,18 +425,26 @@ impl KeyGroup {
 
     /// The variants of `variants` whose tests for discriminator `d` a whole scalar or string
     /// passes: `listed` is how lists hold it (`None`: too long for any, see
-    /// [`Self::may_be_listed`]), `states` where the automata are after reading it.
+    /// [`Self::may_be_listed`]), `states` where the automata are after reading it, `counts`
+    /// what the counts read (a string closed within its bound: [`Read::Closed`]).
     pub fn discriminate(
         &self,
         d: u32,
         listed: Option<&[u8]>,
         states: &[u32],
+        counts: &[(Count, Read)],
         variants: Variants,
     ) -> Variants {
         let tests = &self.discriminators[d as usize].1;
         let read = accepting(&tests.automata, states);
         let listing = listed.and_then(|l| tests.listing.get(l)).copied();
-        (listing.unwrap_or(0) | tests.every | read) & variants
+        let counted = tests
+            .lengths
+            .iter()
+            .zip(counts)
+            .filter(|(_, (_, read))| *read == Read::Closed)
+            .fold(0, |acc, ((v, _), _)| acc | 1 << v);
+        (listing.unwrap_or(0) | tests.every | read | counted) & variants
     }
 
     /// The variants of `variants` that admit an object (`object`) or an array opening as
@@ -891,7 +930,7 @@ mod tests {
             let mut states = Vec::new();
             k.start_value(d, &mut states);
             raw.iter().for_each(|&b| k.step_value(d, &mut states, b));
-            k.discriminate(d, None, &states, variants)
+            k.discriminate(d, None, &states, &[], variants)
         };
         assert_eq!(read(b"12", 0b11), 0b11);
         assert_eq!(read(b"1", 0b01), 0b01);
@@ -906,6 +945,40 @@ mod tests {
         };
         assert_eq!(k.discriminate_container(d, true, &opened(b'{'), 0b11), 0b10);
         assert_eq!(k.discriminate_container(d, false, &opened(b'['), 0b01), 0);
+    }
+
+    /// Strings of one to three characters, counted (an escape and a two-byte character are
+    /// one each), beside every value: a string keeps the first variant if it closes within
+    /// the bound, and no scalar does.
+    #[test]
+    fn a_string_keeps_the_variants_whose_counts_it_closes_within() {
+        use crate::front::chars::Budget;
+        use crate::limits::Deadline;
+        let first = set(&[("a", false), ("b", true)], 0, None, false);
+        let second = set(&[("a", false), ("c", true)], 0, None, false);
+        let budget = Budget {
+            max_states: 16,
+            deadline: &Deadline::never(),
+        };
+        let any = CharDfa::length(0, None, &budget).unwrap();
+        let bound = Arc::new(any.length_bound(1, 3, &Deadline::never()).unwrap());
+        let tests = vec![(0, VariantTest::Lengths(bound)), (1, VariantTest::Every)];
+        let k = KeyGroup::new(&[&first, &second], vec![(b"a".as_slice(), tests)]);
+        let d = k.discriminator(0).expect("`a` is a discriminator");
+        let read = |raw: &[u8]| {
+            let mut counts = Vec::new();
+            k.start_lengths(d, raw[0], &mut counts);
+            raw[1..]
+                .iter()
+                .for_each(|&b| k.step_lengths(d, &mut counts, b));
+            k.discriminate(d, None, &[], &counts, 0b11)
+        };
+        assert_eq!(read(br#""x""#), 0b11);
+        assert_eq!(read(r#""\"éx""#.as_bytes()), 0b11, "three characters");
+        assert_eq!(read(br#""""#), 0b10, "below minLength");
+        assert_eq!(read(br#""abcd""#), 0b10, "past maxLength");
+        assert_eq!(read(br#""\u00e9bcd""#), 0b10, "an escape is one character");
+        assert_eq!(read(b"12"), 0b10, "a number is no string");
     }
 
     /// An array whose automaton reads it whole, beside every value: while it is open the

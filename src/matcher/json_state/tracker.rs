@@ -105,6 +105,8 @@ struct Position {
     /// (see `KeyGroup::start_value`): read byte by byte, so that a token closing the value
     /// steps its own bytes only, however long the value.
     automata: Vec<u32>,
+    /// What its counts read of the string (see `KeyGroup::start_lengths`), kept the same way.
+    counts: Vec<(Count, Read)>,
     /// The discriminators whose value is an object or array their automata read, innermost
     /// last, each until its container closes.
     containers: Vec<Container>,
@@ -130,6 +132,7 @@ impl Position {
             lex: Lex::Between,
             written: Vec::new(),
             automata: Vec::new(),
+            counts: Vec::new(),
             containers: Vec::new(),
             container_states: Vec::new(),
         }
@@ -460,6 +463,7 @@ impl JsonTracker {
         self.scratch.frames.clone_from(&self.position.frames);
         self.scratch.written.clone_from(&self.position.written);
         self.scratch.automata.clone_from(&self.position.automata);
+        self.scratch.counts.clone_from(&self.position.counts);
         self.scratch
             .containers
             .clone_from(&self.position.containers);
@@ -571,6 +575,7 @@ impl<'a> Reader<'a> {
         if in_value {
             if let Some((group, d)) = self.discriminating() {
                 group.step_value(d, &mut self.position.automata, b);
+                group.step_lengths(d, &mut self.position.counts, b);
             }
         }
         if let Lex::Str {
@@ -839,6 +844,8 @@ impl<'a> Reader<'a> {
             self.position.automata.clear();
             group.start_value(d, &mut self.position.automata);
             group.step_value(d, &mut self.position.automata, b);
+            self.position.counts.clear();
+            group.start_lengths(d, b, &mut self.position.counts);
         }
     }
 
@@ -862,10 +869,12 @@ impl<'a> Reader<'a> {
             .may_be_listed(d, len)
             .then(|| listed(self.raw(start, read)));
         let states = std::mem::take(&mut self.position.automata);
+        let counts = std::mem::take(&mut self.position.counts);
         let kept = self.keep_variants(i, |group, d, variants| {
-            group.discriminate(d, listed.as_deref(), &states, variants)
+            group.discriminate(d, listed.as_deref(), &states, &counts, variants)
         });
         self.position.automata = states;
+        self.position.counts = counts;
         kept
     }
 

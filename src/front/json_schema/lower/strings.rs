@@ -1,10 +1,12 @@
 //! String contents in the grammar: one regex as it reads, or the automaton of a string's
 //! constraints together (patterns, formats, lengths, excluded values), built once per shape.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::super::ecma::Regex;
-use super::super::schema::error;
+use super::super::schema::{error, Compiler};
 use super::super::shape::{NamePattern, RegexConstraint, Shape, StringShape};
 use super::super::strings::{any_text, text_not_in, JsonText};
 use super::{clamp, SchemaLowering};
@@ -389,11 +391,9 @@ impl SchemaLowering<'_, '_, '_> {
             },
             _ => None,
         };
-        let bits = LengthBound::table_bits(pattern.states(), max);
-        if bits > MAX_COUNTED_BITS || self.c.counted_bits + bits > MAX_COUNTED_BITS_PER_SCHEMA {
+        if !self.c.charge_counted(pattern.states(), max) {
             return Ok(None);
         }
-        self.c.counted_bits += bits;
         let bound = pattern
             .length_bound(s.min.min(max) as u32, max as u32, self.c.deadline)
             .map_err(|e| e.or_at(Location::JsonPointer(at.clone())))?;
@@ -444,5 +444,47 @@ impl SchemaLowering<'_, '_, '_> {
             }
             Err(e) => Err(e.or_at(Location::JsonPointer(c.pointer.clone()))),
         }
+    }
+}
+
+impl Compiler<'_> {
+    /// Charges the table of a bound of `max` characters over a pattern of `states` states to
+    /// the schema's budget of counted strings: `false`, nothing charged, past
+    /// [`MAX_COUNTED_LENGTH`], [`MAX_COUNTED_BITS`] or what the schema has left of
+    /// [`MAX_COUNTED_BITS_PER_SCHEMA`].
+    pub(in crate::front::json_schema) fn charge_counted(&mut self, states: usize, max: u64) -> bool {
+        let bits = LengthBound::table_bits(states, max);
+        let fits = max <= MAX_COUNTED_LENGTH
+            && bits <= MAX_COUNTED_BITS
+            && self.counted_bits + bits <= MAX_COUNTED_BITS_PER_SCHEMA;
+        if fits {
+            self.counted_bits += bits;
+        }
+        fits
+    }
+
+    /// The bound of the strings of any characters within `min..=max` that value expression
+    /// `e` holds, counted by the matcher to tell a discriminator's variants apart where no
+    /// automaton of the value holds them (`"maxLength": 512` is 512 times a JSON
+    /// character's states). `None` past the budget of counted strings.
+    pub(in crate::front::json_schema) fn value_lengths(
+        &mut self,
+        e: ExprId,
+        min: u64,
+        max: u64,
+    ) -> Result<Option<&Arc<LengthBound>>, CompileError> {
+        if !self.value_lengths.contains_key(&e) {
+            let any = CharDfa::length(0, None, &self.char_budget())?;
+            let bound = match min <= max && self.charge_counted(any.states(), max) {
+                true => Some(Arc::new(any.length_bound(
+                    min as u32,
+                    max as u32,
+                    self.deadline,
+                )?)),
+                false => None,
+            };
+            self.value_lengths.insert(e, bound);
+        }
+        Ok(self.value_lengths[&e].as_ref())
     }
 }
