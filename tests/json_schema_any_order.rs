@@ -1186,6 +1186,51 @@ fn counted_lengths_agree_with_the_2n_grammar_on_walks() {
     );
 }
 
+/// An inner object's `}` drops the outer variants whose objects there it cannot close as
+/// (here `{"a":1}` lacks the second's required `ab`), which the grammar, checking no
+/// required name, still holds: a second discriminator's value (`ab`, a number or a string)
+/// would then begin with bytes only the dropped variant admits, checked once whole. Such a
+/// group is not held beside another discriminator: the `2^n` grammar is exact, and past its
+/// limit the schema is refused.
+#[test]
+fn a_discriminator_of_objects_takes_no_other_beside_it() {
+    let inner = |props: Value, required: &str| json!({"type": "object", "properties": props, "required": [required], "additionalProperties": false});
+    let first = object(
+        json!({"b": inner(json!({"a": {"type": "integer"}}), "a"), "ab": {"type": "number"}}),
+        json!(["b"]),
+        json!(false),
+    );
+    let second = object(
+        json!({
+            "b": inner(json!({"a": {"type": "integer"}, "ab": {"type": "integer"}}), "ab"),
+            "ab": {"type": "string"},
+            "c": {"type": "integer"}
+        }),
+        json!(["b"]),
+        json!(false),
+    );
+    let union = json!({"anyOf": [first, second]});
+    qwen3_agree(
+        &union,
+        &[
+            "{\"b\":{\"a\":1},\"ab\":\"x\"}",
+            "{\"b\":{\"a\":1,\"ab\":2},\"ab\":\"x\"}",
+            "{\"ab\":1,\"b\":{\"ab\":2}}",
+            "{\"c\":1,\"b\":{\"a\":1}}",
+        ],
+    );
+    agree(&union, 40, 30, 41);
+    let wide_union = json!({"anyOf": [
+        wide(14, json!({"b": inner(json!({"a": {"type": "integer"}}), "a")}), json!(["b"])),
+        wide(15, json!({"b": inner(json!({"ab": {"type": "integer"}}), "ab"), "p0": {"type": "string"}}), json!(["b"])),
+    ]});
+    refused_as_too_wide(
+        &wide_union,
+        &any_order(),
+        Some("an object in any order at a place other objects share"),
+    );
+}
+
 /// Objects told apart by an array of strings, over Qwen3: tokens that close an item, the
 /// array and write `,`, `}` or the next name are judged by the objects the array keeps,
 /// whatever its strings hold (a token is not read from its first closing quote alone).

@@ -1499,7 +1499,7 @@ fn listed_strings_escaped_beside_values_that_take_escapes() {
 
 /// Random unions of objects, mostly closed, whose members' values differ in every way the
 /// matcher tests them (lists, every value, automata of strings, numbers, formats, mixed
-/// types, arrays, objects of their own key sets), beside `dependentSchemas` giving a name
+/// types, arrays, objects of their own key sets, strings whose characters it counts), beside `dependentSchemas` giving a name
 /// another value and `oneOf` of required names, in compact and flexible white space.
 /// Failures are collected so one run shows them all.
 #[test]
@@ -1524,10 +1524,12 @@ fn random_differing_values_agree_with_the_2n_grammar() {
             json!({"type": "number", "multipleOf": 0.5, "exclusiveMinimum": -1, "maximum": 2}),
             json!({"type": "string", "format": "date"}),
             json!({"type": ["string", "boolean"], "minLength": 1, "maxLength": 2}),
+            // Past an automaton of the value: its characters counted.
+            json!({"type": "string", "minLength": 1, "maxLength": 300}),
         ];
-        match rng.below(if depth == 0 { 16 } else { 19 }) {
-            i if i < 16 => pool[i].clone(),
-            16 | 17 => shape(rng, depth - 1),
+        match rng.below(if depth == 0 { 17 } else { 20 }) {
+            i if i < 17 => pool[i].clone(),
+            17 | 18 => shape(rng, depth - 1),
             _ => json!({"type": "array", "items": shape(rng, depth - 1), "maxItems": 2}),
         }
     }

@@ -50,6 +50,15 @@ pub(super) struct Discriminator {
     tests: Vec<(u32, ValueTest)>,
 }
 
+impl Discriminator {
+    /// Are some of its values objects of key sets of their own?
+    fn is_nested(&self) -> bool {
+        self.tests
+            .iter()
+            .any(|(_, t)| matches!(t, ValueTest::Nested(_)))
+    }
+}
+
 /// How the matcher tells whether a value written is one of an object's values for a name.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub(super) enum ValueTest {
@@ -640,7 +649,9 @@ fn key_group(
     // values: a discriminator's value is only checked once whole, so a mask would take the
     // first bytes of a value only a dropped variant admits.
     let bounded = sets.iter().any(|&k| c.key_sets[k as usize].0.is_bounded());
-    let discriminators = discriminators.filter(|d| d.is_empty() || !bounded);
+    let discriminators = discriminators
+        .filter(|d| d.is_empty() || !bounded)
+        .filter(|d| drops_in_step(d));
     let Some(discriminators) = discriminators else {
         for k in sets {
             unkey(
@@ -659,6 +670,30 @@ fn key_group(
             next
         },
     )))
+}
+
+/// Does the tracker drop no variant of a group told apart by `discriminators` whose run the
+/// grammar holds, where a later discriminator's value could begin with bytes only that
+/// variant admits? An inner object's `}` keeps the outer variants bringing a key set it may
+/// close as, which its required names decide: the grammar, which checks none, still holds the
+/// others' runs, and a value is checked only once whole. So beside a discriminator of objects
+/// another is held only if one variant alone brings objects of its own key sets (the one such
+/// a `}` may drop) and every other variant admits every value of every discriminator (so
+/// whatever is left admits what the dropped one did, objects included).
+fn drops_in_step(discriminators: &[Discriminator]) -> bool {
+    let droppable: BTreeSet<u32> = discriminators
+        .iter()
+        .flat_map(|d| &d.tests)
+        .filter(|(_, t)| matches!(t, ValueTest::Nested(_)))
+        .map(|&(set, _)| set)
+        .collect();
+    droppable.is_empty()
+        || discriminators.len() <= 1
+        || droppable.len() == 1
+            && discriminators
+                .iter()
+                .flat_map(|d| &d.tests)
+                .all(|(set, t)| droppable.contains(set) || matches!(t, ValueTest::Every))
 }
 
 /// The discriminators of the objects `keyed` (all with key sets): names two key sets admit
@@ -1222,11 +1257,7 @@ impl Paths<'_> {
             c.key_groups[g as usize]
                 .1
                 .iter()
-                .filter(|d| {
-                    d.tests
-                        .iter()
-                        .any(|(_, t)| matches!(t, ValueTest::Nested(_)))
-                })
+                .filter(|d| d.is_nested())
                 .map(|d| d.name.clone())
                 .collect()
         });
