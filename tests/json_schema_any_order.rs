@@ -124,6 +124,16 @@ fn wide(n: usize, extra: Value, required: Value) -> Value {
     object(Value::Object(props), required, json!(false))
 }
 
+/// The closed object of `a` valued `value` and an integer `other`, requiring `other`: two
+/// of them with other names `other` are objects of two key sets that `a` may tell apart.
+fn a_beside(value: Value, other: &str) -> Value {
+    object(
+        json!({"a": value, other: {"type": "integer"}}),
+        json!([other]),
+        json!(false),
+    )
+}
+
 #[test]
 fn closed_objects_with_names_that_start_others_agree_with_the_2n_grammar() {
     let schema = object(
@@ -336,11 +346,7 @@ fn objects_disagreeing_on_a_scalar_value_are_told_apart_by_it() {
         json!(false),
     );
     agree(&json!({"anyOf": [first, second]}), 80, 40, 7);
-    let empty = object(
-        json!({"a": {"type": "string", "maxLength": 0}, "b": {"type": "integer"}}),
-        json!(["b"]),
-        json!(false),
-    );
+    let empty = a_beside(json!({"type": "string", "maxLength": 0}), "b");
     let word = object(
         json!({"a": {"type": "string", "minLength": 1, "pattern": "^x+$"}, "ab": {"type": "integer"}}),
         json!(["a"]),
@@ -397,11 +403,7 @@ fn an_open_object_admits_every_value_beside_a_closed_one() {
         "an object `a` is the open object's"
     );
     // Declared with every value: no name repeats in the oracle either.
-    let declared = object(
-        json!({"a": {}, "c": {"type": "integer"}}),
-        json!(["c"]),
-        json!(false),
-    );
+    let declared = a_beside(json!({}), "c");
     agree(&json!({"anyOf": [closed, declared]}), 80, 40, 21);
     let open_wide =
         json!({"type": "object", "properties": {"p0": {"type": "string"}}, "required": ["q"]});
@@ -437,11 +439,7 @@ fn objects_disagreeing_on_an_array_value_are_told_apart_by_its_automaton() {
     agree(&json!({"anyOf": [first, second]}), 60, 40, 20);
     let array =
         |bound: &str, n: u64| json!({"type": "array", "items": {"type": "integer"}, bound: n});
-    let one = object(
-        json!({"a": array("maxItems", 1), "b": {"type": "integer"}}),
-        json!(["b"]),
-        json!(false),
-    );
+    let one = a_beside(array("maxItems", 1), "b");
     let more = object(
         json!({"a": array("minItems", 2), "ab": {"type": "integer"}}),
         json!(["a"]),
@@ -1108,16 +1106,11 @@ fn scalar_values_tell_objects_apart_over_qwen3() {
 /// and with escapes (one character each); past the `2^n` limit, held by the count alone.
 #[test]
 fn long_strings_tell_objects_apart_by_their_length() {
-    let bounded = object(
-        json!({"a": {"type": "string", "minLength": 1, "maxLength": 1000}, "b": {"type": "integer"}}),
-        json!(["b"]),
-        json!(false),
+    let bounded = a_beside(
+        json!({"type": "string", "minLength": 1, "maxLength": 1000}),
+        "b",
     );
-    let free = object(
-        json!({"a": {"type": "string"}, "c": {"type": "integer"}}),
-        json!(["c"]),
-        json!(false),
-    );
+    let free = a_beside(json!({"type": "string"}), "c");
     let most = "ab".repeat(500);
     let escaped = format!("{}\\n\\u00e9", "ab".repeat(499));
     let texts = [
@@ -1156,16 +1149,8 @@ fn long_strings_tell_objects_apart_by_their_length() {
 /// value), strings led past it by writing `abc` where the mask allows it.
 #[test]
 fn counted_lengths_agree_with_the_2n_grammar_on_walks() {
-    let bounded = object(
-        json!({"a": {"type": "string", "maxLength": 150}, "b": {"type": "integer"}}),
-        json!(["b"]),
-        json!(false),
-    );
-    let free = object(
-        json!({"a": {"type": "string"}, "c": {"type": "integer"}}),
-        json!(["c"]),
-        json!(false),
-    );
+    let bounded = a_beside(json!({"type": "string", "maxLength": 150}), "b");
+    let free = a_beside(json!({"type": "string"}), "c");
     let engine = Engine::new(vocab());
     let (exact, kept) = both(&engine, &json!({"anyOf": [bounded, free]}));
     let abc = engine.vocab().encode_greedy(b"abc").unwrap()[0];
@@ -1237,16 +1222,8 @@ fn a_discriminator_of_objects_takes_no_other_beside_it() {
 #[test]
 fn array_values_tell_objects_apart_over_qwen3() {
     let strings = |bound: &str| json!({"type": "array", "items": {"type": "string", bound: 2}});
-    let short = object(
-        json!({"a": strings("maxLength"), "b": {"type": "integer"}}),
-        json!(["b"]),
-        json!(false),
-    );
-    let long = object(
-        json!({"a": strings("minLength"), "c": {"type": "integer"}}),
-        json!(["c"]),
-        json!(false),
-    );
+    let short = a_beside(strings("maxLength"), "b");
+    let long = a_beside(strings("minLength"), "c");
     qwen3_agree(
         &json!({"anyOf": [short, long]}),
         &[
