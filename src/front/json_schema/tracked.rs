@@ -17,7 +17,9 @@
 //! length is too big an automaton) are held the same way: a state where one branch's string
 //! is counted and another branch allows other strings is refused.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -1273,7 +1275,8 @@ impl Paths<'_> {
         };
         let (other, classes) = match classes {
             Some(classes) => {
-                let mut states = HashMap::new();
+                // The matcher's own maps, std's.
+                let mut states = std::collections::HashMap::new();
                 for bits in classes {
                     let mut ids: Vec<NodeId> = any.into_iter().collect();
                     let mut first = 0;
@@ -1297,7 +1300,7 @@ impl Paths<'_> {
                 (self.state(c, others)?, None)
             }
         };
-        let mut named = HashMap::new();
+        let mut named = std::collections::HashMap::new();
         for name in names {
             let mut ids: Vec<NodeId> = any.into_iter().collect();
             for o in &objects {
