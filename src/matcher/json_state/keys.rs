@@ -22,14 +22,18 @@
 //! `"version": 3`), every value (an open object's undeclared name), values of a small
 //! automaton (`"argument": {"maxLength": 0}` beside `{"minLength": 1}`, arrays of other
 //! lengths), strings whose characters are counted (`{"maxLength": 512}` beside any string,
-//! an automaton of 512 times a JSON character's states), or objects of key sets of their own, told apart by their own group: the inner
-//! group's variants are those the outer variants left bring ([`KeyGroup::brought`]; any
-//! value there brings the variant "every object", [`KeySet::every_object`]), and the inner
-//! object's close keeps the outer variants that bring what it closed as. The value written,
-//! once whole, keeps the variants whose test it passes, so which variants remain is which the
-//! grammar still holds: each variant is its own run of members in the grammar, and the names
-//! and values written are all that tells the runs apart. While a value is written the
-//! grammar's mask is then exact, the union of the values of the variants left.
+//! an automaton of 512 times a JSON character's states), or objects of key sets of their
+//! own, told apart by their own group: the inner group's variants are those the outer
+//! variants left bring ([`KeyGroup::brought`]; any value there brings the variant "every
+//! object", [`KeySet::every_object`]), and the inner object's close keeps the outer variants
+//! that bring what it closed as. The value written, once whole, keeps the variants whose test
+//! it passes, so which variants remain is which the grammar still holds: each variant is its
+//! own run of members in the grammar, and the names and values written are all that tells
+//! the runs apart. While a value is written the grammar's mask is then exact, the union of
+//! the values of the variants left. An inner object's close is the exception: the required
+//! names that decide it are the matcher's alone, so the grammar still holds the runs it
+//! drops, and the front end holds such a group beside another discriminator only where what
+//! is left admits every value the dropped run did.
 //!
 //! A name the group declares is refused twice in every variant (the `2^n` grammar refuses
 //! declared names only, and an object any value may be none; a JSON object's names should be
