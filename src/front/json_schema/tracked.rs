@@ -18,11 +18,10 @@
 //! is counted and another branch allows other strings is refused.
 
 use std::collections::BTreeSet;
-
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde_json::Value;
 
 use super::lower::{string_automaton, ContentKey, DistinctSubsets};
