@@ -17,6 +17,7 @@
 //! length is too big an automaton) are held the same way: a state where one branch's string
 //! is counted and another branch allows other strings is refused.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -392,6 +393,7 @@ impl Compiler<'_> {
             built: Vec::new(),
             todo: Vec::new(),
             classes: HashMap::new(),
+            unions: RefCell::default(),
         }
         .build(self, start)
     }
@@ -885,6 +887,8 @@ struct Paths<'n> {
     /// contexts share their objects, and splitting the patterns' automata is most of a
     /// state's cost.
     classes: HashMap<Vec<NodeId>, Option<Vec<u64>>>,
+    /// What [`Self::through_unions`] found, by node.
+    unions: RefCell<HashMap<NodeId, Rc<BTreeSet<NodeId>>>>,
 }
 
 impl Paths<'_> {
@@ -1019,8 +1023,13 @@ impl Paths<'_> {
             .then(|| TrackedPaths::new(self.built, std::mem::take(&mut c.length_bounds), groups)))
     }
 
-    /// The nodes other than unions that a value of `id` may be (through unions).
-    fn through_unions(&self, id: NodeId) -> BTreeSet<NodeId> {
+    /// The nodes other than unions that a value of `id` may be (through unions), found once
+    /// per node: the states of one place in many contexts ask for the same nodes.
+    fn through_unions(&self, id: NodeId) -> Rc<BTreeSet<NodeId>> {
+        if let Some(found) = self.unions.borrow().get(&id) {
+            return found.clone();
+        }
+        let start = id;
         let mut out = BTreeSet::new();
         let mut todo = vec![id];
         let mut seen = HashSet::new();
@@ -1035,6 +1044,8 @@ impl Paths<'_> {
                 }
             }
         }
+        let out = Rc::new(out);
+        self.unions.borrow_mut().insert(start, out.clone());
         out
     }
 
@@ -1045,8 +1056,8 @@ impl Paths<'_> {
         let &(_, value) = o.named.iter().find(|(n, _)| *spelled(n) == *name)?;
         let objects: Option<Vec<(u32, NodeId)>> = self
             .through_unions(value)
-            .into_iter()
-            .map(|id| match &self.nodes.nodes[id] {
+            .iter()
+            .map(|&id| match &self.nodes.nodes[id] {
                 Node::Object(ObjectNode { keys: Some(k), .. }) => Some((k.set, id)),
                 _ => None,
             })
@@ -1091,7 +1102,7 @@ impl Paths<'_> {
     ) -> Result<PathState, CompileError> {
         // What each id reaches through unions, walked once for the key sets it brings and the
         // state's set.
-        let reached: Vec<BTreeSet<NodeId>> =
+        let reached: Vec<Rc<BTreeSet<NodeId>>> =
             ids.into_iter().map(|id| self.through_unions(id)).collect();
         let brought: Vec<BTreeSet<u32>> = reached
             .iter()
@@ -1108,7 +1119,7 @@ impl Paths<'_> {
                 )?;
             }
         }
-        let mut set: BTreeSet<NodeId> = reached.into_iter().flatten().collect();
+        let mut set: BTreeSet<NodeId> = reached.iter().flat_map(|r| r.iter().copied()).collect();
         set.retain(|&id| !matches!(self.nodes.nodes[id], Node::Leaf));
         if !set.iter().any(|&id| self.reaches[id]) {
             return Ok(UNTRACKED);
